@@ -1,0 +1,3 @@
+//! Cross-crate test suites: the saver conformance suite and shared fixtures.
+
+pub mod states;

@@ -1,0 +1,181 @@
+//! [`Checkpointer`]: the facade the engine and applications call, wrapping any
+//! [`Saver`] with tracing spans and explicit-error helpers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::Instrument;
+
+use super::saver::Saver;
+use super::types::{
+    BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, NewCheckpoint,
+    PendingWrite, PruneStrategy, ThreadInfo,
+};
+use crate::error::{Error, Result};
+
+/// A shared handle to a [`Saver`] whose every call runs in a `tracing` span
+/// (`weaver.saver`, with the operation, thread id and duration).
+///
+/// [`fetch_tuple`](Checkpointer::fetch_tuple) turns "not found" into a typed
+/// error; nothing here turns a storage failure into "not found" or an empty
+/// list.
+#[derive(Debug, Clone)]
+pub struct Checkpointer {
+    saver: Arc<dyn Saver>,
+}
+
+async fn traced<T>(
+    op: &'static str,
+    thread_id: &str,
+    fut: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let span = tracing::debug_span!(
+        "weaver.saver",
+        op,
+        thread_id,
+        elapsed_us = tracing::field::Empty
+    );
+    let started = Instant::now();
+    let out = fut.instrument(span.clone()).await;
+    span.record("elapsed_us", started.elapsed().as_micros() as u64);
+    if let Err(e) = &out {
+        tracing::debug!(parent: &span, error = %e, "saver operation failed");
+    }
+    out
+}
+
+impl Checkpointer {
+    /// Wraps a saver.
+    pub fn new(saver: impl Saver + 'static) -> Self {
+        Checkpointer {
+            saver: Arc::new(saver),
+        }
+    }
+
+    /// Wraps a shared saver.
+    pub fn from_arc(saver: Arc<dyn Saver>) -> Self {
+        Checkpointer { saver }
+    }
+
+    /// The saver behind the facade.
+    pub fn saver(&self) -> &Arc<dyn Saver> {
+        &self.saver
+    }
+
+    /// [`Saver::get_tuple`]: `Ok(None)` when absent.
+    pub async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+        traced("get_tuple", &target.thread_id, self.saver.get_tuple(target)).await
+    }
+
+    /// Like [`get_tuple`](Checkpointer::get_tuple), but a missing checkpoint is
+    /// [`Error::CheckpointNotFound`] (or [`Error::ThreadNotFound`] for a latest lookup).
+    pub async fn fetch_tuple(&self, target: &CheckpointRef) -> Result<CheckpointTuple> {
+        self.get_tuple(target)
+            .await?
+            .ok_or_else(|| match &target.checkpoint_id {
+                Some(id) => Error::CheckpointNotFound {
+                    thread_id: target.thread_id.clone(),
+                    checkpoint_ns: target.checkpoint_ns.clone(),
+                    checkpoint_id: id.clone(),
+                },
+                None => Error::ThreadNotFound {
+                    thread_id: target.thread_id.clone(),
+                },
+            })
+    }
+
+    /// [`Saver::list`]: typed records for adapter and exporter code.
+    pub async fn list_records(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        let thread = filter.thread_id.as_deref().unwrap_or("*");
+        traced("list", thread, self.saver.list(filter)).await
+    }
+
+    /// [`Saver::put`].
+    pub async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef> {
+        let thread = checkpoint.thread_id.clone();
+        traced("put", &thread, self.saver.put(checkpoint)).await
+    }
+
+    /// [`Saver::put_writes`].
+    pub async fn put_writes(
+        &self,
+        target: &CheckpointRef,
+        writes: Vec<PendingWrite>,
+    ) -> Result<()> {
+        traced(
+            "put_writes",
+            &target.thread_id,
+            self.saver.put_writes(target, writes),
+        )
+        .await
+    }
+
+    /// [`Saver::put_checkpoint_with_writes`].
+    pub async fn put_checkpoint_with_writes(
+        &self,
+        checkpoint: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> Result<CheckpointRef> {
+        let thread = checkpoint.thread_id.clone();
+        traced(
+            "put_checkpoint_with_writes",
+            &thread,
+            self.saver.put_checkpoint_with_writes(checkpoint, writes),
+        )
+        .await
+    }
+
+    /// [`Saver::put_many`].
+    pub async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+        traced("put_many", "*", self.saver.put_many(entries)).await
+    }
+
+    /// [`Saver::fork_at`].
+    pub async fn fork_at(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> Result<CheckpointRef> {
+        traced(
+            "fork_at",
+            &source.thread_id,
+            self.saver.fork_at(source, target_thread, options),
+        )
+        .await
+    }
+
+    /// [`Saver::copy_thread`].
+    pub async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
+        traced(
+            "copy_thread",
+            source_thread,
+            self.saver.copy_thread(source_thread, target_thread),
+        )
+        .await
+    }
+
+    /// [`Saver::delete_thread`].
+    pub async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        traced(
+            "delete_thread",
+            thread_id,
+            self.saver.delete_thread(thread_id),
+        )
+        .await
+    }
+
+    /// [`Saver::prune`].
+    pub async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
+        traced("prune", "*", self.saver.prune(thread_ids, strategy)).await
+    }
+
+    /// [`Saver::list_threads`].
+    pub async fn list_threads(
+        &self,
+        limit: Option<usize>,
+        offset: usize,
+    ) -> Result<Vec<ThreadInfo>> {
+        traced("list_threads", "*", self.saver.list_threads(limit, offset)).await
+    }
+}

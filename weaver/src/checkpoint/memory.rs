@@ -1,0 +1,416 @@
+//! [`InMemorySaver`]: the process-local checkpointer (BeamWeaver's ETS adapter).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use async_trait::async_trait;
+
+use super::limits;
+use super::saver::Saver;
+use super::types::{
+    BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointTuple, ForkOptions,
+    ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo,
+};
+use crate::error::{Error, Result};
+
+/// A checkpointer that keeps everything in process memory.
+///
+/// Cloning is cheap and shares the storage, so a test can keep a handle to
+/// what a compiled graph writes. Every read returns copies: nothing a caller
+/// does to a returned value reaches the stored one.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use weaver::checkpoint::{CheckpointRef, InMemorySaver, Saver};
+/// let saver = InMemorySaver::new();
+/// assert!(saver.get_tuple(&CheckpointRef::latest("t1")).await.unwrap().is_none());
+/// # });
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct InMemorySaver {
+    threads: Arc<RwLock<Threads>>,
+}
+
+type Threads = BTreeMap<String, BTreeMap<String, Log>>;
+
+/// One (thread, namespace): checkpoints by commit order, and an id index.
+#[derive(Debug, Clone, Default)]
+struct Log {
+    by_order: BTreeMap<u64, Stored>,
+    by_id: HashMap<String, u64>,
+}
+
+#[derive(Debug, Clone)]
+struct Stored {
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    parent_id: Option<String>,
+    writes: BTreeMap<(String, i64), PendingWrite>,
+}
+
+impl Log {
+    fn head(&self) -> u64 {
+        self.by_order.keys().next_back().copied().unwrap_or(0)
+    }
+
+    fn find(&self, id: &str) -> Option<&Stored> {
+        self.by_order.get(self.by_id.get(id)?)
+    }
+
+    fn find_mut(&mut self, id: &str) -> Option<&mut Stored> {
+        self.by_order.get_mut(self.by_id.get(id)?)
+    }
+}
+
+impl Stored {
+    fn tuple(&self, thread_id: &str, ns: &str, order: u64) -> CheckpointTuple {
+        let config = CheckpointRef {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: ns.to_owned(),
+            checkpoint_id: Some(self.checkpoint.id.clone()),
+        };
+        CheckpointTuple {
+            parent_config: self.parent_id.as_ref().map(|p| config.at(p.clone())),
+            config,
+            checkpoint: self.checkpoint.clone(),
+            metadata: self.metadata.clone(),
+            commit_order: order,
+            pending_writes: self.writes.values().cloned().collect(),
+        }
+    }
+
+    fn add_writes(&mut self, writes: Vec<PendingWrite>) {
+        for w in writes {
+            let key = (w.task_id.clone(), w.idx);
+            if w.is_special() {
+                self.writes.insert(key, w);
+            } else {
+                self.writes.entry(key).or_insert(w);
+            }
+        }
+    }
+}
+
+impl InMemorySaver {
+    /// An empty saver.
+    pub fn new() -> Self {
+        InMemorySaver::default()
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Threads> {
+        // No code path panics while holding the lock, and every mutation is
+        // validated before it starts, so a poisoned lock still guards
+        // consistent data.
+        self.threads.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Threads> {
+        self.threads.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Inserts one checkpoint after validating it; on error nothing changed.
+fn insert(
+    threads: &mut Threads,
+    new: NewCheckpoint,
+    writes: Vec<PendingWrite>,
+) -> Result<(CheckpointRef, u64)> {
+    let config = new.config();
+    let log = threads
+        .entry(new.thread_id.clone())
+        .or_default()
+        .entry(new.checkpoint_ns.clone())
+        .or_default();
+    let order = new.commit_order.unwrap_or_else(|| log.head() + 1);
+    if order == 0 || log.by_order.contains_key(&order) || log.by_id.contains_key(&new.checkpoint.id)
+    {
+        return Err(Error::VersionConflict {
+            thread_id: new.thread_id,
+            checkpoint_ns: new.checkpoint_ns,
+            attempted: order,
+        });
+    }
+    if let Some(parent) = &new.parent_id {
+        if !log.by_id.contains_key(parent) {
+            return Err(Error::CheckpointNotFound {
+                thread_id: new.thread_id,
+                checkpoint_ns: new.checkpoint_ns,
+                checkpoint_id: parent.clone(),
+            });
+        }
+    }
+    let mut stored = Stored {
+        checkpoint: new.checkpoint,
+        metadata: new.metadata,
+        parent_id: new.parent_id,
+        writes: BTreeMap::new(),
+    };
+    stored.add_writes(writes);
+    log.by_id.insert(stored.checkpoint.id.clone(), order);
+    log.by_order.insert(order, stored);
+    Ok((config, order))
+}
+
+/// Removes what `insert` added (used to roll a failed batch back).
+fn remove(threads: &mut Threads, thread_id: &str, ns: &str, order: u64) {
+    if let Some(nss) = threads.get_mut(thread_id) {
+        if let Some(log) = nss.get_mut(ns) {
+            if let Some(s) = log.by_order.remove(&order) {
+                log.by_id.remove(&s.checkpoint.id);
+            }
+            if log.by_order.is_empty() {
+                nss.remove(ns);
+            }
+        }
+        if nss.is_empty() {
+            threads.remove(thread_id);
+        }
+    }
+}
+
+fn not_found(target: &CheckpointRef, id: &str) -> Error {
+    Error::CheckpointNotFound {
+        thread_id: target.thread_id.clone(),
+        checkpoint_ns: target.checkpoint_ns.clone(),
+        checkpoint_id: id.to_owned(),
+    }
+}
+
+#[async_trait]
+impl Saver for InMemorySaver {
+    async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+        let threads = self.read();
+        let Some(log) = threads
+            .get(&target.thread_id)
+            .and_then(|n| n.get(&target.checkpoint_ns))
+        else {
+            return Ok(None);
+        };
+        let found = match &target.checkpoint_id {
+            Some(id) => log
+                .by_id
+                .get(id)
+                .and_then(|o| log.by_order.get_key_value(o)),
+            None => log.by_order.iter().next_back(),
+        };
+        Ok(found.map(|(order, s)| s.tuple(&target.thread_id, &target.checkpoint_ns, *order)))
+    }
+
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        let threads = self.read();
+        let limit = filter.limit.unwrap_or(usize::MAX);
+        let mut out = Vec::new();
+        let before =
+            match (&filter.before, &filter.thread_id) {
+                (Some(_), None) => {
+                    return Err(Error::invalid_argument(
+                        "`before` needs a `thread_id` to order against",
+                    ));
+                }
+                (Some(id), Some(thread)) => {
+                    let ns = filter.checkpoint_ns.clone().unwrap_or_default();
+                    let log = threads.get(thread).and_then(|n| n.get(&ns));
+                    let order = log.and_then(|l| l.by_id.get(id).copied());
+                    Some(order.ok_or_else(|| {
+                        not_found(&CheckpointRef::latest(thread.clone()).ns(ns), id)
+                    })?)
+                }
+                (None, _) => None,
+            };
+        let selected: Box<dyn Iterator<Item = (&String, &BTreeMap<String, Log>)>> =
+            match &filter.thread_id {
+                Some(t) => Box::new(threads.get_key_value(t).into_iter()),
+                None => Box::new(threads.iter()),
+            };
+        for (thread_id, nss) in selected {
+            for (ns, log) in nss {
+                if filter.checkpoint_ns.as_ref().is_some_and(|want| want != ns) {
+                    continue;
+                }
+                let upper = before.unwrap_or(u64::MAX);
+                for (order, s) in log.by_order.range(..upper).rev() {
+                    if out.len() >= limit {
+                        return Ok(out);
+                    }
+                    if s.metadata.matches(&filter.metadata) {
+                        out.push(s.tuple(thread_id, ns, *order));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef> {
+        insert(&mut self.write(), checkpoint, Vec::new()).map(|(c, _)| c)
+    }
+
+    async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
+        let id = target
+            .checkpoint_id
+            .as_deref()
+            .ok_or_else(|| Error::invalid_argument("put_writes needs a checkpoint id"))?;
+        let mut threads = self.write();
+        let stored = threads
+            .get_mut(&target.thread_id)
+            .and_then(|n| n.get_mut(&target.checkpoint_ns))
+            .and_then(|log| log.find_mut(id))
+            .ok_or_else(|| not_found(target, id))?;
+        stored.add_writes(writes);
+        Ok(())
+    }
+
+    async fn put_checkpoint_with_writes(
+        &self,
+        checkpoint: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> Result<CheckpointRef> {
+        insert(&mut self.write(), checkpoint, writes).map(|(c, _)| c)
+    }
+
+    async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+        limits::check_batch(&entries)?;
+        let mut threads = self.write();
+        let mut done: Vec<(CheckpointRef, u64)> = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match insert(&mut threads, entry.checkpoint, entry.writes) {
+                Ok(r) => done.push(r),
+                Err(e) => {
+                    for (c, order) in done.iter().rev() {
+                        remove(&mut threads, &c.thread_id, &c.checkpoint_ns, *order);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(done.into_iter().map(|(c, _)| c).collect())
+    }
+
+    async fn fork_at(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> Result<CheckpointRef> {
+        limits::check_fork_options(options.max_checkpoints, options.max_bytes)?;
+        let id = source
+            .checkpoint_id
+            .as_deref()
+            .ok_or_else(|| Error::invalid_argument("fork_at needs a checkpoint id"))?;
+        let mut threads = self.write();
+        let ns = &source.checkpoint_ns;
+        let log = threads
+            .get(&source.thread_id)
+            .and_then(|n| n.get(ns))
+            .ok_or_else(|| not_found(source, id))?;
+        let mut lineage: Vec<Stored> = Vec::new();
+        let mut bytes = 0usize;
+        let mut cursor = Some(log.find(id).ok_or_else(|| not_found(source, id))?);
+        while let Some(s) = cursor {
+            if lineage.len() == options.max_checkpoints {
+                return Err(Error::LimitExceeded {
+                    limit: "fork_at checkpoints",
+                    value: (lineage.len() + 1) as u64,
+                    ceiling: options.max_checkpoints as u64,
+                });
+            }
+            bytes += limits::record_size(&s.checkpoint)?;
+            if bytes > options.max_bytes {
+                return Err(Error::LimitExceeded {
+                    limit: "fork_at bytes",
+                    value: bytes as u64,
+                    ceiling: options.max_bytes as u64,
+                });
+            }
+            lineage.push(s.clone());
+            cursor = match &s.parent_id {
+                None => None,
+                Some(p) => Some(log.find(p).ok_or_else(|| Error::MissingParent {
+                    thread_id: source.thread_id.clone(),
+                    checkpoint_id: s.checkpoint.id.clone(),
+                    parent_id: p.clone(),
+                })?),
+            };
+        }
+        let target = threads.entry(target_thread.to_owned()).or_default();
+        if target.get(ns).is_some_and(|l| !l.by_order.is_empty()) {
+            return Err(Error::ThreadExists {
+                thread_id: target_thread.to_owned(),
+            });
+        }
+        let mut copy = Log::default();
+        for (i, s) in lineage.into_iter().rev().enumerate() {
+            let order = i as u64 + 1;
+            copy.by_id.insert(s.checkpoint.id.clone(), order);
+            copy.by_order.insert(order, s);
+        }
+        target.insert(ns.clone(), copy);
+        Ok(CheckpointRef {
+            thread_id: target_thread.to_owned(),
+            checkpoint_ns: ns.clone(),
+            checkpoint_id: Some(id.to_owned()),
+        })
+    }
+
+    async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
+        let mut threads = self.write();
+        if threads.get(target_thread).is_some_and(|n| !n.is_empty()) {
+            return Err(Error::ThreadExists {
+                thread_id: target_thread.to_owned(),
+            });
+        }
+        let Some(copy) = threads.get(source_thread).cloned() else {
+            return Err(Error::ThreadNotFound {
+                thread_id: source_thread.to_owned(),
+            });
+        };
+        threads.insert(target_thread.to_owned(), copy);
+        Ok(())
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        self.write().remove(thread_id);
+        Ok(())
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
+        let mut threads = self.write();
+        let mut deleted = 0u64;
+        for t in thread_ids {
+            match strategy {
+                PruneStrategy::Delete => {
+                    if let Some(nss) = threads.remove(t) {
+                        deleted += nss.values().map(|l| l.by_order.len() as u64).sum::<u64>();
+                    }
+                }
+                PruneStrategy::KeepLatest => {
+                    for log in threads.get_mut(t).into_iter().flat_map(|n| n.values_mut()) {
+                        let head = log.head();
+                        let old: Vec<u64> = log.by_order.range(..head).map(|(o, _)| *o).collect();
+                        for o in old {
+                            if let Some(s) = log.by_order.remove(&o) {
+                                log.by_id.remove(&s.checkpoint.id);
+                                deleted += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
+    async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>> {
+        Ok(self
+            .read()
+            .iter()
+            .filter(|(_, nss)| nss.values().any(|l| !l.by_order.is_empty()))
+            .skip(offset)
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|(t, nss)| ThreadInfo {
+                thread_id: t.clone(),
+                checkpoints: nss.values().map(|l| l.by_order.len() as u64).sum(),
+            })
+            .collect())
+    }
+}

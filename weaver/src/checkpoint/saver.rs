@@ -1,0 +1,98 @@
+//! The [`Saver`] trait: the checkpointer contract every backend implements.
+
+use std::fmt::Debug;
+
+use async_trait::async_trait;
+
+use super::types::{
+    BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, NewCheckpoint,
+    PendingWrite, PruneStrategy, ThreadInfo,
+};
+use crate::error::Result;
+
+/// A checkpointer: per-thread execution history.
+///
+/// Object-safe (`Arc<dyn Saver>` works). Ordering is always by
+/// `commit_order`, unique per `(thread_id, checkpoint_ns)`: "latest" means
+/// the highest `commit_order`, never the newest timestamp or id. A saver
+/// never hands out references to what it stores: every value returned is the
+/// caller's own copy. A storage failure is [`Error::Storage`](crate::Error::Storage),
+/// never "not found".
+///
+/// The same conformance suite (`weaver-tests`) runs against every backend.
+#[async_trait]
+pub trait Saver: Debug + Send + Sync {
+    /// Returns the checkpoint `target` names, or the latest of its thread and
+    /// namespace when `target.checkpoint_id` is `None`, with its pending
+    /// writes in `(task_id, idx)` order. `Ok(None)` when there is none.
+    async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>>;
+
+    /// Lists checkpoints newest first (by `commit_order`) within a thread and
+    /// namespace; across threads (no `thread_id`) grouped by thread id then
+    /// namespace, ascending, each group newest first. `before` keeps those
+    /// committed before that checkpoint and needs `thread_id`
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument) otherwise;
+    /// [`Error::CheckpointNotFound`](crate::Error::CheckpointNotFound) if it
+    /// does not exist). `limit` applies after filtering.
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>>;
+
+    /// Stores one checkpoint. Fails with
+    /// [`Error::VersionConflict`](crate::Error::VersionConflict) when its
+    /// explicit `commit_order` is taken (or the id already exists on the
+    /// thread), and [`Error::CheckpointNotFound`](crate::Error::CheckpointNotFound)
+    /// when the parent is missing; nothing is written then. Returns where it is.
+    async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef>;
+
+    /// Stores pending writes of tasks started from checkpoint `target` (which
+    /// must exist). Idempotent per `(task_id, idx)`: an ordinary write already
+    /// stored is kept as it was; a special write (negative `idx`) replaces the
+    /// earlier one. All writes of the call are stored, or none.
+    async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()>;
+
+    /// Stores a checkpoint and writes attached to it in one atomic step: both
+    /// or neither. Same conflict rules as [`put`](Saver::put).
+    async fn put_checkpoint_with_writes(
+        &self,
+        checkpoint: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> Result<CheckpointRef>;
+
+    /// Stores a batch in one atomic step, in order (an entry may name an
+    /// earlier entry as parent). Explicit checkpoint ids stay identities. At
+    /// most 1,000 checkpoints, 10,000 writes and 64 MiB
+    /// ([`Error::LimitExceeded`](crate::Error::LimitExceeded)); any failure
+    /// leaves nothing behind. Never falls back to sequential writes.
+    async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>>;
+
+    /// Copies checkpoint `source` (its id must be set) and its ancestors,
+    /// following parent links, into `target_thread` (same namespace), keeping
+    /// ids, metadata and pending writes; commit orders are renumbered 1… from
+    /// the oldest ancestor. The target must have no checkpoints in that
+    /// namespace ([`Error::ThreadExists`](crate::Error::ThreadExists)). Fails,
+    /// writing nothing, when a parent is missing
+    /// ([`Error::MissingParent`](crate::Error::MissingParent)) or the lineage
+    /// exceeds `options` ([`Error::LimitExceeded`](crate::Error::LimitExceeded)).
+    /// Returns the copy of `source`.
+    async fn fork_at(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> Result<CheckpointRef>;
+
+    /// Copies every checkpoint and write of `source_thread` (all namespaces)
+    /// to `target_thread`, keeping ids and commit orders. The target must be
+    /// empty ([`Error::ThreadExists`](crate::Error::ThreadExists)).
+    async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()>;
+
+    /// Deletes every checkpoint and write of the thread. Deleting an unknown
+    /// thread is not an error.
+    async fn delete_thread(&self, thread_id: &str) -> Result<()>;
+
+    /// Applies `strategy` to each thread; returns how many checkpoints were deleted.
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64>;
+
+    /// Lists threads with at least one checkpoint, ordered by thread id,
+    /// skipping `offset` and returning at most `limit`.
+    async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>>;
+}

@@ -1,0 +1,488 @@
+//! The records a [`Saver`](super::Saver) stores: checkpoints, their metadata and pending writes.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Format version of [`Checkpoint`] records written by this build.
+pub const CHECKPOINT_FORMAT: u32 = 1;
+
+/// Addresses a thread's checkpoint: `checkpoint_id = None` means the latest
+/// (highest `commit_order`) in `(thread_id, checkpoint_ns)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CheckpointRef {
+    /// The thread.
+    pub thread_id: String,
+    /// The namespace within the thread (`""` for the root graph).
+    #[serde(default)]
+    pub checkpoint_ns: String,
+    /// A specific checkpoint, or `None` for the latest.
+    #[serde(default)]
+    pub checkpoint_id: Option<String>,
+}
+
+impl CheckpointRef {
+    /// The latest checkpoint of `thread_id` in the root namespace.
+    pub fn latest(thread_id: impl Into<String>) -> Self {
+        CheckpointRef {
+            thread_id: thread_id.into(),
+            checkpoint_ns: String::new(),
+            checkpoint_id: None,
+        }
+    }
+
+    /// The same thread and namespace, at checkpoint `id`.
+    pub fn at(&self, id: impl Into<String>) -> Self {
+        CheckpointRef {
+            checkpoint_id: Some(id.into()),
+            ..self.clone()
+        }
+    }
+
+    /// Sets the namespace.
+    pub fn ns(mut self, ns: impl Into<String>) -> Self {
+        self.checkpoint_ns = ns.into();
+        self
+    }
+}
+
+/// A saved snapshot of graph execution at a step boundary.
+///
+/// `channel_values` holds each state channel's serde value (a channel may be
+/// absent: delta channels are rebuilt from writes); `channel_versions` and
+/// `versions_seen` record which channels changed since each node last ran,
+/// which is what decides the next tasks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Record format version.
+    pub v: u32,
+    /// Unique within its thread; an identity, never an ordering key.
+    pub id: String,
+    /// When it was created (RFC 3339, UTC).
+    pub ts: String,
+    /// Channel name → serialized value.
+    pub channel_values: Map<String, Value>,
+    /// Channel name → version (monotonic per thread).
+    pub channel_versions: BTreeMap<String, u64>,
+    /// Node name → channel name → version the node last consumed.
+    pub versions_seen: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl Checkpoint {
+    /// An empty checkpoint with a fresh id.
+    pub fn empty() -> Self {
+        Checkpoint {
+            v: CHECKPOINT_FORMAT,
+            id: new_checkpoint_id(),
+            ts: now_rfc3339(),
+            channel_values: Map::new(),
+            channel_versions: BTreeMap::new(),
+            versions_seen: BTreeMap::new(),
+        }
+    }
+
+    /// A copy with a fresh id and timestamp (the base of the next checkpoint).
+    pub fn successor(&self) -> Self {
+        Checkpoint {
+            id: new_checkpoint_id(),
+            ts: now_rfc3339(),
+            ..self.clone()
+        }
+    }
+}
+
+/// Why a checkpoint was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckpointSource {
+    /// The input of an invoke (step of the input checkpoint).
+    Input,
+    /// The end of a super-step.
+    Loop,
+    /// `update_state`.
+    Update,
+    /// A copy of an older checkpoint that a replay starts from.
+    Fork,
+}
+
+impl CheckpointSource {
+    /// The lower-case name stored in metadata.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointSource::Input => "input",
+            CheckpointSource::Loop => "loop",
+            CheckpointSource::Update => "update",
+            CheckpointSource::Fork => "fork",
+        }
+    }
+}
+
+/// Metadata stored with a checkpoint; its JSON form (with `extra` flattened)
+/// is what metadata filters match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointMetadata {
+    /// Why it was written.
+    pub source: CheckpointSource,
+    /// The super-step: -1 for the first input, then 0, 1, … across invokes.
+    pub step: i64,
+    /// Parent namespace → checkpoint id, for nested graphs (empty at the root).
+    #[serde(default)]
+    pub parents: BTreeMap<String, String>,
+    /// User metadata (from the run config) and engine notes.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl CheckpointMetadata {
+    /// Metadata with no parents or extras.
+    pub fn new(source: CheckpointSource, step: i64) -> Self {
+        CheckpointMetadata {
+            source,
+            step,
+            parents: BTreeMap::new(),
+            extra: Map::new(),
+        }
+    }
+
+    /// The flattened JSON object filters are matched against.
+    pub fn to_json(&self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(m)) => m,
+            // A struct with a flattened map always serializes to an object.
+            _ => Map::new(),
+        }
+    }
+
+    /// Whether every `(key, value)` of `filter` equals the metadata's.
+    pub fn matches(&self, filter: &Map<String, Value>) -> bool {
+        if filter.is_empty() {
+            return true;
+        }
+        let json = self.to_json();
+        filter.iter().all(|(k, v)| json.get(k) == Some(v))
+    }
+}
+
+/// Channel of the write recording a task's failure.
+pub const ERROR_CHANNEL: &str = "__error__";
+/// Channel of the write recording a task's interrupts.
+pub const INTERRUPT_CHANNEL: &str = "__interrupt__";
+/// Channel of the write recording resume values given to a task.
+pub const RESUME_CHANNEL: &str = "__resume__";
+/// Channel of the write marking a task that finished without writing.
+pub const NO_WRITES_CHANNEL: &str = "__no_writes__";
+
+/// Index of special writes: they replace an earlier write of the same task
+/// and index, where ordinary writes (index ≥ 0) are kept as first written.
+pub(crate) fn special_write_index(channel: &str) -> Option<i64> {
+    match channel {
+        ERROR_CHANNEL => Some(-1),
+        NO_WRITES_CHANNEL => Some(-2),
+        INTERRUPT_CHANNEL => Some(-3),
+        RESUME_CHANNEL => Some(-4),
+        _ => None,
+    }
+}
+
+/// One write of a task, kept beside the checkpoint the task started from
+/// until that step commits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingWrite {
+    /// The task (deterministic per checkpoint and node).
+    pub task_id: String,
+    /// The node the task ran.
+    pub task_path: String,
+    /// Position in the task's writes; negative for special writes.
+    pub idx: i64,
+    /// Channel written (a state field, `branch:to:<node>`, or a special channel).
+    pub channel: String,
+    /// The value.
+    pub value: Value,
+}
+
+impl PendingWrite {
+    /// Builds the writes of one task, numbering ordinary writes 0, 1, … and
+    /// giving special channels their fixed negative index.
+    pub fn for_task(
+        task_id: &str,
+        task_path: &str,
+        writes: impl IntoIterator<Item = (String, Value)>,
+    ) -> Vec<PendingWrite> {
+        let mut next = 0;
+        writes
+            .into_iter()
+            .map(|(channel, value)| {
+                let idx = special_write_index(&channel).unwrap_or_else(|| {
+                    next += 1;
+                    next - 1
+                });
+                PendingWrite {
+                    task_id: task_id.to_owned(),
+                    task_path: task_path.to_owned(),
+                    idx,
+                    channel,
+                    value,
+                }
+            })
+            .collect()
+    }
+
+    /// Whether this write replaces an earlier one with the same task and index.
+    pub fn is_special(&self) -> bool {
+        self.idx < 0
+    }
+}
+
+/// A checkpoint as stored: the record, where it is, its parent and its pending writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointTuple {
+    /// Where it is (with `checkpoint_id` set).
+    pub config: CheckpointRef,
+    /// The checkpoint.
+    pub checkpoint: Checkpoint,
+    /// Its metadata.
+    pub metadata: CheckpointMetadata,
+    /// The lineage parent, if any (may be any earlier checkpoint).
+    pub parent_config: Option<CheckpointRef>,
+    /// Its position in the thread's total order (1, 2, 3 …).
+    pub commit_order: u64,
+    /// Pending writes of tasks started from it, in (task_id, idx) order.
+    pub pending_writes: Vec<PendingWrite>,
+}
+
+/// A checkpoint to store, with where it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCheckpoint {
+    /// The thread.
+    pub thread_id: String,
+    /// The namespace.
+    pub checkpoint_ns: String,
+    /// The lineage parent's id, if any; it must exist in the same thread and namespace.
+    pub parent_id: Option<String>,
+    /// The record (its `id` is kept as given).
+    pub checkpoint: Checkpoint,
+    /// Its metadata.
+    pub metadata: CheckpointMetadata,
+    /// The `commit_order` to take: `Some(n)` fails with a version conflict when
+    /// `n` is already taken; `None` takes the next free number.
+    pub commit_order: Option<u64>,
+}
+
+impl NewCheckpoint {
+    /// Where this checkpoint will be once stored.
+    pub fn config(&self) -> CheckpointRef {
+        CheckpointRef {
+            thread_id: self.thread_id.clone(),
+            checkpoint_ns: self.checkpoint_ns.clone(),
+            checkpoint_id: Some(self.checkpoint.id.clone()),
+        }
+    }
+
+    /// The parent's address, if any.
+    pub fn parent_config(&self) -> Option<CheckpointRef> {
+        self.parent_id.as_ref().map(|p| CheckpointRef {
+            thread_id: self.thread_id.clone(),
+            checkpoint_ns: self.checkpoint_ns.clone(),
+            checkpoint_id: Some(p.clone()),
+        })
+    }
+}
+
+/// One entry of a [`put_many`](super::Saver::put_many) batch: a checkpoint and
+/// the pending writes stored with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchEntry {
+    /// The checkpoint.
+    pub checkpoint: NewCheckpoint,
+    /// Writes attached to it.
+    pub writes: Vec<PendingWrite>,
+}
+
+/// Which checkpoints [`list`](super::Saver::list) returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ListFilter {
+    /// Only this thread; `None` lists across threads.
+    pub thread_id: Option<String>,
+    /// Only this namespace; `None` lists every namespace.
+    pub checkpoint_ns: Option<String>,
+    /// Only checkpoints committed before this one (needs `thread_id`).
+    pub before: Option<String>,
+    /// At most this many.
+    pub limit: Option<usize>,
+    /// Only checkpoints whose metadata has all these top-level key/values.
+    pub metadata: Map<String, Value>,
+}
+
+impl ListFilter {
+    /// Everything on one thread (every namespace).
+    pub fn thread(thread_id: impl Into<String>) -> Self {
+        ListFilter {
+            thread_id: Some(thread_id.into()),
+            ..ListFilter::default()
+        }
+    }
+
+    /// Every thread.
+    pub fn all() -> Self {
+        ListFilter::default()
+    }
+
+    /// Restricts to one namespace.
+    pub fn ns(mut self, ns: impl Into<String>) -> Self {
+        self.checkpoint_ns = Some(ns.into());
+        self
+    }
+
+    /// Keeps only checkpoints committed before checkpoint `id`.
+    pub fn before(mut self, id: impl Into<String>) -> Self {
+        self.before = Some(id.into());
+        self
+    }
+
+    /// Returns at most `n`.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+
+    /// Requires metadata key `key` to equal `value`.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// What [`prune`](super::Saver::prune) does to each thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PruneStrategy {
+    /// Keep only the latest checkpoint (and its pending writes) per namespace.
+    #[default]
+    KeepLatest,
+    /// Delete the thread's checkpoints and writes entirely.
+    Delete,
+}
+
+/// Bounds of a [`fork_at`](super::Saver::fork_at) copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForkOptions {
+    /// At most this many checkpoints are copied (default 1,000; ceiling 10,000).
+    pub max_checkpoints: usize,
+    /// At most this many bytes of serialized checkpoints are copied (ceiling 64 MiB).
+    pub max_bytes: usize,
+}
+
+impl Default for ForkOptions {
+    fn default() -> Self {
+        ForkOptions {
+            max_checkpoints: super::limits::FORK_DEFAULT_CHECKPOINTS,
+            max_bytes: super::limits::FORK_MAX_BYTES,
+        }
+    }
+}
+
+impl ForkOptions {
+    /// Sets the checkpoint count bound.
+    pub fn max_checkpoints(mut self, n: usize) -> Self {
+        self.max_checkpoints = n;
+        self
+    }
+
+    /// Sets the byte bound.
+    pub fn max_bytes(mut self, n: usize) -> Self {
+        self.max_bytes = n;
+        self
+    }
+}
+
+/// A thread known to a saver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    /// The thread id.
+    pub thread_id: String,
+    /// How many checkpoints it holds (all namespaces).
+    pub checkpoints: u64,
+}
+
+/// A new checkpoint id: a UUID v7 (time-ordered, but never used for ordering).
+pub fn new_checkpoint_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// The current UTC time as RFC 3339 with microseconds.
+pub fn now_rfc3339() -> String {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    format_rfc3339(d.as_secs() as i64, d.subsec_micros())
+}
+
+/// Formats Unix seconds + microseconds as `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`.
+fn format_rfc3339(secs: i64, micros: u32) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (proleptic Gregorian), after H. Hinnant's algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}+00:00",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_known_instants() {
+        assert_eq!(format_rfc3339(0, 0), "1970-01-01T00:00:00.000000+00:00");
+        assert_eq!(
+            format_rfc3339(951_782_400, 5),
+            "2000-02-29T00:00:00.000005+00:00"
+        );
+        assert_eq!(
+            format_rfc3339(1_796_000_000, 0),
+            "2026-11-30T00:53:20.000000+00:00"
+        );
+    }
+
+    #[test]
+    fn metadata_filter_matches_flattened_keys() {
+        let mut m = CheckpointMetadata::new(CheckpointSource::Update, 3);
+        m.extra.insert("user".into(), "ann".into());
+        let f = |k: &str, v: Value| Map::from_iter([(k.to_owned(), v)]);
+        assert!(m.matches(&f("source", "update".into())));
+        assert!(m.matches(&f("step", 3.into())));
+        assert!(m.matches(&f("user", "ann".into())));
+        assert!(!m.matches(&f("source", "loop".into())));
+        assert!(!m.matches(&f("missing", Value::Null)));
+    }
+
+    #[test]
+    fn task_writes_number_ordinary_and_special_channels() {
+        let w = PendingWrite::for_task(
+            "t",
+            "n",
+            [
+                ("a".to_owned(), Value::Null),
+                (ERROR_CHANNEL.to_owned(), Value::Null),
+                ("b".to_owned(), Value::Null),
+            ],
+        );
+        assert_eq!(w.iter().map(|w| w.idx).collect::<Vec<_>>(), [0, -1, 1]);
+    }
+}

@@ -1,0 +1,295 @@
+//! Run configuration: thread ids, checkpoint addressing, limits and the per-run context.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::checkpoint::CheckpointRef;
+use crate::error::{Error, Result};
+
+/// Default number of super-steps one run may take before
+/// [`Error::RecursionLimit`].
+pub const DEFAULT_RECURSION_LIMIT: usize = 25;
+
+/// When checkpoints are written relative to the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Durability {
+    /// Each checkpoint is stored before the next step starts.
+    Sync,
+    /// Checkpoints are stored in the background while the next step runs;
+    /// `invoke` waits for them before it returns. The default.
+    #[default]
+    Async,
+    /// Only the checkpoint where the run ends (or stops) is stored.
+    Exit,
+}
+
+/// Which run a call addresses, and how it runs.
+///
+/// Built with [`RunConfig::thread`] or from LangGraph-shaped JSON with
+/// [`RunConfig::from_json`]. The per-run [`context`](RunConfig::with_context)
+/// is handed to nodes and never persisted.
+///
+/// ```
+/// use weaver::RunConfig;
+/// let config = RunConfig::thread("support-thread-1").recursion_limit(50);
+/// assert_eq!(config.thread_id(), Some("support-thread-1"));
+/// let same = RunConfig::from_json(&serde_json::json!({
+///     "configurable": {"thread_id": "support-thread-1"},
+///     "recursion_limit": 50
+/// })).unwrap();
+/// assert_eq!(same.thread_id(), config.thread_id());
+/// ```
+#[derive(Clone, Default)]
+pub struct RunConfig {
+    thread_id: Option<String>,
+    checkpoint_ns: String,
+    checkpoint_id: Option<String>,
+    recursion_limit: Option<usize>,
+    durability: Option<Durability>,
+    metadata: Map<String, Value>,
+    context: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for RunConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunConfig")
+            .field("thread_id", &self.thread_id)
+            .field("checkpoint_ns", &self.checkpoint_ns)
+            .field("checkpoint_id", &self.checkpoint_id)
+            .field("recursion_limit", &self.recursion_limit)
+            .field("durability", &self.durability)
+            .field("metadata", &self.metadata)
+            .field("context", &self.context.as_ref().map(|_| ".."))
+            .finish()
+    }
+}
+
+impl RunConfig {
+    /// A config addressing the latest checkpoint of `thread_id`.
+    pub fn thread(thread_id: impl Into<String>) -> Self {
+        RunConfig {
+            thread_id: Some(thread_id.into()),
+            ..RunConfig::default()
+        }
+    }
+
+    /// Parses the LangGraph shape:
+    /// `{"configurable": {"thread_id", "checkpoint_ns", "checkpoint_id"}, "recursion_limit", "metadata"}`.
+    pub fn from_json(value: &Value) -> Result<Self> {
+        let bad = |reason: String| Error::InvalidConfig { reason };
+        let obj = value
+            .as_object()
+            .ok_or_else(|| bad("expected a JSON object".into()))?;
+        let mut config = RunConfig::default();
+        for (key, v) in obj {
+            match key.as_str() {
+                "configurable" => {
+                    let conf = v
+                        .as_object()
+                        .ok_or_else(|| bad("`configurable` must be an object".into()))?;
+                    for (ck, cv) in conf {
+                        let as_str = || {
+                            cv.as_str()
+                                .map(str::to_owned)
+                                .ok_or_else(|| bad(format!("`configurable.{ck}` must be a string")))
+                        };
+                        match ck.as_str() {
+                            "thread_id" => config.thread_id = Some(as_str()?),
+                            "checkpoint_ns" => config.checkpoint_ns = as_str()?,
+                            "checkpoint_id" => config.checkpoint_id = Some(as_str()?),
+                            _ => {} // other configurable keys belong to the application
+                        }
+                    }
+                }
+                "recursion_limit" => {
+                    let n = v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                        bad("`recursion_limit` must be a positive integer".into())
+                    })?;
+                    config.recursion_limit = Some(n as usize);
+                }
+                "durability" => {
+                    config.durability = Some(
+                        serde_json::from_value(v.clone())
+                            .map_err(|e| bad(format!("`durability`: {e}")))?,
+                    );
+                }
+                "metadata" => {
+                    config.metadata = v
+                        .as_object()
+                        .cloned()
+                        .ok_or_else(|| bad("`metadata` must be an object".into()))?;
+                }
+                _ => {}
+            }
+        }
+        Ok(config)
+    }
+
+    /// The LangGraph-shaped JSON form (the context is not included).
+    pub fn to_json(&self) -> Value {
+        let mut conf = Map::new();
+        if let Some(t) = &self.thread_id {
+            conf.insert("thread_id".into(), json!(t));
+        }
+        conf.insert("checkpoint_ns".into(), json!(self.checkpoint_ns));
+        if let Some(id) = &self.checkpoint_id {
+            conf.insert("checkpoint_id".into(), json!(id));
+        }
+        let mut out = Map::new();
+        out.insert("configurable".into(), Value::Object(conf));
+        if let Some(n) = self.recursion_limit {
+            out.insert("recursion_limit".into(), json!(n));
+        }
+        if !self.metadata.is_empty() {
+            out.insert("metadata".into(), Value::Object(self.metadata.clone()));
+        }
+        Value::Object(out)
+    }
+
+    /// Addresses a specific checkpoint instead of the latest.
+    pub fn checkpoint_id(mut self, id: impl Into<String>) -> Self {
+        self.checkpoint_id = Some(id.into());
+        self
+    }
+
+    /// Sets the checkpoint namespace (default `""`).
+    pub fn checkpoint_ns(mut self, ns: impl Into<String>) -> Self {
+        self.checkpoint_ns = ns.into();
+        self
+    }
+
+    /// Sets how many super-steps a run may take.
+    pub fn recursion_limit(mut self, limit: usize) -> Self {
+        self.recursion_limit = Some(limit);
+        self
+    }
+
+    /// Sets when checkpoints are written (default [`Durability::Async`]).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = Some(durability);
+        self
+    }
+
+    /// Adds a key to the metadata stored with every checkpoint of the run.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Attaches a per-run context value that nodes read with
+    /// `Runtime::context::<T>()`. It is never persisted.
+    pub fn with_context<T: Any + Send + Sync>(mut self, context: T) -> Self {
+        self.context = Some(Arc::new(context));
+        self
+    }
+
+    /// The thread id, if any.
+    pub fn thread_id(&self) -> Option<&str> {
+        self.thread_id.as_deref()
+    }
+
+    /// The checkpoint namespace.
+    pub fn ns(&self) -> &str {
+        &self.checkpoint_ns
+    }
+
+    /// The checkpoint id addressed, if any (else the latest).
+    pub fn get_checkpoint_id(&self) -> Option<&str> {
+        self.checkpoint_id.as_deref()
+    }
+
+    /// The recursion limit in force.
+    pub fn get_recursion_limit(&self) -> usize {
+        self.recursion_limit.unwrap_or(DEFAULT_RECURSION_LIMIT)
+    }
+
+    /// The durability mode in force.
+    pub fn get_durability(&self) -> Durability {
+        self.durability.unwrap_or_default()
+    }
+
+    /// The user metadata attached to checkpoints of this run.
+    pub fn get_metadata(&self) -> &Map<String, Value> {
+        &self.metadata
+    }
+
+    /// The per-run context, if one of type `T` was attached.
+    pub fn context<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.context.as_deref()?.downcast_ref()
+    }
+
+    /// The checkpoint this config addresses, if it names a thread.
+    pub fn checkpoint_ref(&self) -> Option<CheckpointRef> {
+        Some(CheckpointRef {
+            thread_id: self.thread_id.clone()?,
+            checkpoint_ns: self.checkpoint_ns.clone(),
+            checkpoint_id: self.checkpoint_id.clone(),
+        })
+    }
+
+    /// The same config with the checkpoint id dropped (so it addresses the latest).
+    pub fn latest(&self) -> Self {
+        RunConfig {
+            checkpoint_id: None,
+            ..self.clone()
+        }
+    }
+}
+
+impl From<CheckpointRef> for RunConfig {
+    fn from(r: CheckpointRef) -> Self {
+        RunConfig {
+            thread_id: Some(r.thread_id),
+            checkpoint_ns: r.checkpoint_ns,
+            checkpoint_id: r.checkpoint_id,
+            ..RunConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trip_keeps_addressing() {
+        let c = RunConfig::thread("t1")
+            .checkpoint_id("c9")
+            .checkpoint_ns("sub")
+            .recursion_limit(7);
+        let back = RunConfig::from_json(&c.to_json()).unwrap();
+        assert_eq!(back.thread_id(), Some("t1"));
+        assert_eq!(back.get_checkpoint_id(), Some("c9"));
+        assert_eq!(back.ns(), "sub");
+        assert_eq!(back.get_recursion_limit(), 7);
+    }
+
+    #[test]
+    fn malformed_json_is_a_typed_error() {
+        for bad in [
+            json!([]),
+            json!({"configurable": 3}),
+            json!({"configurable": {"thread_id": 3}}),
+            json!({"recursion_limit": 0}),
+            json!({"recursion_limit": "x"}),
+            json!({"durability": "sometimes"}),
+        ] {
+            assert!(
+                matches!(RunConfig::from_json(&bad), Err(Error::InvalidConfig { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn context_is_typed() {
+        let c = RunConfig::thread("t").with_context(42u32);
+        assert_eq!(c.context::<u32>(), Some(&42));
+        assert_eq!(c.context::<String>(), None);
+    }
+}

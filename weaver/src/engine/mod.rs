@@ -1,0 +1,159 @@
+//! The super-step engine: runs tasks, applies their writes, checkpoints,
+//! stops at END, at an interrupt or at the recursion limit.
+
+mod persist;
+mod run;
+mod runtime;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::state::GraphState;
+
+pub(crate) use run::Loop;
+pub use runtime::{InterruptSignal, Runtime};
+
+/// How a run ended when it did not fail.
+#[derive(Debug, Clone)]
+pub enum Outcome<S> {
+    /// The run reached END; the final state.
+    Complete(S),
+    /// The run paused for input; resume with
+    /// [`CompiledGraph::resume`](crate::CompiledGraph::resume).
+    Interrupted(Vec<Interrupt>),
+}
+
+impl<S> Outcome<S> {
+    /// The final state, or [`Error::Interrupted`] if the run paused.
+    pub fn complete(self) -> Result<S> {
+        match self {
+            Outcome::Complete(s) => Ok(s),
+            Outcome::Interrupted(i) => Err(Error::Interrupted { count: i.len() }),
+        }
+    }
+
+    /// The pending interrupts (empty when complete).
+    pub fn interrupts(&self) -> &[Interrupt] {
+        match self {
+            Outcome::Complete(_) => &[],
+            Outcome::Interrupted(i) => i,
+        }
+    }
+
+    /// Whether the run paused.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, Outcome::Interrupted(_))
+    }
+}
+
+/// Where an interrupt came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptWhen {
+    /// A node called `Runtime::interrupt`.
+    Node,
+    /// A static `interrupt_before` stop.
+    Before,
+    /// A static `interrupt_after` stop.
+    After,
+}
+
+/// A pause waiting for human input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interrupt {
+    /// Stable id: key of the resume map.
+    pub id: String,
+    /// The value the node passed to `interrupt` (null for static stops).
+    pub value: Value,
+    /// The node that paused.
+    pub node: String,
+    /// Where it came from.
+    pub when: InterruptWhen,
+}
+
+/// What to resume an interrupted run with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resume {
+    /// One value, for a run with exactly one pending interrupt.
+    Value(Value),
+    /// Values keyed by interrupt id.
+    Map(BTreeMap<String, Value>),
+}
+
+impl From<Value> for Resume {
+    fn from(v: Value) -> Self {
+        Resume::Value(v)
+    }
+}
+
+impl From<BTreeMap<String, Value>> for Resume {
+    fn from(m: BTreeMap<String, Value>) -> Self {
+        Resume::Map(m)
+    }
+}
+
+impl FromIterator<(String, Value)> for Resume {
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
+        Resume::Map(iter.into_iter().collect())
+    }
+}
+
+/// What starts a run.
+#[derive(Debug, Clone)]
+pub enum Input<S: GraphState> {
+    /// New input, merged into the state through the reducers (a step `-1`
+    /// `input` checkpoint); unfinished tasks of the thread are discarded.
+    Update(S::Update),
+    /// No input: continue the thread's pending tasks (after a failure, or a
+    /// static interrupt), or replay from an older `checkpoint_id`.
+    Continue,
+    /// Answers to pending interrupts.
+    Resume(Resume),
+}
+
+impl<S: GraphState> Input<S> {
+    /// New input from a full state (every channel written).
+    pub fn state(state: S) -> Self {
+        Input::Update(state.into())
+    }
+
+    /// New input from a partial update.
+    pub fn update(update: S::Update) -> Self {
+        Input::Update(update)
+    }
+}
+
+/// One event of [`CompiledGraph::stream`](crate::CompiledGraph::stream).
+#[derive(Debug, Clone)]
+pub enum StreamEvent<S: GraphState> {
+    /// The full state after a step (`step` as in checkpoint metadata).
+    Values {
+        /// The step.
+        step: i64,
+        /// The state.
+        values: S,
+    },
+    /// One node's update in a step.
+    Update {
+        /// The step the node ran in.
+        step: i64,
+        /// The node.
+        node: String,
+        /// What it wrote.
+        update: S::Update,
+    },
+    /// The run paused.
+    Interrupted(Vec<Interrupt>),
+}
+
+/// An item of [`RunStream`](crate::graph::RunStream).
+#[derive(Debug)]
+pub enum StreamItem<S: GraphState> {
+    /// An event of the run.
+    Event(StreamEvent<S>),
+    /// The run's result (the last item).
+    Done(Result<Outcome<S>>),
+}

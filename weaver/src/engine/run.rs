@@ -1,0 +1,837 @@
+//! One run of a compiled graph: load, apply input, loop over super-steps, stop.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::persist::Writer;
+use super::runtime::Runtime;
+use super::{Input, Interrupt, InterruptWhen, Outcome, Resume, StreamEvent, StreamItem};
+use crate::checkpoint::{
+    Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple, Checkpointer,
+    ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite,
+    RESUME_CHANNEL,
+};
+use crate::config::{Durability, RunConfig};
+use crate::error::{BoxError, Error, Result};
+use crate::graph::START;
+use crate::graph::node::{Command, NodeError, NodeErrorKind};
+use crate::graph::spec::{INPUT_CHANNEL, START_TRIGGER, Spec, Target};
+use crate::state::GraphState;
+
+type Event<S> = StreamItem<S>;
+
+/// A task of a step: `None` is the START pseudo-task that applies the input.
+type TaskNode = Option<usize>;
+
+/// What one finished task contributes to its step.
+struct TaskOutput<S: GraphState> {
+    update: S::Update,
+    channels: Vec<String>,
+    triggers: Vec<Target>,
+}
+
+/// The state of one run between steps.
+pub(crate) struct Loop<'g, S: GraphState> {
+    spec: &'g Spec<S>,
+    config: Arc<RunConfig>,
+    writer: Option<Writer>,
+    thread: Option<CheckpointRef>,
+    current: Checkpoint,
+    current_saved: bool,
+    last_saved: Option<String>,
+    next_order: u64,
+    step: i64,
+    state: S,
+    /// Writes of tasks started from `current`, loaded from storage.
+    pending: Vec<PendingWrite>,
+    /// Writes not yet sent to the saver (`exit` durability).
+    unsaved_writes: Vec<PendingWrite>,
+    sink: Option<UnboundedSender<Event<S>>>,
+    /// The run started from a checkpoint older than the thread's head.
+    replaying: bool,
+}
+
+/// Task id: deterministic per checkpoint and node, so a resumed step finds
+/// the writes its tasks left.
+pub(crate) fn task_id(checkpoint_id: &str, node: &str) -> String {
+    uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_OID,
+        format!("{checkpoint_id}/{node}").as_bytes(),
+    )
+    .to_string()
+}
+
+/// Decodes the typed state from a checkpoint's channel values.
+pub(crate) fn decode_state<S: GraphState>(values: &Map<String, Value>) -> Result<S> {
+    let mut map = values.clone();
+    map.remove(INPUT_CHANNEL);
+    serde_path_to_error::deserialize(Value::Object(map))
+        .map_err(|e| Error::decode(format!("state at `{}`", e.path()), e.inner()))
+}
+
+fn encode_object<T: serde::Serialize>(what: &str, value: &T) -> Result<Map<String, Value>> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(other) => Err(Error::encode(
+            what,
+            format!("expected a JSON object, got {other}"),
+        )),
+        Err(e) => Err(Error::encode(what, e)),
+    }
+}
+
+/// Nodes triggered in `checkpoint`: a trigger channel newer than what the
+/// node last consumed. START first, then by name.
+pub(crate) fn next_tasks<S: GraphState>(spec: &Spec<S>, checkpoint: &Checkpoint) -> Vec<TaskNode> {
+    let version = |ch: &str| checkpoint.channel_versions.get(ch).copied().unwrap_or(0);
+    let seen = |node: &str, ch: &str| {
+        checkpoint
+            .versions_seen
+            .get(node)
+            .and_then(|m| m.get(ch))
+            .copied()
+            .unwrap_or(0)
+    };
+    let mut out = Vec::new();
+    if version(START_TRIGGER) > seen(START, START_TRIGGER) {
+        out.push(None);
+    }
+    for (i, n) in spec.nodes.iter().enumerate() {
+        if version(&n.trigger) > seen(&n.name, &n.trigger) {
+            out.push(Some(i));
+        }
+    }
+    out
+}
+
+fn trigger_of<S: GraphState>(spec: &Spec<S>, node: TaskNode) -> &str {
+    match node {
+        Some(i) => &spec.nodes[i].trigger,
+        None => START_TRIGGER,
+    }
+}
+
+/// Whether a task's stored writes show it finished successfully.
+fn succeeded(writes: &[&PendingWrite]) -> bool {
+    writes
+        .iter()
+        .any(|w| w.idx >= 0 || w.channel == NO_WRITES_CHANNEL)
+        && !writes
+            .iter()
+            .any(|w| w.channel == ERROR_CHANNEL || w.channel == INTERRUPT_CHANNEL)
+}
+
+fn failure(node: &str, source: impl Into<BoxError>) -> Error {
+    Error::NodeFailed {
+        node: node.to_owned(),
+        source: source.into(),
+    }
+}
+
+impl<'g, S: GraphState> Loop<'g, S> {
+    /// Runs `input` on the thread `config` names and returns how it ended.
+    pub async fn run(
+        spec: &'g Spec<S>,
+        cp: Option<&Checkpointer>,
+        config: RunConfig,
+        input: Input<S>,
+        sink: Option<UnboundedSender<Event<S>>>,
+    ) -> Result<Outcome<S>> {
+        let mut lp = Loop::load(spec, cp, config, sink).await?;
+        let mut skip_before = false;
+        match input {
+            Input::Update(update) => lp.apply_input(update).await?,
+            Input::Continue => {
+                lp.require_history("continuing a run")?;
+                lp.fork_if_replaying().await?;
+                skip_before = true;
+            }
+            Input::Resume(resume) => {
+                lp.require_history("resuming a run")?;
+                lp.apply_resume(resume).await?;
+                skip_before = true;
+            }
+        }
+        let result = lp.drive(skip_before).await;
+        match result {
+            Ok(outcome) => {
+                lp.finish().await?;
+                Ok(outcome)
+            }
+            Err(e) => {
+                // Keep what the run produced (the checkpoint it stopped at and
+                // its tasks' writes); report the run's own error first.
+                let _ = lp.finish().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn load(
+        spec: &'g Spec<S>,
+        cp: Option<&Checkpointer>,
+        config: RunConfig,
+        sink: Option<UnboundedSender<Event<S>>>,
+    ) -> Result<Self> {
+        let mut lp = Loop {
+            spec,
+            writer: None,
+            thread: None,
+            current: Checkpoint::empty(),
+            current_saved: false,
+            last_saved: None,
+            next_order: 1,
+            step: -2,
+            state: S::default(),
+            pending: Vec::new(),
+            unsaved_writes: Vec::new(),
+            sink,
+            replaying: false,
+            config: Arc::new(config),
+        };
+        let Some(cp) = cp else { return Ok(lp) };
+        let target = lp.config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
+        let latest = CheckpointRef {
+            checkpoint_id: None,
+            ..target.clone()
+        };
+        let head = cp.get_tuple(&latest).await?;
+        let start: Option<CheckpointTuple> = match &target.checkpoint_id {
+            Some(id) if head.as_ref().is_some_and(|h| &h.checkpoint.id == id) => head.clone(),
+            Some(_) => Some(cp.fetch_tuple(&target).await?),
+            None => head.clone(),
+        };
+        lp.writer = Some(Writer::new(cp.clone(), lp.config.get_durability()));
+        lp.thread = Some(latest);
+        lp.next_order = head.as_ref().map_or(1, |h| h.commit_order + 1);
+        if let Some(t) = start {
+            lp.state = decode_state(&t.checkpoint.channel_values)?;
+            lp.step = t.metadata.step;
+            lp.last_saved = Some(t.checkpoint.id.clone());
+            lp.current = t.checkpoint;
+            lp.current_saved = true;
+            lp.pending = t.pending_writes;
+            // A checkpoint other than the head is replayed from a fork.
+            if head.is_some_and(|h| h.checkpoint.id != lp.current.id) {
+                lp.replaying = true;
+            }
+        }
+        Ok(lp)
+    }
+}
+
+impl<S: GraphState> Loop<'_, S> {
+    fn require_history(&self, feature: &'static str) -> Result<()> {
+        match &self.thread {
+            None => Err(Error::CheckpointerRequired { feature }),
+            Some(t) if self.step == -2 => Err(Error::ThreadNotFound {
+                thread_id: t.thread_id.clone(),
+            }),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Stores `checkpoint` as the thread's next commit and makes it current.
+    async fn commit(
+        &mut self,
+        checkpoint: Checkpoint,
+        source: CheckpointSource,
+        step: i64,
+    ) -> Result<()> {
+        let mut metadata = CheckpointMetadata::new(source, step);
+        metadata.extra = self.config.get_metadata().clone();
+        self.current_saved = false;
+        if let (Some(writer), Some(thread)) = (self.writer.as_mut(), &self.thread) {
+            if writer.mode() != Durability::Exit {
+                writer
+                    .put(NewCheckpoint {
+                        thread_id: thread.thread_id.clone(),
+                        checkpoint_ns: thread.checkpoint_ns.clone(),
+                        parent_id: self.last_saved.clone(),
+                        checkpoint: checkpoint.clone(),
+                        metadata,
+                        commit_order: Some(self.next_order),
+                    })
+                    .await?;
+                self.next_order += 1;
+                self.last_saved = Some(checkpoint.id.clone());
+                self.current_saved = true;
+            }
+        }
+        self.current = checkpoint;
+        self.step = step;
+        self.pending.clear();
+        self.replaying = false;
+        Ok(())
+    }
+
+    /// Stores the writes of a task started from the current checkpoint.
+    async fn save_writes(&mut self, writes: Vec<PendingWrite>) -> Result<()> {
+        let target = self.thread.as_ref().map(|t| t.at(self.current.id.clone()));
+        store_writes(
+            self.writer.as_mut(),
+            &mut self.unsaved_writes,
+            target,
+            self.current_saved,
+            writes,
+        )
+        .await
+    }
+
+    /// Stores whatever the run has not stored yet, and waits for the saver.
+    async fn finish(&mut self) -> Result<()> {
+        let Some(writer) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        let writes = std::mem::take(&mut self.unsaved_writes);
+        if !self.current_saved {
+            if let Some(thread) = &self.thread {
+                let mut metadata = CheckpointMetadata::new(CheckpointSource::Loop, self.step);
+                metadata.extra = self.config.get_metadata().clone();
+                if self.step == -1 || self.current.channel_values.contains_key(INPUT_CHANNEL) {
+                    metadata.source = CheckpointSource::Input;
+                }
+                writer
+                    .put_final(
+                        NewCheckpoint {
+                            thread_id: thread.thread_id.clone(),
+                            checkpoint_ns: thread.checkpoint_ns.clone(),
+                            parent_id: self.last_saved.clone(),
+                            checkpoint: self.current.clone(),
+                            metadata,
+                            commit_order: Some(self.next_order),
+                        },
+                        writes,
+                    )
+                    .await?;
+                self.next_order += 1;
+                self.last_saved = Some(self.current.id.clone());
+                self.current_saved = true;
+            }
+        } else if !writes.is_empty() {
+            if let Some(thread) = &self.thread {
+                writer
+                    .put_writes(thread.at(self.current.id.clone()), writes)
+                    .await?;
+            }
+        }
+        writer.flush().await
+    }
+
+    /// Writes the `input` checkpoint: unfinished tasks are discarded and the
+    /// input waits in the START channel.
+    async fn apply_input(&mut self, update: S::Update) -> Result<()> {
+        let mut next = self.current.successor();
+        for t in next_tasks(self.spec, &self.current) {
+            let trigger = trigger_of(self.spec, t).to_owned();
+            let v = next.channel_versions.get(&trigger).copied().unwrap_or(0);
+            next.versions_seen
+                .entry(self.spec.name_of(t).to_owned())
+                .or_default()
+                .insert(trigger, v);
+        }
+        let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
+        let input = serde_json::to_value(&update).map_err(|e| Error::encode("input", e))?;
+        next.channel_values.insert(INPUT_CHANNEL.to_owned(), input);
+        next.channel_versions
+            .insert(START_TRIGGER.to_owned(), version);
+        let step = if self.step == -2 { -1 } else { self.step + 1 };
+        self.commit(next, CheckpointSource::Input, step).await
+    }
+
+    /// Replaying an older checkpoint starts with a `fork` copy of it.
+    async fn fork_if_replaying(&mut self) -> Result<()> {
+        if self.replaying {
+            let next = self.current.successor();
+            let step = self.step;
+            self.commit(next, CheckpointSource::Fork, step).await?;
+        }
+        Ok(())
+    }
+
+    /// Interrupts recorded on the current checkpoint and not answered yet:
+    /// (task id, node, interrupt).
+    fn pending_interrupts(&self) -> Vec<(String, String, Interrupt)> {
+        let mut out = Vec::new();
+        for w in &self.pending {
+            if w.channel != INTERRUPT_CHANNEL {
+                continue;
+            }
+            let Ok(list) = Vec::<Interrupt>::deserialize(&w.value) else {
+                continue;
+            };
+            for i in list {
+                out.push((w.task_id.clone(), w.task_path.clone(), i));
+            }
+        }
+        out
+    }
+
+    async fn apply_resume(&mut self, resume: Resume) -> Result<()> {
+        let thread_id = self
+            .thread
+            .as_ref()
+            .map(|t| t.thread_id.clone())
+            .unwrap_or_default();
+        if self.replaying {
+            return Err(Error::invalid_argument(
+                "resume continues the thread's latest checkpoint; drop `checkpoint_id` from the config",
+            ));
+        }
+        let pending = self.pending_interrupts();
+        if pending.is_empty() {
+            // A static interrupt leaves tasks to run but nothing to answer.
+            if next_tasks(self.spec, &self.current).is_empty() {
+                return Err(Error::NoPendingInterrupt { thread_id });
+            }
+            return Ok(());
+        }
+        let answers: BTreeMap<String, Value> = match resume {
+            Resume::Value(v) if pending.len() == 1 => {
+                BTreeMap::from([(pending[0].2.id.clone(), v)])
+            }
+            Resume::Value(_) => {
+                return Err(Error::AmbiguousResume {
+                    thread_id,
+                    pending: pending.len(),
+                });
+            }
+            Resume::Map(m) => m,
+        };
+        for id in answers.keys() {
+            if !pending.iter().any(|(_, _, i)| &i.id == id) {
+                return Err(Error::UnknownInterrupt {
+                    thread_id,
+                    interrupt_id: id.clone(),
+                });
+            }
+        }
+        let mut writes = Vec::new();
+        for (task, node, interrupt) in &pending {
+            let Some(answer) = answers.get(&interrupt.id) else {
+                continue;
+            };
+            let mut values: Vec<Value> = self
+                .pending
+                .iter()
+                .find(|w| &w.task_id == task && w.channel == RESUME_CHANNEL)
+                .and_then(|w| Vec::<Value>::deserialize(&w.value).ok())
+                .unwrap_or_default();
+            values.push(answer.clone());
+            let write =
+                PendingWrite::for_task(task, node, [(RESUME_CHANNEL.to_owned(), json!(values))]);
+            self.pending
+                .retain(|w| !(&w.task_id == task && w.channel == RESUME_CHANNEL));
+            self.pending.extend(write.iter().cloned());
+            writes.extend(write);
+        }
+        self.save_writes(writes).await
+    }
+
+    /// Runs steps until END, an interrupt, a failure or the recursion limit.
+    async fn drive(&mut self, mut skip_before: bool) -> Result<Outcome<S>> {
+        let limit = self.config.get_recursion_limit();
+        let mut steps = 0usize;
+        loop {
+            let tasks = next_tasks(self.spec, &self.current);
+            if tasks.is_empty() {
+                return Ok(Outcome::Complete(self.state.clone()));
+            }
+            if !skip_before {
+                let stops =
+                    self.static_stops(&tasks, &self.spec.interrupt_before, InterruptWhen::Before);
+                if !stops.is_empty() {
+                    return Ok(self.interrupted(stops));
+                }
+            }
+            skip_before = false;
+            if steps == limit {
+                return Err(Error::RecursionLimit { limit });
+            }
+            steps += 1;
+            if let Some(interrupts) = self.run_step(&tasks).await? {
+                return Ok(self.interrupted(interrupts));
+            }
+            let stops = self.static_stops(&tasks, &self.spec.interrupt_after, InterruptWhen::After);
+            if !stops.is_empty() && !next_tasks(self.spec, &self.current).is_empty() {
+                return Ok(self.interrupted(stops));
+            }
+        }
+    }
+
+    fn interrupted(&self, interrupts: Vec<Interrupt>) -> Outcome<S> {
+        if let Some(sink) = &self.sink {
+            let _ = sink.send(StreamItem::Event(StreamEvent::Interrupted(
+                interrupts.clone(),
+            )));
+        }
+        Outcome::Interrupted(interrupts)
+    }
+
+    fn static_stops(
+        &self,
+        tasks: &[TaskNode],
+        flags: &[bool],
+        when: InterruptWhen,
+    ) -> Vec<Interrupt> {
+        tasks
+            .iter()
+            .flatten()
+            .filter(|i| flags[**i])
+            .map(|i| {
+                let node = &self.spec.nodes[*i].name;
+                Interrupt {
+                    id: format!(
+                        "{}:{node}:{}",
+                        if when == InterruptWhen::Before {
+                            "before"
+                        } else {
+                            "after"
+                        },
+                        self.current.id
+                    ),
+                    value: Value::Null,
+                    node: node.clone(),
+                    when,
+                }
+            })
+            .collect()
+    }
+
+    /// Rebuilds a task's output from the writes it left before.
+    fn replay_task(&self, node: TaskNode, writes: &[&PendingWrite]) -> Result<TaskOutput<S>> {
+        let mut update = Map::new();
+        let mut triggers = Vec::new();
+        for w in writes.iter().filter(|w| w.idx >= 0) {
+            if let Some(name) = w.channel.strip_prefix("branch:to:") {
+                let t = self.spec.resolve(name).ok_or_else(|| {
+                    Error::decode(
+                        format!("pending write of `{}`", self.spec.name_of(node)),
+                        format!("unknown node `{name}`"),
+                    )
+                })?;
+                triggers.push(t);
+            } else {
+                update.insert(w.channel.clone(), w.value.clone());
+            }
+        }
+        let channels = update.keys().cloned().collect();
+        let update = serde_path_to_error::deserialize(Value::Object(update)).map_err(|e| {
+            Error::decode(
+                format!(
+                    "pending write of `{}` at `{}`",
+                    self.spec.name_of(node),
+                    e.path()
+                ),
+                e.inner(),
+            )
+        })?;
+        Ok(TaskOutput {
+            update,
+            channels,
+            triggers,
+        })
+    }
+
+    /// Runs one super-step from the current checkpoint. Returns the
+    /// interrupts if any task paused.
+    async fn run_step(&mut self, tasks: &[TaskNode]) -> Result<Option<Vec<Interrupt>>> {
+        let step = self.step + 1;
+        let ids: Vec<String> = tasks
+            .iter()
+            .map(|t| task_id(&self.current.id, self.spec.name_of(*t)))
+            .collect();
+        let mut outputs: Vec<Option<TaskOutput<S>>> = tasks.iter().map(|_| None).collect();
+        let mut to_run: Vec<usize> = Vec::new();
+        let mut resume: Vec<Vec<Value>> = vec![Vec::new(); tasks.len()];
+        for (k, id) in ids.iter().enumerate() {
+            let writes: Vec<&PendingWrite> =
+                self.pending.iter().filter(|w| &w.task_id == id).collect();
+            if succeeded(&writes) {
+                outputs[k] = Some(self.replay_task(tasks[k], &writes)?);
+            } else {
+                if let Some(r) = writes.iter().find(|w| w.channel == RESUME_CHANNEL) {
+                    resume[k] = Vec::<Value>::deserialize(&r.value).unwrap_or_default();
+                }
+                to_run.push(k);
+            }
+        }
+
+        let runtimes: Vec<Runtime> = tasks
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                Runtime::new(
+                    self.config.clone(),
+                    self.spec.name_of(*t),
+                    step,
+                    ids[k].clone(),
+                    std::mem::take(&mut resume[k]),
+                )
+            })
+            .collect();
+        let mut interrupts: Vec<(usize, Interrupt)> = Vec::new();
+        let mut failures: Vec<(usize, Error)> = Vec::new();
+        {
+            let state = &self.state;
+            let spec = self.spec;
+            let input = self.current.channel_values.get(INPUT_CHANNEL);
+            let target = self.thread.as_ref().map(|t| t.at(self.current.id.clone()));
+            let current_saved = self.current_saved;
+            let writer = &mut self.writer;
+            let unsaved = &mut self.unsaved_writes;
+            let pending = &mut self.pending;
+            let runtimes = &runtimes;
+            let run_task = |k: usize| async move {
+                let result = match tasks[k] {
+                    None => match input {
+                        Some(v) => S::Update::deserialize(v)
+                            .map(Command::update)
+                            .map_err(|e| NodeError::msg(format!("cannot decode the input: {e}"))),
+                        None => Ok(Command::update(S::Update::default())),
+                    },
+                    Some(i) => AssertUnwindSafe(spec.nodes[i].node.run(state, &runtimes[k]))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|panic| {
+                            let msg = panic
+                                .downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| panic.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "unknown panic payload".into());
+                            Err(NodeError::msg(format!("panicked: {msg}")))
+                        }),
+                };
+                (k, result)
+            };
+            let mut running: FuturesUnordered<_> = to_run.iter().map(|k| run_task(*k)).collect();
+            while let Some((k, result)) = running.next().await {
+                let node = tasks[k];
+                let name = spec.name_of(node);
+                let writes = match result {
+                    Ok(cmd) => match finish_task(spec, state, node, cmd) {
+                        Ok((output, update)) => {
+                            let w = success_writes(spec, ids[k].as_str(), node, &output, update);
+                            outputs[k] = Some(output);
+                            w
+                        }
+                        Err(e) => {
+                            let w = PendingWrite::for_task(
+                                ids[k].as_str(),
+                                name,
+                                [(ERROR_CHANNEL.to_owned(), json!({"message": e.to_string()}))],
+                            );
+                            failures.push((k, failure(name, e)));
+                            w
+                        }
+                    },
+                    Err(NodeError(NodeErrorKind::Interrupt(signal))) => {
+                        let i = Interrupt {
+                            id: signal.id,
+                            value: signal.value,
+                            node: name.to_owned(),
+                            when: InterruptWhen::Node,
+                        };
+                        let w = PendingWrite::for_task(
+                            ids[k].as_str(),
+                            name,
+                            [(INTERRUPT_CHANNEL.to_owned(), json!([i]))],
+                        );
+                        interrupts.push((k, i));
+                        w
+                    }
+                    Err(NodeError(NodeErrorKind::Failed(e))) => {
+                        let w = PendingWrite::for_task(
+                            ids[k].as_str(),
+                            name,
+                            [(ERROR_CHANNEL.to_owned(), json!({"message": e.to_string()}))],
+                        );
+                        failures.push((k, failure(name, e)));
+                        w
+                    }
+                };
+                pending.extend(writes.iter().cloned());
+                store_writes(
+                    writer.as_mut(),
+                    unsaved,
+                    target.clone(),
+                    current_saved,
+                    writes,
+                )
+                .await?;
+            }
+        }
+
+        if !failures.is_empty() {
+            failures.sort_by_key(|(k, _)| *k);
+            return Err(failures.remove(0).1);
+        }
+        if !interrupts.is_empty() {
+            interrupts.sort_by_key(|(k, _)| *k);
+            return Ok(Some(interrupts.into_iter().map(|(_, i)| i).collect()));
+        }
+
+        // Every task finished: apply the writes in task order and checkpoint.
+        let outputs: Vec<TaskOutput<S>> = outputs.into_iter().flatten().collect();
+        let mut next = self.current.successor();
+        let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
+        for t in tasks {
+            let trigger = trigger_of(self.spec, *t).to_owned();
+            let seen = next.channel_versions.get(&trigger).copied().unwrap_or(0);
+            next.versions_seen
+                .entry(self.spec.name_of(*t).to_owned())
+                .or_default()
+                .insert(trigger, seen);
+        }
+        for o in &outputs {
+            for ch in &o.channels {
+                next.channel_versions.insert(ch.clone(), version);
+            }
+            for t in &o.triggers {
+                if let Target::Node(i) = t {
+                    next.channel_versions
+                        .insert(self.spec.nodes[*i].trigger.clone(), version);
+                }
+            }
+        }
+        let events: Vec<(String, S::Update)> = if self.sink.is_some() {
+            tasks
+                .iter()
+                .zip(&outputs)
+                .map(|(t, o)| (self.spec.name_of(*t).to_owned(), o.update.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.state
+            .apply(outputs.into_iter().map(|o| o.update).collect())?;
+        next.channel_values = encode_object("state", &self.state)?;
+        self.commit(next, CheckpointSource::Loop, step).await?;
+        if let Some(sink) = &self.sink {
+            for (node, update) in events {
+                let _ = sink.send(StreamItem::Event(StreamEvent::Update {
+                    step,
+                    node,
+                    update,
+                }));
+            }
+            let _ = sink.send(StreamItem::Event(StreamEvent::Values {
+                step,
+                values: self.state.clone(),
+            }));
+        }
+        Ok(None)
+    }
+}
+
+/// Stores writes of a task started from the current checkpoint, or keeps them
+/// for the end of the run (`exit` durability, or a checkpoint not stored yet).
+async fn store_writes(
+    writer: Option<&mut Writer>,
+    unsaved: &mut Vec<PendingWrite>,
+    target: Option<CheckpointRef>,
+    current_saved: bool,
+    writes: Vec<PendingWrite>,
+) -> Result<()> {
+    let (Some(writer), Some(target)) = (writer, target) else {
+        return Ok(());
+    };
+    if writer.mode() == Durability::Exit || !current_saved {
+        unsaved.extend(writes);
+        return Ok(());
+    }
+    writer.put_writes(target, writes).await
+}
+
+/// The targets a task triggers: static edges, routers (given the state with
+/// the task's own update applied) and `goto`.
+fn route<S: GraphState>(
+    spec: &Spec<S>,
+    state: &S,
+    node: TaskNode,
+    cmd: &Command<S::Update>,
+) -> std::result::Result<Vec<Target>, BoxError> {
+    let edges = spec.edges_of(node);
+    let mut targets: Vec<Target> = edges.fixed.clone();
+    if !edges.branches.is_empty() {
+        let mut view = state.clone();
+        view.apply(vec![cmd.update.clone()])
+            .map_err(|e| -> BoxError { Box::new(e) })?;
+        for b in &edges.branches {
+            for chosen in (b.router)(&view) {
+                let t = b
+                    .targets
+                    .iter()
+                    .find(|(n, _)| *n == chosen)
+                    .map(|(_, t)| *t)
+                    .ok_or_else(|| {
+                        format!(
+                            "router chose `{chosen}`, which is not among its declared targets {:?}",
+                            b.targets.iter().map(|(n, _)| n).collect::<Vec<_>>()
+                        )
+                    })?;
+                targets.push(t);
+            }
+        }
+    }
+    for g in &cmd.goto {
+        targets.push(
+            spec.resolve(g)
+                .ok_or_else(|| format!("goto names unknown node `{g}`"))?,
+        );
+    }
+    let mut unique = Vec::with_capacity(targets.len());
+    for t in targets {
+        if !unique.contains(&t) {
+            unique.push(t);
+        }
+    }
+    Ok(unique)
+}
+
+/// Turns a node's command into its step output and the update's JSON form.
+fn finish_task<S: GraphState>(
+    spec: &Spec<S>,
+    state: &S,
+    node: TaskNode,
+    cmd: Command<S::Update>,
+) -> std::result::Result<(TaskOutput<S>, Map<String, Value>), BoxError> {
+    let triggers = route(spec, state, node, &cmd)?;
+    let update = encode_object("node update", &cmd.update)?;
+    let channels = update.keys().cloned().collect();
+    Ok((
+        TaskOutput {
+            update: cmd.update,
+            channels,
+            triggers,
+        },
+        update,
+    ))
+}
+
+/// The writes a successful task leaves: one per channel, one per triggered node.
+fn success_writes<S: GraphState>(
+    spec: &Spec<S>,
+    task: &str,
+    node: TaskNode,
+    output: &TaskOutput<S>,
+    update: Map<String, Value>,
+) -> Vec<PendingWrite> {
+    let mut writes: Vec<(String, Value)> = update.into_iter().collect();
+    for t in &output.triggers {
+        if let Target::Node(i) = t {
+            writes.push((spec.nodes[*i].trigger.clone(), Value::Null));
+        }
+    }
+    if writes.is_empty() {
+        writes.push((NO_WRITES_CHANNEL.to_owned(), Value::Null));
+    }
+    PendingWrite::for_task(task, spec.name_of(node), writes)
+}

@@ -1,0 +1,127 @@
+//! [`Runtime`]: what a node can reach while it runs.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::RunConfig;
+
+/// The handle a node receives besides the state: the run config, the
+/// per-run context, and `interrupt` for human input.
+#[derive(Debug)]
+pub struct Runtime {
+    config: Arc<RunConfig>,
+    node: String,
+    step: i64,
+    task_id: String,
+    resume: Vec<Value>,
+    interrupts_called: AtomicUsize,
+}
+
+impl Runtime {
+    pub(crate) fn new(
+        config: Arc<RunConfig>,
+        node: &str,
+        step: i64,
+        task_id: String,
+        resume: Vec<Value>,
+    ) -> Self {
+        Runtime {
+            config,
+            node: node.to_owned(),
+            step,
+            task_id,
+            resume,
+            interrupts_called: AtomicUsize::new(0),
+        }
+    }
+
+    /// The run's config.
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    /// The per-run context attached with `RunConfig::with_context`, if it is a `T`.
+    pub fn context<T: std::any::Any + Send + Sync>(&self) -> Option<&T> {
+        self.config.context::<T>()
+    }
+
+    /// The running node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The step the node runs in.
+    pub fn step(&self) -> i64 {
+        self.step
+    }
+
+    /// The task id (stable across a resume of the same step).
+    pub fn task_id(&self) -> &str {
+        &self.task_id
+    }
+
+    /// Pauses the run for human input.
+    ///
+    /// The n-th call in a node returns the n-th resume value once the run is
+    /// resumed; until then it returns an [`InterruptSignal`] that `?` turns
+    /// into the node's result, which stops the run. On resume the node runs
+    /// again from its start, so code before the call must be safe to repeat.
+    ///
+    /// ```
+    /// # use weaver::{Runtime, NodeError};
+    /// # use serde_json::json;
+    /// fn review(draft: &str, rt: &Runtime) -> Result<String, NodeError> {
+    ///     let answer = rt.interrupt(json!({ "draft": draft }))?;
+    ///     Ok(answer.as_str().unwrap_or_default().to_owned())
+    /// }
+    /// ```
+    pub fn interrupt(&self, value: impl Serialize) -> Result<Value, InterruptSignal> {
+        let index = self.interrupts_called.fetch_add(1, Ordering::Relaxed);
+        if let Some(v) = self.resume.get(index) {
+            return Ok(v.clone());
+        }
+        let value = serde_json::to_value(value)
+            .unwrap_or_else(|e| Value::String(format!("unserializable interrupt value: {e}")));
+        Err(InterruptSignal {
+            id: interrupt_id(&self.task_id, index),
+            value,
+        })
+    }
+}
+
+/// The deterministic id of the `index`-th interrupt of a task.
+pub(crate) fn interrupt_id(task_id: &str, index: usize) -> String {
+    uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_OID,
+        format!("{task_id}/interrupt/{index}").as_bytes(),
+    )
+    .simple()
+    .to_string()
+}
+
+/// Returned by [`Runtime::interrupt`] until the run is resumed; propagate it
+/// with `?`.
+#[derive(Debug, Clone)]
+pub struct InterruptSignal {
+    pub(crate) id: String,
+    pub(crate) value: Value,
+}
+
+impl InterruptSignal {
+    /// The interrupt's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl fmt::Display for InterruptSignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "interrupt `{}`: {}", self.id, self.value)
+    }
+}
+
+impl std::error::Error for InterruptSignal {}

@@ -1,0 +1,369 @@
+//! The one error type every fallible weaver call returns.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+/// A boxed error from outside weaver (a database driver, a user's node).
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// Shorthand for `Result<T, weaver::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in weaver, as data a caller can match on.
+///
+/// Messages read as lower-case context and carry the values a caller needs.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another writer already committed `attempted` on this thread: the
+    /// caller loaded an older head. Nothing was written; the engine never
+    /// retries, the host decides.
+    #[error(
+        "version conflict on thread `{thread_id}` (namespace `{checkpoint_ns}`): commit {attempted} already exists"
+    )]
+    VersionConflict {
+        /// The thread written to.
+        thread_id: String,
+        /// The checkpoint namespace written to.
+        checkpoint_ns: String,
+        /// The `commit_order` this writer tried to take.
+        attempted: u64,
+    },
+
+    /// The thread has no checkpoint (in the namespace asked for).
+    #[error("thread `{thread_id}` has no checkpoints")]
+    ThreadNotFound {
+        /// The thread asked for.
+        thread_id: String,
+    },
+
+    /// A checkpoint named by id does not exist on that thread.
+    #[error(
+        "checkpoint `{checkpoint_id}` not found on thread `{thread_id}` (namespace `{checkpoint_ns}`)"
+    )]
+    CheckpointNotFound {
+        /// The thread searched.
+        thread_id: String,
+        /// The namespace searched.
+        checkpoint_ns: String,
+        /// The id asked for.
+        checkpoint_id: String,
+    },
+
+    /// A checkpoint's recorded parent is missing from storage, so its lineage
+    /// cannot be followed (e.g. by `fork_at`).
+    #[error(
+        "checkpoint `{checkpoint_id}` on thread `{thread_id}` names parent `{parent_id}`, which is missing"
+    )]
+    MissingParent {
+        /// The thread.
+        thread_id: String,
+        /// The checkpoint whose parent is missing.
+        checkpoint_id: String,
+        /// The missing parent's id.
+        parent_id: String,
+    },
+
+    /// The graph is malformed; found when it is compiled.
+    #[error("invalid graph: {0}")]
+    InvalidGraph(#[from] GraphError),
+
+    /// A node returned an error (or panicked). Siblings' writes of the same
+    /// step are kept as pending writes.
+    #[error("node `{node}` failed: {source}")]
+    NodeFailed {
+        /// The node's name.
+        node: String,
+        /// What the node reported.
+        #[source]
+        source: BoxError,
+    },
+
+    /// One step wrote a channel in a way its reducer does not accept (two
+    /// writes to a last-value channel, a bad custom reducer input).
+    #[error("invalid update to channel `{channel}`: {reason}")]
+    InvalidUpdate {
+        /// The channel (state field) written.
+        channel: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+
+    /// The run did not reach END within the recursion limit.
+    #[error(
+        "recursion limit of {limit} steps reached without hitting END; raise `RunConfig::recursion_limit` if the graph is meant to loop longer"
+    )]
+    RecursionLimit {
+        /// The limit in force.
+        limit: usize,
+    },
+
+    /// The graph has a checkpointer but the run config names no thread.
+    #[error(
+        "this graph has a checkpointer, so the run config needs a `thread_id` (RunConfig::thread(\"...\"))"
+    )]
+    MissingThreadId,
+
+    /// A feature needs a checkpointer the graph was compiled without.
+    #[error(
+        "{feature} needs a checkpointer: compile the graph with `Compile::new().checkpointer(...)`"
+    )]
+    CheckpointerRequired {
+        /// What needed it.
+        feature: &'static str,
+    },
+
+    /// A run config (or its JSON form) is malformed.
+    #[error("invalid run config: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// An argument to a weaver call is out of its domain.
+    #[error("invalid argument: {reason}")]
+    InvalidArgument {
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// `update_state` could not tell which node the update comes from.
+    #[error(
+        "ambiguous update on thread `{thread_id}`: nodes {candidates:?} all wrote the last step; pass `as_node`"
+    )]
+    AmbiguousUpdate {
+        /// The thread.
+        thread_id: String,
+        /// The nodes it could be attributed to.
+        candidates: Vec<String>,
+    },
+
+    /// A node name that the graph does not have.
+    #[error("unknown node `{node}`")]
+    UnknownNode {
+        /// The name given.
+        node: String,
+    },
+
+    /// `resume` was called but nothing on the thread is waiting for input.
+    #[error("thread `{thread_id}` has no pending interrupt to resume")]
+    NoPendingInterrupt {
+        /// The thread.
+        thread_id: String,
+    },
+
+    /// A single resume value was given but several interrupts are pending.
+    #[error(
+        "{pending} interrupts are pending on thread `{thread_id}`; resume with a map keyed by interrupt id"
+    )]
+    AmbiguousResume {
+        /// The thread.
+        thread_id: String,
+        /// How many interrupts are pending.
+        pending: usize,
+    },
+
+    /// A resume map names an interrupt id that is not pending.
+    #[error("interrupt `{interrupt_id}` is not pending on thread `{thread_id}`")]
+    UnknownInterrupt {
+        /// The thread.
+        thread_id: String,
+        /// The id given.
+        interrupt_id: String,
+    },
+
+    /// The run stopped at an interrupt where a completed state was expected
+    /// (see `Outcome::complete`).
+    #[error("the run was interrupted ({count} interrupt(s) pending); resume it with `resume`")]
+    Interrupted {
+        /// How many interrupts are pending.
+        count: usize,
+    },
+
+    /// The storage backend failed. Never turned into "not found".
+    #[error("storage failure during `{op}`: {source}")]
+    Storage {
+        /// The saver or store operation.
+        op: &'static str,
+        /// The backend's error.
+        #[source]
+        source: BoxError,
+    },
+
+    /// Stored or supplied data did not decode into the declared types.
+    #[error("cannot decode {what}: {reason}")]
+    Decode {
+        /// What was being decoded (a path where known).
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
+
+    /// Data could not be encoded.
+    #[error("cannot encode {what}: {reason}")]
+    Encode {
+        /// What was being encoded.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
+
+    /// Encrypted data could not be decrypted (wrong key, tampered bytes,
+    /// moved row, or plaintext where encryption is required).
+    #[error("cannot decrypt {what}: {reason}")]
+    Decrypt {
+        /// What was being decrypted.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
+
+    /// The database schema is not at the version this build needs.
+    #[error(
+        "database schema for `{adapter}` is at version {found}, this build needs {required}: {hint}"
+    )]
+    MigrationRequired {
+        /// The adapter (`checkpoint`, `store`).
+        adapter: String,
+        /// The version found (0 = not installed).
+        found: u32,
+        /// The version required.
+        required: u32,
+        /// What to run.
+        hint: String,
+    },
+
+    /// A size or count limit was exceeded; nothing was written.
+    #[error("limit exceeded: {limit} is {value}, the ceiling is {ceiling}")]
+    LimitExceeded {
+        /// Which limit.
+        limit: &'static str,
+        /// The value found.
+        value: u64,
+        /// The ceiling in force.
+        ceiling: u64,
+    },
+
+    /// The saver keeps only the latest checkpoint per thread, and an older one
+    /// was asked for.
+    #[error("saver is shallow (keeps only the latest checkpoint): {operation} is not available")]
+    ShallowSaver {
+        /// What was attempted.
+        operation: String,
+    },
+
+    /// The target of a copy or fork already has checkpoints.
+    #[error("thread `{thread_id}` already has checkpoints")]
+    ThreadExists {
+        /// The thread.
+        thread_id: String,
+    },
+}
+
+impl Error {
+    /// Wraps a backend error as a storage failure of operation `op`.
+    pub fn storage(op: &'static str, source: impl Into<BoxError>) -> Self {
+        Error::Storage {
+            op,
+            source: source.into(),
+        }
+    }
+
+    /// A decode failure of `what`.
+    pub fn decode(what: impl Into<String>, reason: impl fmt::Display) -> Self {
+        Error::Decode {
+            what: what.into(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// An encode failure of `what`.
+    pub fn encode(what: impl Into<String>, reason: impl fmt::Display) -> Self {
+        Error::Encode {
+            what: what.into(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// An invalid argument.
+    pub fn invalid_argument(reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A structural problem in a graph, found by `compile`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GraphError {
+    /// An edge or option names a node that was never added.
+    #[error("edge {from} -> {to} names unknown node `{node}`")]
+    UnknownNode {
+        /// Source of the edge.
+        from: String,
+        /// Target of the edge.
+        to: String,
+        /// The unknown name.
+        node: String,
+    },
+    /// Two nodes share a name.
+    #[error("node `{node}` is added twice")]
+    DuplicateNode {
+        /// The name.
+        node: String,
+    },
+    /// A node name is reserved or malformed.
+    #[error("node name `{node}` is not allowed: {reason}")]
+    InvalidNodeName {
+        /// The name.
+        node: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// No path from START reaches this node.
+    #[error("node `{node}` is unreachable from START")]
+    Unreachable {
+        /// The node.
+        node: String,
+    },
+    /// No path from this node reaches END.
+    #[error("node `{node}` has no path to END")]
+    NoPathToEnd {
+        /// The node.
+        node: String,
+    },
+    /// The graph has no edge out of START.
+    #[error("graph has no entry point: add an edge from START")]
+    NoEntryPoint,
+    /// START used as a target, or END as a source.
+    #[error("edge {from} -> {to} is not allowed: {reason}")]
+    InvalidEdge {
+        /// Source.
+        from: String,
+        /// Target.
+        to: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A conditional edge lists no possible target.
+    #[error("conditional edge from `{from}` lists no targets")]
+    EmptyConditionalTargets {
+        /// The source node.
+        from: String,
+    },
+    /// An interrupt option names an unknown node.
+    #[error("{option} names unknown node `{node}`")]
+    UnknownInterruptNode {
+        /// `interrupt_before` or `interrupt_after`.
+        option: &'static str,
+        /// The name.
+        node: String,
+    },
+    /// Static interrupts need a checkpointer to pause and resume.
+    #[error("{option} needs a checkpointer: compile with `Compile::new().checkpointer(...)`")]
+    InterruptWithoutCheckpointer {
+        /// `interrupt_before` or `interrupt_after`.
+        option: &'static str,
+    },
+}

@@ -1,0 +1,218 @@
+//! [`Graph`]: assembling a graph at run time, and [`Compile`] options.
+
+use std::sync::Arc;
+
+use super::node::{IntoNode, Node};
+use super::spec::{self, RawBranch};
+use super::{CompiledGraph, END, START};
+use crate::checkpoint::{Checkpointer, Saver};
+use crate::error::{GraphError, Result};
+use crate::state::GraphState;
+
+/// A graph under construction: nodes, edges and conditional edges over state `S`.
+///
+/// ```
+/// # use weaver::prelude::*;
+/// # use weaver::state::GraphState;
+/// # fn build<S: GraphState>(a: impl IntoNode<S, M1>, b: impl IntoNode<S, M2>) -> weaver::Result<CompiledGraph<S>> {
+/// Graph::<S>::new("CheckpointExample")
+///     .add_node("node_a", a)
+///     .add_node("node_b", b)
+///     .add_edge(START, "node_a")
+///     .add_edge("node_a", "node_b")
+///     .add_edge("node_b", END)
+///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
+/// # }
+/// ```
+pub struct Graph<S: GraphState> {
+    pub(crate) name: String,
+    pub(crate) nodes: Vec<(String, Box<dyn Node<S>>)>,
+    pub(crate) edges: Vec<(String, String)>,
+    pub(crate) branches: Vec<RawBranch<S>>,
+    pub(crate) destinations: Vec<(String, Vec<String>)>,
+}
+
+impl<S: GraphState> std::fmt::Debug for Graph<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("name", &self.name)
+            .field(
+                "nodes",
+                &self.nodes.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("edges", &self.edges)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a router of a conditional edge may return: one node name or several.
+pub trait IntoRoute {
+    /// The chosen targets (node names, or [`END`]).
+    fn into_route(self) -> Vec<String>;
+}
+
+impl IntoRoute for &str {
+    fn into_route(self) -> Vec<String> {
+        vec![self.to_owned()]
+    }
+}
+
+impl IntoRoute for String {
+    fn into_route(self) -> Vec<String> {
+        vec![self]
+    }
+}
+
+impl<T: Into<String>> IntoRoute for Vec<T> {
+    fn into_route(self) -> Vec<String> {
+        self.into_iter().map(Into::into).collect()
+    }
+}
+
+impl<T: Into<String>> IntoRoute for Option<T> {
+    fn into_route(self) -> Vec<String> {
+        self.into_iter().map(Into::into).collect()
+    }
+}
+
+impl<S: GraphState> Graph<S> {
+    /// An empty graph named `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Graph {
+            name: name.into(),
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            branches: Vec::new(),
+            destinations: Vec::new(),
+        }
+    }
+
+    /// Adds a node. Duplicate or reserved names are reported by [`compile`](Graph::compile).
+    pub fn add_node<M>(mut self, name: impl Into<String>, node: impl IntoNode<S, M>) -> Self {
+        self.nodes.push((name.into(), node.into_node()));
+        self
+    }
+
+    /// Adds an edge: after `from` runs, `to` runs in the next step. Several
+    /// edges out of one node fan out; several into one node fan in (it runs
+    /// once, after all its predecessors of that step).
+    pub fn add_edge(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
+        self.edges.push((from.into(), to.into()));
+        self
+    }
+
+    /// Adds edges along a chain: `add_sequence([START, "a", "b", END])`.
+    pub fn add_sequence<I: IntoIterator<Item = T>, T: Into<String>>(mut self, chain: I) -> Self {
+        let names: Vec<String> = chain.into_iter().map(Into::into).collect();
+        for pair in names.windows(2) {
+            self.edges.push((pair[0].clone(), pair[1].clone()));
+        }
+        self
+    }
+
+    /// Adds a conditional edge: after `from` runs, `router` (given the state
+    /// with `from`'s own update applied) picks the next nodes among `targets`.
+    /// Returning a name outside `targets` fails the run with a typed error.
+    pub fn add_conditional_edges<R, I, T>(
+        mut self,
+        from: impl Into<String>,
+        router: R,
+        targets: I,
+    ) -> Self
+    where
+        R: Fn(&S) -> T + Send + Sync + 'static,
+        T: IntoRoute,
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.branches.push(RawBranch {
+            from: from.into(),
+            router: Arc::new(move |s: &S| router(s).into_route()),
+            targets: targets.into_iter().map(Into::into).collect(),
+        });
+        self
+    }
+
+    /// Declares the nodes a node may `goto` through a [`Command`](super::Command),
+    /// so validation and drawings know those paths.
+    pub fn add_destinations<I>(mut self, node: impl Into<String>, targets: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.destinations
+            .push((node.into(), targets.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// Validates the graph and builds it: unknown, duplicate, unreachable and
+    /// dead-end nodes are [`Error::InvalidGraph`](crate::Error::InvalidGraph)
+    /// naming the node.
+    pub fn compile(self, options: Compile) -> Result<CompiledGraph<S>> {
+        let spec = spec::build(self, &options)?;
+        Ok(CompiledGraph::new(spec, options))
+    }
+}
+
+/// Options of [`Graph::compile`]: the checkpointer, static interrupts.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Compile {
+    pub(crate) checkpointer: Option<Checkpointer>,
+    pub(crate) interrupt_before: Vec<String>,
+    pub(crate) interrupt_after: Vec<String>,
+}
+
+impl Compile {
+    /// No checkpointer, no interrupts.
+    pub fn new() -> Self {
+        Compile::default()
+    }
+
+    /// Checkpoints every super-step into `saver`.
+    pub fn checkpointer(mut self, saver: impl Saver + 'static) -> Self {
+        self.checkpointer = Some(Checkpointer::new(saver));
+        self
+    }
+
+    /// Checkpoints into a shared saver.
+    pub fn checkpointer_arc(mut self, saver: Arc<dyn Saver>) -> Self {
+        self.checkpointer = Some(Checkpointer::from_arc(saver));
+        self
+    }
+
+    /// Pauses before these nodes run (needs a checkpointer).
+    pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        nodes: I,
+    ) -> Self {
+        self.interrupt_before
+            .extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Pauses after these nodes run (needs a checkpointer).
+    pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
+        self.interrupt_after
+            .extend(nodes.into_iter().map(Into::into));
+        self
+    }
+}
+
+pub(crate) fn is_reserved(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("node names cannot be empty")
+    } else if name == START || name == END {
+        Some("START and END are reserved")
+    } else {
+        None
+    }
+}
+
+pub(crate) fn unknown(from: &str, to: &str, node: &str) -> GraphError {
+    GraphError::UnknownNode {
+        from: from.to_owned(),
+        to: to.to_owned(),
+        node: node.to_owned(),
+    }
+}

@@ -1,0 +1,318 @@
+//! Nodes: what a node function may look like and what it may return.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::engine::Runtime;
+use crate::error::BoxError;
+use crate::state::{GraphState, Update};
+
+/// The boxed future a type-erased node returns.
+pub type NodeFuture<'a, U> =
+    Pin<Box<dyn Future<Output = Result<Command<U>, NodeError>> + Send + 'a>>;
+
+/// A type-erased node. Built from a function by [`IntoNode`]; implement it
+/// directly for a node that is a struct.
+pub trait Node<S: GraphState>: Send + Sync + 'static {
+    /// Runs the node on the step's state.
+    fn run<'a>(&'a self, state: &'a S, runtime: &'a Runtime) -> NodeFuture<'a, S::Update>;
+}
+
+/// What a node returns: an update, plus optional `goto` targets that are
+/// triggered in addition to the node's static edges.
+///
+/// ```
+/// # use weaver::Command;
+/// # #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)] struct U;
+/// let cmd: Command<U> = Command::update(U).goto("review");
+/// assert_eq!(cmd.goto, ["review"]);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Command<U> {
+    /// The state update.
+    pub update: U,
+    /// Nodes to run next (by name), besides the static edges.
+    pub goto: Vec<String>,
+}
+
+impl<U> Command<U> {
+    /// A command carrying `update` and no goto.
+    pub fn update(update: U) -> Self {
+        Command {
+            update,
+            goto: Vec::new(),
+        }
+    }
+
+    /// Adds a node to run next.
+    pub fn goto(mut self, node: impl Into<String>) -> Self {
+        self.goto.push(node.into());
+        self
+    }
+}
+
+/// Why a node did not produce an output: it failed, or it asked for human
+/// input (`Runtime::interrupt`).
+///
+/// Any `std::error::Error + Send + Sync` converts into it, so `?` works in
+/// node bodies; a plain message converts with [`NodeError::msg`].
+pub struct NodeError(pub(crate) NodeErrorKind);
+
+pub(crate) enum NodeErrorKind {
+    Failed(BoxError),
+    Interrupt(crate::engine::InterruptSignal),
+}
+
+impl NodeError {
+    /// A failure with a message.
+    pub fn msg(message: impl fmt::Display) -> Self {
+        NodeError(NodeErrorKind::Failed(message.to_string().into()))
+    }
+
+    /// Whether this is an interrupt rather than a failure.
+    pub fn is_interrupt(&self) -> bool {
+        matches!(self.0, NodeErrorKind::Interrupt(_))
+    }
+}
+
+impl fmt::Debug for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            NodeErrorKind::Failed(e) => f.debug_tuple("NodeError::Failed").field(e).finish(),
+            NodeErrorKind::Interrupt(i) => f.debug_tuple("NodeError::Interrupt").field(i).finish(),
+        }
+    }
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            NodeErrorKind::Failed(e) => e.fmt(f),
+            NodeErrorKind::Interrupt(i) => i.fmt(f),
+        }
+    }
+}
+
+impl<E: StdError + Send + Sync + 'static> From<E> for NodeError {
+    fn from(e: E) -> Self {
+        let boxed: BoxError = Box::new(e);
+        match boxed.downcast::<crate::engine::InterruptSignal>() {
+            Ok(signal) => NodeError(NodeErrorKind::Interrupt(*signal)),
+            Err(other) => NodeError(NodeErrorKind::Failed(other)),
+        }
+    }
+}
+
+/// What a node function may return: an update, a [`Command`], or a `Result`
+/// of either whose error converts into [`NodeError`].
+#[diagnostic::on_unimplemented(
+    message = "a node of this graph cannot return `{Self}`",
+    label = "node returns `{Self}`",
+    note = "a node returns the state's update type (`<State>Update`), a `Command<Update>`, or a `Result` of either"
+)]
+pub trait IntoNodeResult<U> {
+    /// Converts into the engine's form.
+    fn into_node_result(self) -> Result<Command<U>, NodeError>;
+}
+
+impl<U: Update> IntoNodeResult<U> for U {
+    fn into_node_result(self) -> Result<Command<U>, NodeError> {
+        Ok(Command::update(self))
+    }
+}
+
+impl<U: Update> IntoNodeResult<U> for Command<U> {
+    fn into_node_result(self) -> Result<Command<U>, NodeError> {
+        Ok(self)
+    }
+}
+
+impl<U: Update, T: IntoNodeResult<U>, E: Into<NodeError>> IntoNodeResult<U> for Result<T, E> {
+    fn into_node_result(self) -> Result<Command<U>, NodeError> {
+        self.map_err(Into::into)
+            .and_then(IntoNodeResult::into_node_result)
+    }
+}
+
+/// A function usable as a node of a graph over `S`.
+///
+/// Implemented for sync and async functions and closures taking `&S`, or
+/// `&S` and `&Runtime`, and returning anything [`IntoNodeResult`]. `M` is an
+/// inference marker; callers never name it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be used as a node of a graph over `{S}`",
+    label = "not a node function for this state",
+    note = "a node is `fn(&State) -> R`, `fn(&State, &Runtime) -> R`, or the `async fn` forms, where R is the update, a `Command`, or a `Result` of either"
+)]
+pub trait IntoNode<S: GraphState, M>: Send + Sync + 'static {
+    /// Erases the function into a [`Node`].
+    fn into_node(self) -> Box<dyn Node<S>>;
+}
+
+/// Call adapter for async functions of `&S`, so one bound covers every lifetime.
+pub trait AsyncStateFn<'a, S: 'a>: Send + Sync + 'static {
+    /// The future returned.
+    type Fut: Future<Output = Self::Output> + Send + 'a;
+    /// Its output.
+    type Output;
+    /// Calls the function.
+    fn call(&self, state: &'a S) -> Self::Fut;
+}
+
+impl<'a, S: 'a, F, Fut> AsyncStateFn<'a, S> for F
+where
+    F: Fn(&'a S) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'a,
+{
+    type Fut = Fut;
+    type Output = Fut::Output;
+    fn call(&self, state: &'a S) -> Fut {
+        self(state)
+    }
+}
+
+/// Call adapter for async functions of `&S` and `&Runtime`.
+pub trait AsyncStateRuntimeFn<'a, S: 'a>: Send + Sync + 'static {
+    /// The future returned.
+    type Fut: Future<Output = Self::Output> + Send + 'a;
+    /// Its output.
+    type Output;
+    /// Calls the function.
+    fn call(&self, state: &'a S, runtime: &'a Runtime) -> Self::Fut;
+}
+
+impl<'a, S: 'a, F, Fut> AsyncStateRuntimeFn<'a, S> for F
+where
+    F: Fn(&'a S, &'a Runtime) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'a,
+{
+    type Fut = Fut;
+    type Output = Fut::Output;
+    fn call(&self, state: &'a S, runtime: &'a Runtime) -> Fut {
+        self(state, runtime)
+    }
+}
+
+#[doc(hidden)]
+pub mod markers {
+    /// `fn(&S) -> R`.
+    #[derive(Debug)]
+    pub struct Sync<R>(std::marker::PhantomData<R>);
+    /// `fn(&S, &Runtime) -> R`.
+    #[derive(Debug)]
+    pub struct SyncRt<R>(std::marker::PhantomData<R>);
+    /// `async fn(&S) -> R`.
+    #[derive(Debug)]
+    pub struct Async<R>(std::marker::PhantomData<R>);
+    /// `async fn(&S, &Runtime) -> R`.
+    #[derive(Debug)]
+    pub struct AsyncRt<R>(std::marker::PhantomData<R>);
+}
+
+struct FnNode<F, M>(F, std::marker::PhantomData<fn() -> M>);
+
+impl<S, F, R> Node<S> for FnNode<F, markers::Sync<R>>
+where
+    S: GraphState,
+    F: Fn(&S) -> R + Send + Sync + 'static,
+    R: IntoNodeResult<S::Update> + 'static,
+{
+    fn run<'a>(&'a self, state: &'a S, _: &'a Runtime) -> NodeFuture<'a, S::Update> {
+        let out = (self.0)(state).into_node_result();
+        Box::pin(std::future::ready(out))
+    }
+}
+
+impl<S, F, R> IntoNode<S, markers::Sync<R>> for F
+where
+    S: GraphState,
+    F: Fn(&S) -> R + Send + Sync + 'static,
+    R: IntoNodeResult<S::Update> + 'static,
+{
+    fn into_node(self) -> Box<dyn Node<S>> {
+        Box::new(FnNode(
+            self,
+            std::marker::PhantomData::<fn() -> markers::Sync<R>>,
+        ))
+    }
+}
+
+impl<S, F, R> Node<S> for FnNode<F, markers::SyncRt<R>>
+where
+    S: GraphState,
+    F: Fn(&S, &Runtime) -> R + Send + Sync + 'static,
+    R: IntoNodeResult<S::Update> + 'static,
+{
+    fn run<'a>(&'a self, state: &'a S, runtime: &'a Runtime) -> NodeFuture<'a, S::Update> {
+        let out = (self.0)(state, runtime).into_node_result();
+        Box::pin(std::future::ready(out))
+    }
+}
+
+impl<S, F, R> IntoNode<S, markers::SyncRt<R>> for F
+where
+    S: GraphState,
+    F: Fn(&S, &Runtime) -> R + Send + Sync + 'static,
+    R: IntoNodeResult<S::Update> + 'static,
+{
+    fn into_node(self) -> Box<dyn Node<S>> {
+        Box::new(FnNode(
+            self,
+            std::marker::PhantomData::<fn() -> markers::SyncRt<R>>,
+        ))
+    }
+}
+
+impl<S, F, R> Node<S> for FnNode<F, markers::Async<R>>
+where
+    S: GraphState,
+    F: for<'a> AsyncStateFn<'a, S, Output = R>,
+    R: IntoNodeResult<S::Update> + 'static,
+{
+    fn run<'a>(&'a self, state: &'a S, _: &'a Runtime) -> NodeFuture<'a, S::Update> {
+        let fut = self.0.call(state);
+        Box::pin(async move { fut.await.into_node_result() })
+    }
+}
+
+impl<S, F, R> IntoNode<S, markers::Async<R>> for F
+where
+    S: GraphState,
+    F: for<'a> AsyncStateFn<'a, S, Output = R>,
+    R: IntoNodeResult<S::Update> + 'static,
+{
+    fn into_node(self) -> Box<dyn Node<S>> {
+        Box::new(FnNode(
+            self,
+            std::marker::PhantomData::<fn() -> markers::Async<R>>,
+        ))
+    }
+}
+
+impl<S, F, R> Node<S> for FnNode<F, markers::AsyncRt<R>>
+where
+    S: GraphState,
+    F: for<'a> AsyncStateRuntimeFn<'a, S, Output = R>,
+    R: IntoNodeResult<S::Update> + 'static,
+{
+    fn run<'a>(&'a self, state: &'a S, runtime: &'a Runtime) -> NodeFuture<'a, S::Update> {
+        let fut = self.0.call(state, runtime);
+        Box::pin(async move { fut.await.into_node_result() })
+    }
+}
+
+impl<S, F, R> IntoNode<S, markers::AsyncRt<R>> for F
+where
+    S: GraphState,
+    F: for<'a> AsyncStateRuntimeFn<'a, S, Output = R>,
+    R: IntoNodeResult<S::Update> + 'static,
+{
+    fn into_node(self) -> Box<dyn Node<S>> {
+        Box::new(FnNode(
+            self,
+            std::marker::PhantomData::<fn() -> markers::AsyncRt<R>>,
+        ))
+    }
+}

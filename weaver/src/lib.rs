@@ -1,0 +1,56 @@
+//! # weaver
+//!
+//! Durable, typed graph workflows: LangGraph's execution and persistence
+//! model, with the graph and its state checked by the Rust compiler.
+//!
+//! A graph's state is a struct whose fields are *channels*
+//! ([`GraphState`], usually derived). Nodes read the state and return a
+//! typed partial update; nodes triggered together run concurrently in a
+//! *super-step*, and their updates merge through each channel's reducer in a
+//! deterministic order. With a checkpointer ([`Saver`]), every super-step is
+//! checkpointed per *thread*, which gives history, time travel, forks,
+//! human-in-the-loop pauses and recovery after a failed node.
+//!
+//! See the README for the quick start.
+#![forbid(unsafe_code)]
+#![deny(missing_docs, missing_debug_implementations)]
+
+pub mod channel;
+pub mod checkpoint;
+pub mod config;
+pub mod engine;
+mod error;
+pub mod graph;
+pub mod state;
+
+pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
+pub use config::{Durability, RunConfig};
+pub use engine::{
+    Input, Interrupt, InterruptSignal, InterruptWhen, Outcome, Resume, Runtime, StreamEvent,
+    StreamItem,
+};
+pub use error::{BoxError, Error, GraphError, Result};
+pub use graph::{Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, START};
+pub use state::{GraphState, Update};
+pub use weaver_macros::GraphState;
+
+/// The names most programs need: `use weaver::prelude::*;`.
+pub mod prelude {
+    pub use crate::checkpoint::{InMemorySaver, Saver};
+    pub use crate::config::{Durability, RunConfig};
+    pub use crate::engine::{Input, Interrupt, Outcome, Resume, Runtime};
+    pub use crate::error::{Error, Result};
+    pub use crate::graph::{
+        Command, Compile, CompiledGraph, END, Graph, IntoNode, NodeError, START,
+    };
+    pub use crate::state::{GraphState, Update};
+    pub use serde::{Deserialize, Serialize};
+    pub use weaver_macros::GraphState;
+}
+
+#[doc(hidden)]
+pub mod __private {
+    //! Re-exports for generated code; not a public API.
+    pub use serde;
+    pub use serde_json;
+}
