@@ -28,7 +28,7 @@ use crate::state::GraphState;
 type Event<S> = StreamItem<S>;
 
 /// A task of a step: `None` is the START pseudo-task that applies the input.
-type TaskNode = Option<usize>;
+pub(crate) type TaskNode = Option<usize>;
 
 /// What one finished task contributes to its step.
 struct TaskOutput<S: GraphState> {
@@ -76,7 +76,10 @@ pub(crate) fn decode_state<S: GraphState>(values: &Map<String, Value>) -> Result
         .map_err(|e| Error::decode(format!("state at `{}`", e.path()), e.inner()))
 }
 
-fn encode_object<T: serde::Serialize>(what: &str, value: &T) -> Result<Map<String, Value>> {
+pub(crate) fn encode_object<T: serde::Serialize>(
+    what: &str,
+    value: &T,
+) -> Result<Map<String, Value>> {
     match serde_json::to_value(value) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(other) => Err(Error::encode(
@@ -111,7 +114,7 @@ pub(crate) fn next_tasks<S: GraphState>(spec: &Spec<S>, checkpoint: &Checkpoint)
     out
 }
 
-fn trigger_of<S: GraphState>(spec: &Spec<S>, node: TaskNode) -> &str {
+pub(crate) fn trigger_of<S: GraphState>(spec: &Spec<S>, node: TaskNode) -> &str {
     match node {
         Some(i) => &spec.nodes[i].trigger,
         None => START_TRIGGER,
@@ -339,6 +342,7 @@ impl<S: GraphState> Loop<'_, S> {
         }
         let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
         let input = serde_json::to_value(&update).map_err(|e| Error::encode("input", e))?;
+        next.channel_values = encode_object("state", &self.state)?;
         next.channel_values.insert(INPUT_CHANNEL.to_owned(), input);
         next.channel_versions
             .insert(START_TRIGGER.to_owned(), version);
@@ -597,17 +601,20 @@ impl<S: GraphState> Loop<'_, S> {
                             .map_err(|e| NodeError::msg(format!("cannot decode the input: {e}"))),
                         None => Ok(Command::update(S::Update::default())),
                     },
-                    Some(i) => AssertUnwindSafe(spec.nodes[i].node.run(state, &runtimes[k]))
-                        .catch_unwind()
-                        .await
-                        .unwrap_or_else(|panic| {
-                            let msg = panic
-                                .downcast_ref::<&str>()
-                                .map(|s| s.to_string())
-                                .or_else(|| panic.downcast_ref::<String>().cloned())
-                                .unwrap_or_else(|| "unknown panic payload".into());
-                            Err(NodeError::msg(format!("panicked: {msg}")))
-                        }),
+                    // Sync nodes run when `run` is called: catch panics there too.
+                    Some(i) => AssertUnwindSafe(async {
+                        spec.nodes[i].node.run(state, &runtimes[k]).await
+                    })
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|panic| {
+                        let msg = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "unknown panic payload".into());
+                        Err(NodeError::msg(format!("panicked: {msg}")))
+                    }),
                 };
                 (k, result)
             };
@@ -674,6 +681,11 @@ impl<S: GraphState> Loop<'_, S> {
             return Err(failures.remove(0).1);
         }
         if !interrupts.is_empty() {
+            if self.writer.is_none() {
+                return Err(Error::CheckpointerRequired {
+                    feature: "interrupt (pausing a run for input)",
+                });
+            }
             interrupts.sort_by_key(|(k, _)| *k);
             return Ok(Some(interrupts.into_iter().map(|(_, i)| i).collect()));
         }
@@ -752,7 +764,7 @@ async fn store_writes(
 
 /// The targets a task triggers: static edges, routers (given the state with
 /// the task's own update applied) and `goto`.
-fn route<S: GraphState>(
+pub(crate) fn route<S: GraphState>(
     spec: &Spec<S>,
     state: &S,
     node: TaskNode,
