@@ -3,7 +3,7 @@
 use syn::{Attribute, Meta, Path};
 
 use crate::ctxt::{Errors, closest};
-use crate::symbol::{ADD, APPEND, DELTA, MERGE, REDUCER, REDUCERS, REPLACE, one_of};
+use crate::symbol::{ADD, APPEND, DELTA, MERGE, REDUCER, REDUCERS, REPLACE, list};
 
 /// How a channel folds its writes, as written on the field.
 #[derive(Clone)]
@@ -48,24 +48,24 @@ pub(crate) fn reducer(attrs: &[Attribute], errors: &mut Errors) -> Reducer {
 }
 
 fn parse_one(attr: &Attribute) -> syn::Result<Reducer> {
-    let list = match &attr.meta {
-        Meta::List(list) => list,
+    let meta = match &attr.meta {
+        Meta::List(meta) => meta,
         other => {
             return Err(syn::Error::new_spanned(
                 other,
                 format!(
-                    "expected `#[reducer(<name>)]` with one of {} or a path to a `fn(&mut T, T)`",
-                    one_of(&REDUCERS)
+                    "expected `#[reducer(<name>)]` with one of {}, or a path to a `fn(&mut T, T)`",
+                    list(&REDUCERS)
                 ),
             ));
         }
     };
-    let path: Path = list.parse_args().map_err(|e| {
+    let path: Path = meta.parse_args().map_err(|e| {
         syn::Error::new(
             e.span(),
             format!(
-                "expected one reducer: {} or a path to a `fn(&mut T, T)`",
-                one_of(&REDUCERS)
+                "expected one reducer: {}, or a path to a `fn(&mut T, T)`",
+                list(&REDUCERS)
             ),
         )
     })?;
@@ -97,8 +97,8 @@ fn parse_one(attr: &Attribute) -> syn::Result<Reducer> {
         Err(syn::Error::new_spanned(
             ident,
             format!(
-                "unknown reducer `{word}`; expected one of {} or a path to a `fn(&mut T, T)`{hint}",
-                one_of(&REDUCERS)
+                "unknown reducer `{word}`; expected one of {}, or a path to a `fn(&mut T, T)`{hint}",
+                list(&REDUCERS)
             ),
         ))
     }

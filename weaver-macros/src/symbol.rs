@@ -39,14 +39,10 @@ pub(crate) const GRAPH_KEYS: [Symbol; 7] = [
 pub(crate) const START: Symbol = Symbol("START");
 pub(crate) const END: Symbol = Symbol("END");
 
-/// "`a`, `b`, or `c`".
-pub(crate) fn one_of(symbols: &[Symbol]) -> String {
+/// "`a`, `b`, `c`".
+pub(crate) fn list(symbols: &[Symbol]) -> String {
     let quoted: Vec<String> = symbols.iter().map(|s| format!("`{}`", s.0)).collect();
-    match quoted.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{}, or {last}", rest.join(", ")),
-        Some((last, _)) => last.clone(),
-        None => String::new(),
-    }
+    quoted.join(", ")
 }
 
 impl PartialEq<Symbol> for Ident {

@@ -22,7 +22,7 @@ use syn::{Expr, Ident, LitStr, Token, Type, bracketed};
 use crate::ctxt::{Errors, closest};
 use crate::symbol::{
     CONDITIONAL, EDGES, END, GRAPH_KEYS, INTERRUPT_AFTER, INTERRUPT_BEFORE, NAME, NODES, START,
-    STATE, one_of,
+    STATE, list,
 };
 
 /// A whole `graph!` input. Options the user left out are `None` / empty.
@@ -139,7 +139,7 @@ impl Parse for GraphDecl {
                     &key,
                     format!(
                         "unknown option `{word}`; expected one of {}{hint}",
-                        one_of(&GRAPH_KEYS)
+                        list(&GRAPH_KEYS)
                     ),
                 );
                 skip_value(input)?;

@@ -16,6 +16,9 @@ enum Target {
     End,
 }
 
+/// An endpoint as a source (`Some(None)` is START) and as a target.
+type Resolved = (Option<Option<usize>>, Option<Target>);
+
 /// Checks `decl`, recording every problem. Returns whether the graph can be
 /// expanded.
 pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
@@ -75,24 +78,32 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
             );
             continue;
         }
-        for pair in chain.links.windows(2) {
-            if pair[0].is_empty() || pair[1].is_empty() {
-                continue;
-            }
-            for from in &pair[0] {
-                let Some(s) = source(from, &index, &names, errors) else {
-                    continue;
-                };
-                for to in &pair[1] {
-                    if let Some(t) = target(to, &index, &names, errors) {
-                        add(s, t);
+        // Resolve each endpoint once, in the roles its position gives it,
+        // so a bad name in the middle of a chain is reported once.
+        let last = chain.links.len() - 1;
+        let resolved: Vec<Vec<Resolved>> = chain
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, group)| {
+                group
+                    .iter()
+                    .map(|end| resolve(end, i < last, i > 0, &index, &names, errors))
+                    .collect()
+            })
+            .collect();
+        for pair in resolved.windows(2) {
+            for (from, _) in &pair[0] {
+                for (_, to) in &pair[1] {
+                    if let (Some(s), Some(t)) = (from, to) {
+                        add(*s, *t);
                     }
                 }
             }
         }
     }
     for cond in &decl.conditionals {
-        let s = source(&cond.from, &index, &names, errors);
+        let (s, _) = resolve(&cond.from, true, false, &index, &names, errors);
         if cond.targets.is_empty() {
             errors.at(
                 cond.bracket,
@@ -105,7 +116,7 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
             );
         }
         for to in &cond.targets {
-            if let (Some(s), Some(t)) = (s, target(to, &index, &names, errors)) {
+            if let (Some(s), (_, Some(t))) = (s, resolve(to, false, true, &index, &names, errors)) {
                 add(s, t);
             }
         }
@@ -199,54 +210,45 @@ fn unknown_node(ident: &Ident, names: &[String], errors: &mut Errors, context: &
     );
 }
 
-/// Resolves an edge's source: `Some(None)` is START.
-fn source(
+/// Resolves an endpoint used as a source (`Some(None)` is START) and/or as a
+/// target, recording at most one error for it.
+fn resolve(
     end: &Endpoint,
+    as_source: bool,
+    as_target: bool,
     index: &HashMap<String, usize>,
     names: &[String],
     errors: &mut Errors,
-) -> Option<Option<usize>> {
+) -> Resolved {
     match end {
-        Endpoint::Start(_) => Some(None),
-        Endpoint::End(ident) => {
-            errors.spanned(
-                ident,
-                "END cannot be the source of an edge: nothing runs after END; \
-                 to loop, add an edge from the last node instead (`last -> first`)",
-            );
-            None
-        }
-        Endpoint::Node(ident) => match index.get(&ident.to_string()) {
-            Some(i) => Some(Some(*i)),
-            None => {
-                unknown_node(ident, names, errors, "edge from");
-                None
-            }
-        },
-    }
-}
-
-fn target(
-    end: &Endpoint,
-    index: &HashMap<String, usize>,
-    names: &[String],
-    errors: &mut Errors,
-) -> Option<Target> {
-    match end {
-        Endpoint::End(_) => Some(Target::End),
         Endpoint::Start(ident) => {
-            errors.spanned(
-                ident,
-                "START cannot be the target of an edge: the graph enters START only when \
-                 it is invoked; point the edge at the first node instead",
-            );
-            None
+            if as_target {
+                errors.spanned(
+                    ident,
+                    "START cannot be the target of an edge: the graph enters START only when \
+                     it is invoked; point the edge at the first node instead",
+                );
+                return (None, None);
+            }
+            (Some(None), None)
+        }
+        Endpoint::End(ident) => {
+            if as_source {
+                errors.spanned(
+                    ident,
+                    "END cannot be the source of an edge: nothing runs after END; \
+                     to loop, add an edge from the last node instead (`last -> first`)",
+                );
+                return (None, None);
+            }
+            (None, Some(Target::End))
         }
         Endpoint::Node(ident) => match index.get(&ident.to_string()) {
-            Some(i) => Some(Target::Node(*i)),
+            Some(i) => (Some(Some(*i)), Some(Target::Node(*i))),
             None => {
-                unknown_node(ident, names, errors, "edge to");
-                None
+                let context = if as_target { "edge to" } else { "edge from" };
+                unknown_node(ident, names, errors, context);
+                (None, None)
             }
         },
     }
