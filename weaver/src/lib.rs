@@ -31,8 +31,9 @@ pub use engine::{
 };
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, START};
-pub use state::{GraphState, Update};
-pub use weaver_macros::GraphState;
+pub use schemars::JsonSchema;
+pub use state::{GraphState, StateSchema, Update};
+pub use weaver_macros::{GraphState, graph};
 
 /// The names most programs need: `use weaver::prelude::*;`.
 pub mod prelude {
@@ -43,14 +44,17 @@ pub mod prelude {
     pub use crate::graph::{
         Command, Compile, CompiledGraph, END, Graph, IntoNode, NodeError, START,
     };
-    pub use crate::state::{GraphState, Update};
+    pub use crate::state::{GraphState, StateSchema, Update};
+    pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
-    pub use weaver_macros::GraphState;
+    pub use weaver_macros::{GraphState, graph};
 }
 
 #[doc(hidden)]
 pub mod __private {
     //! Re-exports for generated code; not a public API.
+    pub use crate::state::reducer::{AddReducer, AppendReducer, MergeReducer};
+    pub use schemars;
     pub use serde;
     pub use serde_json;
 }

@@ -30,6 +30,9 @@ pub struct Graph<S: GraphState> {
     pub(crate) edges: Vec<(String, String)>,
     pub(crate) branches: Vec<RawBranch<S>>,
     pub(crate) destinations: Vec<(String, Vec<String>)>,
+    /// Static interrupts declared on the graph (`graph!`'s `interrupt_before`
+    /// / `interrupt_after`), merged into the [`Compile`] options.
+    pub(crate) interrupts: Compile,
 }
 
 impl<S: GraphState> std::fmt::Debug for Graph<S> {
@@ -84,6 +87,7 @@ impl<S: GraphState> Graph<S> {
             edges: Vec::new(),
             branches: Vec::new(),
             destinations: Vec::new(),
+            interrupts: Compile::default(),
         }
     }
 
@@ -145,10 +149,30 @@ impl<S: GraphState> Graph<S> {
         self
     }
 
+    /// Pauses before these nodes run, whatever the [`Compile`] options say
+    /// (they add to [`Compile::interrupt_before`]; needs a checkpointer).
+    pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        nodes: I,
+    ) -> Self {
+        self.interrupts = self.interrupts.interrupt_before(nodes);
+        self
+    }
+
+    /// Pauses after these nodes run (adds to [`Compile::interrupt_after`];
+    /// needs a checkpointer).
+    pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
+        self.interrupts = self.interrupts.interrupt_after(nodes);
+        self
+    }
+
     /// Validates the graph and builds it: unknown, duplicate, unreachable and
     /// dead-end nodes are [`Error::InvalidGraph`](crate::Error::InvalidGraph)
     /// naming the node.
-    pub fn compile(self, options: Compile) -> Result<CompiledGraph<S>> {
+    pub fn compile(mut self, mut options: Compile) -> Result<CompiledGraph<S>> {
+        let declared = std::mem::take(&mut self.interrupts);
+        options.interrupt_before.extend(declared.interrupt_before);
+        options.interrupt_after.extend(declared.interrupt_after);
         let spec = spec::build(self, &options)?;
         Ok(CompiledGraph::new(spec, options))
     }

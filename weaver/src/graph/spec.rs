@@ -106,6 +106,7 @@ pub(crate) fn build<S: GraphState>(graph: Graph<S>, options: &Compile) -> Result
         edges,
         branches,
         destinations,
+        ..
     } = graph;
     let mut nodes: Vec<(String, Box<dyn Node<S>>)> = nodes;
     for (n, _) in &nodes {
