@@ -1,0 +1,1 @@
+//! Codecs and encryption.

@@ -1,0 +1,1 @@
+//! Racing writers.
