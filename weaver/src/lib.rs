@@ -43,7 +43,7 @@ pub use weaver_macros::GraphState;
 pub mod prelude {
     pub use crate::checkpoint::{InMemorySaver, Saver};
     pub use crate::config::{Durability, RunConfig};
-    pub use crate::engine::{Input, Interrupt, Outcome, Resume, Runtime};
+    pub use crate::engine::{History, Input, Interrupt, Outcome, Resume, Runtime, StateSnapshot};
     pub use crate::error::{Error, Result};
     pub use crate::graph::{
         Command, Compile, CompiledGraph, END, Graph, IntoNode, NodeError, START,

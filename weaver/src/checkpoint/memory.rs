@@ -130,14 +130,14 @@ fn insert(
             attempted: order,
         });
     }
-    if let Some(parent) = &new.parent_id {
-        if !log.by_id.contains_key(parent) {
-            return Err(Error::CheckpointNotFound {
-                thread_id: new.thread_id,
-                checkpoint_ns: new.checkpoint_ns,
-                checkpoint_id: parent.clone(),
-            });
-        }
+    if let Some(parent) = &new.parent_id
+        && !log.by_id.contains_key(parent)
+    {
+        return Err(Error::CheckpointNotFound {
+            thread_id: new.thread_id,
+            checkpoint_ns: new.checkpoint_ns,
+            checkpoint_id: parent.clone(),
+        });
     }
     let mut stored = Stored {
         checkpoint: new.checkpoint,
@@ -412,5 +412,9 @@ impl Saver for InMemorySaver {
                 checkpoints: nss.values().map(|l| l.by_order.len() as u64).sum(),
             })
             .collect())
+    }
+
+    fn is_in_process(&self) -> bool {
+        true
     }
 }
