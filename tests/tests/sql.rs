@@ -13,3 +13,5 @@ mod migrations;
 mod codec;
 #[path = "sql/concurrency.rs"]
 mod concurrency;
+#[path = "sql/conformance.rs"]
+mod conformance;
