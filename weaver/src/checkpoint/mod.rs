@@ -6,6 +6,8 @@ pub(crate) mod id;
 pub mod limits;
 mod memory;
 mod saver;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) mod sql;
 mod types;
 
 pub use facade::Checkpointer;
@@ -17,3 +19,9 @@ pub use types::{
     CheckpointTuple, ERROR_CHANNEL, ForkOptions, INTERRUPT_CHANNEL, ListFilter, NO_WRITES_CHANNEL,
     NewCheckpoint, PendingWrite, PruneStrategy, RESUME_CHANNEL, ThreadInfo,
 };
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use sql::PostgresSaver;
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use sql::SqliteSaver;
