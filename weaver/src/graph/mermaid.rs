@@ -37,7 +37,9 @@ impl<S: GraphState> CompiledGraph<S> {
             .enumerate()
             .map(|(i, n)| {
                 let plain = !n.name.is_empty()
-                    && n.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && n.name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_')
                     && n.name != START
                     && n.name != END;
                 if plain {
