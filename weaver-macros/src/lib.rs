@@ -19,15 +19,13 @@ mod ctxt;
 mod expand;
 mod symbol;
 
-/// Derives `weaver::GraphState` for a struct with named fields; see
-/// `weaver::GraphState` for the attributes and what is generated.
+#[doc = include_str!("../doc/graph_state.md")]
 #[proc_macro_derive(GraphState, attributes(reducer))]
 pub fn derive_graph_state(input: TokenStream) -> TokenStream {
     expand::derive_graph_state(input.into()).into()
 }
 
-/// Declares a graph over a state type, checked at compile time; see
-/// `weaver::graph!` for the syntax.
+#[doc = include_str!("../doc/graph.md")]
 #[proc_macro]
 pub fn graph(input: TokenStream) -> TokenStream {
     expand::graph::graph(input.into()).into()

@@ -24,23 +24,23 @@ use super::GraphState;
 ///     total: i64,
 /// }
 ///
-/// let schema = Counter::json_schema();
+/// let schema = Counter::state_schema();
 /// assert_eq!(schema["properties"]["total"]["description"], "The running total.");
-/// let update = Counter::update_json_schema();
+/// let update = Counter::update_schema();
 /// assert_eq!(update["title"], "CounterUpdate");
 /// assert!(update.get("required").is_none());
 /// ```
 pub trait StateSchema: GraphState {
     /// The schema of the state (the serde form of `Self`).
-    fn json_schema() -> Value;
+    fn state_schema() -> Value;
 
     /// The schema of [`GraphState::Update`]: every channel optional.
-    fn update_json_schema() -> Value;
+    fn update_schema() -> Value;
 
     /// Both, as `{"state": ..., "update": ...}` (what
     /// [`assert_schema_snapshot!`](crate::assert_schema_snapshot) records).
-    fn json_schemas() -> Value {
-        json!({ "state": Self::json_schema(), "update": Self::update_json_schema() })
+    fn schemas() -> Value {
+        json!({ "state": Self::state_schema(), "update": Self::update_schema() })
     }
 }
 
@@ -49,11 +49,11 @@ where
     S: GraphState + JsonSchema,
     S::Update: JsonSchema,
 {
-    fn json_schema() -> Value {
+    fn state_schema() -> Value {
         schemars::schema_for!(S).to_value()
     }
 
-    fn update_json_schema() -> Value {
+    fn update_schema() -> Value {
         schemars::schema_for!(S::Update).to_value()
     }
 }
@@ -74,12 +74,9 @@ where
 #[macro_export]
 macro_rules! assert_schema_snapshot {
     ($state:ty) => {
-        ::insta::assert_json_snapshot!(<$state as $crate::state::StateSchema>::json_schemas())
+        ::insta::assert_json_snapshot!(<$state as $crate::state::StateSchema>::schemas())
     };
     ($name:expr, $state:ty) => {
-        ::insta::assert_json_snapshot!(
-            $name,
-            <$state as $crate::state::StateSchema>::json_schemas()
-        )
+        ::insta::assert_json_snapshot!($name, <$state as $crate::state::StateSchema>::schemas())
     };
 }
