@@ -95,3 +95,55 @@ async fn racing_next_free_number_never_conflicts() {
     }
     db.drop_schema().await;
 }
+
+/// Two OS processes running turns on one thread against PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_one_conversation() {
+    let db = PgDb::new().await;
+    // Migrate first so both processes only race on turns.
+    let _ = db.saver().await;
+    let bin = env!("CARGO_BIN_EXE_chat_turns");
+    let spawn = |worker: &str| {
+        std::process::Command::new(bin)
+            .args([&crate::common::pg_url(), &db.schema, "conv", worker, "40"])
+            .output()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| spawn("alice"));
+        let b = s.spawn(|| spawn("bob"));
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    let mut commits = Vec::new();
+    let mut conflicts = 0;
+    for out in [&a, &b] {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 40, "every turn reports");
+        for l in lines {
+            let parts: Vec<&str> = l.split(' ').collect();
+            match parts[0] {
+                "commit" => commits.push((parts[2].to_owned(), parts[1].parse::<u64>().unwrap())),
+                "conflict" => conflicts += 1,
+                other => panic!("unexpected line {other}"),
+            }
+        }
+    }
+    assert_eq!(commits.len() + conflicts, 80);
+    let saver = db.saver().await;
+    let mut hist = saver.list(&ListFilter::thread("conv")).await.unwrap();
+    hist.reverse();
+    assert_eq!(hist.len(), commits.len(), "every commit stored, nothing else");
+    let stored: HashSet<(String, u64)> = hist.iter().map(|t| (t.checkpoint.id.clone(), t.commit_order)).collect();
+    for c in &commits {
+        assert!(stored.contains(c), "commit {c:?} lost");
+    }
+    for (i, t) in hist.iter().enumerate() {
+        assert_eq!(t.commit_order, i as u64 + 1);
+        let parent = t.parent_config.as_ref().and_then(|p| p.checkpoint_id.clone());
+        assert_eq!(parent, (i > 0).then(|| hist[i - 1].checkpoint.id.clone()), "one chain");
+        // The transcript grows by exactly one message per commit: nothing merged.
+        assert_eq!(t.checkpoint.channel_values["messages"].as_array().unwrap().len(), i + 1);
+    }
+    db.drop_schema().await;
+}
