@@ -42,9 +42,15 @@ async fn run() -> Result<()> {
     migrate::up(&PgSchema::new(&pool, schema)?, &[Adapter::Checkpoint], None).await?;
     let saver = PostgresSaver::new(pool).with_prefix(schema)?;
     for turn in 0..turns {
-        let head = saver.get_tuple(&CheckpointRef::latest(thread.clone())).await?;
+        let head = saver
+            .get_tuple(&CheckpointRef::latest(thread.clone()))
+            .await?;
         let (mut next, parent, order) = match &head {
-            Some(h) => (h.checkpoint.successor(), Some(h.checkpoint.id.clone()), h.commit_order + 1),
+            Some(h) => (
+                h.checkpoint.successor(),
+                Some(h.checkpoint.id.clone()),
+                h.commit_order + 1,
+            ),
             None => (Checkpoint::empty(), None, 1),
         };
         // The conversation: append this turn's message to the transcript.
