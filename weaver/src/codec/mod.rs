@@ -172,6 +172,7 @@ impl Codec for JsonCodec {
 }
 
 /// Checks an encoded payload against a size ceiling.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn check_size(limit: &'static str, bytes: &[u8], ceiling: usize) -> Result<()> {
     if bytes.len() > ceiling {
         return Err(Error::LimitExceeded {

@@ -264,4 +264,5 @@ pub(crate) fn is_plain_identifier(name: &str) -> bool {
 }
 
 /// The name of the version marker table.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) const MARKER_TABLE: &str = "weaver_schema_versions";
