@@ -3,15 +3,15 @@
 //! test in its own file or schema so tests run in parallel. One binary with
 //! modules, to cut link time.
 
-#[path = "sql/common.rs"]
-mod common;
-#[path = "sql/contract.rs"]
-mod contract;
-#[path = "sql/migrations.rs"]
-mod migrations;
 #[path = "sql/codec.rs"]
 mod codec;
+#[path = "sql/common.rs"]
+mod common;
 #[path = "sql/concurrency.rs"]
 mod concurrency;
 #[path = "sql/conformance.rs"]
 mod conformance;
+#[path = "sql/contract.rs"]
+mod contract;
+#[path = "sql/migrations.rs"]
+mod migrations;

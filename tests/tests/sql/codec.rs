@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 use sqlx::AssertSqlSafe;
-use weaver::checkpoint::{Checkpoint, CheckpointRef, ListFilter, PendingWrite, PostgresSaver, SqliteSaver};
+use weaver::checkpoint::{
+    Checkpoint, CheckpointRef, ListFilter, PendingWrite, PostgresSaver, SqliteSaver,
+};
 use weaver::codec::{Codec, EncryptedCodec, EncryptionKey, JsonCodec, RecordContext};
 use weaver::{Error, Saver};
 
@@ -38,9 +40,18 @@ fn encryption_bad_paths_are_typed() {
     assert!(!sealed.windows(cp.id.len()).any(|w| w == cp.id.as_bytes()));
     let is_decrypt = |r: weaver::Result<Checkpoint>| matches!(r, Err(Error::Decrypt { .. }));
     // Moved to another row: thread, namespace, id.
-    assert!(is_decrypt(codec.decode_checkpoint(&sealed, &RecordContext::checkpoint("u", "", &cp.id))));
-    assert!(is_decrypt(codec.decode_checkpoint(&sealed, &RecordContext::checkpoint("t", "ns", &cp.id))));
-    assert!(is_decrypt(codec.decode_checkpoint(&sealed, &RecordContext::checkpoint("t", "", "other"))));
+    assert!(is_decrypt(codec.decode_checkpoint(
+        &sealed,
+        &RecordContext::checkpoint("u", "", &cp.id)
+    )));
+    assert!(is_decrypt(codec.decode_checkpoint(
+        &sealed,
+        &RecordContext::checkpoint("t", "ns", &cp.id)
+    )));
+    assert!(is_decrypt(codec.decode_checkpoint(
+        &sealed,
+        &RecordContext::checkpoint("t", "", "other")
+    )));
     // Every tampered byte fails.
     for i in 0..sealed.len() {
         let mut t = sealed.clone();
@@ -65,7 +76,10 @@ fn encryption_bad_paths_are_typed() {
     let wctx = ctx.write("task", 0);
     let v = codec.encode_value(&json!({"a": 1}), &wctx).unwrap();
     assert_eq!(codec.decode_value(&v, &wctx).unwrap(), json!({"a": 1}));
-    assert!(matches!(codec.decode_value(&v, &ctx.write("task", 1)), Err(Error::Decrypt { .. })));
+    assert!(matches!(
+        codec.decode_value(&v, &ctx.write("task", 1)),
+        Err(Error::Decrypt { .. })
+    ));
     // Bad construction.
     assert!(EncryptedCodec::json([]).is_err());
     assert!(EncryptedCodec::json([key("k", 1), key("k", 2)]).is_err());
@@ -83,7 +97,13 @@ async fn encrypted_round_trip(
     enc.put(cp("t", "a", None, Some(1))).await.unwrap();
     enc.put_checkpoint_with_writes(
         cp("t", "b", Some("a"), Some(2)),
-        vec![PendingWrite { task_id: "x".into(), task_path: "n".into(), idx: 0, channel: "foo".into(), value: json!("secret") }],
+        vec![PendingWrite {
+            task_id: "x".into(),
+            task_path: "n".into(),
+            idx: 0,
+            channel: "foo".into(),
+            value: json!("secret"),
+        }],
     )
     .await
     .unwrap();
@@ -91,15 +111,37 @@ async fn encrypted_round_trip(
     assert_eq!(head.pending_writes[0].value, json!("secret"));
     // Copies are re-sealed for their new row.
     enc.copy_thread("t", "t-copy").await.unwrap();
-    assert_eq!(enc.list(&ListFilter::thread("t-copy")).await.unwrap().len(), 2);
-    enc.fork_at(&t.at("b"), "t-fork", Default::default()).await.unwrap();
-    assert_eq!(enc.get_tuple(&CheckpointRef::latest("t-fork")).await.unwrap().unwrap().pending_writes.len(), 1);
+    assert_eq!(
+        enc.list(&ListFilter::thread("t-copy")).await.unwrap().len(),
+        2
+    );
+    enc.fork_at(&t.at("b"), "t-fork", Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        enc.get_tuple(&CheckpointRef::latest("t-fork"))
+            .await
+            .unwrap()
+            .unwrap()
+            .pending_writes
+            .len(),
+        1
+    );
     // A plain codec cannot read the rows, nor can a wrong key.
-    assert!(matches!(plain_reader.get_tuple(&t).await, Err(Error::Decode { .. })));
-    assert!(matches!(wrong_key.get_tuple(&t).await, Err(Error::Decrypt { .. })));
+    assert!(matches!(
+        plain_reader.get_tuple(&t).await,
+        Err(Error::Decode { .. })
+    ));
+    assert!(matches!(
+        wrong_key.get_tuple(&t).await,
+        Err(Error::Decrypt { .. })
+    ));
     // Swapping ciphertexts between rows is detected.
     swap().await;
-    assert!(matches!(enc.get_tuple(&t.at("a")).await, Err(Error::Decrypt { .. })));
+    assert!(matches!(
+        enc.get_tuple(&t.at("a")).await,
+        Err(Error::Decrypt { .. })
+    ));
 }
 
 #[tokio::test]
@@ -140,16 +182,31 @@ async fn postgres_encrypted_saver() {
 
 async fn size_limit(s: Arc<dyn Saver>) {
     let mut big = cp("t", "big", None, Some(1));
-    big.checkpoint.channel_values.insert("blob".into(), json!("x".repeat(2048)));
+    big.checkpoint
+        .channel_values
+        .insert("blob".into(), json!("x".repeat(2048)));
     assert!(matches!(
         s.put(big).await,
-        Err(Error::LimitExceeded { limit: "checkpoint record bytes", .. })
+        Err(Error::LimitExceeded {
+            limit: "checkpoint record bytes",
+            ..
+        })
     ));
     s.put(cp("t", "small", None, Some(1))).await.unwrap();
-    let w = PendingWrite { task_id: "x".into(), task_path: "n".into(), idx: 0, channel: "c".into(), value: json!("y".repeat(4096)) };
+    let w = PendingWrite {
+        task_id: "x".into(),
+        task_path: "n".into(),
+        idx: 0,
+        channel: "c".into(),
+        value: json!("y".repeat(4096)),
+    };
     assert!(matches!(
-        s.put_writes(&CheckpointRef::latest("t").at("small"), vec![w]).await,
-        Err(Error::LimitExceeded { limit: "pending write bytes", .. })
+        s.put_writes(&CheckpointRef::latest("t").at("small"), vec![w])
+            .await,
+        Err(Error::LimitExceeded {
+            limit: "pending write bytes",
+            ..
+        })
     ));
     let all = s.list(&ListFilter::all()).await.unwrap();
     assert_eq!(all.len(), 1);

@@ -34,10 +34,6 @@ impl SqliteDb {
         SqliteDb { path, pool }
     }
 
-    pub fn url(&self) -> String {
-        format!("sqlite://{}", self.path.display())
-    }
-
     /// A saver on the migrated database.
     pub async fn saver(&self) -> SqliteSaver {
         migrate::up(&self.pool, &[Adapter::Checkpoint], None)
@@ -115,7 +111,9 @@ pub fn cp(thread: &str, id: &str, parent: Option<&str>, order: Option<u64>) -> N
         .insert("foo".into(), serde_json::json!(format!("value of {id}")));
     checkpoint.channel_versions.insert("foo".into(), 1);
     let mut metadata = CheckpointMetadata::new(CheckpointSource::Loop, 0);
-    metadata.extra.insert("writer".into(), serde_json::json!(id));
+    metadata
+        .extra
+        .insert("writer".into(), serde_json::json!(id));
     NewCheckpoint {
         thread_id: thread.to_owned(),
         checkpoint_ns: String::new(),

@@ -19,10 +19,25 @@ pub async fn race(saver: Arc<dyn Saver>, tasks: usize, turns: usize) {
             let mut won = Vec::new();
             let mut lost = 0usize;
             for turn in 0..turns {
-                let head = s.get_tuple(&CheckpointRef::latest("chat")).await.unwrap().unwrap();
+                let head = s
+                    .get_tuple(&CheckpointRef::latest("chat"))
+                    .await
+                    .unwrap()
+                    .unwrap();
                 let id = format!("w{t}-{turn}");
-                let new = cp("chat", &id, Some(&head.checkpoint.id), Some(head.commit_order + 1));
-                let writes = vec![PendingWrite { task_id: id.clone(), task_path: "n".into(), idx: 0, channel: "foo".into(), value: serde_json::json!(turn) }];
+                let new = cp(
+                    "chat",
+                    &id,
+                    Some(&head.checkpoint.id),
+                    Some(head.commit_order + 1),
+                );
+                let writes = vec![PendingWrite {
+                    task_id: id.clone(),
+                    task_path: "n".into(),
+                    idx: 0,
+                    channel: "foo".into(),
+                    value: serde_json::json!(turn),
+                }];
                 match s.put_checkpoint_with_writes(new, writes).await {
                     Ok(_) => won.push((id, head.commit_order + 1)),
                     Err(Error::VersionConflict { attempted, .. }) => {
@@ -44,18 +59,32 @@ pub async fn race(saver: Arc<dyn Saver>, tasks: usize, turns: usize) {
     }
     assert_eq!(won.len() + lost, tasks * turns);
     let hist = saver.list(&ListFilter::thread("chat")).await.unwrap();
-    assert_eq!(hist.len(), won.len() + 1, "every win is stored, nothing else");
+    assert_eq!(
+        hist.len(),
+        won.len() + 1,
+        "every win is stored, nothing else"
+    );
     // Orders 1..=n without gaps, each parent the previous commit: one chain.
     let mut chain = hist.clone();
     chain.reverse();
     for (i, t) in chain.iter().enumerate() {
         assert_eq!(t.commit_order, i as u64 + 1);
         if i > 0 {
-            assert_eq!(t.parent_config.as_ref().unwrap().checkpoint_id.as_deref(), Some(chain[i - 1].checkpoint.id.as_str()));
-            assert_eq!(t.pending_writes.len(), 1, "writes committed with their checkpoint");
+            assert_eq!(
+                t.parent_config.as_ref().unwrap().checkpoint_id.as_deref(),
+                Some(chain[i - 1].checkpoint.id.as_str())
+            );
+            assert_eq!(
+                t.pending_writes.len(),
+                1,
+                "writes committed with their checkpoint"
+            );
         }
     }
-    let stored: HashSet<(String, u64)> = chain.iter().map(|t| (t.checkpoint.id.clone(), t.commit_order)).collect();
+    let stored: HashSet<(String, u64)> = chain
+        .iter()
+        .map(|t| (t.checkpoint.id.clone(), t.commit_order))
+        .collect();
     for w in &won {
         assert!(stored.contains(w), "win {w:?} lost");
     }
@@ -85,13 +114,97 @@ async fn racing_next_free_number_never_conflicts() {
         let mut hs = Vec::new();
         for i in 0..40 {
             let saver = saver.clone();
-            hs.push(tokio::spawn(async move { saver.put(cp("free", &format!("f{i}"), None, None)).await }));
+            hs.push(tokio::spawn(async move {
+                saver.put(cp("free", &format!("f{i}"), None, None)).await
+            }));
         }
         for h in hs {
             h.await.unwrap().unwrap();
         }
-        let orders: Vec<u64> = saver.list(&ListFilter::thread("free")).await.unwrap().iter().map(|t| t.commit_order).collect();
+        let orders: Vec<u64> = saver
+            .list(&ListFilter::thread("free"))
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.commit_order)
+            .collect();
         assert_eq!(orders, (1..=40).rev().collect::<Vec<u64>>());
+    }
+    db.drop_schema().await;
+}
+
+/// Two OS processes running turns on one thread against PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_one_conversation() {
+    let db = PgDb::new().await;
+    // Migrate first so both processes only race on turns.
+    let _ = db.saver().await;
+    let bin = env!("CARGO_BIN_EXE_chat_turns");
+    let spawn = |worker: &str| {
+        std::process::Command::new(bin)
+            .args([&crate::common::pg_url(), &db.schema, "conv", worker, "40"])
+            .output()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| spawn("alice"));
+        let b = s.spawn(|| spawn("bob"));
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    let mut commits = Vec::new();
+    let mut conflicts = 0;
+    for out in [&a, &b] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 40, "every turn reports");
+        for l in lines {
+            let parts: Vec<&str> = l.split(' ').collect();
+            match parts[0] {
+                "commit" => commits.push((parts[2].to_owned(), parts[1].parse::<u64>().unwrap())),
+                "conflict" => conflicts += 1,
+                other => panic!("unexpected line {other}"),
+            }
+        }
+    }
+    assert_eq!(commits.len() + conflicts, 80);
+    let saver = db.saver().await;
+    let mut hist = saver.list(&ListFilter::thread("conv")).await.unwrap();
+    hist.reverse();
+    assert_eq!(
+        hist.len(),
+        commits.len(),
+        "every commit stored, nothing else"
+    );
+    let stored: HashSet<(String, u64)> = hist
+        .iter()
+        .map(|t| (t.checkpoint.id.clone(), t.commit_order))
+        .collect();
+    for c in &commits {
+        assert!(stored.contains(c), "commit {c:?} lost");
+    }
+    for (i, t) in hist.iter().enumerate() {
+        assert_eq!(t.commit_order, i as u64 + 1);
+        let parent = t
+            .parent_config
+            .as_ref()
+            .and_then(|p| p.checkpoint_id.clone());
+        assert_eq!(
+            parent,
+            (i > 0).then(|| hist[i - 1].checkpoint.id.clone()),
+            "one chain"
+        );
+        // The transcript grows by exactly one message per commit: nothing merged.
+        assert_eq!(
+            t.checkpoint.channel_values["messages"]
+                .as_array()
+                .unwrap()
+                .len(),
+            i + 1
+        );
     }
     db.drop_schema().await;
 }

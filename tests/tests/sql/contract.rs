@@ -51,14 +51,29 @@ async fn scenario(s: Arc<dyn Saver>) -> Vec<String> {
     // Writes: idempotent for ordinary, replaced for special.
     let at_c = t1.at("c");
     log.push(show(
-        &s.put_writes(&at_c, vec![w("z", 0, "foo", json!("first")), w("a", -1, "__error__", json!("e1"))])
-            .await,
+        &s.put_writes(
+            &at_c,
+            vec![
+                w("z", 0, "foo", json!("first")),
+                w("a", -1, "__error__", json!("e1")),
+            ],
+        )
+        .await,
     ));
     log.push(show(
-        &s.put_writes(&at_c, vec![w("z", 0, "foo", json!("second")), w("a", -1, "__error__", json!("e2"))])
+        &s.put_writes(
+            &at_c,
+            vec![
+                w("z", 0, "foo", json!("second")),
+                w("a", -1, "__error__", json!("e2")),
+            ],
+        )
+        .await,
+    ));
+    log.push(show(
+        &s.put_writes(&t1.at("missing"), vec![w("z", 0, "foo", json!(0))])
             .await,
     ));
-    log.push(show(&s.put_writes(&t1.at("missing"), vec![w("z", 0, "foo", json!(0))]).await));
     log.push(show(&s.get_tuple(&t1).await));
     log.push(show(&s.get_tuple(&t1.at("b")).await));
     log.push(show(&s.get_tuple(&t1.at("zzz")).await));
@@ -68,9 +83,22 @@ async fn scenario(s: Arc<dyn Saver>) -> Vec<String> {
     log.push(show(&s.list(&ListFilter::thread("t1").before("c")).await));
     log.push(show(&s.list(&ListFilter::thread("t1").before("zzz")).await));
     log.push(show(&s.list(&ListFilter::all().before("c")).await));
-    log.push(show(&s.list(&ListFilter::thread("t1").metadata("writer", "b")).await));
-    log.push(show(&s.list(&ListFilter::thread("t1").metadata("source", "loop").metadata("step", 0)).await));
-    log.push(show(&s.list(&ListFilter::thread("t1").metadata("source", "input")).await));
+    log.push(show(
+        &s.list(&ListFilter::thread("t1").metadata("writer", "b"))
+            .await,
+    ));
+    log.push(show(
+        &s.list(
+            &ListFilter::thread("t1")
+                .metadata("source", "loop")
+                .metadata("step", 0),
+        )
+        .await,
+    ));
+    log.push(show(
+        &s.list(&ListFilter::thread("t1").metadata("source", "input"))
+            .await,
+    ));
     // Namespaces and other threads.
     let mut sub = cp("t1", "s1", None, Some(1));
     sub.checkpoint_ns = "child".into();
@@ -81,28 +109,63 @@ async fn scenario(s: Arc<dyn Saver>) -> Vec<String> {
     log.push(show(&s.list(&ListFilter::all().limit(3)).await));
     // put_many: atomic, parents within the batch, conflicts roll back all.
     let batch = vec![
-        BatchEntry { checkpoint: cp("t2", "m1", None, Some(1)), writes: vec![w("q", 0, "foo", json!(5))] },
-        BatchEntry { checkpoint: cp("t2", "m2", Some("m1"), Some(2)), writes: vec![] },
+        BatchEntry {
+            checkpoint: cp("t2", "m1", None, Some(1)),
+            writes: vec![w("q", 0, "foo", json!(5))],
+        },
+        BatchEntry {
+            checkpoint: cp("t2", "m2", Some("m1"), Some(2)),
+            writes: vec![],
+        },
     ];
     log.push(show(&s.put_many(batch).await));
     let bad = vec![
-        BatchEntry { checkpoint: cp("t2", "m3", Some("m2"), Some(3)), writes: vec![] },
-        BatchEntry { checkpoint: cp("t2", "m4", Some("m3"), Some(2)), writes: vec![] },
+        BatchEntry {
+            checkpoint: cp("t2", "m3", Some("m2"), Some(3)),
+            writes: vec![],
+        },
+        BatchEntry {
+            checkpoint: cp("t2", "m4", Some("m3"), Some(2)),
+            writes: vec![],
+        },
     ];
     log.push(show(&s.put_many(bad).await));
     log.push(show(&s.list(&ListFilter::thread("t2")).await));
     let too_many: Vec<BatchEntry> = (0..1001)
-        .map(|i| BatchEntry { checkpoint: cp("t3", &format!("x{i}"), None, Some(i + 1)), writes: vec![] })
+        .map(|i| BatchEntry {
+            checkpoint: cp("t3", &format!("x{i}"), None, Some(i + 1)),
+            writes: vec![],
+        })
         .collect();
     log.push(show(&s.put_many(too_many).await));
     // fork_at, copy_thread.
-    log.push(show(&s.fork_at(&t1.at("c"), "f1", ForkOptions::default()).await));
+    log.push(show(
+        &s.fork_at(&t1.at("c"), "f1", ForkOptions::default()).await,
+    ));
     log.push(show(&s.list(&ListFilter::thread("f1")).await));
-    log.push(show(&s.fork_at(&t1.at("c"), "f1", ForkOptions::default()).await));
-    log.push(show(&s.fork_at(&t1.at("c"), "f2", ForkOptions::default().max_checkpoints(2)).await));
-    log.push(show(&s.fork_at(&t1.at("c"), "f2", ForkOptions::default().max_bytes(10)).await));
-    log.push(show(&s.fork_at(&t1.at("c"), "f2", ForkOptions::default().max_checkpoints(20_000)).await));
-    log.push(show(&s.fork_at(&t1.at("nope"), "f2", ForkOptions::default()).await));
+    log.push(show(
+        &s.fork_at(&t1.at("c"), "f1", ForkOptions::default()).await,
+    ));
+    log.push(show(
+        &s.fork_at(&t1.at("c"), "f2", ForkOptions::default().max_checkpoints(2))
+            .await,
+    ));
+    log.push(show(
+        &s.fork_at(&t1.at("c"), "f2", ForkOptions::default().max_bytes(10))
+            .await,
+    ));
+    log.push(show(
+        &s.fork_at(
+            &t1.at("c"),
+            "f2",
+            ForkOptions::default().max_checkpoints(20_000),
+        )
+        .await,
+    ));
+    log.push(show(
+        &s.fork_at(&t1.at("nope"), "f2", ForkOptions::default())
+            .await,
+    ));
     log.push(show(&s.copy_thread("t1", "c1").await));
     log.push(show(&s.list(&ListFilter::thread("c1")).await));
     log.push(show(&s.copy_thread("t1", "c1").await));
@@ -110,9 +173,13 @@ async fn scenario(s: Arc<dyn Saver>) -> Vec<String> {
     log.push(show(&s.list_threads(None, 0).await));
     log.push(show(&s.list_threads(Some(2), 1).await));
     // prune and delete.
-    log.push(show(&s.prune(&["t1".to_owned()], PruneStrategy::KeepLatest).await));
+    log.push(show(
+        &s.prune(&["t1".to_owned()], PruneStrategy::KeepLatest).await,
+    ));
     log.push(show(&s.list(&ListFilter::thread("t1")).await));
-    log.push(show(&s.prune(&["t2".to_owned()], PruneStrategy::Delete).await));
+    log.push(show(
+        &s.prune(&["t2".to_owned()], PruneStrategy::Delete).await,
+    ));
     log.push(show(&s.delete_thread("c1").await));
     log.push(show(&s.delete_thread("ghost").await));
     log.push(show(&s.list_threads(None, 0).await));
@@ -157,13 +224,20 @@ async fn unmigrated_database_is_a_typed_error() {
     let s = weaver::checkpoint::SqliteSaver::new(db.pool.clone());
     let err = s.get_tuple(&CheckpointRef::latest("t")).await.unwrap_err();
     match err {
-        Error::MigrationRequired { found: 0, required: 2, ref hint, .. } => {
+        Error::MigrationRequired {
+            found: 0,
+            required: 2,
+            ref hint,
+            ..
+        } => {
             assert!(hint.contains("migrate::up"), "{hint}")
         }
         other => panic!("expected MigrationRequired, got {other:?}"),
     }
     let pg = PgDb::new().await;
-    let s = weaver::checkpoint::PostgresSaver::new(pg.pool.clone()).with_prefix(&pg.schema).unwrap();
+    let s = weaver::checkpoint::PostgresSaver::new(pg.pool.clone())
+        .with_prefix(&pg.schema)
+        .unwrap();
     assert!(matches!(
         s.list(&ListFilter::all()).await,
         Err(Error::MigrationRequired { found: 0, .. })
@@ -174,10 +248,15 @@ async fn unmigrated_database_is_a_typed_error() {
 async fn shallow_checks(s: Arc<dyn Saver>) {
     let t = CheckpointRef::latest("t");
     s.put(cp("t", "a", None, Some(1))).await.unwrap();
-    s.put_writes(&t.at("a"), vec![w("x", 0, "foo", json!(1))]).await.unwrap();
-    s.put_checkpoint_with_writes(cp("t", "b", Some("a"), Some(2)), vec![w("y", 0, "foo", json!(2))])
+    s.put_writes(&t.at("a"), vec![w("x", 0, "foo", json!(1))])
         .await
         .unwrap();
+    s.put_checkpoint_with_writes(
+        cp("t", "b", Some("a"), Some(2)),
+        vec![w("y", 0, "foo", json!(2))],
+    )
+    .await
+    .unwrap();
     let hist = s.list(&ListFilter::thread("t")).await.unwrap();
     assert_eq!(hist.len(), 1);
     assert_eq!(hist[0].checkpoint.checkpoint_id_for_test(), "b");
@@ -186,8 +265,14 @@ async fn shallow_checks(s: Arc<dyn Saver>) {
     // The latest, with its writes, is what a resume needs.
     let head = s.get_tuple(&t).await.unwrap().unwrap();
     assert_eq!(head.pending_writes[0].value, json!(2));
-    assert!(matches!(s.get_tuple(&t.at("a")).await, Err(Error::ShallowSaver { .. })));
-    assert!(matches!(s.list(&ListFilter::thread("t").before("a")).await, Err(Error::ShallowSaver { .. })));
+    assert!(matches!(
+        s.get_tuple(&t.at("a")).await,
+        Err(Error::ShallowSaver { .. })
+    ));
+    assert!(matches!(
+        s.list(&ListFilter::thread("t").before("a")).await,
+        Err(Error::ShallowSaver { .. })
+    ));
     assert!(matches!(
         s.fork_at(&t.at("a"), "f", ForkOptions::default()).await,
         Err(Error::ShallowSaver { .. })
@@ -201,11 +286,19 @@ async fn shallow_checks(s: Arc<dyn Saver>) {
         s.put(cp("t", "c", Some("b"), Some(2))).await,
         Err(Error::VersionConflict { attempted: 2, .. })
     ));
-    let f = s.fork_at(&t.at("b"), "f", ForkOptions::default()).await.unwrap();
+    let f = s
+        .fork_at(&t.at("b"), "f", ForkOptions::default())
+        .await
+        .unwrap();
     assert_eq!(f.checkpoint_id.as_deref(), Some("b"));
     assert_eq!(s.list(&ListFilter::thread("f")).await.unwrap().len(), 1);
     // Unknown thread: nothing to be shallow about.
-    assert!(s.get_tuple(&CheckpointRef::latest("none").at("x")).await.unwrap().is_none());
+    assert!(
+        s.get_tuple(&CheckpointRef::latest("none").at("x"))
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 trait IdForTest {

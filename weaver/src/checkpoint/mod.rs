@@ -19,6 +19,8 @@ pub use types::{
     CheckpointTuple, ERROR_CHANNEL, ForkOptions, INTERRUPT_CHANNEL, ListFilter, NO_WRITES_CHANNEL,
     NewCheckpoint, PendingWrite, PruneStrategy, RESUME_CHANNEL, ThreadInfo,
 };
+
+// The SQL savers (behind the `sqlite` / `postgres` features).
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use sql::PostgresSaver;

@@ -151,14 +151,20 @@ pub async fn down<T: MigrationTarget + ?Sized>(
 }
 
 /// The version each adapter is at (0 = not installed).
-pub async fn versions<T: MigrationTarget + ?Sized>(db: &T, adapters: &[Adapter]) -> Result<Vec<u32>> {
+pub async fn versions<T: MigrationTarget + ?Sized>(
+    db: &T,
+    adapters: &[Adapter],
+) -> Result<Vec<u32>> {
     db.versions(adapters).await
 }
 
 /// Fails with [`Error::MigrationRequired`] unless every adapter is at the
 /// version this build needs; the error names the found and required
 /// versions and what to run.
-pub async fn verify_migrated<T: MigrationTarget + ?Sized>(db: &T, adapters: &[Adapter]) -> Result<()> {
+pub async fn verify_migrated<T: MigrationTarget + ?Sized>(
+    db: &T,
+    adapters: &[Adapter],
+) -> Result<()> {
     let found = db.versions(adapters).await?;
     for (adapter, found) in adapters.iter().zip(found) {
         check_version(*adapter, found)?;
@@ -258,4 +264,5 @@ pub(crate) fn is_plain_identifier(name: &str) -> bool {
 }
 
 /// The name of the version marker table.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) const MARKER_TABLE: &str = "weaver_schema_versions";
