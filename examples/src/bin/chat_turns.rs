@@ -1,19 +1,36 @@
-//! Any process can pick up a conversation: runs `turns` turns on one thread
-//! of a PostgreSQL database. Each turn loads the latest checkpoint, builds
-//! the next state from it and commits it as `commit_order = head + 1`; if
-//! another process got there first the turn fails with `VersionConflict`
-//! (printed, not retried: the host decides).
+//! Any process can pick up a conversation (the chat-graph promise): each
+//! turn rebuilds nothing but the graph, loads the thread's latest checkpoint,
+//! runs the turn and commits it. With `Durability::Exit` a turn is one
+//! checkpoint, so it commits whole or not at all: if another process got
+//! there first the turn fails with `VersionConflict` (printed, not retried:
+//! the host decides whether re-running the input is safe).
 //!
-//! Usage: `chat_turns <database-url> <schema> <thread> <worker> <turns>`.
-//! Prints one line per turn: `commit <n> <id>` or `conflict <n>`.
+//! ```text
+//! chat_turns <postgres-url> <schema> <thread> <worker> <turns>
+//! ```
+//!
+//! Prints one line per turn: `commit <worker>:<turn>` or `conflict <worker>:<turn>`.
 
-use serde_json::json;
-use weaver::checkpoint::{
-    Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, NewCheckpoint, PendingWrite,
-    PostgresSaver, Saver,
-};
+use std::time::Duration;
+
+use weaver::checkpoint::PostgresSaver;
 use weaver::migrate::{self, Adapter, PgSchema};
-use weaver::{Error, Result};
+use weaver::prelude::*;
+
+/// The conversation: every user message and every reply.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Chat {
+    /// The transcript.
+    #[reducer(append)]
+    messages: Vec<String>,
+}
+
+async fn reply(state: &Chat) -> ChatUpdate {
+    // Stands in for a model call, so that two processes' turns overlap.
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let last = state.messages.last().cloned().unwrap_or_default();
+    ChatUpdate::default().messages(vec![format!("echo: {last}")])
+}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
@@ -26,11 +43,11 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run() -> Result<()> {
+async fn run() -> weaver::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let [_, url, schema, thread, worker, turns] = args.as_slice() else {
         return Err(Error::invalid_argument(
-            "usage: chat_turns <database-url> <schema> <thread> <worker> <turns>",
+            "usage: chat_turns <postgres-url> <schema> <thread> <worker> <turns>",
         ));
     };
     let turns: usize = turns
@@ -40,44 +57,20 @@ async fn run() -> Result<()> {
         .await
         .map_err(|e| Error::storage("connect", e))?;
     migrate::up(&PgSchema::new(&pool, schema)?, &[Adapter::Checkpoint], None).await?;
-    let saver = PostgresSaver::new(pool).with_prefix(schema)?;
+    let graph = graph! {
+        name: "Chat",
+        state: Chat,
+        nodes: [reply],
+        edges: [START -> reply -> END],
+    }
+    .compile(Compile::new().checkpointer(PostgresSaver::new(pool).with_prefix(schema)?))?;
+    let config = RunConfig::thread(thread.clone()).durability(Durability::Exit);
     for turn in 0..turns {
-        let head = saver
-            .get_tuple(&CheckpointRef::latest(thread.clone()))
-            .await?;
-        let (mut next, parent, order) = match &head {
-            Some(h) => (
-                h.checkpoint.successor(),
-                Some(h.checkpoint.id.clone()),
-                h.commit_order + 1,
-            ),
-            None => (Checkpoint::empty(), None, 1),
-        };
-        // The conversation: append this turn's message to the transcript.
-        let mut messages = next
-            .channel_values
-            .get("messages")
-            .cloned()
-            .unwrap_or_else(|| json!([]));
-        if let Some(list) = messages.as_array_mut() {
-            list.push(json!(format!("{worker}: turn {turn}")));
-        }
-        next.channel_values.insert("messages".into(), messages);
-        let id = next.id.clone();
-        let mut metadata = CheckpointMetadata::new(CheckpointSource::Loop, order as i64);
-        metadata.extra.insert("writer".into(), json!(worker));
-        let new = NewCheckpoint {
-            thread_id: thread.clone(),
-            checkpoint_ns: String::new(),
-            parent_id: parent,
-            checkpoint: next,
-            metadata,
-            commit_order: Some(order),
-        };
-        let writes = PendingWrite::for_task(&id, worker, [("messages".to_owned(), json!(turn))]);
-        match saver.put_checkpoint_with_writes(new, writes).await {
-            Ok(_) => println!("commit {order} {id}"),
-            Err(Error::VersionConflict { attempted, .. }) => println!("conflict {attempted}"),
+        let label = format!("{worker}:{turn}");
+        let input = ChatUpdate::default().messages(vec![label.clone()]);
+        match graph.invoke(input, &config).await {
+            Ok(_) => println!("commit {label}"),
+            Err(Error::VersionConflict { .. }) => println!("conflict {label}"),
             Err(e) => return Err(e),
         }
     }

@@ -23,14 +23,18 @@ struct Review {
 }
 
 fn write_draft(_: &Review) -> ReviewUpdate {
-    ReviewUpdate::default().draft("Approve this?").log(vec!["drafted".into()])
+    ReviewUpdate::default()
+        .draft("Approve this?")
+        .log(vec!["drafted".into()])
 }
 
 fn review(state: &Review, rt: &Runtime) -> Result<ReviewUpdate, NodeError> {
     // Pauses here until the run is resumed; then returns the answer.
     let answer = rt.interrupt(json!({ "draft": state.draft }))?;
     let decision = answer.as_str().unwrap_or("rejected").to_owned();
-    Ok(ReviewUpdate::default().log(vec![format!("reviewed: {decision}")]).decision(decision))
+    Ok(ReviewUpdate::default()
+        .log(vec![format!("reviewed: {decision}")])
+        .decision(decision))
 }
 
 #[tokio::main]
@@ -49,17 +53,28 @@ async fn main() -> weaver::Result<()> {
 
     let interrupts = match graph.invoke(Review::default(), &config).await? {
         Outcome::Interrupted(interrupts) => interrupts,
-        Outcome::Complete(_) => return Err(Error::invalid_argument("expected the review to pause")),
+        Outcome::Complete(_) => {
+            return Err(Error::invalid_argument("expected the review to pause"));
+        }
     };
     for i in &interrupts {
-        println!("paused in `{}`: interrupt {} asks {}", i.node, i.id, i.value);
+        println!(
+            "paused in `{}`: interrupt {} asks {}",
+            i.node, i.id, i.value
+        );
     }
 
     // Another process could do this part: the pause is in the database.
     let snapshot = graph.get_state(&config).await?;
-    println!("waiting on {:?}; state so far: {:?}", snapshot.next, snapshot.values.log);
+    println!(
+        "waiting on {:?}; state so far: {:?}",
+        snapshot.next, snapshot.values.log
+    );
 
-    let answers: Resume = interrupts.iter().map(|i| (i.id.clone(), json!("approved"))).collect();
+    let answers: Resume = interrupts
+        .iter()
+        .map(|i| (i.id.clone(), json!("approved")))
+        .collect();
     let done = graph.resume(answers, &config).await?.complete()?;
     println!("decision: {}; log: {:?}", done.decision, done.log);
     std::fs::remove_dir_all(&dir).ok();

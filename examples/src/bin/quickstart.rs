@@ -30,7 +30,9 @@ fn node_b(_: &State) -> StateUpdate {
 
 #[tokio::main]
 async fn main() -> weaver::Result<()> {
-    let path = std::env::args().nth(1).unwrap_or_else(|| "weaver-quickstart.db".into());
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "weaver-quickstart.db".into());
     // Creates the file if needed and migrates the checkpoint tables.
     let saver = SqliteSaver::connect(&format!("sqlite://{path}")).await?;
     let graph = graph! {
@@ -42,13 +44,18 @@ async fn main() -> weaver::Result<()> {
     .compile(Compile::new().checkpointer(saver))?;
 
     let config = RunConfig::thread("thread-1");
-    let before = graph.get_state_history(&config, History::default()).await?.len();
+    let before = graph
+        .get_state_history(&config, History::default())
+        .await?
+        .len();
     println!("== run (thread-1 had {before} checkpoints in {path})");
     let state = graph.invoke(State::default(), &config).await?.complete()?;
     println!("final state: foo={:?} bar={:?}", state.foo, state.bar);
 
     println!("\n== history, newest first");
-    let history = graph.get_state_history(&config, History::default().limit(8)).await?;
+    let history = graph
+        .get_state_history(&config, History::default().limit(8))
+        .await?;
     for s in &history {
         println!(
             "  #{:<3} step {:>2}  {:<6} next={:?}  bar={:?}",
@@ -66,7 +73,11 @@ async fn main() -> weaver::Result<()> {
         .find(|s| s.next == ["node_b"])
         .ok_or_else(|| Error::invalid_argument("no checkpoint before node_b"))?;
     let fork = graph
-        .update_state(&before_node_b.config, StateUpdate::default().foo("forked"), Some("node_a"))
+        .update_state(
+            &before_node_b.config,
+            StateUpdate::default().foo("forked"),
+            Some("node_a"),
+        )
         .await?;
     let forked = graph.get_state(&fork).await?;
     println!(
@@ -79,10 +90,21 @@ async fn main() -> weaver::Result<()> {
 
     println!("\n== resume the fork: node_b runs again from there");
     let resumed = graph.continue_run(&config).await?.complete()?;
-    println!("  resumed state: foo={:?} bar={:?}", resumed.foo, resumed.bar);
-    let total = graph.get_state_history(&config, History::default()).await?.len();
+    println!(
+        "  resumed state: foo={:?} bar={:?}",
+        resumed.foo, resumed.bar
+    );
+    let total = graph
+        .get_state_history(&config, History::default())
+        .await?
+        .len();
     println!("\nthread-1 now has {total} checkpoints; the original branch is unchanged:");
     let original = graph.get_state(&history[0].config).await?;
-    println!("  {} -> foo={:?} bar={:?}", history[0].config.get_checkpoint_id().unwrap_or("?"), original.values.foo, original.values.bar);
+    println!(
+        "  {} -> foo={:?} bar={:?}",
+        history[0].config.get_checkpoint_id().unwrap_or("?"),
+        original.values.foo,
+        original.values.bar
+    );
     Ok(())
 }

@@ -36,12 +36,26 @@ async fn main() -> weaver::Result<()> {
     }
     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
     let config = RunConfig::thread("tt");
-    graph.invoke(Pipeline { topic: "otters".into(), ..Pipeline::default() }, &config).await?;
+    graph
+        .invoke(
+            Pipeline {
+                topic: "otters".into(),
+                ..Pipeline::default()
+            },
+            &config,
+        )
+        .await?;
 
     let history = graph.get_state_history(&config, History::default()).await?;
     println!("history:");
     for s in &history {
-        println!("  step {:>2} {:<5} next={:?} steps={:?}", s.step().unwrap_or_default(), s.source().unwrap_or("-"), s.next, s.values.steps);
+        println!(
+            "  step {:>2} {:<5} next={:?} steps={:?}",
+            s.step().unwrap_or_default(),
+            s.source().unwrap_or("-"),
+            s.next,
+            s.values.steps
+        );
     }
     let before_write = history
         .iter()
@@ -54,13 +68,23 @@ async fn main() -> weaver::Result<()> {
 
     // Fork: change the topic at that point, as if `research` had written it.
     let fork = graph
-        .update_state(&before_write.config, PipelineUpdate::default().topic("beavers"), Some("research"))
+        .update_state(
+            &before_write.config,
+            PipelineUpdate::default().topic("beavers"),
+            Some("research"),
+        )
         .await?;
     let forked = graph.continue_run(&fork).await?.complete()?;
     println!("forked with a new topic: {:?}", forked.steps);
 
     let original = graph.get_state(&history[0].config).await?;
     println!("original branch unchanged: {:?}", original.values.steps);
-    println!("{} checkpoints on the thread", graph.get_state_history(&config, History::default()).await?.len());
+    println!(
+        "{} checkpoints on the thread",
+        graph
+            .get_state_history(&config, History::default())
+            .await?
+            .len()
+    );
     Ok(())
 }

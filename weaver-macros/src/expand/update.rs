@@ -81,6 +81,14 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
                     #update { #(#from_fields,)* }
                 }
             }
+
+            /// A partial update is a run's input: `graph.invoke(update, &config)`.
+            #[automatically_derived]
+            impl ::core::convert::From<#update> for ::weaver::Input<#ident> {
+                fn from(update: #update) -> Self {
+                    ::weaver::Input::Update(update)
+                }
+            }
         };
     }
 }
