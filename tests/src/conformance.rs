@@ -1,8 +1,13 @@
 //! The saver conformance suite: one set of checks every [`Saver`] must pass,
 //! run unchanged against each backend.
 //!
-//! ```ignore
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use weaver::{InMemorySaver, Saver};
+//! # use weaver_tests::conformance::run_saver_conformance;
+//! # async fn check() {
 //! run_saver_conformance(|| async { Arc::new(InMemorySaver::new()) as Arc<dyn Saver> }).await;
+//! # }
 //! ```
 
 use std::future::Future;
@@ -27,6 +32,7 @@ where
     list_filters_metadata_and_namespaces(make().await).await;
     list_across_threads(make().await).await;
     list_before_needs_thread(make().await).await;
+    list_rejects_filter_keys_that_are_not_identifiers(make().await).await;
     put_rejects_taken_commit_order_and_writes_nothing(make().await).await;
     put_rejects_missing_parent(make().await).await;
     put_without_commit_order_takes_next(make().await).await;
@@ -319,6 +325,28 @@ async fn list_before_needs_thread(saver: Arc<dyn Saver>) {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+}
+
+async fn list_rejects_filter_keys_that_are_not_identifiers(saver: Arc<dyn Saver>) {
+    chain(saver.as_ref(), "t", 1).await;
+    for key in ["a'b", "source; DROP TABLE x", "", "1st", "a.b", "é"] {
+        let err = saver
+            .list(&ListFilter::thread("t").metadata(key, "x"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidArgument { .. }),
+            "key {key:?}: {err}"
+        );
+    }
+    assert_eq!(
+        saver
+            .list(&ListFilter::thread("t").metadata("_ok_1", "x"))
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
 }
 
 async fn put_rejects_taken_commit_order_and_writes_nothing(saver: Arc<dyn Saver>) {

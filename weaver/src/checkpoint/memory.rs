@@ -197,16 +197,12 @@ impl Saver for InMemorySaver {
     }
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        filter.check()?;
         let threads = self.read();
         let limit = filter.limit.unwrap_or(usize::MAX);
         let mut out = Vec::new();
         let before =
             match (&filter.before, &filter.thread_id) {
-                (Some(_), None) => {
-                    return Err(Error::invalid_argument(
-                        "`before` needs a `thread_id` to order against",
-                    ));
-                }
                 (Some(id), Some(thread)) => {
                     let ns = filter.checkpoint_ns.clone().unwrap_or_default();
                     let log = threads.get(thread).and_then(|n| n.get(&ns));
@@ -215,7 +211,7 @@ impl Saver for InMemorySaver {
                         not_found(&CheckpointRef::latest(thread.clone()).ns(ns), id)
                     })?)
                 }
-                (None, _) => None,
+                _ => None,
             };
         let selected: Box<dyn Iterator<Item = (&String, &BTreeMap<String, Log>)>> =
             match &filter.thread_id {

@@ -367,6 +367,32 @@ impl ListFilter {
         self.metadata.insert(key.into(), value.into());
         self
     }
+
+    /// Checks the filter before a saver runs it: metadata keys must be plain
+    /// identifiers (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 bytes), so no backend
+    /// ever has to put a caller's key into a query; `before` needs a thread.
+    pub fn check(&self) -> crate::Result<()> {
+        if let Some(key) = self.metadata.keys().find(|k| !is_plain_identifier(k)) {
+            return Err(crate::Error::invalid_argument(format!(
+                "metadata filter key `{key}` is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"
+            )));
+        }
+        if self.before.is_some() && self.thread_id.is_none() {
+            return Err(crate::Error::invalid_argument(
+                "`before` needs a `thread_id` to order against",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` is `[A-Za-z_][A-Za-z0-9_]*` and at most 63 bytes (the
+/// PostgreSQL identifier limit): safe as a metadata key or schema name.
+pub(crate) fn is_plain_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 63
 }
 
 /// What [`prune`](super::Saver::prune) does to each thread.

@@ -12,17 +12,33 @@ use crate::state::GraphState;
 /// A graph under construction: nodes, edges and conditional edges over state `S`.
 ///
 /// ```
-/// # use weaver::prelude::*;
-/// # use weaver::state::GraphState;
-/// # fn build<S: GraphState>(a: impl IntoNode<S, M1>, b: impl IntoNode<S, M2>) -> weaver::Result<CompiledGraph<S>> {
-/// Graph::<S>::new("CheckpointExample")
-///     .add_node("node_a", a)
-///     .add_node("node_b", b)
+/// use weaver::prelude::*;
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// struct State {
+///     foo: String,
+///     #[reducer(append)]
+///     bar: Vec<String>,
+/// }
+///
+/// async fn node_a(_: &State) -> StateUpdate {
+///     StateUpdate::default().foo("a").bar(vec!["a".into()])
+/// }
+/// fn node_b(_: &State) -> StateUpdate {
+///     StateUpdate::default().foo("b").bar(vec!["b".into()])
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let graph = Graph::<State>::new("CheckpointExample")
+///     .add_node("node_a", node_a)
+///     .add_node("node_b", node_b)
 ///     .add_edge(START, "node_a")
 ///     .add_edge("node_a", "node_b")
 ///     .add_edge("node_b", END)
-///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
-/// # }
+///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+/// let state = graph.invoke(State::default(), &RunConfig::thread("thread-1")).await?.complete()?;
+/// assert_eq!(state.bar, ["a", "b"]);
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
 /// ```
 pub struct Graph<S: GraphState> {
     pub(crate) name: String,

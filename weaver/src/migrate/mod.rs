@@ -256,12 +256,7 @@ pub(crate) fn render(statement: &str, prefix: &str) -> String {
 
 /// Whether `name` is a plain SQL identifier (`[A-Za-z_][A-Za-z0-9_]*`, at
 /// most 63 bytes): the only names weaver ever puts into SQL text.
-pub(crate) fn is_plain_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.len() <= 63
-}
+pub(crate) use crate::checkpoint::is_plain_identifier;
 
 /// The name of the version marker table.
 #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]

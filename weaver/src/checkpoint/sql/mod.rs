@@ -14,7 +14,7 @@ use super::types::{
 };
 use crate::codec::{Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, check_size};
 use crate::error::{Error, Result};
-use crate::migrate::{Dialect, is_plain_identifier};
+use crate::migrate::Dialect;
 
 #[macro_use]
 mod saver_impl;
@@ -239,12 +239,8 @@ pub(crate) fn list_where(
         let i = push(&mut params, Param::Int(o));
         clauses.push(format!("commit_order < ${i}"));
     }
+    filter.check()?;
     for (key, value) in &filter.metadata {
-        if !is_plain_identifier(key) {
-            return Err(Error::invalid_argument(format!(
-                "metadata filter key `{key}` is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"
-            )));
-        }
         let k = push(&mut params, Param::Text(key.clone()));
         let v = push(&mut params, Param::Text(value.to_string()));
         clauses.push(q.metadata_clause(k, v));
