@@ -55,6 +55,12 @@ pub mod prelude {
     pub use weaver_macros::{GraphState, graph};
 }
 
+/// The README's examples, compiled as doctests so they stay true (its tour
+/// uses the SQLite saver).
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 #[doc(hidden)]
 pub mod __private {
     //! Re-exports for generated code; not a public API.
