@@ -1,3 +1,4 @@
-//! Cross-crate test suites: the saver conformance suite and shared fixtures.
+//! Cross-crate test suites: the saver and store conformance suites and shared fixtures.
 
 pub mod states;
+pub mod store_conformance;

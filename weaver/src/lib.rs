@@ -22,6 +22,7 @@ pub mod engine;
 mod error;
 pub mod graph;
 pub mod state;
+pub mod store;
 
 pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
@@ -32,6 +33,7 @@ pub use engine::{
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, START};
 pub use state::{GraphState, Update};
+pub use store::{InMemoryStore, Store};
 pub use weaver_macros::GraphState;
 
 /// The names most programs need: `use weaver::prelude::*;`.
@@ -44,6 +46,7 @@ pub mod prelude {
         Command, Compile, CompiledGraph, END, Graph, IntoNode, NodeError, START,
     };
     pub use crate::state::{GraphState, Update};
+    pub use crate::store::{InMemoryStore, Search, Store};
     pub use serde::{Deserialize, Serialize};
     pub use weaver_macros::GraphState;
 }

@@ -24,6 +24,7 @@ pub struct CompiledGraph<S: GraphState> {
 pub(crate) struct Inner<S: GraphState> {
     pub spec: Spec<S>,
     pub checkpointer: Option<Checkpointer>,
+    pub store: Option<Arc<dyn crate::store::Store>>, // store
 }
 
 impl<S: GraphState> Clone for CompiledGraph<S> {
@@ -50,6 +51,7 @@ impl<S: GraphState> CompiledGraph<S> {
             inner: Arc::new(Inner {
                 spec,
                 checkpointer: options.checkpointer,
+                store: options.store, // store
             }),
         }
     }
@@ -74,6 +76,11 @@ impl<S: GraphState> CompiledGraph<S> {
         self.inner.checkpointer.as_ref()
     }
 
+    /// The memory store the graph was compiled with (see [`Compile::store`]).
+    pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
+        self.inner.store.as_ref()
+    }
+
     /// Runs the graph on `input` (a full state, an update, or an [`Input`])
     /// until END or an interrupt.
     ///
@@ -95,6 +102,7 @@ impl<S: GraphState> CompiledGraph<S> {
             config.clone(),
             input.into(),
             None,
+            self.inner.store.clone(), // store
         )
         .await
     }
@@ -134,6 +142,7 @@ impl<S: GraphState> CompiledGraph<S> {
                 config,
                 input,
                 Some(tx.clone()),
+                graph.inner.store.clone(), // store
             )
             .await;
             let _ = tx.send(StreamItem::Done(result));
