@@ -14,13 +14,18 @@
 //! See the README for the quick start.
 #![forbid(unsafe_code)]
 #![deny(missing_docs, missing_debug_implementations)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod channel;
 pub mod checkpoint;
+pub mod codec;
 pub mod config;
 pub mod engine;
 mod error;
 pub mod graph;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub mod migrate;
 pub mod state;
 pub mod store;
 

@@ -5,6 +5,8 @@ mod facade;
 pub mod limits;
 mod memory;
 mod saver;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) mod sql;
 mod types;
 
 pub use facade::Checkpointer;
@@ -16,3 +18,9 @@ pub use types::{
     NewCheckpoint, PendingWrite, PruneStrategy, RESUME_CHANNEL, ThreadInfo, new_checkpoint_id,
     now_rfc3339,
 };
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use sql::PostgresSaver;
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use sql::SqliteSaver;

@@ -1,0 +1,432 @@
+//! The SQL savers ([`SqliteSaver`], [`PostgresSaver`]): one implementation of
+//! the [`Saver`](super::Saver) contract over `sqlx`, rendered for each database.
+//!
+//! Both share the logical schema of [`crate::migrate`] (version 2), run every
+//! multi-row write in one transaction, order by `commit_order` only, list
+//! history with one query (checkpoints and their pending writes together,
+//! `LIMIT` in SQL), and pass payloads through a [`Codec`](crate::codec::Codec).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::types::{
+    CheckpointMetadata, CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint,
+    PendingWrite,
+};
+use crate::codec::{Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, check_size};
+use crate::error::{Error, Result};
+use crate::migrate::{Dialect, is_plain_identifier};
+
+#[macro_use]
+mod saver_impl;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresSaver;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteSaver;
+
+/// Settings shared by both SQL savers.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) codec: Arc<dyn Codec>,
+    pub(crate) shallow: bool,
+    pub(crate) max_record_bytes: usize,
+    pub(crate) q: Arc<Queries>,
+    pub(crate) verified: Arc<tokio::sync::OnceCell<()>>,
+}
+
+impl Settings {
+    pub(crate) fn new(dialect: Dialect, prefix: &str) -> Self {
+        Settings {
+            codec: Arc::new(JsonCodec),
+            shallow: false,
+            max_record_bytes: MAX_RECORD_BYTES,
+            q: Arc::new(Queries::new(dialect, prefix)),
+            verified: Arc::new(tokio::sync::OnceCell::new()),
+        }
+    }
+}
+
+/// SQL text rendered once per saver (table prefix and dialect applied).
+#[derive(Debug)]
+pub(crate) struct Queries {
+    pub(crate) dialect: Dialect,
+    pub(crate) cps: String,
+    pub(crate) writes: String,
+    pub(crate) head: String,
+    pub(crate) taken: String,
+    pub(crate) exists: String,
+    pub(crate) order_of: String,
+    pub(crate) insert_cp: String,
+    pub(crate) insert_write_keep: String,
+    pub(crate) insert_write_replace: String,
+    pub(crate) shallow_delete_writes: String,
+    pub(crate) shallow_delete_cps: String,
+    pub(crate) thread_has_any: String,
+    pub(crate) thread_ns_has_any: String,
+    pub(crate) thread_rows: String,
+    pub(crate) thread_writes: String,
+    pub(crate) delete_writes: String,
+    pub(crate) delete_cps: String,
+    pub(crate) prune_writes: String,
+    pub(crate) prune_cps: String,
+    pub(crate) list_threads: String,
+    pub(crate) lineage: String,
+    pub(crate) lineage_writes: String,
+    pub(crate) meta_out: &'static str,
+}
+
+impl Queries {
+    fn new(dialect: Dialect, p: &str) -> Self {
+        let cps = format!("{p}weaver_checkpoints");
+        let writes = format!("{p}weaver_checkpoint_writes");
+        let (meta_in, meta_out) = match dialect {
+            Dialect::Sqlite => ("$6", "metadata"),
+            Dialect::Postgres => ("CAST($6 AS JSONB)", "CAST(metadata AS TEXT)"),
+        };
+        let write_cols = "(thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)";
+        let older = format!(
+            "SELECT checkpoint_id FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order < $3"
+        );
+        let not_latest = format!(
+            "commit_order < (SELECT MAX(c2.commit_order) FROM {cps} AS c2 WHERE c2.thread_id = {cps}.thread_id AND c2.checkpoint_ns = {cps}.checkpoint_ns)"
+        );
+        let lineage_cte = format!(
+            "WITH RECURSIVE lineage (checkpoint_id, parent_checkpoint_id, depth) AS (
+                SELECT checkpoint_id, parent_checkpoint_id, 0 FROM {cps}
+                 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3
+                UNION ALL
+                SELECT c.checkpoint_id, c.parent_checkpoint_id, l.depth + 1
+                  FROM {cps} AS c JOIN lineage AS l ON c.checkpoint_id = l.parent_checkpoint_id
+                 WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND l.depth < $4)"
+        );
+        Queries {
+            dialect,
+            head: format!(
+                "SELECT COALESCE(MAX(commit_order), 0) FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2"
+            ),
+            taken: format!(
+                "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND (commit_order = $3 OR checkpoint_id = $4) LIMIT 1"
+            ),
+            exists: format!(
+                "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
+            ),
+            order_of: format!(
+                "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
+            ),
+            insert_cp: format!(
+                "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) VALUES ($1, $2, $3, $4, $5, {meta_in}, $7)"
+            ),
+            insert_write_keep: format!("INSERT INTO {writes} {write_cols} DO NOTHING"),
+            insert_write_replace: format!(
+                "INSERT INTO {writes} {write_cols} DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path, value = excluded.value"
+            ),
+            shallow_delete_writes: format!(
+                "DELETE FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id IN ({older})"
+            ),
+            shallow_delete_cps: format!(
+                "DELETE FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order < $3"
+            ),
+            thread_has_any: format!("SELECT CAST(1 AS BIGINT) FROM {cps} WHERE thread_id = $1 LIMIT 1"),
+            thread_ns_has_any: format!(
+                "SELECT CAST(1 AS BIGINT) FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 LIMIT 1"
+            ),
+            thread_rows: format!(
+                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} WHERE thread_id = $1 ORDER BY checkpoint_ns, commit_order"
+            ),
+            thread_writes: format!(
+                "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value FROM {writes} WHERE thread_id = $1"
+            ),
+            delete_writes: format!("DELETE FROM {writes} WHERE thread_id = $1"),
+            delete_cps: format!("DELETE FROM {cps} WHERE thread_id = $1"),
+            prune_writes: format!(
+                "DELETE FROM {writes} WHERE thread_id = $1 AND EXISTS (SELECT 1 FROM {cps} WHERE {cps}.thread_id = {writes}.thread_id AND {cps}.checkpoint_ns = {writes}.checkpoint_ns AND {cps}.checkpoint_id = {writes}.checkpoint_id AND {not_latest})"
+            ),
+            prune_cps: format!("DELETE FROM {cps} WHERE thread_id = $1 AND {not_latest}"),
+            list_threads: format!(
+                "SELECT thread_id, COUNT(*) AS n FROM {cps} GROUP BY thread_id ORDER BY thread_id LIMIT $1 OFFSET $2"
+            ),
+            lineage: format!(
+                "{lineage_cte}
+                 SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, {meta_out} AS metadata, l.depth
+                   FROM lineage AS l JOIN {cps} AS c
+                     ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = l.checkpoint_id
+                  ORDER BY l.depth"
+            ),
+            lineage_writes: format!(
+                "{lineage_cte}
+                 SELECT w.checkpoint_id, w.task_id, w.idx, w.channel, w.task_path, w.value
+                   FROM lineage AS l JOIN {writes} AS w
+                     ON w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = l.checkpoint_id"
+            ),
+            meta_out,
+            cps,
+            writes,
+        }
+    }
+
+    /// A bind parameter of a dynamically built query.
+    fn metadata_clause(&self, key_param: usize, value_param: usize) -> String {
+        match self.dialect {
+            Dialect::Sqlite => format!("(metadata -> ${key_param}) = json(${value_param})"),
+            Dialect::Postgres => {
+                format!("(metadata -> ${key_param}) = CAST(${value_param} AS JSONB)")
+            }
+        }
+    }
+
+    /// Builds the one-query listing: checkpoints matching `where_` (newest
+    /// first per thread and namespace, at most `$limit`) and, in the same
+    /// result, their pending writes. `kind` 0 rows are checkpoints, 1 writes.
+    pub(crate) fn tuples(&self, where_: &str, limit_param: usize) -> String {
+        let (cps, writes, meta_out) = (&self.cps, &self.writes, self.meta_out);
+        format!(
+            "WITH c AS MATERIALIZED (
+                SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint,
+                       {meta_out} AS metadata, commit_order
+                  FROM {cps} WHERE {where_}
+                 ORDER BY thread_id, checkpoint_ns, commit_order DESC
+                 LIMIT ${limit_param})
+             SELECT 0 AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+                    checkpoint AS payload, metadata, commit_order,
+                    CAST(NULL AS TEXT) AS task_id, CAST(NULL AS BIGINT) AS idx,
+                    CAST(NULL AS TEXT) AS channel, CAST(NULL AS TEXT) AS task_path
+               FROM c
+             UNION ALL
+             SELECT 1, w.thread_id, w.checkpoint_ns, w.checkpoint_id, CAST(NULL AS TEXT),
+                    w.value, CAST(NULL AS TEXT), c.commit_order,
+                    w.task_id, w.idx, w.channel, w.task_path
+               FROM {writes} AS w JOIN c
+                 ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+                AND w.checkpoint_id = c.checkpoint_id
+             ORDER BY 1, 2, 3, 8 DESC, 9, 10"
+        )
+    }
+}
+
+/// A bind parameter of a dynamically built query.
+#[derive(Debug, Clone)]
+pub(crate) enum Param {
+    Text(String),
+    Int(i64),
+}
+
+/// The WHERE clause and parameters of a [`ListFilter`] (after `before` was
+/// resolved to a commit order). Metadata keys must be plain identifiers.
+pub(crate) fn list_where(
+    q: &Queries,
+    filter: &ListFilter,
+    before_order: Option<i64>,
+) -> Result<(String, Vec<Param>)> {
+    let mut clauses: Vec<String> = Vec::new();
+    let mut params: Vec<Param> = Vec::new();
+    let push = |params: &mut Vec<Param>, p: Param| {
+        params.push(p);
+        params.len()
+    };
+    if let Some(t) = &filter.thread_id {
+        let i = push(&mut params, Param::Text(t.clone()));
+        clauses.push(format!("thread_id = ${i}"));
+    }
+    if let Some(ns) = &filter.checkpoint_ns {
+        let i = push(&mut params, Param::Text(ns.clone()));
+        clauses.push(format!("checkpoint_ns = ${i}"));
+    }
+    if let Some(o) = before_order {
+        let i = push(&mut params, Param::Int(o));
+        clauses.push(format!("commit_order < ${i}"));
+    }
+    for (key, value) in &filter.metadata {
+        if !is_plain_identifier(key) {
+            return Err(Error::invalid_argument(format!(
+                "metadata filter key `{key}` is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"
+            )));
+        }
+        let k = push(&mut params, Param::Text(key.clone()));
+        let v = push(&mut params, Param::Text(value.to_string()));
+        clauses.push(q.metadata_clause(k, v));
+    }
+    if clauses.is_empty() {
+        clauses.push("1 = 1".to_owned());
+    }
+    Ok((clauses.join(" AND "), params))
+}
+
+/// A checkpoint ready to insert: payloads encoded, sizes checked.
+#[derive(Debug)]
+pub(crate) struct EncodedEntry {
+    pub(crate) new: NewCheckpoint,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) metadata: String,
+    pub(crate) writes: Vec<EncodedWrite>,
+}
+
+/// A pending write ready to insert.
+#[derive(Debug)]
+pub(crate) struct EncodedWrite {
+    pub(crate) write: PendingWrite,
+    pub(crate) value: Vec<u8>,
+}
+
+impl Settings {
+    /// Encodes a checkpoint and its writes, checking sizes before anything is written.
+    pub(crate) fn encode_entry(
+        &self,
+        new: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> Result<EncodedEntry> {
+        let ctx = RecordContext::checkpoint(&new.thread_id, &new.checkpoint_ns, &new.checkpoint.id);
+        let payload = self.codec.encode_checkpoint(&new.checkpoint, &ctx)?;
+        check_size("checkpoint record bytes", &payload, self.max_record_bytes)?;
+        let metadata = serde_json::to_string(&new.metadata)
+            .map_err(|e| Error::encode(format!("metadata of {ctx}"), e))?;
+        check_size("checkpoint metadata bytes", metadata.as_bytes(), self.max_record_bytes)?;
+        let writes = self.encode_writes(&ctx, writes)?;
+        Ok(EncodedEntry {
+            new,
+            payload,
+            metadata,
+            writes,
+        })
+    }
+
+    /// Encodes pending writes of the checkpoint `ctx` names.
+    pub(crate) fn encode_writes(
+        &self,
+        ctx: &RecordContext<'_>,
+        writes: Vec<PendingWrite>,
+    ) -> Result<Vec<EncodedWrite>> {
+        writes
+            .into_iter()
+            .map(|w| {
+                let value = self
+                    .codec
+                    .encode_value(&w.value, &ctx.write(&w.task_id, w.idx))?;
+                check_size("pending write bytes", &value, self.max_record_bytes)?;
+                Ok(EncodedWrite { write: w, value })
+            })
+            .collect()
+    }
+
+    /// Decodes a stored checkpoint row.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn decode_tuple(
+        &self,
+        thread_id: String,
+        checkpoint_ns: String,
+        checkpoint_id: String,
+        parent_id: Option<String>,
+        payload: &[u8],
+        metadata: &str,
+        commit_order: i64,
+    ) -> Result<CheckpointTuple> {
+        let ctx = RecordContext::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
+        let checkpoint = self.codec.decode_checkpoint(payload, &ctx)?;
+        let metadata = decode_metadata(metadata, &ctx)?;
+        let config = CheckpointRef {
+            thread_id: thread_id.clone(),
+            checkpoint_ns: checkpoint_ns.clone(),
+            checkpoint_id: Some(checkpoint_id.clone()),
+        };
+        let commit_order = u64::try_from(commit_order)
+            .map_err(|_| Error::decode(ctx.describe(), "negative commit_order"))?;
+        Ok(CheckpointTuple {
+            parent_config: parent_id.map(|p| config.at(p)),
+            config,
+            checkpoint,
+            metadata,
+            commit_order,
+            pending_writes: Vec::new(),
+        })
+    }
+
+    /// Decodes a stored pending write.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn decode_write(
+        &self,
+        thread_id: &str,
+        checkpoint_ns: &str,
+        checkpoint_id: &str,
+        task_id: String,
+        idx: i64,
+        channel: String,
+        task_path: String,
+        value: &[u8],
+    ) -> Result<PendingWrite> {
+        let ctx = RecordContext::checkpoint(thread_id, checkpoint_ns, checkpoint_id)
+            .write(&task_id, idx);
+        let value = self.codec.decode_value(value, &ctx)?;
+        Ok(PendingWrite {
+            task_id,
+            task_path,
+            idx,
+            channel,
+            value,
+        })
+    }
+}
+
+fn decode_metadata(text: &str, ctx: &RecordContext<'_>) -> Result<CheckpointMetadata> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        Error::decode(format!("metadata of {ctx} at field `{path}`"), e.into_inner())
+    })
+}
+
+/// Collects tuples (kind 0 rows) and attaches writes (kind 1 rows) in order.
+#[derive(Debug, Default)]
+pub(crate) struct TupleAssembler {
+    pub(crate) tuples: Vec<CheckpointTuple>,
+    index: HashMap<(String, String, String), usize>,
+}
+
+impl TupleAssembler {
+    pub(crate) fn push_tuple(&mut self, t: CheckpointTuple) {
+        let key = (
+            t.config.thread_id.clone(),
+            t.config.checkpoint_ns.clone(),
+            t.config.checkpoint_id.clone().unwrap_or_default(),
+        );
+        self.index.insert(key, self.tuples.len());
+        self.tuples.push(t);
+    }
+
+    pub(crate) fn push_write(&mut self, key: (String, String, String), w: PendingWrite) {
+        if let Some(&i) = self.index.get(&key) {
+            self.tuples[i].pending_writes.push(w);
+        }
+    }
+}
+
+pub(crate) fn not_found(target: &CheckpointRef, id: &str) -> Error {
+    Error::CheckpointNotFound {
+        thread_id: target.thread_id.clone(),
+        checkpoint_ns: target.checkpoint_ns.clone(),
+        checkpoint_id: id.to_owned(),
+    }
+}
+
+pub(crate) fn conflict(new: &NewCheckpoint, order: u64) -> Error {
+    Error::VersionConflict {
+        thread_id: new.thread_id.clone(),
+        checkpoint_ns: new.checkpoint_ns.clone(),
+        attempted: order,
+    }
+}
+
+pub(crate) fn shallow_error(operation: impl Into<String>) -> Error {
+    Error::ShallowSaver {
+        operation: operation.into(),
+    }
+}
+
+/// Converts a commit order to the database's integer type.
+pub(crate) fn order_i64(order: u64) -> Result<i64> {
+    i64::try_from(order)
+        .map_err(|_| Error::invalid_argument(format!("commit_order {order} is out of range")))
+}

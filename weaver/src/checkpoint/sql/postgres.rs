@@ -1,0 +1,131 @@
+//! [`PostgresSaver`]: the checkpointer on PostgreSQL.
+
+use std::sync::Arc;
+
+use sqlx::{PgPool, Postgres};
+
+use super::Settings;
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::migrate::postgres::{checked_schema, table_prefix};
+use crate::migrate::{self, Adapter, Dialect, PgSchema};
+
+/// A checkpointer on PostgreSQL, through a user-supplied `sqlx` pool.
+///
+/// Concurrent writers are serialized by the unique constraint on
+/// `(thread_id, checkpoint_ns, commit_order)`: the loser of a race for the
+/// same number gets [`Error::VersionConflict`](crate::Error::VersionConflict)
+/// and its transaction writes nothing.
+///
+/// The schema must be migrated ([`crate::migrate::up`], with a
+/// [`PgSchema`] when using [`with_prefix`](PostgresSaver::with_prefix)); the
+/// first operation checks it once and fails with
+/// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
+/// [`PostgresSaver::connect`] migrates for you.
+#[derive(Debug, Clone)]
+pub struct PostgresSaver {
+    pool: PgPool,
+    schema: Option<String>,
+    settings: Settings,
+}
+
+impl PostgresSaver {
+    /// A saver on `pool`, with tables in the connection's `search_path`.
+    pub fn new(pool: PgPool) -> Self {
+        PostgresSaver {
+            pool,
+            schema: None,
+            settings: Settings::new(Dialect::Postgres, ""),
+        }
+    }
+
+    /// Connects to `url`, migrates the checkpoint tables (in the
+    /// `search_path`) and returns a saver on them.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let pool = PgPool::connect(url)
+            .await
+            .map_err(|e| Error::storage("connect", e))?;
+        migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
+        Ok(PostgresSaver::new(pool))
+    }
+
+    /// Uses the tables in PostgreSQL schema `schema` (one set per tenant;
+    /// migrate it with [`PgSchema`]). `schema` must be a plain identifier.
+    pub fn with_prefix(mut self, schema: &str) -> Result<Self> {
+        let schema = checked_schema(schema)?;
+        let codec = self.settings.codec.clone();
+        let (shallow, max) = (self.settings.shallow, self.settings.max_record_bytes);
+        self.settings = Settings::new(Dialect::Postgres, &table_prefix(Some(&schema)));
+        self.settings.codec = codec;
+        self.settings.shallow = shallow;
+        self.settings.max_record_bytes = max;
+        self.schema = Some(schema);
+        Ok(self)
+    }
+
+    /// Passes payloads through `codec` (e.g. an
+    /// [`EncryptedCodec`](crate::codec::EncryptedCodec)).
+    pub fn with_codec(mut self, codec: impl Codec + 'static) -> Self {
+        self.settings.codec = Arc::new(codec);
+        self
+    }
+
+    /// Keeps only the latest checkpoint per thread and namespace, with its
+    /// pending writes. Older checkpoints are deleted as newer ones commit;
+    /// asking for one is [`Error::ShallowSaver`](crate::Error::ShallowSaver).
+    pub fn shallow(mut self) -> Self {
+        self.settings.shallow = true;
+        self
+    }
+
+    /// Sets the ceiling of one encoded payload (default
+    /// [`MAX_RECORD_BYTES`](crate::codec::MAX_RECORD_BYTES)).
+    pub fn with_max_record_bytes(mut self, bytes: usize) -> Self {
+        self.settings.max_record_bytes = bytes;
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Checks once that the schema is at the version this build needs.
+    async fn ensure_migrated(&self) -> Result<()> {
+        self.settings
+            .verified
+            .get_or_try_init(|| async {
+                let target = match &self.schema {
+                    Some(s) => PgSchema::new(&self.pool, s)?,
+                    None => PgSchema::search_path(&self.pool),
+                };
+                migrate::verify_migrated(&target, &[Adapter::Checkpoint]).await
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Starts a write transaction.
+    async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Postgres>> {
+        self.pool.begin().await.map_err(|e| Error::storage(op, e))
+    }
+
+    /// Serializes writers that take "the next free" commit order on one
+    /// thread and namespace (explicit orders rely on the unique constraint).
+    async fn lock_thread(
+        &self,
+        tx: &mut sqlx::Transaction<'static, Postgres>,
+        thread_id: &str,
+        ns: &str,
+        op: &'static str,
+    ) -> Result<()> {
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(format!("weaver.thread:{thread_id}\u{0}{ns}"))
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| Error::storage(op, e))?;
+        Ok(())
+    }
+}
+
+impl_sql_saver!(PostgresSaver, Postgres);

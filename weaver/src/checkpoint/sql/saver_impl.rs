@@ -1,0 +1,638 @@
+//! The [`Saver`](crate::checkpoint::Saver) implementation shared by the SQL
+//! savers, written once as a macro over the `sqlx` database type: only DDL,
+//! locking and a few casts differ, and those live in `Queries` and in each
+//! backend's `begin_write` / `lock_thread` / `ensure_migrated`.
+
+/// Implements `Saver` for `$saver`, which has fields `pool: sqlx::Pool<$db>`
+/// and `settings: Settings`, and inherent async methods
+/// `ensure_migrated(&self)`, `begin_write(&self, op)` and
+/// `lock_thread(&self, tx, thread_id, ns, op)`.
+macro_rules! impl_sql_saver {
+    ($saver:ty, $db:ty) => {
+        const _: () = {
+            use ::async_trait::async_trait;
+            use ::sqlx::{AssertSqlSafe, Row};
+
+            use $crate::checkpoint::limits;
+            use $crate::checkpoint::sql::{
+                EncodedEntry, Param, TupleAssembler, conflict, list_where, not_found,
+                order_i64, shallow_error,
+            };
+            use $crate::checkpoint::{
+                BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter,
+                NewCheckpoint, PendingWrite, PruneStrategy, Saver, ThreadInfo,
+            };
+            use $crate::codec::RecordContext;
+            use $crate::error::{Error, Result};
+
+            type Tx = ::sqlx::Transaction<'static, $db>;
+
+            fn storage(op: &'static str) -> impl FnOnce(::sqlx::Error) -> Error {
+                move |e| Error::storage(op, e)
+            }
+
+            fn get<'r, T>(row: &'r <$db as ::sqlx::Database>::Row, col: &str, op: &'static str) -> Result<T>
+            where
+                T: ::sqlx::Decode<'r, $db> + ::sqlx::Type<$db>,
+            {
+                row.try_get::<T, _>(col).map_err(storage(op))
+            }
+
+            fn is_unique_violation(e: &::sqlx::Error) -> bool {
+                e.as_database_error().is_some_and(|d| d.is_unique_violation())
+            }
+
+            impl $saver {
+                /// Runs a query built from text and parameters and returns its rows.
+                async fn fetch_dynamic(
+                    &self,
+                    sql: String,
+                    params: Vec<Param>,
+                    op: &'static str,
+                ) -> Result<Vec<<$db as ::sqlx::Database>::Row>> {
+                    let mut query = ::sqlx::query(AssertSqlSafe(sql));
+                    for p in params {
+                        query = match p {
+                            Param::Text(s) => query.bind(s),
+                            Param::Int(i) => query.bind(i),
+                        };
+                    }
+                    query.fetch_all(&self.pool).await.map_err(storage(op))
+                }
+
+                /// Checkpoint rows (kind 0) and write rows (kind 1) into tuples.
+                fn assemble(
+                    &self,
+                    rows: Vec<<$db as ::sqlx::Database>::Row>,
+                    op: &'static str,
+                ) -> Result<Vec<CheckpointTuple>> {
+                    let mut out = TupleAssembler::default();
+                    for row in rows {
+                        let kind: i64 = get::<i32>(&row, "kind", op).map(i64::from)
+                            .or_else(|_| get::<i64>(&row, "kind", op))?;
+                        let thread_id: String = get(&row, "thread_id", op)?;
+                        let ns: String = get(&row, "checkpoint_ns", op)?;
+                        let id: String = get(&row, "checkpoint_id", op)?;
+                        let payload: Vec<u8> = get(&row, "payload", op)?;
+                        if kind == 0 {
+                            let parent: Option<String> = get(&row, "parent_checkpoint_id", op)?;
+                            let metadata: String = get(&row, "metadata", op)?;
+                            let order: i64 = get(&row, "commit_order", op)?;
+                            out.push_tuple(self.settings.decode_tuple(
+                                thread_id, ns, id, parent, &payload, &metadata, order,
+                            )?);
+                        } else {
+                            let task_id: String = get(&row, "task_id", op)?;
+                            let idx: i64 = get(&row, "idx", op)?;
+                            let channel: String = get(&row, "channel", op)?;
+                            let task_path: String = get(&row, "task_path", op)?;
+                            let w = self.settings.decode_write(
+                                &thread_id, &ns, &id, task_id, idx, channel, task_path, &payload,
+                            )?;
+                            out.push_write((thread_id, ns, id), w);
+                        }
+                    }
+                    Ok(out.tuples)
+                }
+
+                /// The head commit order of `(thread, ns)` inside a transaction.
+                async fn head_in(tx: &mut Tx, q: &str, thread: &str, ns: &str, op: &'static str) -> Result<i64> {
+                    ::sqlx::query_scalar::<_, i64>(AssertSqlSafe(q.to_owned()))
+                        .bind(thread)
+                        .bind(ns)
+                        .fetch_one(&mut **tx)
+                        .await
+                        .map_err(storage(op))
+                }
+
+                /// Inserts writes of checkpoint `(thread, ns, id)`.
+                async fn insert_writes(
+                    &self,
+                    tx: &mut Tx,
+                    thread: &str,
+                    ns: &str,
+                    id: &str,
+                    writes: &[$crate::checkpoint::sql::EncodedWrite],
+                    op: &'static str,
+                ) -> Result<()> {
+                    let q = &self.settings.q;
+                    for w in writes {
+                        let sql = if w.write.is_special() {
+                            &q.insert_write_replace
+                        } else {
+                            &q.insert_write_keep
+                        };
+                        ::sqlx::query(AssertSqlSafe(sql.clone()))
+                            .bind(thread)
+                            .bind(ns)
+                            .bind(id)
+                            .bind(&w.write.task_id)
+                            .bind(w.write.idx)
+                            .bind(&w.write.channel)
+                            .bind(&w.write.task_path)
+                            .bind(&w.value[..])
+                            .execute(&mut **tx)
+                            .await
+                            .map_err(storage(op))?;
+                    }
+                    Ok(())
+                }
+
+                /// Inserts one encoded checkpoint (and its writes) in `tx`,
+                /// enforcing the conflict and parent rules; returns its commit order.
+                async fn insert_entry(
+                    &self,
+                    tx: &mut Tx,
+                    e: &EncodedEntry,
+                    op: &'static str,
+                ) -> Result<u64> {
+                    let q = &self.settings.q;
+                    let new = &e.new;
+                    let (thread, ns, id) = (&new.thread_id, &new.checkpoint_ns, &new.checkpoint.id);
+                    let order = match new.commit_order {
+                        Some(0) => return Err(conflict(new, 0)),
+                        Some(n) => {
+                            if self.settings.shallow {
+                                let head = Self::head_in(tx, &q.head, thread, ns, op).await?;
+                                if order_i64(n)? <= head {
+                                    return Err(conflict(new, n));
+                                }
+                            }
+                            n
+                        }
+                        None => {
+                            self.lock_thread(tx, thread, ns, op).await?;
+                            let head = Self::head_in(tx, &q.head, thread, ns, op).await?;
+                            u64::try_from(head).unwrap_or(0) + 1
+                        }
+                    };
+                    let order_db = order_i64(order)?;
+                    let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.taken.clone()))
+                        .bind(thread)
+                        .bind(ns)
+                        .bind(order_db)
+                        .bind(id)
+                        .fetch_optional(&mut **tx)
+                        .await
+                        .map_err(storage(op))?;
+                    if taken.is_some() {
+                        return Err(conflict(new, order));
+                    }
+                    if let Some(parent) = &new.parent_id {
+                        let found: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.exists.clone()))
+                            .bind(thread)
+                            .bind(ns)
+                            .bind(parent)
+                            .fetch_optional(&mut **tx)
+                            .await
+                            .map_err(storage(op))?;
+                        if found.is_none() {
+                            return Err(not_found(&new.config(), parent));
+                        }
+                    }
+                    let inserted = ::sqlx::query(AssertSqlSafe(q.insert_cp.clone()))
+                        .bind(thread)
+                        .bind(ns)
+                        .bind(id)
+                        .bind(new.parent_id.as_deref())
+                        .bind(&e.payload[..])
+                        .bind(&e.metadata)
+                        .bind(order_db)
+                        .execute(&mut **tx)
+                        .await;
+                    match inserted {
+                        Ok(_) => {}
+                        // A concurrent writer took the number between our check and insert.
+                        Err(err) if is_unique_violation(&err) => return Err(conflict(new, order)),
+                        Err(err) => return Err(Error::storage(op, err)),
+                    }
+                    self.insert_writes(tx, thread, ns, id, &e.writes, op).await?;
+                    if self.settings.shallow {
+                        for sql in [&q.shallow_delete_writes, &q.shallow_delete_cps] {
+                            ::sqlx::query(AssertSqlSafe(sql.clone()))
+                                .bind(thread)
+                                .bind(ns)
+                                .bind(order_db)
+                                .execute(&mut **tx)
+                                .await
+                                .map_err(storage(op))?;
+                        }
+                    }
+                    Ok(order)
+                }
+
+                /// Stores encoded entries in one transaction.
+                async fn write_entries(&self, entries: Vec<EncodedEntry>, op: &'static str) -> Result<Vec<CheckpointRef>> {
+                    self.ensure_migrated().await?;
+                    let mut tx = self.begin_write(op).await?;
+                    let mut out = Vec::with_capacity(entries.len());
+                    for e in &entries {
+                        self.insert_entry(&mut tx, e, op).await?;
+                        out.push(e.new.config());
+                    }
+                    tx.commit().await.map_err(storage(op))?;
+                    Ok(out)
+                }
+
+                /// Whether the thread (and namespace, if given) has a checkpoint.
+                async fn has_head(&self, thread: &str, ns: &str, op: &'static str) -> Result<bool> {
+                    let found: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(self.settings.q.thread_ns_has_any.clone()))
+                        .bind(thread)
+                        .bind(ns)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(storage(op))?;
+                    Ok(found.is_some())
+                }
+            }
+
+            #[async_trait]
+            impl Saver for $saver {
+                async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+                    let op = "get_tuple";
+                    self.ensure_migrated().await?;
+                    let mut params = vec![
+                        Param::Text(target.thread_id.clone()),
+                        Param::Text(target.checkpoint_ns.clone()),
+                    ];
+                    let mut where_ = "thread_id = $1 AND checkpoint_ns = $2".to_owned();
+                    if let Some(id) = &target.checkpoint_id {
+                        params.push(Param::Text(id.clone()));
+                        where_.push_str(" AND checkpoint_id = $3");
+                    }
+                    params.push(Param::Int(1));
+                    let sql = self.settings.q.tuples(&where_, params.len());
+                    let rows = self.fetch_dynamic(sql, params, op).await?;
+                    let found = self.assemble(rows, op)?.into_iter().next();
+                    if found.is_none() && self.settings.shallow {
+                        if let Some(id) = &target.checkpoint_id {
+                            if self.has_head(&target.thread_id, &target.checkpoint_ns, op).await? {
+                                return Err(shallow_error(format!(
+                                    "reading checkpoint `{id}` of thread `{}`, which is not the latest",
+                                    target.thread_id
+                                )));
+                            }
+                        }
+                    }
+                    Ok(found)
+                }
+
+                async fn list(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+                    let op = "list";
+                    self.ensure_migrated().await?;
+                    let before = match (&filter.before, &filter.thread_id) {
+                        (Some(_), None) => {
+                            return Err(Error::invalid_argument(
+                                "`before` needs a `thread_id` to order against",
+                            ));
+                        }
+                        (Some(id), Some(thread)) => {
+                            let ns = filter.checkpoint_ns.clone().unwrap_or_default();
+                            let order: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(self.settings.q.order_of.clone()))
+                                .bind(thread)
+                                .bind(&ns)
+                                .bind(id)
+                                .fetch_optional(&self.pool)
+                                .await
+                                .map_err(storage(op))?;
+                            match order {
+                                Some(o) => Some(o),
+                                None if self.settings.shallow && self.has_head(thread, &ns, op).await? => {
+                                    return Err(shallow_error(format!(
+                                        "listing before checkpoint `{id}` of thread `{thread}`, which is not the latest"
+                                    )));
+                                }
+                                None => {
+                                    return Err(not_found(&CheckpointRef::latest(thread.clone()).ns(ns), id));
+                                }
+                            }
+                        }
+                        (None, _) => None,
+                    };
+                    let (where_, mut params) = list_where(&self.settings.q, filter, before)?;
+                    let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+                    params.push(Param::Int(limit));
+                    let sql = self.settings.q.tuples(&where_, params.len());
+                    let rows = self.fetch_dynamic(sql, params, op).await?;
+                    self.assemble(rows, op)
+                }
+
+                async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef> {
+                    let e = self.settings.encode_entry(checkpoint, Vec::new())?;
+                    let mut out = self.write_entries(vec![e], "put").await?;
+                    out.pop().ok_or_else(|| Error::storage("put", "no checkpoint stored"))
+                }
+
+                async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
+                    let op = "put_writes";
+                    let id = target
+                        .checkpoint_id
+                        .as_deref()
+                        .ok_or_else(|| Error::invalid_argument("put_writes needs a checkpoint id"))?;
+                    let ctx = RecordContext::checkpoint(&target.thread_id, &target.checkpoint_ns, id);
+                    let encoded = self.settings.encode_writes(&ctx, writes)?;
+                    self.ensure_migrated().await?;
+                    let mut tx = self.begin_write(op).await?;
+                    let found: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(self.settings.q.exists.clone()))
+                        .bind(&target.thread_id)
+                        .bind(&target.checkpoint_ns)
+                        .bind(id)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(storage(op))?;
+                    if found.is_none() {
+                        return Err(not_found(target, id));
+                    }
+                    self.insert_writes(&mut tx, &target.thread_id, &target.checkpoint_ns, id, &encoded, op).await?;
+                    tx.commit().await.map_err(storage(op))
+                }
+
+                async fn put_checkpoint_with_writes(
+                    &self,
+                    checkpoint: NewCheckpoint,
+                    writes: Vec<PendingWrite>,
+                ) -> Result<CheckpointRef> {
+                    let e = self.settings.encode_entry(checkpoint, writes)?;
+                    let mut out = self.write_entries(vec![e], "put_checkpoint_with_writes").await?;
+                    out.pop().ok_or_else(|| Error::storage("put_checkpoint_with_writes", "no checkpoint stored"))
+                }
+
+                async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+                    limits::check_batch(&entries)?;
+                    let encoded = entries
+                        .into_iter()
+                        .map(|e| self.settings.encode_entry(e.checkpoint, e.writes))
+                        .collect::<Result<Vec<_>>>()?;
+                    self.write_entries(encoded, "put_many").await
+                }
+
+                async fn fork_at(
+                    &self,
+                    source: &CheckpointRef,
+                    target_thread: &str,
+                    options: ForkOptions,
+                ) -> Result<CheckpointRef> {
+                    let op = "fork_at";
+                    limits::check_fork_options(options.max_checkpoints, options.max_bytes)?;
+                    let id = source
+                        .checkpoint_id
+                        .as_deref()
+                        .ok_or_else(|| Error::invalid_argument("fork_at needs a checkpoint id"))?;
+                    self.ensure_migrated().await?;
+                    let q = &self.settings.q;
+                    let ns = &source.checkpoint_ns;
+                    // Shallow: only the kept checkpoint can be forked, and only it is copied.
+                    let depth = if self.settings.shallow { 0 } else { options.max_checkpoints };
+                    let rows = ::sqlx::query(AssertSqlSafe(q.lineage.clone()))
+                        .bind(&source.thread_id)
+                        .bind(ns)
+                        .bind(id)
+                        .bind(i64::try_from(depth).unwrap_or(i64::MAX))
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(storage(op))?;
+                    if rows.is_empty() {
+                        if self.settings.shallow && self.has_head(&source.thread_id, ns, op).await? {
+                            return Err(shallow_error(format!(
+                                "forking from checkpoint `{id}` of thread `{}`, which is not the latest",
+                                source.thread_id
+                            )));
+                        }
+                        return Err(not_found(source, id));
+                    }
+                    let mut lineage: Vec<CheckpointTuple> = Vec::new();
+                    let mut bytes = 0usize;
+                    for (i, row) in rows.iter().enumerate() {
+                        if i == options.max_checkpoints {
+                            return Err(Error::LimitExceeded {
+                                limit: "fork_at checkpoints",
+                                value: (i + 1) as u64,
+                                ceiling: options.max_checkpoints as u64,
+                            });
+                        }
+                        let cid: String = get(row, "checkpoint_id", op)?;
+                        let parent: Option<String> = get(row, "parent_checkpoint_id", op)?;
+                        let payload: Vec<u8> = get(row, "checkpoint", op)?;
+                        let metadata: String = get(row, "metadata", op)?;
+                        let t = self.settings.decode_tuple(
+                            source.thread_id.clone(), ns.clone(), cid.clone(), parent.clone(), &payload, &metadata, 0,
+                        )?;
+                        bytes += limits::record_size(&t.checkpoint)?;
+                        if bytes > options.max_bytes {
+                            return Err(Error::LimitExceeded {
+                                limit: "fork_at bytes",
+                                value: bytes as u64,
+                                ceiling: options.max_bytes as u64,
+                            });
+                        }
+                        lineage.push(t);
+                        if let Some(p) = parent {
+                            if i + 1 == rows.len() && !self.settings.shallow {
+                                return Err(Error::MissingParent {
+                                    thread_id: source.thread_id.clone(),
+                                    checkpoint_id: cid,
+                                    parent_id: p,
+                                });
+                            }
+                        }
+                    }
+                    let write_rows = ::sqlx::query(AssertSqlSafe(q.lineage_writes.clone()))
+                        .bind(&source.thread_id)
+                        .bind(ns)
+                        .bind(id)
+                        .bind(i64::try_from(depth).unwrap_or(i64::MAX))
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(storage(op))?;
+                    let mut writes: std::collections::HashMap<String, Vec<PendingWrite>> = Default::default();
+                    for row in &write_rows {
+                        let cid: String = get(row, "checkpoint_id", op)?;
+                        let w = self.settings.decode_write(
+                            &source.thread_id, ns, &cid,
+                            get(row, "task_id", op)?, get(row, "idx", op)?,
+                            get(row, "channel", op)?, get(row, "task_path", op)?,
+                            &get::<Vec<u8>>(row, "value", op)?,
+                        )?;
+                        writes.entry(cid).or_default().push(w);
+                    }
+                    let mut encoded = Vec::with_capacity(lineage.len());
+                    for (i, t) in lineage.into_iter().rev().enumerate() {
+                        let cid = t.checkpoint.id.clone();
+                        let new = NewCheckpoint {
+                            thread_id: target_thread.to_owned(),
+                            checkpoint_ns: ns.clone(),
+                            parent_id: t.parent_config.and_then(|p| p.checkpoint_id),
+                            checkpoint: t.checkpoint,
+                            metadata: t.metadata,
+                            commit_order: Some(i as u64 + 1),
+                        };
+                        encoded.push(self.settings.encode_entry(new, writes.remove(&cid).unwrap_or_default())?);
+                    }
+                    let mut tx = self.begin_write(op).await?;
+                    let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_ns_has_any.clone()))
+                        .bind(target_thread)
+                        .bind(ns)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(storage(op))?;
+                    if taken.is_some() {
+                        return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
+                    }
+                    for e in &encoded {
+                        self.insert_raw(&mut tx, e, op).await?;
+                    }
+                    tx.commit().await.map_err(storage(op))?;
+                    Ok(CheckpointRef {
+                        thread_id: target_thread.to_owned(),
+                        checkpoint_ns: ns.clone(),
+                        checkpoint_id: Some(id.to_owned()),
+                    })
+                }
+
+                async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
+                    let op = "copy_thread";
+                    self.ensure_migrated().await?;
+                    let q = &self.settings.q;
+                    let mut tx = self.begin_write(op).await?;
+                    let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_has_any.clone()))
+                        .bind(target_thread)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(storage(op))?;
+                    if taken.is_some() {
+                        return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
+                    }
+                    let rows = ::sqlx::query(AssertSqlSafe(q.thread_rows.clone()))
+                        .bind(source_thread)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(storage(op))?;
+                    if rows.is_empty() {
+                        return Err(Error::ThreadNotFound { thread_id: source_thread.to_owned() });
+                    }
+                    let write_rows = ::sqlx::query(AssertSqlSafe(q.thread_writes.clone()))
+                        .bind(source_thread)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(storage(op))?;
+                    let mut writes: std::collections::HashMap<(String, String), Vec<PendingWrite>> = Default::default();
+                    for row in &write_rows {
+                        let ns: String = get(row, "checkpoint_ns", op)?;
+                        let cid: String = get(row, "checkpoint_id", op)?;
+                        let w = self.settings.decode_write(
+                            source_thread, &ns, &cid,
+                            get(row, "task_id", op)?, get(row, "idx", op)?,
+                            get(row, "channel", op)?, get(row, "task_path", op)?,
+                            &get::<Vec<u8>>(row, "value", op)?,
+                        )?;
+                        writes.entry((ns, cid)).or_default().push(w);
+                    }
+                    for row in &rows {
+                        let ns: String = get(row, "checkpoint_ns", op)?;
+                        let cid: String = get(row, "checkpoint_id", op)?;
+                        let parent: Option<String> = get(row, "parent_checkpoint_id", op)?;
+                        let payload: Vec<u8> = get(row, "checkpoint", op)?;
+                        let metadata: String = get(row, "metadata", op)?;
+                        let order: i64 = get(row, "commit_order", op)?;
+                        let t = self.settings.decode_tuple(
+                            source_thread.to_owned(), ns.clone(), cid.clone(), parent.clone(), &payload, &metadata, order,
+                        )?;
+                        let new = NewCheckpoint {
+                            thread_id: target_thread.to_owned(),
+                            checkpoint_ns: ns.clone(),
+                            parent_id: parent,
+                            checkpoint: t.checkpoint,
+                            metadata: t.metadata,
+                            commit_order: Some(t.commit_order),
+                        };
+                        let e = self.settings.encode_entry(new, writes.remove(&(ns, cid)).unwrap_or_default())?;
+                        self.insert_raw(&mut tx, &e, op).await?;
+                    }
+                    tx.commit().await.map_err(storage(op))
+                }
+
+                async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+                    let op = "delete_thread";
+                    self.ensure_migrated().await?;
+                    let q = &self.settings.q;
+                    let mut tx = self.begin_write(op).await?;
+                    for sql in [&q.delete_writes, &q.delete_cps] {
+                        ::sqlx::query(AssertSqlSafe(sql.clone()))
+                            .bind(thread_id)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(storage(op))?;
+                    }
+                    tx.commit().await.map_err(storage(op))
+                }
+
+                async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
+                    let op = "prune";
+                    self.ensure_migrated().await?;
+                    let q = &self.settings.q;
+                    let (writes_sql, cps_sql) = match strategy {
+                        PruneStrategy::Delete => (&q.delete_writes, &q.delete_cps),
+                        _ => (&q.prune_writes, &q.prune_cps),
+                    };
+                    let mut tx = self.begin_write(op).await?;
+                    let mut deleted = 0u64;
+                    for t in thread_ids {
+                        ::sqlx::query(AssertSqlSafe(writes_sql.clone()))
+                            .bind(t)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(storage(op))?;
+                        deleted += ::sqlx::query(AssertSqlSafe(cps_sql.clone()))
+                            .bind(t)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(storage(op))?
+                            .rows_affected();
+                    }
+                    tx.commit().await.map_err(storage(op))?;
+                    Ok(deleted)
+                }
+
+                async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>> {
+                    let op = "list_threads";
+                    self.ensure_migrated().await?;
+                    let rows = ::sqlx::query(AssertSqlSafe(self.settings.q.list_threads.clone()))
+                        .bind(limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX)))
+                        .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(storage(op))?;
+                    rows.iter()
+                        .map(|row| {
+                            Ok(ThreadInfo {
+                                thread_id: get(row, "thread_id", op)?,
+                                checkpoints: u64::try_from(get::<i64>(row, "n", op)?).unwrap_or(0),
+                            })
+                        })
+                        .collect()
+                }
+            }
+
+            impl $saver {
+                /// Inserts a copied checkpoint with its given commit order and
+                /// writes, without the conflict rules (the target was checked empty).
+                async fn insert_raw(&self, tx: &mut Tx, e: &EncodedEntry, op: &'static str) -> Result<()> {
+                    let new = &e.new;
+                    let order = order_i64(new.commit_order.unwrap_or(1))?;
+                    ::sqlx::query(AssertSqlSafe(self.settings.q.insert_cp.clone()))
+                        .bind(&new.thread_id)
+                        .bind(&new.checkpoint_ns)
+                        .bind(&new.checkpoint.id)
+                        .bind(new.parent_id.as_deref())
+                        .bind(&e.payload[..])
+                        .bind(&e.metadata)
+                        .bind(order)
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(storage(op))?;
+                    self.insert_writes(tx, &new.thread_id, &new.checkpoint_ns, &new.checkpoint.id, &e.writes, op).await
+                }
+            }
+        };
+    };
+}

@@ -1,0 +1,128 @@
+//! [`SqliteSaver`]: the checkpointer on an SQLite file (WAL, `BEGIN IMMEDIATE`).
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool};
+
+use super::Settings;
+use crate::codec::Codec;
+use crate::error::{Error, Result};
+use crate::migrate::{self, Adapter, Dialect};
+
+/// A checkpointer on SQLite, through a user-supplied `sqlx` pool.
+///
+/// Writers are serialized by `BEGIN IMMEDIATE` (the database write lock,
+/// waited for up to the pool's busy timeout), so two writers racing for the
+/// same `commit_order` get one success and one
+/// [`Error::VersionConflict`](crate::Error::VersionConflict). Use WAL and a
+/// busy timeout ([`SqliteSaver::connect_options`] sets both).
+///
+/// The schema must be migrated ([`crate::migrate::up`]); the first operation
+/// checks it once and fails with
+/// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
+/// [`SqliteSaver::connect`] migrates for you.
+///
+/// ```no_run
+/// # async fn demo() -> weaver::Result<()> {
+/// use weaver::checkpoint::SqliteSaver;
+/// let saver = SqliteSaver::connect("sqlite://weaver.db").await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteSaver {
+    pool: SqlitePool,
+    settings: Settings,
+}
+
+impl SqliteSaver {
+    /// A saver on `pool` (JSON codec, full history).
+    pub fn new(pool: SqlitePool) -> Self {
+        SqliteSaver {
+            pool,
+            settings: Settings::new(Dialect::Sqlite, ""),
+        }
+    }
+
+    /// The connect options weaver recommends for `url`: create the file if
+    /// missing, WAL journal, `synchronous=FULL`, a 30 s busy timeout.
+    pub fn connect_options(url: &str) -> Result<SqliteConnectOptions> {
+        Ok(SqliteConnectOptions::from_str(url)
+            .map_err(|e| Error::invalid_argument(format!("bad SQLite url `{url}`: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(30)))
+    }
+
+    /// Opens (creating if needed) the database at `url` with
+    /// [`connect_options`](SqliteSaver::connect_options), migrates the
+    /// checkpoint tables to the latest version and returns a saver on it.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let pool = SqlitePoolOptions::new()
+            .connect_with(Self::connect_options(url)?)
+            .await
+            .map_err(|e| Error::storage("connect", e))?;
+        migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
+        Ok(SqliteSaver::new(pool))
+    }
+
+    /// Passes payloads through `codec` (e.g. an
+    /// [`EncryptedCodec`](crate::codec::EncryptedCodec)).
+    pub fn with_codec(mut self, codec: impl Codec + 'static) -> Self {
+        self.settings.codec = Arc::new(codec);
+        self
+    }
+
+    /// Keeps only the latest checkpoint per thread and namespace, with its
+    /// pending writes. Older checkpoints are deleted as newer ones commit;
+    /// asking for one is [`Error::ShallowSaver`](crate::Error::ShallowSaver).
+    pub fn shallow(mut self) -> Self {
+        self.settings.shallow = true;
+        self
+    }
+
+    /// Sets the ceiling of one encoded payload (default
+    /// [`MAX_RECORD_BYTES`](crate::codec::MAX_RECORD_BYTES)).
+    pub fn with_max_record_bytes(mut self, bytes: usize) -> Self {
+        self.settings.max_record_bytes = bytes;
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// Checks once that the schema is at the version this build needs.
+    async fn ensure_migrated(&self) -> Result<()> {
+        self.settings
+            .verified
+            .get_or_try_init(|| migrate::verify_migrated(&self.pool, &[Adapter::Checkpoint]))
+            .await
+            .map(|_| ())
+    }
+
+    /// Starts a write transaction holding the database write lock.
+    async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| Error::storage(op, e))
+    }
+
+    /// `BEGIN IMMEDIATE` already serializes writers.
+    async fn lock_thread(
+        &self,
+        _tx: &mut sqlx::Transaction<'static, Sqlite>,
+        _thread_id: &str,
+        _ns: &str,
+        _op: &'static str,
+    ) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl_sql_saver!(SqliteSaver, Sqlite);

@@ -1,0 +1,212 @@
+//! [`EncryptedCodec`]: AES-256-GCM around any other codec, with key rotation.
+
+use std::fmt;
+use std::sync::Arc;
+
+use aes_gcm::aead::{Aead, Generate, KeyInit, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
+use serde_json::Value;
+
+use super::{Codec, JsonCodec, RecordContext};
+use crate::checkpoint::Checkpoint;
+use crate::error::{Error, Result};
+
+/// Envelope magic: identifies an encrypted payload (format 1).
+const MAGIC: &[u8; 4] = b"WVE1";
+const NONCE_LEN: usize = 12;
+
+/// A named 256-bit key. The id is stored in each envelope so that a payload
+/// can be decrypted after newer keys were added.
+#[derive(Clone)]
+pub struct EncryptionKey {
+    id: String,
+    cipher: Aes256Gcm,
+}
+
+impl fmt::Debug for EncryptionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print key material.
+        f.debug_struct("EncryptionKey")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EncryptionKey {
+    /// A key with id `id` (1–255 bytes) from 32 bytes of key material.
+    pub fn new(id: impl Into<String>, key: [u8; 32]) -> Result<Self> {
+        let id = id.into();
+        if id.is_empty() || id.len() > 255 {
+            return Err(Error::invalid_argument(format!(
+                "encryption key id must be 1 to 255 bytes long, got {}",
+                id.len()
+            )));
+        }
+        let cipher = Aes256Gcm::new_from_slice(&key)
+            .map_err(|_| Error::invalid_argument("AES-256-GCM needs a 32-byte key"))?;
+        Ok(EncryptionKey { id, cipher })
+    }
+
+    /// The key id stored in envelopes.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// Encrypts what another codec produces with AES-256-GCM.
+///
+/// * a fresh random 96-bit nonce per record;
+/// * the envelope is `WVE1 | key-id length | key id | nonce | ciphertext+tag`;
+/// * the newest key (the last given) encrypts, any known key decrypts, so
+///   keys rotate by appending a new one and keeping the old;
+/// * the record's thread id, namespace, checkpoint id (and for writes the
+///   task id and index) and the key id are associated data: a ciphertext
+///   moved to another row fails to decrypt.
+///
+/// A wrong or unknown key, a tampered byte, or a plaintext payload is
+/// [`Error::Decrypt`].
+///
+/// ```
+/// use weaver::checkpoint::Checkpoint;
+/// use weaver::codec::{Codec, EncryptedCodec, EncryptionKey, JsonCodec, RecordContext};
+///
+/// let codec = EncryptedCodec::new(JsonCodec, [EncryptionKey::new("k1", [7; 32]).unwrap()]).unwrap();
+/// let cp = Checkpoint::empty();
+/// let ctx = RecordContext::checkpoint("t1", "", &cp.id);
+/// let sealed = codec.encode_checkpoint(&cp, &ctx).unwrap();
+/// assert_eq!(codec.decode_checkpoint(&sealed, &ctx).unwrap(), cp);
+/// let elsewhere = RecordContext::checkpoint("t2", "", &cp.id);
+/// assert!(codec.decode_checkpoint(&sealed, &elsewhere).is_err());
+/// ```
+#[derive(Clone)]
+pub struct EncryptedCodec {
+    inner: Arc<dyn Codec>,
+    /// Oldest first; the last one encrypts.
+    keys: Vec<EncryptionKey>,
+}
+
+impl fmt::Debug for EncryptedCodec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EncryptedCodec")
+            .field("inner", &self.inner)
+            .field("keys", &self.keys.iter().map(|k| &k.id).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl EncryptedCodec {
+    /// Wraps `inner` with `keys` (oldest first; the last encrypts). At least
+    /// one key is needed and ids must be distinct.
+    pub fn new(
+        inner: impl Codec + 'static,
+        keys: impl IntoIterator<Item = EncryptionKey>,
+    ) -> Result<Self> {
+        let keys: Vec<EncryptionKey> = keys.into_iter().collect();
+        if keys.is_empty() {
+            return Err(Error::invalid_argument(
+                "an encrypted codec needs at least one key",
+            ));
+        }
+        for (i, k) in keys.iter().enumerate() {
+            if keys[..i].iter().any(|o| o.id == k.id) {
+                return Err(Error::invalid_argument(format!(
+                    "encryption key id `{}` is given twice",
+                    k.id
+                )));
+            }
+        }
+        Ok(EncryptedCodec {
+            inner: Arc::new(inner),
+            keys,
+        })
+    }
+
+    /// JSON inside AES-256-GCM with the given keys.
+    pub fn json(keys: impl IntoIterator<Item = EncryptionKey>) -> Result<Self> {
+        EncryptedCodec::new(JsonCodec, keys)
+    }
+
+    fn aad(key_id: &str, ctx: &RecordContext<'_>) -> Vec<u8> {
+        let mut aad = ctx.associated_data();
+        aad.extend_from_slice(key_id.as_bytes());
+        aad
+    }
+
+    fn seal(&self, plain: Vec<u8>, ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
+        // `new` guarantees at least one key.
+        let Some(key) = self.keys.last() else {
+            return Err(Error::encode(ctx.describe(), "no encryption key"));
+        };
+        let nonce = Nonce::generate();
+        let aad = Self::aad(&key.id, ctx);
+        let sealed = key
+            .cipher
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: &plain,
+                    aad: &aad,
+                },
+            )
+            .map_err(|_| Error::encode(ctx.describe(), "encryption failed"))?;
+        let mut out = Vec::with_capacity(MAGIC.len() + 1 + key.id.len() + NONCE_LEN + sealed.len());
+        out.extend_from_slice(MAGIC);
+        out.push(key.id.len() as u8);
+        out.extend_from_slice(key.id.as_bytes());
+        out.extend_from_slice(nonce.as_slice());
+        out.extend_from_slice(&sealed);
+        Ok(out)
+    }
+
+    fn open(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
+        let fail = |reason: &str| Error::Decrypt {
+            what: ctx.describe(),
+            reason: reason.to_owned(),
+        };
+        let rest = bytes
+            .strip_prefix(MAGIC.as_slice())
+            .ok_or_else(|| fail("the stored payload is not encrypted, but encryption is required"))?;
+        let (&id_len, rest) = rest.split_first().ok_or_else(|| fail("truncated envelope"))?;
+        let id_len = usize::from(id_len);
+        if rest.len() < id_len + NONCE_LEN {
+            return Err(fail("truncated envelope"));
+        }
+        let (id, rest) = rest.split_at(id_len);
+        let (nonce, sealed) = rest.split_at(NONCE_LEN);
+        let id = std::str::from_utf8(id).map_err(|_| fail("malformed key id"))?;
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.id == id)
+            .ok_or_else(|| fail(&format!("unknown key id `{id}`")))?;
+        let nonce = Nonce::try_from(nonce).map_err(|_| fail("malformed nonce"))?;
+        let aad = Self::aad(id, ctx);
+        key.cipher
+            .decrypt(&nonce, Payload { msg: sealed, aad: &aad })
+            .map_err(|_| {
+                fail("authentication failed (wrong key, tampered bytes, or a payload moved from another record)")
+            })
+    }
+}
+
+impl Codec for EncryptedCodec {
+    fn encode_checkpoint(
+        &self,
+        checkpoint: &Checkpoint,
+        ctx: &RecordContext<'_>,
+    ) -> Result<Vec<u8>> {
+        self.seal(self.inner.encode_checkpoint(checkpoint, ctx)?, ctx)
+    }
+
+    fn decode_checkpoint(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Checkpoint> {
+        self.inner.decode_checkpoint(&self.open(bytes, ctx)?, ctx)
+    }
+
+    fn encode_value(&self, value: &Value, ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
+        self.seal(self.inner.encode_value(value, ctx)?, ctx)
+    }
+
+    fn decode_value(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Value> {
+        self.inner.decode_value(&self.open(bytes, ctx)?, ctx)
+    }
+}

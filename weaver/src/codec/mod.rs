@@ -1,0 +1,191 @@
+//! Codecs: how checkpoint payloads become stored bytes (JSON by default,
+//! optionally encrypted).
+//!
+//! A [`Codec`] turns the two payload kinds a saver stores — checkpoint
+//! records and pending-write values — into bytes and back. Every call gets a
+//! [`RecordContext`] naming where the record lives (thread, namespace,
+//! checkpoint id, and for writes the task and index), which an encrypting
+//! codec binds as associated data so that a ciphertext moved to another row
+//! does not decrypt.
+//!
+//! Metadata is not passed through the codec: it stays plain JSON so that
+//! metadata filters run inside the database.
+//!
+//! ```
+//! use weaver::checkpoint::Checkpoint;
+//! use weaver::codec::{Codec, JsonCodec, RecordContext};
+//!
+//! let cp = Checkpoint::empty();
+//! let ctx = RecordContext::checkpoint("t1", "", &cp.id);
+//! let bytes = JsonCodec.encode_checkpoint(&cp, &ctx).unwrap();
+//! assert_eq!(JsonCodec.decode_checkpoint(&bytes, &ctx).unwrap(), cp);
+//! ```
+
+use std::fmt::{self, Debug};
+
+use serde_json::Value;
+
+use crate::checkpoint::Checkpoint;
+use crate::error::{Error, Result};
+
+#[cfg(feature = "encryption")]
+mod encrypted;
+#[cfg(feature = "encryption")]
+#[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
+pub use encrypted::{EncryptedCodec, EncryptionKey};
+
+/// Default ceiling of one stored payload (checkpoint record or write value)
+/// after encoding: 64 MiB. Savers check it before writing anything.
+pub const MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
+
+/// Where a payload is stored: bound as associated data by encrypting codecs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordContext<'a> {
+    /// The thread.
+    pub thread_id: &'a str,
+    /// The checkpoint namespace.
+    pub checkpoint_ns: &'a str,
+    /// The checkpoint the payload belongs to.
+    pub checkpoint_id: &'a str,
+    /// For a pending write: the task id and write index; `None` for the checkpoint record.
+    pub write: Option<(&'a str, i64)>,
+}
+
+impl<'a> RecordContext<'a> {
+    /// The context of a checkpoint record.
+    pub fn checkpoint(thread_id: &'a str, checkpoint_ns: &'a str, checkpoint_id: &'a str) -> Self {
+        RecordContext {
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            write: None,
+        }
+    }
+
+    /// The context of the pending write `(task_id, idx)` of a checkpoint.
+    pub fn write(self, task_id: &'a str, idx: i64) -> Self {
+        RecordContext {
+            write: Some((task_id, idx)),
+            ..self
+        }
+    }
+
+    /// A human-readable name of the record, used in error messages.
+    pub fn describe(&self) -> String {
+        match self.write {
+            None => format!(
+                "checkpoint `{}` of thread `{}` (namespace `{}`)",
+                self.checkpoint_id, self.thread_id, self.checkpoint_ns
+            ),
+            Some((task, idx)) => format!(
+                "write {idx} of task `{task}` of checkpoint `{}` of thread `{}` (namespace `{}`)",
+                self.checkpoint_id, self.thread_id, self.checkpoint_ns
+            ),
+        }
+    }
+
+    /// A canonical byte encoding of the context (length-prefixed fields),
+    /// used as AEAD associated data.
+    pub fn associated_data(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        let mut field = |b: &[u8]| {
+            out.extend_from_slice(&(b.len() as u64).to_be_bytes());
+            out.extend_from_slice(b);
+        };
+        field(self.thread_id.as_bytes());
+        field(self.checkpoint_ns.as_bytes());
+        field(self.checkpoint_id.as_bytes());
+        match self.write {
+            None => field(b"checkpoint"),
+            Some((task, idx)) => {
+                field(b"write");
+                field(task.as_bytes());
+                field(&idx.to_be_bytes());
+            }
+        }
+        out
+    }
+}
+
+/// Turns stored payloads into bytes and back.
+///
+/// Object-safe, so savers hold an `Arc<dyn Codec>`. Implementations must be
+/// deterministic in what they accept: a payload encoded for one
+/// [`RecordContext`] may be refused under another (encryption), and bad bytes
+/// are an [`Error::Decode`] or [`Error::Decrypt`], never a panic.
+pub trait Codec: Debug + Send + Sync {
+    /// Encodes a checkpoint record.
+    fn encode_checkpoint(&self, checkpoint: &Checkpoint, ctx: &RecordContext<'_>)
+    -> Result<Vec<u8>>;
+    /// Decodes a checkpoint record.
+    fn decode_checkpoint(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Checkpoint>;
+    /// Encodes a pending write's value.
+    fn encode_value(&self, value: &Value, ctx: &RecordContext<'_>) -> Result<Vec<u8>>;
+    /// Decodes a pending write's value.
+    fn decode_value(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Value>;
+}
+
+/// The default codec: JSON through serde.
+///
+/// Only the declared record types are decoded (no type is revived from the
+/// data); a decode error names the path of the offending field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JsonCodec;
+
+fn decode_json<T: serde::de::DeserializeOwned>(bytes: &[u8], ctx: &RecordContext<'_>) -> Result<T> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        Error::decode(
+            format!("{} at field `{path}`", ctx.describe()),
+            e.into_inner(),
+        )
+    })?;
+    de.end()
+        .map_err(|e| Error::decode(ctx.describe(), format!("trailing data: {e}")))?;
+    Ok(value)
+}
+
+impl Codec for JsonCodec {
+    fn encode_checkpoint(
+        &self,
+        checkpoint: &Checkpoint,
+        ctx: &RecordContext<'_>,
+    ) -> Result<Vec<u8>> {
+        serde_json::to_vec(checkpoint).map_err(|e| Error::encode(ctx.describe(), e))
+    }
+
+    fn decode_checkpoint(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Checkpoint> {
+        decode_json(bytes, ctx)
+    }
+
+    fn encode_value(&self, value: &Value, ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
+        serde_json::to_vec(value).map_err(|e| Error::encode(ctx.describe(), e))
+    }
+
+    fn decode_value(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Value> {
+        decode_json(bytes, ctx)
+    }
+}
+
+/// Checks an encoded payload against a size ceiling.
+pub(crate) fn check_size(
+    limit: &'static str,
+    bytes: &[u8],
+    ceiling: usize,
+) -> Result<()> {
+    if bytes.len() > ceiling {
+        return Err(Error::LimitExceeded {
+            limit,
+            value: bytes.len() as u64,
+            ceiling: ceiling as u64,
+        });
+    }
+    Ok(())
+}
+
+impl fmt::Display for RecordContext<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}

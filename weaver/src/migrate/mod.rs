@@ -1,0 +1,261 @@
+//! Versioned SQL schema: [`up`], [`down`] and [`verify_migrated`] for the
+//! SQLite and PostgreSQL backends.
+//!
+//! Each [`Adapter`] (a set of tables) has numbered schema versions, listed
+//! statically per database in its own file (`migrate/checkpoint.rs`). The
+//! version reached is recorded in the database beside the tables
+//! (`weaver_schema_versions`), so whoever runs the DDL leaves the same marker.
+//! Every call runs in one transaction under a lock (PostgreSQL
+//! `pg_advisory_xact_lock`, SQLite `BEGIN IMMEDIATE`), so two processes
+//! migrating at once are safe, and running `up` again is a no-op.
+//!
+//! ```no_run
+//! # #[cfg(feature = "sqlite")]
+//! # async fn demo() -> weaver::Result<()> {
+//! use weaver::migrate::{self, Adapter};
+//! let pool = sqlx::SqlitePool::connect("sqlite:weaver.db?mode=rwc").await.unwrap();
+//! migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
+//! migrate::verify_migrated(&pool, &[Adapter::Checkpoint]).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Schema of the checkpoint adapter, version 2 (both databases):
+//! `weaver_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+//! checkpoint, metadata, commit_order)` with primary key `(thread_id,
+//! checkpoint_ns, checkpoint_id)` and unique `(thread_id, checkpoint_ns,
+//! commit_order)`; `weaver_checkpoint_writes(thread_id, checkpoint_ns,
+//! checkpoint_id, task_id, idx, channel, task_path, value)` with primary key
+//! `(thread_id, checkpoint_ns, checkpoint_id, task_id, idx)`.
+
+use async_trait::async_trait;
+
+use crate::error::{Error, Result};
+
+pub(crate) mod checkpoint;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use postgres::PgSchema;
+
+/// A set of tables with its own schema versions.
+///
+/// New adapters (for example the memory store's tables) are added as new
+/// variants with their own static migration list beside `checkpoint.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Adapter {
+    /// The checkpoint saver's tables (`weaver_checkpoints`, `weaver_checkpoint_writes`).
+    Checkpoint,
+}
+
+impl Adapter {
+    /// The name recorded in the version marker table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Adapter::Checkpoint => "checkpoint",
+        }
+    }
+
+    /// The newest schema version this build knows (and its savers need).
+    pub fn latest(self) -> u32 {
+        // Both databases have the same versions; take the SQLite list.
+        self.migrations(Dialect::Sqlite)
+            .last()
+            .map_or(0, |m| m.version)
+    }
+
+    pub(crate) fn migrations(self, dialect: Dialect) -> &'static [Migration] {
+        match (self, dialect) {
+            (Adapter::Checkpoint, Dialect::Sqlite) => checkpoint::SQLITE,
+            (Adapter::Checkpoint, Dialect::Postgres) => checkpoint::POSTGRES,
+        }
+    }
+}
+
+/// One schema version of an adapter: the statements that apply and revert it.
+#[derive(Debug)]
+pub(crate) struct Migration {
+    pub(crate) version: u32,
+    pub(crate) up: &'static [&'static str],
+    pub(crate) down: &'static [&'static str],
+}
+
+/// Which SQL dialect a statement list is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    // Only constructed with the `postgres` feature.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Postgres,
+}
+
+/// What a migration call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Change {
+    /// Apply versions up to `target` (the latest when `None`).
+    Up {
+        /// The version to reach.
+        target: Option<u32>,
+    },
+    /// Revert `version` and everything above it (so `1` removes everything).
+    Down {
+        /// The lowest version to revert.
+        version: u32,
+    },
+}
+
+/// A database that migrations run against: a `sqlx::SqlitePool`, a
+/// `sqlx::PgPool` (tables in the connection's `search_path`), or a
+/// [`PgSchema`] (tables in a named PostgreSQL schema, one set per tenant).
+///
+/// Sealed: implemented by weaver only.
+#[async_trait]
+pub trait MigrationTarget: Send + Sync + sealed::Sealed {
+    /// Runs `change` for each adapter in one transaction under the migration lock.
+    async fn migrate(&self, adapters: &[Adapter], change: Change) -> Result<()>;
+
+    /// The version each adapter is at (0 = not installed), in the order given.
+    async fn versions(&self, adapters: &[Adapter]) -> Result<Vec<u32>>;
+}
+
+pub(crate) mod sealed {
+    /// Keeps [`MigrationTarget`](super::MigrationTarget) implementable only here.
+    pub trait Sealed {}
+}
+
+/// Applies every version of `adapters` up to `target` (the latest when
+/// `None`), in one transaction. Idempotent: versions already applied are
+/// skipped, and a `target` below the current version does nothing.
+pub async fn up<T: MigrationTarget + ?Sized>(
+    db: &T,
+    adapters: &[Adapter],
+    target: Option<u32>,
+) -> Result<()> {
+    db.migrate(adapters, Change::Up { target }).await
+}
+
+/// Reverts `version` and every version above it, in one transaction:
+/// `down(db, adapters, 1)` removes the adapters' tables, `down(db, adapters, 2)`
+/// reverts version 2 only (back to version 1).
+pub async fn down<T: MigrationTarget + ?Sized>(
+    db: &T,
+    adapters: &[Adapter],
+    version: u32,
+) -> Result<()> {
+    db.migrate(adapters, Change::Down { version }).await
+}
+
+/// The version each adapter is at (0 = not installed).
+pub async fn versions<T: MigrationTarget + ?Sized>(db: &T, adapters: &[Adapter]) -> Result<Vec<u32>> {
+    db.versions(adapters).await
+}
+
+/// Fails with [`Error::MigrationRequired`] unless every adapter is at the
+/// version this build needs; the error names the found and required
+/// versions and what to run.
+pub async fn verify_migrated<T: MigrationTarget + ?Sized>(db: &T, adapters: &[Adapter]) -> Result<()> {
+    let found = db.versions(adapters).await?;
+    for (adapter, found) in adapters.iter().zip(found) {
+        check_version(*adapter, found)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn check_version(adapter: Adapter, found: u32) -> Result<()> {
+    let required = adapter.latest();
+    if found == required {
+        return Ok(());
+    }
+    let hint = if found < required {
+        format!(
+            "run `weaver::migrate::up(&pool, &[Adapter::{adapter:?}], None)` (for example from an application migration) before starting the saver"
+        )
+    } else {
+        format!(
+            "the database was migrated by a newer weaver; upgrade weaver, or run `weaver::migrate::down(&pool, &[Adapter::{adapter:?}], {})`",
+            required + 1
+        )
+    };
+    Err(Error::MigrationRequired {
+        adapter: adapter.name().to_owned(),
+        found,
+        required,
+        hint,
+    })
+}
+
+/// One step of a plan: the statements to run, and the version recorded after.
+#[derive(Debug)]
+pub(crate) struct Step {
+    pub(crate) statements: &'static [&'static str],
+    pub(crate) version_after: u32,
+}
+
+/// The steps that take `adapter` from `current` through `change`.
+pub(crate) fn plan(
+    adapter: Adapter,
+    dialect: Dialect,
+    current: u32,
+    change: Change,
+) -> Result<Vec<Step>> {
+    let list = adapter.migrations(dialect);
+    let latest = adapter.latest();
+    match change {
+        Change::Up { target } => {
+            let target = target.unwrap_or(latest);
+            if target > latest {
+                return Err(Error::invalid_argument(format!(
+                    "`{}` schema has versions 1 to {latest}; cannot migrate up to {target}",
+                    adapter.name()
+                )));
+            }
+            Ok(list
+                .iter()
+                .filter(|m| m.version > current && m.version <= target)
+                .map(|m| Step {
+                    statements: m.up,
+                    version_after: m.version,
+                })
+                .collect())
+        }
+        Change::Down { version } => {
+            if version == 0 || version > latest {
+                return Err(Error::invalid_argument(format!(
+                    "`{}` schema has versions 1 to {latest}; cannot migrate down to before {version}",
+                    adapter.name()
+                )));
+            }
+            Ok(list
+                .iter()
+                .rev()
+                .filter(|m| m.version >= version && m.version <= current)
+                .map(|m| Step {
+                    statements: m.down,
+                    version_after: m.version - 1,
+                })
+                .collect())
+        }
+    }
+}
+
+/// Substitutes the table prefix into a statement.
+pub(crate) fn render(statement: &str, prefix: &str) -> String {
+    statement.replace("{p}", prefix)
+}
+
+/// Whether `name` is a plain SQL identifier (`[A-Za-z_][A-Za-z0-9_]*`, at
+/// most 63 bytes): the only names weaver ever puts into SQL text.
+pub(crate) fn is_plain_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 63
+}
+
+/// The name of the version marker table.
+pub(crate) const MARKER_TABLE: &str = "weaver_schema_versions";

@@ -1,0 +1,108 @@
+//! Migrations on SQLite: `BEGIN IMMEDIATE` takes the database write lock, so
+//! concurrent migrators queue behind the busy timeout.
+
+use async_trait::async_trait;
+use sqlx::{AssertSqlSafe, SqlitePool};
+
+use super::{Adapter, Change, Dialect, MARKER_TABLE, MigrationTarget, plan, render, sealed};
+use crate::error::{Error, Result};
+
+fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
+    move |e| Error::storage(op, e)
+}
+
+impl sealed::Sealed for SqlitePool {}
+
+#[async_trait]
+impl MigrationTarget for SqlitePool {
+    async fn migrate(&self, adapters: &[Adapter], change: Change) -> Result<()> {
+        let op = "migrate";
+        let mut tx = self
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(storage(op))?;
+        sqlx::raw_sql(
+            "CREATE TABLE IF NOT EXISTS weaver_schema_versions (
+                adapter TEXT PRIMARY KEY NOT NULL,
+                version INTEGER NOT NULL
+            )",
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(storage(op))?;
+        for adapter in adapters {
+            let current: Option<i64> =
+                sqlx::query_scalar("SELECT version FROM weaver_schema_versions WHERE adapter = $1")
+                    .bind(adapter.name())
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(storage(op))?;
+            let current = u32::try_from(current.unwrap_or(0)).unwrap_or(0);
+            let steps = plan(*adapter, Dialect::Sqlite, current, change)?;
+            let Some(last) = steps.last().map(|s| s.version_after) else {
+                continue;
+            };
+            for step in &steps {
+                for statement in step.statements {
+                    sqlx::raw_sql(AssertSqlSafe(render(statement, "")))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(storage(op))?;
+                }
+            }
+            if last == 0 {
+                sqlx::query("DELETE FROM weaver_schema_versions WHERE adapter = $1")
+                    .bind(adapter.name())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(storage(op))?;
+            } else {
+                sqlx::query(
+                    "INSERT INTO weaver_schema_versions (adapter, version) VALUES ($1, $2)
+                     ON CONFLICT (adapter) DO UPDATE SET version = excluded.version",
+                )
+                .bind(adapter.name())
+                .bind(i64::from(last))
+                .execute(&mut *tx)
+                .await
+                .map_err(storage(op))?;
+            }
+        }
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM weaver_schema_versions")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(storage(op))?;
+        if left == 0 {
+            sqlx::raw_sql("DROP TABLE weaver_schema_versions")
+                .execute(&mut *tx)
+                .await
+                .map_err(storage(op))?;
+        }
+        tx.commit().await.map_err(storage(op))
+    }
+
+    async fn versions(&self, adapters: &[Adapter]) -> Result<Vec<u32>> {
+        let op = "migrate versions";
+        let exists: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1")
+                .bind(MARKER_TABLE)
+                .fetch_optional(self)
+                .await
+                .map_err(storage(op))?;
+        let mut out = Vec::with_capacity(adapters.len());
+        for adapter in adapters {
+            let v: Option<i64> = match exists {
+                None => None,
+                Some(_) => sqlx::query_scalar(
+                    "SELECT version FROM weaver_schema_versions WHERE adapter = $1",
+                )
+                .bind(adapter.name())
+                .fetch_optional(self)
+                .await
+                .map_err(storage(op))?,
+            };
+            out.push(u32::try_from(v.unwrap_or(0)).unwrap_or(0));
+        }
+        Ok(out)
+    }
+}
