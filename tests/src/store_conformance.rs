@@ -580,7 +580,7 @@ async fn batches(store: &dyn Store) {
 
 async fn ttl_and_sweep(store: &dyn Store) {
     let ns = ["ttl"];
-    let short = PutOptions::new().ttl(Duration::from_millis(50));
+    let short = PutOptions::new().ttl(Duration::from_millis(300));
     store
         .put_with(&ns, "a", json!({"t": "pizza"}), short.clone())
         .await
@@ -601,7 +601,7 @@ async fn ttl_and_sweep(store: &dyn Store) {
         store.get(&ns, "a").await.unwrap().is_some(),
         "alive before its TTL"
     );
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(
         store.get(&ns, "a").await.unwrap().is_none(),
         "expired: invisible to get"
@@ -633,17 +633,17 @@ async fn ttl_and_sweep(store: &dyn Store) {
         .await
         .unwrap();
     let old = store.get(&ns, "d").await.unwrap().unwrap();
-    tokio::time::sleep(Duration::from_millis(120)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
     store.put(&ns, "d", json!(2)).await.unwrap();
     let new = store.get(&ns, "d").await.unwrap().unwrap();
     assert!(new.created_at > old.created_at);
     // Overwriting without a TTL makes it permanent.
-    tokio::time::sleep(Duration::from_millis(120)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(store.get(&ns, "d").await.unwrap().is_some());
 
     // Sweep with nothing expired only reports expired rows.
     store.put_with(&ns, "e", json!(1), short).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(120)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(store.sweep().await.unwrap(), 1);
 }
 

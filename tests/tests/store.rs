@@ -153,3 +153,185 @@ mod graph {
         assert!(matches!(err, weaver::Error::NodeFailed { .. }), "{err}");
     }
 }
+
+/// Where the PostgreSQL tests connect: `DATABASE_URL`, or the local server.
+fn database_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A unique name for a fresh database object of this test process.
+fn unique(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "{tag}_{}_{nanos}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+mod sqlite {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+    use weaver::migrate::{self, Adapter};
+    use weaver::store::{SqliteStore, Store, StoreConfig};
+    use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
+
+    /// A store on a fresh SQLite file in the temp directory.
+    pub async fn fresh(config: StoreConfig) -> Arc<dyn Store> {
+        let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
+        let pool = SqlitePoolOptions::new()
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true)
+                    .busy_timeout(Duration::from_secs(10)),
+            )
+            .await
+            .expect("open a SQLite temp file");
+        migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
+        Arc::new(SqliteStore::new(pool).with_config(config))
+    }
+
+    #[tokio::test]
+    async fn conformance() {
+        run_store_conformance(|| fresh(StoreConfig::new())).await;
+    }
+
+    #[tokio::test]
+    async fn config_conformance() {
+        run_store_config_conformance(fresh).await;
+    }
+
+    #[tokio::test]
+    async fn cross_thread() {
+        super::graph::cross_thread_memory(fresh(StoreConfig::new()).await).await;
+    }
+
+    #[tokio::test]
+    async fn unmigrated_database_is_a_typed_error() {
+        let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
+        let pool = SqlitePoolOptions::new()
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true),
+            )
+            .await
+            .unwrap();
+        let store = SqliteStore::new(pool);
+        let err = store.get(&["a"], "k").await.unwrap_err();
+        assert!(
+            matches!(err, weaver::Error::MigrationRequired { found: 0, .. }),
+            "{err}"
+        );
+    }
+}
+
+mod postgres {
+    use std::sync::{Arc, Mutex};
+
+    use sqlx::PgPool;
+    use sqlx::postgres::PgPoolOptions;
+    use weaver::migrate::{self, Adapter, PgSchema};
+    use weaver::store::{PostgresStore, Store, StoreConfig};
+    use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
+
+    /// Fresh schemas on the test server, dropped by [`Server::cleanup`].
+    pub struct Server {
+        pool: PgPool,
+        schemas: Mutex<Vec<String>>,
+    }
+
+    impl Server {
+        /// Connects, or fails the test saying the server is unreachable.
+        pub async fn connect() -> Server {
+            let url = super::database_url();
+            let pool = PgPoolOptions::new()
+                .max_connections(4)
+                .connect(&url)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("PostgreSQL is unreachable at {url} (set DATABASE_URL): {e}")
+                });
+            Server {
+                pool,
+                schemas: Mutex::new(Vec::new()),
+            }
+        }
+
+        /// A store in a fresh, migrated schema.
+        pub async fn fresh(&self, config: StoreConfig) -> Arc<dyn Store> {
+            let schema = super::unique("weaver_store");
+            migrate::up(
+                &PgSchema::new(&self.pool, &schema).unwrap(),
+                &[Adapter::Store],
+                None,
+            )
+            .await
+            .unwrap();
+            self.schemas.lock().unwrap().push(schema.clone());
+            Arc::new(
+                PostgresStore::new(self.pool.clone())
+                    .with_prefix(&schema)
+                    .unwrap()
+                    .with_config(config),
+            )
+        }
+
+        /// Drops the schemas this server handed out.
+        pub async fn cleanup(&self) {
+            let schemas = std::mem::take(&mut *self.schemas.lock().unwrap());
+            for s in schemas {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA \"{s}\" CASCADE")))
+                    .execute(&self.pool)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn conformance() {
+        let server = Server::connect().await;
+        run_store_conformance(|| server.fresh(StoreConfig::new())).await;
+        server.cleanup().await;
+    }
+
+    #[tokio::test]
+    async fn config_conformance() {
+        let server = Server::connect().await;
+        run_store_config_conformance(|c| server.fresh(c)).await;
+        server.cleanup().await;
+    }
+
+    #[tokio::test]
+    async fn cross_thread() {
+        let server = Server::connect().await;
+        super::graph::cross_thread_memory(server.fresh(StoreConfig::new()).await).await;
+        server.cleanup().await;
+    }
+
+    #[tokio::test]
+    async fn unmigrated_schema_is_a_typed_error() {
+        let server = Server::connect().await;
+        let store = PostgresStore::new(server.pool.clone())
+            .with_prefix(&super::unique("weaver_store_missing"))
+            .unwrap();
+        let err = store.search(&["a"], Default::default()).await.unwrap_err();
+        assert!(
+            matches!(err, weaver::Error::MigrationRequired { found: 0, .. }),
+            "{err}"
+        );
+        assert!(matches!(
+            PostgresStore::new(server.pool.clone()).with_prefix("bad-name;"),
+            Err(weaver::Error::InvalidArgument { .. })
+        ));
+    }
+}

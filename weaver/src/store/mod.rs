@@ -62,18 +62,26 @@
 //! restarts the item's TTL.
 
 pub mod bm25;
-mod contract;
-mod embed;
+pub(crate) mod contract;
+pub(crate) mod embed;
 mod filter;
 pub mod limits;
 mod memory;
 mod namespace;
 pub(crate) mod plan;
-mod types;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+pub(crate) mod types;
 
 pub use contract::{Store, spawn_sweeper};
 pub use embed::{Embedder, embed_fn};
 pub use filter::{Condition, Filter, FilterOp};
 pub use memory::InMemoryStore;
 pub use namespace::NAMESPACE_SEPARATOR;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use sql::PostgresStore;
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use sql::SqliteStore;
 pub use types::{Item, ListNamespaces, Op, OpResult, PutOptions, Search, StoreConfig};

@@ -125,7 +125,7 @@ pub(crate) struct SearchPlan {
 }
 
 impl SearchPlan {
-    #[allow(dead_code)] // used by the SQL backends
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     /// Whether the page can be cut by the backend in namespace/key order
     /// (no query, no filter).
     pub fn is_plain(&self) -> bool {
@@ -162,11 +162,13 @@ pub(crate) enum Plan {
 
 /// The text indexed for `value` under `fields` (`None`: whole value):
 /// string leaves as they are, numbers and booleans printed, in document
-/// order, one per line. `None` when `fields` is empty.
+/// order, one per line (NUL characters become spaces). `None` when
+/// `fields` is empty.
 fn index_text(value: &Value, fields: Option<&[String]>) -> Option<String> {
     fn leaves(v: &Value, out: &mut Vec<String>) {
         match v {
-            Value::String(s) => out.push(s.clone()),
+            // NUL cannot be stored in PostgreSQL text; it never forms a token.
+            Value::String(s) => out.push(s.replace('\0', " ")),
             Value::Number(n) => out.push(n.to_string()),
             Value::Bool(b) => out.push(b.to_string()),
             Value::Array(a) => a.iter().for_each(|x| leaves(x, out)),
