@@ -60,10 +60,14 @@ impl InMemoryStore {
     }
 }
 
-/// The keys under dotted `prefix`: the namespace itself, then its descendants.
-fn keys_under(items: &Items, prefix: &str) -> Vec<(String, String)> {
+/// The entries under dotted `prefix`, in order: the namespace itself, then
+/// its descendants (two index ranges; nothing outside is visited).
+fn under<'a>(
+    items: &'a Items,
+    prefix: &str,
+) -> Box<dyn Iterator<Item = (&'a (String, String), &'a Record)> + 'a> {
     if prefix.is_empty() {
-        return items.keys().cloned().collect();
+        return Box::new(items.iter());
     }
     let exact_end = format!("{prefix}\0");
     let exact = items.range((
@@ -75,7 +79,12 @@ fn keys_under(items: &Items, prefix: &str) -> Vec<(String, String)> {
         Bound::Included((lo, String::new())),
         Bound::Excluded((hi, String::new())),
     ));
-    exact.chain(below).map(|(k, _)| k.clone()).collect()
+    Box::new(exact.chain(below))
+}
+
+/// The keys under dotted `prefix`.
+fn keys_under(items: &Items, prefix: &str) -> Vec<(String, String)> {
+    under(items, prefix).map(|(k, _)| k.clone()).collect()
 }
 
 /// Live records under the prefix; expired ones met are deleted.
@@ -94,9 +103,21 @@ fn live_under(items: &mut Items, prefix: &str, now: i64) -> Vec<(String, String)
 }
 
 fn search(items: &mut Items, plan: &SearchPlan, now: i64) -> OpResult {
-    let keys = live_under(items, &plan.prefix, now);
-    let candidates = keys.iter().filter_map(|k| items.get(k).cloned()).collect();
-    let mut page = finish_search(candidates, plan);
+    let mut page = if plan.is_plain() {
+        // Already in namespace/key order: read only the page.
+        let page: Vec<(Record, Option<f64>)> = under(items, &plan.prefix)
+            .map(|(_, r)| r)
+            .filter(|r| r.is_live(now))
+            .skip(plan.offset)
+            .take(plan.limit)
+            .map(|r| (r.clone(), None))
+            .collect();
+        page
+    } else {
+        let keys = live_under(items, &plan.prefix, now);
+        let candidates = keys.iter().filter_map(|k| items.get(k).cloned()).collect();
+        finish_search(candidates, plan)
+    };
     if plan.refresh {
         for (r, _) in &mut page {
             if r.refresh(now)
