@@ -335,3 +335,110 @@ mod postgres {
         ));
     }
 }
+
+/// The three backends give identical answers (items, order, scores) to the
+/// same workload.
+mod agreement {
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+    use weaver::store::{
+        InMemoryStore, ListNamespaces, Op, OpResult, PutOptions, Search, Store, StoreConfig,
+    };
+
+    const WORDS: [&str; 10] = [
+        "pizza", "pasta", "jazz", "rock", "piano", "paris", "rome", "tea", "chess", "cats",
+    ];
+
+    fn workload() -> Vec<Op> {
+        let mut ops = Vec::new();
+        for i in 0..60usize {
+            let ns = [
+                "users".to_owned(),
+                format!("u{}", i % 4),
+                ["memories", "prefs"][i % 2].to_owned(),
+            ];
+            let text: Vec<&str> = (0..1 + i % 5)
+                .map(|j| WORDS[(i * 7 + j * 3) % 10])
+                .collect();
+            let value = json!({"text": text.join(" "), "n": i, "tag": WORDS[i % 10]});
+            let options = match i % 6 {
+                0 => PutOptions::new().not_indexed(),
+                1 => PutOptions::new().index(["tag"]),
+                _ => PutOptions::new(),
+            };
+            ops.push(Op::put_with(&ns, format!("k{i:02}"), value, options));
+        }
+        ops
+    }
+
+    fn reads() -> Vec<Op> {
+        let mut ops = Vec::new();
+        for prefix in [
+            &[][..],
+            &["users"],
+            &["users", "u1"],
+            &["users", "u2", "prefs"],
+        ] {
+            for q in ["pizza", "jazz piano", "rome rome tea", "nothing"] {
+                ops.push(Op::search(prefix, Search::query(q).limit(7)));
+                ops.push(Op::search(prefix, Search::query(q).limit(5).offset(3)));
+            }
+            ops.push(Op::search(prefix, Search::new().limit(9).offset(2)));
+            ops.push(Op::search(
+                prefix,
+                Search::query("pizza").filter(json!({"n": {"$gte": 20, "$lt": 50}})),
+            ));
+            ops.push(Op::search(
+                prefix,
+                Search::new().filter(json!({"tag": {"$ne": "rock"}})),
+            ));
+            ops.push(Op::ListNamespaces(ListNamespaces::new().prefix(prefix)));
+            ops.push(Op::ListNamespaces(
+                ListNamespaces::new().prefix(prefix).max_depth(2),
+            ));
+        }
+        ops.push(Op::ListNamespaces(
+            ListNamespaces::new().suffix(&["prefs"]).offset(1),
+        ));
+        ops
+    }
+
+    /// Results without timestamps (which differ between runs).
+    fn comparable(results: Vec<OpResult>) -> Vec<Value> {
+        results
+            .into_iter()
+            .map(|r| match r {
+                OpResult::Found(items) => Value::Array(
+                    items
+                        .into_iter()
+                        .map(|i| json!([i.namespace, i.key, i.value, i.score.map(f64::to_bits)]))
+                        .collect(),
+                ),
+                OpResult::Namespaces(ns) => json!(ns),
+                other => json!(format!("{other:?}")),
+            })
+            .collect()
+    }
+
+    async fn answers(store: Arc<dyn Store>) -> Vec<Value> {
+        store.batch(workload()).await.unwrap();
+        comparable(store.batch(reads()).await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn backends_agree() {
+        let memory = answers(Arc::new(InMemoryStore::new())).await;
+        assert!(
+            memory
+                .iter()
+                .any(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+        );
+        let sqlite = answers(super::sqlite::fresh(StoreConfig::new()).await).await;
+        assert_eq!(memory, sqlite, "SQLite disagrees with memory");
+        let server = super::postgres::Server::connect().await;
+        let postgres = answers(server.fresh(StoreConfig::new()).await).await;
+        server.cleanup().await;
+        assert_eq!(memory, postgres, "PostgreSQL disagrees with memory");
+    }
+}
