@@ -87,7 +87,7 @@ impl PutOptions {
 pub struct Search {
     /// Text to rank by; `None` orders by namespace and key.
     pub query: Option<String>,
-    /// A filter on value fields in the JSON form of [`Filter`]; checked when
+    /// A filter on value fields in the JSON form of [`Filter`](super::Filter); checked when
     /// the search runs (a bad operator is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)).
     pub filter: Option<Value>,
@@ -130,7 +130,7 @@ impl Search {
         self
     }
 
-    /// Keeps only items matching `filter` (a [`Filter`] or its JSON form).
+    /// Keeps only items matching `filter` (a [`Filter`](super::Filter) or its JSON form).
     pub fn filter(mut self, filter: impl Into<Value>) -> Self {
         self.filter = Some(filter.into());
         self
