@@ -23,6 +23,24 @@ mod memory {
     async fn cross_thread() {
         super::graph::cross_thread_memory(Arc::new(InMemoryStore::new())).await;
     }
+
+    #[tokio::test]
+    async fn background_sweeper_deletes_expired_items() {
+        use std::time::Duration;
+        use weaver::store::{PutOptions, spawn_sweeper};
+
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+        let ttl = PutOptions::new().ttl(Duration::from_millis(30));
+        store
+            .put_with(&["s"], "k", serde_json::json!(1), ttl)
+            .await
+            .unwrap();
+        let sweeper = spawn_sweeper(store.clone(), Duration::from_millis(50));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        // Nothing read the item, so only the sweeper can have deleted it.
+        assert_eq!(store.sweep().await.unwrap(), 0);
+        sweeper.abort();
+    }
 }
 
 mod graph {
@@ -215,6 +233,46 @@ mod sqlite {
     }
 
     #[tokio::test]
+    async fn store_schema_migrates_up_and_down() {
+        let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
+        let pool = SqlitePoolOptions::new()
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true),
+            )
+            .await
+            .unwrap();
+        migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
+        migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
+        assert_eq!(
+            migrate::versions(&pool, &[Adapter::Store]).await.unwrap(),
+            [1]
+        );
+        let store = SqliteStore::new(pool.clone());
+        store.put(&["a"], "k", serde_json::json!(1)).await.unwrap();
+        migrate::down(&pool, &[Adapter::Store], 1).await.unwrap();
+        assert_eq!(
+            migrate::versions(&pool, &[Adapter::Store]).await.unwrap(),
+            [0]
+        );
+        let fresh = SqliteStore::new(pool.clone());
+        assert!(matches!(
+            fresh.get(&["a"], "k").await,
+            Err(weaver::Error::MigrationRequired {
+                found: 0,
+                required: 1,
+                ..
+            })
+        ));
+        migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
+        assert!(
+            fresh.get(&["a"], "k").await.unwrap().is_none(),
+            "down dropped the items"
+        );
+    }
+
+    #[tokio::test]
     async fn unmigrated_database_is_a_typed_error() {
         let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
         let pool = SqlitePoolOptions::new()
@@ -315,6 +373,34 @@ mod postgres {
     async fn cross_thread() {
         let server = Server::connect().await;
         super::graph::cross_thread_memory(server.fresh(StoreConfig::new()).await).await;
+        server.cleanup().await;
+    }
+
+    #[tokio::test]
+    async fn store_schema_migrates_up_and_down() {
+        let server = Server::connect().await;
+        let schema = super::unique("weaver_store_mig");
+        let target = PgSchema::new(&server.pool, &schema).unwrap();
+        migrate::up(&target, &[Adapter::Store], None).await.unwrap();
+        server.schemas.lock().unwrap().push(schema.clone());
+        assert_eq!(
+            migrate::versions(&target, &[Adapter::Store]).await.unwrap(),
+            [1]
+        );
+        let store = PostgresStore::new(server.pool.clone())
+            .with_prefix(&schema)
+            .unwrap();
+        store.put(&["a"], "k", serde_json::json!(1)).await.unwrap();
+        migrate::down(&target, &[Adapter::Store], 1).await.unwrap();
+        assert_eq!(
+            migrate::versions(&target, &[Adapter::Store]).await.unwrap(),
+            [0]
+        );
+        migrate::up(&target, &[Adapter::Store], None).await.unwrap();
+        assert!(
+            store.get(&["a"], "k").await.unwrap().is_none(),
+            "down dropped the items"
+        );
         server.cleanup().await;
     }
 
