@@ -33,10 +33,21 @@ type Items = BTreeMap<(String, String), Record>;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct InMemoryStore {
     items: Arc<Mutex<Items>>,
     config: StoreConfig,
+}
+
+impl std::fmt::Debug for InMemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the items: a store can be large, and it is printed inside
+        // every `Compile` and graph debug output.
+        f.debug_struct("InMemoryStore")
+            .field("items", &self.lock().len())
+            .field("config", &self.config)
+            .finish()
+    }
 }
 
 impl InMemoryStore {

@@ -23,7 +23,7 @@ pub use sqlite::SqliteStore;
 use super::namespace::descendants;
 
 /// The SQL text of every store query, with the table prefix rendered.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Queries {
     pub get: String,
     pub delete_expired_one: String,
@@ -38,6 +38,14 @@ pub(crate) struct Queries {
     pub page_prefix: String,
     pub namespaces_all: String,
     pub namespaces_prefix: String,
+}
+
+impl std::fmt::Debug for Queries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queries")
+            .field("get", &self.get)
+            .finish_non_exhaustive()
+    }
 }
 
 const COLUMNS: &str =
