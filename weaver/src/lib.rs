@@ -27,6 +27,7 @@ pub mod graph;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub mod migrate;
 pub mod state;
+pub mod store;
 
 pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
@@ -39,6 +40,7 @@ pub use graph::{Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, Nod
 pub use schemars::JsonSchema;
 pub use state::{GraphState, StateSchema, Update};
 pub use weaver_macros::{GraphState, graph};
+pub use store::{InMemoryStore, Store};
 
 /// The names most programs need: `use weaver::prelude::*;`.
 pub mod prelude {
@@ -51,6 +53,7 @@ pub mod prelude {
     };
     pub use crate::state::{GraphState, StateSchema, Update};
     pub use schemars::JsonSchema;
+    pub use crate::store::{InMemoryStore, Search, Store};
     pub use serde::{Deserialize, Serialize};
     pub use weaver_macros::{GraphState, graph};
 }

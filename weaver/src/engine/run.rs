@@ -56,6 +56,7 @@ pub(crate) struct Loop<'g, S: GraphState> {
     sink: Option<UnboundedSender<Event<S>>>,
     /// The run started from a checkpoint older than the thread's head.
     replaying: bool,
+    store: Option<Arc<dyn crate::store::Store>>, // store
 }
 
 /// Task id: deterministic per checkpoint and node, so a resumed step finds
@@ -142,8 +143,10 @@ impl<'g, S: GraphState> Loop<'g, S> {
         config: RunConfig,
         input: Input<S>,
         sink: Option<UnboundedSender<Event<S>>>,
+        store: Option<Arc<dyn crate::store::Store>>, // store
     ) -> Result<Outcome<S>> {
         let mut lp = Loop::load(spec, cp, config, sink).await?;
+        lp.store = store; // store
         let mut skip_before = false;
         match input {
             Input::Update(update) => lp.apply_input(update).await?,
@@ -193,6 +196,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             unsaved_writes: Vec::new(),
             sink,
             replaying: false,
+            store: None, // store
             config: Arc::new(config),
         };
         let Some(cp) = cp else { return Ok(lp) };
@@ -584,6 +588,7 @@ impl<S: GraphState> Loop<'_, S> {
                     ids[k].clone(),
                     std::mem::take(&mut resume[k]),
                 )
+                .with_store(self.store.clone()) // store
             })
             .collect();
         let mut interrupts: Vec<(usize, Interrupt)> = Vec::new();

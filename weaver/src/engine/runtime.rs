@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::config::RunConfig;
 
 /// The handle a node receives besides the state: the run config, the
-/// per-run context, and `interrupt` for human input.
+/// per-run context, the memory store, and `interrupt` for human input.
 #[derive(Debug)]
 pub struct Runtime {
     config: Arc<RunConfig>,
@@ -19,6 +19,7 @@ pub struct Runtime {
     task_id: String,
     resume: Vec<Value>,
     interrupts_called: AtomicUsize,
+    store: Option<Arc<dyn crate::store::Store>>, // store
 }
 
 impl Runtime {
@@ -36,8 +37,22 @@ impl Runtime {
             task_id,
             resume,
             interrupts_called: AtomicUsize::new(0),
+            store: None, // store
         }
     }
+
+    // store: begin
+    pub(crate) fn with_store(mut self, store: Option<Arc<dyn crate::store::Store>>) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// The memory store the graph was compiled with
+    /// ([`Compile::store`](crate::Compile::store)), shared across threads.
+    pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
+        self.store.as_ref()
+    }
+    // store: end
 
     /// The run's config.
     pub fn config(&self) -> &RunConfig {

@@ -201,6 +201,9 @@ pub struct Compile {
     pub(crate) checkpointer: Option<Checkpointer>,
     pub(crate) interrupt_before: Vec<String>,
     pub(crate) interrupt_after: Vec<String>,
+    // store: begin
+    pub(crate) store: Option<Arc<dyn crate::store::Store>>,
+    // store: end
 }
 
 impl Compile {
@@ -237,6 +240,21 @@ impl Compile {
             .extend(nodes.into_iter().map(Into::into));
         self
     }
+
+    // store: begin
+    /// Gives every node the memory store `store` (through
+    /// [`Runtime::store`](crate::Runtime::store)), shared across threads.
+    pub fn store(mut self, store: impl crate::store::Store + 'static) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// Gives every node a shared memory store.
+    pub fn store_arc(mut self, store: Arc<dyn crate::store::Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+    // store: end
 }
 
 pub(crate) fn is_reserved(name: &str) -> Option<&'static str> {

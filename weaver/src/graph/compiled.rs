@@ -26,6 +26,7 @@ pub struct CompiledGraph<S: GraphState> {
 pub(crate) struct Inner<S: GraphState> {
     pub spec: Spec<S>,
     pub checkpointer: Option<Checkpointer>,
+    pub store: Option<Arc<dyn crate::store::Store>>, // store
 }
 
 impl<S: GraphState> Clone for CompiledGraph<S> {
@@ -52,6 +53,7 @@ impl<S: GraphState> CompiledGraph<S> {
             inner: Arc::new(Inner {
                 spec,
                 checkpointer: options.checkpointer,
+                store: options.store, // store
             }),
         }
     }
@@ -76,6 +78,11 @@ impl<S: GraphState> CompiledGraph<S> {
         self.inner.checkpointer.as_ref()
     }
 
+    /// The memory store the graph was compiled with (see [`Compile::store`]).
+    pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
+        self.inner.store.as_ref()
+    }
+
     /// Runs the graph on `input` (a full state, an update, or an [`Input`])
     /// until END or an interrupt.
     ///
@@ -97,6 +104,7 @@ impl<S: GraphState> CompiledGraph<S> {
             config.clone(),
             input.into(),
             None,
+            self.inner.store.clone(), // store
         )
         .await
     }
@@ -188,6 +196,7 @@ impl<S: GraphState> CompiledGraph<S> {
                 config,
                 input,
                 Some(tx.clone()),
+                graph.inner.store.clone(), // store
             )
             .await;
             let _ = tx.send(StreamItem::Done(result));

@@ -32,6 +32,7 @@ use async_trait::async_trait;
 use crate::error::{Error, Result};
 
 pub(crate) mod checkpoint;
+pub(crate) mod store;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
@@ -50,6 +51,8 @@ pub use postgres::PgSchema;
 pub enum Adapter {
     /// The checkpoint saver's tables (`weaver_checkpoints`, `weaver_checkpoint_writes`).
     Checkpoint,
+    /// The memory store's table (`weaver_store_items`).
+    Store,
 }
 
 impl Adapter {
@@ -57,6 +60,7 @@ impl Adapter {
     pub fn name(self) -> &'static str {
         match self {
             Adapter::Checkpoint => "checkpoint",
+            Adapter::Store => "store",
         }
     }
 
@@ -72,6 +76,8 @@ impl Adapter {
         match (self, dialect) {
             (Adapter::Checkpoint, Dialect::Sqlite) => checkpoint::SQLITE,
             (Adapter::Checkpoint, Dialect::Postgres) => checkpoint::POSTGRES,
+            (Adapter::Store, Dialect::Sqlite) => store::SQLITE,
+            (Adapter::Store, Dialect::Postgres) => store::POSTGRES,
         }
     }
 }

@@ -1,0 +1,797 @@
+//! The store conformance suite: the behaviour every [`Store`] backend must
+//! show, run unchanged against each one.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weaver::Error;
+use weaver::store::{
+    Filter, Item, ListNamespaces, Op, OpResult, PutOptions, Search, Store, StoreConfig, embed_fn,
+    limits,
+};
+
+fn keys(items: &[Item]) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| format!("{}/{}", i.namespace.join("."), i.key))
+        .collect()
+}
+
+#[track_caller]
+fn assert_invalid<T: std::fmt::Debug>(r: weaver::Result<T>, what: &str) {
+    match r {
+        Err(Error::InvalidArgument { .. }) => {}
+        other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn assert_limit<T: std::fmt::Debug>(r: weaver::Result<T>, what: &str) {
+    match r {
+        Err(Error::LimitExceeded { .. }) => {}
+        other => panic!("{what}: expected LimitExceeded, got {other:?}"),
+    }
+}
+
+/// Runs every check on fresh stores from `make`.
+pub async fn run_store_conformance<F, Fut>(make: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    put_get_delete(make().await.as_ref()).await;
+    namespace_validation(make().await.as_ref()).await;
+    search_stays_in_prefix(make().await.as_ref()).await;
+    bm25_ranking(make().await.as_ref()).await;
+    filters(make().await.as_ref()).await;
+    limits_are_typed(make().await.as_ref()).await;
+    list_namespaces(make().await.as_ref()).await;
+    batches(make().await.as_ref()).await;
+    ttl_and_sweep(make().await.as_ref()).await;
+    refresh_on_read(make().await.as_ref()).await;
+}
+
+/// Runs the checks that need a configured store (embedder, default TTL,
+/// refresh on read) on stores from `make`.
+pub async fn run_store_config_conformance<F, Fut>(make: F)
+where
+    F: Fn(StoreConfig) -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    embedding_ranking(make).await;
+}
+
+async fn put_get_delete(store: &dyn Store) {
+    let ns = ["users", "u1", "memories"];
+    assert!(store.get(&ns, "food").await.unwrap().is_none());
+    store
+        .put(&ns, "food", json!({"memory": "User likes pizza"}))
+        .await
+        .unwrap();
+    let first = store.get(&ns, "food").await.unwrap().expect("stored item");
+    assert_eq!(first.namespace, ns);
+    assert_eq!(first.key, "food");
+    assert_eq!(first.value, json!({"memory": "User likes pizza"}));
+    assert_eq!(first.score, None);
+    assert_eq!(first.created_at, first.updated_at);
+
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store
+        .put(&ns, "food", json!({"memory": "User likes sushi"}))
+        .await
+        .unwrap();
+    let second = store
+        .get(&ns, "food")
+        .await
+        .unwrap()
+        .expect("overwritten item");
+    assert_eq!(second.value["memory"], "User likes sushi");
+    assert_eq!(
+        second.created_at, first.created_at,
+        "overwrite keeps created_at"
+    );
+    assert!(
+        second.updated_at > first.updated_at,
+        "overwrite moves updated_at"
+    );
+
+    // Values of every JSON kind come back as they went in.
+    let odd = json!({"n": 1.5, "i": -7, "big": 9007199254740993u64, "s": "é\u{1F355}\"'\\%_", "a": [null, true], "o": {}});
+    store.put(&ns, "odd", odd.clone()).await.unwrap();
+    assert_eq!(store.get(&ns, "odd").await.unwrap().unwrap().value, odd);
+    store.put(&ns, "scalar", json!(42)).await.unwrap();
+    assert_eq!(
+        store.get(&ns, "scalar").await.unwrap().unwrap().value,
+        json!(42)
+    );
+
+    // Keys are per namespace.
+    assert!(store.get(&["users", "u1"], "food").await.unwrap().is_none());
+
+    store.delete(&ns, "food").await.unwrap();
+    assert!(store.get(&ns, "food").await.unwrap().is_none());
+    store.delete(&ns, "food").await.unwrap();
+    store.delete(&["never", "there"], "x").await.unwrap();
+    assert!(store.get(&ns, "odd").await.unwrap().is_some());
+}
+
+async fn namespace_validation(store: &dyn Store) {
+    let v = json!({"x": 1});
+    assert_invalid(store.put(&[], "k", v.clone()).await, "empty namespace");
+    assert_invalid(
+        store.put(&["users", ""], "k", v.clone()).await,
+        "empty label",
+    );
+    assert_invalid(
+        store.put(&["users", "a.b"], "k", v.clone()).await,
+        "separator in label",
+    );
+    assert_invalid(
+        store.put(&["users", "a\0b"], "k", v.clone()).await,
+        "NUL in label",
+    );
+    assert_invalid(store.put(&["users"], "", v.clone()).await, "empty key");
+    assert_invalid(store.get(&["a", ""], "k").await, "get with empty label");
+    assert_invalid(store.get(&[], "k").await, "get with empty namespace");
+    assert_invalid(store.delete(&["a."], "k").await, "delete with separator");
+    assert_invalid(
+        store.search(&["a", ""], Search::new()).await,
+        "search prefix with empty label",
+    );
+    assert_invalid(
+        store.search(&["a.b"], Search::new()).await,
+        "search prefix with separator",
+    );
+    assert_invalid(
+        store
+            .list_namespaces(ListNamespaces::new().prefix(&["x", ""]))
+            .await,
+        "list prefix with empty label",
+    );
+    assert_invalid(
+        store
+            .list_namespaces(ListNamespaces::new().max_depth(0))
+            .await,
+        "max_depth 0",
+    );
+    let long = "l".repeat(limits::MAX_LABEL_BYTES + 1);
+    assert_limit(
+        store.put(&["users", &long], "k", v.clone()).await,
+        "long label",
+    );
+    let long_key = "k".repeat(limits::MAX_KEY_BYTES + 1);
+    assert_limit(
+        store.put(&["users"], &long_key, v.clone()).await,
+        "long key",
+    );
+    // Nothing was written by the failed calls.
+    assert!(store.search(&[], Search::new()).await.unwrap().is_empty());
+    // Labels may hold anything else, including LIKE wildcards.
+    let ns = ["te%st", "a_b", "ü-1 2"];
+    store.put(&ns, "k", v.clone()).await.unwrap();
+    assert_eq!(store.get(&ns, "k").await.unwrap().unwrap().namespace, ns);
+    assert!(
+        store
+            .search(&["te"], Search::new())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .search(&["t_%st"], Search::new())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.search(&["te%st"], Search::new()).await.unwrap().len(),
+        1
+    );
+}
+
+async fn search_stays_in_prefix(store: &dyn Store) {
+    let put = |ns: &'static [&'static str], key: &'static str| async move {
+        store.put(ns, key, json!({"text": "pizza"})).await.unwrap();
+    };
+    put(&["users", "u1"], "root").await;
+    put(&["users", "u1", "memories"], "b").await;
+    put(&["users", "u1", "memories"], "a").await;
+    put(&["users", "u1", "prefs"], "theme").await;
+    put(&["users", "u10", "memories"], "a").await;
+    put(&["users", "u1-x"], "a").await;
+    put(&["users", "u0"], "a").await;
+    put(&["usersx"], "a").await;
+    put(&["other"], "a").await;
+
+    let all = store
+        .search(&["users", "u1"], Search::new().limit(100))
+        .await
+        .unwrap();
+    assert_eq!(
+        keys(&all),
+        [
+            "users.u1/root",
+            "users.u1.memories/a",
+            "users.u1.memories/b",
+            "users.u1.prefs/theme"
+        ],
+        "prefix is label-wise, order is dotted namespace then key"
+    );
+    assert!(all.iter().all(|i| i.score.is_none()));
+
+    let ranked = store
+        .search(&["users", "u1"], Search::query("pizza").limit(100))
+        .await
+        .unwrap();
+    assert_eq!(
+        keys(&ranked),
+        keys(&all),
+        "equal scores tie by namespace/key"
+    );
+    assert!(ranked.iter().all(|i| i.score.is_some()));
+
+    let page = store
+        .search(&["users", "u1"], Search::new().limit(2).offset(1))
+        .await
+        .unwrap();
+    assert_eq!(keys(&page), ["users.u1.memories/a", "users.u1.memories/b"]);
+    let past = store
+        .search(&["users", "u1"], Search::new().offset(10))
+        .await
+        .unwrap();
+    assert!(past.is_empty());
+    let none = store
+        .search(&["users", "u1"], Search::new().limit(0))
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+
+    let users = store
+        .search(&["users"], Search::new().limit(100))
+        .await
+        .unwrap();
+    assert_eq!(users.len(), 7);
+    let everything = store.search(&[], Search::new().limit(100)).await.unwrap();
+    assert_eq!(everything.len(), 9);
+    assert_eq!(
+        keys(&everything).first().map(String::as_str),
+        Some("other/a")
+    );
+    assert!(
+        store
+            .search(&["users", "u2"], Search::query("pizza"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn bm25_ranking(store: &dyn Store) {
+    let ns = ["users", "u1", "memories"];
+    store
+        .put(
+            &ns,
+            "food",
+            json!({"memory": "User likes pizza, especially PIZZA margherita"}),
+        )
+        .await
+        .unwrap();
+    store
+        .put(&ns, "food2", json!({"memory": "User likes pizza"}))
+        .await
+        .unwrap();
+    store
+        .put(&ns, "music", json!({"memory": "User likes jazz"}))
+        .await
+        .unwrap();
+    store
+        .put_with(
+            &ns,
+            "hidden",
+            json!({"memory": "pizza pizza pizza"}),
+            PutOptions::new().not_indexed(),
+        )
+        .await
+        .unwrap();
+    store
+        .put_with(
+            &ns,
+            "titled",
+            json!({"title": "travel", "body": "pizza in Naples"}),
+            PutOptions::new().index(["title"]),
+        )
+        .await
+        .unwrap();
+    store
+        .put_with(
+            &ns,
+            "nested",
+            json!({"profile": {"likes": ["pizza", "pasta"]}, "note": "jazz"}),
+            PutOptions::new().index(["profile.likes.0"]),
+        )
+        .await
+        .unwrap();
+
+    let items = store
+        .search(&["users", "u1"], Search::query("Pizza!").limit(10))
+        .await
+        .unwrap();
+    let order = keys(&items);
+    assert_eq!(
+        order,
+        [
+            "users.u1.memories/nested",
+            "users.u1.memories/food",
+            "users.u1.memories/food2",
+            "users.u1.memories/music",
+            "users.u1.memories/titled",
+            "users.u1.memories/hidden",
+        ],
+        "matches first (by BM25: term count, length), then non-matching by key, unindexed last"
+    );
+    let s: Vec<Option<f64>> = items.iter().map(|i| i.score).collect();
+    assert!(s[0].unwrap() >= s[1].unwrap() && s[1].unwrap() > s[2].unwrap());
+    assert!(s[2].unwrap() > 0.0);
+    assert_eq!(s[3], Some(0.0));
+    assert_eq!(s[4], Some(0.0), "only the indexed field counts");
+    assert_eq!(s[5], None, "not indexed: no score");
+
+    let top = store
+        .search(&["users", "u1"], Search::query("jazz").limit(1))
+        .await
+        .unwrap();
+    assert_eq!(keys(&top), ["users.u1.memories/music"]);
+    // A query with no token still ranks (all scores 0), never errors.
+    let blank = store
+        .search(&["users", "u1"], Search::query("  !? ").limit(2))
+        .await
+        .unwrap();
+    assert_eq!(blank.len(), 2);
+}
+
+async fn filters(store: &dyn Store) {
+    let ns = ["people"];
+    for (key, age, city) in [
+        ("ann", 31, "Paris"),
+        ("bob", 25, "Rome"),
+        ("cid", 40, "Paris"),
+        ("dee", 30, "Oslo"),
+    ] {
+        store
+            .put(
+                &ns,
+                key,
+                json!({"age": age, "city": city, "home": {"city": city}}),
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .put(&ns, "eve", json!({"city": "Paris"}))
+        .await
+        .unwrap();
+    let run = |f: Value| async move {
+        keys(&store.search(&ns, Search::new().filter(f)).await.unwrap())
+            .into_iter()
+            .map(|k| k.trim_start_matches("people/").to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(json!({"city": "Paris"})).await, ["ann", "cid", "eve"]);
+    assert_eq!(run(json!({"home.city": "Paris"})).await, ["ann", "cid"]);
+    assert_eq!(run(json!({"city": {"$ne": "Paris"}})).await, ["bob", "dee"]);
+    assert_eq!(
+        run(json!({"age": {"$ne": 30}})).await,
+        ["ann", "bob", "cid", "eve"]
+    );
+    assert_eq!(run(json!({"age": {"$gt": 30}})).await, ["ann", "cid"]);
+    assert_eq!(
+        run(json!({"age": {"$gte": 30}})).await,
+        ["ann", "cid", "dee"]
+    );
+    assert_eq!(run(json!({"age": {"$lt": 30.5}})).await, ["bob", "dee"]);
+    assert_eq!(run(json!({"age": {"$lte": 30, "$gt": 25}})).await, ["dee"]);
+    assert_eq!(run(json!({"age": 30.0})).await, ["dee"]);
+    assert_eq!(
+        run(json!({"city": {"$gte": "P"}})).await,
+        ["ann", "bob", "cid", "eve"]
+    );
+    assert_eq!(
+        run(json!({"age": {"$gt": "30"}})).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        run(Filter::new().eq("city", "Paris").gte("age", 35).into()).await,
+        ["cid"]
+    );
+    // Filter and query together: filter first, then rank.
+    let ranked = store
+        .search(
+            &ns,
+            Search::query("Oslo").filter(json!({"age": {"$gte": 30}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&ranked)[0], "people/dee");
+    assert_eq!(ranked.len(), 3);
+
+    for bad in [
+        json!({"age": {"$like": 3}}),
+        json!({"age": {"$gt": 1, "plain": 2}}),
+        json!({"age": {"$gt": [1]}}),
+        json!({"age": {"$lte": null}}),
+        json!(["age"]),
+        json!("age > 3"),
+        json!({"": 1}),
+    ] {
+        assert_invalid(
+            store.search(&ns, Search::new().filter(bad.clone())).await,
+            &bad.to_string(),
+        );
+    }
+}
+
+async fn limits_are_typed(store: &dyn Store) {
+    let big = "x".repeat(limits::MAX_VALUE_BYTES);
+    assert_limit(
+        store.put(&["big"], "k", json!({ "s": big })).await,
+        "oversized value",
+    );
+    assert!(store.get(&["big"], "k").await.unwrap().is_none());
+    let fits = "x".repeat(limits::MAX_VALUE_BYTES - 100);
+    store
+        .put(&["big"], "k", json!({ "s": fits }))
+        .await
+        .unwrap();
+    assert_limit(
+        store
+            .search(&["big"], Search::new().limit(limits::MAX_RESULTS + 1))
+            .await,
+        "search limit",
+    );
+    assert_limit(
+        store
+            .list_namespaces(ListNamespaces::new().limit(limits::MAX_RESULTS + 1))
+            .await,
+        "list limit",
+    );
+    let ops: Vec<Op> = (0..=limits::MAX_BATCH_OPS)
+        .map(|i| Op::put(&["many"], format!("k{i}"), json!(i)))
+        .collect();
+    assert_limit(store.batch(ops).await, "batch size");
+    assert!(
+        store
+            .search(&["many"], Search::new())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn list_namespaces(store: &dyn Store) {
+    for ns in [
+        &["users", "u1", "memories"][..],
+        &["users", "u1", "prefs"],
+        &["users", "u2", "memories"],
+        &["users", "u10"],
+        &["teams", "t1", "memories"],
+        &["a"],
+    ] {
+        store.put(ns, "k", json!({})).await.unwrap();
+    }
+    store
+        .put(&["users", "u1", "memories"], "k2", json!({}))
+        .await
+        .unwrap();
+    let list = |o: ListNamespaces| async move { store.list_namespaces(o).await.unwrap() };
+    assert_eq!(
+        list(ListNamespaces::new()).await,
+        vec![
+            vec!["a"],
+            vec!["teams", "t1", "memories"],
+            vec!["users", "u1", "memories"],
+            vec!["users", "u1", "prefs"],
+            vec!["users", "u10"],
+            vec!["users", "u2", "memories"],
+        ]
+    );
+    assert_eq!(
+        list(ListNamespaces::new().prefix(&["users", "u1"])).await,
+        vec![
+            vec!["users", "u1", "memories"],
+            vec!["users", "u1", "prefs"]
+        ]
+    );
+    assert_eq!(
+        list(ListNamespaces::new().suffix(&["memories"])).await,
+        vec![
+            vec!["teams", "t1", "memories"],
+            vec!["users", "u1", "memories"],
+            vec!["users", "u2", "memories"],
+        ]
+    );
+    assert_eq!(
+        list(ListNamespaces::new().prefix(&["users"]).max_depth(2)).await,
+        vec![
+            vec!["users", "u1"],
+            vec!["users", "u10"],
+            vec!["users", "u2"]
+        ]
+    );
+    assert_eq!(
+        list(ListNamespaces::new().max_depth(1).limit(2).offset(1)).await,
+        vec![vec!["teams"], vec!["users"]]
+    );
+    assert!(
+        list(ListNamespaces::new().prefix(&["nope"]))
+            .await
+            .is_empty()
+    );
+}
+
+async fn batches(store: &dyn Store) {
+    let ns = ["b"];
+    let results = store
+        .batch(vec![
+            Op::put(&ns, "x", json!({"v": 1})),
+            Op::get(&ns, "x"),
+            Op::put(&ns, "y", json!({"v": 2})),
+            Op::search(&ns, Search::new()),
+            Op::delete(&ns, "x"),
+            Op::get(&ns, "x"),
+            Op::ListNamespaces(ListNamespaces::new()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 7);
+    assert_eq!(results[0], OpResult::Put);
+    match &results[1] {
+        OpResult::Got(Some(item)) => assert_eq!(item.value, json!({"v": 1})),
+        other => panic!("get after put in the same batch: {other:?}"),
+    }
+    match &results[3] {
+        OpResult::Found(items) => assert_eq!(keys(items), ["b/x", "b/y"]),
+        other => panic!("search: {other:?}"),
+    }
+    assert_eq!(results[4], OpResult::Deleted);
+    assert_eq!(results[5], OpResult::Got(None));
+    assert_eq!(results[6], OpResult::Namespaces(vec![vec!["b".to_owned()]]));
+
+    // One bad op fails the batch before anything is written.
+    let err = store
+        .batch(vec![
+            Op::put(&ns, "z", json!(1)),
+            Op::search(&ns, Search::new().filter(json!({"v": {"$nope": 1}}))),
+        ])
+        .await;
+    assert_invalid(err, "batch with a bad filter");
+    let err = store
+        .batch(vec![
+            Op::put(&ns, "z", json!(1)),
+            Op::delete(&["b", ""], "x"),
+        ])
+        .await;
+    assert_invalid(err, "batch with a bad namespace");
+    assert!(store.get(&ns, "z").await.unwrap().is_none());
+    assert!(store.batch(Vec::new()).await.unwrap().is_empty());
+}
+
+async fn ttl_and_sweep(store: &dyn Store) {
+    let ns = ["ttl"];
+    let short = PutOptions::new().ttl(Duration::from_millis(300));
+    store
+        .put_with(&ns, "a", json!({"t": "pizza"}), short.clone())
+        .await
+        .unwrap();
+    store
+        .put_with(&["ttl", "x"], "b", json!({"t": "pizza"}), short.clone())
+        .await
+        .unwrap();
+    store
+        .put_with(&["ttl2"], "c", json!({}), short.clone())
+        .await
+        .unwrap();
+    store
+        .put(&ns, "forever", json!({"t": "pizza"}))
+        .await
+        .unwrap();
+    assert!(
+        store.get(&ns, "a").await.unwrap().is_some(),
+        "alive before its TTL"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        store.get(&ns, "a").await.unwrap().is_none(),
+        "expired: invisible to get"
+    );
+    let found = store
+        .search(&["ttl"], Search::query("pizza"))
+        .await
+        .unwrap();
+    assert_eq!(
+        keys(&found),
+        ["ttl/forever"],
+        "expired: invisible to search"
+    );
+    assert_eq!(
+        store.list_namespaces(ListNamespaces::new()).await.unwrap(),
+        vec![vec!["ttl".to_owned()]],
+        "expired: invisible to list_namespaces"
+    );
+    // Whatever lazy deletion already removed, the sweep removes the rest and
+    // nothing live.
+    let swept = store.sweep().await.unwrap();
+    assert!(swept <= 3, "swept {swept}");
+    assert_eq!(store.sweep().await.unwrap(), 0);
+    assert!(store.get(&ns, "forever").await.unwrap().is_some());
+
+    // A put over an expired item starts a new item (new created_at).
+    store
+        .put_with(&ns, "d", json!(1), short.clone())
+        .await
+        .unwrap();
+    let old = store.get(&ns, "d").await.unwrap().unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    store.put(&ns, "d", json!(2)).await.unwrap();
+    let new = store.get(&ns, "d").await.unwrap().unwrap();
+    assert!(new.created_at > old.created_at);
+    // Overwriting without a TTL makes it permanent.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(store.get(&ns, "d").await.unwrap().is_some());
+
+    // Sweep with nothing expired only reports expired rows.
+    store.put_with(&ns, "e", json!(1), short).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(store.sweep().await.unwrap(), 1);
+}
+
+async fn refresh_on_read(store: &dyn Store) {
+    let ns = ["refresh"];
+    let ttl = PutOptions::new().ttl(Duration::from_millis(1_000));
+    for k in ["by_get", "by_search", "untouched", "read_plain"] {
+        store
+            .put_with(&ns, k, json!({"k": k}), ttl.clone())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        store
+            .get_with(&ns, "by_get", Some(true))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(store.get(&ns, "read_plain").await.unwrap().is_some());
+    let hit = store
+        .search(
+            &ns,
+            Search::new()
+                .filter(json!({"k": "by_search"}))
+                .refresh_ttl(true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(hit.len(), 1);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(store.get(&ns, "untouched").await.unwrap().is_none());
+    assert!(
+        store.get(&ns, "read_plain").await.unwrap().is_none(),
+        "plain reads do not refresh"
+    );
+    assert!(
+        store.get(&ns, "by_get").await.unwrap().is_some(),
+        "get refreshed the TTL"
+    );
+    assert!(
+        store.get(&ns, "by_search").await.unwrap().is_some(),
+        "search refreshed the TTL"
+    );
+}
+
+/// A deterministic toy embedding: which of a few topics the text mentions.
+fn topics(text: &str) -> Vec<f32> {
+    let t = text.to_lowercase();
+    ["pizza", "pasta", "jazz", "rock"]
+        .iter()
+        .map(|w| t.matches(w).count() as f32)
+        .collect()
+}
+
+async fn embedding_ranking<F, Fut>(make: F)
+where
+    F: Fn(StoreConfig) -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let store = make(StoreConfig::new().embedder(embed_fn(topics))).await;
+    let ns = ["users", "u1", "memories"];
+    store
+        .put(&ns, "food", json!({"memory": "likes pizza and pasta"}))
+        .await
+        .unwrap();
+    store
+        .put(&ns, "pizza", json!({"memory": "pizza pizza"}))
+        .await
+        .unwrap();
+    store
+        .put(&ns, "music", json!({"memory": "likes jazz"}))
+        .await
+        .unwrap();
+    store
+        .put_with(
+            &ns,
+            "hidden",
+            json!({"memory": "pizza"}),
+            PutOptions::new().not_indexed(),
+        )
+        .await
+        .unwrap();
+    store
+        .put(&["users", "u2"], "other", json!({"memory": "pizza"}))
+        .await
+        .unwrap();
+    let items = store
+        .search(&["users", "u1"], Search::query("PIZZA"))
+        .await
+        .unwrap();
+    assert_eq!(
+        keys(&items),
+        [
+            "users.u1.memories/pizza",
+            "users.u1.memories/food",
+            "users.u1.memories/music",
+            "users.u1.memories/hidden"
+        ]
+    );
+    let s: Vec<Option<f64>> = items.iter().map(|i| i.score).collect();
+    assert!(
+        (s[0].unwrap() - 1.0).abs() < 1e-9,
+        "same direction: cosine 1"
+    );
+    assert!((s[1].unwrap() - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-6);
+    assert_eq!(s[2], Some(0.0));
+    assert_eq!(s[3], None);
+
+    // Default TTL and refresh-on-read from the config.
+    let store = make(
+        StoreConfig::new()
+            .default_ttl(Duration::from_millis(1_000))
+            .refresh_on_read(true),
+    )
+    .await;
+    store.put(&["cfg"], "read", json!(1)).await.unwrap();
+    store.put(&["cfg"], "unread", json!(1)).await.unwrap();
+    store
+        .put_with(
+            &["cfg"],
+            "long",
+            json!(1),
+            PutOptions::new().ttl(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(store.get(&["cfg"], "read").await.unwrap().is_some());
+    assert!(
+        store
+            .get_with(&["cfg"], "unread", Some(false))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        store.get(&["cfg"], "read").await.unwrap().is_some(),
+        "refreshed by default"
+    );
+    assert!(
+        store.get(&["cfg"], "unread").await.unwrap().is_none(),
+        "default TTL applies"
+    );
+    assert!(
+        store.get(&["cfg"], "long").await.unwrap().is_some(),
+        "explicit TTL wins"
+    );
+}

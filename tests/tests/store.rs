@@ -1,0 +1,530 @@
+//! Store tests: the conformance suite on every backend, and the store in graphs.
+
+mod memory {
+    use std::sync::Arc;
+
+    use weaver::store::{InMemoryStore, Store};
+    use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
+
+    #[tokio::test]
+    async fn conformance() {
+        run_store_conformance(|| async { Arc::new(InMemoryStore::new()) as Arc<dyn Store> }).await;
+    }
+
+    #[tokio::test]
+    async fn config_conformance() {
+        run_store_config_conformance(|c| async move {
+            Arc::new(InMemoryStore::with_config(c)) as Arc<dyn Store>
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn cross_thread() {
+        super::graph::cross_thread_memory(Arc::new(InMemoryStore::new())).await;
+    }
+
+    #[tokio::test]
+    async fn background_sweeper_deletes_expired_items() {
+        use std::time::Duration;
+        use weaver::store::{PutOptions, spawn_sweeper};
+
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+        let ttl = PutOptions::new().ttl(Duration::from_millis(30));
+        store
+            .put_with(&["s"], "k", serde_json::json!(1), ttl)
+            .await
+            .unwrap();
+        let sweeper = spawn_sweeper(store.clone(), Duration::from_millis(50));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        // Nothing read the item, so only the sweeper can have deleted it.
+        assert_eq!(store.sweep().await.unwrap(), 0);
+        sweeper.abort();
+    }
+}
+
+mod graph {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use weaver::prelude::*;
+    use weaver::store::{Search, Store};
+    use weaver_tests::states::{Steps, StepsUpdate};
+
+    /// The per-run context: who the run is for.
+    #[derive(Debug)]
+    pub struct User {
+        pub id: String,
+    }
+
+    fn user_namespace(rt: &Runtime) -> Result<(Arc<dyn Store>, String), NodeError> {
+        let store = rt
+            .store()
+            .cloned()
+            .ok_or_else(|| NodeError::msg("graph compiled without a store"))?;
+        let user = rt
+            .context::<User>()
+            .ok_or_else(|| NodeError::msg("run without a user context"))?;
+        Ok((store, user.id.clone()))
+    }
+
+    async fn remember(s: &Steps, rt: &Runtime) -> Result<StepsUpdate, NodeError> {
+        let (store, user) = user_namespace(rt)?;
+        store
+            .put(
+                &["users", &user, "memories"],
+                "food",
+                json!({ "memory": s.foo.clone() }),
+            )
+            .await?;
+        Ok(StepsUpdate::default().bar(["stored"]))
+    }
+
+    async fn recall(s: &Steps, rt: &Runtime) -> Result<StepsUpdate, NodeError> {
+        let (store, user) = user_namespace(rt)?;
+        let items = store
+            .search(&["users", &user], Search::query(s.foo.clone()).limit(3))
+            .await?;
+        Ok(StepsUpdate::default().bar(
+            items
+                .iter()
+                .map(|i| i.value["memory"].as_str().unwrap_or_default().to_owned()),
+        ))
+    }
+
+    /// One thread's node stores a fact under `["users", user_id,
+    /// "memories"]`; a node in another thread (same user) finds it with
+    /// `search`; another user's thread does not.
+    pub async fn cross_thread_memory(store: Arc<dyn Store>) {
+        let saver = InMemorySaver::new();
+        let writer = Graph::<Steps>::new("remember")
+            .add_node("remember", remember)
+            .add_edge(START, "remember")
+            .add_edge("remember", END)
+            .compile(
+                Compile::new()
+                    .checkpointer(saver.clone())
+                    .store_arc(store.clone()),
+            )
+            .unwrap();
+        let reader = Graph::<Steps>::new("recall")
+            .add_node("recall", recall)
+            .add_edge(START, "recall")
+            .add_edge("recall", END)
+            .compile(Compile::new().checkpointer(saver).store_arc(store.clone()))
+            .unwrap();
+        assert!(reader.store().is_some());
+
+        let ann = |thread: &str| {
+            RunConfig::thread(thread).with_context(User {
+                id: "user-123".into(),
+            })
+        };
+        let input = Steps {
+            foo: "User likes pizza".into(),
+            bar: vec![],
+        };
+        let out = writer
+            .invoke(input, &ann("thread-1"))
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        assert_eq!(out.bar, ["stored"]);
+
+        let query = Steps {
+            foo: "pizza".into(),
+            bar: vec![],
+        };
+        let found = reader
+            .invoke(query.clone(), &ann("thread-2"))
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        assert_eq!(found.bar, ["User likes pizza"]);
+
+        let bob = RunConfig::thread("thread-3").with_context(User { id: "bob".into() });
+        let other = reader
+            .invoke(query, &bob)
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        assert!(other.bar.is_empty(), "another user's namespace is separate");
+
+        // Without a store the node reports it, as a node failure.
+        let bare = Graph::<Steps>::new("bare")
+            .add_node("recall", recall)
+            .add_edge(START, "recall")
+            .add_edge("recall", END)
+            .compile(Compile::new())
+            .unwrap();
+        assert!(bare.store().is_none());
+        let err = bare
+            .invoke(
+                Steps::default(),
+                &RunConfig::default().with_context(User { id: "x".into() }),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, weaver::Error::NodeFailed { .. }), "{err}");
+    }
+}
+
+/// Where the PostgreSQL tests connect: `DATABASE_URL`, or the local server.
+fn database_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A unique name for a fresh database object of this test process.
+fn unique(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "{tag}_{}_{nanos}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+mod sqlite {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+    use weaver::migrate::{self, Adapter};
+    use weaver::store::{SqliteStore, Store, StoreConfig};
+    use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
+
+    /// A store on a fresh SQLite file in the temp directory.
+    pub async fn fresh(config: StoreConfig) -> Arc<dyn Store> {
+        let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
+        let pool = SqlitePoolOptions::new()
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true)
+                    .busy_timeout(Duration::from_secs(10)),
+            )
+            .await
+            .expect("open a SQLite temp file");
+        migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
+        Arc::new(SqliteStore::new(pool).with_config(config))
+    }
+
+    #[tokio::test]
+    async fn conformance() {
+        run_store_conformance(|| fresh(StoreConfig::new())).await;
+    }
+
+    #[tokio::test]
+    async fn config_conformance() {
+        run_store_config_conformance(fresh).await;
+    }
+
+    #[tokio::test]
+    async fn cross_thread() {
+        super::graph::cross_thread_memory(fresh(StoreConfig::new()).await).await;
+    }
+
+    #[tokio::test]
+    async fn store_schema_migrates_up_and_down() {
+        let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
+        let pool = SqlitePoolOptions::new()
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true),
+            )
+            .await
+            .unwrap();
+        migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
+        migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
+        assert_eq!(
+            migrate::versions(&pool, &[Adapter::Store]).await.unwrap(),
+            [1]
+        );
+        let store = SqliteStore::new(pool.clone());
+        store.put(&["a"], "k", serde_json::json!(1)).await.unwrap();
+        migrate::down(&pool, &[Adapter::Store], 1).await.unwrap();
+        assert_eq!(
+            migrate::versions(&pool, &[Adapter::Store]).await.unwrap(),
+            [0]
+        );
+        let fresh = SqliteStore::new(pool.clone());
+        assert!(matches!(
+            fresh.get(&["a"], "k").await,
+            Err(weaver::Error::MigrationRequired {
+                found: 0,
+                required: 1,
+                ..
+            })
+        ));
+        migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
+        assert!(
+            fresh.get(&["a"], "k").await.unwrap().is_none(),
+            "down dropped the items"
+        );
+    }
+
+    #[tokio::test]
+    async fn unmigrated_database_is_a_typed_error() {
+        let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
+        let pool = SqlitePoolOptions::new()
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true),
+            )
+            .await
+            .unwrap();
+        let store = SqliteStore::new(pool);
+        let err = store.get(&["a"], "k").await.unwrap_err();
+        assert!(
+            matches!(err, weaver::Error::MigrationRequired { found: 0, .. }),
+            "{err}"
+        );
+    }
+}
+
+mod postgres {
+    use std::sync::{Arc, Mutex};
+
+    use sqlx::PgPool;
+    use sqlx::postgres::PgPoolOptions;
+    use weaver::migrate::{self, Adapter, PgSchema};
+    use weaver::store::{PostgresStore, Store, StoreConfig};
+    use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
+
+    /// Fresh schemas on the test server, dropped by [`Server::cleanup`].
+    pub struct Server {
+        pool: PgPool,
+        schemas: Mutex<Vec<String>>,
+    }
+
+    impl Server {
+        /// Connects, or fails the test saying the server is unreachable.
+        pub async fn connect() -> Server {
+            let url = super::database_url();
+            let pool = PgPoolOptions::new()
+                .max_connections(4)
+                .connect(&url)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("PostgreSQL is unreachable at {url} (set DATABASE_URL): {e}")
+                });
+            Server {
+                pool,
+                schemas: Mutex::new(Vec::new()),
+            }
+        }
+
+        /// A store in a fresh, migrated schema.
+        pub async fn fresh(&self, config: StoreConfig) -> Arc<dyn Store> {
+            let schema = super::unique("weaver_store");
+            migrate::up(
+                &PgSchema::new(&self.pool, &schema).unwrap(),
+                &[Adapter::Store],
+                None,
+            )
+            .await
+            .unwrap();
+            self.schemas.lock().unwrap().push(schema.clone());
+            Arc::new(
+                PostgresStore::new(self.pool.clone())
+                    .with_prefix(&schema)
+                    .unwrap()
+                    .with_config(config),
+            )
+        }
+
+        /// Drops the schemas this server handed out.
+        pub async fn cleanup(&self) {
+            let schemas = std::mem::take(&mut *self.schemas.lock().unwrap());
+            for s in schemas {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA \"{s}\" CASCADE")))
+                    .execute(&self.pool)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn conformance() {
+        let server = Server::connect().await;
+        run_store_conformance(|| server.fresh(StoreConfig::new())).await;
+        server.cleanup().await;
+    }
+
+    #[tokio::test]
+    async fn config_conformance() {
+        let server = Server::connect().await;
+        run_store_config_conformance(|c| server.fresh(c)).await;
+        server.cleanup().await;
+    }
+
+    #[tokio::test]
+    async fn cross_thread() {
+        let server = Server::connect().await;
+        super::graph::cross_thread_memory(server.fresh(StoreConfig::new()).await).await;
+        server.cleanup().await;
+    }
+
+    #[tokio::test]
+    async fn store_schema_migrates_up_and_down() {
+        let server = Server::connect().await;
+        let schema = super::unique("weaver_store_mig");
+        let target = PgSchema::new(&server.pool, &schema).unwrap();
+        migrate::up(&target, &[Adapter::Store], None).await.unwrap();
+        server.schemas.lock().unwrap().push(schema.clone());
+        assert_eq!(
+            migrate::versions(&target, &[Adapter::Store]).await.unwrap(),
+            [1]
+        );
+        let store = PostgresStore::new(server.pool.clone())
+            .with_prefix(&schema)
+            .unwrap();
+        store.put(&["a"], "k", serde_json::json!(1)).await.unwrap();
+        migrate::down(&target, &[Adapter::Store], 1).await.unwrap();
+        assert_eq!(
+            migrate::versions(&target, &[Adapter::Store]).await.unwrap(),
+            [0]
+        );
+        migrate::up(&target, &[Adapter::Store], None).await.unwrap();
+        assert!(
+            store.get(&["a"], "k").await.unwrap().is_none(),
+            "down dropped the items"
+        );
+        server.cleanup().await;
+    }
+
+    #[tokio::test]
+    async fn unmigrated_schema_is_a_typed_error() {
+        let server = Server::connect().await;
+        let store = PostgresStore::new(server.pool.clone())
+            .with_prefix(&super::unique("weaver_store_missing"))
+            .unwrap();
+        let err = store.search(&["a"], Default::default()).await.unwrap_err();
+        assert!(
+            matches!(err, weaver::Error::MigrationRequired { found: 0, .. }),
+            "{err}"
+        );
+        assert!(matches!(
+            PostgresStore::new(server.pool.clone()).with_prefix("bad-name;"),
+            Err(weaver::Error::InvalidArgument { .. })
+        ));
+    }
+}
+
+/// The three backends give identical answers (items, order, scores) to the
+/// same workload.
+mod agreement {
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+    use weaver::store::{
+        InMemoryStore, ListNamespaces, Op, OpResult, PutOptions, Search, Store, StoreConfig,
+    };
+
+    const WORDS: [&str; 10] = [
+        "pizza", "pasta", "jazz", "rock", "piano", "paris", "rome", "tea", "chess", "cats",
+    ];
+
+    fn workload() -> Vec<Op> {
+        let mut ops = Vec::new();
+        for i in 0..60usize {
+            let ns = [
+                "users".to_owned(),
+                format!("u{}", i % 4),
+                ["memories", "prefs"][i % 2].to_owned(),
+            ];
+            let text: Vec<&str> = (0..1 + i % 5)
+                .map(|j| WORDS[(i * 7 + j * 3) % 10])
+                .collect();
+            let value = json!({"text": text.join(" "), "n": i, "tag": WORDS[i % 10]});
+            let options = match i % 6 {
+                0 => PutOptions::new().not_indexed(),
+                1 => PutOptions::new().index(["tag"]),
+                _ => PutOptions::new(),
+            };
+            ops.push(Op::put_with(&ns, format!("k{i:02}"), value, options));
+        }
+        ops
+    }
+
+    fn reads() -> Vec<Op> {
+        let mut ops = Vec::new();
+        for prefix in [
+            &[][..],
+            &["users"],
+            &["users", "u1"],
+            &["users", "u2", "prefs"],
+        ] {
+            for q in ["pizza", "jazz piano", "rome rome tea", "nothing"] {
+                ops.push(Op::search(prefix, Search::query(q).limit(7)));
+                ops.push(Op::search(prefix, Search::query(q).limit(5).offset(3)));
+            }
+            ops.push(Op::search(prefix, Search::new().limit(9).offset(2)));
+            ops.push(Op::search(
+                prefix,
+                Search::query("pizza").filter(json!({"n": {"$gte": 20, "$lt": 50}})),
+            ));
+            ops.push(Op::search(
+                prefix,
+                Search::new().filter(json!({"tag": {"$ne": "rock"}})),
+            ));
+            ops.push(Op::ListNamespaces(ListNamespaces::new().prefix(prefix)));
+            ops.push(Op::ListNamespaces(
+                ListNamespaces::new().prefix(prefix).max_depth(2),
+            ));
+        }
+        ops.push(Op::ListNamespaces(
+            ListNamespaces::new().suffix(&["prefs"]).offset(1),
+        ));
+        ops
+    }
+
+    /// Results without timestamps (which differ between runs).
+    fn comparable(results: Vec<OpResult>) -> Vec<Value> {
+        results
+            .into_iter()
+            .map(|r| match r {
+                OpResult::Found(items) => Value::Array(
+                    items
+                        .into_iter()
+                        .map(|i| json!([i.namespace, i.key, i.value, i.score.map(f64::to_bits)]))
+                        .collect(),
+                ),
+                OpResult::Namespaces(ns) => json!(ns),
+                other => json!(format!("{other:?}")),
+            })
+            .collect()
+    }
+
+    async fn answers(store: Arc<dyn Store>) -> Vec<Value> {
+        store.batch(workload()).await.unwrap();
+        comparable(store.batch(reads()).await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn backends_agree() {
+        let memory = answers(Arc::new(InMemoryStore::new())).await;
+        assert!(
+            memory
+                .iter()
+                .any(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+        );
+        let sqlite = answers(super::sqlite::fresh(StoreConfig::new()).await).await;
+        assert_eq!(memory, sqlite, "SQLite disagrees with memory");
+        let server = super::postgres::Server::connect().await;
+        let postgres = answers(server.fresh(StoreConfig::new()).await).await;
+        server.cleanup().await;
+        assert_eq!(memory, postgres, "PostgreSQL disagrees with memory");
+    }
+}

@@ -1,0 +1,168 @@
+//! The [`Store`] trait: the memory-store contract every backend implements.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::namespace::owned;
+use super::types::{Item, ListNamespaces, Op, OpResult, PutOptions, Search};
+use crate::error::{Error, Result};
+
+/// A memory store: JSON values under namespaced keys, shared across threads.
+///
+/// Object-safe (`Arc<dyn Store>` works). A backend implements
+/// [`batch`](Store::batch) and [`sweep`](Store::sweep); the other methods are
+/// one-operation batches, so a batch and single calls behave alike. Every
+/// value returned is the caller's own copy. A storage failure is
+/// [`Error::Storage`], never "not found". Bad input (a namespace with an
+/// empty label or a `.`, an empty key, a bad filter operator) is
+/// [`Error::InvalidArgument`]; a value over
+/// [`MAX_VALUE_BYTES`](super::limits::MAX_VALUE_BYTES) and other limits are
+/// [`Error::LimitExceeded`]. See the [module docs](super) for ordering,
+/// ranking and TTL rules; the same conformance suite (`weaver-tests`) runs
+/// against every backend.
+#[async_trait]
+pub trait Store: Debug + Send + Sync {
+    /// Runs `ops` in order and returns one result per op, in the same order.
+    /// Every op is validated (and every embedding computed) before anything
+    /// is written, so a bad op fails the batch with nothing written; the
+    /// writes are applied atomically (one lock or one transaction), and a
+    /// later op sees an earlier op's writes. At most
+    /// [`MAX_BATCH_OPS`](super::limits::MAX_BATCH_OPS) operations.
+    async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>>;
+
+    /// Deletes every expired item now; returns how many were deleted.
+    async fn sweep(&self) -> Result<u64>;
+
+    /// The item at `namespace`/`key`; `None` when absent or expired (an
+    /// expired item met here is deleted). Restarts the TTL when the store
+    /// refreshes on read.
+    async fn get(&self, namespace: &[&str], key: &str) -> Result<Option<Item>> {
+        self.get_with(namespace, key, None).await
+    }
+
+    /// [`get`](Store::get), choosing whether to restart the item's TTL
+    /// (`None`: the store's [`refresh_on_read`](super::StoreConfig::refresh_on_read)).
+    async fn get_with(
+        &self,
+        namespace: &[&str],
+        key: &str,
+        refresh_ttl: Option<bool>,
+    ) -> Result<Option<Item>> {
+        let op = Op::Get {
+            namespace: owned(namespace),
+            key: key.to_owned(),
+            refresh_ttl,
+        };
+        match single(self.batch(vec![op]).await?)? {
+            OpResult::Got(item) => Ok(item),
+            other => Err(mismatch("get", &other)),
+        }
+    }
+
+    /// Stores `value` at `namespace`/`key`, indexing the whole value, with
+    /// the store's default TTL. Overwriting keeps `created_at`.
+    async fn put(&self, namespace: &[&str], key: &str, value: Value) -> Result<()> {
+        self.put_with(namespace, key, value, PutOptions::default())
+            .await
+    }
+
+    /// [`put`](Store::put) with index fields and a TTL.
+    async fn put_with(
+        &self,
+        namespace: &[&str],
+        key: &str,
+        value: Value,
+        options: PutOptions,
+    ) -> Result<()> {
+        let op = Op::put_with(namespace, key, value, options);
+        match single(self.batch(vec![op]).await?)? {
+            OpResult::Put => Ok(()),
+            other => Err(mismatch("put", &other)),
+        }
+    }
+
+    /// Deletes the item; deleting an absent item is not an error.
+    async fn delete(&self, namespace: &[&str], key: &str) -> Result<()> {
+        match single(self.batch(vec![Op::delete(namespace, key)]).await?)? {
+            OpResult::Deleted => Ok(()),
+            other => Err(mismatch("delete", &other)),
+        }
+    }
+
+    /// Live items at or under `namespace_prefix` (label-wise; `&[]` is
+    /// everything) that match the filter, ranked by the query if there is
+    /// one, then paged. Never returns an item outside the prefix.
+    async fn search(&self, namespace_prefix: &[&str], options: Search) -> Result<Vec<Item>> {
+        match single(
+            self.batch(vec![Op::search(namespace_prefix, options)])
+                .await?,
+        )? {
+            OpResult::Found(items) => Ok(items),
+            other => Err(mismatch("search", &other)),
+        }
+    }
+
+    /// Distinct namespaces holding live items, filtered by prefix and suffix,
+    /// truncated to `max_depth` labels, ordered by dotted form, paged.
+    async fn list_namespaces(&self, options: ListNamespaces) -> Result<Vec<Vec<String>>> {
+        match single(self.batch(vec![Op::ListNamespaces(options)]).await?)? {
+            OpResult::Namespaces(ns) => Ok(ns),
+            other => Err(mismatch("list_namespaces", &other)),
+        }
+    }
+}
+
+fn single(results: Vec<OpResult>) -> Result<OpResult> {
+    let n = results.len();
+    results
+        .into_iter()
+        .next()
+        .filter(|_| n == 1)
+        .ok_or_else(|| {
+            Error::storage(
+                "store batch",
+                format!("backend returned {n} results for 1 operation"),
+            )
+        })
+}
+
+fn mismatch(op: &'static str, got: &OpResult) -> Error {
+    Error::storage(op, format!("backend returned a mismatched result: {got:?}"))
+}
+
+/// Runs a store operation in a `weaver.store` tracing span (operation, op
+/// count, duration); backends wrap their `batch` and `sweep` with it.
+pub(crate) async fn traced<T>(
+    op: &'static str,
+    ops: usize,
+    fut: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let span = tracing::debug_span!("weaver.store", op, ops, elapsed_us = tracing::field::Empty);
+    let started = Instant::now();
+    let out = fut.instrument(span.clone()).await;
+    span.record("elapsed_us", started.elapsed().as_micros() as u64);
+    if let Err(e) = &out {
+        tracing::debug!(parent: &span, error = %e, "store operation failed");
+    }
+    out
+}
+
+/// Sweeps `store` every `every` in a background task until the handle is
+/// aborted; a failed sweep is logged (`tracing` warning) and retried at the
+/// next tick. Needs a tokio runtime.
+pub fn spawn_sweeper(store: Arc<dyn Store>, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            if let Err(e) = store.sweep().await {
+                tracing::warn!(error = %e, "store sweep failed");
+            }
+        }
+    })
+}

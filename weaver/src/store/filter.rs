@@ -1,0 +1,269 @@
+//! [`Filter`]: conditions on value fields that a searched item must meet.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// A comparison of a value field with an operand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterOp {
+    /// Equal (numbers compare by value: `1 == 1.0`).
+    Eq,
+    /// Not equal; a missing field is not equal to anything.
+    Ne,
+    /// Greater than (numbers with numbers, strings with strings byte-wise).
+    Gt,
+    /// Greater than or equal.
+    Gte,
+    /// Less than.
+    Lt,
+    /// Less than or equal.
+    Lte,
+}
+
+impl FilterOp {
+    const ALL: [FilterOp; 6] = [
+        FilterOp::Eq,
+        FilterOp::Ne,
+        FilterOp::Gt,
+        FilterOp::Gte,
+        FilterOp::Lt,
+        FilterOp::Lte,
+    ];
+
+    /// The operator's JSON spelling (`$eq`, `$ne`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FilterOp::Eq => "$eq",
+            FilterOp::Ne => "$ne",
+            FilterOp::Gt => "$gt",
+            FilterOp::Gte => "$gte",
+            FilterOp::Lt => "$lt",
+            FilterOp::Lte => "$lte",
+        }
+    }
+
+    /// Parses `$eq`…`$lte`; anything else is [`Error::InvalidArgument`].
+    pub fn parse(s: &str) -> Result<Self> {
+        FilterOp::ALL
+            .into_iter()
+            .find(|op| op.as_str() == s)
+            .ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "unknown filter operator `{s}`; expected one of $eq, $ne, $gt, $gte, $lt, $lte"
+                ))
+            })
+    }
+
+    fn is_ordering(self) -> bool {
+        !matches!(self, FilterOp::Eq | FilterOp::Ne)
+    }
+}
+
+impl fmt::Display for FilterOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One condition: `field op value`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Condition {
+    /// A dotted path into the item's value (`"age"`, `"profile.city"`,
+    /// `"tags.0"`).
+    pub field: String,
+    /// The comparison.
+    pub op: FilterOp,
+    /// The operand.
+    pub value: Value,
+}
+
+/// Conditions an item's value must all meet.
+///
+/// Its JSON form (what [`Search::filter`](super::Search::filter) takes) maps
+/// a field path to an operand (equality) or to an object of operators:
+/// `{"city": "Paris", "age": {"$gte": 30, "$lt": 40}}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Filter {
+    conditions: Vec<Condition>,
+}
+
+impl Filter {
+    /// No condition: every item matches.
+    pub fn new() -> Self {
+        Filter::default()
+    }
+
+    /// Adds `field op value`.
+    pub fn condition(
+        mut self,
+        field: impl Into<String>,
+        op: FilterOp,
+        value: impl Into<Value>,
+    ) -> Self {
+        self.conditions.push(Condition {
+            field: field.into(),
+            op,
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Adds `field == value`.
+    pub fn eq(self, field: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.condition(field, FilterOp::Eq, value)
+    }
+    /// Adds `field != value`.
+    pub fn ne(self, field: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.condition(field, FilterOp::Ne, value)
+    }
+    /// Adds `field > value`.
+    pub fn gt(self, field: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.condition(field, FilterOp::Gt, value)
+    }
+    /// Adds `field >= value`.
+    pub fn gte(self, field: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.condition(field, FilterOp::Gte, value)
+    }
+    /// Adds `field < value`.
+    pub fn lt(self, field: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.condition(field, FilterOp::Lt, value)
+    }
+    /// Adds `field <= value`.
+    pub fn lte(self, field: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.condition(field, FilterOp::Lte, value)
+    }
+
+    /// The conditions, in order.
+    pub fn conditions(&self) -> &[Condition] {
+        &self.conditions
+    }
+
+    /// Whether there is no condition.
+    pub fn is_empty(&self) -> bool {
+        self.conditions.is_empty()
+    }
+
+    /// Parses the JSON form. A non-object filter, an unknown operator, an
+    /// object mixing operators and plain keys, or an ordering operator
+    /// (`$gt`…) whose operand is neither a number nor a string is
+    /// [`Error::InvalidArgument`].
+    pub fn parse(json: &Value) -> Result<Filter> {
+        let Value::Object(fields) = json else {
+            return Err(Error::invalid_argument(format!(
+                "a filter is a JSON object of field conditions, not `{json}`"
+            )));
+        };
+        let mut filter = Filter::new();
+        for (field, cond) in fields {
+            if field.is_empty() {
+                return Err(Error::invalid_argument("filter field path cannot be empty"));
+            }
+            match cond {
+                Value::Object(ops) if ops.keys().any(|k| k.starts_with('$')) => {
+                    if let Some(plain) = ops.keys().find(|k| !k.starts_with('$')) {
+                        return Err(Error::invalid_argument(format!(
+                            "filter on `{field}` mixes operators with the plain key `{plain}`"
+                        )));
+                    }
+                    for (op, operand) in ops {
+                        let op = FilterOp::parse(op)?;
+                        if op.is_ordering() && !(operand.is_number() || operand.is_string()) {
+                            return Err(Error::invalid_argument(format!(
+                                "filter `{field}` {op} needs a number or a string, not `{operand}`"
+                            )));
+                        }
+                        filter = filter.condition(field.clone(), op, operand.clone());
+                    }
+                }
+                operand => filter = filter.eq(field.clone(), operand.clone()),
+            }
+        }
+        Ok(filter)
+    }
+
+    /// Whether `value` meets every condition.
+    pub fn matches(&self, value: &Value) -> bool {
+        self.conditions.iter().all(|c| {
+            let found = field(value, &c.field);
+            match c.op {
+                FilterOp::Eq => found.is_some_and(|f| equal(f, &c.value)),
+                FilterOp::Ne => !found.is_some_and(|f| equal(f, &c.value)),
+                op => found
+                    .and_then(|f| compare(f, &c.value))
+                    .is_some_and(|ord| match op {
+                        FilterOp::Gt => ord == Ordering::Greater,
+                        FilterOp::Gte => ord != Ordering::Less,
+                        FilterOp::Lt => ord == Ordering::Less,
+                        _ => ord != Ordering::Greater,
+                    }),
+            }
+        })
+    }
+}
+
+impl From<Filter> for Value {
+    fn from(filter: Filter) -> Value {
+        let mut out = Map::new();
+        for c in filter.conditions {
+            let entry = out
+                .entry(c.field)
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(ops) = entry {
+                ops.insert(c.op.as_str().to_owned(), c.value);
+            }
+        }
+        Value::Object(out)
+    }
+}
+
+/// The value at dotted `path` (`"$"` is the whole value); array elements by
+/// index.
+pub(crate) fn field<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
+    if path == "$" {
+        return Some(value);
+    }
+    path.split('.').try_fold(value, |v, seg| match v {
+        Value::Object(m) => m.get(seg),
+        Value::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    })
+}
+
+fn equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
+        (Value::String(x), Value::String(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_form_round_trips_and_matches() {
+        let f = Filter::parse(&json!({"age": {"$gte": 30, "$lt": 40}, "city": "Paris"})).unwrap();
+        assert!(f.matches(&json!({"age": 35.0, "city": "Paris"})));
+        assert!(!f.matches(&json!({"age": 41, "city": "Paris"})));
+        assert!(!f.matches(&json!({"city": "Paris"})));
+        assert_eq!(Filter::parse(&Value::from(f.clone())).unwrap(), f);
+        assert!(Filter::parse(&json!({"age": {"$like": 3}})).is_err());
+        assert!(Filter::parse(&json!({"age": {"$gt": [1]}})).is_err());
+        assert!(Filter::new().ne("x", 1).matches(&json!({})));
+    }
+}

@@ -1,0 +1,15 @@
+//! Size and count limits of the store contract, checked before anything is
+//! written; exceeding one is [`Error::LimitExceeded`](crate::Error::LimitExceeded).
+
+/// Most bytes an item's value may take, serialized as JSON (1 MiB).
+pub const MAX_VALUE_BYTES: usize = 1024 * 1024;
+/// Most bytes a key may take.
+pub const MAX_KEY_BYTES: usize = 1024;
+/// Most bytes one namespace label may take.
+pub const MAX_LABEL_BYTES: usize = 256;
+/// Most labels a namespace may have.
+pub const MAX_NAMESPACE_DEPTH: usize = 64;
+/// Most operations one [`Store::batch`](super::Store::batch) may hold.
+pub const MAX_BATCH_OPS: usize = 1_000;
+/// Largest `limit` a search or a namespace listing may ask for.
+pub const MAX_RESULTS: usize = 10_000;

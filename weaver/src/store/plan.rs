@@ -1,0 +1,418 @@
+//! What every backend shares: validating a batch into plans (so a bad op
+//! writes nothing), the stored record, and the search and listing rules
+//! (filter, ranking, order, page), so backends agree by construction.
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use super::bm25;
+use super::embed::{cosine, embed_checked};
+use super::filter::{Filter, field};
+use super::limits::{MAX_BATCH_OPS, MAX_RESULTS, MAX_VALUE_BYTES};
+use super::namespace::{in_prefix, join, split, validate_key, validate_namespace, validate_prefix};
+use super::types::{Item, ListNamespaces, Op, OpResult, Search, StoreConfig};
+use crate::error::{Error, Result};
+
+/// One item as backends hold it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Record {
+    /// Dotted namespace.
+    pub namespace: String,
+    pub key: String,
+    pub value: Value,
+    /// The indexed text; `None`: not searchable by query.
+    pub index_text: Option<String>,
+    pub embedding: Option<Vec<f32>>,
+    /// Microseconds since the Unix epoch.
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub expires_at: Option<i64>,
+    /// The TTL in microseconds, kept for refresh-on-read.
+    pub ttl: Option<i64>,
+}
+
+impl Record {
+    pub fn is_live(&self, now: i64) -> bool {
+        self.expires_at.is_none_or(|e| e > now)
+    }
+
+    /// Restarts the TTL; whether anything changed.
+    pub fn refresh(&mut self, now: i64) -> bool {
+        match self.ttl {
+            Some(ttl) => {
+                self.expires_at = Some(now.saturating_add(ttl));
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn to_item(&self, score: Option<f64>) -> Item {
+        Item {
+            namespace: split(&self.namespace),
+            key: self.key.clone(),
+            value: self.value.clone(),
+            created_at: time_of(self.created_at),
+            updated_at: time_of(self.updated_at),
+            score,
+        }
+    }
+}
+
+/// Now, in microseconds since the Unix epoch.
+pub(crate) fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+fn time_of(micros: i64) -> SystemTime {
+    UNIX_EPOCH
+        .checked_add(Duration::from_micros(micros.max(0).unsigned_abs()))
+        .unwrap_or(UNIX_EPOCH)
+}
+
+fn micros_of(d: Duration) -> Result<i64> {
+    i64::try_from(d.as_micros()).map_err(|_| Error::LimitExceeded {
+        limit: "store ttl microseconds",
+        value: u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
+        ceiling: i64::MAX as u64,
+    })
+}
+
+/// A validated put; the record's times are set when it is applied.
+#[derive(Debug, Clone)]
+pub(crate) struct PutPlan {
+    pub namespace: String,
+    pub key: String,
+    pub value: Value,
+    pub index_text: Option<String>,
+    pub embedding: Option<Vec<f32>>,
+    pub ttl: Option<i64>,
+}
+
+impl PutPlan {
+    /// The record written at `now`, keeping `created_at` of what it replaces.
+    pub fn record(&self, now: i64, previous_created: Option<i64>) -> Record {
+        Record {
+            namespace: self.namespace.clone(),
+            key: self.key.clone(),
+            value: self.value.clone(),
+            index_text: self.index_text.clone(),
+            embedding: self.embedding.clone(),
+            created_at: previous_created.unwrap_or(now),
+            updated_at: now,
+            expires_at: self.ttl.map(|t| now.saturating_add(t)),
+            ttl: self.ttl,
+        }
+    }
+}
+
+/// A validated search.
+#[derive(Debug, Clone)]
+pub(crate) struct SearchPlan {
+    /// Dotted prefix ("" = everything).
+    pub prefix: String,
+    pub query: Option<String>,
+    pub query_vector: Option<Vec<f32>>,
+    pub filter: Filter,
+    pub limit: usize,
+    pub offset: usize,
+    pub refresh: bool,
+}
+
+impl SearchPlan {
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    /// Whether the page can be cut by the backend in namespace/key order
+    /// (no query, no filter).
+    pub fn is_plain(&self) -> bool {
+        self.query.is_none() && self.filter.is_empty()
+    }
+}
+
+/// A validated namespace listing.
+#[derive(Debug, Clone)]
+pub(crate) struct ListPlan {
+    pub prefix: String,
+    pub suffix: Vec<String>,
+    pub max_depth: Option<usize>,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+/// A validated operation.
+#[derive(Debug, Clone)]
+pub(crate) enum Plan {
+    Get {
+        namespace: String,
+        key: String,
+        refresh: bool,
+    },
+    Put(PutPlan),
+    Delete {
+        namespace: String,
+        key: String,
+    },
+    Search(SearchPlan),
+    List(ListPlan),
+}
+
+/// The text indexed for `value` under `fields` (`None`: whole value):
+/// string leaves as they are, numbers and booleans printed, in document
+/// order, one per line (NUL characters become spaces). `None` when
+/// `fields` is empty.
+fn index_text(value: &Value, fields: Option<&[String]>) -> Option<String> {
+    fn leaves(v: &Value, out: &mut Vec<String>) {
+        match v {
+            // NUL cannot be stored in PostgreSQL text; it never forms a token.
+            Value::String(s) => out.push(s.replace('\0', " ")),
+            Value::Number(n) => out.push(n.to_string()),
+            Value::Bool(b) => out.push(b.to_string()),
+            Value::Array(a) => a.iter().for_each(|x| leaves(x, out)),
+            Value::Object(m) => m.values().for_each(|x| leaves(x, out)),
+            Value::Null => {}
+        }
+    }
+    let mut out = Vec::new();
+    match fields {
+        None => leaves(value, &mut out),
+        Some([]) => return None,
+        Some(fields) => {
+            for f in fields {
+                if let Some(v) = field(value, f) {
+                    leaves(v, &mut out);
+                }
+            }
+        }
+    }
+    Some(out.join("\n"))
+}
+
+fn check_page(what: &'static str, limit: usize) -> Result<()> {
+    if limit > MAX_RESULTS {
+        return Err(Error::LimitExceeded {
+            limit: what,
+            value: limit as u64,
+            ceiling: MAX_RESULTS as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Validates a batch and computes what it needs (index text, embeddings of
+/// puts and queries, in one embedder call) before anything is written.
+pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Plan>> {
+    if ops.len() > MAX_BATCH_OPS {
+        return Err(Error::LimitExceeded {
+            limit: "store batch operations",
+            value: ops.len() as u64,
+            ceiling: MAX_BATCH_OPS as u64,
+        });
+    }
+    let default_ttl = config.default_ttl.map(micros_of).transpose()?;
+    let mut plans = Vec::with_capacity(ops.len());
+    for op in ops {
+        plans.push(match op {
+            Op::Get {
+                namespace,
+                key,
+                refresh_ttl,
+            } => {
+                validate_namespace(&namespace)?;
+                validate_key(&key)?;
+                Plan::Get {
+                    namespace: join(&namespace),
+                    key,
+                    refresh: refresh_ttl.unwrap_or(config.refresh_on_read),
+                }
+            }
+            Op::Put {
+                namespace,
+                key,
+                value,
+                options,
+            } => {
+                validate_namespace(&namespace)?;
+                validate_key(&key)?;
+                let bytes = serde_json::to_vec(&value)
+                    .map_err(|e| Error::encode("store value", e))?
+                    .len();
+                if bytes > MAX_VALUE_BYTES {
+                    return Err(Error::LimitExceeded {
+                        limit: "store value bytes",
+                        value: bytes as u64,
+                        ceiling: MAX_VALUE_BYTES as u64,
+                    });
+                }
+                let ttl = match options.ttl {
+                    Some(t) => Some(micros_of(t)?),
+                    None => default_ttl,
+                };
+                Plan::Put(PutPlan {
+                    index_text: index_text(&value, options.index.as_deref()),
+                    namespace: join(&namespace),
+                    key,
+                    value,
+                    embedding: None,
+                    ttl,
+                })
+            }
+            Op::Delete { namespace, key } => {
+                validate_namespace(&namespace)?;
+                validate_key(&key)?;
+                Plan::Delete {
+                    namespace: join(&namespace),
+                    key,
+                }
+            }
+            Op::Search {
+                namespace_prefix,
+                options,
+            } => Plan::Search(prepare_search(&namespace_prefix, options, config)?),
+            Op::ListNamespaces(options) => Plan::List(prepare_list(options)?),
+        });
+    }
+    if let Some(embedder) = &config.embedder {
+        let mut texts = Vec::new();
+        for p in &plans {
+            match p {
+                Plan::Put(PutPlan {
+                    index_text: Some(t),
+                    ..
+                }) => texts.push(t.clone()),
+                Plan::Search(SearchPlan { query: Some(q), .. }) => texts.push(q.clone()),
+                _ => {}
+            }
+        }
+        let mut vectors = embed_checked(embedder.as_ref(), &texts).await?.into_iter();
+        for p in &mut plans {
+            match p {
+                Plan::Put(PutPlan {
+                    index_text: Some(_),
+                    embedding,
+                    ..
+                }) => *embedding = vectors.next(),
+                Plan::Search(SearchPlan {
+                    query: Some(_),
+                    query_vector,
+                    ..
+                }) => *query_vector = vectors.next(),
+                _ => {}
+            }
+        }
+    }
+    Ok(plans)
+}
+
+fn prepare_search(prefix: &[String], options: Search, config: &StoreConfig) -> Result<SearchPlan> {
+    validate_prefix(prefix)?;
+    check_page("store search limit", options.limit)?;
+    let filter = match &options.filter {
+        Some(f) => Filter::parse(f)?,
+        None => Filter::new(),
+    };
+    Ok(SearchPlan {
+        prefix: join(prefix),
+        query: options.query,
+        query_vector: None,
+        filter,
+        limit: options.limit,
+        offset: options.offset,
+        refresh: options.refresh_ttl.unwrap_or(config.refresh_on_read),
+    })
+}
+
+fn prepare_list(options: ListNamespaces) -> Result<ListPlan> {
+    validate_prefix(&options.prefix)?;
+    validate_prefix(&options.suffix)?;
+    check_page("store list_namespaces limit", options.limit)?;
+    if options.max_depth == Some(0) {
+        return Err(Error::invalid_argument(
+            "list_namespaces max_depth must be at least 1",
+        ));
+    }
+    Ok(ListPlan {
+        prefix: join(&options.prefix),
+        suffix: options.suffix,
+        max_depth: options.max_depth,
+        limit: options.limit,
+        offset: options.offset,
+    })
+}
+
+/// Orders by score (highest first, unscored last), then namespace, key.
+fn by_rank(a: &(Record, Option<f64>), b: &(Record, Option<f64>)) -> Ordering {
+    let score = match (a.1, b.1) {
+        (Some(x), Some(y)) => y.total_cmp(&x),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    };
+    score
+        .then_with(|| a.0.namespace.as_bytes().cmp(b.0.namespace.as_bytes()))
+        .then_with(|| a.0.key.as_bytes().cmp(b.0.key.as_bytes()))
+}
+
+/// Applies a search to the live records under its prefix (any order): the
+/// filter, the ranking, the order and the page. Records outside the prefix
+/// are dropped, whatever the backend handed in.
+pub(crate) fn finish_search(
+    candidates: Vec<Record>,
+    plan: &SearchPlan,
+) -> Vec<(Record, Option<f64>)> {
+    let kept: Vec<Record> = candidates
+        .into_iter()
+        .filter(|r| in_prefix(&r.namespace, &plan.prefix) && plan.filter.matches(&r.value))
+        .collect();
+    let scores: Vec<Option<f64>> = match (&plan.query, &plan.query_vector) {
+        (None, _) => vec![None; kept.len()],
+        (Some(_), Some(q)) => kept
+            .iter()
+            .map(|r| r.embedding.as_deref().map(|v| cosine(q, v)))
+            .collect(),
+        (Some(q), None) => {
+            let docs: Vec<Option<&str>> = kept.iter().map(|r| r.index_text.as_deref()).collect();
+            bm25::score_all(q, &docs)
+        }
+    };
+    let mut ranked: Vec<(Record, Option<f64>)> = kept.into_iter().zip(scores).collect();
+    ranked.sort_by(by_rank);
+    ranked
+        .into_iter()
+        .skip(plan.offset)
+        .take(plan.limit)
+        .collect()
+}
+
+/// Applies a listing to the dotted namespaces of live records under its
+/// prefix: suffix, depth, dedup, order, page.
+pub(crate) fn finish_list<'a>(
+    namespaces: impl IntoIterator<Item = &'a str>,
+    plan: &ListPlan,
+) -> Vec<Vec<String>> {
+    let mut out = BTreeSet::new();
+    for ns in namespaces {
+        if !in_prefix(ns, &plan.prefix) {
+            continue;
+        }
+        let labels = split(ns);
+        if !labels.ends_with(&plan.suffix) {
+            continue;
+        }
+        let depth = plan.max_depth.unwrap_or(labels.len()).min(labels.len());
+        out.insert(join(&labels[..depth]));
+    }
+    out.into_iter()
+        .skip(plan.offset)
+        .take(plan.limit)
+        .map(|ns| split(&ns))
+        .collect()
+}
+
+/// The result of a search.
+pub(crate) fn found(page: &[(Record, Option<f64>)]) -> OpResult {
+    OpResult::Found(page.iter().map(|(r, s)| r.to_item(*s)).collect())
+}

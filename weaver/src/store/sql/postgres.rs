@@ -1,0 +1,94 @@
+//! [`PostgresStore`]: the memory store on PostgreSQL.
+
+use sqlx::{PgPool, Postgres};
+use tokio::sync::OnceCell;
+
+use super::{Queries, impl_sql_store};
+use crate::error::{Error, Result};
+use crate::migrate::postgres::{checked_schema, table_prefix};
+use crate::migrate::{self, Adapter, PgSchema};
+use crate::store::types::StoreConfig;
+
+/// A [`Store`](crate::store::Store) on PostgreSQL, through a user-supplied
+/// `sqlx` pool. Each batch is one transaction.
+///
+/// The table must be migrated ([`crate::migrate::up`] with
+/// [`Adapter::Store`], with a [`PgSchema`] when using
+/// [`with_prefix`](PostgresStore::with_prefix)); the first operation checks
+/// it once and fails with
+/// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> weaver::Result<()> {
+/// use weaver::migrate::{self, Adapter};
+/// use weaver::store::{PostgresStore, Store};
+/// migrate::up(&pool, &[Adapter::Store], None).await?;
+/// let store = PostgresStore::new(pool);
+/// store.put(&["users", "u1"], "k", serde_json::json!({"a": 1})).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    schema: Option<String>,
+    queries: Queries,
+    config: StoreConfig,
+    verified: std::sync::Arc<OnceCell<()>>,
+}
+
+impl PostgresStore {
+    /// A store on `pool`, with its table in the connection's `search_path`:
+    /// BM25 ranking, no expiry.
+    pub fn new(pool: PgPool) -> Self {
+        PostgresStore {
+            pool,
+            schema: None,
+            queries: Queries::new(""),
+            config: StoreConfig::default(),
+            verified: Default::default(),
+        }
+    }
+
+    /// Uses the table in PostgreSQL schema `schema` (one per tenant; migrate
+    /// it with [`PgSchema`]). `schema` must be a plain identifier, else
+    /// [`Error::InvalidArgument`].
+    pub fn with_prefix(mut self, schema: &str) -> Result<Self> {
+        let schema = checked_schema(schema)?;
+        self.queries = Queries::new(&table_prefix(Some(&schema)));
+        self.schema = Some(schema);
+        self.verified = Default::default();
+        Ok(self)
+    }
+
+    /// Uses `config` (embedder, TTL).
+    pub fn with_config(mut self, config: StoreConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Checks once that the table is at the version this build needs.
+    async fn ensure_migrated(&self) -> Result<()> {
+        self.verified
+            .get_or_try_init(|| async {
+                let target = match &self.schema {
+                    Some(s) => PgSchema::new(&self.pool, s)?,
+                    None => PgSchema::search_path(&self.pool),
+                };
+                migrate::verify_migrated(&target, &[Adapter::Store]).await
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Starts a transaction.
+    async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Postgres>> {
+        self.pool.begin().await.map_err(|e| Error::storage(op, e))
+    }
+}
+
+impl_sql_store!(PostgresStore, Postgres);

@@ -1,0 +1,372 @@
+//! The store's data types: items, options, batch operations, configuration.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::embed::Embedder;
+use super::namespace::owned;
+
+/// A stored value with its place and times; `score` is set by a search with
+/// a query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    /// The namespace the item lives in.
+    pub namespace: Vec<String>,
+    /// The key, unique within the namespace.
+    pub key: String,
+    /// The stored JSON value.
+    pub value: Value,
+    /// When the key was first written (kept when it is overwritten).
+    pub created_at: SystemTime,
+    /// When the value was last written.
+    pub updated_at: SystemTime,
+    /// Relevance to the search query (cosine similarity, or BM25), higher is
+    /// better; `None` outside a ranked search and for items that are not
+    /// indexed.
+    pub score: Option<f64>,
+}
+
+/// Options of [`Store::put_with`](super::Store::put_with).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PutOptions {
+    /// Which fields of the value are indexed for a query: `None` indexes the
+    /// whole value, `Some(vec![])` makes the item unsearchable by query (it
+    /// is still found by a search without one). A field is a dotted path
+    /// (`"profile.name"`, `"tags.0"`); `"$"` is the whole value.
+    pub index: Option<Vec<String>>,
+    /// How long the item lives after this write; `None` uses the store's
+    /// [`StoreConfig::default_ttl`] (no expiry when that is unset).
+    pub ttl: Option<Duration>,
+}
+
+impl PutOptions {
+    /// Whole value indexed, the store's default TTL.
+    pub fn new() -> Self {
+        PutOptions::default()
+    }
+
+    /// Indexes only these fields.
+    pub fn index<I: IntoIterator<Item = T>, T: Into<String>>(mut self, fields: I) -> Self {
+        self.index = Some(fields.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Does not index the item for queries.
+    pub fn not_indexed(mut self) -> Self {
+        self.index = Some(Vec::new());
+        self
+    }
+
+    /// Expires the item `ttl` after this write.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+}
+
+/// What [`Store::search`](super::Store::search) looks for: an optional text
+/// query, a filter on value fields, a page.
+///
+/// ```
+/// use serde_json::json;
+/// use weaver::store::{Filter, Search};
+///
+/// let ranked = Search::query("pizza").limit(3);
+/// let filtered = Search::new()
+///     .filter(Filter::new().gte("age", 30).eq("city", "Paris"))
+///     .offset(10);
+/// // The same filter in its JSON form (operators `$eq $ne $gt $gte $lt $lte`):
+/// let same = Search::new().filter(json!({"age": {"$gte": 30}, "city": "Paris"}));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Search {
+    /// Text to rank by; `None` orders by namespace and key.
+    pub query: Option<String>,
+    /// A filter on value fields in the JSON form of [`Filter`](super::Filter); checked when
+    /// the search runs (a bad operator is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument)).
+    pub filter: Option<Value>,
+    /// Most items returned (default 10, at most
+    /// [`MAX_RESULTS`](super::limits::MAX_RESULTS)).
+    pub limit: usize,
+    /// Items skipped first.
+    pub offset: usize,
+    /// Restart the TTL of returned items; `None` follows
+    /// [`StoreConfig::refresh_on_read`].
+    pub refresh_ttl: Option<bool>,
+}
+
+impl Default for Search {
+    fn default() -> Self {
+        Search {
+            query: None,
+            filter: None,
+            limit: 10,
+            offset: 0,
+            refresh_ttl: None,
+        }
+    }
+}
+
+impl Search {
+    /// No query, no filter, the first 10 items.
+    pub fn new() -> Self {
+        Search::default()
+    }
+
+    /// A ranked search for `text`.
+    pub fn query(text: impl Into<String>) -> Self {
+        Search::new().with_query(text)
+    }
+
+    /// Sets the query.
+    pub fn with_query(mut self, text: impl Into<String>) -> Self {
+        self.query = Some(text.into());
+        self
+    }
+
+    /// Keeps only items matching `filter` (a [`Filter`](super::Filter) or its JSON form).
+    pub fn filter(mut self, filter: impl Into<Value>) -> Self {
+        self.filter = Some(filter.into());
+        self
+    }
+
+    /// Returns at most `limit` items.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Skips the first `offset` items.
+    pub fn offset(mut self, offset: usize) -> Self {
+        self.offset = offset;
+        self
+    }
+
+    /// Restarts (or not) the TTL of returned items.
+    pub fn refresh_ttl(mut self, refresh: bool) -> Self {
+        self.refresh_ttl = Some(refresh);
+        self
+    }
+}
+
+/// Options of [`Store::list_namespaces`](super::Store::list_namespaces).
+///
+/// ```
+/// use weaver::store::ListNamespaces;
+/// // Distinct `["users", id]` pairs that hold anything:
+/// let users = ListNamespaces::new().prefix(&["users"]).max_depth(2).limit(50);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ListNamespaces {
+    /// Keep namespaces starting with these labels (empty: all).
+    pub prefix: Vec<String>,
+    /// Keep namespaces ending with these labels (empty: all).
+    pub suffix: Vec<String>,
+    /// Truncate namespaces to this many labels (then deduplicate).
+    pub max_depth: Option<usize>,
+    /// Most namespaces returned (default 100).
+    pub limit: usize,
+    /// Namespaces skipped first.
+    pub offset: usize,
+}
+
+impl Default for ListNamespaces {
+    fn default() -> Self {
+        ListNamespaces {
+            prefix: Vec::new(),
+            suffix: Vec::new(),
+            max_depth: None,
+            limit: 100,
+            offset: 0,
+        }
+    }
+}
+
+impl ListNamespaces {
+    /// Every namespace, the first 100.
+    pub fn new() -> Self {
+        ListNamespaces::default()
+    }
+
+    /// Keeps namespaces starting with `labels`.
+    pub fn prefix<S: AsRef<str>>(mut self, labels: &[S]) -> Self {
+        self.prefix = owned(labels);
+        self
+    }
+
+    /// Keeps namespaces ending with `labels`.
+    pub fn suffix<S: AsRef<str>>(mut self, labels: &[S]) -> Self {
+        self.suffix = owned(labels);
+        self
+    }
+
+    /// Truncates namespaces to `depth` labels.
+    pub fn max_depth(mut self, depth: usize) -> Self {
+        self.max_depth = Some(depth);
+        self
+    }
+
+    /// Returns at most `limit` namespaces.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Skips the first `offset` namespaces.
+    pub fn offset(mut self, offset: usize) -> Self {
+        self.offset = offset;
+        self
+    }
+}
+
+/// One operation of a [`Store::batch`](super::Store::batch); each has the
+/// semantics of the store method of the same name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Op {
+    /// [`Store::get_with`](super::Store::get_with).
+    Get {
+        /// The namespace.
+        namespace: Vec<String>,
+        /// The key.
+        key: String,
+        /// Restart the item's TTL; `None` follows the store's config.
+        refresh_ttl: Option<bool>,
+    },
+    /// [`Store::put_with`](super::Store::put_with).
+    Put {
+        /// The namespace.
+        namespace: Vec<String>,
+        /// The key.
+        key: String,
+        /// The value.
+        value: Value,
+        /// Index and TTL options.
+        options: PutOptions,
+    },
+    /// [`Store::delete`](super::Store::delete).
+    Delete {
+        /// The namespace.
+        namespace: Vec<String>,
+        /// The key.
+        key: String,
+    },
+    /// [`Store::search`](super::Store::search).
+    Search {
+        /// The namespace prefix searched.
+        namespace_prefix: Vec<String>,
+        /// Query, filter and page.
+        options: Search,
+    },
+    /// [`Store::list_namespaces`](super::Store::list_namespaces).
+    ListNamespaces(ListNamespaces),
+}
+
+impl Op {
+    /// A get.
+    pub fn get<S: AsRef<str>>(namespace: &[S], key: impl Into<String>) -> Self {
+        Op::Get {
+            namespace: owned(namespace),
+            key: key.into(),
+            refresh_ttl: None,
+        }
+    }
+
+    /// A put with default options.
+    pub fn put<S: AsRef<str>>(namespace: &[S], key: impl Into<String>, value: Value) -> Self {
+        Op::put_with(namespace, key, value, PutOptions::default())
+    }
+
+    /// A put with options.
+    pub fn put_with<S: AsRef<str>>(
+        namespace: &[S],
+        key: impl Into<String>,
+        value: Value,
+        options: PutOptions,
+    ) -> Self {
+        Op::Put {
+            namespace: owned(namespace),
+            key: key.into(),
+            value,
+            options,
+        }
+    }
+
+    /// A delete.
+    pub fn delete<S: AsRef<str>>(namespace: &[S], key: impl Into<String>) -> Self {
+        Op::Delete {
+            namespace: owned(namespace),
+            key: key.into(),
+        }
+    }
+
+    /// A search.
+    pub fn search<S: AsRef<str>>(namespace_prefix: &[S], options: Search) -> Self {
+        Op::Search {
+            namespace_prefix: owned(namespace_prefix),
+            options,
+        }
+    }
+}
+
+/// The result of one [`Op`], at the same position in the batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum OpResult {
+    /// Of a get: the item, or `None` when absent or expired.
+    Got(Option<Item>),
+    /// Of a put.
+    Put,
+    /// Of a delete.
+    Deleted,
+    /// Of a search: the page of items.
+    Found(Vec<Item>),
+    /// Of a namespace listing.
+    Namespaces(Vec<Vec<String>>),
+}
+
+/// How a store indexes and expires items; every backend takes one.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct StoreConfig {
+    /// Embeds indexed text for ranked search (cosine similarity); without
+    /// one, queries are ranked by BM25.
+    pub embedder: Option<Arc<dyn Embedder>>,
+    /// TTL of items put without one; `None`: they never expire.
+    pub default_ttl: Option<Duration>,
+    /// Whether reads restart the TTL of what they return (overridable per
+    /// call).
+    pub refresh_on_read: bool,
+}
+
+impl StoreConfig {
+    /// No embedder (BM25 ranking), no expiry, no refresh.
+    pub fn new() -> Self {
+        StoreConfig::default()
+    }
+
+    /// Ranks queries by cosine similarity of `embedder`'s vectors.
+    pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// Expires items put without a TTL `ttl` after their write.
+    pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        self.default_ttl = Some(ttl);
+        self
+    }
+
+    /// Makes reads restart the TTL of what they return.
+    pub fn refresh_on_read(mut self, refresh: bool) -> Self {
+        self.refresh_on_read = refresh;
+        self
+    }
+}
