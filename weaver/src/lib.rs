@@ -39,8 +39,8 @@ pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, START};
 pub use schemars::JsonSchema;
 pub use state::{GraphState, StateSchema, Update};
-pub use weaver_macros::{GraphState, graph};
 pub use store::{InMemoryStore, Store};
+pub use weaver_macros::{GraphState, graph};
 
 /// The names most programs need: `use weaver::prelude::*;`.
 pub mod prelude {
@@ -52,8 +52,8 @@ pub mod prelude {
         Command, Compile, CompiledGraph, END, Graph, IntoNode, NodeError, START,
     };
     pub use crate::state::{GraphState, StateSchema, Update};
-    pub use schemars::JsonSchema;
     pub use crate::store::{InMemoryStore, Search, Store};
+    pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
     pub use weaver_macros::{GraphState, graph};
 }

@@ -32,11 +32,11 @@ use async_trait::async_trait;
 use crate::error::{Error, Result};
 
 pub(crate) mod checkpoint;
-pub(crate) mod store;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub(crate) mod store;
 
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
