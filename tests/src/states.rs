@@ -75,3 +75,41 @@ impl GraphState for Steps {
         Ok(())
     }
 }
+
+/// Like [`Steps`] but `bar` has no reducer: the last value wins.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LastSteps {
+    /// Last value wins.
+    pub foo: String,
+    /// Last value wins too.
+    pub bar: Vec<String>,
+}
+
+impl GraphState for LastSteps {
+    type Update = StepsUpdate;
+    const CHANNELS: &'static [ChannelSpec] = &[
+        ChannelSpec::new("foo", ChannelKind::LastValue),
+        ChannelSpec::new("bar", ChannelKind::LastValue),
+    ];
+    fn apply(&mut self, updates: Vec<StepsUpdate>) -> weaver::Result<()> {
+        let (mut foo_written, mut bar_written) = (false, false);
+        for u in updates {
+            if let Some(v) = u.foo {
+                reduce::last_value(&mut self.foo, v, &mut foo_written, "foo")?;
+            }
+            if let Some(v) = u.bar {
+                reduce::last_value(&mut self.bar, v, &mut bar_written, "bar")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl From<LastSteps> for StepsUpdate {
+    fn from(s: LastSteps) -> Self {
+        StepsUpdate {
+            foo: Some(s.foo),
+            bar: Some(s.bar),
+        }
+    }
+}

@@ -37,28 +37,38 @@ pub use engine::{
 };
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, START};
-pub use state::{GraphState, Update};
+pub use schemars::JsonSchema;
+pub use state::{GraphState, StateSchema, Update};
 pub use store::{InMemoryStore, Store};
-pub use weaver_macros::GraphState;
+pub use weaver_macros::{GraphState, graph};
 
 /// The names most programs need: `use weaver::prelude::*;`.
 pub mod prelude {
     pub use crate::checkpoint::{InMemorySaver, Saver};
     pub use crate::config::{Durability, RunConfig};
-    pub use crate::engine::{Input, Interrupt, Outcome, Resume, Runtime};
+    pub use crate::engine::{History, Input, Interrupt, Outcome, Resume, Runtime, StateSnapshot};
     pub use crate::error::{Error, Result};
     pub use crate::graph::{
         Command, Compile, CompiledGraph, END, Graph, IntoNode, NodeError, START,
     };
-    pub use crate::state::{GraphState, Update};
+    pub use crate::state::{GraphState, StateSchema, Update};
     pub use crate::store::{InMemoryStore, Search, Store};
+    pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
-    pub use weaver_macros::GraphState;
+    pub use weaver_macros::{GraphState, graph};
 }
+
+/// The README's examples, compiled as doctests so they stay true (its tour
+/// uses the SQLite saver).
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
 
 #[doc(hidden)]
 pub mod __private {
     //! Re-exports for generated code; not a public API.
+    pub use crate::state::reducer::{AddReducer, AppendReducer, MergeReducer};
+    pub use schemars;
     pub use serde;
     pub use serde_json;
 }

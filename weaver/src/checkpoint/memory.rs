@@ -130,14 +130,14 @@ fn insert(
             attempted: order,
         });
     }
-    if let Some(parent) = &new.parent_id {
-        if !log.by_id.contains_key(parent) {
-            return Err(Error::CheckpointNotFound {
-                thread_id: new.thread_id,
-                checkpoint_ns: new.checkpoint_ns,
-                checkpoint_id: parent.clone(),
-            });
-        }
+    if let Some(parent) = &new.parent_id
+        && !log.by_id.contains_key(parent)
+    {
+        return Err(Error::CheckpointNotFound {
+            thread_id: new.thread_id,
+            checkpoint_ns: new.checkpoint_ns,
+            checkpoint_id: parent.clone(),
+        });
     }
     let mut stored = Stored {
         checkpoint: new.checkpoint,
@@ -197,16 +197,12 @@ impl Saver for InMemorySaver {
     }
 
     async fn list(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        filter.check()?;
         let threads = self.read();
         let limit = filter.limit.unwrap_or(usize::MAX);
         let mut out = Vec::new();
         let before =
             match (&filter.before, &filter.thread_id) {
-                (Some(_), None) => {
-                    return Err(Error::invalid_argument(
-                        "`before` needs a `thread_id` to order against",
-                    ));
-                }
                 (Some(id), Some(thread)) => {
                     let ns = filter.checkpoint_ns.clone().unwrap_or_default();
                     let log = threads.get(thread).and_then(|n| n.get(&ns));
@@ -215,7 +211,7 @@ impl Saver for InMemorySaver {
                         not_found(&CheckpointRef::latest(thread.clone()).ns(ns), id)
                     })?)
                 }
-                (None, _) => None,
+                _ => None,
             };
         let selected: Box<dyn Iterator<Item = (&String, &BTreeMap<String, Log>)>> =
             match &filter.thread_id {
@@ -412,5 +408,9 @@ impl Saver for InMemorySaver {
                 checkpoints: nss.values().map(|l| l.by_order.len() as u64).sum(),
             })
             .collect())
+    }
+
+    fn is_in_process(&self) -> bool {
+        true
     }
 }

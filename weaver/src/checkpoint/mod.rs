@@ -2,6 +2,7 @@
 //! [`Checkpointer`] facade and the in-memory saver.
 
 mod facade;
+pub(crate) mod id;
 pub mod limits;
 mod memory;
 mod saver;
@@ -10,14 +11,18 @@ pub(crate) mod sql;
 mod types;
 
 pub use facade::Checkpointer;
+pub use id::{new_checkpoint_id, now_rfc3339};
 pub use memory::InMemorySaver;
 pub use saver::Saver;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use types::is_plain_identifier;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource,
     CheckpointTuple, ERROR_CHANNEL, ForkOptions, INTERRUPT_CHANNEL, ListFilter, NO_WRITES_CHANNEL,
-    NewCheckpoint, PendingWrite, PruneStrategy, RESUME_CHANNEL, ThreadInfo, new_checkpoint_id,
-    now_rfc3339,
+    NewCheckpoint, PendingWrite, PruneStrategy, RESUME_CHANNEL, ThreadInfo,
 };
+
+// The SQL savers (behind the `sqlite` / `postgres` features).
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use sql::PostgresSaver;

@@ -95,4 +95,12 @@ pub trait Saver: Debug + Send + Sync {
     /// Lists threads with at least one checkpoint, ordered by thread id,
     /// skipping `offset` and returning at most `limit`.
     async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>>;
+
+    /// Whether writes complete in process memory, with no I/O to wait for.
+    /// The engine then stores checkpoints in line even under
+    /// [`Durability::Async`](crate::Durability::Async): there is nothing to
+    /// overlap, and a background task would only add latency.
+    fn is_in_process(&self) -> bool {
+        false
+    }
 }

@@ -1,10 +1,11 @@
 //! The records a [`Saver`](super::Saver) stores: checkpoints, their metadata and pending writes.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use super::id::{new_checkpoint_id, now_rfc3339};
 
 /// Format version of [`Checkpoint`] records written by this build.
 pub const CHECKPOINT_FORMAT: u32 = 1;
@@ -89,6 +90,19 @@ impl Checkpoint {
             id: new_checkpoint_id(),
             ts: now_rfc3339(),
             ..self.clone()
+        }
+    }
+
+    /// Like [`successor`](Checkpoint::successor), without copying the channel
+    /// values (for a caller about to replace them).
+    pub fn successor_without_values(&self) -> Self {
+        Checkpoint {
+            v: self.v,
+            id: new_checkpoint_id(),
+            ts: now_rfc3339(),
+            channel_values: Map::new(),
+            channel_versions: self.channel_versions.clone(),
+            versions_seen: self.versions_seen.clone(),
         }
     }
 }
@@ -353,6 +367,32 @@ impl ListFilter {
         self.metadata.insert(key.into(), value.into());
         self
     }
+
+    /// Checks the filter before a saver runs it: metadata keys must be plain
+    /// identifiers (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 bytes), so no backend
+    /// ever has to put a caller's key into a query; `before` needs a thread.
+    pub fn check(&self) -> crate::Result<()> {
+        if let Some(key) = self.metadata.keys().find(|k| !is_plain_identifier(k)) {
+            return Err(crate::Error::invalid_argument(format!(
+                "metadata filter key `{key}` is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"
+            )));
+        }
+        if self.before.is_some() && self.thread_id.is_none() {
+            return Err(crate::Error::invalid_argument(
+                "`before` needs a `thread_id` to order against",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` is `[A-Za-z_][A-Za-z0-9_]*` and at most 63 bytes (the
+/// PostgreSQL identifier limit): safe as a metadata key or schema name.
+pub(crate) fn is_plain_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 63
 }
 
 /// What [`prune`](super::Saver::prune) does to each thread.
@@ -408,57 +448,9 @@ pub struct ThreadInfo {
     pub checkpoints: u64,
 }
 
-/// A new checkpoint id: a UUID v7 (time-ordered, but never used for ordering).
-pub fn new_checkpoint_id() -> String {
-    uuid::Uuid::now_v7().to_string()
-}
-
-/// The current UTC time as RFC 3339 with microseconds.
-pub fn now_rfc3339() -> String {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    format_rfc3339(d.as_secs() as i64, d.subsec_micros())
-}
-
-/// Formats Unix seconds + microseconds as `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`.
-fn format_rfc3339(secs: i64, micros: u32) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (proleptic Gregorian), after H. Hinnant's algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}+00:00",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_known_instants() {
-        assert_eq!(format_rfc3339(0, 0), "1970-01-01T00:00:00.000000+00:00");
-        assert_eq!(
-            format_rfc3339(951_782_400, 5),
-            "2000-02-29T00:00:00.000005+00:00"
-        );
-        assert_eq!(
-            format_rfc3339(1_796_000_000, 0),
-            "2026-11-30T00:53:20.000000+00:00"
-        );
-    }
 
     #[test]
     fn metadata_filter_matches_flattened_keys() {

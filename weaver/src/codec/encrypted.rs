@@ -163,10 +163,12 @@ impl EncryptedCodec {
             what: ctx.describe(),
             reason: reason.to_owned(),
         };
-        let rest = bytes
-            .strip_prefix(MAGIC.as_slice())
-            .ok_or_else(|| fail("the stored payload is not encrypted, but encryption is required"))?;
-        let (&id_len, rest) = rest.split_first().ok_or_else(|| fail("truncated envelope"))?;
+        let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| {
+            fail("the stored payload is not encrypted, but encryption is required")
+        })?;
+        let (&id_len, rest) = rest
+            .split_first()
+            .ok_or_else(|| fail("truncated envelope"))?;
         let id_len = usize::from(id_len);
         if rest.len() < id_len + NONCE_LEN {
             return Err(fail("truncated envelope"));

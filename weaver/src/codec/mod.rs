@@ -115,8 +115,11 @@ impl<'a> RecordContext<'a> {
 /// are an [`Error::Decode`] or [`Error::Decrypt`], never a panic.
 pub trait Codec: Debug + Send + Sync {
     /// Encodes a checkpoint record.
-    fn encode_checkpoint(&self, checkpoint: &Checkpoint, ctx: &RecordContext<'_>)
-    -> Result<Vec<u8>>;
+    fn encode_checkpoint(
+        &self,
+        checkpoint: &Checkpoint,
+        ctx: &RecordContext<'_>,
+    ) -> Result<Vec<u8>>;
     /// Decodes a checkpoint record.
     fn decode_checkpoint(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Checkpoint>;
     /// Encodes a pending write's value.
@@ -169,11 +172,8 @@ impl Codec for JsonCodec {
 }
 
 /// Checks an encoded payload against a size ceiling.
-pub(crate) fn check_size(
-    limit: &'static str,
-    bytes: &[u8],
-    ceiling: usize,
-) -> Result<()> {
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn check_size(limit: &'static str, bytes: &[u8], ceiling: usize) -> Result<()> {
     if bytes.len() > ceiling {
         return Err(Error::LimitExceeded {
             limit,

@@ -1,9 +1,11 @@
 //! The super-step engine: runs tasks, applies their writes, checkpoints,
 //! stops at END, at an interrupt or at the recursion limit.
 
+mod inspect;
 mod persist;
 mod run;
 mod runtime;
+mod update;
 
 use std::collections::BTreeMap;
 
@@ -13,8 +15,12 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
+pub use inspect::{History, StateSnapshot, TaskInfo};
+pub(crate) use inspect::{get_state, history};
 pub(crate) use run::Loop;
 pub use runtime::{InterruptSignal, Runtime};
+pub use update::StepUpdate;
+pub(crate) use update::bulk_update_state;
 
 /// How a run ended when it did not fail.
 #[derive(Debug, Clone)]

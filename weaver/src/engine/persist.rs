@@ -35,9 +35,14 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub fn new(cp: Checkpointer, mode: Durability) -> Self {
-        // Background writes need a tokio runtime; without one, write in line.
+        // Background writes need a tokio runtime, and pay off only when the
+        // saver does I/O; otherwise write in line.
         let mode = match mode {
-            Durability::Async if tokio::runtime::Handle::try_current().is_err() => Durability::Sync,
+            Durability::Async
+                if cp.saver().is_in_process() || tokio::runtime::Handle::try_current().is_err() =>
+            {
+                Durability::Sync
+            }
             m => m,
         };
         Writer {

@@ -28,7 +28,7 @@ use crate::state::GraphState;
 type Event<S> = StreamItem<S>;
 
 /// A task of a step: `None` is the START pseudo-task that applies the input.
-type TaskNode = Option<usize>;
+pub(crate) type TaskNode = Option<usize>;
 
 /// What one finished task contributes to its step.
 struct TaskOutput<S: GraphState> {
@@ -62,11 +62,7 @@ pub(crate) struct Loop<'g, S: GraphState> {
 /// Task id: deterministic per checkpoint and node, so a resumed step finds
 /// the writes its tasks left.
 pub(crate) fn task_id(checkpoint_id: &str, node: &str) -> String {
-    uuid::Uuid::new_v5(
-        &uuid::Uuid::NAMESPACE_OID,
-        format!("{checkpoint_id}/{node}").as_bytes(),
-    )
-    .to_string()
+    crate::checkpoint::id::stable_id(&[checkpoint_id, node])
 }
 
 /// Decodes the typed state from a checkpoint's channel values.
@@ -77,7 +73,10 @@ pub(crate) fn decode_state<S: GraphState>(values: &Map<String, Value>) -> Result
         .map_err(|e| Error::decode(format!("state at `{}`", e.path()), e.inner()))
 }
 
-fn encode_object<T: serde::Serialize>(what: &str, value: &T) -> Result<Map<String, Value>> {
+pub(crate) fn encode_object<T: serde::Serialize>(
+    what: &str,
+    value: &T,
+) -> Result<Map<String, Value>> {
     match serde_json::to_value(value) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(other) => Err(Error::encode(
@@ -112,7 +111,7 @@ pub(crate) fn next_tasks<S: GraphState>(spec: &Spec<S>, checkpoint: &Checkpoint)
     out
 }
 
-fn trigger_of<S: GraphState>(spec: &Spec<S>, node: TaskNode) -> &str {
+pub(crate) fn trigger_of<S: GraphState>(spec: &Spec<S>, node: TaskNode) -> &str {
     match node {
         Some(i) => &spec.nodes[i].trigger,
         None => START_TRIGGER,
@@ -242,6 +241,15 @@ impl<S: GraphState> Loop<'_, S> {
         }
     }
 
+    /// The state as channel values, for a checkpoint. Without a checkpointer
+    /// nothing reads them, so none are built.
+    fn encode_state(&self) -> Result<Map<String, Value>> {
+        if self.writer.is_none() {
+            return Ok(Map::new());
+        }
+        encode_object("state", &self.state)
+    }
+
     /// Stores `checkpoint` as the thread's next commit and makes it current.
     async fn commit(
         &mut self,
@@ -252,22 +260,22 @@ impl<S: GraphState> Loop<'_, S> {
         let mut metadata = CheckpointMetadata::new(source, step);
         metadata.extra = self.config.get_metadata().clone();
         self.current_saved = false;
-        if let (Some(writer), Some(thread)) = (self.writer.as_mut(), &self.thread) {
-            if writer.mode() != Durability::Exit {
-                writer
-                    .put(NewCheckpoint {
-                        thread_id: thread.thread_id.clone(),
-                        checkpoint_ns: thread.checkpoint_ns.clone(),
-                        parent_id: self.last_saved.clone(),
-                        checkpoint: checkpoint.clone(),
-                        metadata,
-                        commit_order: Some(self.next_order),
-                    })
-                    .await?;
-                self.next_order += 1;
-                self.last_saved = Some(checkpoint.id.clone());
-                self.current_saved = true;
-            }
+        if let (Some(writer), Some(thread)) = (self.writer.as_mut(), &self.thread)
+            && writer.mode() != Durability::Exit
+        {
+            writer
+                .put(NewCheckpoint {
+                    thread_id: thread.thread_id.clone(),
+                    checkpoint_ns: thread.checkpoint_ns.clone(),
+                    parent_id: self.last_saved.clone(),
+                    checkpoint: checkpoint.clone(),
+                    metadata,
+                    commit_order: Some(self.next_order),
+                })
+                .await?;
+            self.next_order += 1;
+            self.last_saved = Some(checkpoint.id.clone());
+            self.current_saved = true;
         }
         self.current = checkpoint;
         self.step = step;
@@ -319,12 +327,12 @@ impl<S: GraphState> Loop<'_, S> {
                 self.last_saved = Some(self.current.id.clone());
                 self.current_saved = true;
             }
-        } else if !writes.is_empty() {
-            if let Some(thread) = &self.thread {
-                writer
-                    .put_writes(thread.at(self.current.id.clone()), writes)
-                    .await?;
-            }
+        } else if !writes.is_empty()
+            && let Some(thread) = &self.thread
+        {
+            writer
+                .put_writes(thread.at(self.current.id.clone()), writes)
+                .await?;
         }
         writer.flush().await
     }
@@ -343,6 +351,7 @@ impl<S: GraphState> Loop<'_, S> {
         }
         let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
         let input = serde_json::to_value(&update).map_err(|e| Error::encode("input", e))?;
+        next.channel_values = self.encode_state()?;
         next.channel_values.insert(INPUT_CHANNEL.to_owned(), input);
         next.channel_versions
             .insert(START_TRIGGER.to_owned(), version);
@@ -593,6 +602,7 @@ impl<S: GraphState> Loop<'_, S> {
             let writer = &mut self.writer;
             let unsaved = &mut self.unsaved_writes;
             let pending = &mut self.pending;
+            let persisting = writer.is_some();
             let runtimes = &runtimes;
             let run_task = |k: usize| async move {
                 let result = match tasks[k] {
@@ -602,28 +612,52 @@ impl<S: GraphState> Loop<'_, S> {
                             .map_err(|e| NodeError::msg(format!("cannot decode the input: {e}"))),
                         None => Ok(Command::update(S::Update::default())),
                     },
-                    Some(i) => AssertUnwindSafe(spec.nodes[i].node.run(state, &runtimes[k]))
-                        .catch_unwind()
-                        .await
-                        .unwrap_or_else(|panic| {
-                            let msg = panic
-                                .downcast_ref::<&str>()
-                                .map(|s| s.to_string())
-                                .or_else(|| panic.downcast_ref::<String>().cloned())
-                                .unwrap_or_else(|| "unknown panic payload".into());
-                            Err(NodeError::msg(format!("panicked: {msg}")))
-                        }),
+                    // Sync nodes run when `run` is called: catch panics there too.
+                    Some(i) => AssertUnwindSafe(async {
+                        spec.nodes[i].node.run(state, &runtimes[k]).await
+                    })
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|panic| {
+                        let msg = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "unknown panic payload".into());
+                        Err(NodeError::msg(format!("panicked: {msg}")))
+                    }),
                 };
                 (k, result)
             };
-            let mut running: FuturesUnordered<_> = to_run.iter().map(|k| run_task(*k)).collect();
-            while let Some((k, result)) = running.next().await {
+            // One task needs no scheduling set: await it in line.
+            let mut single = if to_run.len() == 1 {
+                Some(run_task(to_run[0]).await)
+            } else {
+                None
+            };
+            let mut running: FuturesUnordered<_> = if single.is_some() {
+                FuturesUnordered::new()
+            } else {
+                to_run.iter().map(|k| run_task(*k)).collect()
+            };
+            loop {
+                let (k, result) = match single.take() {
+                    Some(done) => done,
+                    None => match running.next().await {
+                        Some(done) => done,
+                        None => break,
+                    },
+                };
                 let node = tasks[k];
                 let name = spec.name_of(node);
                 let writes = match result {
                     Ok(cmd) => match finish_task(spec, state, node, cmd) {
                         Ok((output, update)) => {
-                            let w = success_writes(spec, ids[k].as_str(), node, &output, update);
+                            let w = if persisting {
+                                success_writes(spec, ids[k].as_str(), node, &output, update)
+                            } else {
+                                Vec::new()
+                            };
                             outputs[k] = Some(output);
                             w
                         }
@@ -662,15 +696,17 @@ impl<S: GraphState> Loop<'_, S> {
                         w
                     }
                 };
-                pending.extend(writes.iter().cloned());
-                store_writes(
-                    writer.as_mut(),
-                    unsaved,
-                    target.clone(),
-                    current_saved,
-                    writes,
-                )
-                .await?;
+                if !writes.is_empty() {
+                    pending.extend(writes.iter().cloned());
+                    store_writes(
+                        writer.as_mut(),
+                        unsaved,
+                        target.clone(),
+                        current_saved,
+                        writes,
+                    )
+                    .await?;
+                }
             }
         }
 
@@ -679,13 +715,18 @@ impl<S: GraphState> Loop<'_, S> {
             return Err(failures.remove(0).1);
         }
         if !interrupts.is_empty() {
+            if self.writer.is_none() {
+                return Err(Error::CheckpointerRequired {
+                    feature: "interrupt (pausing a run for input)",
+                });
+            }
             interrupts.sort_by_key(|(k, _)| *k);
             return Ok(Some(interrupts.into_iter().map(|(_, i)| i).collect()));
         }
 
         // Every task finished: apply the writes in task order and checkpoint.
         let outputs: Vec<TaskOutput<S>> = outputs.into_iter().flatten().collect();
-        let mut next = self.current.successor();
+        let mut next = self.current.successor_without_values();
         let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
         for t in tasks {
             let trigger = trigger_of(self.spec, *t).to_owned();
@@ -717,7 +758,7 @@ impl<S: GraphState> Loop<'_, S> {
         };
         self.state
             .apply(outputs.into_iter().map(|o| o.update).collect())?;
-        next.channel_values = encode_object("state", &self.state)?;
+        next.channel_values = self.encode_state()?;
         self.commit(next, CheckpointSource::Loop, step).await?;
         if let Some(sink) = &self.sink {
             for (node, update) in events {
@@ -757,7 +798,7 @@ async fn store_writes(
 
 /// The targets a task triggers: static edges, routers (given the state with
 /// the task's own update applied) and `goto`.
-fn route<S: GraphState>(
+pub(crate) fn route<S: GraphState>(
     spec: &Spec<S>,
     state: &S,
     node: TaskNode,

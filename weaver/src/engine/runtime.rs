@@ -110,12 +110,7 @@ impl Runtime {
 
 /// The deterministic id of the `index`-th interrupt of a task.
 pub(crate) fn interrupt_id(task_id: &str, index: usize) -> String {
-    uuid::Uuid::new_v5(
-        &uuid::Uuid::NAMESPACE_OID,
-        format!("{task_id}/interrupt/{index}").as_bytes(),
-    )
-    .simple()
-    .to_string()
+    crate::checkpoint::id::stable_id(&[task_id, "interrupt", &index.to_string()])
 }
 
 /// Returned by [`Runtime::interrupt`] until the run is resumed; propagate it

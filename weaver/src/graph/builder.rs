@@ -12,17 +12,33 @@ use crate::state::GraphState;
 /// A graph under construction: nodes, edges and conditional edges over state `S`.
 ///
 /// ```
-/// # use weaver::prelude::*;
-/// # use weaver::state::GraphState;
-/// # fn build<S: GraphState>(a: impl IntoNode<S, M1>, b: impl IntoNode<S, M2>) -> weaver::Result<CompiledGraph<S>> {
-/// Graph::<S>::new("CheckpointExample")
-///     .add_node("node_a", a)
-///     .add_node("node_b", b)
+/// use weaver::prelude::*;
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// struct State {
+///     foo: String,
+///     #[reducer(append)]
+///     bar: Vec<String>,
+/// }
+///
+/// async fn node_a(_: &State) -> StateUpdate {
+///     StateUpdate::default().foo("a").bar(vec!["a".into()])
+/// }
+/// fn node_b(_: &State) -> StateUpdate {
+///     StateUpdate::default().foo("b").bar(vec!["b".into()])
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let graph = Graph::<State>::new("CheckpointExample")
+///     .add_node("node_a", node_a)
+///     .add_node("node_b", node_b)
 ///     .add_edge(START, "node_a")
 ///     .add_edge("node_a", "node_b")
 ///     .add_edge("node_b", END)
-///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
-/// # }
+///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+/// let state = graph.invoke(State::default(), &RunConfig::thread("thread-1")).await?.complete()?;
+/// assert_eq!(state.bar, ["a", "b"]);
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
 /// ```
 pub struct Graph<S: GraphState> {
     pub(crate) name: String,
@@ -30,6 +46,9 @@ pub struct Graph<S: GraphState> {
     pub(crate) edges: Vec<(String, String)>,
     pub(crate) branches: Vec<RawBranch<S>>,
     pub(crate) destinations: Vec<(String, Vec<String>)>,
+    /// Static interrupts declared on the graph (`graph!`'s `interrupt_before`
+    /// / `interrupt_after`), merged into the [`Compile`] options.
+    pub(crate) interrupts: Compile,
 }
 
 impl<S: GraphState> std::fmt::Debug for Graph<S> {
@@ -84,6 +103,7 @@ impl<S: GraphState> Graph<S> {
             edges: Vec::new(),
             branches: Vec::new(),
             destinations: Vec::new(),
+            interrupts: Compile::default(),
         }
     }
 
@@ -145,10 +165,30 @@ impl<S: GraphState> Graph<S> {
         self
     }
 
+    /// Pauses before these nodes run, whatever the [`Compile`] options say
+    /// (they add to [`Compile::interrupt_before`]; needs a checkpointer).
+    pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        nodes: I,
+    ) -> Self {
+        self.interrupts = self.interrupts.interrupt_before(nodes);
+        self
+    }
+
+    /// Pauses after these nodes run (adds to [`Compile::interrupt_after`];
+    /// needs a checkpointer).
+    pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
+        self.interrupts = self.interrupts.interrupt_after(nodes);
+        self
+    }
+
     /// Validates the graph and builds it: unknown, duplicate, unreachable and
     /// dead-end nodes are [`Error::InvalidGraph`](crate::Error::InvalidGraph)
     /// naming the node.
-    pub fn compile(self, options: Compile) -> Result<CompiledGraph<S>> {
+    pub fn compile(mut self, mut options: Compile) -> Result<CompiledGraph<S>> {
+        let declared = std::mem::take(&mut self.interrupts);
+        options.interrupt_before.extend(declared.interrupt_before);
+        options.interrupt_after.extend(declared.interrupt_after);
         let spec = spec::build(self, &options)?;
         Ok(CompiledGraph::new(spec, options))
     }

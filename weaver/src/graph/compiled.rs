@@ -12,8 +12,10 @@ use super::builder::Compile;
 use super::spec::Spec;
 use crate::checkpoint::Checkpointer;
 use crate::config::RunConfig;
-use crate::engine::{Input, Loop, Outcome, Resume, StreamItem};
-use crate::error::Result;
+use crate::engine::{
+    self, History, Input, Loop, Outcome, Resume, StateSnapshot, StepUpdate, StreamItem,
+};
+use crate::error::{Error, Result};
 use crate::state::GraphState;
 
 /// A validated graph, ready to run. Cheap to clone; share it across tasks.
@@ -124,6 +126,58 @@ impl<S: GraphState> CompiledGraph<S> {
         config: &RunConfig,
     ) -> Result<Outcome<S>> {
         self.invoke(Input::Resume(resume.into()), config).await
+    }
+
+    fn require_checkpointer(&self, feature: &'static str) -> Result<&Checkpointer> {
+        self.inner
+            .checkpointer
+            .as_ref()
+            .ok_or(Error::CheckpointerRequired { feature })
+    }
+
+    /// The thread's state at the latest checkpoint (pending writes of tasks
+    /// that succeeded applied), or at the checkpoint `config` names (raw).
+    pub async fn get_state(&self, config: &RunConfig) -> Result<StateSnapshot<S>> {
+        let cp = self.require_checkpointer("get_state")?;
+        engine::get_state(&self.inner.spec, cp, config).await
+    }
+
+    /// The thread's checkpoints as snapshots, newest first.
+    pub async fn get_state_history(
+        &self,
+        config: &RunConfig,
+        options: History,
+    ) -> Result<Vec<StateSnapshot<S>>> {
+        let cp = self.require_checkpointer("get_state_history")?;
+        engine::history(&self.inner.spec, cp, config, options).await
+    }
+
+    /// Writes a new checkpoint (`source: update`) on top of the one `config`
+    /// addresses, merging `update` through the reducers as if node `as_node`
+    /// had returned it; the next nodes are that node's successors. Without
+    /// `as_node` the node that last wrote the state is used
+    /// ([`Error::AmbiguousUpdate`] if several did; START on a fresh thread);
+    /// `END` clears `next`. An older checkpoint is never changed: updating one
+    /// forks the thread. Returns the new checkpoint's config.
+    pub async fn update_state(
+        &self,
+        config: &RunConfig,
+        update: S::Update,
+        as_node: Option<&str>,
+    ) -> Result<RunConfig> {
+        self.bulk_update_state(config, vec![vec![(update, as_node.map(str::to_owned))]])
+            .await
+    }
+
+    /// Writes one `update` checkpoint per step; the updates of a step merge
+    /// as parallel node outputs. Returns the last checkpoint's config.
+    pub async fn bulk_update_state(
+        &self,
+        config: &RunConfig,
+        steps: Vec<Vec<StepUpdate<S::Update>>>,
+    ) -> Result<RunConfig> {
+        let cp = self.require_checkpointer("update_state")?;
+        engine::bulk_update_state(&self.inner.spec, cp, config, steps).await
     }
 
     /// Runs like [`invoke`](CompiledGraph::invoke) in a background task and

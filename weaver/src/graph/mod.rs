@@ -2,6 +2,7 @@
 
 mod builder;
 mod compiled;
+mod mermaid;
 pub mod node;
 pub(crate) mod spec;
 

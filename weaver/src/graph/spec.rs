@@ -106,6 +106,7 @@ pub(crate) fn build<S: GraphState>(graph: Graph<S>, options: &Compile) -> Result
         edges,
         branches,
         destinations,
+        ..
     } = graph;
     let mut nodes: Vec<(String, Box<dyn Node<S>>)> = nodes;
     for (n, _) in &nodes {
@@ -231,10 +232,10 @@ pub(crate) fn build<S: GraphState>(graph: Graph<S>, options: &Compile) -> Result
     let mut seen = vec![false; nodes.len()];
     let mut queue: VecDeque<Target> = succ(&start).into();
     while let Some(t) = queue.pop_front() {
-        if let Target::Node(i) = t {
-            if !std::mem::replace(&mut seen[i], true) {
-                queue.extend(succ(&outs[i]));
-            }
+        if let Target::Node(i) = t
+            && !std::mem::replace(&mut seen[i], true)
+        {
+            queue.extend(succ(&outs[i]));
         }
     }
     if let Some(i) = seen.iter().position(|s| !s) {

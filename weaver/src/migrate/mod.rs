@@ -32,11 +32,11 @@ use async_trait::async_trait;
 use crate::error::{Error, Result};
 
 pub(crate) mod checkpoint;
-pub(crate) mod store;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub(crate) mod store;
 
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
@@ -157,14 +157,20 @@ pub async fn down<T: MigrationTarget + ?Sized>(
 }
 
 /// The version each adapter is at (0 = not installed).
-pub async fn versions<T: MigrationTarget + ?Sized>(db: &T, adapters: &[Adapter]) -> Result<Vec<u32>> {
+pub async fn versions<T: MigrationTarget + ?Sized>(
+    db: &T,
+    adapters: &[Adapter],
+) -> Result<Vec<u32>> {
     db.versions(adapters).await
 }
 
 /// Fails with [`Error::MigrationRequired`] unless every adapter is at the
 /// version this build needs; the error names the found and required
 /// versions and what to run.
-pub async fn verify_migrated<T: MigrationTarget + ?Sized>(db: &T, adapters: &[Adapter]) -> Result<()> {
+pub async fn verify_migrated<T: MigrationTarget + ?Sized>(
+    db: &T,
+    adapters: &[Adapter],
+) -> Result<()> {
     let found = db.versions(adapters).await?;
     for (adapter, found) in adapters.iter().zip(found) {
         check_version(*adapter, found)?;
@@ -256,12 +262,8 @@ pub(crate) fn render(statement: &str, prefix: &str) -> String {
 
 /// Whether `name` is a plain SQL identifier (`[A-Za-z_][A-Za-z0-9_]*`, at
 /// most 63 bytes): the only names weaver ever puts into SQL text.
-pub(crate) fn is_plain_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.len() <= 63
-}
+pub(crate) use crate::checkpoint::is_plain_identifier;
 
 /// The name of the version marker table.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) const MARKER_TABLE: &str = "weaver_schema_versions";

@@ -80,15 +80,20 @@ impl MigrationTarget for PgSchema<'_> {
         let p = table_prefix(self.schema.as_deref());
         let mut tx = self.pool.begin().await.map_err(storage(op))?;
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1)::bigint)")
-            .bind(format!("weaver.migrate:{}", self.schema.as_deref().unwrap_or("")))
+            .bind(format!(
+                "weaver.migrate:{}",
+                self.schema.as_deref().unwrap_or("")
+            ))
             .execute(&mut *tx)
             .await
             .map_err(storage(op))?;
         if let Some(schema) = &self.schema {
-            sqlx::raw_sql(AssertSqlSafe(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"")))
-                .execute(&mut *tx)
-                .await
-                .map_err(storage(op))?;
+            sqlx::raw_sql(AssertSqlSafe(format!(
+                "CREATE SCHEMA IF NOT EXISTS \"{schema}\""
+            )))
+            .execute(&mut *tx)
+            .await
+            .map_err(storage(op))?;
         }
         sqlx::raw_sql(AssertSqlSafe(format!(
             "CREATE TABLE IF NOT EXISTS {p}weaver_schema_versions (
@@ -147,10 +152,12 @@ impl MigrationTarget for PgSchema<'_> {
         .await
         .map_err(storage(op))?;
         if left == 0 {
-            sqlx::raw_sql(AssertSqlSafe(format!("DROP TABLE {p}weaver_schema_versions")))
-                .execute(&mut *tx)
-                .await
-                .map_err(storage(op))?;
+            sqlx::raw_sql(AssertSqlSafe(format!(
+                "DROP TABLE {p}weaver_schema_versions"
+            )))
+            .execute(&mut *tx)
+            .await
+            .map_err(storage(op))?;
         }
         tx.commit().await.map_err(storage(op))
     }

@@ -47,6 +47,12 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::channel::ChannelSpec;
 use crate::error::Result;
 
+#[doc(hidden)]
+pub mod reducer;
+mod schema;
+
+pub use schema::StateSchema;
+
 /// A graph's state: a struct whose fields are channels.
 ///
 /// Implemented by `#[derive(GraphState)]`. The serde form of the state must be

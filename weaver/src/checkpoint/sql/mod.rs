@@ -10,12 +10,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::types::{
-    CheckpointMetadata, CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint,
-    PendingWrite,
+    CheckpointMetadata, CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint, PendingWrite,
 };
 use crate::codec::{Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, check_size};
 use crate::error::{Error, Result};
-use crate::migrate::{Dialect, is_plain_identifier};
+use crate::migrate::Dialect;
 
 #[macro_use]
 mod saver_impl;
@@ -240,12 +239,8 @@ pub(crate) fn list_where(
         let i = push(&mut params, Param::Int(o));
         clauses.push(format!("commit_order < ${i}"));
     }
+    filter.check()?;
     for (key, value) in &filter.metadata {
-        if !is_plain_identifier(key) {
-            return Err(Error::invalid_argument(format!(
-                "metadata filter key `{key}` is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"
-            )));
-        }
         let k = push(&mut params, Param::Text(key.clone()));
         let v = push(&mut params, Param::Text(value.to_string()));
         clauses.push(q.metadata_clause(k, v));
@@ -284,7 +279,11 @@ impl Settings {
         check_size("checkpoint record bytes", &payload, self.max_record_bytes)?;
         let metadata = serde_json::to_string(&new.metadata)
             .map_err(|e| Error::encode(format!("metadata of {ctx}"), e))?;
-        check_size("checkpoint metadata bytes", metadata.as_bytes(), self.max_record_bytes)?;
+        check_size(
+            "checkpoint metadata bytes",
+            metadata.as_bytes(),
+            self.max_record_bytes,
+        )?;
         let writes = self.encode_writes(&ctx, writes)?;
         Ok(EncodedEntry {
             new,
@@ -357,8 +356,8 @@ impl Settings {
         task_path: String,
         value: &[u8],
     ) -> Result<PendingWrite> {
-        let ctx = RecordContext::checkpoint(thread_id, checkpoint_ns, checkpoint_id)
-            .write(&task_id, idx);
+        let ctx =
+            RecordContext::checkpoint(thread_id, checkpoint_ns, checkpoint_id).write(&task_id, idx);
         let value = self.codec.decode_value(value, &ctx)?;
         Ok(PendingWrite {
             task_id,
@@ -374,7 +373,10 @@ fn decode_metadata(text: &str, ctx: &RecordContext<'_>) -> Result<CheckpointMeta
     let mut de = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        Error::decode(format!("metadata of {ctx} at field `{path}`"), e.into_inner())
+        Error::decode(
+            format!("metadata of {ctx} at field `{path}`"),
+            e.into_inner(),
+        )
     })
 }
 

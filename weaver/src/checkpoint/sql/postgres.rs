@@ -119,8 +119,9 @@ impl PostgresSaver {
         ns: &str,
         op: &'static str,
     ) -> Result<()> {
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-            .bind(format!("weaver.thread:{thread_id}\u{0}{ns}"))
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))")
+            .bind(thread_id)
+            .bind(ns)
             .execute(&mut **tx)
             .await
             .map_err(|e| Error::storage(op, e))?;

@@ -1,0 +1,78 @@
+//! Any process can pick up a conversation (the chat-graph promise): each
+//! turn rebuilds nothing but the graph, loads the thread's latest checkpoint,
+//! runs the turn and commits it. With `Durability::Exit` a turn is one
+//! checkpoint, so it commits whole or not at all: if another process got
+//! there first the turn fails with `VersionConflict` (printed, not retried:
+//! the host decides whether re-running the input is safe).
+//!
+//! ```text
+//! chat_turns <postgres-url> <schema> <thread> <worker> <turns>
+//! ```
+//!
+//! Prints one line per turn: `commit <worker>:<turn>` or `conflict <worker>:<turn>`.
+
+use std::time::Duration;
+
+use weaver::checkpoint::PostgresSaver;
+use weaver::migrate::{self, Adapter, PgSchema};
+use weaver::prelude::*;
+
+/// The conversation: every user message and every reply.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Chat {
+    /// The transcript.
+    #[reducer(append)]
+    messages: Vec<String>,
+}
+
+async fn reply(state: &Chat) -> ChatUpdate {
+    // Stands in for a model call, so that two processes' turns overlap.
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let last = state.messages.last().cloned().unwrap_or_default();
+    ChatUpdate::default().messages(vec![format!("echo: {last}")])
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("chat_turns: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> weaver::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, url, schema, thread, worker, turns] = args.as_slice() else {
+        return Err(Error::invalid_argument(
+            "usage: chat_turns <postgres-url> <schema> <thread> <worker> <turns>",
+        ));
+    };
+    let turns: usize = turns
+        .parse()
+        .map_err(|_| Error::invalid_argument("turns must be a number"))?;
+    let pool = sqlx::PgPool::connect(url)
+        .await
+        .map_err(|e| Error::storage("connect", e))?;
+    migrate::up(&PgSchema::new(&pool, schema)?, &[Adapter::Checkpoint], None).await?;
+    let graph = graph! {
+        name: "Chat",
+        state: Chat,
+        nodes: [reply],
+        edges: [START -> reply -> END],
+    }
+    .compile(Compile::new().checkpointer(PostgresSaver::new(pool).with_prefix(schema)?))?;
+    let config = RunConfig::thread(thread.clone()).durability(Durability::Exit);
+    for turn in 0..turns {
+        let label = format!("{worker}:{turn}");
+        let input = ChatUpdate::default().messages(vec![label.clone()]);
+        match graph.invoke(input, &config).await {
+            Ok(_) => println!("commit {label}"),
+            Err(Error::VersionConflict { .. }) => println!("conflict {label}"),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

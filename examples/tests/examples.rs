@@ -1,0 +1,77 @@
+//! Every example runs and prints what its story promises.
+
+use std::process::Command;
+
+fn run(bin: &str, args: &[&str]) -> String {
+    let out = Command::new(bin)
+        .args(args)
+        .output()
+        .expect("example starts");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{bin} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn temp_db(name: &str) -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("weaver-example-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("quickstart.db");
+    (dir, file.display().to_string())
+}
+
+#[test]
+fn quickstart_runs_twice_on_one_sqlite_file() {
+    let (dir, db) = temp_db("quickstart");
+    let first = run(env!("CARGO_BIN_EXE_quickstart"), &[&db]);
+    assert!(first.contains("thread-1 had 0 checkpoints"), "{first}");
+    assert!(
+        first.contains(r#"final state: foo="b" bar=["a", "b"]"#),
+        "{first}"
+    );
+    assert!(
+        first.contains(r#"step -1  input  next=["__start__"]"#),
+        "{first}"
+    );
+    assert!(first.contains(r#"foo="forked" next=["node_b"]"#), "{first}");
+    assert!(first.contains("thread-1 now has 6 checkpoints"), "{first}");
+    // A second process extends the same thread from the file.
+    let second = run(env!("CARGO_BIN_EXE_quickstart"), &[&db]);
+    assert!(second.contains("thread-1 had 6 checkpoints"), "{second}");
+    assert!(second.contains(r#"bar=["a", "b", "a", "b"]"#), "{second}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn human_in_the_loop_pauses_and_resumes() {
+    let out = run(env!("CARGO_BIN_EXE_human_in_the_loop"), &[]);
+    assert!(out.contains(r#"paused in `review`"#), "{out}");
+    assert!(out.contains(r#"asks {"draft":"Approve this?"}"#), "{out}");
+    assert!(out.contains(r#"waiting on ["review"]"#), "{out}");
+    assert!(
+        out.contains(r#"decision: approved; log: ["drafted", "reviewed: approved"]"#),
+        "{out}"
+    );
+}
+
+#[test]
+fn time_travel_replays_and_forks() {
+    let out = run(env!("CARGO_BIN_EXE_time_travel"), &[]);
+    assert!(
+        out.contains(
+            r#"replayed from before `write`: ["researched otters", "wrote about otters"]"#
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"forked with a new topic: ["researched otters", "wrote about beavers"]"#),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"original branch unchanged: ["researched otters", "wrote about otters"]"#),
+        "{out}"
+    );
+}

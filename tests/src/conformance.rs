@@ -1,0 +1,975 @@
+//! The saver conformance suite: one set of checks every [`Saver`] must pass,
+//! run unchanged against each backend.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use weaver::{InMemorySaver, Saver};
+//! # use weaver_tests::conformance::run_saver_conformance;
+//! # async fn check() {
+//! run_saver_conformance(|| async { Arc::new(InMemorySaver::new()) as Arc<dyn Saver> }).await;
+//! # }
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use weaver::Error;
+use weaver::checkpoint::{
+    BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, ERROR_CHANNEL,
+    ForkOptions, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, Saver, limits,
+};
+
+/// Runs every check, each on a fresh saver from `make`.
+pub async fn run_saver_conformance<F, Fut>(make: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Arc<dyn Saver>>,
+{
+    get_tuple_latest_and_by_id(make().await).await;
+    latest_is_highest_commit_order_not_newest_id(make().await).await;
+    list_orders_newest_first_with_limit_and_before(make().await).await;
+    list_filters_metadata_and_namespaces(make().await).await;
+    list_across_threads(make().await).await;
+    list_before_needs_thread(make().await).await;
+    list_rejects_filter_keys_that_are_not_identifiers(make().await).await;
+    put_rejects_taken_commit_order_and_writes_nothing(make().await).await;
+    put_rejects_missing_parent(make().await).await;
+    put_without_commit_order_takes_next(make().await).await;
+    put_writes_is_idempotent_per_task_and_index(make().await).await;
+    put_writes_needs_existing_checkpoint(make().await).await;
+    put_checkpoint_with_writes_is_atomic(make().await).await;
+    put_many_is_one_atomic_batch(make().await).await;
+    put_many_enforces_limits(make().await).await;
+    fork_at_copies_only_the_lineage(make().await).await;
+    fork_at_enforces_bounds(make().await).await;
+    fork_at_rejects_missing_parent_and_existing_target(make().await).await;
+    copy_delete_and_list_threads(make().await).await;
+    prune_keeps_latest_or_deletes(make().await).await;
+    returned_values_are_copies(make().await).await;
+}
+
+/// A checkpoint whose single channel `v` holds `value`.
+pub fn record(value: Value) -> Checkpoint {
+    let mut c = Checkpoint::empty();
+    c.channel_values.insert("v".into(), value);
+    c.channel_versions.insert("v".into(), 1);
+    c
+}
+
+/// A `NewCheckpoint` on `thread` (root namespace) with the given parent and commit order.
+pub fn new_on(
+    thread: &str,
+    parent: Option<&str>,
+    order: Option<u64>,
+    step: i64,
+    value: Value,
+) -> NewCheckpoint {
+    NewCheckpoint {
+        thread_id: thread.into(),
+        checkpoint_ns: String::new(),
+        parent_id: parent.map(Into::into),
+        checkpoint: record(value),
+        metadata: CheckpointMetadata::new(CheckpointSource::Loop, step),
+        commit_order: order,
+    }
+}
+
+/// Writes `n` checkpoints in a chain on `thread`; returns their ids oldest first.
+pub async fn chain(saver: &dyn Saver, thread: &str, n: usize) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for i in 0..n {
+        let c = new_on(
+            thread,
+            ids.last().map(String::as_str),
+            Some(i as u64 + 1),
+            i as i64 - 1,
+            json!(i),
+        );
+        ids.push(c.checkpoint.id.clone());
+        saver.put(c).await.expect("put in chain");
+    }
+    ids
+}
+
+fn ids_of(tuples: &[weaver::checkpoint::CheckpointTuple]) -> Vec<String> {
+    tuples.iter().map(|t| t.checkpoint.id.clone()).collect()
+}
+
+fn write(task: &str, idx_channel: &str, value: Value) -> PendingWrite {
+    PendingWrite::for_task(task, "node", [(idx_channel.to_owned(), value)]).remove(0)
+}
+
+async fn get_tuple_latest_and_by_id(saver: Arc<dyn Saver>) {
+    let t = CheckpointRef::latest("t1");
+    assert!(
+        saver.get_tuple(&t).await.unwrap().is_none(),
+        "empty thread has no latest"
+    );
+    let ids = chain(saver.as_ref(), "t1", 3).await;
+    let latest = saver.get_tuple(&t).await.unwrap().expect("latest");
+    assert_eq!(latest.checkpoint.id, ids[2]);
+    assert_eq!(latest.commit_order, 3);
+    assert_eq!(
+        latest
+            .parent_config
+            .as_ref()
+            .and_then(|p| p.checkpoint_id.clone()),
+        Some(ids[1].clone())
+    );
+    assert_eq!(latest.config, t.at(ids[2].clone()));
+    assert_eq!(latest.checkpoint.channel_values["v"], json!(2));
+    let first = saver
+        .get_tuple(&t.at(ids[0].clone()))
+        .await
+        .unwrap()
+        .expect("by id");
+    assert_eq!(first.commit_order, 1);
+    assert_eq!(first.parent_config, None);
+    assert_eq!(first.metadata.step, -1);
+    assert!(
+        saver
+            .get_tuple(&t.at("no-such-id"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        saver
+            .get_tuple(&CheckpointRef::latest("t1").ns("other"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn latest_is_highest_commit_order_not_newest_id(saver: Arc<dyn Saver>) {
+    // Ids that sort backwards: the commit order alone decides "latest".
+    let mut a = new_on("t", None, Some(1), 0, json!("a"));
+    a.checkpoint.id = "zzz".into();
+    let mut b = new_on("t", Some("zzz"), Some(2), 1, json!("b"));
+    b.checkpoint.id = "aaa".into();
+    b.checkpoint.ts = "1970-01-01T00:00:00.000000+00:00".into();
+    saver.put(a).await.unwrap();
+    saver.put(b).await.unwrap();
+    let latest = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.checkpoint.id, "aaa");
+    let listed = saver.list(&ListFilter::thread("t")).await.unwrap();
+    assert_eq!(ids_of(&listed), ["aaa", "zzz"]);
+}
+
+async fn list_orders_newest_first_with_limit_and_before(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "t", 5).await;
+    let all = saver.list(&ListFilter::thread("t")).await.unwrap();
+    let mut expected = ids.clone();
+    expected.reverse();
+    assert_eq!(ids_of(&all), expected);
+    assert_eq!(
+        all.iter().map(|t| t.commit_order).collect::<Vec<_>>(),
+        [5, 4, 3, 2, 1]
+    );
+    let two = saver.list(&ListFilter::thread("t").limit(2)).await.unwrap();
+    assert_eq!(ids_of(&two), expected[..2]);
+    let before = saver
+        .list(&ListFilter::thread("t").before(ids[3].clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        ids_of(&before),
+        [ids[2].clone(), ids[1].clone(), ids[0].clone()]
+    );
+    let before_limited = saver
+        .list(&ListFilter::thread("t").before(ids[3].clone()).limit(1))
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&before_limited), [ids[2].clone()]);
+    let err = saver
+        .list(&ListFilter::thread("t").before("missing"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
+    assert!(
+        saver
+            .list(&ListFilter::thread("nobody"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn list_filters_metadata_and_namespaces(saver: Arc<dyn Saver>) {
+    let mut parent = None;
+    for (i, source) in [
+        CheckpointSource::Input,
+        CheckpointSource::Loop,
+        CheckpointSource::Update,
+        CheckpointSource::Loop,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut c = new_on(
+            "t",
+            parent.as_deref(),
+            Some(i as u64 + 1),
+            i as i64,
+            json!(i),
+        );
+        c.metadata.source = source;
+        c.metadata
+            .extra
+            .insert("user".into(), json!(if i % 2 == 0 { "ann" } else { "bob" }));
+        parent = Some(c.checkpoint.id.clone());
+        saver.put(c).await.unwrap();
+    }
+    let mut sub = new_on("t", None, Some(1), 0, json!("sub"));
+    sub.checkpoint_ns = "child".into();
+    saver.put(sub).await.unwrap();
+
+    let updates = saver
+        .list(&ListFilter::thread("t").metadata("source", "update"))
+        .await
+        .unwrap();
+    assert_eq!(updates.len(), 1);
+    assert_eq!(updates[0].metadata.step, 2);
+    let loops = saver
+        .list(&ListFilter::thread("t").ns("").metadata("source", "loop"))
+        .await
+        .unwrap();
+    assert_eq!(
+        loops.iter().map(|t| t.metadata.step).collect::<Vec<_>>(),
+        [3, 1]
+    );
+    let ann_step0 = saver
+        .list(
+            &ListFilter::thread("t")
+                .metadata("user", "ann")
+                .metadata("step", 0),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ann_step0.len(), 1);
+    let limited = saver
+        .list(
+            &ListFilter::thread("t")
+                .ns("")
+                .metadata("user", "bob")
+                .limit(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 1);
+    assert_eq!(
+        limited[0].metadata.step, 3,
+        "limit applies after filtering, newest first"
+    );
+    assert!(
+        saver
+            .list(&ListFilter::thread("t").metadata("user", "eve"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let child = saver
+        .list(&ListFilter::thread("t").ns("child"))
+        .await
+        .unwrap();
+    assert_eq!(child.len(), 1);
+    assert_eq!(child[0].config.checkpoint_ns, "child");
+    assert_eq!(child[0].commit_order, 1, "commit order is per namespace");
+    assert_eq!(
+        saver.list(&ListFilter::thread("t")).await.unwrap().len(),
+        5,
+        "no namespace = all"
+    );
+}
+
+async fn list_across_threads(saver: Arc<dyn Saver>) {
+    chain(saver.as_ref(), "b", 2).await;
+    chain(saver.as_ref(), "a", 2).await;
+    let all = saver.list(&ListFilter::all()).await.unwrap();
+    let order: Vec<(String, u64)> = all
+        .iter()
+        .map(|t| (t.config.thread_id.clone(), t.commit_order))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("a".into(), 2),
+            ("a".into(), 1),
+            ("b".into(), 2),
+            ("b".into(), 1)
+        ]
+    );
+    assert_eq!(
+        saver.list(&ListFilter::all().limit(3)).await.unwrap().len(),
+        3
+    );
+    assert_eq!(
+        saver
+            .list(&ListFilter::all().metadata("step", 0))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+async fn list_before_needs_thread(saver: Arc<dyn Saver>) {
+    let err = saver
+        .list(&ListFilter::all().before("x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+}
+
+async fn list_rejects_filter_keys_that_are_not_identifiers(saver: Arc<dyn Saver>) {
+    chain(saver.as_ref(), "t", 1).await;
+    for key in ["a'b", "source; DROP TABLE x", "", "1st", "a.b", "é"] {
+        let err = saver
+            .list(&ListFilter::thread("t").metadata(key, "x"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidArgument { .. }),
+            "key {key:?}: {err}"
+        );
+    }
+    assert_eq!(
+        saver
+            .list(&ListFilter::thread("t").metadata("_ok_1", "x"))
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
+}
+
+async fn put_rejects_taken_commit_order_and_writes_nothing(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "t", 2).await;
+    // Two writers both loaded head 2 and both write commit 3: one wins.
+    let winner = new_on("t", Some(&ids[1]), Some(3), 2, json!("winner"));
+    let loser = new_on("t", Some(&ids[1]), Some(3), 2, json!("loser"));
+    let loser_id = loser.checkpoint.id.clone();
+    saver.put(winner).await.unwrap();
+    let err = saver.put(loser).await.unwrap_err();
+    match err {
+        Error::VersionConflict {
+            thread_id,
+            attempted,
+            ..
+        } => {
+            assert_eq!(thread_id, "t");
+            assert_eq!(attempted, 3);
+        }
+        other => panic!("expected a version conflict, got {other}"),
+    }
+    assert!(
+        saver
+            .get_tuple(&CheckpointRef::latest("t").at(loser_id))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(saver.list(&ListFilter::thread("t")).await.unwrap().len(), 3);
+    // An older commit order is taken too.
+    let stale = new_on("t", Some(&ids[0]), Some(2), 1, json!("stale"));
+    assert!(matches!(
+        saver.put(stale).await,
+        Err(Error::VersionConflict { attempted: 2, .. })
+    ));
+    // A duplicate id is not a second checkpoint.
+    let mut dup = new_on("t", Some(&ids[1]), Some(4), 3, json!("dup"));
+    dup.checkpoint.id = ids[0].clone();
+    assert!(matches!(
+        saver.put(dup).await,
+        Err(Error::VersionConflict { .. })
+    ));
+    assert_eq!(saver.list(&ListFilter::thread("t")).await.unwrap().len(), 3);
+    // A fork (old parent, next commit order) is not a conflict.
+    saver
+        .put(new_on("t", Some(&ids[0]), Some(4), 1, json!("fork")))
+        .await
+        .unwrap();
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.checkpoint.channel_values["v"], json!("fork"));
+    assert_eq!(
+        head.parent_config.unwrap().checkpoint_id.as_deref(),
+        Some(ids[0].as_str())
+    );
+}
+
+async fn put_rejects_missing_parent(saver: Arc<dyn Saver>) {
+    let err = saver
+        .put(new_on("t", Some("ghost"), Some(1), 0, json!(0)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::CheckpointNotFound { ref checkpoint_id, .. } if checkpoint_id == "ghost"),
+        "{err}"
+    );
+    assert!(
+        saver
+            .list(&ListFilter::thread("t"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn put_without_commit_order_takes_next(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "t", 2).await;
+    saver
+        .put(new_on("t", Some(&ids[1]), None, 2, json!("next")))
+        .await
+        .unwrap();
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.commit_order, 3);
+    assert_eq!(head.checkpoint.channel_values["v"], json!("next"));
+}
+
+async fn put_writes_is_idempotent_per_task_and_index(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "t", 1).await;
+    let at = CheckpointRef::latest("t").at(ids[0].clone());
+    let first = PendingWrite::for_task(
+        "task-1",
+        "a",
+        [
+            ("foo".to_owned(), json!("one")),
+            ("bar".to_owned(), json!([1])),
+        ],
+    );
+    saver.put_writes(&at, first).await.unwrap();
+    // A retried task re-sends index 0 with another value: the first is kept.
+    let retry = PendingWrite::for_task("task-1", "a", [("foo".to_owned(), json!("two"))]);
+    saver.put_writes(&at, retry).await.unwrap();
+    // Special writes replace.
+    saver
+        .put_writes(
+            &at,
+            vec![write("task-2", ERROR_CHANNEL, json!({"message": "boom"}))],
+        )
+        .await
+        .unwrap();
+    saver
+        .put_writes(
+            &at,
+            vec![write("task-2", ERROR_CHANNEL, json!({"message": "again"}))],
+        )
+        .await
+        .unwrap();
+    let t = saver.get_tuple(&at).await.unwrap().unwrap();
+    let got: Vec<(String, i64, String, Value)> = t
+        .pending_writes
+        .iter()
+        .map(|w| (w.task_id.clone(), w.idx, w.channel.clone(), w.value.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("task-1".into(), 0, "foo".into(), json!("one")),
+            ("task-1".into(), 1, "bar".into(), json!([1])),
+            (
+                "task-2".into(),
+                -1,
+                ERROR_CHANNEL.into(),
+                json!({"message": "again"})
+            ),
+        ]
+    );
+    assert_eq!(t.pending_writes[0].task_path, "a");
+    // Writes stay with their checkpoint.
+    let other = chain(saver.as_ref(), "u", 1).await;
+    let u = saver
+        .get_tuple(&CheckpointRef::latest("u").at(other[0].clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(u.pending_writes.is_empty());
+}
+
+async fn put_writes_needs_existing_checkpoint(saver: Arc<dyn Saver>) {
+    let err = saver
+        .put_writes(
+            &CheckpointRef::latest("t").at("ghost"),
+            vec![write("x", "foo", json!(1))],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
+}
+
+async fn put_checkpoint_with_writes_is_atomic(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "t", 1).await;
+    let c = new_on("t", Some(&ids[0]), Some(2), 0, json!("with writes"));
+    let id = c.checkpoint.id.clone();
+    let writes = PendingWrite::for_task("task", "n", [("v".to_owned(), json!(7))]);
+    let at = saver
+        .put_checkpoint_with_writes(c, writes.clone())
+        .await
+        .unwrap();
+    assert_eq!(at.checkpoint_id.as_deref(), Some(id.as_str()));
+    let t = saver.get_tuple(&at).await.unwrap().unwrap();
+    assert_eq!(t.pending_writes, writes);
+    // A conflicting one leaves neither the checkpoint nor its writes.
+    let c2 = new_on("t", Some(&ids[0]), Some(2), 0, json!("conflict"));
+    let id2 = c2.checkpoint.id.clone();
+    assert!(matches!(
+        saver.put_checkpoint_with_writes(c2, writes).await,
+        Err(Error::VersionConflict { .. })
+    ));
+    assert!(
+        saver
+            .get_tuple(&CheckpointRef::latest("t").at(id2))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let t = saver.get_tuple(&at).await.unwrap().unwrap();
+    assert_eq!(t.pending_writes.len(), 1);
+}
+
+async fn put_many_is_one_atomic_batch(saver: Arc<dyn Saver>) {
+    // Explicit ids stay identities; an entry may name an earlier entry as parent.
+    let a = new_on("t", None, None, -1, json!("a"));
+    let mut b = new_on("t", None, None, 0, json!("b"));
+    b.parent_id = Some(a.checkpoint.id.clone());
+    let mut other = new_on("u", None, None, 0, json!("u"));
+    other.checkpoint.id = "explicit-id".into();
+    let entries = vec![
+        BatchEntry {
+            checkpoint: a.clone(),
+            writes: vec![],
+        },
+        BatchEntry {
+            checkpoint: b.clone(),
+            writes: PendingWrite::for_task("task", "n", [("v".to_owned(), json!(1))]),
+        },
+        BatchEntry {
+            checkpoint: other,
+            writes: vec![],
+        },
+    ];
+    let refs = saver.put_many(entries).await.unwrap();
+    assert_eq!(refs.len(), 3);
+    assert_eq!(refs[2].checkpoint_id.as_deref(), Some("explicit-id"));
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.checkpoint.id, b.checkpoint.id);
+    assert_eq!(head.commit_order, 2);
+    assert_eq!(head.pending_writes.len(), 1);
+
+    // One bad entry (a taken commit order) and nothing of the batch stays.
+    let fresh = new_on("v", None, None, 0, json!("v"));
+    let fresh_id = fresh.checkpoint.id.clone();
+    let clash = new_on("t", None, Some(1), 0, json!("clash"));
+    let err = saver
+        .put_many(vec![
+            BatchEntry {
+                checkpoint: fresh,
+                writes: vec![],
+            },
+            BatchEntry {
+                checkpoint: clash,
+                writes: vec![],
+            },
+        ])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::VersionConflict { .. }), "{err}");
+    assert!(
+        saver
+            .get_tuple(&CheckpointRef::latest("v").at(fresh_id))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        saver
+            .list(&ListFilter::thread("v"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(saver.list(&ListFilter::thread("t")).await.unwrap().len(), 2);
+
+    // A missing parent also fails the whole batch.
+    let ok = new_on("w", None, None, 0, json!("w"));
+    let orphan = new_on("w", Some("ghost"), None, 1, json!("orphan"));
+    assert!(
+        saver
+            .put_many(vec![
+                BatchEntry {
+                    checkpoint: ok,
+                    writes: vec![]
+                },
+                BatchEntry {
+                    checkpoint: orphan,
+                    writes: vec![]
+                },
+            ])
+            .await
+            .is_err()
+    );
+    assert!(
+        saver
+            .list(&ListFilter::thread("w"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn put_many_enforces_limits(saver: Arc<dyn Saver>) {
+    let too_many: Vec<BatchEntry> = (0..=limits::BATCH_MAX_CHECKPOINTS)
+        .map(|i| BatchEntry {
+            checkpoint: new_on(&format!("t{i}"), None, None, 0, json!(i)),
+            writes: vec![],
+        })
+        .collect();
+    let err = saver.put_many(too_many).await.unwrap_err();
+    assert!(
+        matches!(err, Error::LimitExceeded { value, ceiling, .. } if value == 1001 && ceiling == 1000),
+        "{err}"
+    );
+    let writes: Vec<PendingWrite> = PendingWrite::for_task(
+        "task",
+        "n",
+        (0..=limits::BATCH_MAX_WRITES).map(|i| (format!("c{i}"), json!(i))),
+    );
+    let err = saver
+        .put_many(vec![BatchEntry {
+            checkpoint: new_on("t", None, None, 0, json!(0)),
+            writes,
+        }])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LimitExceeded {
+                ceiling: 10_000,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let big = "x".repeat(limits::BATCH_MAX_BYTES);
+    let err = saver
+        .put_many(vec![BatchEntry {
+            checkpoint: new_on("t", None, None, 0, json!(big)),
+            writes: vec![],
+        }])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LimitExceeded { .. }), "{err}");
+    assert!(
+        saver.list(&ListFilter::all()).await.unwrap().is_empty(),
+        "nothing written"
+    );
+}
+
+async fn fork_at_copies_only_the_lineage(saver: Arc<dyn Saver>) {
+    // 1 <- 2 <- 3 and a branch 1 <- 4 (a fork): forking at 3 copies 1, 2, 3.
+    let ids = chain(saver.as_ref(), "src", 3).await;
+    let branch = new_on("src", Some(&ids[0]), Some(4), 1, json!("branch"));
+    let branch_id = branch.checkpoint.id.clone();
+    saver.put(branch).await.unwrap();
+    let at = CheckpointRef::latest("src").at(ids[2].clone());
+    saver
+        .put_writes(
+            &at,
+            PendingWrite::for_task("task", "n", [("v".to_owned(), json!("pending"))]),
+        )
+        .await
+        .unwrap();
+    let copy = saver
+        .fork_at(&at, "dst", ForkOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(copy.thread_id, "dst");
+    assert_eq!(copy.checkpoint_id.as_deref(), Some(ids[2].as_str()));
+    let listed = saver.list(&ListFilter::thread("dst")).await.unwrap();
+    assert_eq!(
+        ids_of(&listed),
+        [ids[2].clone(), ids[1].clone(), ids[0].clone()]
+    );
+    assert_eq!(
+        listed.iter().map(|t| t.commit_order).collect::<Vec<_>>(),
+        [3, 2, 1]
+    );
+    assert!(!ids_of(&listed).contains(&branch_id));
+    assert_eq!(
+        listed[0].pending_writes.len(),
+        1,
+        "pending writes come along"
+    );
+    assert_eq!(listed[0].checkpoint.channel_values["v"], json!(2));
+    // The source is untouched.
+    assert_eq!(
+        saver.list(&ListFilter::thread("src")).await.unwrap().len(),
+        4
+    );
+    // Forking from the branch copies 1 and the branch.
+    saver
+        .fork_at(
+            &CheckpointRef::latest("src").at(branch_id.clone()),
+            "dst2",
+            ForkOptions::default(),
+        )
+        .await
+        .unwrap();
+    let listed = saver.list(&ListFilter::thread("dst2")).await.unwrap();
+    assert_eq!(ids_of(&listed), [branch_id, ids[0].clone()]);
+}
+
+async fn fork_at_enforces_bounds(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "src", 5).await;
+    let at = CheckpointRef::latest("src").at(ids[4].clone());
+    let err = saver
+        .fork_at(&at, "dst", ForkOptions::default().max_checkpoints(3))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::LimitExceeded { ceiling: 3, .. }),
+        "{err}"
+    );
+    let err = saver
+        .fork_at(&at, "dst", ForkOptions::default().max_bytes(10))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::LimitExceeded { ceiling: 10, .. }),
+        "{err}"
+    );
+    let err = saver
+        .fork_at(
+            &at,
+            "dst",
+            ForkOptions::default().max_checkpoints(limits::FORK_MAX_CHECKPOINTS + 1),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LimitExceeded {
+                ceiling: 10_000,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = saver
+        .fork_at(
+            &at,
+            "dst",
+            ForkOptions::default().max_bytes(limits::FORK_MAX_BYTES + 1),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LimitExceeded { .. }), "{err}");
+    assert!(
+        saver
+            .list(&ListFilter::thread("dst"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing copied"
+    );
+    saver
+        .fork_at(&at, "dst", ForkOptions::default().max_checkpoints(5))
+        .await
+        .expect("exactly at the bound");
+}
+
+async fn fork_at_rejects_missing_parent_and_existing_target(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "src", 3).await;
+    chain(saver.as_ref(), "taken", 1).await;
+    let at = CheckpointRef::latest("src").at(ids[2].clone());
+    let err = saver
+        .fork_at(&at, "taken", ForkOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::ThreadExists { .. }), "{err}");
+    let err = saver
+        .fork_at(
+            &CheckpointRef::latest("src").at("ghost"),
+            "dst",
+            ForkOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
+    // Pruning drops the ancestors; the recorded parent is now missing.
+    saver
+        .prune(&["src".to_owned()], PruneStrategy::KeepLatest)
+        .await
+        .unwrap();
+    let err = saver
+        .fork_at(&at, "dst", ForkOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::MissingParent { ref parent_id, .. } if *parent_id == ids[1]),
+        "{err}"
+    );
+    assert!(
+        saver
+            .list(&ListFilter::thread("dst"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn copy_delete_and_list_threads(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "a", 3).await;
+    let mut sub = new_on("a", None, Some(1), 0, json!("sub"));
+    sub.checkpoint_ns = "child".into();
+    saver.put(sub).await.unwrap();
+    saver
+        .put_writes(
+            &CheckpointRef::latest("a").at(ids[2].clone()),
+            vec![write("t", "v", json!(1))],
+        )
+        .await
+        .unwrap();
+    saver.copy_thread("a", "b").await.unwrap();
+    let a = saver.list(&ListFilter::thread("a")).await.unwrap();
+    let b = saver.list(&ListFilter::thread("b")).await.unwrap();
+    assert_eq!(ids_of(&a), ids_of(&b));
+    assert_eq!(
+        a.iter()
+            .map(|t| (t.commit_order, t.pending_writes.len()))
+            .collect::<Vec<_>>(),
+        b.iter()
+            .map(|t| (t.commit_order, t.pending_writes.len()))
+            .collect::<Vec<_>>()
+    );
+    assert!(matches!(
+        saver.copy_thread("a", "b").await,
+        Err(Error::ThreadExists { .. })
+    ));
+    assert!(matches!(
+        saver.copy_thread("nobody", "c").await,
+        Err(Error::ThreadNotFound { .. })
+    ));
+    let threads = saver.list_threads(None, 0).await.unwrap();
+    assert_eq!(
+        threads
+            .iter()
+            .map(|t| (t.thread_id.as_str(), t.checkpoints))
+            .collect::<Vec<_>>(),
+        [("a", 4), ("b", 4)]
+    );
+    let page = saver.list_threads(Some(1), 1).await.unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].thread_id, "b");
+    saver.delete_thread("a").await.unwrap();
+    saver.delete_thread("never-existed").await.unwrap();
+    assert!(
+        saver
+            .list(&ListFilter::thread("a"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        saver
+            .get_tuple(&CheckpointRef::latest("a"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        saver.list(&ListFilter::thread("b")).await.unwrap().len(),
+        4,
+        "the copy is independent"
+    );
+    assert_eq!(saver.list_threads(None, 0).await.unwrap().len(), 1);
+}
+
+async fn prune_keeps_latest_or_deletes(saver: Arc<dyn Saver>) {
+    let a = chain(saver.as_ref(), "a", 4).await;
+    chain(saver.as_ref(), "b", 2).await;
+    chain(saver.as_ref(), "c", 2).await;
+    saver
+        .put_writes(
+            &CheckpointRef::latest("a").at(a[3].clone()),
+            vec![write("t", "v", json!(1))],
+        )
+        .await
+        .unwrap();
+    let deleted = saver
+        .prune(&["a".to_owned(), "b".to_owned()], PruneStrategy::KeepLatest)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 4);
+    let kept = saver.list(&ListFilter::thread("a")).await.unwrap();
+    assert_eq!(ids_of(&kept), [a[3].clone()]);
+    assert_eq!(
+        kept[0].commit_order, 4,
+        "the kept checkpoint keeps its commit order"
+    );
+    assert_eq!(kept[0].pending_writes.len(), 1, "and its pending writes");
+    assert_eq!(saver.list(&ListFilter::thread("b")).await.unwrap().len(), 1);
+    assert_eq!(
+        saver.list(&ListFilter::thread("c")).await.unwrap().len(),
+        2,
+        "other threads untouched"
+    );
+    // The next commit continues after the kept head.
+    saver
+        .put(new_on("a", Some(&a[3]), Some(5), 4, json!("after")))
+        .await
+        .unwrap();
+    assert!(matches!(
+        saver
+            .put(new_on("a", Some(&a[3]), Some(4), 4, json!("stale")))
+            .await,
+        Err(Error::VersionConflict { .. })
+    ));
+    let deleted = saver
+        .prune(&["c".to_owned()], PruneStrategy::Delete)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 2);
+    assert!(
+        saver
+            .list(&ListFilter::thread("c"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn returned_values_are_copies(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "t", 1).await;
+    let at = CheckpointRef::latest("t").at(ids[0].clone());
+    let mut got = saver.get_tuple(&at).await.unwrap().unwrap();
+    got.checkpoint
+        .channel_values
+        .insert("v".into(), json!("mutated"));
+    got.metadata.step = 99;
+    let mut listed = saver.list(&ListFilter::thread("t")).await.unwrap();
+    listed[0].checkpoint.channel_values.clear();
+    let again = saver.get_tuple(&at).await.unwrap().unwrap();
+    assert_eq!(again.checkpoint.channel_values["v"], json!(0));
+    assert_eq!(again.metadata.step, -1);
+}

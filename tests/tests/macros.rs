@@ -1,0 +1,612 @@
+//! `#[derive(GraphState)]` and `graph!` at run time: reducers, the update
+//! type, schemas, Mermaid, and macro graphs against builder graphs.
+
+use std::collections::BTreeMap;
+
+use weaver::checkpoint::ListFilter;
+use weaver::prelude::*;
+
+/// The seed's two-step state.
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+struct State {
+    /// Last value wins.
+    foo: String,
+    /// Accumulates across nodes.
+    #[reducer(append)]
+    bar: Vec<String>,
+}
+
+async fn node_a(_: &State) -> StateUpdate {
+    StateUpdate::default().foo("a").bar(vec!["a".into()])
+}
+
+fn node_b(_: &State) -> StateUpdate {
+    StateUpdate::default().foo("b").bar(vec!["b".into()])
+}
+
+mod derive {
+    use super::*;
+
+    /// The same state without a reducer on `bar`.
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Plain {
+        foo: String,
+        bar: Vec<String>,
+    }
+
+    #[tokio::test]
+    async fn checkpoint_example_runs_through_the_derive() {
+        let saver = InMemorySaver::new();
+        let graph = graph! {
+            name: "CheckpointExample",
+            state: State,
+            nodes: [node_a, node_b],
+            edges: [START -> node_a -> node_b -> END],
+        }
+        .compile(Compile::new().checkpointer(saver.clone()))
+        .unwrap();
+        let config = RunConfig::thread("thread-1");
+        let state = graph
+            .invoke(State::default(), &config)
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        assert_eq!(state.foo, "b");
+        assert_eq!(state.bar, ["a", "b"]);
+        let history = saver.list(&ListFilter::thread("thread-1")).await.unwrap();
+        assert_eq!(history.len(), 4);
+    }
+
+    /// Every reducer, on one state.
+    #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub(crate) struct Everything {
+        /// Last value: one write per step.
+        pub topic: String,
+        /// Optional last value; a written `None` clears it.
+        pub note: Option<String>,
+        /// Explicit last value: several writes per step, the last wins.
+        #[reducer(replace)]
+        pub status: String,
+        /// Appended.
+        #[reducer(append)]
+        pub log: Vec<String>,
+        /// Summed.
+        #[reducer(add)]
+        pub count: i64,
+        /// Merged by key.
+        #[reducer(merge)]
+        pub scores: BTreeMap<String, i64>,
+        /// Keeps the larger value.
+        #[reducer(self::max)]
+        pub peak: u64,
+    }
+
+    fn max(current: &mut u64, update: u64) {
+        *current = (*current).max(update);
+    }
+
+    #[test]
+    fn every_reducer_folds_a_step_in_order() {
+        let mut s = Everything::default();
+        s.apply(vec![
+            EverythingUpdate::default()
+                .topic("t")
+                .status("first")
+                .log(vec!["a".to_owned()])
+                .count(2)
+                .scores(BTreeMap::from([("x".to_owned(), 1), ("y".to_owned(), 2)]))
+                .peak(7u64),
+            EverythingUpdate::default()
+                .note(Some("n".to_owned()))
+                .status("second")
+                .log(vec!["b".to_owned(), "c".to_owned()])
+                .count(3)
+                .scores(BTreeMap::from([("y".to_owned(), 5)]))
+                .peak(3u64),
+        ])
+        .unwrap();
+        assert_eq!(
+            s,
+            Everything {
+                topic: "t".into(),
+                note: Some("n".into()),
+                status: "second".into(),
+                log: vec!["a".into(), "b".into(), "c".into()],
+                count: 5,
+                scores: BTreeMap::from([("x".to_owned(), 1), ("y".to_owned(), 5)]),
+                peak: 7,
+            }
+        );
+        // A later step may clear the optional last value.
+        s.apply(vec![EverythingUpdate::default().note(None)])
+            .unwrap();
+        assert_eq!(s.note, None);
+    }
+
+    #[test]
+    fn two_writes_to_a_last_value_channel_in_one_step_are_an_error() {
+        let mut s = Everything::default();
+        let err = s
+            .apply(vec![
+                EverythingUpdate::default().topic("a"),
+                EverythingUpdate::default().topic("b"),
+            ])
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidUpdate { ref channel, .. } if channel == "topic"));
+    }
+
+    #[test]
+    fn channels_are_declared_in_order_with_their_kinds() {
+        use weaver::channel::ChannelKind::*;
+        let kinds: Vec<_> = Everything::CHANNELS
+            .iter()
+            .map(|c| (c.name, c.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("topic", LastValue),
+                ("note", LastValue),
+                ("status", Replace),
+                ("log", Append),
+                ("count", Add),
+                ("scores", Merge),
+                ("peak", Custom),
+            ]
+        );
+        let names: Vec<_> = EverythingChannel::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(
+            names,
+            ["topic", "note", "status", "log", "count", "scores", "peak"]
+        );
+        assert_eq!(EverythingChannel::Scores.to_string(), "scores");
+        assert_eq!(EverythingChannel::Log.kind(), Append);
+    }
+
+    #[test]
+    fn the_update_serializes_only_what_it_writes() {
+        let u = EverythingUpdate::default().count(1).note(None);
+        let json = serde_json::to_value(&u).unwrap();
+        assert_eq!(json, serde_json::json!({"note": null, "count": 1}));
+        let back: EverythingUpdate = serde_json::from_value(json).unwrap();
+        assert_eq!(back.note, Some(None));
+        assert_eq!(back.count, Some(1));
+        assert_eq!(back.topic, None);
+        let full = EverythingUpdate::from(Everything::default());
+        assert_eq!(full.log, Some(vec![]));
+    }
+
+    #[tokio::test]
+    async fn without_append_the_last_value_wins() {
+        let graph = graph! {
+            state: Plain,
+            nodes: [
+                a = |_: &Plain| PlainUpdate::default().foo("a").bar(vec!["a".to_owned()]),
+                b = |_: &Plain| PlainUpdate::default().foo("b").bar(vec!["b".to_owned()]),
+            ],
+            edges: [START -> a -> b -> END],
+        }
+        .compile(Compile::new())
+        .unwrap();
+        let state = graph
+            .invoke(Plain::default(), &RunConfig::default())
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        assert_eq!(state.foo, "b");
+        assert_eq!(state.bar, ["b"]);
+    }
+}
+
+/// A `graph!` graph and the equivalent builder graph behave identically.
+mod equivalence {
+    use super::*;
+    use serde_json::{Map, Value};
+
+    #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub(crate) struct Flow {
+        /// Which branch the router takes.
+        pub route: String,
+        /// Every node that ran, in step order.
+        #[reducer(append)]
+        pub log: Vec<String>,
+        /// Node runs.
+        #[reducer(add)]
+        pub hops: i64,
+    }
+
+    fn visit(name: &str) -> FlowUpdate {
+        FlowUpdate::default().log(vec![name.to_owned()]).hops(1)
+    }
+    fn a(_: &Flow) -> FlowUpdate {
+        visit("a")
+    }
+    async fn b(_: &Flow) -> FlowUpdate {
+        visit("b")
+    }
+    fn c(_: &Flow, _: &Runtime) -> FlowUpdate {
+        visit("c")
+    }
+    fn d(_: &Flow) -> FlowUpdate {
+        visit("d")
+    }
+    pub(crate) fn route(s: &Flow) -> String {
+        s.route.clone()
+    }
+
+    type Row = (
+        u64,
+        String,
+        i64,
+        Map<String, Value>,
+        BTreeMap<String, u64>,
+        BTreeMap<String, BTreeMap<String, u64>>,
+    );
+
+    /// Runs `graph` on a fresh saver; the final state and the thread's
+    /// history without ids and timestamps.
+    async fn run(graph: Graph<Flow>, input: Flow) -> (Flow, Vec<Row>, String) {
+        let saver = InMemorySaver::new();
+        let graph = graph
+            .compile(Compile::new().checkpointer(saver.clone()))
+            .unwrap();
+        let config = RunConfig::thread("t");
+        let state = graph
+            .invoke(input, &config)
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        let history = saver
+            .list(&ListFilter::thread("t"))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| {
+                (
+                    t.commit_order,
+                    format!("{:?}", t.metadata.source),
+                    t.metadata.step,
+                    t.checkpoint.channel_values,
+                    t.checkpoint.channel_versions,
+                    t.checkpoint.versions_seen,
+                )
+            })
+            .collect();
+        (state, history, graph.draw_mermaid())
+    }
+
+    async fn same(macro_graph: Graph<Flow>, builder_graph: Graph<Flow>, input: Flow) -> Flow {
+        let (s1, h1, m1) = run(macro_graph, input.clone()).await;
+        let (s2, h2, m2) = run(builder_graph, input).await;
+        assert_eq!(s1, s2);
+        assert_eq!(h1, h2);
+        assert_eq!(m1, m2);
+        assert!(h1.len() >= 3, "the run was checkpointed");
+        s1
+    }
+
+    #[tokio::test]
+    async fn linear() {
+        let state = same(
+            graph! { state: Flow, nodes: [a, b, c], edges: [START -> a -> b -> c -> END] },
+            Graph::new("Flow")
+                .add_node("a", a)
+                .add_node("b", b)
+                .add_node("c", c)
+                .add_sequence([START, "a", "b", "c", END]),
+            Flow::default(),
+        )
+        .await;
+        assert_eq!(state.log, ["a", "b", "c"]);
+    }
+
+    pub(crate) fn fan_graph() -> Graph<Flow> {
+        graph! {
+            name: "Fan",
+            state: Flow,
+            nodes: [a, b, c, d],
+            edges: [START -> a -> [b, c], [b, c] -> d -> END],
+        }
+    }
+
+    #[tokio::test]
+    async fn fan_out_fan_in() {
+        let state = same(
+            fan_graph(),
+            Graph::new("Fan")
+                .add_node("a", a)
+                .add_node("b", b)
+                .add_node("c", c)
+                .add_node("d", d)
+                .add_edge(START, "a")
+                .add_edge("a", "b")
+                .add_edge("a", "c")
+                .add_edge("b", "d")
+                .add_edge("c", "d")
+                .add_edge("d", END),
+            Flow::default(),
+        )
+        .await;
+        assert_eq!(state.log, ["a", "b", "c", "d"]);
+        assert_eq!(state.hops, 4);
+    }
+
+    pub(crate) fn conditional_graph() -> Graph<Flow> {
+        graph! {
+            name: "Router",
+            state: Flow,
+            nodes: [a, b, c, finish = d],
+            edges: [START -> a, [b, c] -> finish -> END],
+            conditional: [a => route ? [b, c, END]],
+        }
+    }
+
+    #[tokio::test]
+    async fn conditional() {
+        for (choice, log) in [
+            ("b", vec!["a", "b", "d"]),
+            ("c", vec!["a", "c", "d"]),
+            (END, vec!["a"]),
+        ] {
+            let input = Flow {
+                route: choice.to_owned(),
+                ..Flow::default()
+            };
+            let state = same(
+                conditional_graph(),
+                Graph::new("Router")
+                    .add_node("a", a)
+                    .add_node("b", b)
+                    .add_node("c", c)
+                    .add_node("finish", d)
+                    .add_edge(START, "a")
+                    .add_conditional_edges("a", route, ["b", "c", END])
+                    .add_edge("b", "finish")
+                    .add_edge("c", "finish")
+                    .add_edge("finish", END),
+                input,
+            )
+            .await;
+            assert_eq!(state.log, log);
+        }
+    }
+
+    #[tokio::test]
+    async fn interrupts_declared_in_the_macro_pause_the_run() {
+        let graph = graph! {
+            state: Flow,
+            nodes: [a, b],
+            edges: [START -> a -> b -> END],
+            interrupt_before: [b],
+        }
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+        let config = RunConfig::thread("t");
+        let outcome = graph.invoke(Flow::default(), &config).await.unwrap();
+        assert!(
+            matches!(outcome, Outcome::Interrupted(_)),
+            "expected an interrupt before `b`, got {outcome:?}"
+        );
+    }
+}
+
+/// JSON Schemas of the example states, as snapshots, with samples that must
+/// validate and bad samples that must not.
+mod schema {
+    use super::derive::Everything;
+    use super::equivalence::Flow;
+    use super::*;
+    use serde_json::{Value, json};
+    use weaver::state::StateSchema;
+
+    #[test]
+    fn checkpoint_example_schema() {
+        weaver::assert_schema_snapshot!(State);
+    }
+
+    #[test]
+    fn every_reducer_schema() {
+        weaver::assert_schema_snapshot!(Everything);
+    }
+
+    #[test]
+    fn flow_schema() {
+        weaver::assert_schema_snapshot!("flow_schema", Flow);
+    }
+
+    #[test]
+    fn docs_become_descriptions() {
+        let s = State::state_schema();
+        assert_eq!(
+            s["properties"]["bar"]["description"],
+            "Accumulates across nodes."
+        );
+        let u = State::update_schema();
+        assert_eq!(
+            u["properties"]["bar"]["description"],
+            "Accumulates across nodes."
+        );
+    }
+
+    /// A minimal JSON Schema check covering what these schemas use: `type`
+    /// (one or a list), `properties`, `required`, `items`,
+    /// `additionalProperties` and local `$ref`s. (The `jsonschema` crate
+    /// would pull a large dependency tree into CI for this.)
+    fn valid(schema: &Value, root: &Value, v: &Value) -> bool {
+        if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+            let target = r
+                .trim_start_matches("#/")
+                .split('/')
+                .fold(root, |node, key| &node[key]);
+            return valid(target, root, v);
+        }
+        if let Some(t) = schema.get("type") {
+            let types: Vec<&str> = match t {
+                Value::String(s) => vec![s.as_str()],
+                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                _ => vec![],
+            };
+            let fits = types.iter().any(|t| match *t {
+                "null" => v.is_null(),
+                "boolean" => v.is_boolean(),
+                "string" => v.is_string(),
+                "integer" => v.is_i64() || v.is_u64(),
+                "number" => v.is_number(),
+                "array" => v.is_array(),
+                "object" => v.is_object(),
+                _ => false,
+            });
+            if !fits {
+                return false;
+            }
+        }
+        if let (Some(min), Some(n)) = (schema.get("minimum").and_then(Value::as_f64), v.as_f64())
+            && n < min
+        {
+            return false;
+        }
+        if let Some(obj) = v.as_object() {
+            let props = schema.get("properties").and_then(Value::as_object);
+            if let Some(required) = schema.get("required").and_then(Value::as_array)
+                && required
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .any(|k| !obj.contains_key(k))
+            {
+                return false;
+            }
+            for (k, val) in obj {
+                let fits = match props.and_then(|p| p.get(k)) {
+                    Some(p) => valid(p, root, val),
+                    None => match schema.get("additionalProperties") {
+                        Some(Value::Bool(false)) => false,
+                        Some(extra @ Value::Object(_)) => valid(extra, root, val),
+                        _ => true,
+                    },
+                };
+                if !fits {
+                    return false;
+                }
+            }
+        }
+        if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array())
+            && !arr.iter().all(|x| valid(items, root, x))
+        {
+            return false;
+        }
+        true
+    }
+
+    fn check<S: StateSchema>(
+        good: &[Value],
+        bad: &[Value],
+        update_good: &[Value],
+        update_bad: &[Value],
+    ) {
+        let state = S::state_schema();
+        let update = S::update_schema();
+        for v in good {
+            assert!(
+                valid(&state, &state, v),
+                "state sample should validate: {v}"
+            );
+            serde_json::from_value::<S>(v.clone()).expect("and deserialize");
+        }
+        for v in bad {
+            assert!(
+                !valid(&state, &state, v),
+                "bad state sample should not validate: {v}"
+            );
+            assert!(
+                serde_json::from_value::<S>(v.clone()).is_err(),
+                "nor deserialize: {v}"
+            );
+        }
+        for v in update_good {
+            assert!(
+                valid(&update, &update, v),
+                "update sample should validate: {v}"
+            );
+            serde_json::from_value::<S::Update>(v.clone()).expect("and deserialize");
+        }
+        for v in update_bad {
+            assert!(
+                !valid(&update, &update, v),
+                "bad update sample should not validate: {v}"
+            );
+            assert!(
+                serde_json::from_value::<S::Update>(v.clone()).is_err(),
+                "nor deserialize: {v}"
+            );
+        }
+    }
+
+    #[test]
+    fn samples_validate_and_bad_samples_do_not() {
+        check::<State>(
+            &[
+                json!({"foo": "b", "bar": ["a", "b"]}),
+                json!({"foo": "", "bar": []}),
+            ],
+            &[
+                json!({"foo": 1, "bar": []}),
+                json!({"foo": "x"}),
+                json!({"foo": "x", "bar": [1]}),
+            ],
+            &[
+                json!({}),
+                json!({"bar": ["x"]}),
+                json!({"foo": "a", "bar": []}),
+            ],
+            &[json!({"foo": null}), json!({"bar": "x"})],
+        );
+        check::<Everything>(
+            &[json!({
+                "topic": "t", "note": null, "status": "s", "log": ["a"], "count": -3,
+                "scores": {"x": 1}, "peak": 9
+            })],
+            &[
+                json!({
+                    "topic": "t", "note": null, "status": "s", "log": ["a"], "count": 1.5,
+                    "scores": {}, "peak": 1
+                }),
+                json!({
+                    "topic": "t", "note": null, "status": "s", "log": ["a"], "count": 1,
+                    "scores": {"x": "high"}, "peak": 1
+                }),
+            ],
+            &[
+                json!({"note": null}),
+                json!({"scores": {"a": 2}, "peak": 3}),
+            ],
+            &[
+                json!({"peak": -1}),
+                json!({"log": [1]}),
+                json!({"count": "1"}),
+            ],
+        );
+    }
+}
+
+/// Mermaid renderings of compiled graphs.
+mod mermaid {
+    use super::equivalence::{conditional_graph, fan_graph};
+    use super::*;
+
+    #[test]
+    fn fan_out_fan_in() {
+        let graph = fan_graph().compile(Compile::new()).unwrap();
+        insta::assert_snapshot!(graph.draw_mermaid());
+    }
+
+    #[test]
+    fn conditional() {
+        let graph = conditional_graph().compile(Compile::new()).unwrap();
+        let drawn = graph.draw_mermaid();
+        assert_eq!(drawn, graph.draw_mermaid(), "deterministic");
+        insta::assert_snapshot!(drawn);
+    }
+}

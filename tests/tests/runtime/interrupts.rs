@@ -1,0 +1,227 @@
+//! Human in the loop: dynamic interrupts, resume, static interrupts.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use weaver::InterruptWhen;
+use weaver::prelude::*;
+use weaver_tests::states::{Steps, StepsUpdate};
+
+use crate::common::Runs;
+
+fn approval_graph(runs: &Runs) -> CompiledGraph<Steps> {
+    let r = runs.clone();
+    Graph::<Steps>::new("Approval")
+        .add_node("draft", |_: &Steps| {
+            StepsUpdate::default().foo("Approve this?")
+        })
+        .add_node(
+            "review",
+            move |s: &Steps, rt: &Runtime| -> Result<StepsUpdate, NodeError> {
+                r.hit("review");
+                let answer = rt.interrupt(json!({ "draft": s.foo }))?;
+                Ok(StepsUpdate::default().bar([answer.as_str().unwrap_or("?").to_owned()]))
+            },
+        )
+        .add_sequence([START, "draft", "review", END])
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn interrupt_pauses_and_resume_answers() {
+    let runs = Runs::default();
+    let graph = approval_graph(&runs);
+    let config = RunConfig::thread("review-thread-1");
+    let outcome = graph.invoke(Steps::default(), &config).await.unwrap();
+    let interrupts = match outcome {
+        Outcome::Interrupted(i) => i,
+        Outcome::Complete(_) => panic!("expected an interrupt"),
+    };
+    assert_eq!(interrupts.len(), 1);
+    assert_eq!(interrupts[0].value, json!({"draft": "Approve this?"}));
+    assert_eq!(interrupts[0].node, "review");
+    assert_eq!(interrupts[0].when, InterruptWhen::Node);
+
+    // The pause is visible in the snapshot and in history.
+    let snap = graph.get_state(&config).await.unwrap();
+    assert_eq!(snap.next, ["review"]);
+    assert_eq!(snap.interrupts, interrupts);
+    assert_eq!(snap.tasks[0].interrupts, interrupts);
+    let history = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    assert!(history.iter().any(|s| !s.interrupts.is_empty()));
+
+    let answers: BTreeMap<String, Value> =
+        BTreeMap::from([(interrupts[0].id.clone(), json!("approved"))]);
+    let state = graph
+        .resume(answers, &config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(state.bar, ["approved"]);
+    assert_eq!(runs.get("review"), 2, "the node runs again from its start");
+
+    // Nothing is pending any more.
+    let err = graph.resume(json!("again"), &config).await.unwrap_err();
+    assert!(matches!(err, Error::NoPendingInterrupt { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn several_interrupts_in_one_node_are_answered_in_order() {
+    let graph = Graph::<Steps>::new("TwoQuestions")
+        .add_node(
+            "ask",
+            |_: &Steps, rt: &Runtime| -> Result<StepsUpdate, NodeError> {
+                let name = rt.interrupt("name?")?;
+                let age = rt.interrupt("age?")?;
+                Ok(StepsUpdate::default().bar([name.to_string(), age.to_string()]))
+            },
+        )
+        .add_sequence([START, "ask", END])
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("q");
+    let first = graph.invoke(Steps::default(), &config).await.unwrap();
+    assert_eq!(first.interrupts()[0].value, json!("name?"));
+    let second = graph.resume(json!("ann"), &config).await.unwrap();
+    assert_eq!(second.interrupts().len(), 1);
+    assert_eq!(second.interrupts()[0].value, json!("age?"));
+    assert_ne!(second.interrupts()[0].id, first.interrupts()[0].id);
+    let done = graph
+        .resume(json!(42), &config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.bar, ["\"ann\"", "42"]);
+}
+
+#[tokio::test]
+async fn several_nodes_interrupting_need_a_map() {
+    let ask = |q: &'static str| {
+        move |_: &Steps, rt: &Runtime| -> Result<StepsUpdate, NodeError> {
+            let a = rt.interrupt(q)?;
+            Ok(StepsUpdate::default().bar([format!("{q}={}", a.as_str().unwrap_or_default())]))
+        }
+    };
+    let graph = Graph::<Steps>::new("Parallel")
+        .add_node("p", ask("p"))
+        .add_node("q", ask("q"))
+        .add_edge(START, "p")
+        .add_edge(START, "q")
+        .add_edge("p", END)
+        .add_edge("q", END)
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("par");
+    let out = graph.invoke(Steps::default(), &config).await.unwrap();
+    let ids: Vec<String> = out.interrupts().iter().map(|i| i.id.clone()).collect();
+    assert_eq!(ids.len(), 2);
+    let err = graph.resume(json!("x"), &config).await.unwrap_err();
+    assert!(
+        matches!(err, Error::AmbiguousResume { pending: 2, .. }),
+        "{err}"
+    );
+    let err = graph
+        .resume(
+            Resume::Map(BTreeMap::from([("no-such-id".to_owned(), json!(1))])),
+            &config,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownInterrupt { .. }), "{err}");
+    let answers: Resume = ids
+        .iter()
+        .zip(["yes", "no"])
+        .map(|(id, a)| (id.clone(), json!(a)))
+        .collect();
+    let done = graph
+        .resume(answers, &config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    let mut bar = done.bar.clone();
+    bar.sort();
+    assert_eq!(bar.len(), 2);
+    assert!(
+        bar.iter()
+            .all(|b| b.starts_with("p=") || b.starts_with("q="))
+    );
+}
+
+#[tokio::test]
+async fn resume_on_a_thread_without_history_or_checkpointer_fails() {
+    let runs = Runs::default();
+    let graph = approval_graph(&runs);
+    let err = graph
+        .resume(json!("x"), &RunConfig::thread("nobody"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::ThreadNotFound { .. }), "{err}");
+
+    // interrupt() without a checkpointer cannot pause: typed error at run time.
+    let plain = Graph::<Steps>::new("NoSaver")
+        .add_node(
+            "ask",
+            |_: &Steps, rt: &Runtime| -> Result<StepsUpdate, NodeError> {
+                rt.interrupt("?")?;
+                Ok(StepsUpdate::default())
+            },
+        )
+        .add_sequence([START, "ask", END])
+        .compile(Compile::new())
+        .unwrap();
+    let err = plain
+        .invoke(Steps::default(), &RunConfig::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CheckpointerRequired { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn static_interrupts_before_and_after() {
+    let runs = Runs::default();
+    let (ra, rb) = (runs.clone(), runs.clone());
+    let graph = Graph::<Steps>::new("Static")
+        .add_node("node_a", move |_: &Steps| {
+            ra.hit("node_a");
+            StepsUpdate::default().bar(["a"])
+        })
+        .add_node("node_b", move |_: &Steps| {
+            rb.hit("node_b");
+            StepsUpdate::default().bar(["b"])
+        })
+        .add_sequence([START, "node_a", "node_b", END])
+        .compile(
+            Compile::new()
+                .checkpointer(InMemorySaver::new())
+                .interrupt_before(["node_a"])
+                .interrupt_after(["node_a"]),
+        )
+        .unwrap();
+    let config = RunConfig::thread("s");
+    let out = graph.invoke(Steps::default(), &config).await.unwrap();
+    assert_eq!(out.interrupts()[0].when, InterruptWhen::Before);
+    assert_eq!(runs.get("node_a"), 0);
+    assert_eq!(graph.get_state(&config).await.unwrap().next, ["node_a"]);
+
+    let out = graph.continue_run(&config).await.unwrap();
+    assert_eq!(out.interrupts()[0].when, InterruptWhen::After);
+    assert_eq!(out.interrupts()[0].node, "node_a");
+    assert_eq!((runs.get("node_a"), runs.get("node_b")), (1, 0));
+    assert_eq!(graph.get_state(&config).await.unwrap().next, ["node_b"]);
+
+    let done = graph
+        .resume(Value::Null, &config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.bar, ["a", "b"]);
+    assert_eq!((runs.get("node_a"), runs.get("node_b")), (1, 1));
+}

@@ -1,0 +1,8 @@
+//! Runtime tests on the in-memory saver: one binary, one module per area.
+
+mod common;
+mod conformance;
+mod engine;
+mod history;
+mod interrupts;
+mod pending;

@@ -1,0 +1,17 @@
+//! SQL persistence against real databases: SQLite files and the PostgreSQL at
+//! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`), each
+//! test in its own file or schema so tests run in parallel. One binary with
+//! modules, to cut link time.
+
+#[path = "sql/codec.rs"]
+mod codec;
+#[path = "sql/common.rs"]
+mod common;
+#[path = "sql/concurrency.rs"]
+mod concurrency;
+#[path = "sql/conformance.rs"]
+mod conformance;
+#[path = "sql/contract.rs"]
+mod contract;
+#[path = "sql/migrations.rs"]
+mod migrations;

@@ -1,0 +1,222 @@
+//! Racing writers on one thread: each commit number is won exactly once,
+//! the losers get `VersionConflict`, nothing is lost, history is one chain.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use weaver::checkpoint::{CheckpointRef, ListFilter, PendingWrite};
+use weaver::{Error, Saver};
+
+use crate::common::{PgDb, SqliteDb, cp};
+
+/// `tasks` tokio tasks each run `turns` read-head/write-head+1 attempts.
+pub async fn race(saver: Arc<dyn Saver>, tasks: usize, turns: usize) {
+    saver.put(cp("chat", "root", None, Some(1))).await.unwrap();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let s = saver.clone();
+        handles.push(tokio::spawn(async move {
+            let mut won = Vec::new();
+            let mut lost = 0usize;
+            for turn in 0..turns {
+                let head = s
+                    .get_tuple(&CheckpointRef::latest("chat"))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let id = format!("w{t}-{turn}");
+                let new = cp(
+                    "chat",
+                    &id,
+                    Some(&head.checkpoint.id),
+                    Some(head.commit_order + 1),
+                );
+                let writes = vec![PendingWrite {
+                    task_id: id.clone(),
+                    task_path: "n".into(),
+                    idx: 0,
+                    channel: "foo".into(),
+                    value: serde_json::json!(turn),
+                }];
+                match s.put_checkpoint_with_writes(new, writes).await {
+                    Ok(_) => won.push((id, head.commit_order + 1)),
+                    Err(Error::VersionConflict { attempted, .. }) => {
+                        assert_eq!(attempted, head.commit_order + 1);
+                        lost += 1;
+                    }
+                    Err(other) => panic!("unexpected error under concurrency: {other}"),
+                }
+            }
+            (won, lost)
+        }));
+    }
+    let mut won = Vec::new();
+    let mut lost = 0;
+    for h in handles {
+        let (w, l) = h.await.unwrap();
+        won.extend(w);
+        lost += l;
+    }
+    assert_eq!(won.len() + lost, tasks * turns);
+    let hist = saver.list(&ListFilter::thread("chat")).await.unwrap();
+    assert_eq!(
+        hist.len(),
+        won.len() + 1,
+        "every win is stored, nothing else"
+    );
+    // Orders 1..=n without gaps, each parent the previous commit: one chain.
+    let mut chain = hist.clone();
+    chain.reverse();
+    for (i, t) in chain.iter().enumerate() {
+        assert_eq!(t.commit_order, i as u64 + 1);
+        if i > 0 {
+            assert_eq!(
+                t.parent_config.as_ref().unwrap().checkpoint_id.as_deref(),
+                Some(chain[i - 1].checkpoint.id.as_str())
+            );
+            assert_eq!(
+                t.pending_writes.len(),
+                1,
+                "writes committed with their checkpoint"
+            );
+        }
+    }
+    let stored: HashSet<(String, u64)> = chain
+        .iter()
+        .map(|t| (t.checkpoint.id.clone(), t.commit_order))
+        .collect();
+    for w in &won {
+        assert!(stored.contains(w), "win {w:?} lost");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_tasks_sqlite() {
+    let db = SqliteDb::new().await;
+    race(Arc::new(db.saver().await), 12, 15).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_tasks_postgres() {
+    let db = PgDb::new().await;
+    race(Arc::new(db.saver().await), 12, 15).await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_next_free_number_never_conflicts() {
+    // `commit_order: None` takes the next free number, even under races.
+    let db = PgDb::new().await;
+    let s = Arc::new(db.saver().await);
+    let sq = SqliteDb::new().await;
+    let s2 = Arc::new(sq.saver().await);
+    for saver in [s as Arc<dyn Saver>, s2 as Arc<dyn Saver>] {
+        let mut hs = Vec::new();
+        for i in 0..40 {
+            let saver = saver.clone();
+            hs.push(tokio::spawn(async move {
+                saver.put(cp("free", &format!("f{i}"), None, None)).await
+            }));
+        }
+        for h in hs {
+            h.await.unwrap().unwrap();
+        }
+        let orders: Vec<u64> = saver
+            .list(&ListFilter::thread("free"))
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.commit_order)
+            .collect();
+        assert_eq!(orders, (1..=40).rev().collect::<Vec<u64>>());
+    }
+    db.drop_schema().await;
+}
+
+/// Two OS processes running turns of one graph on one thread against
+/// PostgreSQL: every turn commits whole or fails with `VersionConflict`;
+/// nothing is lost or merged, and the history is one chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_one_conversation() {
+    let db = PgDb::new().await;
+    // Migrate first so both processes only race on turns.
+    let _ = db.saver().await;
+    let bin = env!("CARGO_BIN_EXE_weaver-chat-turns");
+    let spawn = |worker: &str| {
+        std::process::Command::new(bin)
+            .args([&crate::common::pg_url(), &db.schema, "conv", worker, "40"])
+            .output()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| spawn("alice"));
+        let b = s.spawn(|| spawn("bob"));
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    let mut commits: Vec<String> = Vec::new();
+    let mut conflicts: Vec<String> = Vec::new();
+    for out in [&a, &b] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 40, "every turn reports");
+        for l in lines {
+            match l.split_once(' ') {
+                Some(("commit", label)) => commits.push(label.to_owned()),
+                Some(("conflict", label)) => conflicts.push(label.to_owned()),
+                _ => panic!("unexpected line {l}"),
+            }
+        }
+    }
+    assert_eq!(commits.len() + conflicts.len(), 80);
+    let saver = db.saver().await;
+    let mut hist = saver.list(&ListFilter::thread("conv")).await.unwrap();
+    hist.reverse();
+    assert_eq!(
+        hist.len(),
+        commits.len(),
+        "one checkpoint per committed turn, nothing else"
+    );
+    for (i, t) in hist.iter().enumerate() {
+        assert_eq!(t.commit_order, i as u64 + 1);
+        let parent = t
+            .parent_config
+            .as_ref()
+            .and_then(|p| p.checkpoint_id.clone());
+        assert_eq!(
+            parent,
+            (i > 0).then(|| hist[i - 1].checkpoint.id.clone()),
+            "one chain"
+        );
+        // Each commit adds one user message and its reply: nothing merged.
+        let messages = t.checkpoint.channel_values["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 2 * (i + 1));
+    }
+    let transcript: Vec<String> = hist.last().unwrap().checkpoint.channel_values["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_owned())
+        .collect();
+    for label in &commits {
+        assert_eq!(
+            transcript.iter().filter(|m| *m == label).count(),
+            1,
+            "turn {label} lost or doubled"
+        );
+        assert!(
+            transcript.contains(&format!("echo: {label}")),
+            "reply to {label} missing"
+        );
+    }
+    for label in &conflicts {
+        assert!(
+            !transcript.contains(label),
+            "conflicting turn {label} was merged"
+        );
+    }
+    db.drop_schema().await;
+}

@@ -1,0 +1,203 @@
+//! Migrations: v1 → v2 upgrade with data, down/up round trips, concurrent `up`.
+
+use sqlx::AssertSqlSafe;
+use weaver::checkpoint::{CheckpointRef, ForkOptions, ListFilter};
+use weaver::migrate::{self, Adapter};
+use weaver::{Error, Saver};
+
+use crate::common::{PgDb, SqliteDb, cp};
+
+const CK: &[Adapter] = &[Adapter::Checkpoint];
+
+/// Rows as a version-1 writer left them: ids deliberately not in insertion
+/// order, so the backfill must follow insertion order, not ids.
+const V1_ROWS: &[(&str, &str, Option<&str>)] = &[
+    ("t1", "zz-first", None),
+    ("t1", "aa-second", Some("zz-first")),
+    ("t1", "mm-third", Some("aa-second")),
+    ("t2", "only", None),
+];
+
+async fn check_upgraded(saver: &dyn Saver) {
+    let hist = saver.list(&ListFilter::thread("t1")).await.unwrap();
+    let ids: Vec<_> = hist.iter().map(|t| t.checkpoint.id.as_str()).collect();
+    assert_eq!(ids, ["mm-third", "aa-second", "zz-first"]);
+    let orders: Vec<_> = hist.iter().map(|t| t.commit_order).collect();
+    assert_eq!(orders, [3, 2, 1]);
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("t1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.checkpoint.id, "mm-third");
+    assert_eq!(head.pending_writes.len(), 1);
+    assert_eq!(
+        saver
+            .get_tuple(&CheckpointRef::latest("t2"))
+            .await
+            .unwrap()
+            .unwrap()
+            .commit_order,
+        1
+    );
+    // Forks follow the preserved lineage; new commits continue the numbering.
+    saver
+        .fork_at(
+            &CheckpointRef::latest("t1").at("aa-second"),
+            "fork",
+            ForkOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        saver.list(&ListFilter::thread("fork")).await.unwrap().len(),
+        2
+    );
+    saver
+        .put(cp("t1", "next", Some("mm-third"), Some(4)))
+        .await
+        .unwrap();
+    assert!(matches!(
+        saver.put(cp("t1", "dup", Some("mm-third"), Some(4))).await,
+        Err(Error::VersionConflict { attempted: 4, .. })
+    ));
+}
+
+#[tokio::test]
+async fn sqlite_v1_data_survives_upgrade() {
+    let db = SqliteDb::new().await;
+    migrate::up(&db.pool, CK, Some(1)).await.unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [1]);
+    let plain = weaver::checkpoint::SqliteSaver::new(db.pool.clone());
+    assert!(matches!(
+        plain.list(&ListFilter::all()).await,
+        Err(Error::MigrationRequired {
+            found: 1,
+            required: 2,
+            ..
+        })
+    ));
+    let json = weaver::codec::JsonCodec;
+    for (thread, id, parent) in V1_ROWS {
+        let c = cp(thread, id, *parent, None);
+        let payload = serde_json::to_vec(&c.checkpoint).unwrap();
+        let _ = &json;
+        sqlx::query("INSERT INTO weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata) VALUES ($1, '', $2, $3, $4, $5)")
+            .bind(thread).bind(id).bind(parent).bind(payload)
+            .bind(serde_json::to_string(&c.metadata).unwrap())
+            .execute(&db.pool).await.unwrap();
+    }
+    sqlx::query("INSERT INTO weaver_checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value) VALUES ('t1', '', 'mm-third', 'task', 0, 'foo', 'n', '1')")
+        .execute(&db.pool).await.unwrap();
+    migrate::up(&db.pool, CK, None).await.unwrap();
+    migrate::up(&db.pool, CK, None).await.unwrap(); // idempotent
+    migrate::verify_migrated(&db.pool, CK).await.unwrap();
+    check_upgraded(&weaver::checkpoint::SqliteSaver::new(db.pool.clone())).await;
+    // down 2 reverts only v2: rows stay, commit_order goes.
+    migrate::down(&db.pool, CK, 2).await.unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [1]);
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM weaver_checkpoints")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 7);
+    migrate::up(&db.pool, CK, None).await.unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [2]);
+    // down 1 removes everything, marker included.
+    migrate::down(&db.pool, CK, 1).await.unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [0]);
+    let tables: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'weaver_%'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(tables, 0);
+    assert!(matches!(
+        migrate::up(&db.pool, CK, Some(3)).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        migrate::down(&db.pool, CK, 0).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+#[tokio::test]
+async fn postgres_v1_data_survives_upgrade() {
+    let db = PgDb::new().await;
+    let target = db.target();
+    migrate::up(&target, CK, Some(1)).await.unwrap();
+    let s = &db.schema;
+    for (thread, id, parent) in V1_ROWS {
+        let c = cp(thread, id, *parent, None);
+        sqlx::query(AssertSqlSafe(format!("INSERT INTO \"{s}\".weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata) VALUES ($1, '', $2, $3, $4, CAST($5 AS JSONB))")))
+            .bind(thread).bind(id).bind(parent).bind(serde_json::to_vec(&c.checkpoint).unwrap())
+            .bind(serde_json::to_string(&c.metadata).unwrap())
+            .execute(&db.pool).await.unwrap();
+    }
+    sqlx::query(AssertSqlSafe(format!("INSERT INTO \"{s}\".weaver_checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value) VALUES ('t1', '', 'mm-third', 'task', 0, 'foo', 'n', '1')")))
+        .execute(&db.pool).await.unwrap();
+    let err = migrate::verify_migrated(&target, CK).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::MigrationRequired {
+                found: 1,
+                required: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("migrate::up"), "{err}");
+    migrate::up(&target, CK, None).await.unwrap();
+    migrate::up(&target, CK, None).await.unwrap();
+    let saver = weaver::checkpoint::PostgresSaver::new(db.pool.clone())
+        .with_prefix(s)
+        .unwrap();
+    check_upgraded(&saver).await;
+    migrate::down(&target, CK, 2).await.unwrap();
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [1]);
+    migrate::up(&target, CK, None).await.unwrap();
+    migrate::down(&target, CK, 1).await.unwrap();
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [0]);
+    let left: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
+    )
+    .bind(s)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0);
+    assert!(weaver::migrate::PgSchema::new(&db.pool, "bad-name; DROP").is_err());
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn concurrent_up_sqlite() {
+    let db = SqliteDb::new().await;
+    let (a, b) = tokio::join!(
+        migrate::up(&db.pool, CK, None),
+        migrate::up(&db.pool, CK, None)
+    );
+    a.unwrap();
+    b.unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [2]);
+}
+
+#[tokio::test]
+async fn concurrent_up_postgres() {
+    let db = PgDb::new().await;
+    let t1 = db.target();
+    let t2 = db.target();
+    let (a, b, c) = tokio::join!(
+        migrate::up(&t1, CK, None),
+        migrate::up(&t2, CK, None),
+        migrate::up(&t1, CK, Some(1))
+    );
+    a.unwrap();
+    b.unwrap();
+    c.unwrap();
+    assert_eq!(migrate::versions(&t1, CK).await.unwrap(), [2]);
+    db.drop_schema().await;
+}

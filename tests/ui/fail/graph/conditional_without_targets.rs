@@ -1,0 +1,28 @@
+use weaver::prelude::*;
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+struct State {
+    #[reducer(append)]
+    log: Vec<String>,
+}
+
+fn a(_: &State) -> StateUpdate {
+    StateUpdate::default().log(vec!["a".to_owned()])
+}
+
+fn b(_: &State) -> StateUpdate {
+    StateUpdate::default().log(vec!["b".to_owned()])
+}
+
+fn route(_: &State) -> &'static str {
+    "b"
+}
+
+fn main() {
+    let _ = graph! {
+        state: State,
+        nodes: [a, b],
+        edges: [START -> a, b -> END],
+        conditional: [a => route ? []],
+    };
+}

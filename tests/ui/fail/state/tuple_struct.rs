@@ -1,0 +1,6 @@
+use weaver::prelude::*;
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+struct State(String, Vec<String>);
+
+fn main() {}

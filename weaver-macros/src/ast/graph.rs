@@ -1,0 +1,273 @@
+//! The model of a `graph! { ... }` declaration, and its parser.
+//!
+//! ```text
+//! graph! {
+//!     name: "Name",                              // optional, default: the state's name
+//!     state: State,                              // required
+//!     nodes: [a, b, renamed = path::to::f, c = |s: &State| ...],
+//!     edges: [START -> a -> [b, c] -> d -> END, ...],
+//!     conditional: [a => router ? [b, c, END], ...],
+//!     interrupt_before: [b],
+//!     interrupt_after: [c],
+//! }
+//! ```
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::token::{Bracket, Comma};
+use syn::{Expr, Ident, LitStr, Token, Type, bracketed};
+
+use crate::ctxt::{Errors, closest};
+use crate::symbol::{
+    CONDITIONAL, EDGES, END, GRAPH_KEYS, INTERRUPT_AFTER, INTERRUPT_BEFORE, NAME, NODES, START,
+    STATE, list,
+};
+
+/// A whole `graph!` input. Options the user left out are `None` / empty.
+pub(crate) struct GraphDecl {
+    pub name: Option<LitStr>,
+    pub state: Option<Type>,
+    /// The `nodes` key and its bracket (for "empty graph" errors).
+    pub nodes_key: Option<(Ident, Span)>,
+    pub nodes: Vec<NodeDecl>,
+    pub edges_key: Option<Ident>,
+    pub chains: Vec<Chain>,
+    pub conditionals: Vec<Conditional>,
+    pub interrupt_before: Vec<Ident>,
+    pub interrupt_after: Vec<Ident>,
+    /// Errors found while parsing that did not stop the parse (unknown or
+    /// repeated keys).
+    pub errors: Errors,
+}
+
+/// `a` (the function `a`, node name "a") or `name = expr`.
+pub(crate) struct NodeDecl {
+    pub name: Ident,
+    pub func: Expr,
+}
+
+/// A reference to START, END or a node in an edge.
+#[derive(Clone)]
+pub(crate) enum Endpoint {
+    Start(Ident),
+    End(Ident),
+    Node(Ident),
+}
+
+impl Endpoint {
+    pub(crate) fn ident(&self) -> &Ident {
+        match self {
+            Endpoint::Start(i) | Endpoint::End(i) | Endpoint::Node(i) => i,
+        }
+    }
+}
+
+/// `A -> B -> [C, D] -> E`: each link is one endpoint or a bracketed group.
+pub(crate) struct Chain {
+    pub links: Vec<Vec<Endpoint>>,
+    /// The first token, for "an edge needs `->`".
+    pub span: Span,
+}
+
+/// `from => router ? [targets]`.
+pub(crate) struct Conditional {
+    pub from: Endpoint,
+    pub router: Expr,
+    pub targets: Vec<Endpoint>,
+    pub bracket: Span,
+}
+
+impl Parse for GraphDecl {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut decl = GraphDecl {
+            name: None,
+            state: None,
+            nodes_key: None,
+            nodes: Vec::new(),
+            edges_key: None,
+            chains: Vec::new(),
+            conditionals: Vec::new(),
+            interrupt_before: Vec::new(),
+            interrupt_after: Vec::new(),
+            errors: Errors::new(),
+        };
+        let mut seen: Vec<Ident> = Vec::new();
+        while !input.is_empty() {
+            let key = Ident::parse_any(input)?;
+            input.parse::<Token![:]>()?;
+            if let Some(first) = seen.iter().find(|k| **k == key) {
+                let _ = first;
+                decl.errors.spanned(
+                    &key,
+                    format!("option `{key}` is given twice; merge the two lists into one"),
+                );
+            }
+            seen.push(key.clone());
+            if key == NAME {
+                decl.name = Some(input.parse()?);
+            } else if key == STATE {
+                decl.state = Some(input.parse()?);
+            } else if key == NODES {
+                let content;
+                let bracket = bracketed!(content in input);
+                decl.nodes_key = Some((key, bracket.span.join()));
+                let list = Punctuated::<NodeDecl, Comma>::parse_terminated(&content)?;
+                decl.nodes.extend(list);
+            } else if key == EDGES {
+                let content;
+                bracketed!(content in input);
+                decl.edges_key = Some(key);
+                let list = Punctuated::<Chain, Comma>::parse_terminated(&content)?;
+                decl.chains.extend(list);
+            } else if key == CONDITIONAL {
+                let content;
+                bracketed!(content in input);
+                let list = Punctuated::<Conditional, Comma>::parse_terminated(&content)?;
+                decl.conditionals.extend(list);
+            } else if key == INTERRUPT_BEFORE {
+                decl.interrupt_before.extend(ident_list(input)?);
+            } else if key == INTERRUPT_AFTER {
+                decl.interrupt_after.extend(ident_list(input)?);
+            } else {
+                let word = key.to_string();
+                let hint = closest(&word, GRAPH_KEYS.iter().map(|s| s.0))
+                    .map(|near| format!("; did you mean `{near}`?"))
+                    .unwrap_or_default();
+                decl.errors.spanned(
+                    &key,
+                    format!(
+                        "unknown option `{word}`; expected one of {}{hint}",
+                        list(&GRAPH_KEYS)
+                    ),
+                );
+                skip_value(input)?;
+            }
+            if input.is_empty() {
+                break;
+            }
+            input.parse::<Token![,]>()?;
+        }
+        Ok(decl)
+    }
+}
+
+/// Skips an unknown option's value: every token up to the next top-level comma.
+fn skip_value(input: ParseStream<'_>) -> syn::Result<()> {
+    input.step(|cursor| {
+        let mut rest = *cursor;
+        while let Some((tt, next)) = rest.token_tree() {
+            if matches!(&tt, TokenTree::Punct(p) if p.as_char() == ',') {
+                return Ok(((), rest));
+            }
+            rest = next;
+        }
+        Ok(((), rest))
+    })
+}
+
+fn ident_list(input: ParseStream<'_>) -> syn::Result<Vec<Ident>> {
+    let content;
+    bracketed!(content in input);
+    Ok(Punctuated::<Ident, Comma>::parse_terminated(&content)?
+        .into_iter()
+        .collect())
+}
+
+impl Parse for NodeDecl {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        // `name = expr`
+        if input.peek(Ident) && input.peek2(Token![=]) && !input.peek2(Token![==]) {
+            let name: Ident = input.parse()?;
+            input.parse::<Token![=]>()?;
+            let func: Expr = input.parse()?;
+            return Ok(NodeDecl { name, func });
+        }
+        // `path::to::f` or `f`: the node is named after the last segment.
+        let path: syn::ExprPath = input.parse()?;
+        let Some(last) = path.path.segments.last() else {
+            return Err(syn::Error::new_spanned(&path, "expected a node function"));
+        };
+        Ok(NodeDecl {
+            name: last.ident.clone(),
+            func: Expr::Path(path),
+        })
+    }
+}
+
+impl Parse for Endpoint {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let ident: Ident = input.parse().map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                "expected a node name, `START` or `END` (edges name nodes as declared in `nodes: [...]`)",
+            )
+        })?;
+        Ok(if ident == START {
+            Endpoint::Start(ident)
+        } else if ident == END {
+            Endpoint::End(ident)
+        } else {
+            Endpoint::Node(ident)
+        })
+    }
+}
+
+fn link(input: ParseStream<'_>) -> syn::Result<Vec<Endpoint>> {
+    if input.peek(Bracket) {
+        let content;
+        bracketed!(content in input);
+        Ok(Punctuated::<Endpoint, Comma>::parse_terminated(&content)?
+            .into_iter()
+            .collect())
+    } else {
+        Ok(vec![input.parse()?])
+    }
+}
+
+impl Parse for Chain {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let span = input.span();
+        let mut links = vec![link(input)?];
+        while input.peek(Token![->]) {
+            input.parse::<Token![->]>()?;
+            links.push(link(input)?);
+        }
+        Ok(Chain { links, span })
+    }
+}
+
+impl Parse for Conditional {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let from: Endpoint = input.parse()?;
+        input.parse::<Token![=>]>()?;
+        // The router is every token up to the top-level `?` before the targets.
+        let router_tokens: TokenStream = input.step(|cursor| {
+            let mut rest = *cursor;
+            let mut tokens = Vec::new();
+            while let Some((tt, next)) = rest.token_tree() {
+                if matches!(&tt, TokenTree::Punct(p) if p.as_char() == '?') {
+                    return Ok((tokens.into_iter().collect(), rest));
+                }
+                tokens.push(tt);
+                rest = next;
+            }
+            Err(cursor
+                .error("expected `from => router ? [targets]`; the possible targets are required"))
+        })?;
+        let router: Expr = syn::parse2(router_tokens)?;
+        input.parse::<Token![?]>()?;
+        let content;
+        let bracket = bracketed!(content in input);
+        let targets = Punctuated::<Endpoint, Comma>::parse_terminated(&content)?
+            .into_iter()
+            .collect();
+        Ok(Conditional {
+            from,
+            router,
+            targets,
+            bracket: bracket.span.join(),
+        })
+    }
+}

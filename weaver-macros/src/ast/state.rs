@@ -1,0 +1,85 @@
+//! The model of a `#[derive(GraphState)]` struct.
+
+use syn::ext::IdentExt;
+use syn::{Attribute, Data, DeriveInput, Fields, Ident, Type, Visibility};
+
+use crate::attr::{self, Reducer};
+use crate::ctxt::Errors;
+
+/// A state struct: its name, visibility and channels.
+pub(crate) struct State<'a> {
+    pub ident: &'a Ident,
+    pub vis: &'a Visibility,
+    pub fields: Vec<Field<'a>>,
+}
+
+/// One field, i.e. one channel.
+pub(crate) struct Field<'a> {
+    pub ident: &'a Ident,
+    /// The channel name: the field name without `r#`.
+    pub name: String,
+    pub vis: &'a Visibility,
+    pub ty: &'a Type,
+    /// `///` doc attributes, forwarded to generated items.
+    pub docs: Vec<&'a Attribute>,
+    pub reducer: Reducer,
+}
+
+impl<'a> State<'a> {
+    /// Builds the model of a struct with named fields (the shape is checked
+    /// by [`crate::check::state::shape`] first; `None` for any other shape).
+    pub(crate) fn from_syn(input: &'a DeriveInput, errors: &mut Errors) -> Option<Self> {
+        let Data::Struct(data) = &input.data else {
+            return None;
+        };
+        let Fields::Named(named) = &data.fields else {
+            return None;
+        };
+        let fields = named
+            .named
+            .iter()
+            .filter_map(|f| {
+                let ident = f.ident.as_ref()?;
+                Some(Field {
+                    ident,
+                    name: ident.unraw().to_string(),
+                    vis: &f.vis,
+                    ty: &f.ty,
+                    docs: f
+                        .attrs
+                        .iter()
+                        .filter(|a| a.path().is_ident("doc"))
+                        .collect(),
+                    reducer: attr::reducer(&f.attrs, errors),
+                })
+            })
+            .collect();
+        Some(State {
+            ident: &input.ident,
+            vis: &input.vis,
+            fields,
+        })
+    }
+}
+
+impl Field<'_> {
+    /// The channel enum's variant: the field name in UpperCamelCase.
+    pub(crate) fn variant(&self) -> Ident {
+        let mut out = String::new();
+        let mut upper = true;
+        for c in self.name.chars() {
+            if c == '_' {
+                upper = true;
+            } else if upper {
+                out.extend(c.to_uppercase());
+                upper = false;
+            } else {
+                out.push(c);
+            }
+        }
+        if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+            out.insert(0, 'C');
+        }
+        Ident::new(&out, self.ident.span())
+    }
+}

@@ -1,0 +1,96 @@
+//! `graph!`: the wiring, expanded to the run-time `weaver::Graph` builder so
+//! a macro graph and the equivalent builder graph are the same graph.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+
+use crate::ast::graph::{Endpoint, GraphDecl};
+use crate::check;
+
+/// Parses, checks and expands a `graph!` input.
+pub(crate) fn graph(input: TokenStream) -> TokenStream {
+    let mut decl: GraphDecl = match syn::parse2(input) {
+        Ok(decl) => decl,
+        Err(e) => return e.to_compile_error(),
+    };
+    let mut errors = std::mem::take(&mut decl.errors);
+    let ok = check::graph::graph(&decl, &mut errors);
+    let name = graph_name(&decl);
+    let Some(state) = &decl.state else {
+        let errors = errors.into_compile_errors();
+        return quote!({ #errors loop {} });
+    };
+    if !ok || !errors.is_empty() {
+        // A stub of the right type, so the caller's `.compile(...)` adds no error.
+        let errors = errors.into_compile_errors();
+        return quote!({ #errors ::weaver::Graph::<#state>::new(#name) });
+    }
+    let nodes = decl.nodes.iter().map(|node| {
+        let lit = node.name.to_string();
+        let func = &node.func;
+        // Spanned at the node's name: a function that does not fit the state
+        // is reported there, through `IntoNode`'s `on_unimplemented`.
+        quote_spanned!(node.name.span()=> .add_node(#lit, #func))
+    });
+    let mut edges = Vec::new();
+    for chain in &decl.chains {
+        for pair in chain.links.windows(2) {
+            for from in &pair[0] {
+                for to in &pair[1] {
+                    let (from, to) = (endpoint(from), endpoint(to));
+                    edges.push(quote!(.add_edge(#from, #to)));
+                }
+            }
+        }
+    }
+    let conditionals = decl.conditionals.iter().map(|c| {
+        let from = endpoint(&c.from);
+        let router = &c.router;
+        let targets = c.targets.iter().map(endpoint);
+        quote!(.add_conditional_edges(#from, #router, [#(#targets),*]))
+    });
+    let mut interrupts = Vec::new();
+    for (method, list) in [
+        (quote!(interrupt_before), &decl.interrupt_before),
+        (quote!(interrupt_after), &decl.interrupt_after),
+    ] {
+        if !list.is_empty() {
+            let names = list.iter().map(|i| i.to_string());
+            interrupts.push(quote!(.#method([#(#names),*])));
+        }
+    }
+    quote! {
+        ::weaver::Graph::<#state>::new(#name)
+            #(#nodes)*
+            #(#edges)*
+            #(#conditionals)*
+            #(#interrupts)*
+    }
+}
+
+fn graph_name(decl: &GraphDecl) -> TokenStream {
+    if let Some(name) = &decl.name {
+        return quote!(#name);
+    }
+    let fallback = match &decl.state {
+        Some(syn::Type::Path(p)) => p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    quote!(#fallback)
+}
+
+fn endpoint(end: &Endpoint) -> TokenStream {
+    match end {
+        Endpoint::Start(_) => quote!(::weaver::START),
+        Endpoint::End(_) => quote!(::weaver::END),
+        Endpoint::Node(ident) => {
+            let lit = ident.to_string();
+            quote!(#lit)
+        }
+    }
+}

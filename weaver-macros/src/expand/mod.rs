@@ -1,0 +1,160 @@
+//! Code generation: one file per output. Each expander works on
+//! `proc_macro2`, so unit tests can call it.
+
+mod channel;
+mod fallback;
+pub(crate) mod graph;
+mod state;
+mod update;
+
+use proc_macro2::{Ident, TokenStream};
+use quote::{format_ident, quote};
+use syn::DeriveInput;
+
+use crate::ast::state::State;
+use crate::check;
+use crate::ctxt::Errors;
+
+/// `#[derive(GraphState)]`: the state impl, the update type, the channel
+/// enum, and any errors. On a shape error only a stub is emitted, so the
+/// user sees that one error instead of a cascade.
+pub(crate) fn derive_graph_state(input: TokenStream) -> TokenStream {
+    let input: DeriveInput = match syn::parse2(input) {
+        Ok(input) => input,
+        Err(e) => return e.to_compile_error(),
+    };
+    let mut errors = Errors::new();
+    if !check::state::shape(&input, &mut errors) {
+        let stub = fallback::expand(&input);
+        let errors = errors.into_compile_errors();
+        return quote! { #errors #stub };
+    }
+    let Some(state) = State::from_syn(&input, &mut errors) else {
+        return errors.into_compile_errors();
+    };
+    check::state::channels(&state, &mut errors);
+    let update = update::expand(&state);
+    let channels = channel::expand(&state);
+    let state_impl = state::expand(&state);
+    let errors = errors.into_compile_errors();
+    quote! {
+        #errors
+        #update
+        #channels
+        #state_impl
+    }
+}
+
+/// The generated update type's name: `<State>Update`.
+fn update_ident(state: &Ident) -> Ident {
+    format_ident!("{}Update", state)
+}
+
+/// The generated channel enum's name: `<State>Channel`.
+fn channel_ident(state: &Ident) -> Ident {
+    format_ident!("{}Channel", state)
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::derive_graph_state;
+    use super::graph::graph;
+
+    fn text(tokens: proc_macro2::TokenStream) -> String {
+        tokens
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn derive_generates_the_impl_the_update_and_the_channels() {
+        let out = text(derive_graph_state(quote! {
+            pub struct State {
+                /// Last value.
+                foo: String,
+                #[reducer(append)]
+                bar: Vec<String>,
+                #[reducer(self::max)]
+                peak: u64,
+            }
+        }));
+        assert!(out.contains("impl :: weaver :: state :: GraphState for State"));
+        assert!(out.contains("pub struct StateUpdate"));
+        assert!(out.contains("pub enum StateChannel"));
+        assert!(out.contains(
+            "ChannelSpec :: new (\"foo\" , :: weaver :: channel :: ChannelKind :: LastValue)"
+        ));
+        assert!(
+            out.contains("< Vec < String > as :: weaver :: __private :: AppendReducer > :: reduce")
+        );
+        assert!(out.contains("let reducer : fn (& mut u64 , u64) = self :: max ;"));
+        assert!(out.contains("reduce :: last_value (& mut self . foo , value , & mut __weaver_written_foo , \"foo\") ?"));
+        assert!(out.contains("# [doc = r\" Last value.\"]"));
+        assert!(!out.contains("compile_error"));
+    }
+
+    #[test]
+    fn derive_on_an_enum_is_one_error_and_a_stub() {
+        let out = text(derive_graph_state(quote! { enum State { A, B } }));
+        assert_eq!(out.matches("compile_error").count(), 1);
+        assert!(out.contains("cannot be used on an enum"));
+        assert!(out.contains("struct StateUpdate { }"));
+        assert!(!out.contains("GraphState for"));
+    }
+
+    #[test]
+    fn a_bad_reducer_still_expands_the_rest() {
+        let out = text(derive_graph_state(quote! {
+            struct State { #[reducer(apend)] bar: Vec<String> }
+        }));
+        assert_eq!(out.matches("compile_error").count(), 1);
+        assert!(out.contains("unknown reducer `apend`"));
+        assert!(out.contains("impl :: weaver :: state :: GraphState for State"));
+    }
+
+    #[test]
+    fn graph_expands_to_builder_calls() {
+        let out = text(graph(quote! {
+            name: "G",
+            state: State,
+            nodes: [a, b, c = path::f],
+            edges: [START -> a -> [b, c] -> END],
+            conditional: [a => route ? [b, END]],
+            interrupt_before: [b],
+        }));
+        assert!(out.starts_with(":: weaver :: Graph :: < State > :: new (\"G\")"));
+        for call in [
+            ". add_node (\"a\" , a)",
+            ". add_node (\"c\" , path :: f)",
+            ". add_edge (:: weaver :: START , \"a\")",
+            ". add_edge (\"a\" , \"b\")",
+            ". add_edge (\"a\" , \"c\")",
+            ". add_edge (\"c\" , :: weaver :: END)",
+            ". add_conditional_edges (\"a\" , route , [\"b\" , :: weaver :: END])",
+            ". interrupt_before ([\"b\"])",
+        ] {
+            assert!(out.contains(call), "missing {call} in {out}");
+        }
+    }
+
+    #[test]
+    fn graph_errors_are_collected_and_the_stub_keeps_its_type() {
+        let out = text(graph(quote! {
+            state: State,
+            nodes: [a, a],
+            edges: [START -> a -> x -> END, END -> a],
+            colour: "red",
+        }));
+        assert!(out.contains("unknown option `colour`"));
+        assert!(out.contains("node `a` is declared twice"));
+        assert!(out.contains("edge to unknown node `x`"));
+        assert!(out.contains("END cannot be the source"));
+        assert!(out.contains(":: weaver :: Graph :: < State > :: new"));
+        let out = text(graph(quote! { nodes: [a], edges: [START -> a -> END] }));
+        assert!(out.contains("missing `state"));
+    }
+}

@@ -1,0 +1,70 @@
+//! The macros' vocabulary: every keyword the user may write, named once.
+
+use std::fmt::{self, Display};
+
+use syn::{Ident, Path};
+
+/// A keyword of the macros' input.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub(crate) struct Symbol(pub(crate) &'static str);
+
+// `#[derive(GraphState)]`
+pub(crate) const REDUCER: Symbol = Symbol("reducer");
+pub(crate) const APPEND: Symbol = Symbol("append");
+pub(crate) const ADD: Symbol = Symbol("add");
+pub(crate) const MERGE: Symbol = Symbol("merge");
+pub(crate) const REPLACE: Symbol = Symbol("replace");
+pub(crate) const DELTA: Symbol = Symbol("delta");
+/// The built-in reducers, in the order error messages list them.
+pub(crate) const REDUCERS: [Symbol; 4] = [APPEND, ADD, MERGE, REPLACE];
+
+// `graph!`
+pub(crate) const NAME: Symbol = Symbol("name");
+pub(crate) const STATE: Symbol = Symbol("state");
+pub(crate) const NODES: Symbol = Symbol("nodes");
+pub(crate) const EDGES: Symbol = Symbol("edges");
+pub(crate) const CONDITIONAL: Symbol = Symbol("conditional");
+pub(crate) const INTERRUPT_BEFORE: Symbol = Symbol("interrupt_before");
+pub(crate) const INTERRUPT_AFTER: Symbol = Symbol("interrupt_after");
+/// The option keys of `graph!`, in the order error messages list them.
+pub(crate) const GRAPH_KEYS: [Symbol; 7] = [
+    NAME,
+    STATE,
+    NODES,
+    EDGES,
+    CONDITIONAL,
+    INTERRUPT_BEFORE,
+    INTERRUPT_AFTER,
+];
+pub(crate) const START: Symbol = Symbol("START");
+pub(crate) const END: Symbol = Symbol("END");
+
+/// "`a`, `b`, `c`".
+pub(crate) fn list(symbols: &[Symbol]) -> String {
+    let quoted: Vec<String> = symbols.iter().map(|s| format!("`{}`", s.0)).collect();
+    quoted.join(", ")
+}
+
+impl PartialEq<Symbol> for Ident {
+    fn eq(&self, word: &Symbol) -> bool {
+        self == word.0
+    }
+}
+
+impl PartialEq<Symbol> for &Ident {
+    fn eq(&self, word: &Symbol) -> bool {
+        *self == word.0
+    }
+}
+
+impl PartialEq<Symbol> for Path {
+    fn eq(&self, word: &Symbol) -> bool {
+        self.is_ident(word.0)
+    }
+}
+
+impl Display for Symbol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}

@@ -1,0 +1,233 @@
+//! Reading a thread: state snapshots and history.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::Interrupt;
+use super::run::{decode_state, next_tasks, task_id};
+use crate::checkpoint::{
+    CheckpointMetadata, CheckpointTuple, Checkpointer, ERROR_CHANNEL, INTERRUPT_CHANNEL,
+    ListFilter, NO_WRITES_CHANNEL, PendingWrite,
+};
+use crate::config::RunConfig;
+use crate::error::{Error, Result};
+use crate::graph::spec::Spec;
+use crate::state::GraphState;
+
+/// A task waiting to run from a checkpoint, with what it left so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskInfo {
+    /// The task id.
+    pub id: String,
+    /// The node it runs (`__start__` for the input task).
+    pub name: String,
+    /// Its error, if it failed.
+    pub error: Option<String>,
+    /// Its pending interrupts.
+    pub interrupts: Vec<Interrupt>,
+    /// Whether it finished (its writes are pending) and will not run again.
+    pub succeeded: bool,
+}
+
+/// The state of a thread at one checkpoint.
+#[derive(Debug, Clone)]
+pub struct StateSnapshot<S: GraphState> {
+    /// The typed state. At the latest checkpoint, the pending writes of tasks
+    /// that succeeded are applied; at a checkpoint named by id, it is the raw
+    /// checkpoint.
+    pub values: S,
+    /// Nodes that run from this checkpoint, in task order. At the latest
+    /// checkpoint, tasks that already succeeded (their writes pending) are
+    /// left out: `next` is what still has to run.
+    pub next: Vec<String>,
+    /// Addresses this checkpoint (thread, namespace, checkpoint id).
+    pub config: RunConfig,
+    /// Its metadata (`None` for a thread with no checkpoint).
+    pub metadata: Option<CheckpointMetadata>,
+    /// When it was written.
+    pub created_at: Option<String>,
+    /// Its lineage parent.
+    pub parent_config: Option<RunConfig>,
+    /// The tasks of `next`, with errors and interrupts.
+    pub tasks: Vec<TaskInfo>,
+    /// Interrupts waiting for `resume`.
+    pub interrupts: Vec<Interrupt>,
+    /// Writes of tasks started from this checkpoint.
+    pub pending_writes: Vec<PendingWrite>,
+    /// Position in the thread's order (0 for a thread with no checkpoint).
+    pub commit_order: u64,
+}
+
+impl<S: GraphState> StateSnapshot<S> {
+    /// The metadata's `source`, as stored (`"input"`, `"loop"`, `"update"`, `"fork"`).
+    pub fn source(&self) -> Option<&'static str> {
+        self.metadata.as_ref().map(|m| m.source.as_str())
+    }
+
+    /// The metadata's step.
+    pub fn step(&self) -> Option<i64> {
+        self.metadata.as_ref().map(|m| m.step)
+    }
+}
+
+/// Options of `get_state_history`.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct History {
+    /// At most this many snapshots.
+    pub limit: Option<usize>,
+    /// Only checkpoints committed before this checkpoint id.
+    pub before: Option<String>,
+    /// Only checkpoints whose metadata has these top-level key/values.
+    pub filter: serde_json::Map<String, Value>,
+}
+
+impl History {
+    /// Returns at most `n`.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+
+    /// Only checkpoints before the one `config` addresses (or the id given).
+    pub fn before(mut self, checkpoint_id: impl Into<String>) -> Self {
+        self.before = Some(checkpoint_id.into());
+        self
+    }
+
+    /// Requires metadata `key` to equal `value` (e.g. `("source", "update")`).
+    pub fn filter(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.filter.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// Builds a snapshot from a stored checkpoint.
+pub(crate) fn snapshot<S: GraphState>(
+    spec: &Spec<S>,
+    t: CheckpointTuple,
+    apply_pending: bool,
+) -> Result<StateSnapshot<S>> {
+    let mut values: S = decode_state(&t.checkpoint.channel_values)?;
+    let mut tasks = Vec::new();
+    let mut interrupts = Vec::new();
+    let mut succeeded_updates = Vec::new();
+    for node in next_tasks(spec, &t.checkpoint) {
+        let name = spec.name_of(node).to_owned();
+        let id = task_id(&t.checkpoint.id, &name);
+        let writes: Vec<&PendingWrite> = t
+            .pending_writes
+            .iter()
+            .filter(|w| w.task_id == id)
+            .collect();
+        let error = writes.iter().find(|w| w.channel == ERROR_CHANNEL).map(|w| {
+            w.value
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        });
+        let task_interrupts: Vec<Interrupt> = writes
+            .iter()
+            .filter(|w| w.channel == INTERRUPT_CHANNEL)
+            .filter_map(|w| Vec::<Interrupt>::deserialize(&w.value).ok())
+            .flatten()
+            .collect();
+        let succeeded = error.is_none()
+            && task_interrupts.is_empty()
+            && writes
+                .iter()
+                .any(|w| w.idx >= 0 || w.channel == NO_WRITES_CHANNEL);
+        if succeeded && apply_pending && node.is_some() {
+            let update: serde_json::Map<String, Value> = writes
+                .iter()
+                .filter(|w| w.idx >= 0 && !w.channel.starts_with("branch:to:"))
+                .map(|w| (w.channel.clone(), w.value.clone()))
+                .collect();
+            let update: S::Update = serde_path_to_error::deserialize(Value::Object(update))
+                .map_err(|e| {
+                    Error::decode(
+                        format!("pending write of `{name}` at `{}`", e.path()),
+                        e.inner(),
+                    )
+                })?;
+            succeeded_updates.push(update);
+        }
+        interrupts.extend(task_interrupts.iter().cloned());
+        tasks.push(TaskInfo {
+            id,
+            name,
+            error,
+            interrupts: task_interrupts,
+            succeeded,
+        });
+    }
+    if !succeeded_updates.is_empty() {
+        values.apply(succeeded_updates)?;
+    }
+    Ok(StateSnapshot {
+        values,
+        next: tasks
+            .iter()
+            .filter(|t| !(apply_pending && t.succeeded))
+            .map(|t| t.name.clone())
+            .collect(),
+        config: t.config.into(),
+        created_at: Some(t.checkpoint.ts),
+        parent_config: t.parent_config.map(Into::into),
+        metadata: Some(t.metadata),
+        tasks,
+        interrupts,
+        pending_writes: t.pending_writes,
+        commit_order: t.commit_order,
+    })
+}
+
+/// `get_state`: the checkpoint `config` addresses (latest when it names none).
+pub(crate) async fn get_state<S: GraphState>(
+    spec: &Spec<S>,
+    cp: &Checkpointer,
+    config: &RunConfig,
+) -> Result<StateSnapshot<S>> {
+    let target = config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
+    let latest = target.checkpoint_id.is_none();
+    match cp.get_tuple(&target).await? {
+        Some(t) => snapshot(spec, t, latest),
+        None if latest => Ok(StateSnapshot {
+            values: S::default(),
+            next: Vec::new(),
+            config: config.clone(),
+            metadata: None,
+            created_at: None,
+            parent_config: None,
+            tasks: Vec::new(),
+            interrupts: Vec::new(),
+            pending_writes: Vec::new(),
+            commit_order: 0,
+        }),
+        None => Err(Error::CheckpointNotFound {
+            thread_id: target.thread_id,
+            checkpoint_ns: target.checkpoint_ns,
+            checkpoint_id: target.checkpoint_id.unwrap_or_default(),
+        }),
+    }
+}
+
+/// `get_state_history`: newest first.
+pub(crate) async fn history<S: GraphState>(
+    spec: &Spec<S>,
+    cp: &Checkpointer,
+    config: &RunConfig,
+    options: History,
+) -> Result<Vec<StateSnapshot<S>>> {
+    let thread = config.thread_id().ok_or(Error::MissingThreadId)?;
+    let mut filter = ListFilter::thread(thread).ns(config.ns());
+    filter.before = options.before;
+    filter.limit = options.limit;
+    filter.metadata = options.filter;
+    cp.list_records(&filter)
+        .await?
+        .into_iter()
+        .map(|t| snapshot(spec, t, false))
+        .collect()
+}

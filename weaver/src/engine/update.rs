@@ -1,0 +1,196 @@
+//! Editing a thread: `update_state` and `bulk_update_state`.
+
+use super::run::{decode_state, encode_object, next_tasks, route, trigger_of};
+use crate::checkpoint::{
+    CheckpointMetadata, CheckpointRef, CheckpointSource, Checkpointer, NewCheckpoint,
+};
+use crate::config::RunConfig;
+use crate::error::{Error, Result};
+use crate::graph::node::Command;
+use crate::graph::spec::{Spec, Target};
+use crate::graph::{END, START};
+use crate::state::GraphState;
+
+/// One update of a `bulk_update_state` step, with the node it is attributed to.
+pub type StepUpdate<U> = (U, Option<String>);
+
+/// Which task an update is attributed to: `Some(i)` a node, `None` START, or END.
+#[derive(Clone, Copy, PartialEq)]
+enum Writer {
+    Node(Option<usize>),
+    End,
+}
+
+/// The node that last wrote the state: the task(s) whose trigger was
+/// consumed most recently. Several is ambiguous; none (a fresh thread) is START.
+fn infer_writer<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint: &crate::checkpoint::Checkpoint,
+    thread_id: &str,
+) -> Result<Writer> {
+    let mut best: Option<u64> = None;
+    let mut who: Vec<Option<usize>> = Vec::new();
+    let candidates = std::iter::once(None).chain((0..spec.nodes.len()).map(Some));
+    for node in candidates {
+        let name = spec.name_of(node);
+        let Some(v) = checkpoint
+            .versions_seen
+            .get(name)
+            .and_then(|m| m.get(trigger_of(spec, node)))
+            .copied()
+        else {
+            continue;
+        };
+        match best {
+            Some(b) if v < b => {}
+            Some(b) if v == b => who.push(node),
+            _ => {
+                best = Some(v);
+                who = vec![node];
+            }
+        }
+    }
+    match who.as_slice() {
+        [] => Ok(Writer::Node(None)),
+        [one] => Ok(Writer::Node(*one)),
+        many => Err(Error::AmbiguousUpdate {
+            thread_id: thread_id.to_owned(),
+            candidates: many.iter().map(|n| spec.name_of(*n).to_owned()).collect(),
+        }),
+    }
+}
+
+fn resolve_as_node<S: GraphState>(spec: &Spec<S>, name: &str) -> Result<Writer> {
+    match name {
+        END => Ok(Writer::End),
+        START => Ok(Writer::Node(None)),
+        _ => spec
+            .index
+            .get(name)
+            .map(|i| Writer::Node(Some(*i)))
+            .ok_or_else(|| Error::UnknownNode {
+                node: name.to_owned(),
+            }),
+    }
+}
+
+/// Writes one `update` checkpoint per step on top of the checkpoint `config`
+/// addresses; returns the config of the last one.
+pub(crate) async fn bulk_update_state<S: GraphState>(
+    spec: &Spec<S>,
+    cp: &Checkpointer,
+    config: &RunConfig,
+    steps: Vec<Vec<StepUpdate<S::Update>>>,
+) -> Result<RunConfig> {
+    if steps.is_empty() || steps.iter().any(Vec::is_empty) {
+        return Err(Error::invalid_argument(
+            "bulk_update_state needs at least one step, each with at least one update",
+        ));
+    }
+    let target = config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
+    let latest = CheckpointRef {
+        checkpoint_id: None,
+        ..target.clone()
+    };
+    let head = cp.get_tuple(&latest).await?;
+    let base = match &target.checkpoint_id {
+        Some(_) => Some(cp.fetch_tuple(&target).await?),
+        None => head.clone(),
+    };
+    let mut next_order = head.map_or(1, |h| h.commit_order + 1);
+    let (mut checkpoint, mut state, mut step, mut parent) = match base {
+        Some(t) => (
+            t.checkpoint.clone(),
+            decode_state::<S>(&t.checkpoint.channel_values)?,
+            t.metadata.step,
+            Some(t.checkpoint.id),
+        ),
+        None => (
+            crate::checkpoint::Checkpoint::empty(),
+            S::default(),
+            -2,
+            None,
+        ),
+    };
+
+    let mut last = config.clone();
+    for updates in steps {
+        let fresh = parent.is_none();
+        let mut attributed: Vec<(Writer, S::Update)> = Vec::with_capacity(updates.len());
+        for (update, as_node) in updates {
+            let writer = match as_node.as_deref() {
+                Some(name) => resolve_as_node(spec, name)?,
+                None if fresh => Writer::Node(None),
+                None => infer_writer(spec, &checkpoint, &target.thread_id)?,
+            };
+            attributed.push((writer, update));
+        }
+        // Parallel outputs merge in task order: START, then nodes by name, then END.
+        attributed.sort_by_key(|(w, _)| match w {
+            Writer::Node(None) => (0, 0),
+            Writer::Node(Some(i)) => (1, *i),
+            Writer::End => (2, 0),
+        });
+
+        let mut next = checkpoint.successor();
+        let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
+        if attributed.iter().any(|(w, _)| *w == Writer::End) {
+            // As END: nothing runs next.
+            for t in next_tasks(spec, &checkpoint) {
+                let trigger = trigger_of(spec, t).to_owned();
+                let v = next.channel_versions.get(&trigger).copied().unwrap_or(0);
+                next.versions_seen
+                    .entry(spec.name_of(t).to_owned())
+                    .or_default()
+                    .insert(trigger, v);
+            }
+        }
+        let mut triggers: Vec<Target> = Vec::new();
+        for (w, update) in &attributed {
+            let Writer::Node(node) = *w else { continue };
+            let trigger = trigger_of(spec, node).to_owned();
+            let seen = next.channel_versions.get(&trigger).copied().unwrap_or(0);
+            next.versions_seen
+                .entry(spec.name_of(node).to_owned())
+                .or_default()
+                .insert(trigger, seen);
+            let cmd = Command::update(update.clone());
+            let routed = route(spec, &state, node, &cmd).map_err(|e| Error::NodeFailed {
+                node: spec.name_of(node).to_owned(),
+                source: e,
+            })?;
+            triggers.extend(routed);
+        }
+        for (_, update) in &attributed {
+            for ch in encode_object("update", update)?.keys() {
+                next.channel_versions.insert(ch.clone(), version);
+            }
+        }
+        for t in &triggers {
+            if let Target::Node(i) = t {
+                next.channel_versions
+                    .insert(spec.nodes[*i].trigger.clone(), version);
+            }
+        }
+        state.apply(attributed.into_iter().map(|(_, u)| u).collect())?;
+        next.channel_values = encode_object("state", &state)?;
+        step = if step == -2 { -1 } else { step + 1 };
+        let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step);
+        metadata.extra = config.get_metadata().clone();
+        let stored = cp
+            .put(NewCheckpoint {
+                thread_id: target.thread_id.clone(),
+                checkpoint_ns: target.checkpoint_ns.clone(),
+                parent_id: parent.clone(),
+                checkpoint: next.clone(),
+                metadata,
+                commit_order: Some(next_order),
+            })
+            .await?;
+        next_order += 1;
+        parent = Some(next.id.clone());
+        checkpoint = next;
+        last = RunConfig::from(stored);
+    }
+    Ok(last)
+}

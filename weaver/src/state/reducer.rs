@@ -1,0 +1,77 @@
+//! Type facts for `#[reducer(...)]`: which field types each built-in reducer
+//! accepts. Generated code calls a reducer through these traits, spanned at
+//! the field's type, so a misfit is one error pointing at the field.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, Hash};
+use std::ops::AddAssign;
+
+use crate::channel::reduce;
+
+/// A field type `#[reducer(append)]` can extend: a collection that is
+/// `IntoIterator` and `Extend`s with its own items (`Vec`, `VecDeque`,
+/// `HashSet`, `BTreeSet`, ...).
+#[diagnostic::on_unimplemented(
+    message = "`#[reducer(append)]` cannot extend a field of type `{Self}`",
+    label = "`append` needs a collection here",
+    note = "`append` works on collections such as `Vec<T>`, `VecDeque<T>` or `BTreeSet<T>` (`IntoIterator + Extend` of their own items); use `#[reducer(add)]` for numbers or a custom `#[reducer(path::to::func)]`"
+)]
+pub trait AppendReducer: Sized {
+    /// Calls [`reduce::append`].
+    fn reduce(current: &mut Self, update: Self);
+}
+
+impl<C> AppendReducer for C
+where
+    C: IntoIterator + Extend<<C as IntoIterator>::Item>,
+{
+    fn reduce(current: &mut Self, update: Self) {
+        reduce::append(current, update);
+    }
+}
+
+/// A field type `#[reducer(add)]` can sum (`AddAssign`).
+#[diagnostic::on_unimplemented(
+    message = "`#[reducer(add)]` cannot add to a field of type `{Self}`",
+    label = "`add` needs a number here",
+    note = "`add` works on types with `+=` (`AddAssign<Self>`): integers, floats, `Duration`; use `#[reducer(append)]` for collections"
+)]
+pub trait AddReducer: Sized {
+    /// Calls [`reduce::add`].
+    fn reduce(current: &mut Self, update: Self);
+}
+
+impl<T: AddAssign> AddReducer for T {
+    fn reduce(current: &mut Self, update: Self) {
+        reduce::add(current, update);
+    }
+}
+
+/// A field type `#[reducer(merge)]` can merge into: a map.
+#[diagnostic::on_unimplemented(
+    message = "`#[reducer(merge)]` cannot merge into a field of type `{Self}`",
+    label = "`merge` needs a map here",
+    note = "`merge` works on `HashMap<K, V>`, `BTreeMap<K, V>` and `serde_json::Map`; use `#[reducer(append)]` for lists"
+)]
+pub trait MergeReducer: Sized {
+    /// Calls [`reduce::merge`].
+    fn reduce(current: &mut Self, update: Self);
+}
+
+impl<K: Eq + Hash, V, H: BuildHasher> MergeReducer for HashMap<K, V, H> {
+    fn reduce(current: &mut Self, update: Self) {
+        reduce::merge(current, update);
+    }
+}
+
+impl<K: Ord, V> MergeReducer for BTreeMap<K, V> {
+    fn reduce(current: &mut Self, update: Self) {
+        reduce::merge(current, update);
+    }
+}
+
+impl MergeReducer for serde_json::Map<String, serde_json::Value> {
+    fn reduce(current: &mut Self, update: Self) {
+        reduce::merge(current, update);
+    }
+}
