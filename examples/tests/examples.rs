@@ -75,3 +75,26 @@ fn time_travel_replays_and_forks() {
         "{out}"
     );
 }
+
+#[test]
+fn memory_store_is_shared_across_threads() {
+    let out = run(env!("CARGO_BIN_EXE_memory_store"), &[]);
+    assert!(
+        out.contains("-> I remember: I like pizza with extra basil"),
+        "{out}"
+    );
+    assert!(
+        out.contains("-> I remember: I play jazz piano on weekends"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "bob: which pizza should I order?\n        -> I don't know anything about that yet."
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"namespaces with memories: [["users", "alice"]]"#),
+        "{out}"
+    );
+}

@@ -260,22 +260,38 @@ impl<S: GraphState> Loop<'_, S> {
         let mut metadata = CheckpointMetadata::new(source, step);
         metadata.extra = self.config.get_metadata().clone();
         self.current_saved = false;
+        let mut checkpoint = checkpoint;
         if let (Some(writer), Some(thread)) = (self.writer.as_mut(), &self.thread)
             && writer.mode() != Durability::Exit
         {
+            // The saver gets the record; the run keeps its versions and any
+            // pending input, which is all the next step reads of it.
+            let mut kept = Checkpoint {
+                v: checkpoint.v,
+                id: checkpoint.id.clone(),
+                ts: checkpoint.ts.clone(),
+                channel_values: Map::new(),
+                channel_versions: checkpoint.channel_versions.clone(),
+                versions_seen: checkpoint.versions_seen.clone(),
+            };
+            if let Some(input) = checkpoint.channel_values.get(INPUT_CHANNEL) {
+                kept.channel_values
+                    .insert(INPUT_CHANNEL.to_owned(), input.clone());
+            }
             writer
                 .put(NewCheckpoint {
                     thread_id: thread.thread_id.clone(),
                     checkpoint_ns: thread.checkpoint_ns.clone(),
                     parent_id: self.last_saved.clone(),
-                    checkpoint: checkpoint.clone(),
+                    checkpoint,
                     metadata,
                     commit_order: Some(self.next_order),
                 })
                 .await?;
             self.next_order += 1;
-            self.last_saved = Some(checkpoint.id.clone());
+            self.last_saved = Some(kept.id.clone());
             self.current_saved = true;
+            checkpoint = kept;
         }
         self.current = checkpoint;
         self.step = step;
@@ -601,7 +617,6 @@ impl<S: GraphState> Loop<'_, S> {
             let current_saved = self.current_saved;
             let writer = &mut self.writer;
             let unsaved = &mut self.unsaved_writes;
-            let pending = &mut self.pending;
             let persisting = writer.is_some();
             let runtimes = &runtimes;
             let run_task = |k: usize| async move {
@@ -697,7 +712,6 @@ impl<S: GraphState> Loop<'_, S> {
                     }
                 };
                 if !writes.is_empty() {
-                    pending.extend(writes.iter().cloned());
                     store_writes(
                         writer.as_mut(),
                         unsaved,
