@@ -549,3 +549,72 @@ fn compile_rejects_malformed_graphs_naming_the_node() {
         Error::InvalidGraph(GraphError::UnknownInterruptNode { .. })
     ));
 }
+
+#[tokio::test]
+async fn bad_stored_data_is_a_decode_error_naming_the_field() {
+    use weaver::checkpoint::{CheckpointRef, PendingWrite};
+    let saver = InMemorySaver::new();
+    let graph = two_step(&saver);
+    let config = RunConfig::thread("t");
+    graph.invoke(Steps::default(), &config).await.unwrap();
+    // A checkpoint whose `bar` channel holds a number instead of a list.
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut corrupt = head.checkpoint.successor();
+    corrupt.channel_values.insert("bar".into(), json!(5));
+    saver
+        .put(weaver::checkpoint::NewCheckpoint {
+            thread_id: "t".into(),
+            checkpoint_ns: String::new(),
+            parent_id: Some(head.checkpoint.id.clone()),
+            checkpoint: corrupt,
+            metadata: weaver::checkpoint::CheckpointMetadata::new(CheckpointSource::Update, 3),
+            commit_order: Some(head.commit_order + 1),
+        })
+        .await
+        .unwrap();
+    for err in [
+        graph.get_state(&config).await.unwrap_err(),
+        graph.invoke(Steps::default(), &config).await.unwrap_err(),
+        graph
+            .get_state_history(&config, History::default())
+            .await
+            .unwrap_err(),
+    ] {
+        match err {
+            Error::Decode { what, .. } => assert!(what.contains("bar"), "{what}"),
+            other => panic!("expected a decode error, got {other}"),
+        }
+    }
+
+    // A pending write of a task that does not decode into the update type.
+    let saver = InMemorySaver::new();
+    let graph = two_step(&saver);
+    let config = RunConfig::thread("u").durability(Durability::Exit);
+    graph
+        .update_state(&config, StepsUpdate::default().foo("seed"), None)
+        .await
+        .unwrap();
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("u"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(graph.get_state(&config).await.unwrap().next, ["node_a"]);
+    let task = weaver_tests::task_id_of(&graph, &config, "node_a").await;
+    let writes = PendingWrite::for_task(
+        &task,
+        "node_a",
+        [("bar".to_owned(), json!({"not": "a list"}))],
+    );
+    saver.put_writes(&head.config, writes).await.unwrap();
+    match graph.continue_run(&config).await.unwrap_err() {
+        Error::Decode { what, .. } => {
+            assert!(what.contains("node_a") && what.contains("bar"), "{what}")
+        }
+        other => panic!("expected a decode error, got {other}"),
+    }
+}
