@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use super::builder::Compile;
 use super::spec::Spec;
@@ -95,9 +96,11 @@ impl<S: GraphState> CompiledGraph<S> {
         input: impl Into<Input<S>>,
         config: &RunConfig,
     ) -> Result<Outcome<S>> {
-        let span = tracing::debug_span!("weaver.invoke", graph = %self.inner.spec.name, thread_id = config.thread_id().unwrap_or(""));
-        let _guard = span.enter();
-        drop(_guard);
+        let span = tracing::debug_span!(
+            "weaver.invoke",
+            graph = %self.inner.spec.name,
+            thread_id = config.thread_id().unwrap_or("")
+        );
         Loop::run(
             &self.inner.spec,
             self.inner.checkpointer.as_ref(),
@@ -106,6 +109,7 @@ impl<S: GraphState> CompiledGraph<S> {
             None,
             self.inner.store.clone(), // store
         )
+        .instrument(span)
         .await
     }
 
