@@ -113,3 +113,9 @@ impl From<LastSteps> for StepsUpdate {
         }
     }
 }
+
+impl From<StepsUpdate> for weaver::Input<Steps> {
+    fn from(update: StepsUpdate) -> Self {
+        weaver::Input::Update(update)
+    }
+}

@@ -162,3 +162,51 @@ async fn a_stale_writer_gets_a_version_conflict() {
         "{stale}"
     );
 }
+
+#[tokio::test]
+async fn two_runs_racing_on_one_thread_one_wins_the_other_conflicts() {
+    use std::sync::Arc;
+    use tokio::sync::Barrier;
+    let saver = InMemorySaver::new();
+    // Both runs load the same head, then meet inside the node: whoever
+    // commits second finds its commit order taken.
+    let barrier = Arc::new(Barrier::new(2));
+    let b = barrier.clone();
+    let graph = Graph::<Steps>::new("Race")
+        .add_node("slow", move |s: &Steps| {
+            let b = b.clone();
+            let n = s.bar.len();
+            async move {
+                b.wait().await;
+                StepsUpdate::default().bar([format!("after {n}")])
+            }
+        })
+        .add_sequence([START, "slow", END])
+        .compile(Compile::new().checkpointer(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("race").durability(Durability::Exit);
+    let (a, b) = tokio::join!(
+        graph.invoke(StepsUpdate::default().bar(["a"]), &config),
+        graph.invoke(StepsUpdate::default().bar(["b"]), &config)
+    );
+    let results = [a, b];
+    let wins = results.iter().filter(|r| r.is_ok()).count();
+    let conflicts = results
+        .iter()
+        .filter(|r| matches!(r, Err(Error::VersionConflict { attempted: 1, .. })))
+        .count();
+    assert_eq!((wins, conflicts), (1, 1), "{results:?}");
+    let history = saver.list(&ListFilter::thread("race")).await.unwrap();
+    assert_eq!(history.len(), 1, "the loser wrote nothing");
+    let state = graph
+        .get_state(&RunConfig::thread("race"))
+        .await
+        .unwrap()
+        .values;
+    assert_eq!(
+        state.bar.len(),
+        2,
+        "one input and its node's write, not both runs merged: {:?}",
+        state.bar
+    );
+}

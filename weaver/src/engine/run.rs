@@ -259,8 +259,8 @@ impl<S: GraphState> Loop<'_, S> {
     ) -> Result<()> {
         let mut metadata = CheckpointMetadata::new(source, step);
         metadata.extra = self.config.get_metadata().clone();
-        self.current_saved = false;
         let mut checkpoint = checkpoint;
+        let mut saved = false;
         if let (Some(writer), Some(thread)) = (self.writer.as_mut(), &self.thread)
             && writer.mode() != Durability::Exit
         {
@@ -290,9 +290,11 @@ impl<S: GraphState> Loop<'_, S> {
                 .await?;
             self.next_order += 1;
             self.last_saved = Some(kept.id.clone());
-            self.current_saved = true;
+            saved = true;
             checkpoint = kept;
         }
+        // Only now: a failed put leaves the run at its last stored checkpoint.
+        self.current_saved = saved;
         self.current = checkpoint;
         self.step = step;
         self.pending.clear();
@@ -356,7 +358,7 @@ impl<S: GraphState> Loop<'_, S> {
     /// Writes the `input` checkpoint: unfinished tasks are discarded and the
     /// input waits in the START channel.
     async fn apply_input(&mut self, update: S::Update) -> Result<()> {
-        let mut next = self.current.successor();
+        let mut next = self.current.successor_without_values();
         for t in next_tasks(self.spec, &self.current) {
             let trigger = trigger_of(self.spec, t).to_owned();
             let v = next.channel_versions.get(&trigger).copied().unwrap_or(0);
@@ -739,8 +741,29 @@ impl<S: GraphState> Loop<'_, S> {
         }
 
         // Every task finished: apply the writes in task order and checkpoint.
-        let outputs: Vec<TaskOutput<S>> = outputs.into_iter().flatten().collect();
-        let mut next = self.current.successor_without_values();
+        let mut updates = Vec::with_capacity(tasks.len());
+        let mut written: Vec<(Vec<String>, Vec<Target>)> = Vec::with_capacity(tasks.len());
+        for o in outputs.into_iter().flatten() {
+            updates.push(o.update);
+            written.push((o.channels, o.triggers));
+        }
+        let events: Vec<(String, S::Update)> = if self.sink.is_some() {
+            tasks
+                .iter()
+                .zip(&updates)
+                .map(|(t, u)| (self.spec.name_of(*t).to_owned(), u.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.state.apply(updates)?;
+
+        // The current checkpoint is done with: its versions move into the next.
+        let mut next = Checkpoint {
+            channel_versions: std::mem::take(&mut self.current.channel_versions),
+            versions_seen: std::mem::take(&mut self.current.versions_seen),
+            ..Checkpoint::empty()
+        };
         let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
         for t in tasks {
             let trigger = trigger_of(self.spec, *t).to_owned();
@@ -750,28 +773,17 @@ impl<S: GraphState> Loop<'_, S> {
                 .or_default()
                 .insert(trigger, seen);
         }
-        for o in &outputs {
-            for ch in &o.channels {
-                next.channel_versions.insert(ch.clone(), version);
+        for (channels, triggers) in written {
+            for ch in channels {
+                next.channel_versions.insert(ch, version);
             }
-            for t in &o.triggers {
+            for t in triggers {
                 if let Target::Node(i) = t {
                     next.channel_versions
-                        .insert(self.spec.nodes[*i].trigger.clone(), version);
+                        .insert(self.spec.nodes[i].trigger.clone(), version);
                 }
             }
         }
-        let events: Vec<(String, S::Update)> = if self.sink.is_some() {
-            tasks
-                .iter()
-                .zip(&outputs)
-                .map(|(t, o)| (self.spec.name_of(*t).to_owned(), o.update.clone()))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        self.state
-            .apply(outputs.into_iter().map(|o| o.update).collect())?;
         next.channel_values = self.encode_state()?;
         self.commit(next, CheckpointSource::Loop, step).await?;
         if let Some(sink) = &self.sink {
