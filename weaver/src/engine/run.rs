@@ -67,9 +67,14 @@ pub(crate) fn task_id(checkpoint_id: &str, node: &str) -> String {
 
 /// Decodes the typed state from a checkpoint's channel values.
 pub(crate) fn decode_state<S: GraphState>(values: &Map<String, Value>) -> Result<S> {
-    let mut map = values.clone();
-    map.remove(INPUT_CHANNEL);
-    serde_path_to_error::deserialize(Value::Object(map))
+    // Decode from borrowed values (no copy of a possibly large state), leaving
+    // out a pending input, which is not a channel of the state.
+    let fields = values
+        .iter()
+        .filter(|(k, _)| k.as_str() != INPUT_CHANNEL)
+        .map(|(k, v)| (k.as_str(), v));
+    let map = serde::de::value::MapDeserializer::<_, serde_json::Error>::new(fields);
+    serde_path_to_error::deserialize(map)
         .map_err(|e| Error::decode(format!("state at `{}`", e.path()), e.inner()))
 }
 
