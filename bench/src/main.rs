@@ -15,7 +15,9 @@
 //! postgres).
 //!
 //! Each (workload, backend, durability) row runs in its own child process so
-//! that `peak_rss_kib` is per row, as in the peer's figures. W2 always emits
+//! that `peak_rss_kib` is per row, as in the peer's figures. `--repeats R`
+//! runs each row R times (separate processes) and prints the median run with
+//! the range (`runs`, `spread`), as the peer's RESULTS.md does. W2 always emits
 //! the W4 row too (W4 reads W2's thread in the same process); `w4` is an
 //! alias of `w2`. W6 starts four worker processes of this binary.
 //!
@@ -49,6 +51,7 @@ struct Args {
     durability: Option<Durability>,
     n: Option<usize>,
     procs: usize,
+    repeats: usize,
     all: bool,
     multi_thread: bool,
     child: bool,
@@ -63,6 +66,7 @@ fn parse_args() -> Args {
         durability: None,
         n: None,
         procs: 4,
+        repeats: 1,
         all: false,
         multi_thread: false,
         child: false,
@@ -104,6 +108,11 @@ fn parse_args() -> Args {
                     other => usage(&format!("unknown runtime {other}")),
                 }
             }
+            "--repeats" => {
+                a.repeats = value()
+                    .parse()
+                    .unwrap_or_else(|_| usage("--repeats takes a number"))
+            }
             "--all" => a.all = true,
             "--child" => a.child = true,
             "--w6-worker" => {
@@ -124,7 +133,7 @@ fn parse_args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres] [--durability sync|async|exit] [--n N] [--procs P] [--runtime current|multi]"
+        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi]"
     );
     std::process::exit(2)
 }
@@ -157,31 +166,96 @@ fn main() {
     }
     let exe = std::env::current_exe().expect("own path");
     for (w, b, d) in jobs(&args) {
-        let mut cmd = Process::new(&exe);
-        cmd.args(["--child", "--workload", &w, "--backend", &b]);
-        cmd.args(["--procs", &args.procs.to_string()]);
-        if let Some(n) = args.n {
-            cmd.args(["--n", &n.to_string()]);
-        }
-        if let Some(d) = d {
-            cmd.args(["--durability", durability_name(d)]);
-        }
-        if args.multi_thread {
-            cmd.args(["--runtime", "multi"]);
-        }
-        eprintln!("== {w} {b} {}", d.map_or("default(async)", durability_name));
-        let out = cmd.output().expect("run child");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        print!("{stdout}");
-        eprint!("{}", String::from_utf8_lossy(&out.stderr));
-        if !stdout.lines().any(|l| l.starts_with('{')) {
-            println!(
-                "{}",
-                json!({"workload": w.to_uppercase(), "backend": b,
-                       "error": format!("row process exited with {}", out.status)})
+        let mut runs: Vec<Vec<Value>> = Vec::new();
+        for rep in 0..args.repeats.max(1) {
+            let mut cmd = Process::new(&exe);
+            cmd.args(["--child", "--workload", &w, "--backend", &b]);
+            cmd.args(["--procs", &args.procs.to_string()]);
+            if let Some(n) = args.n {
+                cmd.args(["--n", &n.to_string()]);
+            }
+            if let Some(d) = d {
+                cmd.args(["--durability", durability_name(d)]);
+            }
+            if args.multi_thread {
+                cmd.args(["--runtime", "multi"]);
+            }
+            eprintln!(
+                "== {w} {b} {} run {}",
+                d.map_or("default(async)", durability_name),
+                rep + 1
             );
+            let out = cmd.output().expect("run child");
+            eprint!("{}", String::from_utf8_lossy(&out.stderr));
+            let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            runs.push(if rows.is_empty() {
+                vec![json!({"workload": w.to_uppercase(), "backend": b,
+                            "error": format!("row process exited with {}", out.status)})]
+            } else {
+                rows
+            });
+        }
+        for r in median_runs(runs) {
+            println!("{r}");
         }
     }
+}
+
+/// Per row (workload, backend, durability), the run with the median result
+/// (`ops_per_s`, else `median_ms`), annotated with the range over runs, as
+/// the peer reports repeated runs.
+fn median_runs(runs: Vec<Vec<Value>>) -> Vec<Value> {
+    if runs.len() == 1 {
+        return runs.into_iter().next().unwrap_or_default();
+    }
+    let key = |r: &Value| {
+        (
+            r["workload"].to_string(),
+            r["backend"].to_string(),
+            r["durability"].to_string(),
+        )
+    };
+    let mut order = Vec::new();
+    let mut groups: BTreeMap<(String, String, String), Vec<Value>> = BTreeMap::new();
+    for r in runs.into_iter().flatten() {
+        let k = key(&r);
+        if !groups.contains_key(&k) {
+            order.push(k.clone());
+        }
+        groups.entry(k).or_default().push(r);
+    }
+    order
+        .into_iter()
+        .filter_map(|k| {
+            let mut rows = groups.remove(&k)?;
+            let n = rows.len();
+            let metric = ["ops_per_s", "median_ms"]
+                .into_iter()
+                .find(|m| rows.iter().all(|r| r[*m].is_number()));
+            let Some(metric) = metric else {
+                // W7: keep a failing run if there is one.
+                let i = rows
+                    .iter()
+                    .position(|r| r["pass"] == json!(false))
+                    .unwrap_or(0);
+                let mut first = rows.swap_remove(i);
+                first["runs"] = json!(n);
+                return Some(first);
+            };
+            rows.sort_by(|a, b| {
+                let (x, y) = (a[metric].as_f64(), b[metric].as_f64());
+                x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
+            });
+            let (min, max) = (rows[0][metric].clone(), rows[n - 1][metric].clone());
+            let mut mid = rows.swap_remove(n / 2);
+            mid["runs"] = json!(n);
+            mid["spread"] = json!({"metric": metric, "min": min, "max": max});
+            Some(mid)
+        })
+        .collect()
 }
 
 /// The (workload, backend, durability) rows to run, each in its own process.
