@@ -61,8 +61,7 @@ pub(crate) struct Queries {
     pub(crate) exists: String,
     pub(crate) order_of: String,
     pub(crate) insert_cp: String,
-    pub(crate) insert_write_keep: String,
-    pub(crate) insert_write_replace: String,
+    pub(crate) insert_cp_child: String,
     pub(crate) shallow_delete_writes: String,
     pub(crate) shallow_delete_cps: String,
     pub(crate) thread_has_any: String,
@@ -87,7 +86,6 @@ impl Queries {
             Dialect::Sqlite => ("$6", "metadata"),
             Dialect::Postgres => ("CAST($6 AS JSONB)", "CAST(metadata AS TEXT)"),
         };
-        let write_cols = "(thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)";
         let older = format!(
             "SELECT checkpoint_id FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order < $3"
         );
@@ -120,9 +118,8 @@ impl Queries {
             insert_cp: format!(
                 "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) VALUES ($1, $2, $3, $4, $5, {meta_in}, $7)"
             ),
-            insert_write_keep: format!("INSERT INTO {writes} {write_cols} DO NOTHING"),
-            insert_write_replace: format!(
-                "INSERT INTO {writes} {write_cols} DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path, value = excluded.value"
+            insert_cp_child: format!(
+                "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) SELECT $1, $2, $3, $4, $5, {meta_in}, $7 WHERE EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4)"
             ),
             shallow_delete_writes: format!(
                 "DELETE FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id IN ({older})"
@@ -178,31 +175,70 @@ impl Queries {
         }
     }
 
+    /// A multi-row insert of `rows` pending writes of one checkpoint
+    /// (`$1`..`$3` = thread, namespace, checkpoint id; then 5 parameters per
+    /// row: task id, idx, channel, task path, value) that inserts nothing
+    /// unless the checkpoint exists. `replace`: special writes overwrite,
+    /// ordinary ones keep the first value (idempotent per task and index).
+    pub(crate) fn insert_writes_multi(&self, rows: usize, replace: bool) -> String {
+        let (cps, writes) = (&self.cps, &self.writes);
+        let values = (0..rows)
+            .map(|r| {
+                let b = 4 + r * 5;
+                format!(
+                    "($1, $2, $3, ${}, ${}, ${}, ${}, ${})",
+                    b,
+                    b + 1,
+                    b + 2,
+                    b + 3,
+                    b + 4
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let action = if replace {
+            "DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path, value = excluded.value"
+        } else {
+            "DO NOTHING"
+        };
+        format!(
+            "INSERT INTO {writes} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value)
+             SELECT * FROM (VALUES {values}) AS v
+              WHERE EXISTS (SELECT 1 FROM {cps} AS c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3)
+             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {action}"
+        )
+    }
+
     /// Builds the one-query listing: checkpoints matching `where_` (newest
     /// first per thread and namespace, at most `$limit`) and, in the same
     /// result, their pending writes. `kind` 0 rows are checkpoints, 1 writes.
+    ///
+    /// Only the keys are sorted (by the index, for the `LIMIT`); the rows,
+    /// payloads included, come back unsorted and [`TupleAssembler::finish`]
+    /// orders them. Sorting in SQL made the database's sorter copy (and on
+    /// SQLite, spill to temporary files) every payload of the result.
     pub(crate) fn tuples(&self, where_: &str, limit_param: usize) -> String {
         let (cps, writes, meta_out) = (&self.cps, &self.writes, self.meta_out);
         format!(
             "WITH c AS MATERIALIZED (
-                SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint,
-                       {meta_out} AS metadata, commit_order
+                SELECT thread_id, checkpoint_ns, checkpoint_id, commit_order
                   FROM {cps} WHERE {where_}
                  ORDER BY thread_id, checkpoint_ns, commit_order DESC
                  LIMIT ${limit_param})
-             SELECT 0 AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
-                    checkpoint AS payload, metadata, commit_order,
+             SELECT 0 AS kind, x.thread_id, x.checkpoint_ns, x.checkpoint_id, parent_checkpoint_id,
+                    checkpoint AS payload, {meta_out} AS metadata, x.commit_order,
                     CAST(NULL AS TEXT) AS task_id, CAST(NULL AS BIGINT) AS idx,
                     CAST(NULL AS TEXT) AS channel, CAST(NULL AS TEXT) AS task_path
-               FROM c
+               FROM c JOIN {cps} AS x
+                 ON x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
+                AND x.checkpoint_id = c.checkpoint_id
              UNION ALL
              SELECT 1, w.thread_id, w.checkpoint_ns, w.checkpoint_id, CAST(NULL AS TEXT),
                     w.value, CAST(NULL AS TEXT), c.commit_order,
                     w.task_id, w.idx, w.channel, w.task_path
                FROM {writes} AS w JOIN c
                  ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
-                AND w.checkpoint_id = c.checkpoint_id
-             ORDER BY 1, 2, 3, 8 DESC, 9, 10"
+                AND w.checkpoint_id = c.checkpoint_id"
         )
     }
 }
@@ -265,6 +301,29 @@ pub(crate) struct EncodedEntry {
 pub(crate) struct EncodedWrite {
     pub(crate) write: PendingWrite,
     pub(crate) value: Vec<u8>,
+}
+
+/// Rows per multi-row write statement (SQLite allows 32,766 parameters).
+pub(crate) const WRITE_ROWS_PER_STATEMENT: usize = 500;
+
+/// Pending writes grouped for multi-row statements: `(replace, rows)`, at
+/// most [`WRITE_ROWS_PER_STATEMENT`] rows each. Special writes (negative
+/// index) replace, keeping the last of duplicates as sequential upserts did;
+/// ordinary writes keep the first stored value.
+pub(crate) fn write_batches(writes: &[EncodedWrite]) -> Vec<(bool, Vec<&EncodedWrite>)> {
+    let keep: Vec<&EncodedWrite> = writes.iter().filter(|w| !w.write.is_special()).collect();
+    let mut replace: Vec<&EncodedWrite> = Vec::new();
+    for w in writes.iter().filter(|w| w.write.is_special()) {
+        replace.retain(|r| !(r.write.task_id == w.write.task_id && r.write.idx == w.write.idx));
+        replace.push(w);
+    }
+    let mut out = Vec::new();
+    for (flag, rows) in [(false, keep), (true, replace)] {
+        for chunk in rows.chunks(WRITE_ROWS_PER_STATEMENT) {
+            out.push((flag, chunk.to_vec()));
+        }
+    }
+    out
 }
 
 impl Settings {
@@ -380,28 +439,44 @@ fn decode_metadata(text: &str, ctx: &RecordContext<'_>) -> Result<CheckpointMeta
     })
 }
 
-/// Collects tuples (kind 0 rows) and attaches writes (kind 1 rows) in order.
+/// Collects tuples (kind 0 rows) and writes (kind 1 rows), in any order;
+/// [`finish`](TupleAssembler::finish) attaches the writes and orders both.
 #[derive(Debug, Default)]
 pub(crate) struct TupleAssembler {
-    pub(crate) tuples: Vec<CheckpointTuple>,
-    index: HashMap<(String, String, String), usize>,
+    tuples: Vec<CheckpointTuple>,
+    writes: HashMap<(String, String, String), Vec<PendingWrite>>,
 }
 
 impl TupleAssembler {
     pub(crate) fn push_tuple(&mut self, t: CheckpointTuple) {
-        let key = (
-            t.config.thread_id.clone(),
-            t.config.checkpoint_ns.clone(),
-            t.config.checkpoint_id.clone().unwrap_or_default(),
-        );
-        self.index.insert(key, self.tuples.len());
         self.tuples.push(t);
     }
 
     pub(crate) fn push_write(&mut self, key: (String, String, String), w: PendingWrite) {
-        if let Some(&i) = self.index.get(&key) {
-            self.tuples[i].pending_writes.push(w);
+        self.writes.entry(key).or_default().push(w);
+    }
+
+    /// The tuples by thread, namespace and newest first (byte order, as
+    /// the databases' `C`/`BINARY` collation), each with its writes in
+    /// (task id, index) order.
+    pub(crate) fn finish(mut self) -> Vec<CheckpointTuple> {
+        for t in &mut self.tuples {
+            let key = (
+                t.config.thread_id.clone(),
+                t.config.checkpoint_ns.clone(),
+                t.config.checkpoint_id.clone().unwrap_or_default(),
+            );
+            if let Some(mut w) = self.writes.remove(&key) {
+                w.sort_by(|a, b| (&a.task_id, a.idx).cmp(&(&b.task_id, b.idx)));
+                t.pending_writes = w;
+            }
         }
+        self.tuples.sort_by(|a, b| {
+            (&a.config.thread_id, &a.config.checkpoint_ns)
+                .cmp(&(&b.config.thread_id, &b.config.checkpoint_ns))
+                .then(b.commit_order.cmp(&a.commit_order))
+        });
+        self.tuples
     }
 }
 

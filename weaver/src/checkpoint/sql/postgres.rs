@@ -114,7 +114,7 @@ impl PostgresSaver {
     /// thread and namespace (explicit orders rely on the unique constraint).
     async fn lock_thread(
         &self,
-        tx: &mut sqlx::Transaction<'static, Postgres>,
+        conn: &mut sqlx::PgConnection,
         thread_id: &str,
         ns: &str,
         op: &'static str,
@@ -122,7 +122,7 @@ impl PostgresSaver {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))")
             .bind(thread_id)
             .bind(ns)
-            .execute(&mut **tx)
+            .execute(&mut *conn)
             .await
             .map_err(|e| Error::storage(op, e))?;
         Ok(())

@@ -16,7 +16,7 @@ macro_rules! impl_sql_saver {
             use $crate::checkpoint::limits;
             use $crate::checkpoint::sql::{
                 EncodedEntry, Param, TupleAssembler, conflict, list_where, not_found,
-                order_i64, shallow_error,
+                order_i64, shallow_error, write_batches,
             };
             use $crate::checkpoint::{
                 BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter,
@@ -26,6 +26,7 @@ macro_rules! impl_sql_saver {
             use $crate::error::{Error, Result};
 
             type Tx = ::sqlx::Transaction<'static, $db>;
+            type Conn = <$db as ::sqlx::Database>::Connection;
 
             fn storage(op: &'static str) -> impl FnOnce(::sqlx::Error) -> Error {
                 move |e| Error::storage(op, e)
@@ -92,57 +93,61 @@ macro_rules! impl_sql_saver {
                             out.push_write((thread_id, ns, id), w);
                         }
                     }
-                    Ok(out.tuples)
+                    Ok(out.finish())
                 }
 
-                /// The head commit order of `(thread, ns)` inside a transaction.
-                async fn head_in(tx: &mut Tx, q: &str, thread: &str, ns: &str, op: &'static str) -> Result<i64> {
+                /// The head commit order of `(thread, ns)`.
+                async fn head_in(conn: &mut Conn, q: &str, thread: &str, ns: &str, op: &'static str) -> Result<i64> {
                     ::sqlx::query_scalar::<_, i64>(AssertSqlSafe(q.to_owned()))
                         .bind(thread)
                         .bind(ns)
-                        .fetch_one(&mut **tx)
+                        .fetch_one(&mut *conn)
                         .await
                         .map_err(storage(op))
                 }
 
-                /// Inserts writes of checkpoint `(thread, ns, id)`.
+                /// Inserts writes of checkpoint `(thread, ns, id)` with
+                /// multi-row statements that insert nothing unless the
+                /// checkpoint exists; returns the rows inserted or replaced.
                 async fn insert_writes(
                     &self,
-                    tx: &mut Tx,
+                    conn: &mut Conn,
                     thread: &str,
                     ns: &str,
                     id: &str,
                     writes: &[$crate::checkpoint::sql::EncodedWrite],
                     op: &'static str,
-                ) -> Result<()> {
+                ) -> Result<u64> {
                     let q = &self.settings.q;
-                    for w in writes {
-                        let sql = if w.write.is_special() {
-                            &q.insert_write_replace
-                        } else {
-                            &q.insert_write_keep
-                        };
-                        ::sqlx::query(AssertSqlSafe(sql.clone()))
+                    let mut affected = 0;
+                    for (replace, rows) in write_batches(writes) {
+                        let mut query = ::sqlx::query(AssertSqlSafe(q.insert_writes_multi(rows.len(), replace)))
                             .bind(thread)
                             .bind(ns)
-                            .bind(id)
-                            .bind(&w.write.task_id)
-                            .bind(w.write.idx)
-                            .bind(&w.write.channel)
-                            .bind(&w.write.task_path)
-                            .bind(&w.value[..])
-                            .execute(&mut **tx)
+                            .bind(id);
+                        for w in rows {
+                            query = query
+                                .bind(&w.write.task_id)
+                                .bind(w.write.idx)
+                                .bind(&w.write.channel)
+                                .bind(&w.write.task_path)
+                                .bind(&w.value[..]);
+                        }
+                        affected += query
+                            .execute(&mut *conn)
                             .await
-                            .map_err(storage(op))?;
+                            .map_err(storage(op))?
+                            .rows_affected();
                     }
-                    Ok(())
+                    Ok(affected)
                 }
 
-                /// Inserts one encoded checkpoint (and its writes) in `tx`,
+                /// Inserts one encoded checkpoint (and its writes) on `conn`
+                /// (a transaction unless it is a single statement),
                 /// enforcing the conflict and parent rules; returns its commit order.
                 async fn insert_entry(
                     &self,
-                    tx: &mut Tx,
+                    conn: &mut Conn,
                     e: &EncodedEntry,
                     op: &'static str,
                 ) -> Result<u64> {
@@ -153,7 +158,7 @@ macro_rules! impl_sql_saver {
                         Some(0) => return Err(conflict(new, 0)),
                         Some(n) => {
                             if self.settings.shallow {
-                                let head = Self::head_in(tx, &q.head, thread, ns, op).await?;
+                                let head = Self::head_in(conn, &q.head, thread, ns, op).await?;
                                 if order_i64(n)? <= head {
                                     return Err(conflict(new, n));
                                 }
@@ -161,36 +166,16 @@ macro_rules! impl_sql_saver {
                             n
                         }
                         None => {
-                            self.lock_thread(tx, thread, ns, op).await?;
-                            let head = Self::head_in(tx, &q.head, thread, ns, op).await?;
+                            self.lock_thread(conn, thread, ns, op).await?;
+                            let head = Self::head_in(conn, &q.head, thread, ns, op).await?;
                             u64::try_from(head).unwrap_or(0) + 1
                         }
                     };
                     let order_db = order_i64(order)?;
-                    let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.taken.clone()))
-                        .bind(thread)
-                        .bind(ns)
-                        .bind(order_db)
-                        .bind(id)
-                        .fetch_optional(&mut **tx)
-                        .await
-                        .map_err(storage(op))?;
-                    if taken.is_some() {
-                        return Err(conflict(new, order));
-                    }
-                    if let Some(parent) = &new.parent_id {
-                        let found: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.exists.clone()))
-                            .bind(thread)
-                            .bind(ns)
-                            .bind(parent)
-                            .fetch_optional(&mut **tx)
-                            .await
-                            .map_err(storage(op))?;
-                        if found.is_none() {
-                            return Err(not_found(&new.config(), parent));
-                        }
-                    }
-                    let inserted = ::sqlx::query(AssertSqlSafe(q.insert_cp.clone()))
+                    // A taken commit order or checkpoint id is a unique
+                    // violation; a missing parent inserts no row.
+                    let sql = if new.parent_id.is_some() { &q.insert_cp_child } else { &q.insert_cp };
+                    let inserted = ::sqlx::query(AssertSqlSafe(sql.clone()))
                         .bind(thread)
                         .bind(ns)
                         .bind(id)
@@ -198,22 +183,39 @@ macro_rules! impl_sql_saver {
                         .bind(&e.payload[..])
                         .bind(&e.metadata)
                         .bind(order_db)
-                        .execute(&mut **tx)
+                        .execute(&mut *conn)
                         .await;
                     match inserted {
-                        Ok(_) => {}
-                        // A concurrent writer took the number between our check and insert.
+                        Ok(r) if r.rows_affected() > 0 => {}
+                        Ok(_) => {
+                            // No row: the parent is missing. A taken number
+                            // still reports as a conflict first.
+                            let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.taken.clone()))
+                                .bind(thread)
+                                .bind(ns)
+                                .bind(order_db)
+                                .bind(id)
+                                .fetch_optional(&mut *conn)
+                                .await
+                                .map_err(storage(op))?;
+                            if taken.is_some() {
+                                return Err(conflict(new, order));
+                            }
+                            return Err(not_found(&new.config(), new.parent_id.as_deref().unwrap_or_default()));
+                        }
                         Err(err) if is_unique_violation(&err) => return Err(conflict(new, order)),
                         Err(err) => return Err(Error::storage(op, err)),
                     }
-                    self.insert_writes(tx, thread, ns, id, &e.writes, op).await?;
+                    if !e.writes.is_empty() {
+                        self.insert_writes(conn, thread, ns, id, &e.writes, op).await?;
+                    }
                     if self.settings.shallow {
                         for sql in [&q.shallow_delete_writes, &q.shallow_delete_cps] {
                             ::sqlx::query(AssertSqlSafe(sql.clone()))
                                 .bind(thread)
                                 .bind(ns)
                                 .bind(order_db)
-                                .execute(&mut **tx)
+                                .execute(&mut *conn)
                                 .await
                                 .map_err(storage(op))?;
                         }
@@ -221,13 +223,25 @@ macro_rules! impl_sql_saver {
                     Ok(order)
                 }
 
-                /// Stores encoded entries in one transaction.
+                /// Stores encoded entries atomically: one checkpoint without
+                /// writes at a given commit order is one statement (atomic on
+                /// its own, no transaction round trips); anything else runs
+                /// in one transaction.
                 async fn write_entries(&self, entries: Vec<EncodedEntry>, op: &'static str) -> Result<Vec<CheckpointRef>> {
                     self.ensure_migrated().await?;
+                    if let [e] = &entries[..]
+                        && e.writes.is_empty()
+                        && e.new.commit_order.is_some()
+                        && !self.settings.shallow
+                    {
+                        let mut conn = self.pool.acquire().await.map_err(storage(op))?;
+                        self.insert_entry(&mut *conn, e, op).await?;
+                        return Ok(vec![e.new.config()]);
+                    }
                     let mut tx = self.begin_write(op).await?;
                     let mut out = Vec::with_capacity(entries.len());
                     for e in &entries {
-                        self.insert_entry(&mut tx, e, op).await?;
+                        self.insert_entry(&mut *tx, e, op).await?;
                         out.push(e.new.config());
                     }
                     tx.commit().await.map_err(storage(op))?;
@@ -332,19 +346,38 @@ macro_rules! impl_sql_saver {
                     let ctx = RecordContext::checkpoint(&target.thread_id, &target.checkpoint_ns, id);
                     let encoded = self.settings.encode_writes(&ctx, writes)?;
                     self.ensure_migrated().await?;
-                    let mut tx = self.begin_write(op).await?;
-                    let found: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(self.settings.q.exists.clone()))
-                        .bind(&target.thread_id)
-                        .bind(&target.checkpoint_ns)
-                        .bind(id)
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(storage(op))?;
-                    if found.is_none() {
-                        return Err(not_found(target, id));
+                    let q = &self.settings.q;
+                    let (thread, ns) = (&target.thread_id, &target.checkpoint_ns);
+                    let expected = encoded.len() as u64;
+                    // One statement (the usual case: one task's ordinary
+                    // writes) is atomic on its own; more run in a transaction.
+                    let single = write_batches(&encoded).len() <= 1;
+                    let mut tx = if single { None } else { Some(self.begin_write(op).await?) };
+                    let mut pooled = if single { Some(self.pool.acquire().await.map_err(storage(op))?) } else { None };
+                    let conn: &mut Conn = match (&mut tx, &mut pooled) {
+                        (Some(tx), _) => &mut **tx,
+                        (None, Some(c)) => &mut **c,
+                        (None, None) => unreachable!("a transaction or a connection"),
+                    };
+                    let affected = self.insert_writes(conn, thread, ns, id, &encoded, op).await?;
+                    if affected < expected || expected == 0 {
+                        // Nothing inserted for some rows: either they were
+                        // already stored (idempotent) or the checkpoint is missing.
+                        let found: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.exists.clone()))
+                            .bind(thread)
+                            .bind(ns)
+                            .bind(id)
+                            .fetch_optional(&mut *conn)
+                            .await
+                            .map_err(storage(op))?;
+                        if found.is_none() {
+                            return Err(not_found(target, id));
+                        }
                     }
-                    self.insert_writes(&mut tx, &target.thread_id, &target.checkpoint_ns, id, &encoded, op).await?;
-                    tx.commit().await.map_err(storage(op))
+                    match tx {
+                        Some(tx) => tx.commit().await.map_err(storage(op)),
+                        None => Ok(()),
+                    }
                 }
 
                 async fn put_checkpoint_with_writes(
@@ -630,7 +663,7 @@ macro_rules! impl_sql_saver {
                         .execute(&mut **tx)
                         .await
                         .map_err(storage(op))?;
-                    self.insert_writes(tx, &new.thread_id, &new.checkpoint_ns, &new.checkpoint.id, &e.writes, op).await
+                    self.insert_writes(&mut **tx, &new.thread_id, &new.checkpoint_ns, &new.checkpoint.id, &e.writes, op).await.map(drop)
                 }
             }
         };

@@ -61,7 +61,10 @@ impl SqliteSaver {
     /// [`connect_options`](SqliteSaver::connect_options), migrates the
     /// checkpoint tables to the latest version and returns a saver on it.
     pub async fn connect(url: &str) -> Result<Self> {
+        // No liveness ping before each checkout: the database is a local
+        // file, and the ping is a round trip to the connection's worker thread.
         let pool = SqlitePoolOptions::new()
+            .test_before_acquire(false)
             .connect_with(Self::connect_options(url)?)
             .await
             .map_err(|e| Error::storage("connect", e))?;
@@ -116,7 +119,7 @@ impl SqliteSaver {
     /// `BEGIN IMMEDIATE` already serializes writers.
     async fn lock_thread(
         &self,
-        _tx: &mut sqlx::Transaction<'static, Sqlite>,
+        _conn: &mut sqlx::SqliteConnection,
         _thread_id: &str,
         _ns: &str,
         _op: &'static str,
