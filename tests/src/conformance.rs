@@ -47,6 +47,7 @@ where
     copy_delete_and_list_threads(make().await).await;
     prune_keeps_latest_or_deletes(make().await).await;
     returned_values_are_copies(make().await).await;
+    put_ops_applies_a_group_in_order(make().await).await;
 }
 
 /// A checkpoint whose single channel `v` holds `value`.
@@ -972,4 +973,42 @@ async fn returned_values_are_copies(saver: Arc<dyn Saver>) {
     let again = saver.get_tuple(&at).await.unwrap().unwrap();
     assert_eq!(again.checkpoint.channel_values["v"], json!(0));
     assert_eq!(again.metadata.step, -1);
+}
+
+async fn put_ops_applies_a_group_in_order(saver: Arc<dyn Saver>) {
+    use weaver::checkpoint::WriteOp;
+    let first = new_on("t", None, Some(1), -1, json!("first"));
+    let first_ref = first.config();
+    let second = new_on("t", Some(&first.checkpoint.id), Some(2), 0, json!("second"));
+    let writes = PendingWrite::for_task("task", "n", [("v".to_owned(), json!(1))]);
+    saver
+        .put_ops(vec![
+            WriteOp::Put(first.clone()),
+            WriteOp::Writes(first_ref.clone(), writes.clone()),
+            WriteOp::Put(second),
+        ])
+        .await
+        .unwrap();
+    let listed = saver.list(&ListFilter::thread("t")).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|t| t.commit_order).collect::<Vec<_>>(),
+        [2, 1]
+    );
+    assert_eq!(
+        listed[1].pending_writes, writes,
+        "writes of a checkpoint stored earlier in the group"
+    );
+    // The rules of each op hold inside a group.
+    let clash = new_on("t", None, Some(2), 1, json!("clash"));
+    let err = saver.put_ops(vec![WriteOp::Put(clash)]).await.unwrap_err();
+    assert!(
+        matches!(err, Error::VersionConflict { attempted: 2, .. }),
+        "{err}"
+    );
+    let err = saver
+        .put_ops(vec![WriteOp::Writes(first_ref.at("ghost"), writes)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
+    saver.put_ops(Vec::new()).await.unwrap();
 }

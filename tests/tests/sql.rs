@@ -13,5 +13,7 @@ mod concurrency;
 mod conformance;
 #[path = "sql/contract.rs"]
 mod contract;
+#[path = "sql/engine.rs"]
+mod engine;
 #[path = "sql/migrations.rs"]
 mod migrations;

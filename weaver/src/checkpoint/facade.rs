@@ -9,7 +9,7 @@ use tracing::Instrument;
 use super::saver::Saver;
 use super::types::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, NewCheckpoint,
-    PendingWrite, PruneStrategy, ThreadInfo,
+    PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
 };
 use crate::error::{Error, Result};
 
@@ -123,6 +123,16 @@ impl Checkpointer {
             self.saver.put_checkpoint_with_writes(checkpoint, writes),
         )
         .await
+    }
+
+    /// [`Saver::put_ops`].
+    pub async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
+        let thread = match ops.first() {
+            Some(WriteOp::Put(c)) => c.thread_id.clone(),
+            Some(WriteOp::Writes(t, _)) => t.thread_id.clone(),
+            None => return Ok(()),
+        };
+        traced("put_ops", &thread, self.saver.put_ops(ops)).await
     }
 
     /// [`Saver::put_many`].

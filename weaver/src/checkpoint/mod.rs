@@ -19,7 +19,7 @@ pub(crate) use types::is_plain_identifier;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource,
     CheckpointTuple, ERROR_CHANNEL, ForkOptions, INTERRUPT_CHANNEL, ListFilter, NO_WRITES_CHANNEL,
-    NewCheckpoint, PendingWrite, PruneStrategy, RESUME_CHANNEL, ThreadInfo,
+    NewCheckpoint, PendingWrite, PruneStrategy, RESUME_CHANNEL, ThreadInfo, WriteOp,
 };
 
 // The SQL savers (behind the `sqlite` / `postgres` features).

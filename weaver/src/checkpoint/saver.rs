@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use super::types::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, NewCheckpoint,
-    PendingWrite, PruneStrategy, ThreadInfo,
+    PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
 };
 use crate::error::Result;
 
@@ -95,6 +95,25 @@ pub trait Saver: Debug + Send + Sync {
     /// Lists threads with at least one checkpoint, ordered by thread id,
     /// skipping `offset` and returning at most `limit`.
     async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>>;
+
+    /// Stores `ops` in the order given, as one group commit: each op follows
+    /// the rules of [`put`](Saver::put) or [`put_writes`](Saver::put_writes).
+    /// A transactional backend applies the group in one transaction (all or
+    /// none, one sync to disk instead of one per op). The default applies
+    /// them one by one and stops at the first failure, keeping the ops before
+    /// it. The engine sends what queued up while the backend was busy, under
+    /// [`Durability::Async`](crate::Durability::Async).
+    async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
+        for op in ops {
+            match op {
+                WriteOp::Put(checkpoint) => {
+                    self.put(checkpoint).await?;
+                }
+                WriteOp::Writes(target, writes) => self.put_writes(&target, writes).await?,
+            }
+        }
+        Ok(())
+    }
 
     /// Whether writes complete in process memory, with no I/O to wait for.
     /// The engine then stores checkpoints in line even under

@@ -314,6 +314,15 @@ pub struct BatchEntry {
     pub writes: Vec<PendingWrite>,
 }
 
+/// One operation of a [`put_ops`](super::Saver::put_ops) group.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WriteOp {
+    /// [`put`](super::Saver::put) a checkpoint.
+    Put(NewCheckpoint),
+    /// [`put_writes`](super::Saver::put_writes) of a stored checkpoint.
+    Writes(CheckpointRef, Vec<PendingWrite>),
+}
+
 /// Which checkpoints [`list`](super::Saver::list) returns.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

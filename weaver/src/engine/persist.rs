@@ -1,36 +1,51 @@
 //! Durability: when the engine's checkpoint and write operations reach the saver.
 
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::checkpoint::{CheckpointRef, Checkpointer, NewCheckpoint, PendingWrite};
+use crate::checkpoint::{CheckpointRef, Checkpointer, NewCheckpoint, PendingWrite, WriteOp};
 use crate::config::Durability;
 use crate::error::{Error, Result};
 
-enum Op {
-    Put(NewCheckpoint),
-    PutWithWrites(NewCheckpoint, Vec<PendingWrite>),
-    Writes(CheckpointRef, Vec<PendingWrite>),
-}
-
-impl Op {
-    async fn apply(self, cp: &Checkpointer) -> Result<()> {
-        match self {
-            Op::Put(c) => cp.put(c).await.map(drop),
-            Op::PutWithWrites(c, w) => cp.put_checkpoint_with_writes(c, w).await.map(drop),
-            Op::Writes(target, w) => cp.put_writes(&target, w).await,
-        }
-    }
-}
-
-/// Sends saver operations in order: awaited at once (`sync`), chained in
-/// background tasks (`async`), or not at all until the end (`exit`, where
-/// the engine stores only the final checkpoint through [`Writer::put_final`]).
+/// Sends saver operations in order: awaited at once (`sync`), or queued to a
+/// background task (`async`) that sends whatever has queued up as one
+/// [`put_ops`](crate::Saver::put_ops) group (a group commit: a slow disk
+/// costs one sync per group, not one per checkpoint). In `exit` mode the
+/// engine stores only the final checkpoint, through [`Writer::put_final`].
 pub(crate) struct Writer {
     cp: Checkpointer,
     mode: Durability,
-    /// The last background operation; each one awaits its predecessor, so
-    /// operations reach the saver in the order issued.
-    tail: Option<JoinHandle<Result<()>>>,
+    background: Option<Background>,
+}
+
+/// The `async` mode's queue and the task draining it.
+struct Background {
+    queue: mpsc::UnboundedSender<WriteOp>,
+    task: JoinHandle<Result<()>>,
+}
+
+impl Background {
+    fn start(cp: Checkpointer) -> Self {
+        let (queue, mut rx) = mpsc::unbounded_channel::<WriteOp>();
+        let task = tokio::spawn(async move {
+            let mut failed: Option<Error> = None;
+            while let Some(op) = rx.recv().await {
+                let mut group = vec![op];
+                while let Ok(more) = rx.try_recv() {
+                    group.push(more);
+                }
+                // After a failure nothing more is written: later ops build
+                // on what failed. The first error is the run's.
+                if failed.is_none()
+                    && let Err(e) = cp.put_ops(group).await
+                {
+                    failed = Some(e);
+                }
+            }
+            failed.map_or(Ok(()), Err)
+        });
+        Background { queue, task }
+    }
 }
 
 impl Writer {
@@ -48,7 +63,7 @@ impl Writer {
         Writer {
             cp,
             mode,
-            tail: None,
+            background: None,
         }
     }
 
@@ -56,26 +71,26 @@ impl Writer {
         self.mode
     }
 
-    async fn send(&mut self, op: Op) -> Result<()> {
-        match self.mode {
-            Durability::Async => {
-                let prev = self.tail.take();
-                let cp = self.cp.clone();
-                self.tail = Some(tokio::spawn(async move {
-                    if let Some(prev) = prev {
-                        join(prev).await?;
-                    }
-                    op.apply(&cp).await
-                }));
-                Ok(())
-            }
-            _ => op.apply(&self.cp).await,
+    async fn send(&mut self, op: WriteOp) -> Result<()> {
+        if self.mode == Durability::Async {
+            let cp = &self.cp;
+            let background = self
+                .background
+                .get_or_insert_with(|| Background::start(cp.clone()));
+            // A send fails only if the task is gone (it panicked); `flush`
+            // reports that from its join handle.
+            let _ = background.queue.send(op);
+            return Ok(());
+        }
+        match op {
+            WriteOp::Put(c) => self.cp.put(c).await.map(drop),
+            WriteOp::Writes(target, w) => self.cp.put_writes(&target, w).await,
         }
     }
 
     /// Stores a checkpoint (not in `exit` mode).
     pub async fn put(&mut self, checkpoint: NewCheckpoint) -> Result<()> {
-        self.send(Op::Put(checkpoint)).await
+        self.send(WriteOp::Put(checkpoint)).await
     }
 
     /// Stores pending writes of a stored checkpoint (not in `exit` mode).
@@ -84,41 +99,34 @@ impl Writer {
         target: CheckpointRef,
         writes: Vec<PendingWrite>,
     ) -> Result<()> {
-        self.send(Op::Writes(target, writes)).await
+        self.send(WriteOp::Writes(target, writes)).await
     }
 
-    /// Stores a checkpoint with its writes atomically (used by `exit` mode
-    /// when the run stops).
+    /// Stores a checkpoint with its writes atomically, after everything
+    /// queued before it (used when the run stops with a checkpoint not yet
+    /// stored: `exit` mode).
     pub async fn put_final(
         &mut self,
         checkpoint: NewCheckpoint,
         writes: Vec<PendingWrite>,
     ) -> Result<()> {
-        self.send(Op::PutWithWrites(checkpoint, writes)).await
+        self.flush().await?;
+        self.cp
+            .put_checkpoint_with_writes(checkpoint, writes)
+            .await
+            .map(drop)
     }
 
     /// Waits until every operation issued has reached the saver; returns the
     /// first failure.
     pub async fn flush(&mut self) -> Result<()> {
-        match self.tail.take() {
-            Some(h) => join(h).await,
-            None => Ok(()),
+        let Some(Background { queue, task }) = self.background.take() else {
+            return Ok(());
+        };
+        drop(queue);
+        match task.await {
+            Ok(r) => r,
+            Err(e) => Err(Error::storage("background checkpoint write", e)),
         }
-    }
-}
-
-async fn join(handle: JoinHandle<Result<()>>) -> Result<()> {
-    match handle.await {
-        Ok(r) => r,
-        Err(e) => Err(Error::storage("background checkpoint write", e)),
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        // A run dropped mid-way (its future cancelled) leaves queued writes
-        // to finish in the background: they are complete records, and
-        // aborting would only lose them.
-        self.tail.take();
     }
 }

@@ -142,6 +142,51 @@ macro_rules! impl_sql_saver {
                     Ok(affected)
                 }
 
+                /// Encodes writes of the checkpoint `target` names; returns its id with them.
+                fn encode_target_writes(
+                    &self,
+                    target: &CheckpointRef,
+                    writes: Vec<PendingWrite>,
+                ) -> Result<(String, Vec<$crate::checkpoint::sql::EncodedWrite>)> {
+                    let id = target
+                        .checkpoint_id
+                        .clone()
+                        .ok_or_else(|| Error::invalid_argument("put_writes needs a checkpoint id"))?;
+                    let ctx = RecordContext::checkpoint(&target.thread_id, &target.checkpoint_ns, &id);
+                    let encoded = self.settings.encode_writes(&ctx, writes)?;
+                    Ok((id, encoded))
+                }
+
+                /// Inserts encoded writes of checkpoint `target` on `conn`;
+                /// fails with "not found", inserting nothing that matters,
+                /// when the checkpoint does not exist.
+                async fn insert_writes_checked(
+                    &self,
+                    conn: &mut Conn,
+                    target: &CheckpointRef,
+                    (id, encoded): &(String, Vec<$crate::checkpoint::sql::EncodedWrite>),
+                    op: &'static str,
+                ) -> Result<()> {
+                    let (thread, ns) = (&target.thread_id, &target.checkpoint_ns);
+                    let expected = encoded.len() as u64;
+                    let affected = self.insert_writes(conn, thread, ns, id, encoded, op).await?;
+                    if affected < expected || expected == 0 {
+                        // Nothing inserted for some rows: either they were
+                        // already stored (idempotent) or the checkpoint is missing.
+                        let found: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(self.settings.q.exists.clone()))
+                            .bind(thread)
+                            .bind(ns)
+                            .bind(id)
+                            .fetch_optional(&mut *conn)
+                            .await
+                            .map_err(storage(op))?;
+                        if found.is_none() {
+                            return Err(not_found(target, id));
+                        }
+                    }
+                    Ok(())
+                }
+
                 /// Inserts one encoded checkpoint (and its writes) on `conn`
                 /// (a transaction unless it is a single statement),
                 /// enforcing the conflict and parent rules; returns its commit order.
@@ -339,45 +384,48 @@ macro_rules! impl_sql_saver {
 
                 async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
                     let op = "put_writes";
-                    let id = target
-                        .checkpoint_id
-                        .as_deref()
-                        .ok_or_else(|| Error::invalid_argument("put_writes needs a checkpoint id"))?;
-                    let ctx = RecordContext::checkpoint(&target.thread_id, &target.checkpoint_ns, id);
-                    let encoded = self.settings.encode_writes(&ctx, writes)?;
+                    let encoded = self.encode_target_writes(target, writes)?;
                     self.ensure_migrated().await?;
-                    let q = &self.settings.q;
-                    let (thread, ns) = (&target.thread_id, &target.checkpoint_ns);
-                    let expected = encoded.len() as u64;
                     // One statement (the usual case: one task's ordinary
                     // writes) is atomic on its own; more run in a transaction.
-                    let single = write_batches(&encoded).len() <= 1;
-                    let mut tx = if single { None } else { Some(self.begin_write(op).await?) };
-                    let mut pooled = if single { Some(self.pool.acquire().await.map_err(storage(op))?) } else { None };
-                    let conn: &mut Conn = match (&mut tx, &mut pooled) {
-                        (Some(tx), _) => &mut **tx,
-                        (None, Some(c)) => &mut **c,
-                        (None, None) => unreachable!("a transaction or a connection"),
-                    };
-                    let affected = self.insert_writes(conn, thread, ns, id, &encoded, op).await?;
-                    if affected < expected || expected == 0 {
-                        // Nothing inserted for some rows: either they were
-                        // already stored (idempotent) or the checkpoint is missing.
-                        let found: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.exists.clone()))
-                            .bind(thread)
-                            .bind(ns)
-                            .bind(id)
-                            .fetch_optional(&mut *conn)
-                            .await
-                            .map_err(storage(op))?;
-                        if found.is_none() {
-                            return Err(not_found(target, id));
+                    if write_batches(&encoded.1).len() <= 1 {
+                        let mut conn = self.pool.acquire().await.map_err(storage(op))?;
+                        return self.insert_writes_checked(&mut *conn, target, &encoded, op).await;
+                    }
+                    let mut tx = self.begin_write(op).await?;
+                    self.insert_writes_checked(&mut *tx, target, &encoded, op).await?;
+                    tx.commit().await.map_err(storage(op))
+                }
+
+                async fn put_ops(&self, ops: Vec<$crate::checkpoint::WriteOp>) -> Result<()> {
+                    use $crate::checkpoint::WriteOp;
+                    let op = "put_ops";
+                    // Encode everything first: a bad value fails the group before any write.
+                    enum Encoded {
+                        Put(EncodedEntry),
+                        Writes(CheckpointRef, (String, Vec<$crate::checkpoint::sql::EncodedWrite>)),
+                    }
+                    let encoded = ops
+                        .into_iter()
+                        .map(|o| match o {
+                            WriteOp::Put(c) => Ok(Encoded::Put(self.settings.encode_entry(c, Vec::new())?)),
+                            WriteOp::Writes(t, w) => {
+                                let e = self.encode_target_writes(&t, w)?;
+                                Ok(Encoded::Writes(t, e))
+                            }
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    self.ensure_migrated().await?;
+                    let mut tx = self.begin_write(op).await?;
+                    for e in &encoded {
+                        match e {
+                            Encoded::Put(e) => {
+                                self.insert_entry(&mut *tx, e, op).await?;
+                            }
+                            Encoded::Writes(t, w) => self.insert_writes_checked(&mut *tx, t, w, op).await?,
                         }
                     }
-                    match tx {
-                        Some(tx) => tx.commit().await.map_err(storage(op)),
-                        None => Ok(()),
-                    }
+                    tx.commit().await.map_err(storage(op))
                 }
 
                 async fn put_checkpoint_with_writes(
