@@ -402,13 +402,13 @@ macro_rules! impl_sql_saver {
                     let op = "put_ops";
                     // Encode everything first: a bad value fails the group before any write.
                     enum Encoded {
-                        Put(EncodedEntry),
+                        Put(Box<EncodedEntry>),
                         Writes(CheckpointRef, (String, Vec<$crate::checkpoint::sql::EncodedWrite>)),
                     }
                     let encoded = ops
                         .into_iter()
                         .map(|o| match o {
-                            WriteOp::Put(c) => Ok(Encoded::Put(self.settings.encode_entry(c, Vec::new())?)),
+                            WriteOp::Put(c) => Ok(Encoded::Put(Box::new(self.settings.encode_entry(c, Vec::new())?))),
                             WriteOp::Writes(t, w) => {
                                 let e = self.encode_target_writes(&t, w)?;
                                 Ok(Encoded::Writes(t, e))
