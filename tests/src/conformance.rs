@@ -48,6 +48,7 @@ where
     prune_keeps_latest_or_deletes(make().await).await;
     returned_values_are_copies(make().await).await;
     put_ops_applies_a_group_in_order(make().await).await;
+    a_failed_put_leaves_no_trace_of_the_thread(make().await).await;
 }
 
 /// A checkpoint whose single channel `v` holds `value`.
@@ -1011,4 +1012,31 @@ async fn put_ops_applies_a_group_in_order(saver: Arc<dyn Saver>) {
         .unwrap_err();
     assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
     saver.put_ops(Vec::new()).await.unwrap();
+}
+
+async fn a_failed_put_leaves_no_trace_of_the_thread(saver: Arc<dyn Saver>) {
+    chain(saver.as_ref(), "src", 1).await;
+    let err = saver
+        .put(new_on("ghost-thread", Some("ghost"), Some(1), 0, json!(0)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
+    assert!(
+        saver
+            .list_threads(None, 0)
+            .await
+            .unwrap()
+            .iter()
+            .all(|t| t.thread_id != "ghost-thread")
+    );
+    // The thread is still free: copying into it works.
+    saver.copy_thread("src", "ghost-thread").await.unwrap();
+    assert_eq!(
+        saver
+            .list(&ListFilter::thread("ghost-thread"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }

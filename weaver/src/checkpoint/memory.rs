@@ -115,15 +115,18 @@ fn insert(
     new: NewCheckpoint,
     writes: Vec<PendingWrite>,
 ) -> Result<(CheckpointRef, u64)> {
-    let config = new.config();
-    let log = threads
-        .entry(new.thread_id.clone())
-        .or_default()
-        .entry(new.checkpoint_ns.clone())
-        .or_default();
-    let order = new.commit_order.unwrap_or_else(|| log.head() + 1);
-    if order == 0 || log.by_order.contains_key(&order) || log.by_id.contains_key(&new.checkpoint.id)
-    {
+    // Validate against what exists before creating anything, so a failed
+    // insert leaves no empty thread behind.
+    let existing = threads
+        .get(&new.thread_id)
+        .and_then(|n| n.get(&new.checkpoint_ns));
+    let order = new
+        .commit_order
+        .unwrap_or_else(|| existing.map_or(0, Log::head) + 1);
+    let taken = existing.is_some_and(|l| {
+        l.by_order.contains_key(&order) || l.by_id.contains_key(&new.checkpoint.id)
+    });
+    if order == 0 || taken {
         return Err(Error::VersionConflict {
             thread_id: new.thread_id,
             checkpoint_ns: new.checkpoint_ns,
@@ -131,7 +134,7 @@ fn insert(
         });
     }
     if let Some(parent) = &new.parent_id
-        && !log.by_id.contains_key(parent)
+        && !existing.is_some_and(|l| l.by_id.contains_key(parent))
     {
         return Err(Error::CheckpointNotFound {
             thread_id: new.thread_id,
@@ -139,6 +142,12 @@ fn insert(
             checkpoint_id: parent.clone(),
         });
     }
+    let config = new.config();
+    let log = threads
+        .entry(new.thread_id)
+        .or_default()
+        .entry(new.checkpoint_ns)
+        .or_default();
     let mut stored = Stored {
         checkpoint: new.checkpoint,
         metadata: new.metadata,
