@@ -217,13 +217,22 @@ impl Queries {
     /// payloads included, come back unsorted and [`TupleAssembler::finish`]
     /// orders them. Sorting in SQL made the database's sorter copy (and on
     /// SQLite, spill to temporary files) every payload of the result.
-    pub(crate) fn tuples(&self, where_: &str, limit_param: usize) -> String {
+    ///
+    /// `ordered: false` (a lookup by checkpoint id, at most one row) leaves
+    /// out the `ORDER BY`, which could make SQLite walk the thread's
+    /// commit-order index instead of using the primary key.
+    pub(crate) fn tuples(&self, where_: &str, limit_param: usize, ordered: bool) -> String {
         let (cps, writes, meta_out) = (&self.cps, &self.writes, self.meta_out);
+        let order_by = if ordered {
+            "ORDER BY thread_id, checkpoint_ns, commit_order DESC"
+        } else {
+            ""
+        };
         format!(
             "WITH c AS MATERIALIZED (
                 SELECT thread_id, checkpoint_ns, checkpoint_id, commit_order
                   FROM {cps} WHERE {where_}
-                 ORDER BY thread_id, checkpoint_ns, commit_order DESC
+                 {order_by}
                  LIMIT ${limit_param})
              SELECT 0 AS kind, x.thread_id, x.checkpoint_ns, x.checkpoint_id, parent_checkpoint_id,
                     checkpoint AS payload, {meta_out} AS metadata, x.commit_order,
