@@ -482,8 +482,14 @@ impl Backend {
     }
 }
 
+/// A default `sqlx` pool, as `PostgresSaver::connect` builds it (it pings
+/// each connection before handing it out). `WEAVER_BENCH_PG_PING=0` turns
+/// the ping off, to measure what it costs.
 async fn pg_pool() -> weaver::Result<sqlx::PgPool> {
-    sqlx::PgPool::connect(&pg_url())
+    let ping = std::env::var("WEAVER_BENCH_PG_PING").map_or(true, |v| v != "0");
+    sqlx::postgres::PgPoolOptions::new()
+        .test_before_acquire(ping)
+        .connect(&pg_url())
         .await
         .map_err(|e| Error::storage("connect", e))
 }

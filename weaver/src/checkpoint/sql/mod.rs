@@ -212,34 +212,67 @@ impl Queries {
     /// Builds the one-query listing: checkpoints matching `where_` (newest
     /// first per thread and namespace, at most `$limit`) and, in the same
     /// result, their pending writes. `kind` 0 rows are checkpoints, 1 writes.
+    /// [`TupleAssembler::finish`] orders the rows.
     ///
-    /// Only the keys are sorted (by the index, for the `LIMIT`); the rows,
-    /// payloads included, come back unsorted and [`TupleAssembler::finish`]
-    /// orders them. Sorting in SQL made the database's sorter copy (and on
-    /// SQLite, spill to temporary files) every payload of the result.
-    pub(crate) fn tuples(&self, where_: &str, limit_param: usize) -> String {
+    /// SQLite: only the keys are sorted (by the index, for the `LIMIT`); the
+    /// rows, payloads included, come back unsorted, because SQLite's sorter
+    /// copies (and spills to temporary files) every payload it sorts.
+    /// PostgreSQL sorts TOAST pointers, not payloads, so there the whole
+    /// result is sorted in SQL, which measured faster than the join back.
+    ///
+    /// `ordered: false` (a lookup by checkpoint id, at most one row) leaves
+    /// out the `ORDER BY` of the keys.
+    pub(crate) fn tuples(&self, where_: &str, limit_param: usize, ordered: bool) -> String {
         let (cps, writes, meta_out) = (&self.cps, &self.writes, self.meta_out);
-        format!(
-            "WITH c AS MATERIALIZED (
-                SELECT thread_id, checkpoint_ns, checkpoint_id, commit_order
-                  FROM {cps} WHERE {where_}
-                 ORDER BY thread_id, checkpoint_ns, commit_order DESC
-                 LIMIT ${limit_param})
-             SELECT 0 AS kind, x.thread_id, x.checkpoint_ns, x.checkpoint_id, parent_checkpoint_id,
-                    checkpoint AS payload, {meta_out} AS metadata, x.commit_order,
-                    CAST(NULL AS TEXT) AS task_id, CAST(NULL AS BIGINT) AS idx,
-                    CAST(NULL AS TEXT) AS channel, CAST(NULL AS TEXT) AS task_path
-               FROM c JOIN {cps} AS x
-                 ON x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
-                AND x.checkpoint_id = c.checkpoint_id
-             UNION ALL
-             SELECT 1, w.thread_id, w.checkpoint_ns, w.checkpoint_id, CAST(NULL AS TEXT),
-                    w.value, CAST(NULL AS TEXT), c.commit_order,
-                    w.task_id, w.idx, w.channel, w.task_path
-               FROM {writes} AS w JOIN c
-                 ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
-                AND w.checkpoint_id = c.checkpoint_id"
-        )
+        let order_by = if ordered {
+            "ORDER BY thread_id, checkpoint_ns, commit_order DESC"
+        } else {
+            ""
+        };
+        match self.dialect {
+            Dialect::Postgres => format!(
+                "WITH c AS MATERIALIZED (
+                    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint,
+                           {meta_out} AS metadata, commit_order
+                      FROM {cps} WHERE {where_}
+                     {order_by}
+                     LIMIT ${limit_param})
+                 SELECT 0 AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+                        checkpoint AS payload, metadata, commit_order,
+                        CAST(NULL AS TEXT) AS task_id, CAST(NULL AS BIGINT) AS idx,
+                        CAST(NULL AS TEXT) AS channel, CAST(NULL AS TEXT) AS task_path
+                   FROM c
+                 UNION ALL
+                 SELECT 1, w.thread_id, w.checkpoint_ns, w.checkpoint_id, CAST(NULL AS TEXT),
+                        w.value, CAST(NULL AS TEXT), c.commit_order,
+                        w.task_id, w.idx, w.channel, w.task_path
+                   FROM {writes} AS w JOIN c
+                     ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+                    AND w.checkpoint_id = c.checkpoint_id
+                 ORDER BY 1, 2, 3, 8 DESC, 9, 10"
+            ),
+            Dialect::Sqlite => format!(
+                "WITH c AS MATERIALIZED (
+                    SELECT thread_id, checkpoint_ns, checkpoint_id, commit_order
+                      FROM {cps} WHERE {where_}
+                     {order_by}
+                     LIMIT ${limit_param})
+                 SELECT 0 AS kind, x.thread_id, x.checkpoint_ns, x.checkpoint_id, parent_checkpoint_id,
+                        checkpoint AS payload, {meta_out} AS metadata, x.commit_order,
+                        CAST(NULL AS TEXT) AS task_id, CAST(NULL AS BIGINT) AS idx,
+                        CAST(NULL AS TEXT) AS channel, CAST(NULL AS TEXT) AS task_path
+                   FROM c JOIN {cps} AS x
+                     ON x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
+                    AND x.checkpoint_id = c.checkpoint_id
+                 UNION ALL
+                 SELECT 1, w.thread_id, w.checkpoint_ns, w.checkpoint_id, CAST(NULL AS TEXT),
+                        w.value, CAST(NULL AS TEXT), c.commit_order,
+                        w.task_id, w.idx, w.channel, w.task_path
+                   FROM {writes} AS w JOIN c
+                     ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+                    AND w.checkpoint_id = c.checkpoint_id"
+            ),
+        }
     }
 }
 

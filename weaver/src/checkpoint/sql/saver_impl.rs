@@ -320,7 +320,7 @@ macro_rules! impl_sql_saver {
                         where_.push_str(" AND checkpoint_id = $3");
                     }
                     params.push(Param::Int(1));
-                    let sql = self.settings.q.tuples(&where_, params.len());
+                    let sql = self.settings.q.tuples(&where_, params.len(), target.checkpoint_id.is_none());
                     let rows = self.fetch_dynamic(sql, params, op).await?;
                     let found = self.assemble(rows, op)?.into_iter().next();
                     if found.is_none() && self.settings.shallow {
@@ -371,7 +371,7 @@ macro_rules! impl_sql_saver {
                     let (where_, mut params) = list_where(&self.settings.q, filter, before)?;
                     let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
                     params.push(Param::Int(limit));
-                    let sql = self.settings.q.tuples(&where_, params.len());
+                    let sql = self.settings.q.tuples(&where_, params.len(), true);
                     let rows = self.fetch_dynamic(sql, params, op).await?;
                     self.assemble(rows, op)
                 }
