@@ -56,7 +56,7 @@ pub(crate) struct Loop<'g, S: GraphState> {
     sink: Option<UnboundedSender<Event<S>>>,
     /// The run started from a checkpoint older than the thread's head.
     replaying: bool,
-    store: Option<Arc<dyn crate::store::Store>>, // store
+    store: Option<Arc<dyn crate::store::Store>>,
 }
 
 /// Task id: deterministic per checkpoint and node, so a resumed step finds
@@ -148,10 +148,9 @@ impl<'g, S: GraphState> Loop<'g, S> {
         config: RunConfig,
         input: Input<S>,
         sink: Option<UnboundedSender<Event<S>>>,
-        store: Option<Arc<dyn crate::store::Store>>, // store
+        store: Option<Arc<dyn crate::store::Store>>,
     ) -> Result<Outcome<S>> {
-        let mut lp = Loop::load(spec, cp, config, sink).await?;
-        lp.store = store; // store
+        let mut lp = Loop::load(spec, cp, config, sink, store).await?;
         let mut skip_before = false;
         match input {
             Input::Update(update) => lp.apply_input(update).await?,
@@ -186,6 +185,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         cp: Option<&Checkpointer>,
         config: RunConfig,
         sink: Option<UnboundedSender<Event<S>>>,
+        store: Option<Arc<dyn crate::store::Store>>,
     ) -> Result<Self> {
         let mut lp = Loop {
             spec,
@@ -201,7 +201,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             unsaved_writes: Vec::new(),
             sink,
             replaying: false,
-            store: None, // store
+            store,
             config: Arc::new(config),
         };
         let Some(cp) = cp else { return Ok(lp) };
@@ -611,7 +611,7 @@ impl<S: GraphState> Loop<'_, S> {
                     ids[k].clone(),
                     std::mem::take(&mut resume[k]),
                 )
-                .with_store(self.store.clone()) // store
+                .with_store(self.store.clone())
             })
             .collect();
         let mut interrupts: Vec<(usize, Interrupt)> = Vec::new();

@@ -19,7 +19,7 @@ pub struct Runtime {
     task_id: String,
     resume: Vec<Value>,
     interrupts_called: AtomicUsize,
-    store: Option<Arc<dyn crate::store::Store>>, // store
+    store: Option<Arc<dyn crate::store::Store>>,
 }
 
 impl Runtime {
@@ -37,7 +37,7 @@ impl Runtime {
             task_id,
             resume,
             interrupts_called: AtomicUsize::new(0),
-            store: None, // store
+            store: None,
         }
     }
 

@@ -27,7 +27,7 @@ pub struct CompiledGraph<S: GraphState> {
 pub(crate) struct Inner<S: GraphState> {
     pub spec: Spec<S>,
     pub checkpointer: Option<Checkpointer>,
-    pub store: Option<Arc<dyn crate::store::Store>>, // store
+    pub store: Option<Arc<dyn crate::store::Store>>,
 }
 
 impl<S: GraphState> Clone for CompiledGraph<S> {
@@ -54,7 +54,7 @@ impl<S: GraphState> CompiledGraph<S> {
             inner: Arc::new(Inner {
                 spec,
                 checkpointer: options.checkpointer,
-                store: options.store, // store
+                store: options.store,
             }),
         }
     }
@@ -107,7 +107,7 @@ impl<S: GraphState> CompiledGraph<S> {
             config.clone(),
             input.into(),
             None,
-            self.inner.store.clone(), // store
+            self.inner.store.clone(),
         )
         .instrument(span)
         .await
@@ -200,7 +200,7 @@ impl<S: GraphState> CompiledGraph<S> {
                 config,
                 input,
                 Some(tx.clone()),
-                graph.inner.store.clone(), // store
+                graph.inner.store.clone(),
             )
             .await;
             let _ = tx.send(StreamItem::Done(result));
