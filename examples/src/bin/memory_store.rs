@@ -81,7 +81,7 @@ fn store_and_user(rt: &Runtime) -> Result<(&std::sync::Arc<dyn Store>, &str), No
     Ok((store, &user.0))
 }
 
-/// Stores "remember: <fact>" messages as memories of the user.
+/// Stores `"remember: <fact>"` messages as memories of the user.
 async fn remember(chat: &Chat, rt: &Runtime) -> Result<ChatUpdate, NodeError> {
     let Some(fact) = chat.message.strip_prefix("remember:") else {
         return Ok(ChatUpdate::default());
