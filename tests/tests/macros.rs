@@ -374,6 +374,36 @@ mod equivalence {
         }
     }
 
+    /// Goes to `c` through its `Command`; no edge leads there.
+    fn jump(_: &Flow) -> Command<FlowUpdate> {
+        Command::update(visit("jump")).goto("c")
+    }
+
+    #[tokio::test]
+    async fn goto_declares_command_destinations() {
+        // `c` is reachable only through the `goto:` declaration: without it
+        // the macro would reject `c` as unreachable from START.
+        let state = same(
+            graph! {
+                name: "Goto",
+                state: Flow,
+                nodes: [jump, c],
+                edges: [START -> jump, c -> END],
+                goto: [jump -> [c]],
+            },
+            Graph::new("Goto")
+                .add_node("jump", jump)
+                .add_node("c", c)
+                .add_edge(START, "jump")
+                .add_edge("c", END)
+                .add_destinations("jump", ["c"]),
+            Flow::default(),
+        )
+        .await;
+        assert_eq!(state.log, ["jump", "c"]);
+        assert_eq!(state.hops, 2);
+    }
+
     #[tokio::test]
     async fn interrupts_declared_in_the_macro_pause_the_run() {
         let graph = graph! {

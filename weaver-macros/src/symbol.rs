@@ -24,15 +24,17 @@ pub(crate) const STATE: Symbol = Symbol("state");
 pub(crate) const NODES: Symbol = Symbol("nodes");
 pub(crate) const EDGES: Symbol = Symbol("edges");
 pub(crate) const CONDITIONAL: Symbol = Symbol("conditional");
+pub(crate) const GOTO: Symbol = Symbol("goto");
 pub(crate) const INTERRUPT_BEFORE: Symbol = Symbol("interrupt_before");
 pub(crate) const INTERRUPT_AFTER: Symbol = Symbol("interrupt_after");
 /// The option keys of `graph!`, in the order error messages list them.
-pub(crate) const GRAPH_KEYS: [Symbol; 7] = [
+pub(crate) const GRAPH_KEYS: [Symbol; 8] = [
     NAME,
     STATE,
     NODES,
     EDGES,
     CONDITIONAL,
+    GOTO,
     INTERRUPT_BEFORE,
     INTERRUPT_AFTER,
 ];

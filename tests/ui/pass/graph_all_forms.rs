@@ -49,6 +49,7 @@ fn main() {
             again -> END,
         ],
         conditional: [join => route ? [review, again, END], review => |_: &State| "again" ? [again]],
+        goto: [join -> [again, END], start -> fetch],
         interrupt_before: [review],
         interrupt_after: [join],
     };

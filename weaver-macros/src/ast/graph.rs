@@ -7,6 +7,7 @@
 //!     nodes: [a, b, renamed = path::to::f, c = |s: &State| ...],
 //!     edges: [START -> a -> [b, c] -> d -> END, ...],
 //!     conditional: [a => router ? [b, c, END], ...],
+//!     goto: [a -> [b, c], d -> END, ...],        // where a `Command` may go
 //!     interrupt_before: [b],
 //!     interrupt_after: [c],
 //! }
@@ -21,8 +22,8 @@ use syn::{Expr, Ident, LitStr, Token, Type, bracketed};
 
 use crate::ctxt::{Errors, closest};
 use crate::symbol::{
-    CONDITIONAL, EDGES, END, GRAPH_KEYS, INTERRUPT_AFTER, INTERRUPT_BEFORE, NAME, NODES, START,
-    STATE, list,
+    CONDITIONAL, EDGES, END, GOTO, GRAPH_KEYS, INTERRUPT_AFTER, INTERRUPT_BEFORE, NAME, NODES,
+    START, STATE, list,
 };
 
 /// A whole `graph!` input. Options the user left out are `None` / empty.
@@ -35,6 +36,7 @@ pub(crate) struct GraphDecl {
     pub edges_key: Option<Ident>,
     pub chains: Vec<Chain>,
     pub conditionals: Vec<Conditional>,
+    pub gotos: Vec<Goto>,
     pub interrupt_before: Vec<Ident>,
     pub interrupt_after: Vec<Ident>,
     /// Errors found while parsing that did not stop the parse (unknown or
@@ -71,6 +73,15 @@ pub(crate) struct Chain {
     pub span: Span,
 }
 
+/// `from -> [targets]` (or `from -> target`): the nodes `from` may reach
+/// through a `Command` goto.
+pub(crate) struct Goto {
+    pub from: Endpoint,
+    pub targets: Vec<Endpoint>,
+    /// The targets (the bracket, or the single target), for "no targets".
+    pub span: Span,
+}
+
 /// `from => router ? [targets]`.
 pub(crate) struct Conditional {
     pub from: Endpoint,
@@ -89,6 +100,7 @@ impl Parse for GraphDecl {
             edges_key: None,
             chains: Vec::new(),
             conditionals: Vec::new(),
+            gotos: Vec::new(),
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
             errors: Errors::new(),
@@ -126,6 +138,11 @@ impl Parse for GraphDecl {
                 bracketed!(content in input);
                 let list = Punctuated::<Conditional, Comma>::parse_terminated(&content)?;
                 decl.conditionals.extend(list);
+            } else if key == GOTO {
+                let content;
+                bracketed!(content in input);
+                let list = Punctuated::<Goto, Comma>::parse_terminated(&content)?;
+                decl.gotos.extend(list);
             } else if key == INTERRUPT_BEFORE {
                 decl.interrupt_before.extend(ident_list(input)?);
             } else if key == INTERRUPT_AFTER {
@@ -235,6 +252,33 @@ impl Parse for Chain {
             links.push(link(input)?);
         }
         Ok(Chain { links, span })
+    }
+}
+
+impl Parse for Goto {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let from: Endpoint = input.parse()?;
+        if !input.peek(Token![->]) {
+            return Err(input.error(format!(
+                "expected `->` after `{0}`; a goto declaration lists where a node's `Command` \
+                 may go, e.g. `goto: [{0} -> [b, c]]`",
+                from.ident()
+            )));
+        }
+        input.parse::<Token![->]>()?;
+        let span = input.span();
+        let targets = link(input)?;
+        if input.peek(Token![->]) {
+            return Err(input.error(
+                "a goto declaration has one source and its targets, not a chain: \
+                 write `a -> [b, c], b -> d`",
+            ));
+        }
+        Ok(Goto {
+            from,
+            targets,
+            span,
+        })
     }
 }
 

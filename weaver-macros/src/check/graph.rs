@@ -88,7 +88,7 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
             .map(|(i, group)| {
                 group
                     .iter()
-                    .map(|end| resolve(end, i < last, i > 0, &index, &names, errors))
+                    .map(|end| resolve(end, i < last, i > 0, "edge", &index, &names, errors))
                     .collect()
             })
             .collect();
@@ -103,7 +103,7 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
         }
     }
     for cond in &decl.conditionals {
-        let (s, _) = resolve(&cond.from, true, false, &index, &names, errors);
+        let (s, _) = resolve(&cond.from, true, false, "edge", &index, &names, errors);
         if cond.targets.is_empty() {
             errors.at(
                 cond.bracket,
@@ -116,7 +116,31 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
             );
         }
         for to in &cond.targets {
-            if let (Some(s), (_, Some(t))) = (s, resolve(to, false, true, &index, &names, errors)) {
+            if let (Some(s), (_, Some(t))) =
+                (s, resolve(to, false, true, "edge", &index, &names, errors))
+            {
+                add(s, t);
+            }
+        }
+    }
+    // Goto destinations count as edges: a node reached only through a
+    // `Command` goto is reachable.
+    for goto in &decl.gotos {
+        let (s, _) = resolve(&goto.from, true, false, "goto", &index, &names, errors);
+        if goto.targets.is_empty() {
+            errors.at(
+                goto.span,
+                format!(
+                    "goto from `{0}` has no targets; list every node its `Command` may go to, \
+                     e.g. `{0} -> [next, END]`",
+                    goto.from.ident()
+                ),
+            );
+        }
+        for to in &goto.targets {
+            if let (Some(s), (_, Some(t))) =
+                (s, resolve(to, false, true, "goto", &index, &names, errors))
+            {
                 add(s, t);
             }
         }
@@ -216,6 +240,8 @@ fn resolve(
     end: &Endpoint,
     as_source: bool,
     as_target: bool,
+    // "edge" or "goto", for error messages.
+    what: &str,
     index: &HashMap<String, usize>,
     names: &[String],
     errors: &mut Errors,
@@ -246,8 +272,8 @@ fn resolve(
         Endpoint::Node(ident) => match index.get(&ident.to_string()) {
             Some(i) => (Some(Some(*i)), Some(Target::Node(*i))),
             None => {
-                let context = if as_target { "edge to" } else { "edge from" };
-                unknown_node(ident, names, errors, context);
+                let context = if as_target { "to" } else { "from" };
+                unknown_node(ident, names, errors, &format!("{what} {context}"));
                 (None, None)
             }
         },

@@ -49,6 +49,11 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
         let targets = c.targets.iter().map(endpoint);
         quote!(.add_conditional_edges(#from, #router, [#(#targets),*]))
     });
+    let gotos = decl.gotos.iter().map(|g| {
+        let from = endpoint(&g.from);
+        let targets = g.targets.iter().map(endpoint);
+        quote!(.add_destinations(#from, [#(#targets),*]))
+    });
     let mut interrupts = Vec::new();
     for (method, list) in [
         (quote!(interrupt_before), &decl.interrupt_before),
@@ -64,6 +69,7 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
             #(#nodes)*
             #(#edges)*
             #(#conditionals)*
+            #(#gotos)*
             #(#interrupts)*
     }
 }
