@@ -4,10 +4,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Interrupt;
-use super::run::{decode_state, next_tasks, task_id};
+use super::run::{decode_state, next_tasks, replay_task, succeeded, task_id};
 use crate::checkpoint::{
     CheckpointMetadata, CheckpointTuple, Checkpointer, ERROR_CHANNEL, INTERRUPT_CHANNEL,
-    ListFilter, NO_WRITES_CHANNEL, PendingWrite,
+    ListFilter, PendingWrite,
 };
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
@@ -133,24 +133,9 @@ pub(crate) fn snapshot<S: GraphState>(
             .filter_map(|w| Vec::<Interrupt>::deserialize(&w.value).ok())
             .flatten()
             .collect();
-        let succeeded = error.is_none()
-            && task_interrupts.is_empty()
-            && writes
-                .iter()
-                .any(|w| w.idx >= 0 || w.channel == NO_WRITES_CHANNEL);
+        let succeeded = succeeded(&writes);
         if succeeded && apply_pending && node.is_some() {
-            let update: serde_json::Map<String, Value> = writes
-                .iter()
-                .filter(|w| w.idx >= 0 && !w.channel.starts_with("branch:to:"))
-                .map(|w| (w.channel.clone(), w.value.clone()))
-                .collect();
-            let update: S::Update = serde_path_to_error::deserialize(Value::Object(update))
-                .map_err(|e| {
-                    Error::decode(
-                        format!("pending write of `{name}` at `{}`", e.path()),
-                        e.inner(),
-                    )
-                })?;
+            let update = replay_task(spec, node, &writes)?.update;
             succeeded_updates.push(update);
         }
         interrupts.extend(task_interrupts.iter().cloned());

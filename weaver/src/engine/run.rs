@@ -31,10 +31,10 @@ type Event<S> = StreamItem<S>;
 pub(crate) type TaskNode = Option<usize>;
 
 /// What one finished task contributes to its step.
-struct TaskOutput<S: GraphState> {
-    update: S::Update,
-    channels: Vec<String>,
-    triggers: Vec<Target>,
+pub(crate) struct TaskOutput<S: GraphState> {
+    pub update: S::Update,
+    pub channels: Vec<String>,
+    pub triggers: Vec<Target>,
 }
 
 /// The state of one run between steps.
@@ -123,8 +123,28 @@ pub(crate) fn trigger_of<S: GraphState>(spec: &Spec<S>, node: TaskNode) -> &str 
     }
 }
 
+/// Records that `node` consumed its trigger at the version `checkpoint`
+/// holds, so the node is not triggered again by it.
+pub(crate) fn mark_seen<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint: &mut Checkpoint,
+    node: TaskNode,
+) {
+    let trigger = trigger_of(spec, node).to_owned();
+    let seen = checkpoint
+        .channel_versions
+        .get(&trigger)
+        .copied()
+        .unwrap_or(0);
+    checkpoint
+        .versions_seen
+        .entry(spec.name_of(node).to_owned())
+        .or_default()
+        .insert(trigger, seen);
+}
+
 /// Whether a task's stored writes show it finished successfully.
-fn succeeded(writes: &[&PendingWrite]) -> bool {
+pub(crate) fn succeeded(writes: &[&PendingWrite]) -> bool {
     writes
         .iter()
         .any(|w| w.idx >= 0 || w.channel == NO_WRITES_CHANNEL)
@@ -365,12 +385,7 @@ impl<S: GraphState> Loop<'_, S> {
     async fn apply_input(&mut self, update: S::Update) -> Result<()> {
         let mut next = self.current.successor_without_values();
         for t in next_tasks(self.spec, &self.current) {
-            let trigger = trigger_of(self.spec, t).to_owned();
-            let v = next.channel_versions.get(&trigger).copied().unwrap_or(0);
-            next.versions_seen
-                .entry(self.spec.name_of(t).to_owned())
-                .or_default()
-                .insert(trigger, v);
+            mark_seen(self.spec, &mut next, t);
         }
         let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
         let input = serde_json::to_value(&update).map_err(|e| Error::encode("input", e))?;
@@ -541,41 +556,6 @@ impl<S: GraphState> Loop<'_, S> {
             .collect()
     }
 
-    /// Rebuilds a task's output from the writes it left before.
-    fn replay_task(&self, node: TaskNode, writes: &[&PendingWrite]) -> Result<TaskOutput<S>> {
-        let mut update = Map::new();
-        let mut triggers = Vec::new();
-        for w in writes.iter().filter(|w| w.idx >= 0) {
-            if let Some(name) = w.channel.strip_prefix("branch:to:") {
-                let t = self.spec.resolve(name).ok_or_else(|| {
-                    Error::decode(
-                        format!("pending write of `{}`", self.spec.name_of(node)),
-                        format!("unknown node `{name}`"),
-                    )
-                })?;
-                triggers.push(t);
-            } else {
-                update.insert(w.channel.clone(), w.value.clone());
-            }
-        }
-        let channels = update.keys().cloned().collect();
-        let update = serde_path_to_error::deserialize(Value::Object(update)).map_err(|e| {
-            Error::decode(
-                format!(
-                    "pending write of `{}` at `{}`",
-                    self.spec.name_of(node),
-                    e.path()
-                ),
-                e.inner(),
-            )
-        })?;
-        Ok(TaskOutput {
-            update,
-            channels,
-            triggers,
-        })
-    }
-
     /// Runs one super-step from the current checkpoint. Returns the
     /// interrupts if any task paused.
     async fn run_step(&mut self, tasks: &[TaskNode]) -> Result<Option<Vec<Interrupt>>> {
@@ -591,7 +571,7 @@ impl<S: GraphState> Loop<'_, S> {
             let writes: Vec<&PendingWrite> =
                 self.pending.iter().filter(|w| &w.task_id == id).collect();
             if succeeded(&writes) {
-                outputs[k] = Some(self.replay_task(tasks[k], &writes)?);
+                outputs[k] = Some(replay_task(self.spec, tasks[k], &writes)?);
             } else {
                 if let Some(r) = writes.iter().find(|w| w.channel == RESUME_CHANNEL) {
                     resume[k] = Vec::<Value>::deserialize(&r.value).unwrap_or_default();
@@ -771,12 +751,7 @@ impl<S: GraphState> Loop<'_, S> {
         };
         let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
         for t in tasks {
-            let trigger = trigger_of(self.spec, *t).to_owned();
-            let seen = next.channel_versions.get(&trigger).copied().unwrap_or(0);
-            next.versions_seen
-                .entry(self.spec.name_of(*t).to_owned())
-                .or_default()
-                .insert(trigger, seen);
+            mark_seen(self.spec, &mut next, *t);
         }
         for (channels, triggers) in written {
             for ch in channels {
@@ -911,4 +886,44 @@ fn success_writes<S: GraphState>(
         writes.push((NO_WRITES_CHANNEL.to_owned(), Value::Null));
     }
     PendingWrite::for_task(task, spec.name_of(node), writes)
+}
+
+/// Rebuilds a task's output from the ordinary writes it left before: channel
+/// writes decode into the update, `branch:to:` writes into its triggers.
+pub(crate) fn replay_task<S: GraphState>(
+    spec: &Spec<S>,
+    node: TaskNode,
+    writes: &[&PendingWrite],
+) -> Result<TaskOutput<S>> {
+    let mut update = Map::new();
+    let mut triggers = Vec::new();
+    for w in writes.iter().filter(|w| w.idx >= 0) {
+        if let Some(name) = w.channel.strip_prefix("branch:to:") {
+            let t = spec.resolve(name).ok_or_else(|| {
+                Error::decode(
+                    format!("pending write of `{}`", spec.name_of(node)),
+                    format!("unknown node `{name}`"),
+                )
+            })?;
+            triggers.push(t);
+        } else {
+            update.insert(w.channel.clone(), w.value.clone());
+        }
+    }
+    let channels = update.keys().cloned().collect();
+    let update = serde_path_to_error::deserialize(Value::Object(update)).map_err(|e| {
+        Error::decode(
+            format!(
+                "pending write of `{}` at `{}`",
+                spec.name_of(node),
+                e.path()
+            ),
+            e.inner(),
+        )
+    })?;
+    Ok(TaskOutput {
+        update,
+        channels,
+        triggers,
+    })
 }

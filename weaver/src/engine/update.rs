@@ -1,6 +1,6 @@
 //! Editing a thread: `update_state` and `bulk_update_state`.
 
-use super::run::{decode_state, encode_object, next_tasks, route, trigger_of};
+use super::run::{decode_state, encode_object, mark_seen, next_tasks, route, trigger_of};
 use crate::checkpoint::{
     CheckpointMetadata, CheckpointRef, CheckpointSource, Checkpointer, NewCheckpoint,
 };
@@ -137,23 +137,13 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         if attributed.iter().any(|(w, _)| *w == Writer::End) {
             // As END: nothing runs next.
             for t in next_tasks(spec, &checkpoint) {
-                let trigger = trigger_of(spec, t).to_owned();
-                let v = next.channel_versions.get(&trigger).copied().unwrap_or(0);
-                next.versions_seen
-                    .entry(spec.name_of(t).to_owned())
-                    .or_default()
-                    .insert(trigger, v);
+                mark_seen(spec, &mut next, t);
             }
         }
         let mut triggers: Vec<Target> = Vec::new();
         for (w, update) in &attributed {
             let Writer::Node(node) = *w else { continue };
-            let trigger = trigger_of(spec, node).to_owned();
-            let seen = next.channel_versions.get(&trigger).copied().unwrap_or(0);
-            next.versions_seen
-                .entry(spec.name_of(node).to_owned())
-                .or_default()
-                .insert(trigger, seen);
+            mark_seen(spec, &mut next, node);
             let cmd = Command::update(update.clone());
             let routed = route(spec, &state, node, &cmd).map_err(|e| Error::NodeFailed {
                 node: spec.name_of(node).to_owned(),
