@@ -48,6 +48,8 @@ where
     prune_keeps_latest_or_deletes(make().await).await;
     returned_values_are_copies(make().await).await;
     put_ops_applies_a_group_in_order(make().await).await;
+    put_ops_group_fails_as_a_whole(make().await).await;
+    put_ops_takes_large_groups(make().await).await;
     a_failed_put_leaves_no_trace_of_the_thread(make().await).await;
 }
 
@@ -1012,6 +1014,140 @@ async fn put_ops_applies_a_group_in_order(saver: Arc<dyn Saver>) {
         .unwrap_err();
     assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
     saver.put_ops(Vec::new()).await.unwrap();
+}
+
+/// What a group leaves on `thread`: (commit order, writes) per checkpoint, newest first.
+async fn stored(saver: &dyn Saver, thread: &str) -> Vec<(u64, usize)> {
+    saver
+        .list(&ListFilter::thread(thread))
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| (t.commit_order, t.pending_writes.len()))
+        .collect()
+}
+
+/// Groups as the engine sends them (explicit commit orders, chains, writes
+/// of checkpoints earlier in the group): one bad op fails the whole group
+/// with the error the op gives alone, nothing of it is stored, and the
+/// saver goes on working.
+async fn put_ops_group_fails_as_a_whole(saver: Arc<dyn Saver>) {
+    use weaver::checkpoint::WriteOp;
+    let a = new_on("g", None, Some(1), -1, json!("a"));
+    let b = new_on("g", Some(&a.checkpoint.id), Some(2), 0, json!("b"));
+    let w = |task: &str, v: i64| PendingWrite::for_task(task, "n", [("v".to_owned(), json!(v))]);
+    let group = |tail: WriteOp| {
+        vec![
+            WriteOp::Put(a.clone()),
+            WriteOp::Writes(a.config(), w("ta", 1)),
+            WriteOp::Put(b.clone()),
+            tail,
+        ]
+    };
+
+    // A missing parent, at the end of the group.
+    let orphan = new_on("g", Some("ghost"), Some(3), 1, json!("orphan"));
+    let err = saver
+        .put_ops(group(WriteOp::Put(orphan)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
+    assert_eq!(stored(saver.as_ref(), "g").await, []);
+
+    // A commit order taken inside the group.
+    let twin = new_on("g", Some(&b.checkpoint.id), Some(2), 1, json!("twin"));
+    let err = saver.put_ops(group(WriteOp::Put(twin))).await.unwrap_err();
+    assert!(
+        matches!(err, Error::VersionConflict { attempted: 2, .. }),
+        "{err}"
+    );
+    assert_eq!(stored(saver.as_ref(), "g").await, []);
+
+    // Writes of a checkpoint that does not exist.
+    let err = saver
+        .put_ops(group(WriteOp::Writes(a.config().at("ghost"), w("tg", 1))))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
+    assert_eq!(stored(saver.as_ref(), "g").await, []);
+
+    // The same group with a good tail is stored whole.
+    saver
+        .put_ops(group(WriteOp::Writes(b.config(), w("tb", 2))))
+        .await
+        .unwrap();
+    assert_eq!(stored(saver.as_ref(), "g").await, [(2, 1), (1, 1)]);
+
+    // A commit order taken by a stored checkpoint.
+    let late = new_on("g", Some(&b.checkpoint.id), Some(2), 1, json!("late"));
+    let err = saver
+        .put_ops(vec![
+            WriteOp::Writes(b.config(), w("tc", 3)),
+            WriteOp::Put(late),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::VersionConflict { attempted: 2, .. }),
+        "{err}"
+    );
+    assert_eq!(stored(saver.as_ref(), "g").await, [(2, 1), (1, 1)]);
+
+    // Writes stored before are idempotent inside a group (the first value
+    // stays); special writes replace, the last of a group winning.
+    let again = PendingWrite::for_task("tb", "n", [("v".to_owned(), json!(99))]);
+    let c = new_on("g", Some(&b.checkpoint.id), Some(3), 1, json!("c"));
+    saver
+        .put_ops(vec![
+            WriteOp::Writes(b.config(), again),
+            WriteOp::Writes(
+                b.config(),
+                vec![write("tb", ERROR_CHANNEL, json!({"message": "one"}))],
+            ),
+            WriteOp::Writes(
+                b.config(),
+                vec![write("tb", ERROR_CHANNEL, json!({"message": "two"}))],
+            ),
+            WriteOp::Put(c.clone()),
+        ])
+        .await
+        .unwrap();
+    let t = saver.get_tuple(&b.config()).await.unwrap().unwrap();
+    let values: Vec<(i64, Value)> = t
+        .pending_writes
+        .iter()
+        .map(|w| (w.idx, w.value.clone()))
+        .collect();
+    assert_eq!(values, [(-1, json!({"message": "two"})), (0, json!(2))]);
+    assert_eq!(stored(saver.as_ref(), "g").await, [(3, 0), (2, 2), (1, 1)]);
+}
+
+/// A group larger than one statement can carry (thousands of rows).
+async fn put_ops_takes_large_groups(saver: Arc<dyn Saver>) {
+    use weaver::checkpoint::WriteOp;
+    let mut ops = Vec::new();
+    let mut parent: Option<String> = None;
+    for i in 0..600u64 {
+        let c = new_on(
+            "big",
+            parent.as_deref(),
+            Some(i + 1),
+            i as i64 - 1,
+            json!(i),
+        );
+        parent = Some(c.checkpoint.id.clone());
+        let at = c.config();
+        ops.push(WriteOp::Put(c));
+        let writes = (0..7)
+            .map(|k| write(&format!("task-{k}"), "v", json!(k)))
+            .collect();
+        ops.push(WriteOp::Writes(at, writes));
+    }
+    saver.put_ops(ops).await.unwrap();
+    let listed = stored(saver.as_ref(), "big").await;
+    assert_eq!(listed.len(), 600);
+    assert!(listed.iter().all(|(_, w)| *w == 7), "{listed:?}");
+    assert_eq!(listed[0].0, 600);
 }
 
 async fn a_failed_put_leaves_no_trace_of_the_thread(saver: Arc<dyn Saver>) {

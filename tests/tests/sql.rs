@@ -15,5 +15,7 @@ mod conformance;
 mod contract;
 #[path = "sql/engine.rs"]
 mod engine;
+#[path = "sql/group.rs"]
+mod group;
 #[path = "sql/migrations.rs"]
 mod migrations;

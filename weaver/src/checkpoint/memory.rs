@@ -9,7 +9,7 @@ use super::limits;
 use super::saver::Saver;
 use super::types::{
     BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointTuple, ForkOptions,
-    ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo,
+    ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
 };
 use crate::error::{Error, Result};
 
@@ -177,6 +177,30 @@ fn remove(threads: &mut Threads, thread_id: &str, ns: &str, order: u64) {
     }
 }
 
+/// The stored checkpoint `target` names.
+fn find_mut<'t>(threads: &'t mut Threads, target: &CheckpointRef) -> Option<&'t mut Stored> {
+    threads
+        .get_mut(&target.thread_id)?
+        .get_mut(&target.checkpoint_ns)?
+        .find_mut(target.checkpoint_id.as_deref()?)
+}
+
+/// Adds writes to the checkpoint `target` names; returns its writes before.
+fn add_writes(
+    threads: &mut Threads,
+    target: &CheckpointRef,
+    writes: Vec<PendingWrite>,
+) -> Result<BTreeMap<(String, i64), PendingWrite>> {
+    let id = target
+        .checkpoint_id
+        .as_deref()
+        .ok_or_else(|| Error::invalid_argument("put_writes needs a checkpoint id"))?;
+    let stored = find_mut(threads, target).ok_or_else(|| not_found(target, id))?;
+    let before = stored.writes.clone();
+    stored.add_writes(writes);
+    Ok(before)
+}
+
 fn not_found(target: &CheckpointRef, id: &str) -> Error {
     Error::CheckpointNotFound {
         thread_id: target.thread_id.clone(),
@@ -251,17 +275,45 @@ impl Saver for InMemorySaver {
     }
 
     async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
-        let id = target
-            .checkpoint_id
-            .as_deref()
-            .ok_or_else(|| Error::invalid_argument("put_writes needs a checkpoint id"))?;
+        add_writes(&mut self.write(), target, writes).map(drop)
+    }
+
+    /// All or nothing, like the SQL savers: a failed op undoes the ops
+    /// before it.
+    async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
+        enum Undo {
+            Insert(CheckpointRef, u64),
+            Writes(CheckpointRef, BTreeMap<(String, i64), PendingWrite>),
+        }
         let mut threads = self.write();
-        let stored = threads
-            .get_mut(&target.thread_id)
-            .and_then(|n| n.get_mut(&target.checkpoint_ns))
-            .and_then(|log| log.find_mut(id))
-            .ok_or_else(|| not_found(target, id))?;
-        stored.add_writes(writes);
+        let mut undo: Vec<Undo> = Vec::new();
+        for op in ops {
+            let done = match op {
+                WriteOp::Put(c) => {
+                    insert(&mut threads, c, Vec::new()).map(|(c, order)| Undo::Insert(c, order))
+                }
+                WriteOp::Writes(target, writes) => add_writes(&mut threads, &target, writes)
+                    .map(|before| Undo::Writes(target, before)),
+            };
+            match done {
+                Ok(u) => undo.push(u),
+                Err(e) => {
+                    for u in undo.into_iter().rev() {
+                        match u {
+                            Undo::Insert(c, order) => {
+                                remove(&mut threads, &c.thread_id, &c.checkpoint_ns, order);
+                            }
+                            Undo::Writes(target, before) => {
+                                if let Some(s) = find_mut(&mut threads, &target) {
+                                    s.writes = before;
+                                }
+                            }
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
         Ok(())
     }
 

@@ -98,10 +98,11 @@ pub trait Saver: Debug + Send + Sync {
 
     /// Stores `ops` in the order given, as one group commit: each op follows
     /// the rules of [`put`](Saver::put) or [`put_writes`](Saver::put_writes).
-    /// A transactional backend applies the group in one transaction (all or
-    /// none, one sync to disk instead of one per op). The default applies
-    /// them one by one and stops at the first failure, keeping the ops before
-    /// it. The engine sends what queued up while the backend was busy, under
+    /// weaver's savers apply a group all or nothing (the SQL savers in one
+    /// transaction: one sync to disk instead of one per op): a failed op
+    /// fails the group with that op's error and nothing of it is stored.
+    /// The default, for savers that cannot do better, applies the ops one by
+    /// one and stops at the first failure, keeping the ops before it. The engine sends what queued up while the backend was busy, under
     /// [`Durability::Async`](crate::Durability::Async).
     async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
         for op in ops {

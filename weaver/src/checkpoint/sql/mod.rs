@@ -16,6 +16,7 @@ use crate::codec::{Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, check_size
 use crate::error::{Error, Result};
 use crate::migrate::Dialect;
 
+mod group;
 #[macro_use]
 mod saver_impl;
 #[cfg(feature = "postgres")]

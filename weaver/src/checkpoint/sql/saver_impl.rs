@@ -14,6 +14,7 @@ macro_rules! impl_sql_saver {
             use ::sqlx::{AssertSqlSafe, Row};
 
             use $crate::checkpoint::limits;
+            use $crate::checkpoint::sql::group::{Arg, GroupItem, GroupPlan};
             use $crate::checkpoint::sql::{
                 EncodedEntry, Param, TupleAssembler, conflict, list_where, not_found,
                 order_i64, shallow_error, write_batches,
@@ -37,6 +38,36 @@ macro_rules! impl_sql_saver {
                 T: ::sqlx::Decode<'r, $db> + ::sqlx::Type<$db>,
             {
                 row.try_get::<T, _>(col).map_err(storage(op))
+            }
+
+            /// A query of `sql` with `args` bound in order.
+            fn with_args<'q>(
+                sql: String,
+                args: Vec<Arg<'q>>,
+            ) -> ::sqlx::query::Query<'q, $db, <$db as ::sqlx::Database>::Arguments> {
+                let mut query = ::sqlx::query(AssertSqlSafe(sql));
+                for a in args {
+                    query = match a {
+                        Arg::Text(s) => query.bind(s),
+                        Arg::OptText(s) => query.bind(s),
+                        Arg::Int(i) => query.bind(i),
+                        Arg::Bytes(b) => query.bind(b),
+                    };
+                }
+                query
+            }
+
+            /// A pooled connection that is closed, not returned to the
+            /// pool, if dropped before `.0` is taken (a query cut off by
+            /// cancellation may have left a transaction open).
+            struct CloseUnlessDone(Option<::sqlx::pool::PoolConnection<$db>>);
+
+            impl Drop for CloseUnlessDone {
+                fn drop(&mut self) {
+                    if let Some(conn) = &mut self.0 {
+                        conn.close_on_drop();
+                    }
+                }
             }
 
             fn is_unique_violation(e: &::sqlx::Error) -> bool {
@@ -268,6 +299,77 @@ macro_rules! impl_sql_saver {
                     Ok(order)
                 }
 
+                /// Runs the queries of `plan` on `conn`; the rows they inserted.
+                async fn run_plan(
+                    &self,
+                    conn: &mut Conn,
+                    plan: &GroupPlan<'_>,
+                ) -> ::std::result::Result<u64, ::sqlx::Error> {
+                    let mut affected = 0;
+                    for (sql, args) in plan.queries(&self.settings.q) {
+                        affected += with_args(sql, args).execute(&mut *conn).await?.rows_affected();
+                    }
+                    Ok(affected)
+                }
+
+                /// Runs a group's [one-shot](GroupPlan::one_shot) query:
+                /// `Ok(false)` when it failed (nothing written; the caller
+                /// takes the statement-by-statement path).
+                async fn run_one_shot(&self, sql: String, args: Vec<Arg<'_>>, op: &'static str) -> Result<bool> {
+                    let conn = self.pool.acquire().await.map_err(storage(op))?;
+                    let mut guard = CloseUnlessDone(Some(conn));
+                    let Some(conn) = guard.0.as_mut() else {
+                        return Ok(false);
+                    };
+                    if with_args(sql, args).execute(&mut **conn).await.is_ok() {
+                        guard.0.take();
+                        return Ok(true);
+                    }
+                    // SQLite stops at the failing statement with its
+                    // transaction open. A connection that cannot roll back
+                    // is closed, never returned to the pool.
+                    if ::sqlx::query("ROLLBACK").execute(&mut **conn).await.is_ok() {
+                        guard.0.take();
+                    }
+                    Ok(false)
+                }
+
+                /// Stores `items` atomically in one query, or in one
+                /// transaction of a few multi-row statements. `Ok(false)`:
+                /// the group needs the statement-by-statement path (shallow
+                /// saver, no plan, a unique violation or a row not
+                /// inserted); nothing was written.
+                async fn try_group(&self, items: &[GroupItem<'_>], op: &'static str) -> Result<bool> {
+                    if self.settings.shallow {
+                        return Ok(false);
+                    }
+                    let Some(plan) = GroupPlan::new(items) else {
+                        return Ok(false);
+                    };
+                    if plan.expected_rows == 0 {
+                        return Ok(true);
+                    }
+                    if let Some((sql, args)) = plan.one_shot(&self.settings.q) {
+                        return self.run_one_shot(sql, args, op).await;
+                    }
+                    let mut tx = self.begin_write(op).await?;
+                    match self.run_plan(&mut *tx, &plan).await {
+                        Ok(n) if n == plan.expected_rows => {
+                            tx.commit().await.map_err(storage(op))?;
+                            Ok(true)
+                        }
+                        Ok(_) => {
+                            tx.rollback().await.map_err(storage(op))?;
+                            Ok(false)
+                        }
+                        Err(e) if is_unique_violation(&e) => {
+                            tx.rollback().await.map_err(storage(op))?;
+                            Ok(false)
+                        }
+                        Err(e) => Err(Error::storage(op, e)),
+                    }
+                }
+
                 /// Stores encoded entries atomically: one checkpoint without
                 /// writes at a given commit order is one statement (atomic on
                 /// its own, no transaction round trips); anything else runs
@@ -282,6 +384,10 @@ macro_rules! impl_sql_saver {
                         let mut conn = self.pool.acquire().await.map_err(storage(op))?;
                         self.insert_entry(&mut *conn, e, op).await?;
                         return Ok(vec![e.new.config()]);
+                    }
+                    let items: Vec<GroupItem<'_>> = entries.iter().map(GroupItem::Entry).collect();
+                    if self.try_group(&items, op).await? {
+                        return Ok(entries.iter().map(|e| e.new.config()).collect());
                     }
                     let mut tx = self.begin_write(op).await?;
                     let mut out = Vec::with_capacity(entries.len());
@@ -416,6 +522,20 @@ macro_rules! impl_sql_saver {
                         })
                         .collect::<Result<Vec<_>>>()?;
                     self.ensure_migrated().await?;
+                    let items: Vec<GroupItem<'_>> = encoded
+                        .iter()
+                        .map(|e| match e {
+                            Encoded::Put(e) => GroupItem::Entry(e),
+                            Encoded::Writes(target, (checkpoint_id, writes)) => GroupItem::Writes {
+                                target,
+                                checkpoint_id,
+                                writes,
+                            },
+                        })
+                        .collect();
+                    if self.try_group(&items, op).await? {
+                        return Ok(());
+                    }
                     let mut tx = self.begin_write(op).await?;
                     for e in &encoded {
                         match e {

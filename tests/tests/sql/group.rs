@@ -1,0 +1,111 @@
+//! Group commit on SQLite: a group is one query that opens a transaction,
+//! inserts, checks and commits. A failed or cut-off group must leave neither
+//! rows nor an open transaction on the pooled connection.
+
+use std::time::Duration;
+
+use serde_json::json;
+use sqlx::sqlite::SqlitePoolOptions;
+use weaver::checkpoint::{CheckpointRef, ListFilter, PendingWrite, SqliteSaver, WriteOp};
+use weaver::migrate::{self, Adapter};
+use weaver::{Error, Saver};
+
+use crate::common::{SqliteDb, cp};
+
+/// A group on `thread`: three chained checkpoints with writes; the last
+/// names a missing parent when `broken`.
+fn group(thread: &str, broken: bool) -> Vec<WriteOp> {
+    let (a, b, c) = (
+        format!("{thread}-a"),
+        format!("{thread}-b"),
+        format!("{thread}-c"),
+    );
+    let writes = |task: &str| PendingWrite::for_task(task, "n", [("foo".to_owned(), json!(task))]);
+    let last_parent = if broken { "ghost" } else { b.as_str() };
+    vec![
+        WriteOp::Put(cp(thread, &a, None, Some(1))),
+        WriteOp::Writes(CheckpointRef::latest(thread).at(a.clone()), writes("x")),
+        WriteOp::Put(cp(thread, &b, Some(&a), Some(2))),
+        WriteOp::Writes(CheckpointRef::latest(thread).at(b.clone()), writes("y")),
+        WriteOp::Put(cp(thread, &c, Some(last_parent), Some(3))),
+    ]
+}
+
+async fn stored(saver: &SqliteSaver, thread: &str) -> usize {
+    saver.list(&ListFilter::thread(thread)).await.unwrap().len()
+}
+
+/// The pool's only connection is not inside a transaction.
+async fn connection_is_clean(saver: &SqliteSaver) {
+    let mut conn = saver.pool().acquire().await.unwrap();
+    sqlx::query("BEGIN")
+        .execute(&mut *conn)
+        .await
+        .expect("a transaction was left open on the pooled connection");
+    sqlx::query("ROLLBACK").execute(&mut *conn).await.unwrap();
+}
+
+async fn one_connection_saver(db: &SqliteDb) -> SqliteSaver {
+    let url = format!("sqlite://{}", db.path.display());
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(SqliteSaver::connect_options(&url).unwrap())
+        .await
+        .unwrap();
+    migrate::up(&pool, &[Adapter::Checkpoint], None)
+        .await
+        .unwrap();
+    SqliteSaver::new(pool)
+}
+
+#[tokio::test]
+async fn failed_groups_leave_no_rows_and_no_open_transaction() {
+    let db = SqliteDb::new().await;
+    let saver = one_connection_saver(&db).await;
+    // A row the guard finds missing (parent), then a unique violation.
+    let err = saver.put_ops(group("t1", true)).await.unwrap_err();
+    assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
+    assert_eq!(stored(&saver, "t1").await, 0);
+    connection_is_clean(&saver).await;
+    saver.put_ops(group("t1", false)).await.unwrap();
+    let err = saver.put_ops(group("t1", false)).await.unwrap_err();
+    assert!(matches!(err, Error::VersionConflict { .. }), "{err}");
+    assert_eq!(stored(&saver, "t1").await, 3);
+    connection_is_clean(&saver).await;
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("t1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.commit_order, 3);
+}
+
+#[tokio::test]
+async fn cut_off_groups_are_all_or_nothing() {
+    let db = SqliteDb::new().await;
+    let saver = one_connection_saver(&db).await;
+    // Futures dropped at their first wait, while the connection's worker
+    // thread may be inside the group's transaction.
+    for i in 0..40 {
+        let thread = format!("cut-{i}");
+        let _ = tokio::time::timeout(
+            Duration::from_micros(1),
+            saver.put_ops(group(&thread, i % 3 == 0)),
+        )
+        .await;
+    }
+    // Let closed connections finish closing, then check every group.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for i in 0..40 {
+        let thread = format!("cut-{i}");
+        let n = stored(&saver, &thread).await;
+        if i % 3 == 0 {
+            assert_eq!(n, 0, "{thread}: a broken group left rows");
+        } else {
+            assert!(n == 0 || n == 3, "{thread}: {n} of 3 checkpoints stored");
+        }
+    }
+    connection_is_clean(&saver).await;
+    saver.put_ops(group("after", false)).await.unwrap();
+    assert_eq!(stored(&saver, "after").await, 3);
+}

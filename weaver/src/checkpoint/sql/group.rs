@@ -1,0 +1,348 @@
+//! Group commit in few statements: every checkpoint of a group in one
+//! multi-row `INSERT`, every pending write in another, so a group costs a
+//! transaction and two or three statements instead of a few per checkpoint.
+//! On SQLite the statements also travel to the connection's worker thread as
+//! one query (one hand-off instead of one per statement).
+//!
+//! The fast path never decides an error on its own: when a statement fails
+//! with a unique violation, or inserts fewer rows than the group holds (a
+//! missing parent or checkpoint, a write already stored), the caller rolls
+//! the transaction back and stores the group again statement by statement,
+//! which reports the precise error (or, for idempotent writes, succeeds).
+
+use std::collections::HashSet;
+
+use super::{EncodedEntry, EncodedWrite, Queries};
+use crate::checkpoint::CheckpointRef;
+use crate::migrate::Dialect;
+
+/// Most parameters one SQLite statement (and one SQLite query of several
+/// statements, whose parameter numbers run on) may use, with headroom.
+const SQLITE_MAX_PARAMS: usize = 30_000;
+/// Rows per multi-row statement.
+const ROWS_PER_STATEMENT: usize = 500;
+/// Parameters per checkpoint row: thread, namespace, id, parent, payload,
+/// metadata, commit order, "parent is in this statement".
+const CP_PARAMS: usize = 8;
+/// Parameters per write row: thread, namespace, checkpoint id, task id,
+/// index, channel, task path, value.
+const WRITE_PARAMS: usize = 8;
+
+/// One thing a group stores.
+pub(crate) enum GroupItem<'a> {
+    /// A checkpoint with a commit order, and its writes.
+    Entry(&'a EncodedEntry),
+    /// Writes of a stored (or earlier in the group) checkpoint.
+    Writes {
+        target: &'a CheckpointRef,
+        checkpoint_id: &'a str,
+        writes: &'a [EncodedWrite],
+    },
+}
+
+/// A bind argument, borrowed from the encoded records.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg<'a> {
+    Text(&'a str),
+    OptText(Option<&'a str>),
+    Int(i64),
+    Bytes(&'a [u8]),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Checkpoints,
+    Writes { replace: bool },
+}
+
+/// One multi-row statement, rendered once its first parameter number is known.
+#[derive(Debug)]
+struct Statement<'a> {
+    kind: Kind,
+    rows: usize,
+    args: Vec<Arg<'a>>,
+}
+
+/// A group as a few multi-row statements, and how many rows they must insert.
+#[derive(Debug)]
+pub(crate) struct GroupPlan<'a> {
+    statements: Vec<Statement<'a>>,
+    /// Rows the statements insert (or replace) when nothing is amiss.
+    pub(crate) expected_rows: u64,
+}
+
+type WriteKey<'a> = (&'a str, &'a str, &'a str, &'a str, i64);
+
+impl<'a> GroupPlan<'a> {
+    /// Plans `items`; `None` when the group must take the statement-by-statement
+    /// path: a checkpoint without a commit order (its order is read from the
+    /// database) or with order 0, an empty list of writes (whose checkpoint
+    /// must still be checked), or one pending write given twice.
+    pub(crate) fn new(items: &[GroupItem<'a>]) -> Option<Self> {
+        let mut cps: Vec<&'a EncodedEntry> = Vec::new();
+        let mut writes: Vec<(&'a str, &'a str, &'a str, &'a EncodedWrite)> = Vec::new();
+        for item in items {
+            match item {
+                GroupItem::Entry(e) => {
+                    if !matches!(e.new.commit_order, Some(n) if n > 0 && i64::try_from(n).is_ok()) {
+                        return None;
+                    }
+                    cps.push(e);
+                    let n = &e.new;
+                    for w in &e.writes {
+                        writes.push((&n.thread_id, &n.checkpoint_ns, &n.checkpoint.id, w));
+                    }
+                }
+                GroupItem::Writes {
+                    target,
+                    checkpoint_id,
+                    writes: ws,
+                } => {
+                    if ws.is_empty() {
+                        return None;
+                    }
+                    for w in *ws {
+                        writes.push((&target.thread_id, &target.checkpoint_ns, checkpoint_id, w));
+                    }
+                }
+            }
+        }
+        let mut seen: HashSet<WriteKey<'a>> = HashSet::with_capacity(writes.len());
+        for (t, ns, id, w) in &writes {
+            if !seen.insert((t, ns, id, &w.write.task_id, w.write.idx)) {
+                return None;
+            }
+        }
+        let mut statements = Vec::new();
+        for chunk in cps.chunks(ROWS_PER_STATEMENT) {
+            statements.push(checkpoint_statement(chunk));
+        }
+        for replace in [false, true] {
+            let rows: Vec<_> = writes
+                .iter()
+                .filter(|(.., w)| w.write.is_special() == replace)
+                .collect();
+            for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                let mut args = Vec::with_capacity(chunk.len() * WRITE_PARAMS);
+                for (t, ns, id, w) in chunk {
+                    args.extend([
+                        Arg::Text(t),
+                        Arg::Text(ns),
+                        Arg::Text(id),
+                        Arg::Text(&w.write.task_id),
+                        Arg::Int(w.write.idx),
+                        Arg::Text(&w.write.channel),
+                        Arg::Text(&w.write.task_path),
+                        Arg::Bytes(&w.value),
+                    ]);
+                }
+                statements.push(Statement {
+                    kind: Kind::Writes { replace },
+                    rows: chunk.len(),
+                    args,
+                });
+            }
+        }
+        Some(GroupPlan {
+            statements,
+            expected_rows: (cps.len() + writes.len()) as u64,
+        })
+    }
+
+    /// The queries to run, in order, with their arguments. PostgreSQL: one
+    /// statement each. SQLite: statements joined into as few queries as the
+    /// parameter limit allows (parameter numbers run on across a query).
+    pub(crate) fn queries(&self, q: &Queries) -> Vec<(String, Vec<Arg<'a>>)> {
+        let mut out: Vec<(String, Vec<Arg<'a>>)> = Vec::new();
+        for s in &self.statements {
+            match out.last_mut() {
+                Some((sql, args))
+                    if q.dialect == Dialect::Sqlite
+                        && args.len() + s.args.len() <= SQLITE_MAX_PARAMS =>
+                {
+                    sql.push_str(";\n");
+                    sql.push_str(&q.render_group_statement(s.kind, s.rows, args.len() + 1, None));
+                    args.extend_from_slice(&s.args);
+                }
+                _ => out.push((
+                    q.render_group_statement(s.kind, s.rows, 1, None),
+                    s.args.clone(),
+                )),
+            }
+        }
+        out
+    }
+}
+
+impl<'a> GroupPlan<'a> {
+    /// The whole group as one query that commits it or fails, writing
+    /// nothing: SQLite, `BEGIN IMMEDIATE`, the statements each followed by a
+    /// guard, `COMMIT` (one hand-off to the connection's worker thread);
+    /// PostgreSQL, one statement of data-modifying CTEs with a guard (one
+    /// round trip, atomic on its own). A guard fails the query when a
+    /// statement inserted fewer rows than planned. After a failure the caller
+    /// runs `ROLLBACK` (SQLite leaves the transaction open) and takes the
+    /// statement-by-statement path. `None` when the group is too large.
+    pub(crate) fn one_shot(&self, q: &Queries) -> Option<(String, Vec<Arg<'a>>)> {
+        let params: usize = self.statements.iter().map(|s| s.args.len()).sum();
+        match q.dialect {
+            Dialect::Sqlite => {
+                if params > SQLITE_MAX_PARAMS {
+                    return None;
+                }
+                let mut sql = String::from("BEGIN IMMEDIATE;\n");
+                let mut args = Vec::with_capacity(params);
+                for s in &self.statements {
+                    sql.push_str(&q.render_group_statement(s.kind, s.rows, args.len() + 1, None));
+                    // `changes()`: rows the statement just before inserted
+                    // or replaced. `json()` of text that is not JSON is an
+                    // error, which stops the query before `COMMIT`.
+                    sql.push_str(&format!(
+                        ";\nSELECT json(CASE WHEN changes() = {} THEN '0' ELSE 'weaver: a row was not inserted' END);\n",
+                        s.rows
+                    ));
+                    args.extend_from_slice(&s.args);
+                }
+                sql.push_str("COMMIT");
+                Some((sql, args))
+            }
+            Dialect::Postgres => {
+                let mut kinds: Vec<Kind> = self.statements.iter().map(|s| s.kind).collect();
+                kinds.dedup();
+                if kinds.len() != self.statements.len() {
+                    return None;
+                }
+                let mut ctes = Vec::new();
+                let mut counts = Vec::new();
+                let mut args = Vec::with_capacity(params);
+                for (i, s) in self.statements.iter().enumerate() {
+                    // A statement does not see rows the others insert: the
+                    // writes also look for their checkpoint among `s0`'s.
+                    let in_group =
+                        (i > 0 && self.statements[0].kind == Kind::Checkpoints).then_some("s0");
+                    let insert = q.render_group_statement(s.kind, s.rows, args.len() + 1, in_group);
+                    let returning = match s.kind {
+                        Kind::Checkpoints => "thread_id, checkpoint_ns, checkpoint_id",
+                        Kind::Writes { .. } => "1",
+                    };
+                    ctes.push(format!("s{i} AS ({insert} RETURNING {returning})"));
+                    counts.push(format!("(SELECT COUNT(*) FROM s{i})"));
+                    args.extend_from_slice(&s.args);
+                }
+                let total = if counts.is_empty() {
+                    "0".to_owned()
+                } else {
+                    counts.join(" + ")
+                };
+                // Casting text that is not a number is an error, which
+                // aborts the statement (it depends on the counts, so the
+                // planner cannot evaluate it ahead).
+                let sql = format!(
+                    "WITH {} SELECT CASE WHEN {total} = {expected} THEN 0 ELSE CAST('weaver: inserted ' || CAST({total} AS TEXT) || ' rows' AS BIGINT) END",
+                    ctes.join(",\n"),
+                    expected = self.expected_rows,
+                );
+                Some((sql, args))
+            }
+        }
+    }
+}
+
+/// The multi-row insert of `entries`, marking rows whose parent is an
+/// earlier row of the same statement (a statement does not see its own rows).
+fn checkpoint_statement<'a>(entries: &[&'a EncodedEntry]) -> Statement<'a> {
+    let mut args = Vec::with_capacity(entries.len() * CP_PARAMS);
+    for (i, e) in entries.iter().enumerate() {
+        let n = &e.new;
+        let parent_here = n.parent_id.as_deref().is_some_and(|p| {
+            entries[..i].iter().any(|o| {
+                o.new.checkpoint.id == p
+                    && o.new.thread_id == n.thread_id
+                    && o.new.checkpoint_ns == n.checkpoint_ns
+            })
+        });
+        let order = n
+            .commit_order
+            .and_then(|o| i64::try_from(o).ok())
+            .unwrap_or_default();
+        args.extend([
+            Arg::Text(&n.thread_id),
+            Arg::Text(&n.checkpoint_ns),
+            Arg::Text(&n.checkpoint.id),
+            Arg::OptText(n.parent_id.as_deref()),
+            Arg::Bytes(&e.payload),
+            Arg::Text(&e.metadata),
+            Arg::Int(order),
+            Arg::Int(i64::from(parent_here)),
+        ]);
+    }
+    Statement {
+        kind: Kind::Checkpoints,
+        rows: entries.len(),
+        args,
+    }
+}
+
+impl Queries {
+    /// Renders one planned statement whose first parameter is `$first`.
+    /// `in_group`: a CTE (with thread, namespace and id columns) whose
+    /// checkpoints count as stored for the writes' existence check.
+    fn render_group_statement(
+        &self,
+        kind: Kind,
+        rows: usize,
+        first: usize,
+        in_group: Option<&str>,
+    ) -> String {
+        let per_row = match kind {
+            Kind::Checkpoints => CP_PARAMS,
+            Kind::Writes { .. } => WRITE_PARAMS,
+        };
+        let values = (0..rows)
+            .map(|r| {
+                let b = first + r * per_row;
+                let cols: Vec<String> = (b..b + per_row).map(|p| format!("${p}")).collect();
+                format!("({})", cols.join(", "))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (cps, writes) = (&self.cps, &self.writes);
+        match kind {
+            Kind::Checkpoints => {
+                let metadata = match self.dialect {
+                    Dialect::Sqlite => "column6",
+                    Dialect::Postgres => "CAST(column6 AS JSONB)",
+                };
+                format!(
+                    "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order)
+                     SELECT column1, column2, column3, column4, column5, {metadata}, column7
+                       FROM (VALUES {values}) AS v
+                      WHERE column4 IS NULL OR column8 = 1
+                         OR EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = v.column1
+                                    AND p.checkpoint_ns = v.column2 AND p.checkpoint_id = v.column4)"
+                )
+            }
+            Kind::Writes { replace } => {
+                let action = if replace {
+                    "DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path, value = excluded.value"
+                } else {
+                    "DO NOTHING"
+                };
+                let also = in_group.map_or_else(String::new, |g| {
+                    format!(
+                        "EXISTS (SELECT 1 FROM {g} AS g WHERE g.thread_id = v.column1
+                                 AND g.checkpoint_ns = v.column2 AND g.checkpoint_id = v.column3) OR "
+                    )
+                });
+                format!(
+                    "INSERT INTO {writes} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value)
+                     SELECT column1, column2, column3, column4, column5, column6, column7, column8
+                       FROM (VALUES {values}) AS v
+                      WHERE {also}EXISTS (SELECT 1 FROM {cps} AS c WHERE c.thread_id = v.column1
+                                    AND c.checkpoint_ns = v.column2 AND c.checkpoint_id = v.column3)
+                     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {action}"
+                )
+            }
+        }
+    }
+}
