@@ -73,8 +73,13 @@ pub(crate) fn decode_state<S: GraphState>(values: &Map<String, Value>) -> Result
         .iter()
         .filter(|(k, _)| k.as_str() != INPUT_CHANNEL)
         .map(|(k, v)| (k.as_str(), v));
-    let map = serde::de::value::MapDeserializer::<_, serde_json::Error>::new(fields);
-    serde_path_to_error::deserialize(map)
+    let map = |fields| serde::de::value::MapDeserializer::<_, serde_json::Error>::new(fields);
+    // Tracking the path of every field costs more than the decoding: only
+    // a failed decode is repeated with it, for the error.
+    if let Ok(state) = S::deserialize(map(fields.clone())) {
+        return Ok(state);
+    }
+    serde_path_to_error::deserialize(map(fields))
         .map_err(|e| Error::decode(format!("state at `{}`", e.path()), e.inner()))
 }
 

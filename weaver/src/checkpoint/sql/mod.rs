@@ -217,7 +217,9 @@ impl Queries {
     ///
     /// SQLite: only the keys are sorted (by the index, for the `LIMIT`); the
     /// rows, payloads included, come back unsorted, because SQLite's sorter
-    /// copies (and spills to temporary files) every payload it sorts.
+    /// copies (and spills to temporary files) every payload it sorts. The
+    /// writes are looked up per listed checkpoint (`CROSS JOIN` fixes the
+    /// loop order; the planner otherwise scans the whole writes table).
     /// PostgreSQL sorts TOAST pointers, not payloads, so there the whole
     /// result is sorted in SQL, which measured faster than the join back.
     ///
@@ -269,7 +271,7 @@ impl Queries {
                  SELECT 1, w.thread_id, w.checkpoint_ns, w.checkpoint_id, CAST(NULL AS TEXT),
                         w.value, CAST(NULL AS TEXT), c.commit_order,
                         w.task_id, w.idx, w.channel, w.task_path
-                   FROM {writes} AS w JOIN c
+                   FROM c CROSS JOIN {writes} AS w
                      ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
                     AND w.checkpoint_id = c.checkpoint_id"
             ),
