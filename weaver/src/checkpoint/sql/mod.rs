@@ -224,8 +224,10 @@ impl Queries {
     /// result is sorted in SQL, which measured faster than the join back.
     ///
     /// `ordered: false` (a lookup by checkpoint id, at most one row) leaves
-    /// out the `ORDER BY` of the keys.
-    pub(crate) fn tuples(&self, where_: &str, limit_param: usize, ordered: bool) -> String {
+    /// out the `ORDER BY` of the keys. The limit is written into the text, not
+    /// bound: SQLite compiles a statement again whenever a bound `LIMIT`
+    /// changes, and the listing is a long statement to compile.
+    pub(crate) fn tuples(&self, where_: &str, limit: i64, ordered: bool) -> String {
         let (cps, writes, meta_out) = (&self.cps, &self.writes, self.meta_out);
         let order_by = if ordered {
             "ORDER BY thread_id, checkpoint_ns, commit_order DESC"
@@ -239,7 +241,7 @@ impl Queries {
                            {meta_out} AS metadata, commit_order
                       FROM {cps} WHERE {where_}
                      {order_by}
-                     LIMIT ${limit_param})
+                     LIMIT {limit})
                  SELECT 0 AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
                         checkpoint AS payload, metadata, commit_order,
                         CAST(NULL AS TEXT) AS task_id, CAST(NULL AS BIGINT) AS idx,
@@ -259,7 +261,7 @@ impl Queries {
                     SELECT thread_id, checkpoint_ns, checkpoint_id, commit_order
                       FROM {cps} WHERE {where_}
                      {order_by}
-                     LIMIT ${limit_param})
+                     LIMIT {limit})
                  SELECT 0 AS kind, x.thread_id, x.checkpoint_ns, x.checkpoint_id, parent_checkpoint_id,
                         checkpoint AS payload, {meta_out} AS metadata, x.commit_order,
                         CAST(NULL AS TEXT) AS task_id, CAST(NULL AS BIGINT) AS idx,

@@ -425,8 +425,7 @@ macro_rules! impl_sql_saver {
                         params.push(Param::Text(id.clone()));
                         where_.push_str(" AND checkpoint_id = $3");
                     }
-                    params.push(Param::Int(1));
-                    let sql = self.settings.q.tuples(&where_, params.len(), target.checkpoint_id.is_none());
+                    let sql = self.settings.q.tuples(&where_, 1, target.checkpoint_id.is_none());
                     let rows = self.fetch_dynamic(sql, params, op).await?;
                     let found = self.assemble(rows, op)?.into_iter().next();
                     if found.is_none() && self.settings.shallow {
@@ -474,10 +473,9 @@ macro_rules! impl_sql_saver {
                         }
                         (None, _) => None,
                     };
-                    let (where_, mut params) = list_where(&self.settings.q, filter, before)?;
+                    let (where_, params) = list_where(&self.settings.q, filter, before)?;
                     let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
-                    params.push(Param::Int(limit));
-                    let sql = self.settings.q.tuples(&where_, params.len(), true);
+                    let sql = self.settings.q.tuples(&where_, limit, true);
                     let rows = self.fetch_dynamic(sql, params, op).await?;
                     self.assemble(rows, op)
                 }
