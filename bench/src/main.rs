@@ -482,11 +482,11 @@ impl Backend {
     }
 }
 
-/// A default `sqlx` pool, as `PostgresSaver::connect` builds it (it pings
-/// each connection before handing it out). `WEAVER_BENCH_PG_PING=0` turns
-/// the ping off, to measure what it costs.
+/// A pool as `PostgresSaver::connect` builds it (no ping at checkout; sqlx
+/// pings each connection when it returns to the pool).
+/// `WEAVER_BENCH_PG_PING=1` adds the checkout ping, to measure what it costs.
 async fn pg_pool() -> weaver::Result<sqlx::PgPool> {
-    let ping = std::env::var("WEAVER_BENCH_PG_PING").map_or(true, |v| v != "0");
+    let ping = std::env::var("WEAVER_BENCH_PG_PING").is_ok_and(|v| v == "1");
     sqlx::postgres::PgPoolOptions::new()
         .test_before_acquire(ping)
         .connect(&pg_url())

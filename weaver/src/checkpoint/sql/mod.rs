@@ -5,6 +5,16 @@
 //! multi-row write in one transaction, order by `commit_order` only, list
 //! history with one query (checkpoints and their pending writes together,
 //! `LIMIT` in SQL), and pass payloads through a [`Codec`](crate::codec::Codec).
+//!
+//! A group of writes (what [`put_ops`](super::Saver::put_ops) receives under
+//! [`Durability::Async`](crate::Durability::Async), or a
+//! [`put_many`](super::Saver::put_many) batch) is stored by one query: on
+//! SQLite `BEGIN IMMEDIATE`, multi-row inserts checked by row-count guards,
+//! `COMMIT`, sent to the connection's worker thread at once; on PostgreSQL
+//! one statement of data-modifying CTEs, one round trip. If anything is
+//! amiss (a taken commit order, a missing parent or checkpoint), that query
+//! writes nothing and the group is stored again statement by statement in a
+//! transaction, which reports the precise error.
 
 use std::collections::HashMap;
 use std::sync::Arc;

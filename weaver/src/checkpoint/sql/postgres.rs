@@ -41,8 +41,16 @@ impl PostgresSaver {
 
     /// Connects to `url`, migrates the checkpoint tables (in the
     /// `search_path`) and returns a saver on them.
+    ///
+    /// The pool does not ping a connection before handing it out: `sqlx`
+    /// already pings every connection when it returns to the pool, so a
+    /// second ping at checkout would only add a round trip to every
+    /// operation. Build the pool yourself ([`PostgresSaver::new`]) to choose
+    /// otherwise.
     pub async fn connect(url: &str) -> Result<Self> {
-        let pool = PgPool::connect(url)
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .test_before_acquire(false)
+            .connect(url)
             .await
             .map_err(|e| Error::storage("connect", e))?;
         migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
