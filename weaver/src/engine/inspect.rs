@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Interrupt;
-use super::run::{decode_state, next_tasks, replay_task, succeeded, task_id};
+use super::run::{decode_state_owned, next_tasks, replay_task, succeeded, task_id};
 use crate::checkpoint::{
     CheckpointMetadata, CheckpointTuple, Checkpointer, ERROR_CHANNEL, INTERRUPT_CHANNEL,
     ListFilter, PendingWrite,
@@ -105,10 +105,11 @@ impl History {
 /// Builds a snapshot from a stored checkpoint.
 pub(crate) fn snapshot<S: GraphState>(
     spec: &Spec<S>,
-    t: CheckpointTuple,
+    mut t: CheckpointTuple,
     apply_pending: bool,
 ) -> Result<StateSnapshot<S>> {
-    let mut values: S = decode_state(&t.checkpoint.channel_values)?;
+    // The snapshot keeps no channel values: they move into the state.
+    let mut values: S = decode_state_owned(std::mem::take(&mut t.checkpoint.channel_values))?;
     let mut tasks = Vec::new();
     let mut interrupts = Vec::new();
     let mut succeeded_updates = Vec::new();

@@ -83,6 +83,14 @@ pub(crate) fn decode_state<S: GraphState>(values: &Map<String, Value>) -> Result
         .map_err(|e| Error::decode(format!("state at `{}`", e.path()), e.inner()))
 }
 
+/// Decodes the typed state from channel values it may consume: the
+/// strings and arrays move into the state instead of being copied.
+pub(crate) fn decode_state_owned<S: GraphState>(mut values: Map<String, Value>) -> Result<S> {
+    values.remove(INPUT_CHANNEL);
+    serde_path_to_error::deserialize(Value::Object(values))
+        .map_err(|e| Error::decode(format!("state at `{}`", e.path()), e.inner()))
+}
+
 pub(crate) fn encode_object<T: serde::Serialize>(
     what: &str,
     value: &T,

@@ -105,13 +105,13 @@ macro_rules! impl_sql_saver {
                         let thread_id: String = get(&row, "thread_id", op)?;
                         let ns: String = get(&row, "checkpoint_ns", op)?;
                         let id: String = get(&row, "checkpoint_id", op)?;
-                        let payload: Vec<u8> = get(&row, "payload", op)?;
+                        let payload: &[u8] = get(&row, "payload", op)?;
                         if kind == 0 {
                             let parent: Option<String> = get(&row, "parent_checkpoint_id", op)?;
-                            let metadata: String = get(&row, "metadata", op)?;
+                            let metadata: &str = get(&row, "metadata", op)?;
                             let order: i64 = get(&row, "commit_order", op)?;
                             out.push_tuple(self.settings.decode_tuple(
-                                thread_id, ns, id, parent, &payload, &metadata, order,
+                                thread_id, ns, id, parent, payload, metadata, order,
                             )?);
                         } else {
                             let task_id: String = get(&row, "task_id", op)?;
@@ -119,7 +119,7 @@ macro_rules! impl_sql_saver {
                             let channel: String = get(&row, "channel", op)?;
                             let task_path: String = get(&row, "task_path", op)?;
                             let w = self.settings.decode_write(
-                                &thread_id, &ns, &id, task_id, idx, channel, task_path, &payload,
+                                &thread_id, &ns, &id, task_id, idx, channel, task_path, payload,
                             )?;
                             out.push_write((thread_id, ns, id), w);
                         }
