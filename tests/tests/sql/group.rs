@@ -1,6 +1,7 @@
-//! Group commit on SQLite: a group is one query that opens a transaction,
-//! inserts, checks and commits. A failed or cut-off group must leave neither
-//! rows nor an open transaction on the pooled connection.
+//! Group commit: on SQLite a group is one query that opens a transaction,
+//! inserts, checks and commits; on PostgreSQL one statement. A failed or
+//! cut-off group must leave neither rows nor (SQLite) an open transaction on
+//! the pooled connection.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use weaver::checkpoint::{CheckpointRef, ListFilter, PendingWrite, SqliteSaver, W
 use weaver::migrate::{self, Adapter};
 use weaver::{Error, Saver};
 
-use crate::common::{SqliteDb, cp};
+use crate::common::{PgDb, SqliteDb, cp};
 
 /// A group on `thread`: three chained checkpoints with writes; the last
 /// names a missing parent when `broken`.
@@ -31,7 +32,7 @@ fn group(thread: &str, broken: bool) -> Vec<WriteOp> {
     ]
 }
 
-async fn stored(saver: &SqliteSaver, thread: &str) -> usize {
+async fn stored(saver: &dyn Saver, thread: &str) -> usize {
     saver.list(&ListFilter::thread(thread)).await.unwrap().len()
 }
 
@@ -80,12 +81,10 @@ async fn failed_groups_leave_no_rows_and_no_open_transaction() {
     assert_eq!(head.commit_order, 3);
 }
 
-#[tokio::test]
-async fn cut_off_groups_are_all_or_nothing() {
-    let db = SqliteDb::new().await;
-    let saver = one_connection_saver(&db).await;
-    // Futures dropped at their first wait, while the connection's worker
-    // thread may be inside the group's transaction.
+/// Starts 40 groups (every third broken) and drops each future at its first
+/// wait, while the database may be inside the group; then checks that every
+/// group is stored whole or not at all and that the saver still works.
+async fn cut_off_groups(saver: &dyn Saver) {
     for i in 0..40 {
         let thread = format!("cut-{i}");
         let _ = tokio::time::timeout(
@@ -94,18 +93,33 @@ async fn cut_off_groups_are_all_or_nothing() {
         )
         .await;
     }
-    // Let closed connections finish closing, then check every group.
+    // Let cut-off queries and closing connections finish.
     tokio::time::sleep(Duration::from_millis(200)).await;
     for i in 0..40 {
         let thread = format!("cut-{i}");
-        let n = stored(&saver, &thread).await;
+        let n = stored(saver, &thread).await;
         if i % 3 == 0 {
             assert_eq!(n, 0, "{thread}: a broken group left rows");
         } else {
             assert!(n == 0 || n == 3, "{thread}: {n} of 3 checkpoints stored");
         }
     }
-    connection_is_clean(&saver).await;
     saver.put_ops(group("after", false)).await.unwrap();
-    assert_eq!(stored(&saver, "after").await, 3);
+    assert_eq!(stored(saver, "after").await, 3);
+}
+
+#[tokio::test]
+async fn cut_off_groups_are_all_or_nothing_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver = one_connection_saver(&db).await;
+    cut_off_groups(&saver).await;
+    connection_is_clean(&saver).await;
+}
+
+#[tokio::test]
+async fn cut_off_groups_are_all_or_nothing_postgres() {
+    let db = PgDb::new().await;
+    let saver = db.saver().await;
+    cut_off_groups(&saver).await;
+    db.drop_schema().await;
 }
