@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # Interleaved W1 rows: peer then weaver, same backend, same server, several rounds.
+# The peer writes its PostgreSQL tables into database `peerbench` on the shared
+# server (create it first: psql -h 127.0.0.1 -U postgres test -c "CREATE DATABASE peerbench").
+# The first three rounds of the session ran weaver with --repeats 1 (SQLite 5.8/9.3/8.9x,
+# PostgreSQL 8.4/11.2/5.5x); the rounds in w1-interleaved.txt with --repeats 3.
 cd /work/shared/bench/peer
 for round in 1 2 3 4 5; do
   for b in sqlite postgres; do

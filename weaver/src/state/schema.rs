@@ -61,11 +61,15 @@ where
 /// Snapshot-tests a state's JSON Schemas (state and update) with `insta`,
 /// in one line. Needs `insta` (feature `json`) among your dev-dependencies.
 ///
-/// ```ignore
-/// #[test]
-/// fn state_schema() {
-///     weaver::assert_schema_snapshot!(MyState);
-/// }
+/// ```no_run
+/// # use weaver::prelude::*;
+/// # #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// # struct MyState {
+/// #     #[reducer(append)]
+/// #     messages: Vec<String>,
+/// # }
+/// // In a `#[test]` function:
+/// weaver::assert_schema_snapshot!(MyState);
 /// ```
 ///
 /// The first run writes `snapshots/<test>.snap`; review and commit it
