@@ -102,7 +102,8 @@ pub trait Saver: Debug + Send + Sync {
     /// transaction: one sync to disk instead of one per op): a failed op
     /// fails the group with that op's error and nothing of it is stored.
     /// The default, for savers that cannot do better, applies the ops one by
-    /// one and stops at the first failure, keeping the ops before it. The engine sends what queued up while the backend was busy, under
+    /// one and stops at the first failure, keeping the ops before it. The
+    /// engine sends what queued up while the backend was busy, under
     /// [`Durability::Async`](crate::Durability::Async).
     async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
         for op in ops {

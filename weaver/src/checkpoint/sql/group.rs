@@ -1,14 +1,16 @@
-//! Group commit in few statements: every checkpoint of a group in one
-//! multi-row `INSERT`, every pending write in another, so a group costs a
-//! transaction and two or three statements instead of a few per checkpoint.
-//! On SQLite the statements also travel to the connection's worker thread as
-//! one query (one hand-off instead of one per statement).
+//! Group commit in one query: every checkpoint of a group in one multi-row
+//! `INSERT`, every pending write in another, sent as one query
+//! ([`GroupPlan::one_shot`]): on SQLite `BEGIN IMMEDIATE`, the inserts with
+//! row-count guards and `COMMIT` reach the connection's worker thread in one
+//! hand-off; on PostgreSQL one statement of data-modifying CTEs is one round
+//! trip. A group too large for one query runs its multi-row statements in
+//! one transaction ([`GroupPlan::queries`]).
 //!
-//! The fast path never decides an error on its own: when a statement fails
-//! with a unique violation, or inserts fewer rows than the group holds (a
+//! This path never decides an error on its own: when the query fails (a
+//! unique violation, or a guard finding fewer rows than the group holds: a
 //! missing parent or checkpoint, a write already stored), the caller rolls
-//! the transaction back and stores the group again statement by statement,
-//! which reports the precise error (or, for idempotent writes, succeeds).
+//! back and stores the group again statement by statement, which reports
+//! the precise error (or, for idempotent writes, succeeds).
 
 use std::collections::HashSet;
 
@@ -172,9 +174,7 @@ impl<'a> GroupPlan<'a> {
         }
         out
     }
-}
 
-impl<'a> GroupPlan<'a> {
     /// The whole group as one query that commits it or fails, writing
     /// nothing: SQLite, `BEGIN IMMEDIATE`, the statements each followed by a
     /// guard, `COMMIT` (one hand-off to the connection's worker thread);
@@ -252,15 +252,13 @@ impl<'a> GroupPlan<'a> {
 /// earlier row of the same statement (a statement does not see its own rows).
 fn checkpoint_statement<'a>(entries: &[&'a EncodedEntry]) -> Statement<'a> {
     let mut args = Vec::with_capacity(entries.len() * CP_PARAMS);
-    for (i, e) in entries.iter().enumerate() {
+    let mut earlier: HashSet<(&str, &str, &str)> = HashSet::with_capacity(entries.len());
+    for e in entries {
         let n = &e.new;
         let parent_here = n.parent_id.as_deref().is_some_and(|p| {
-            entries[..i].iter().any(|o| {
-                o.new.checkpoint.id == p
-                    && o.new.thread_id == n.thread_id
-                    && o.new.checkpoint_ns == n.checkpoint_ns
-            })
+            earlier.contains(&(n.thread_id.as_str(), n.checkpoint_ns.as_str(), p))
         });
+        earlier.insert((&n.thread_id, &n.checkpoint_ns, &n.checkpoint.id));
         let order = n
             .commit_order
             .and_then(|o| i64::try_from(o).ok())
