@@ -136,8 +136,8 @@ pub trait Codec: Debug + Send + Sync {
 pub struct JsonCodec;
 
 fn decode_json<T: serde::de::DeserializeOwned>(bytes: &[u8], ctx: &RecordContext<'_>) -> Result<T> {
-    // The plain decoder first: tracking the path of every field costs a
-    // few times the decoding. Only bad data is decoded again, for the path.
+    // The plain decoder first (path tracking wraps every field and
+    // element); only bad data is decoded again, for the error's field path.
     if let Ok(value) = serde_json::from_slice(bytes) {
         return Ok(value);
     }

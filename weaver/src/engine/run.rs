@@ -74,8 +74,8 @@ pub(crate) fn decode_state<S: GraphState>(values: &Map<String, Value>) -> Result
         .filter(|(k, _)| k.as_str() != INPUT_CHANNEL)
         .map(|(k, v)| (k.as_str(), v));
     let map = |fields| serde::de::value::MapDeserializer::<_, serde_json::Error>::new(fields);
-    // Tracking the path of every field costs more than the decoding: only
-    // a failed decode is repeated with it, for the error.
+    // Path tracking wraps every field and element; only a failed decode is
+    // repeated with it, for the error's field path.
     if let Ok(state) = S::deserialize(map(fields.clone())) {
         return Ok(state);
     }
