@@ -185,20 +185,13 @@ fn find_mut<'t>(threads: &'t mut Threads, target: &CheckpointRef) -> Option<&'t 
         .find_mut(target.checkpoint_id.as_deref()?)
 }
 
-/// Adds writes to the checkpoint `target` names; returns its writes before.
-fn add_writes(
-    threads: &mut Threads,
-    target: &CheckpointRef,
-    writes: Vec<PendingWrite>,
-) -> Result<BTreeMap<(String, i64), PendingWrite>> {
+/// The stored checkpoint `target` names, or the error `put_writes` gives.
+fn stored_mut<'t>(threads: &'t mut Threads, target: &CheckpointRef) -> Result<&'t mut Stored> {
     let id = target
         .checkpoint_id
         .as_deref()
         .ok_or_else(|| Error::invalid_argument("put_writes needs a checkpoint id"))?;
-    let stored = find_mut(threads, target).ok_or_else(|| not_found(target, id))?;
-    let before = stored.writes.clone();
-    stored.add_writes(writes);
-    Ok(before)
+    find_mut(threads, target).ok_or_else(|| not_found(target, id))
 }
 
 fn not_found(target: &CheckpointRef, id: &str) -> Error {
@@ -275,7 +268,8 @@ impl Saver for InMemorySaver {
     }
 
     async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
-        add_writes(&mut self.write(), target, writes).map(drop)
+        stored_mut(&mut self.write(), target)?.add_writes(writes);
+        Ok(())
     }
 
     /// All or nothing, like the SQL savers: a failed op undoes the ops
@@ -292,8 +286,13 @@ impl Saver for InMemorySaver {
                 WriteOp::Put(c) => {
                     insert(&mut threads, c, Vec::new()).map(|(c, order)| Undo::Insert(c, order))
                 }
-                WriteOp::Writes(target, writes) => add_writes(&mut threads, &target, writes)
-                    .map(|before| Undo::Writes(target, before)),
+                WriteOp::Writes(target, writes) => {
+                    stored_mut(&mut threads, &target).map(|stored| {
+                        let before = stored.writes.clone();
+                        stored.add_writes(writes);
+                        Undo::Writes(target, before)
+                    })
+                }
             };
             match done {
                 Ok(u) => undo.push(u),

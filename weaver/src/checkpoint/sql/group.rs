@@ -3,8 +3,8 @@
 //! ([`GroupPlan::one_shot`]): on SQLite `BEGIN IMMEDIATE`, the inserts with
 //! row-count guards and `COMMIT` reach the connection's worker thread in one
 //! hand-off; on PostgreSQL one statement of data-modifying CTEs is one round
-//! trip. A group too large for one query runs its multi-row statements in
-//! one transaction ([`GroupPlan::queries`]).
+//! trip. A group too large for one query takes the statement-by-statement
+//! path.
 //!
 //! This path never decides an error on its own: when the query fails (a
 //! unique violation, or a guard finding fewer rows than the group holds: a
@@ -18,8 +18,8 @@ use super::{EncodedEntry, EncodedWrite, Queries};
 use crate::checkpoint::CheckpointRef;
 use crate::migrate::Dialect;
 
-/// Most parameters one SQLite statement (and one SQLite query of several
-/// statements, whose parameter numbers run on) may use, with headroom.
+/// Most parameters one SQLite query of several statements (whose parameter
+/// numbers run on) may use, with headroom.
 const SQLITE_MAX_PARAMS: usize = 30_000;
 /// Rows per multi-row statement.
 const ROWS_PER_STATEMENT: usize = 500;
@@ -149,30 +149,6 @@ impl<'a> GroupPlan<'a> {
             statements,
             expected_rows: (cps.len() + writes.len()) as u64,
         })
-    }
-
-    /// The queries to run, in order, with their arguments. PostgreSQL: one
-    /// statement each. SQLite: statements joined into as few queries as the
-    /// parameter limit allows (parameter numbers run on across a query).
-    pub(crate) fn queries(&self, q: &Queries) -> Vec<(String, Vec<Arg<'a>>)> {
-        let mut out: Vec<(String, Vec<Arg<'a>>)> = Vec::new();
-        for s in &self.statements {
-            match out.last_mut() {
-                Some((sql, args))
-                    if q.dialect == Dialect::Sqlite
-                        && args.len() + s.args.len() <= SQLITE_MAX_PARAMS =>
-                {
-                    sql.push_str(";\n");
-                    sql.push_str(&q.render_group_statement(s.kind, s.rows, args.len() + 1, None));
-                    args.extend_from_slice(&s.args);
-                }
-                _ => out.push((
-                    q.render_group_statement(s.kind, s.rows, 1, None),
-                    s.args.clone(),
-                )),
-            }
-        }
-        out
     }
 
     /// The whole group as one query that commits it or fails, writing

@@ -58,14 +58,17 @@ macro_rules! impl_sql_saver {
             }
 
             /// A pooled connection that is closed, not returned to the
-            /// pool, if dropped before `.0` is taken (a query cut off by
+            /// pool, if dropped before `done` is set (a query cut off by
             /// cancellation may have left a transaction open).
-            struct CloseUnlessDone(Option<::sqlx::pool::PoolConnection<$db>>);
+            struct CloseUnlessDone {
+                conn: ::sqlx::pool::PoolConnection<$db>,
+                done: bool,
+            }
 
             impl Drop for CloseUnlessDone {
                 fn drop(&mut self) {
-                    if let Some(conn) = &mut self.0 {
-                        conn.close_on_drop();
+                    if !self.done {
+                        self.conn.close_on_drop();
                     }
                 }
             }
@@ -299,46 +302,27 @@ macro_rules! impl_sql_saver {
                     Ok(order)
                 }
 
-                /// Runs the queries of `plan` on `conn`; the rows they inserted.
-                async fn run_plan(
-                    &self,
-                    conn: &mut Conn,
-                    plan: &GroupPlan<'_>,
-                ) -> ::std::result::Result<u64, ::sqlx::Error> {
-                    let mut affected = 0;
-                    for (sql, args) in plan.queries(&self.settings.q) {
-                        affected += with_args(sql, args).execute(&mut *conn).await?.rows_affected();
-                    }
-                    Ok(affected)
-                }
-
                 /// Runs a group's [one-shot](GroupPlan::one_shot) query:
                 /// `Ok(false)` when it failed (nothing written; the caller
                 /// takes the statement-by-statement path).
                 async fn run_one_shot(&self, sql: String, args: Vec<Arg<'_>>, op: &'static str) -> Result<bool> {
                     let conn = self.pool.acquire().await.map_err(storage(op))?;
-                    let mut guard = CloseUnlessDone(Some(conn));
-                    let Some(conn) = guard.0.as_mut() else {
-                        return Ok(false);
-                    };
-                    if with_args(sql, args).execute(&mut **conn).await.is_ok() {
-                        guard.0.take();
+                    let mut guard = CloseUnlessDone { conn, done: false };
+                    if with_args(sql, args).execute(&mut *guard.conn).await.is_ok() {
+                        guard.done = true;
                         return Ok(true);
                     }
                     // SQLite stops at the failing statement with its
                     // transaction open. A connection that cannot roll back
                     // is closed, never returned to the pool.
-                    if ::sqlx::query("ROLLBACK").execute(&mut **conn).await.is_ok() {
-                        guard.0.take();
-                    }
+                    guard.done = ::sqlx::query("ROLLBACK").execute(&mut *guard.conn).await.is_ok();
                     Ok(false)
                 }
 
-                /// Stores `items` atomically in one query, or in one
-                /// transaction of a few multi-row statements. `Ok(false)`:
-                /// the group needs the statement-by-statement path (shallow
-                /// saver, no plan, a unique violation or a row not
-                /// inserted); nothing was written.
+                /// Stores `items` atomically in one query. `Ok(false)`: the
+                /// group needs the statement-by-statement path (shallow
+                /// saver, no plan, too large for one query, a unique
+                /// violation or a row not inserted); nothing was written.
                 async fn try_group(&self, items: &[GroupItem<'_>], op: &'static str) -> Result<bool> {
                     if self.settings.shallow {
                         return Ok(false);
@@ -349,24 +333,9 @@ macro_rules! impl_sql_saver {
                     if plan.expected_rows == 0 {
                         return Ok(true);
                     }
-                    if let Some((sql, args)) = plan.one_shot(&self.settings.q) {
-                        return self.run_one_shot(sql, args, op).await;
-                    }
-                    let mut tx = self.begin_write(op).await?;
-                    match self.run_plan(&mut *tx, &plan).await {
-                        Ok(n) if n == plan.expected_rows => {
-                            tx.commit().await.map_err(storage(op))?;
-                            Ok(true)
-                        }
-                        Ok(_) => {
-                            tx.rollback().await.map_err(storage(op))?;
-                            Ok(false)
-                        }
-                        Err(e) if is_unique_violation(&e) => {
-                            tx.rollback().await.map_err(storage(op))?;
-                            Ok(false)
-                        }
-                        Err(e) => Err(Error::storage(op, e)),
+                    match plan.one_shot(&self.settings.q) {
+                        Some((sql, args)) => self.run_one_shot(sql, args, op).await,
+                        None => Ok(false),
                     }
                 }
 
