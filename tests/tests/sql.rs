@@ -17,5 +17,7 @@ mod contract;
 mod engine;
 #[path = "sql/group.rs"]
 mod group;
+#[path = "sql/hot.rs"]
+mod hot;
 #[path = "sql/migrations.rs"]
 mod migrations;

@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::migrate::Dialect;
 
 mod group;
+mod hot;
 #[macro_use]
 mod saver_impl;
 #[cfg(feature = "postgres")]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use sqlx::{PgPool, Postgres};
 
 use super::Settings;
+use super::hot::HotSlot;
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::migrate::postgres::{checked_schema, table_prefix};
@@ -17,6 +18,13 @@ use crate::migrate::{self, Adapter, Dialect, PgSchema};
 /// same number gets [`Error::VersionConflict`](crate::Error::VersionConflict)
 /// and its transaction writes nothing.
 ///
+/// The saver keeps one connection of its own beside the pool (taken from it
+/// once and detached), which serves calls one after another without the
+/// check `sqlx` makes whenever a connection goes back to the pool; calls that
+/// overlap it use the pool. So it may hold one connection more than the
+/// pool's maximum. Closing the pool stops the saver: its connection is then
+/// dropped and every call fails with [`Error::Storage`](crate::Error::Storage).
+///
 /// The schema must be migrated ([`crate::migrate::up`], with a
 /// [`PgSchema`] when using [`with_prefix`](PostgresSaver::with_prefix)); the
 /// first operation checks it once and fails with
@@ -25,6 +33,7 @@ use crate::migrate::{self, Adapter, Dialect, PgSchema};
 #[derive(Debug, Clone)]
 pub struct PostgresSaver {
     pool: PgPool,
+    hot: Arc<HotSlot<Postgres>>,
     schema: Option<String>,
     settings: Settings,
 }
@@ -34,6 +43,7 @@ impl PostgresSaver {
     pub fn new(pool: PgPool) -> Self {
         PostgresSaver {
             pool,
+            hot: Arc::new(HotSlot::new()),
             schema: None,
             settings: Settings::new(Dialect::Postgres, ""),
         }

@@ -3,8 +3,8 @@
 //! locking and a few casts differ, and those live in `Queries` and in each
 //! backend's `begin_write` / `lock_thread` / `ensure_migrated`.
 
-/// Implements `Saver` for `$saver`, which has fields `pool: sqlx::Pool<$db>`
-/// and `settings: Settings`, and inherent async methods
+/// Implements `Saver` for `$saver`, which has fields `pool: sqlx::Pool<$db>`,
+/// `hot: Arc<HotSlot<$db>>` and `settings: Settings`, and inherent async methods
 /// `ensure_migrated(&self)`, `begin_write(&self, op)` and
 /// `lock_thread(&self, tx, thread_id, ns, op)`.
 macro_rules! impl_sql_saver {
@@ -15,6 +15,7 @@ macro_rules! impl_sql_saver {
 
             use $crate::checkpoint::limits;
             use $crate::checkpoint::sql::group::{Arg, GroupItem, GroupPlan};
+            use $crate::checkpoint::sql::hot::Lease;
             use $crate::checkpoint::sql::{
                 EncodedEntry, Param, TupleAssembler, conflict, list_where, not_found,
                 order_i64, shallow_error, write_batches,
@@ -57,19 +58,12 @@ macro_rules! impl_sql_saver {
                 query
             }
 
-            /// A pooled connection that is closed, not returned to the
-            /// pool, if dropped before `done` is set (a query cut off by
-            /// cancellation may have left a transaction open).
-            struct CloseUnlessDone {
-                conn: ::sqlx::pool::PoolConnection<$db>,
-                done: bool,
-            }
-
-            impl Drop for CloseUnlessDone {
-                fn drop(&mut self) {
-                    if !self.done {
-                        self.conn.close_on_drop();
-                    }
+            /// Marks `lease` reusable unless `r` failed in a way that may
+            /// have left the connection broken (anything but a database's
+            /// own error on a single statement).
+            fn settle<T>(lease: &mut Lease<'_, $db>, r: &Result<T>) {
+                if !matches!(r, Err(Error::Storage { .. })) {
+                    lease.done();
                 }
             }
 
@@ -92,7 +86,12 @@ macro_rules! impl_sql_saver {
                             Param::Int(i) => query.bind(i),
                         };
                     }
-                    query.fetch_all(&self.pool).await.map_err(storage(op))
+                    let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
+                    let rows = query.fetch_all(&mut *lease).await;
+                    if rows.as_ref().map_or_else(|e| e.as_database_error().is_some(), |_| true) {
+                        lease.done();
+                    }
+                    rows.map_err(storage(op))
                 }
 
                 /// Checkpoint rows (kind 0) and write rows (kind 1) into tuples.
@@ -306,16 +305,19 @@ macro_rules! impl_sql_saver {
                 /// `Ok(false)` when it failed (nothing written; the caller
                 /// takes the statement-by-statement path).
                 async fn run_one_shot(&self, sql: String, args: Vec<Arg<'_>>, op: &'static str) -> Result<bool> {
-                    let conn = self.pool.acquire().await.map_err(storage(op))?;
-                    let mut guard = CloseUnlessDone { conn, done: false };
-                    if with_args(sql, args).execute(&mut *guard.conn).await.is_ok() {
-                        guard.done = true;
+                    // A lease not marked done is closed when dropped, so a
+                    // query cut off mid-transaction never serves again.
+                    let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
+                    if with_args(sql, args).execute(&mut *lease).await.is_ok() {
+                        lease.done();
                         return Ok(true);
                     }
                     // SQLite stops at the failing statement with its
                     // transaction open. A connection that cannot roll back
-                    // is closed, never returned to the pool.
-                    guard.done = ::sqlx::query("ROLLBACK").execute(&mut *guard.conn).await.is_ok();
+                    // is closed, never used again.
+                    if ::sqlx::query("ROLLBACK").execute(&mut *lease).await.is_ok() {
+                        lease.done();
+                    }
                     Ok(false)
                 }
 
@@ -350,8 +352,10 @@ macro_rules! impl_sql_saver {
                         && e.new.commit_order.is_some()
                         && !self.settings.shallow
                     {
-                        let mut conn = self.pool.acquire().await.map_err(storage(op))?;
-                        self.insert_entry(&mut *conn, e, op).await?;
+                        let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
+                        let r = self.insert_entry(&mut *lease, e, op).await;
+                        settle(&mut lease, &r);
+                        r?;
                         return Ok(vec![e.new.config()]);
                     }
                     let items: Vec<GroupItem<'_>> = entries.iter().map(GroupItem::Entry).collect();
@@ -462,8 +466,10 @@ macro_rules! impl_sql_saver {
                     // One statement (the usual case: one task's ordinary
                     // writes) is atomic on its own; more run in a transaction.
                     if write_batches(&encoded.1).len() <= 1 {
-                        let mut conn = self.pool.acquire().await.map_err(storage(op))?;
-                        return self.insert_writes_checked(&mut *conn, target, &encoded, op).await;
+                        let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
+                        let r = self.insert_writes_checked(&mut *lease, target, &encoded, op).await;
+                        settle(&mut lease, &r);
+                        return r;
                     }
                     let mut tx = self.begin_write(op).await?;
                     self.insert_writes_checked(&mut *tx, target, &encoded, op).await?;

@@ -8,6 +8,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool};
 
 use super::Settings;
+use super::hot::HotSlot;
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::migrate::{self, Adapter, Dialect};
@@ -19,6 +20,13 @@ use crate::migrate::{self, Adapter, Dialect};
 /// same `commit_order` get one success and one
 /// [`Error::VersionConflict`](crate::Error::VersionConflict). Use WAL and a
 /// busy timeout ([`SqliteSaver::connect_options`] sets both).
+///
+/// The saver keeps one connection of its own beside the pool (taken from it
+/// once and detached), which serves calls one after another without the
+/// check `sqlx` makes whenever a connection goes back to the pool; calls that
+/// overlap it use the pool. So it may hold one connection more than the
+/// pool's maximum. Closing the pool stops the saver: its connection is then
+/// dropped and every call fails with [`Error::Storage`](crate::Error::Storage).
 ///
 /// The schema must be migrated ([`crate::migrate::up`]); the first operation
 /// checks it once and fails with
@@ -34,6 +42,7 @@ use crate::migrate::{self, Adapter, Dialect};
 #[derive(Debug, Clone)]
 pub struct SqliteSaver {
     pool: SqlitePool,
+    hot: Arc<HotSlot<Sqlite>>,
     settings: Settings,
 }
 
@@ -42,6 +51,7 @@ impl SqliteSaver {
     pub fn new(pool: SqlitePool) -> Self {
         SqliteSaver {
             pool,
+            hot: Arc::new(HotSlot::new()),
             settings: Settings::new(Dialect::Sqlite, ""),
         }
     }

@@ -1,0 +1,125 @@
+//! The connection a SQL saver keeps beside its pool: sequential calls reuse
+//! it (no pool round trip), a busy pool does not stop the saver, and a
+//! closed pool does.
+
+use std::time::Duration;
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::SqlitePoolOptions;
+use weaver::checkpoint::{CheckpointRef, PostgresSaver, SqliteSaver};
+use weaver::migrate::{self, Adapter};
+use weaver::{Error, Saver};
+
+use crate::common::{PgDb, SqliteDb, cp, pg_url};
+
+/// Stores one checkpoint, then, while the test holds the pool's only
+/// connection, reads and writes through the saver's own.
+async fn works_beside_a_busy_pool<DB: sqlx::Database>(saver: &dyn Saver, pool: &sqlx::Pool<DB>) {
+    saver.put(cp("t", "a", None, Some(1))).await.unwrap();
+    let held = pool.acquire().await.unwrap();
+    let head = tokio::time::timeout(
+        Duration::from_secs(5),
+        saver.get_tuple(&CheckpointRef::latest("t")),
+    )
+    .await
+    .expect("the saver waited for the pool instead of using its own connection")
+    .unwrap()
+    .unwrap();
+    assert_eq!(head.checkpoint.id, "a");
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        saver.put(cp("t", "b", Some("a"), Some(2))),
+    )
+    .await
+    .expect("the saver waited for the pool instead of using its own connection")
+    .unwrap();
+    drop(held);
+    assert_eq!(
+        saver
+            .get_tuple(&CheckpointRef::latest("t"))
+            .await
+            .unwrap()
+            .unwrap()
+            .commit_order,
+        2
+    );
+}
+
+/// After the pool is closed every call fails with a storage error, even
+/// though the saver still held a connection of its own.
+async fn stops_with_its_pool<DB: sqlx::Database>(saver: &dyn Saver, pool: &sqlx::Pool<DB>) {
+    saver.put(cp("t", "a", None, Some(1))).await.unwrap();
+    pool.close().await;
+    let err = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Storage { .. }), "{err}");
+    let err = saver
+        .put(cp("t", "b", Some("a"), Some(2)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Storage { .. }), "{err}");
+}
+
+async fn sqlite_one_connection(db: &SqliteDb) -> (SqliteSaver, sqlx::SqlitePool) {
+    let url = format!("sqlite://{}", db.path.display());
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(SqliteSaver::connect_options(&url).unwrap())
+        .await
+        .unwrap();
+    migrate::up(&pool, &[Adapter::Checkpoint], None)
+        .await
+        .unwrap();
+    (SqliteSaver::new(pool.clone()), pool)
+}
+
+async fn pg_one_connection(db: &PgDb) -> (PostgresSaver, sqlx::PgPool) {
+    migrate::up(&db.target(), &[Adapter::Checkpoint], None)
+        .await
+        .unwrap();
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect(&pg_url())
+        .await
+        .unwrap();
+    let saver = PostgresSaver::new(pool.clone())
+        .with_prefix(&db.schema)
+        .unwrap();
+    (saver, pool)
+}
+
+#[tokio::test]
+async fn sqlite_saver_works_beside_a_busy_pool() {
+    let db = SqliteDb::new().await;
+    let (saver, pool) = sqlite_one_connection(&db).await;
+    works_beside_a_busy_pool(&saver, &pool).await;
+}
+
+#[tokio::test]
+async fn postgres_saver_works_beside_a_busy_pool() {
+    let db = PgDb::new().await;
+    let (saver, pool) = pg_one_connection(&db).await;
+    works_beside_a_busy_pool(&saver, &pool).await;
+    drop(saver);
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn sqlite_saver_stops_with_its_pool() {
+    let db = SqliteDb::new().await;
+    let (saver, pool) = sqlite_one_connection(&db).await;
+    stops_with_its_pool(&saver, &pool).await;
+}
+
+#[tokio::test]
+async fn postgres_saver_stops_with_its_pool() {
+    let db = PgDb::new().await;
+    let (saver, pool) = pg_one_connection(&db).await;
+    stops_with_its_pool(&saver, &pool).await;
+    drop(saver);
+    db.drop_schema().await;
+}
