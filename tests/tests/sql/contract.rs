@@ -226,7 +226,7 @@ async fn unmigrated_database_is_a_typed_error() {
     match err {
         Error::MigrationRequired {
             found: 0,
-            required: 2,
+            required: 3,
             ref hint,
             ..
         } => {

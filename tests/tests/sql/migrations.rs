@@ -73,7 +73,7 @@ async fn sqlite_v1_data_survives_upgrade() {
         plain.list(&ListFilter::all()).await,
         Err(Error::MigrationRequired {
             found: 1,
-            required: 2,
+            required: 3,
             ..
         })
     ));
@@ -102,7 +102,11 @@ async fn sqlite_v1_data_survives_upgrade() {
         .unwrap();
     assert_eq!(n, 7);
     migrate::up(&db.pool, CK, None).await.unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
+    // down 3 reverts only v3, which changes nothing on SQLite.
+    migrate::down(&db.pool, CK, 3).await.unwrap();
     assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [2]);
+    migrate::up(&db.pool, CK, None).await.unwrap();
     // down 1 removes everything, marker included.
     migrate::down(&db.pool, CK, 1).await.unwrap();
     assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [0]);
@@ -113,7 +117,7 @@ async fn sqlite_v1_data_survives_upgrade() {
             .unwrap();
     assert_eq!(tables, 0);
     assert!(matches!(
-        migrate::up(&db.pool, CK, Some(3)).await,
+        migrate::up(&db.pool, CK, Some(4)).await,
         Err(Error::InvalidArgument { .. })
     ));
     assert!(matches!(
@@ -143,7 +147,7 @@ async fn postgres_v1_data_survives_upgrade() {
             err,
             Error::MigrationRequired {
                 found: 1,
-                required: 2,
+                required: 3,
                 ..
             }
         ),
@@ -182,7 +186,7 @@ async fn concurrent_up_sqlite() {
     );
     a.unwrap();
     b.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [2]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
 }
 
 #[tokio::test]
@@ -198,6 +202,55 @@ async fn concurrent_up_postgres() {
     a.unwrap();
     b.unwrap();
     c.unwrap();
-    assert_eq!(migrate::versions(&t1, CK).await.unwrap(), [2]);
+    assert_eq!(migrate::versions(&t1, CK).await.unwrap(), [3]);
+    db.drop_schema().await;
+}
+
+/// How PostgreSQL stores the two payload columns (`attstorage`: `e`
+/// external, uncompressed; `x` extended, compressed when it pays).
+async fn payload_storage(db: &PgDb) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT a.attstorage::text FROM pg_attribute a
+           JOIN pg_class c ON c.oid = a.attrelid
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = $1
+            AND ((c.relname = 'weaver_checkpoints' AND a.attname = 'checkpoint')
+              OR (c.relname = 'weaver_checkpoint_writes' AND a.attname = 'value'))
+          ORDER BY c.relname",
+    )
+    .bind(&db.schema)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn postgres_v3_stores_payloads_uncompressed() {
+    let db = PgDb::new().await;
+    let target = db.target();
+    migrate::up(&target, CK, Some(2)).await.unwrap();
+    assert_eq!(payload_storage(&db).await, ["x", "x"]);
+    migrate::up(&target, CK, None).await.unwrap();
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [3]);
+    assert_eq!(payload_storage(&db).await, ["e", "e"]);
+    // A large, very compressible payload is stored at full size.
+    let saver = db.saver().await;
+    let mut big = cp("t", "big", None, Some(1));
+    big.checkpoint
+        .channel_values
+        .insert("text".into(), serde_json::json!("a".repeat(256 * 1024)));
+    saver.put(big).await.unwrap();
+    let size: i32 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_column_size(checkpoint) FROM \"{}\".weaver_checkpoints",
+        db.schema
+    )))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(size > 256 * 1024, "payload was compressed to {size} bytes");
+    migrate::down(&target, CK, 3).await.unwrap();
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [2]);
+    assert_eq!(payload_storage(&db).await, ["x", "x"]);
+    drop(saver);
     db.drop_schema().await;
 }

@@ -19,7 +19,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Schema of the checkpoint adapter, version 2 (both databases):
+//! Schema of the checkpoint adapter, version 3 (both databases; version 3
+//! only changes how PostgreSQL stores the payload columns):
 //! `weaver_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
 //! checkpoint, metadata, commit_order)` with primary key `(thread_id,
 //! checkpoint_ns, checkpoint_id)` and unique `(thread_id, checkpoint_ns,
@@ -147,7 +148,8 @@ pub async fn up<T: MigrationTarget + ?Sized>(
 
 /// Reverts `version` and every version above it, in one transaction:
 /// `down(db, adapters, 1)` removes the adapters' tables, `down(db, adapters, 2)`
-/// reverts version 2 only (back to version 1).
+/// reverts versions 3 and 2 (back to version 1), `down(db, adapters, 3)`
+/// reverts version 3 only.
 pub async fn down<T: MigrationTarget + ?Sized>(
     db: &T,
     adapters: &[Adapter],
