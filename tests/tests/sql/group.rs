@@ -123,3 +123,43 @@ async fn cut_off_groups_are_all_or_nothing_postgres() {
     cut_off_groups(&saver).await;
     db.drop_schema().await;
 }
+
+/// A group that cannot get the database's write lock within the busy
+/// timeout fails with a storage error after waiting once, not once for the
+/// one-query attempt and again for the statement-by-statement path.
+#[tokio::test]
+async fn a_locked_database_fails_after_one_busy_timeout() {
+    let db = SqliteDb::new().await;
+    let url = format!("sqlite://{}", db.path.display());
+    let timeout = Duration::from_secs(2);
+    let pool = SqlitePoolOptions::new()
+        .connect_with(
+            SqliteSaver::connect_options(&url)
+                .unwrap()
+                .busy_timeout(timeout),
+        )
+        .await
+        .unwrap();
+    migrate::up(&pool, &[Adapter::Checkpoint], None)
+        .await
+        .unwrap();
+    let saver = SqliteSaver::new(pool);
+    let mut holder = db.pool.acquire().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = saver.put_ops(group("locked", false)).await.unwrap_err();
+    let waited = started.elapsed();
+    assert!(matches!(err, Error::Storage { .. }), "{err}");
+    assert!(
+        waited < timeout * 2 - Duration::from_millis(300),
+        "waited {waited:?} for a {timeout:?} busy timeout"
+    );
+    sqlx::query("ROLLBACK").execute(&mut *holder).await.unwrap();
+    drop(holder);
+    assert_eq!(stored(&saver, "locked").await, 0);
+    saver.put_ops(group("locked", false)).await.unwrap();
+    assert_eq!(stored(&saver, "locked").await, 3);
+}

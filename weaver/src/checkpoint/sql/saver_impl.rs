@@ -71,6 +71,20 @@ macro_rules! impl_sql_saver {
                 e.as_database_error().is_some_and(|d| d.is_unique_violation())
             }
 
+            /// The database gave up waiting for a lock: SQLite `SQLITE_BUSY`
+            /// or `SQLITE_LOCKED` (any extended code) after the busy
+            /// timeout, PostgreSQL `lock_not_available` or a statement
+            /// timeout.
+            fn is_lock_timeout(e: &::sqlx::Error) -> bool {
+                let Some(code) = e.as_database_error().and_then(|d| d.code()) else {
+                    return false;
+                };
+                match code.as_ref() {
+                    "55P03" | "57014" => true,
+                    other => other.parse::<i32>().is_ok_and(|n| matches!(n & 0xff, 5 | 6)),
+                }
+            }
+
             impl $saver {
                 /// Runs a query built from text and parameters and returns its rows.
                 async fn fetch_dynamic(
@@ -308,15 +322,23 @@ macro_rules! impl_sql_saver {
                     // A lease not marked done is closed when dropped, so a
                     // query cut off mid-transaction never serves again.
                     let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
-                    if with_args(sql, args).execute(&mut *lease).await.is_ok() {
-                        lease.done();
-                        return Ok(true);
-                    }
+                    let failed = match with_args(sql, args).execute(&mut *lease).await {
+                        Ok(_) => {
+                            lease.done();
+                            return Ok(true);
+                        }
+                        Err(e) => e,
+                    };
                     // SQLite stops at the failing statement with its
                     // transaction open. A connection that cannot roll back
                     // is closed, never used again.
                     if ::sqlx::query("ROLLBACK").execute(&mut *lease).await.is_ok() {
                         lease.done();
+                    }
+                    // The statement-by-statement path would wait for the
+                    // same lock a second time.
+                    if is_lock_timeout(&failed) {
+                        return Err(Error::storage(op, failed));
                     }
                     Ok(false)
                 }
