@@ -172,9 +172,10 @@ impl<'a> GroupPlan<'a> {
                     sql.push_str(&q.render_group_statement(s.kind, s.rows, args.len() + 1, None));
                     // `changes()`: rows the statement just before inserted
                     // or replaced. `json()` of text that is not JSON is an
-                    // error, which stops the query before `COMMIT`.
+                    // error, which stops the query before `COMMIT`; valid,
+                    // the guard returns no row (nothing to send back).
                     sql.push_str(&format!(
-                        ";\nSELECT json(CASE WHEN changes() = {} THEN '0' ELSE 'weaver: a row was not inserted' END);\n",
+                        ";\nSELECT 1 WHERE json(CASE WHEN changes() = {} THEN '0' ELSE 'weaver: a row was not inserted' END) IS NULL;\n",
                         s.rows
                     ));
                     args.extend_from_slice(&s.args);
