@@ -123,3 +123,39 @@ async fn postgres_saver_stops_with_its_pool() {
     drop(saver);
     db.drop_schema().await;
 }
+
+/// The server drops the saver's idle connection (a restart, an idle-session
+/// timeout); after the idle limit the saver pings it before use, finds it
+/// gone and goes through the pool: the call succeeds.
+#[tokio::test]
+async fn postgres_saver_survives_a_dropped_idle_connection() {
+    let db = PgDb::new().await;
+    migrate::up(&db.target(), &[Adapter::Checkpoint], None)
+        .await
+        .unwrap();
+    let app = format!("weaver-hot-{}", db.schema);
+    let options = pg_url()
+        .parse::<sqlx::postgres::PgConnectOptions>()
+        .unwrap()
+        .application_name(&app);
+    let pool = PgPoolOptions::new().connect_with(options).await.unwrap();
+    let saver = PostgresSaver::new(pool).with_prefix(&db.schema).unwrap();
+    saver.put(cp("t", "a", None, Some(1))).await.unwrap();
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(&app)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(!killed.is_empty() && killed.iter().all(|k| *k));
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.checkpoint.id, "a");
+    drop(saver);
+    db.drop_schema().await;
+}

@@ -15,17 +15,57 @@
 //! failed in a way that may leave a transaction open, drops the connection
 //! (closing it) instead. Once the pool is closed the slot is emptied, so a
 //! closed pool stops the saver as it did before.
+//!
+//! A connection that has sat unused for more than [`IDLE_LIMIT`] is pinged
+//! before it serves again, and one older than the pool's `max_lifetime` is
+//! closed, so a connection the server dropped while the saver was idle (a
+//! restart, an idle-session timeout) is not handed to a call unchecked; if
+//! the ping fails the call goes through the pool.
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
-use sqlx::{Database, Pool};
+use sqlx::{Connection, Database, Pool};
+
+/// How long the saver's connection may sit unused and still serve the next
+/// call without a ping.
+pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(10);
+
+/// What an idle connection needs before it serves a call.
+#[derive(Debug, PartialEq, Eq)]
+enum Freshness {
+    Ready,
+    Ping,
+    Expired,
+}
+
+/// The saver's own connection, with when it joined the slot and when it
+/// was last put back.
+struct Idle<C> {
+    conn: C,
+    since: Instant,
+    used: Instant,
+}
+
+impl<C> Idle<C> {
+    /// What it needs before it serves a call at `now`.
+    fn freshness(&self, now: Instant, max_lifetime: Option<Duration>) -> Freshness {
+        if max_lifetime.is_some_and(|max| now.saturating_duration_since(self.since) >= max) {
+            Freshness::Expired
+        } else if now.saturating_duration_since(self.used) > IDLE_LIMIT {
+            Freshness::Ping
+        } else {
+            Freshness::Ready
+        }
+    }
+}
 
 /// The saver's own connection, when no call holds it.
 pub(crate) struct HotSlot<DB: Database> {
-    conn: Mutex<Option<DB::Connection>>,
+    conn: Mutex<Option<Idle<DB::Connection>>>,
 }
 
 impl<DB: Database> HotSlot<DB> {
@@ -35,20 +75,27 @@ impl<DB: Database> HotSlot<DB> {
         }
     }
 
-    fn take(&self) -> Option<DB::Connection> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Idle<DB::Connection>>> {
         // A poisoned lock only means a holder panicked between two lines
         // that cannot panic; the slot's content is still consistent.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Puts `conn` in the slot, or hands it back if the slot is full.
-    fn put(&self, conn: DB::Connection) -> Option<DB::Connection> {
-        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_some() {
-            return Some(conn);
+    fn take(&self) -> Option<Idle<DB::Connection>> {
+        self.slot().take()
+    }
+
+    /// Puts `conn` back in the slot (it joined at `since`), or drops it if
+    /// the slot is full.
+    fn put(&self, conn: DB::Connection, since: Instant) {
+        let mut slot = self.slot();
+        if slot.is_none() {
+            *slot = Some(Idle {
+                conn,
+                since,
+                used: Instant::now(),
+            });
         }
-        *slot = Some(conn);
-        None
     }
 
     /// Lends the saver's connection if it is free, else one from `pool`.
@@ -57,8 +104,19 @@ impl<DB: Database> HotSlot<DB> {
             drop(self.take());
             return Err(sqlx::Error::PoolClosed);
         }
-        let held = match self.take() {
-            Some(conn) => Held::Own(conn),
+        let max_lifetime = pool.options().get_max_lifetime();
+        let own = match self.take() {
+            Some(mut idle) => match idle.freshness(Instant::now(), max_lifetime) {
+                Freshness::Ready => Some(idle),
+                // A connection that fails its ping, or an expired one, is
+                // dropped here, which closes it.
+                Freshness::Ping => idle.conn.ping().await.is_ok().then_some(idle),
+                Freshness::Expired => None,
+            },
+            None => None,
+        };
+        let held = match own {
+            Some(idle) => Held::Own(idle.conn, idle.since),
             None => Held::Pooled(pool.acquire().await?),
         };
         Ok(Lease {
@@ -77,7 +135,7 @@ impl<DB: Database> fmt::Debug for HotSlot<DB> {
 }
 
 enum Held<DB: Database> {
-    Own(DB::Connection),
+    Own(DB::Connection, Instant),
     Pooled(PoolConnection<DB>),
 }
 
@@ -101,7 +159,7 @@ impl<DB: Database> Deref for Lease<'_, DB> {
 
     fn deref(&self) -> &DB::Connection {
         match self.held.as_ref() {
-            Some(Held::Own(c)) => c,
+            Some(Held::Own(c, _)) => c,
             Some(Held::Pooled(c)) => c,
             None => unreachable!("a lease holds its connection until dropped"),
         }
@@ -111,7 +169,7 @@ impl<DB: Database> Deref for Lease<'_, DB> {
 impl<DB: Database> DerefMut for Lease<'_, DB> {
     fn deref_mut(&mut self) -> &mut DB::Connection {
         match self.held.as_mut() {
-            Some(Held::Own(c)) => c,
+            Some(Held::Own(c, _)) => c,
             Some(Held::Pooled(c)) => c,
             None => unreachable!("a lease holds its connection until dropped"),
         }
@@ -122,17 +180,50 @@ impl<DB: Database> Drop for Lease<'_, DB> {
     fn drop(&mut self) {
         match (self.held.take(), self.done) {
             // Not marked done: dropping the connection closes it.
-            (Some(Held::Own(_)), false) | (None, _) => {}
-            (Some(Held::Own(conn)), true) => drop(self.slot.put(conn)),
+            (Some(Held::Own(..)), false) | (None, _) => {}
+            (Some(Held::Own(conn, since)), true) => self.slot.put(conn, since),
             (Some(Held::Pooled(mut conn)), false) => conn.close_on_drop(),
             (Some(Held::Pooled(conn)), true) => {
                 // The slot is empty only at the first call, or after its
-                // connection was closed: this one takes its place.
-                let mut slot = self.slot.conn.lock().unwrap_or_else(|p| p.into_inner());
+                // connection was closed or went stale: this one takes its
+                // place (else it goes back to the pool when dropped).
+                let mut slot = self.slot.slot();
                 if slot.is_none() {
-                    *slot = Some(conn.detach());
+                    let now = Instant::now();
+                    *slot = Some(Idle {
+                        conn: conn.detach(),
+                        since: now,
+                        used: now,
+                    });
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pings_after_idling_and_expires_with_the_pool_lifetime() {
+        let start = Instant::now();
+        let idle = Idle {
+            conn: (),
+            since: start,
+            used: start + Duration::from_secs(100),
+        };
+        let used = idle.used;
+        assert_eq!(idle.freshness(used, None), Freshness::Ready);
+        assert_eq!(idle.freshness(used + IDLE_LIMIT, None), Freshness::Ready);
+        let later = used + IDLE_LIMIT + Duration::from_millis(1);
+        assert_eq!(idle.freshness(later, None), Freshness::Ping);
+        // Older than the pool's max lifetime, however recently used.
+        let lifetime = Some(Duration::from_secs(100));
+        assert_eq!(idle.freshness(used, lifetime), Freshness::Expired);
+        let lifetime = Some(Duration::from_secs(101));
+        assert_eq!(idle.freshness(used, lifetime), Freshness::Ready);
+        // A clock read before `used` (another thread put it back since).
+        assert_eq!(idle.freshness(start, lifetime), Freshness::Ready);
     }
 }

@@ -58,9 +58,10 @@ macro_rules! impl_sql_saver {
                 query
             }
 
-            /// Marks `lease` reusable unless `r` failed in a way that may
-            /// have left the connection broken (anything but a database's
-            /// own error on a single statement).
+            /// Marks `lease` reusable when `r` succeeded or failed with an
+            /// outcome the database reported on a sound connection (a
+            /// version conflict, a missing checkpoint); after a storage
+            /// error the connection may be broken, and is closed.
             fn settle<T>(lease: &mut Lease<'_, $db>, r: &Result<T>) {
                 if !matches!(r, Err(Error::Storage { .. })) {
                     lease.done();
@@ -101,11 +102,12 @@ macro_rules! impl_sql_saver {
                         };
                     }
                     let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
-                    let rows = query.fetch_all(&mut *lease).await;
-                    if rows.as_ref().map_or_else(|e| e.as_database_error().is_some(), |_| true) {
-                        lease.done();
-                    }
-                    rows.map_err(storage(op))
+                    // A failed read may have lost its connection (a server
+                    // shutting it down reports that as a database error too):
+                    // only a successful one leaves it for the next call.
+                    let rows = query.fetch_all(&mut *lease).await.map_err(storage(op))?;
+                    lease.done();
+                    Ok(rows)
                 }
 
                 /// Checkpoint rows (kind 0) and write rows (kind 1) into tuples.

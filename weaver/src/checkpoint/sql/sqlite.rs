@@ -25,8 +25,10 @@ use crate::migrate::{self, Adapter, Dialect};
 /// once and detached), which serves calls one after another without the
 /// check `sqlx` makes whenever a connection goes back to the pool; calls that
 /// overlap it use the pool. So it may hold one connection more than the
-/// pool's maximum. Closing the pool stops the saver: its connection is then
-/// dropped and every call fails with [`Error::Storage`](crate::Error::Storage).
+/// pool's maximum. After 10 s unused it is pinged before it serves again,
+/// and past the pool's `max_lifetime` it is closed. Closing the pool stops
+/// the saver: its connection is then dropped and every call fails with
+/// [`Error::Storage`](crate::Error::Storage).
 ///
 /// The schema must be migrated ([`crate::migrate::up`]); the first operation
 /// checks it once and fails with
