@@ -42,8 +42,8 @@ enum Freshness {
     Expired,
 }
 
-/// The saver's own connection, with when it joined the slot and when it
-/// was last put back.
+/// The saver's own connection, with when it joined the slot (its age for
+/// `max_lifetime` counts from there) and when it was last put back.
 struct Idle<C> {
     conn: C,
     since: Instant,
@@ -51,6 +51,15 @@ struct Idle<C> {
 }
 
 impl<C> Idle<C> {
+    /// `conn`, put back just now; it joined the slot at `since`.
+    fn new(conn: C, since: Instant) -> Self {
+        Idle {
+            conn,
+            since,
+            used: Instant::now(),
+        }
+    }
+
     /// What it needs before it serves a call at `now`.
     fn freshness(&self, now: Instant, max_lifetime: Option<Duration>) -> Freshness {
         if max_lifetime.is_some_and(|max| now.saturating_duration_since(self.since) >= max) {
@@ -90,11 +99,7 @@ impl<DB: Database> HotSlot<DB> {
     fn put(&self, conn: DB::Connection, since: Instant) {
         let mut slot = self.slot();
         if slot.is_none() {
-            *slot = Some(Idle {
-                conn,
-                since,
-                used: Instant::now(),
-            });
+            *slot = Some(Idle::new(conn, since));
         }
     }
 
@@ -129,8 +134,8 @@ impl<DB: Database> HotSlot<DB> {
 
 impl<DB: Database> fmt::Debug for HotSlot<DB> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let held = self.conn.lock().map(|c| c.is_some()).unwrap_or_default();
-        f.debug_struct("HotSlot").field("idle", &held).finish()
+        let idle = self.slot().is_some();
+        f.debug_struct("HotSlot").field("idle", &idle).finish()
     }
 }
 
@@ -189,12 +194,7 @@ impl<DB: Database> Drop for Lease<'_, DB> {
                 // place (else it goes back to the pool when dropped).
                 let mut slot = self.slot.slot();
                 if slot.is_none() {
-                    let now = Instant::now();
-                    *slot = Some(Idle {
-                        conn: conn.detach(),
-                        since: now,
-                        used: now,
-                    });
+                    *slot = Some(Idle::new(conn.detach(), Instant::now()));
                 }
             }
         }
