@@ -159,3 +159,55 @@ async fn postgres_saver_survives_a_dropped_idle_connection() {
     drop(saver);
     db.drop_schema().await;
 }
+
+/// Overlapping calls use the pool and give their connections back to it:
+/// the saver adopts a pooled connection only when it has none of its own,
+/// so a busy saver does not keep opening connections.
+#[tokio::test]
+async fn overlapping_calls_do_not_churn_connections() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let db = SqliteDb::new().await;
+    let url = format!("sqlite://{}", db.path.display());
+    let opened = Arc::new(AtomicUsize::new(0));
+    let counter = opened.clone();
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .after_connect(move |_, _| {
+            let counter = counter.clone();
+            Box::pin(async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+        })
+        .connect_with(SqliteSaver::connect_options(&url).unwrap())
+        .await
+        .unwrap();
+    migrate::up(&pool, &[Adapter::Checkpoint], None)
+        .await
+        .unwrap();
+    let saver = Arc::new(SqliteSaver::new(pool));
+    saver.put(cp("t", "a", None, Some(1))).await.unwrap();
+    let tasks: Vec<_> = (0..6)
+        .map(|_| {
+            let saver = saver.clone();
+            tokio::spawn(async move {
+                for _ in 0..100 {
+                    saver
+                        .get_tuple(&CheckpointRef::latest("t"))
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // The pool's four and the saver's own, give or take one replaced.
+    let n = opened.load(Ordering::SeqCst);
+    assert!(n <= 6, "{n} connections opened for 600 overlapping reads");
+}

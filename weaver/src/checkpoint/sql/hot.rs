@@ -7,8 +7,10 @@
 //! share of its cost. A saver therefore keeps one connection of its own (taken
 //! from the pool once and detached from it) and lends it to whichever call
 //! finds it free; a call that finds it taken uses the pool as before, so
-//! concurrent calls are never serialized behind it. Reusing one connection
-//! also keeps SQLite's per-connection page cache warm.
+//! concurrent calls are never serialized behind it, and gives its connection
+//! back to the pool (a pooled connection is adopted only when the saver has
+//! none of its own, so overlapping calls do not open new connections).
+//! Reusing one connection also keeps SQLite's per-connection page cache warm.
 //!
 //! A lent connection goes back to the slot only when the caller marks the
 //! lease [`done`](Lease::done): a call cut off by cancellation, or one that
@@ -72,60 +74,76 @@ impl<C> Idle<C> {
     }
 }
 
-/// The saver's own connection, when no call holds it.
+/// Where the saver's own connection is.
+enum Slot<C> {
+    /// There is none (first call, or it was closed): the next pooled
+    /// connection a call leaves clean takes its place.
+    Empty,
+    /// Waiting for the next call.
+    Idle(Idle<C>),
+    /// A call holds it; calls meanwhile use the pool, and their
+    /// connections go back to it.
+    Lent,
+}
+
+/// The saver's own connection and its state.
 pub(crate) struct HotSlot<DB: Database> {
-    conn: Mutex<Option<Idle<DB::Connection>>>,
+    slot: Mutex<Slot<DB::Connection>>,
 }
 
 impl<DB: Database> HotSlot<DB> {
     pub(crate) fn new() -> Self {
         HotSlot {
-            conn: Mutex::new(None),
+            slot: Mutex::new(Slot::Empty),
         }
     }
 
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Idle<DB::Connection>>> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Slot<DB::Connection>> {
         // A poisoned lock only means a holder panicked between two lines
         // that cannot panic; the slot's content is still consistent.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn take(&self) -> Option<Idle<DB::Connection>> {
-        self.slot().take()
-    }
-
-    /// Puts `conn` back in the slot (it joined at `since`), or drops it if
-    /// the slot is full.
-    fn put(&self, conn: DB::Connection, since: Instant) {
+    /// The idle connection, now lent, if there is one.
+    fn take_idle(&self) -> Option<Idle<DB::Connection>> {
         let mut slot = self.slot();
-        if slot.is_none() {
-            *slot = Some(Idle::new(conn, since));
+        match std::mem::replace(&mut *slot, Slot::Lent) {
+            Slot::Idle(idle) => Some(idle),
+            other => {
+                *slot = other;
+                None
+            }
         }
     }
 
     /// Lends the saver's connection if it is free, else one from `pool`.
     pub(crate) async fn lease<'s>(&'s self, pool: &Pool<DB>) -> Result<Lease<'s, DB>, sqlx::Error> {
         if pool.is_closed() {
-            drop(self.take());
+            // Dropping the idle connection closes it.
+            let mut slot = self.slot();
+            if matches!(*slot, Slot::Idle(_)) {
+                *slot = Slot::Empty;
+            }
             return Err(sqlx::Error::PoolClosed);
         }
-        let max_lifetime = pool.options().get_max_lifetime();
-        let own = match self.take() {
-            Some(mut idle) => match idle.freshness(Instant::now(), max_lifetime) {
-                Freshness::Ready => Some(idle),
-                // A connection that fails its ping, or an expired one, is
-                // dropped here, which closes it.
-                Freshness::Ping => idle.conn.ping().await.is_ok().then_some(idle),
-                Freshness::Expired => None,
-            },
-            None => None,
-        };
-        let held = match own {
-            Some(idle) => Held::Own(idle.conn, idle.since),
-            None => Held::Pooled(pool.acquire().await?),
-        };
+        if let Some(idle) = self.take_idle() {
+            let freshness = idle.freshness(Instant::now(), pool.options().get_max_lifetime());
+            let mut lease = Lease {
+                held: Some(Held::Own(idle.conn, idle.since)),
+                slot: self,
+                done: false,
+            };
+            // A lease dropped without `done` closes its connection and
+            // empties the slot: an expired connection, one that fails its
+            // ping, or one whose ping was cut off.
+            match freshness {
+                Freshness::Ready => return Ok(lease),
+                Freshness::Ping if lease.ping().await.is_ok() => return Ok(lease),
+                Freshness::Ping | Freshness::Expired => drop(lease),
+            }
+        }
         Ok(Lease {
-            held: Some(held),
+            held: Some(Held::Pooled(pool.acquire().await?)),
             slot: self,
             done: false,
         })
@@ -134,8 +152,14 @@ impl<DB: Database> HotSlot<DB> {
 
 impl<DB: Database> fmt::Debug for HotSlot<DB> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let idle = self.slot().is_some();
-        f.debug_struct("HotSlot").field("idle", &idle).finish()
+        let state = match *self.slot() {
+            Slot::Empty => "empty",
+            Slot::Idle(_) => "idle",
+            Slot::Lent => "lent",
+        };
+        f.debug_struct("HotSlot")
+            .field("own_connection", &state)
+            .finish()
     }
 }
 
@@ -183,18 +207,19 @@ impl<DB: Database> DerefMut for Lease<'_, DB> {
 
 impl<DB: Database> Drop for Lease<'_, DB> {
     fn drop(&mut self) {
-        match (self.held.take(), self.done) {
-            // Not marked done: dropping the connection closes it.
-            (Some(Held::Own(..)), false) | (None, _) => {}
-            (Some(Held::Own(conn, since)), true) => self.slot.put(conn, since),
-            (Some(Held::Pooled(mut conn)), false) => conn.close_on_drop(),
-            (Some(Held::Pooled(conn)), true) => {
-                // The slot is empty only at the first call, or after its
-                // connection was closed or went stale: this one takes its
-                // place (else it goes back to the pool when dropped).
-                let mut slot = self.slot.slot();
-                if slot.is_none() {
-                    *slot = Some(Idle::new(conn.detach(), Instant::now()));
+        let Some(held) = self.held.take() else { return };
+        let mut slot = self.slot.slot();
+        match (held, self.done) {
+            (Held::Own(conn, since), true) => *slot = Slot::Idle(Idle::new(conn, since)),
+            // Not done: dropping the connection closes it.
+            (Held::Own(..), false) => *slot = Slot::Empty,
+            (Held::Pooled(mut conn), false) => conn.close_on_drop(),
+            (Held::Pooled(conn), true) => {
+                // Only when the saver has no connection of its own does this
+                // one take its place; otherwise it goes back to the pool as
+                // it is dropped.
+                if matches!(*slot, Slot::Empty) {
+                    *slot = Slot::Idle(Idle::new(conn.detach(), Instant::now()));
                 }
             }
         }
