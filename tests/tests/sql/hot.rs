@@ -211,3 +211,39 @@ async fn overlapping_calls_do_not_churn_connections() {
     let n = opened.load(Ordering::SeqCst);
     assert!(n <= 6, "{n} connections opened for 600 overlapping reads");
 }
+
+/// Dropping the saver closes its own connection before the drop returns:
+/// when it is the last one open, its close merges the WAL into the database
+/// file at once, so a process that exits right after keeps its writes in the
+/// `.db` file alone.
+#[tokio::test]
+async fn dropping_the_saver_closes_its_connection() {
+    let dir = std::env::temp_dir().join(format!("weaver-hot-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("checkpoints.db");
+    let saver = SqliteSaver::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    saver.put(cp("t", "a", None, Some(1))).await.unwrap();
+    saver.pool().close().await;
+    let wal = dir.join("checkpoints.db-wal");
+    assert!(
+        wal.exists(),
+        "the saver's own connection should still be open"
+    );
+    drop(saver);
+    assert!(
+        !wal.exists(),
+        "the WAL was left behind: the saver's connection is still open"
+    );
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM weaver_checkpoints")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1);
+    pool.close().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

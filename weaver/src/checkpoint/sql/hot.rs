@@ -89,12 +89,18 @@ enum Slot<C> {
 /// The saver's own connection and its state.
 pub(crate) struct HotSlot<DB: Database> {
     slot: Mutex<Slot<DB::Connection>>,
+    /// Closes the idle connection when the saver goes away (a drop cannot
+    /// await the close).
+    close_on_drop: fn(DB::Connection),
 }
 
 impl<DB: Database> HotSlot<DB> {
-    pub(crate) fn new() -> Self {
+    /// An empty slot; `close_on_drop` closes its connection when the slot is
+    /// dropped.
+    pub(crate) fn new(close_on_drop: fn(DB::Connection)) -> Self {
         HotSlot {
             slot: Mutex::new(Slot::Empty),
+            close_on_drop,
         }
     }
 
@@ -119,27 +125,31 @@ impl<DB: Database> HotSlot<DB> {
     /// Lends the saver's connection if it is free, else one from `pool`.
     pub(crate) async fn lease<'s>(&'s self, pool: &Pool<DB>) -> Result<Lease<'s, DB>, sqlx::Error> {
         if pool.is_closed() {
-            // Dropping the idle connection closes it.
-            let mut slot = self.slot();
-            if matches!(*slot, Slot::Idle(_)) {
-                *slot = Slot::Empty;
+            if let Some(idle) = self.take_idle() {
+                *self.slot() = Slot::Empty;
+                let _ = idle.conn.close().await;
             }
             return Err(sqlx::Error::PoolClosed);
         }
         if let Some(idle) = self.take_idle() {
-            let freshness = idle.freshness(Instant::now(), pool.options().get_max_lifetime());
-            let mut lease = Lease {
-                held: Some(Held::Own(idle.conn, idle.since)),
-                slot: self,
-                done: false,
-            };
-            // A lease dropped without `done` closes its connection and
-            // empties the slot: an expired connection, one that fails its
-            // ping, or one whose ping was cut off.
-            match freshness {
-                Freshness::Ready => return Ok(lease),
-                Freshness::Ping if lease.ping().await.is_ok() => return Ok(lease),
-                Freshness::Ping | Freshness::Expired => drop(lease),
+            match idle.freshness(Instant::now(), pool.options().get_max_lifetime()) {
+                Freshness::Expired => {
+                    *self.slot() = Slot::Empty;
+                    let _ = idle.conn.close().await;
+                }
+                freshness => {
+                    let mut lease = Lease {
+                        held: Some(Held::Own(idle.conn, idle.since)),
+                        slot: self,
+                        done: false,
+                    };
+                    // A lease dropped without `done` drops its connection
+                    // and empties the slot: one that fails its ping, or
+                    // whose ping was cut off.
+                    if freshness == Freshness::Ready || lease.ping().await.is_ok() {
+                        return Ok(lease);
+                    }
+                }
             }
         }
         Ok(Lease {
@@ -147,6 +157,15 @@ impl<DB: Database> HotSlot<DB> {
             slot: self,
             done: false,
         })
+    }
+}
+
+impl<DB: Database> Drop for HotSlot<DB> {
+    fn drop(&mut self) {
+        let slot = self.slot.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Slot::Idle(idle) = std::mem::replace(slot, Slot::Empty) {
+            (self.close_on_drop)(idle.conn);
+        }
     }
 }
 

@@ -45,7 +45,7 @@ impl PostgresSaver {
     pub fn new(pool: PgPool) -> Self {
         PostgresSaver {
             pool,
-            hot: Arc::new(HotSlot::new()),
+            hot: Arc::new(HotSlot::new(close_soon)),
             schema: None,
             settings: Settings::new(Dialect::Postgres, ""),
         }
@@ -146,6 +146,17 @@ impl PostgresSaver {
             .await
             .map_err(|e| Error::storage(op, e))?;
         Ok(())
+    }
+}
+
+/// Closes the saver's own connection (a `Terminate` message, then the
+/// socket) on the current runtime if there is one; without one, dropping
+/// the connection closes its socket.
+fn close_soon(conn: sqlx::PgConnection) {
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move {
+            let _ = sqlx::Connection::close(conn).await;
+        });
     }
 }
 

@@ -53,7 +53,7 @@ impl SqliteSaver {
     pub fn new(pool: SqlitePool) -> Self {
         SqliteSaver {
             pool,
-            hot: Arc::new(HotSlot::new()),
+            hot: Arc::new(HotSlot::new(close_now)),
             settings: Settings::new(Dialect::Sqlite, ""),
         }
     }
@@ -138,6 +138,15 @@ impl SqliteSaver {
     ) -> Result<()> {
         Ok(())
     }
+}
+
+/// Closes the saver's own connection before the drop returns: the close
+/// runs on the connection's worker thread (no async runtime needed), and
+/// merges the WAL into the database file if no other connection is open.
+/// Left to a background close, a process that exits right after dropping
+/// the saver would leave its last writes in the `-wal` file only.
+fn close_now(conn: sqlx::SqliteConnection) {
+    let _ = futures_executor::block_on(sqlx::Connection::close(conn));
 }
 
 impl_sql_saver!(SqliteSaver, Sqlite);
