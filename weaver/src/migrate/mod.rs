@@ -264,6 +264,7 @@ pub(crate) fn render(statement: &str, prefix: &str) -> String {
 
 /// Whether `name` is a plain SQL identifier (`[A-Za-z_][A-Za-z0-9_]*`, at
 /// most 63 bytes): the only names weaver ever puts into SQL text.
+#[cfg(feature = "postgres")]
 pub(crate) use crate::checkpoint::is_plain_identifier;
 
 /// The name of the version marker table.
