@@ -23,8 +23,9 @@ use crate::migrate::{self, Adapter, Dialect, PgSchema};
 /// check `sqlx` makes whenever a connection goes back to the pool; calls that
 /// overlap it use the pool. So it may hold one connection more than the
 /// pool's maximum. After 10 s unused it is pinged before it serves again,
-/// and past the pool's `max_lifetime` it is closed. Closing the pool stops
-/// the saver: its connection is then dropped and every call fails with
+/// and past the pool's `max_lifetime` it is closed; dropping the saver (its
+/// last clone) closes it too. Closing the pool stops the saver: its
+/// connection is then closed and every call fails with
 /// [`Error::Storage`](crate::Error::Storage).
 ///
 /// The schema must be migrated ([`crate::migrate::up`], with a
