@@ -92,10 +92,17 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         checkpoint_id: None,
         ..target.clone()
     };
-    let head = cp.get_tuple(&latest).await?;
-    let base = match &target.checkpoint_id {
-        Some(_) => Some(cp.fetch_tuple(&target).await?),
-        None => head.clone(),
+    // The head (for the next commit order) and the checkpoint to update, read
+    // at the same time.
+    let (head, base) = match &target.checkpoint_id {
+        Some(_) => {
+            let (head, base) = tokio::join!(cp.get_tuple(&latest), cp.fetch_tuple(&target));
+            (head?, Some(base?))
+        }
+        None => {
+            let head = cp.get_tuple(&latest).await?;
+            (head.clone(), head)
+        }
     };
     let mut next_order = head.map_or(1, |h| h.commit_order + 1);
     let (mut checkpoint, mut state, mut step, mut parent) = match base {
