@@ -589,6 +589,32 @@ async fn bad_stored_data_is_a_decode_error_naming_the_field() {
             other => panic!("expected a decode error, got {other}"),
         }
     }
+    // A bad element deep in a channel's value names that channel too.
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut corrupt = head.checkpoint.successor();
+    corrupt.channel_values.insert("bar".into(), json!(["a", 5]));
+    saver
+        .put(weaver::checkpoint::NewCheckpoint {
+            thread_id: "t".into(),
+            checkpoint_ns: String::new(),
+            parent_id: Some(head.checkpoint.id.clone()),
+            checkpoint: corrupt,
+            metadata: weaver::checkpoint::CheckpointMetadata::new(CheckpointSource::Update, 4),
+            commit_order: Some(head.commit_order + 1),
+        })
+        .await
+        .unwrap();
+    match graph.get_state(&config).await.unwrap_err() {
+        Error::Decode { what, reason } => {
+            assert!(what.contains("`bar`"), "{what}");
+            assert!(reason.contains("expected a string"), "{reason}");
+        }
+        other => panic!("expected a decode error, got {other}"),
+    }
 
     // A pending write of a task that does not decode into the update type.
     let saver = InMemorySaver::new();

@@ -84,11 +84,67 @@ pub(crate) fn decode_state<S: GraphState>(values: &Map<String, Value>) -> Result
 }
 
 /// Decodes the typed state from channel values it may consume: the
-/// strings and arrays move into the state instead of being copied.
+/// strings and arrays move into the state instead of being copied. An error
+/// names the channel (field) whose value did not decode; full path tracking
+/// (every element wrapped) tripled the cost of a large state.
 pub(crate) fn decode_state_owned<S: GraphState>(mut values: Map<String, Value>) -> Result<S> {
     values.remove(INPUT_CHANNEL);
-    serde_path_to_error::deserialize(Value::Object(values))
-        .map_err(|e| Error::decode(format!("state at `{}`", e.path()), e.inner()))
+    let mut field = String::new();
+    let fields = OwnedFields {
+        iter: values.into_iter(),
+        pending: None,
+        field: &mut field,
+    };
+    S::deserialize(serde::de::value::MapAccessDeserializer::new(fields)).map_err(|e| {
+        let what = if field.is_empty() {
+            "state".to_owned()
+        } else {
+            format!("state at `{field}`")
+        };
+        Error::decode(what, e)
+    })
+}
+
+/// The fields of an owned JSON object, handed out one by one; `field` holds
+/// the name of the one being decoded (empty between fields).
+struct OwnedFields<'a> {
+    iter: serde_json::map::IntoIter,
+    pending: Option<Value>,
+    field: &'a mut String,
+}
+
+impl<'de> serde::de::MapAccess<'de> for OwnedFields<'_> {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> std::result::Result<Option<K::Value>, serde_json::Error> {
+        let Some((key, value)) = self.iter.next() else {
+            return Ok(None);
+        };
+        self.pending = Some(value);
+        self.field.clone_from(&key);
+        seed.deserialize(serde::de::value::StringDeserializer::new(key))
+            .map(Some)
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> std::result::Result<V::Value, serde_json::Error> {
+        let value = self
+            .pending
+            .take()
+            .ok_or_else(|| serde::de::Error::custom("a value was asked for before its key"))?;
+        let decoded = seed.deserialize(value)?;
+        self.field.clear();
+        Ok(decoded)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.iter.len())
+    }
 }
 
 pub(crate) fn encode_object<T: serde::Serialize>(
