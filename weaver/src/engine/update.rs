@@ -139,7 +139,8 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
             Writer::End => (2, 0),
         });
 
-        let mut next = checkpoint.successor();
+        // Its values are the updated state, encoded below.
+        let mut next = checkpoint.successor_without_values();
         let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
         if attributed.iter().any(|(w, _)| *w == Writer::End) {
             // As END: nothing runs next.
