@@ -550,6 +550,30 @@ fn compile_rejects_malformed_graphs_naming_the_node() {
     ));
 }
 
+/// Stores, on thread `t`, a successor of the head whose `bar` channel holds
+/// `bar` (as `update_state` would, one step later).
+async fn put_with_bar(saver: &InMemorySaver, bar: serde_json::Value) {
+    use weaver::checkpoint::{CheckpointMetadata, CheckpointRef, NewCheckpoint};
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut corrupt = head.checkpoint.successor();
+    corrupt.channel_values.insert("bar".into(), bar);
+    saver
+        .put(NewCheckpoint {
+            thread_id: "t".into(),
+            checkpoint_ns: String::new(),
+            parent_id: Some(head.checkpoint.id.clone()),
+            checkpoint: corrupt,
+            metadata: CheckpointMetadata::new(CheckpointSource::Update, head.metadata.step + 1),
+            commit_order: Some(head.commit_order + 1),
+        })
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn bad_stored_data_is_a_decode_error_naming_the_field() {
     use weaver::checkpoint::{CheckpointRef, PendingWrite};
@@ -558,24 +582,7 @@ async fn bad_stored_data_is_a_decode_error_naming_the_field() {
     let config = RunConfig::thread("t");
     graph.invoke(Steps::default(), &config).await.unwrap();
     // A checkpoint whose `bar` channel holds a number instead of a list.
-    let head = saver
-        .get_tuple(&CheckpointRef::latest("t"))
-        .await
-        .unwrap()
-        .unwrap();
-    let mut corrupt = head.checkpoint.successor();
-    corrupt.channel_values.insert("bar".into(), json!(5));
-    saver
-        .put(weaver::checkpoint::NewCheckpoint {
-            thread_id: "t".into(),
-            checkpoint_ns: String::new(),
-            parent_id: Some(head.checkpoint.id.clone()),
-            checkpoint: corrupt,
-            metadata: weaver::checkpoint::CheckpointMetadata::new(CheckpointSource::Update, 3),
-            commit_order: Some(head.commit_order + 1),
-        })
-        .await
-        .unwrap();
+    put_with_bar(&saver, json!(5)).await;
     for err in [
         graph.get_state(&config).await.unwrap_err(),
         graph.invoke(Steps::default(), &config).await.unwrap_err(),
@@ -590,24 +597,7 @@ async fn bad_stored_data_is_a_decode_error_naming_the_field() {
         }
     }
     // A bad element deep in a channel's value names that channel too.
-    let head = saver
-        .get_tuple(&CheckpointRef::latest("t"))
-        .await
-        .unwrap()
-        .unwrap();
-    let mut corrupt = head.checkpoint.successor();
-    corrupt.channel_values.insert("bar".into(), json!(["a", 5]));
-    saver
-        .put(weaver::checkpoint::NewCheckpoint {
-            thread_id: "t".into(),
-            checkpoint_ns: String::new(),
-            parent_id: Some(head.checkpoint.id.clone()),
-            checkpoint: corrupt,
-            metadata: weaver::checkpoint::CheckpointMetadata::new(CheckpointSource::Update, 4),
-            commit_order: Some(head.commit_order + 1),
-        })
-        .await
-        .unwrap();
+    put_with_bar(&saver, json!(["a", 5])).await;
     match graph.get_state(&config).await.unwrap_err() {
         Error::Decode { what, reason } => {
             assert!(what.contains("`bar`"), "{what}");

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use sqlx::postgres::PgPoolOptions;
-use sqlx::sqlite::SqlitePoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, PgPool, SqlitePool};
 use weaver::checkpoint::{
     Checkpoint, CheckpointMetadata, CheckpointSource, NewCheckpoint, PostgresSaver, SqliteSaver,
@@ -40,6 +40,25 @@ impl SqliteDb {
             .await
             .unwrap();
         SqliteSaver::new(self.pool.clone())
+    }
+
+    /// The connect options weaver recommends, for this file.
+    pub fn connect_options(&self) -> SqliteConnectOptions {
+        SqliteSaver::connect_options(&format!("sqlite://{}", self.path.display())).unwrap()
+    }
+
+    /// A saver on a pool of its own (built from `pool`, connecting with
+    /// `options`) on the migrated database; `saver.pool()` reaches it.
+    pub async fn saver_on(
+        &self,
+        pool: SqlitePoolOptions,
+        options: SqliteConnectOptions,
+    ) -> SqliteSaver {
+        let pool = pool.connect_with(options).await.unwrap();
+        migrate::up(&pool, &[Adapter::Checkpoint], None)
+            .await
+            .unwrap();
+        SqliteSaver::new(pool)
     }
 }
 
@@ -87,6 +106,16 @@ impl PgDb {
         PostgresSaver::new(self.pool.clone())
             .with_prefix(&self.schema)
             .unwrap()
+    }
+
+    /// A saver on a pool of its own (built from `pool`, connecting with
+    /// `options`) on the migrated schema; `saver.pool()` reaches it.
+    pub async fn saver_on(&self, pool: PgPoolOptions, options: PgConnectOptions) -> PostgresSaver {
+        migrate::up(&self.target(), &[Adapter::Checkpoint], None)
+            .await
+            .unwrap();
+        let pool = pool.connect_with(options).await.unwrap();
+        PostgresSaver::new(pool).with_prefix(&self.schema).unwrap()
     }
 
     pub async fn drop_schema(self) {

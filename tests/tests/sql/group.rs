@@ -8,7 +8,6 @@ use std::time::Duration;
 use serde_json::json;
 use sqlx::sqlite::SqlitePoolOptions;
 use weaver::checkpoint::{CheckpointRef, ListFilter, PendingWrite, SqliteSaver, WriteOp};
-use weaver::migrate::{self, Adapter};
 use weaver::{Error, Saver};
 
 use crate::common::{PgDb, SqliteDb, cp};
@@ -47,16 +46,11 @@ async fn connection_is_clean(saver: &SqliteSaver) {
 }
 
 async fn one_connection_saver(db: &SqliteDb) -> SqliteSaver {
-    let url = format!("sqlite://{}", db.path.display());
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(SqliteSaver::connect_options(&url).unwrap())
-        .await
-        .unwrap();
-    migrate::up(&pool, &[Adapter::Checkpoint], None)
-        .await
-        .unwrap();
-    SqliteSaver::new(pool)
+    db.saver_on(
+        SqlitePoolOptions::new().max_connections(1),
+        db.connect_options(),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -130,20 +124,13 @@ async fn cut_off_groups_are_all_or_nothing_postgres() {
 #[tokio::test]
 async fn a_locked_database_fails_after_one_busy_timeout() {
     let db = SqliteDb::new().await;
-    let url = format!("sqlite://{}", db.path.display());
     let timeout = Duration::from_secs(2);
-    let pool = SqlitePoolOptions::new()
-        .connect_with(
-            SqliteSaver::connect_options(&url)
-                .unwrap()
-                .busy_timeout(timeout),
+    let saver = db
+        .saver_on(
+            SqlitePoolOptions::new(),
+            db.connect_options().busy_timeout(timeout),
         )
-        .await
-        .unwrap();
-    migrate::up(&pool, &[Adapter::Checkpoint], None)
-        .await
-        .unwrap();
-    let saver = SqliteSaver::new(pool);
+        .await;
     let mut holder = db.pool.acquire().await.unwrap();
     sqlx::query("BEGIN IMMEDIATE")
         .execute(&mut *holder)

@@ -7,7 +7,6 @@ use std::time::Duration;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::SqlitePoolOptions;
 use weaver::checkpoint::{CheckpointRef, PostgresSaver, SqliteSaver};
-use weaver::migrate::{self, Adapter};
 use weaver::{Error, Saver};
 
 use crate::common::{PgDb, SqliteDb, cp, pg_url};
@@ -62,48 +61,34 @@ async fn stops_with_its_pool<DB: sqlx::Database>(saver: &dyn Saver, pool: &sqlx:
     assert!(matches!(err, Error::Storage { .. }), "{err}");
 }
 
-async fn sqlite_one_connection(db: &SqliteDb) -> (SqliteSaver, sqlx::SqlitePool) {
-    let url = format!("sqlite://{}", db.path.display());
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_secs(30))
-        .connect_with(SqliteSaver::connect_options(&url).unwrap())
-        .await
-        .unwrap();
-    migrate::up(&pool, &[Adapter::Checkpoint], None)
-        .await
-        .unwrap();
-    (SqliteSaver::new(pool.clone()), pool)
+async fn sqlite_one_connection(db: &SqliteDb) -> SqliteSaver {
+    db.saver_on(
+        SqlitePoolOptions::new().max_connections(1),
+        db.connect_options(),
+    )
+    .await
 }
 
-async fn pg_one_connection(db: &PgDb) -> (PostgresSaver, sqlx::PgPool) {
-    migrate::up(&db.target(), &[Adapter::Checkpoint], None)
-        .await
-        .unwrap();
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_secs(30))
-        .connect(&pg_url())
-        .await
-        .unwrap();
-    let saver = PostgresSaver::new(pool.clone())
-        .with_prefix(&db.schema)
-        .unwrap();
-    (saver, pool)
+async fn pg_one_connection(db: &PgDb) -> PostgresSaver {
+    db.saver_on(
+        PgPoolOptions::new().max_connections(1),
+        pg_url().parse().unwrap(),
+    )
+    .await
 }
 
 #[tokio::test]
 async fn sqlite_saver_works_beside_a_busy_pool() {
     let db = SqliteDb::new().await;
-    let (saver, pool) = sqlite_one_connection(&db).await;
-    works_beside_a_busy_pool(&saver, &pool).await;
+    let saver = sqlite_one_connection(&db).await;
+    works_beside_a_busy_pool(&saver, saver.pool()).await;
 }
 
 #[tokio::test]
 async fn postgres_saver_works_beside_a_busy_pool() {
     let db = PgDb::new().await;
-    let (saver, pool) = pg_one_connection(&db).await;
-    works_beside_a_busy_pool(&saver, &pool).await;
+    let saver = pg_one_connection(&db).await;
+    works_beside_a_busy_pool(&saver, saver.pool()).await;
     drop(saver);
     db.drop_schema().await;
 }
@@ -111,15 +96,15 @@ async fn postgres_saver_works_beside_a_busy_pool() {
 #[tokio::test]
 async fn sqlite_saver_stops_with_its_pool() {
     let db = SqliteDb::new().await;
-    let (saver, pool) = sqlite_one_connection(&db).await;
-    stops_with_its_pool(&saver, &pool).await;
+    let saver = sqlite_one_connection(&db).await;
+    stops_with_its_pool(&saver, saver.pool()).await;
 }
 
 #[tokio::test]
 async fn postgres_saver_stops_with_its_pool() {
     let db = PgDb::new().await;
-    let (saver, pool) = pg_one_connection(&db).await;
-    stops_with_its_pool(&saver, &pool).await;
+    let saver = pg_one_connection(&db).await;
+    stops_with_its_pool(&saver, saver.pool()).await;
     drop(saver);
     db.drop_schema().await;
 }
@@ -130,16 +115,12 @@ async fn postgres_saver_stops_with_its_pool() {
 #[tokio::test]
 async fn postgres_saver_survives_a_dropped_idle_connection() {
     let db = PgDb::new().await;
-    migrate::up(&db.target(), &[Adapter::Checkpoint], None)
-        .await
-        .unwrap();
     let app = format!("weaver-hot-{}", db.schema);
     let options = pg_url()
         .parse::<sqlx::postgres::PgConnectOptions>()
         .unwrap()
         .application_name(&app);
-    let pool = PgPoolOptions::new().connect_with(options).await.unwrap();
-    let saver = PostgresSaver::new(pool).with_prefix(&db.schema).unwrap();
+    let saver = db.saver_on(PgPoolOptions::new(), options).await;
     saver.put(cp("t", "a", None, Some(1))).await.unwrap();
     let killed: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
@@ -169,7 +150,6 @@ async fn overlapping_calls_do_not_churn_connections() {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     let db = SqliteDb::new().await;
-    let url = format!("sqlite://{}", db.path.display());
     let opened = Arc::new(AtomicUsize::new(0));
     let counter = opened.clone();
     let pool = SqlitePoolOptions::new()
@@ -180,14 +160,8 @@ async fn overlapping_calls_do_not_churn_connections() {
                 counter.fetch_add(1, Ordering::SeqCst);
                 Ok(())
             })
-        })
-        .connect_with(SqliteSaver::connect_options(&url).unwrap())
-        .await
-        .unwrap();
-    migrate::up(&pool, &[Adapter::Checkpoint], None)
-        .await
-        .unwrap();
-    let saver = Arc::new(SqliteSaver::new(pool));
+        });
+    let saver = Arc::new(db.saver_on(pool, db.connect_options()).await);
     saver.put(cp("t", "a", None, Some(1))).await.unwrap();
     let tasks: Vec<_> = (0..6)
         .map(|_| {

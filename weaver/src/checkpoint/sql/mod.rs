@@ -14,7 +14,8 @@
 //! one statement of data-modifying CTEs, one round trip. If anything is
 //! amiss (a taken commit order, a missing parent or checkpoint), that query
 //! writes nothing and the group is stored again statement by statement in a
-//! transaction, which reports the precise error.
+//! transaction, which reports the precise error. Only a lock wait that timed
+//! out is reported at once, since the second path would wait again.
 
 use std::collections::HashMap;
 use std::sync::Arc;

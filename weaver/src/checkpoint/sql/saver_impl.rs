@@ -319,7 +319,8 @@ macro_rules! impl_sql_saver {
 
                 /// Runs a group's [one-shot](GroupPlan::one_shot) query:
                 /// `Ok(false)` when it failed (nothing written; the caller
-                /// takes the statement-by-statement path).
+                /// takes the statement-by-statement path), except that a lock
+                /// wait that timed out is returned as the error at once.
                 async fn run_one_shot(&self, sql: String, args: Vec<Arg<'_>>, op: &'static str) -> Result<bool> {
                     // A lease not marked done is closed when dropped, so a
                     // query cut off mid-transaction never serves again.
@@ -349,6 +350,7 @@ macro_rules! impl_sql_saver {
                 /// group needs the statement-by-statement path (shallow
                 /// saver, no plan, too large for one query, a unique
                 /// violation or a row not inserted); nothing was written.
+                /// A lock wait that timed out is an error here.
                 async fn try_group(&self, items: &[GroupItem<'_>], op: &'static str) -> Result<bool> {
                     if self.settings.shallow {
                         return Ok(false);
