@@ -13,6 +13,8 @@ mod concurrency;
 mod conformance;
 #[path = "sql/contract.rs"]
 mod contract;
+#[path = "sql/delta.rs"]
+mod delta;
 #[path = "sql/engine.rs"]
 mod engine;
 #[path = "sql/group.rs"]

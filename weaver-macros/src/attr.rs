@@ -14,6 +14,8 @@ pub(crate) enum Reducer {
     Replace,
     /// `#[reducer(append)]`.
     Append,
+    /// `#[reducer(delta)]`: appends, and is checkpointed as deltas.
+    Delta,
     /// `#[reducer(add)]`.
     Add,
     /// `#[reducer(merge)]`.
@@ -81,11 +83,7 @@ fn parse_one(attr: &Attribute) -> syn::Result<Reducer> {
     } else if ident == REPLACE {
         Ok(Reducer::Replace)
     } else if ident == DELTA {
-        Err(syn::Error::new_spanned(
-            ident,
-            "`#[reducer(delta)]` is reserved for delta channels, which are not supported yet; \
-             use `#[reducer(append)]` for now",
-        ))
+        Ok(Reducer::Delta)
     } else {
         let word = ident.to_string();
         let hint = match closest(&word, REDUCERS.iter().map(|s| s.0)) {
@@ -116,6 +114,7 @@ mod tests {
             Reducer::LastValue => "last_value".to_owned(),
             Reducer::Replace => "replace".to_owned(),
             Reducer::Append => "append".to_owned(),
+            Reducer::Delta => "delta".to_owned(),
             Reducer::Add => "add".to_owned(),
             Reducer::Merge => "merge".to_owned(),
             Reducer::Custom(p) => quote::quote!(#p).to_string(),
@@ -159,8 +158,10 @@ mod tests {
             parse_quote!(#[reducer(add)]),
         ]);
         assert!(e.unwrap().contains("duplicate"));
-        let (_, e) = read(vec![parse_quote!(#[reducer(delta)])]);
-        assert!(e.unwrap().contains("not supported yet"));
+        assert_eq!(
+            read(vec![parse_quote!(#[reducer(delta)])]).0.as_deref(),
+            Some("delta")
+        );
         let (_, e) = read(vec![parse_quote!(#[reducer])]);
         assert!(e.unwrap().contains("expected"));
     }

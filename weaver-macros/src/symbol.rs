@@ -16,7 +16,7 @@ pub(crate) const MERGE: Symbol = Symbol("merge");
 pub(crate) const REPLACE: Symbol = Symbol("replace");
 pub(crate) const DELTA: Symbol = Symbol("delta");
 /// The built-in reducers, in the order error messages list them.
-pub(crate) const REDUCERS: [Symbol; 4] = [APPEND, ADD, MERGE, REPLACE];
+pub(crate) const REDUCERS: [Symbol; 5] = [APPEND, DELTA, ADD, MERGE, REPLACE];
 
 // `graph!`
 pub(crate) const NAME: Symbol = Symbol("name");

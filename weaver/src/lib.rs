@@ -67,7 +67,7 @@ pub struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod __private {
     //! Re-exports for generated code; not a public API.
-    pub use crate::state::reducer::{AddReducer, AppendReducer, MergeReducer};
+    pub use crate::state::reducer::{AddReducer, AppendReducer, DeltaReducer, MergeReducer};
     pub use schemars;
     pub use serde;
     pub use serde_json;

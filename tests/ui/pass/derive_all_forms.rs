@@ -1,5 +1,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use weaver::channel::ChannelKind;
 use weaver::prelude::*;
 
 fn longest(current: &mut String, update: String) {
@@ -27,6 +28,10 @@ pub struct Everything {
     pub log: Vec<String>,
     #[reducer(append)]
     pub tags: HashSet<String>,
+    #[reducer(delta)]
+    pub messages: Vec<String>,
+    #[reducer(delta)]
+    pub events: std::collections::VecDeque<u32>,
     #[reducer(add)]
     pub count: i64,
     #[reducer(add)]
@@ -47,11 +52,17 @@ fn main() {
         .topic("t")
         .note(Some("n".to_owned()))
         .log(vec!["x".to_owned()])
+        .messages(vec!["m".to_owned()])
         .count(2)
         .r#type(1u8);
     let mut state = Everything::default();
     state.apply(vec![update.clone(), EverythingUpdate::default().count(3)]).unwrap();
     assert_eq!(state.count, 5);
+    assert_eq!(state.messages, ["m"]);
+    assert_eq!(
+        Everything::CHANNELS.iter().find(|c| c.name == "messages").map(|c| c.kind),
+        Some(ChannelKind::Delta)
+    );
     assert_eq!(EverythingChannel::Type.name(), "type");
     assert_eq!(EverythingChannel::ALL.len(), Everything::CHANNELS.len());
     let _: EverythingUpdate = state.into();

@@ -13,6 +13,7 @@ pub(super) fn kind(reducer: &Reducer) -> TokenStream {
         Reducer::LastValue => quote!(LastValue),
         Reducer::Replace => quote!(Replace),
         Reducer::Append => quote!(Append),
+        Reducer::Delta => quote!(Delta),
         Reducer::Add => quote!(Add),
         Reducer::Merge => quote!(Merge),
         Reducer::Custom(_) => quote!(Custom),

@@ -73,6 +73,9 @@ fn fold(field: &Field<'_>) -> TokenStream {
         Reducer::Append => quote_spanned! {ty.span()=>
             <#ty as ::weaver::__private::AppendReducer>::reduce(&mut self.#fident, value);
         },
+        Reducer::Delta => quote_spanned! {ty.span()=>
+            <#ty as ::weaver::__private::DeltaReducer>::reduce(&mut self.#fident, value);
+        },
         Reducer::Add => quote_spanned! {ty.span()=>
             <#ty as ::weaver::__private::AddReducer>::reduce(&mut self.#fident, value);
         },

@@ -16,6 +16,12 @@ pub enum ChannelKind {
     Replace,
     /// Extends a collection ([`reduce::append`]).
     Append,
+    /// Extends a sequence like [`Append`](ChannelKind::Append), and is
+    /// checkpointed as a delta: the items appended since the parent
+    /// checkpoint, with the full value every
+    /// [`DELTA_SNAPSHOT_EVERY`](crate::checkpoint::DELTA_SNAPSHOT_EVERY)
+    /// checkpoints of a lineage (`#[reducer(delta)]`).
+    Delta,
     /// Numeric sum ([`reduce::add`]).
     Add,
     /// Map insert/overwrite ([`reduce::merge`]).

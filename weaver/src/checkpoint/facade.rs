@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
+use super::delta;
 use super::saver::Saver;
 use super::types::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, NewCheckpoint,
@@ -62,9 +63,19 @@ impl Checkpointer {
         &self.saver
     }
 
-    /// [`Saver::get_tuple`]: `Ok(None)` when absent.
+    /// [`Saver::get_tuple`]: `Ok(None)` when absent. Delta channels come
+    /// back rebuilt (see [`Checkpoint`](super::Checkpoint)).
     pub async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
-        traced("get_tuple", &target.thread_id, self.saver.get_tuple(target)).await
+        traced("get_tuple", &target.thread_id, async {
+            let Some(t) = self.saver.get_tuple(target).await? else {
+                return Ok(None);
+            };
+            let mut one = [t];
+            delta::resolve(self.saver.as_ref(), &mut one).await?;
+            let [t] = one;
+            Ok(Some(t))
+        })
+        .await
     }
 
     /// Like [`get_tuple`](Checkpointer::get_tuple), but a missing checkpoint is
@@ -84,10 +95,16 @@ impl Checkpointer {
             })
     }
 
-    /// [`Saver::list`]: typed records for adapter and exporter code.
+    /// [`Saver::list`]: typed records for adapter and exporter code, with
+    /// delta channels rebuilt.
     pub async fn list_records(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
         let thread = filter.thread_id.as_deref().unwrap_or("*");
-        traced("list", thread, self.saver.list(filter)).await
+        traced("list", thread, async {
+            let mut tuples = self.saver.list(filter).await?;
+            delta::resolve(self.saver.as_ref(), &mut tuples).await?;
+            Ok(tuples)
+        })
+        .await
     }
 
     /// [`Saver::put`].

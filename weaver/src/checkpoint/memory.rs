@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
 
+use super::delta;
 use super::limits;
 use super::saver::Saver;
 use super::types::{
@@ -60,9 +61,61 @@ impl Log {
     fn find_mut(&mut self, id: &str) -> Option<&mut Stored> {
         self.by_order.get_mut(self.by_id.get(id)?)
     }
+
+    /// [`Saver::lineage`] within this log: records without pending writes.
+    fn lineage(&self, thread_id: &str, ns: &str, id: &str, count: usize) -> Vec<CheckpointTuple> {
+        let mut out = Vec::new();
+        let mut next = Some(id);
+        while let Some(id) = next.take() {
+            let Some((&order, s)) = self
+                .by_id
+                .get(id)
+                .and_then(|o| self.by_order.get_key_value(o))
+            else {
+                break;
+            };
+            if out.len() == count {
+                break;
+            }
+            out.push(s.record(thread_id, ns, order));
+            next = s.parent_id.as_deref();
+        }
+        out
+    }
+
+    /// The head with its delta channels stored in full, when it has any: what
+    /// it must become before its ancestors are removed.
+    fn materialized_head(&self, thread_id: &str, ns: &str) -> Result<Option<Checkpoint>> {
+        let Some(head) = self.by_order.values().next_back() else {
+            return Ok(None);
+        };
+        if head.checkpoint.deltas.is_empty() {
+            return Ok(None);
+        }
+        let count = delta::lineage_len(&head.checkpoint);
+        let chain = self.lineage(thread_id, ns, &head.checkpoint.id, count);
+        delta::materialize(chain, count).map(Some)
+    }
 }
 
 impl Stored {
+    /// The stored record as a tuple, without its pending writes.
+    fn record(&self, thread_id: &str, ns: &str, order: u64) -> CheckpointTuple {
+        let config = CheckpointRef {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: ns.to_owned(),
+            checkpoint_id: Some(self.checkpoint.id.clone()),
+        };
+        CheckpointTuple {
+            parent_config: self.parent_id.as_ref().map(|p| config.at(p.clone())),
+            config,
+            checkpoint: self.checkpoint.clone(),
+            metadata: self.metadata.clone(),
+            commit_order: order,
+            pending_writes: Vec::new(),
+        }
+    }
+
     fn tuple(&self, thread_id: &str, ns: &str, order: u64) -> CheckpointTuple {
         let config = CheckpointRef {
             thread_id: thread_id.to_owned(),
@@ -432,6 +485,27 @@ impl Saver for InMemorySaver {
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
         let mut threads = self.write();
         let mut deleted = 0u64;
+        // Heads that keep delta channels are rebuilt in full before anything
+        // is removed, so that a bad record fails the call with nothing changed.
+        let mut rebuilt = Vec::new();
+        if strategy == PruneStrategy::KeepLatest {
+            for t in thread_ids {
+                for (ns, log) in threads.get(t).into_iter().flatten() {
+                    if let Some(full) = log.materialized_head(t, ns)? {
+                        rebuilt.push((t.clone(), ns.clone(), full));
+                    }
+                }
+            }
+        }
+        for (t, ns, full) in rebuilt {
+            let head = threads
+                .get_mut(&t)
+                .and_then(|n| n.get_mut(&ns))
+                .and_then(|l| l.by_order.values_mut().next_back());
+            if let Some(head) = head {
+                head.checkpoint = full;
+            }
+        }
         for t in thread_ids {
             match strategy {
                 PruneStrategy::Delete => {
@@ -468,6 +542,22 @@ impl Saver for InMemorySaver {
                 checkpoints: nss.values().map(|l| l.by_order.len() as u64).sum(),
             })
             .collect())
+    }
+
+    async fn lineage(&self, from: &CheckpointRef, count: usize) -> Result<Vec<CheckpointTuple>> {
+        let Some(id) = &from.checkpoint_id else {
+            return Ok(Vec::new());
+        };
+        let threads = self.read();
+        Ok(threads
+            .get(&from.thread_id)
+            .and_then(|n| n.get(&from.checkpoint_ns))
+            .map(|log| log.lineage(&from.thread_id, &from.checkpoint_ns, id, count))
+            .unwrap_or_default())
+    }
+
+    fn supports_deltas(&self) -> bool {
+        true
     }
 
     fn is_in_process(&self) -> bool {

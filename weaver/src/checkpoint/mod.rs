@@ -1,6 +1,7 @@
 //! Checkpoints: the record types, the [`Saver`] contract, the
 //! [`Checkpointer`] facade and the in-memory saver.
 
+pub(crate) mod delta;
 mod facade;
 pub(crate) mod id;
 pub mod limits;
@@ -10,6 +11,7 @@ mod saver;
 pub(crate) mod sql;
 mod types;
 
+pub use delta::DELTA_SNAPSHOT_EVERY;
 pub use facade::Checkpointer;
 pub use id::{new_checkpoint_id, now_rfc3339};
 pub use memory::InMemorySaver;
@@ -17,9 +19,10 @@ pub use saver::Saver;
 #[cfg(feature = "postgres")]
 pub(crate) use types::is_plain_identifier;
 pub use types::{
-    BatchEntry, CHECKPOINT_FORMAT, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource,
-    CheckpointTuple, ERROR_CHANNEL, ForkOptions, INTERRUPT_CHANNEL, ListFilter, NO_WRITES_CHANNEL,
-    NewCheckpoint, PendingWrite, PruneStrategy, RESUME_CHANNEL, ThreadInfo, WriteOp,
+    BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,
+    CheckpointSource, CheckpointTuple, DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, ForkOptions,
+    INTERRUPT_CHANNEL, ListFilter, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite, PruneStrategy,
+    RESUME_CHANNEL, ThreadInfo, WriteOp,
 };
 
 // The SQL savers (behind the `sqlite` / `postgres` features).

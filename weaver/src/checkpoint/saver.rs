@@ -117,6 +117,44 @@ pub trait Saver: Debug + Send + Sync {
         Ok(())
     }
 
+    /// The checkpoint `from` names (its id must be set) and its ancestors,
+    /// following parent links, nearest first: at most `count` records in
+    /// all, fewer when the lineage ends (or a parent is missing). Pending
+    /// writes are not loaded. Records are returned as stored: delta channels
+    /// are not rebuilt. An unknown `from` gives an empty list.
+    ///
+    /// This is what a delta channel is rebuilt from; the default follows the
+    /// links with [`get_tuple`](Saver::get_tuple), one call per record.
+    async fn lineage(&self, from: &CheckpointRef, count: usize) -> Result<Vec<CheckpointTuple>> {
+        let mut out: Vec<CheckpointTuple> = Vec::new();
+        let mut next = from.checkpoint_id.clone().map(|id| from.at(id));
+        while let Some(target) = next.take() {
+            if out.len() == count {
+                break;
+            }
+            let Some(mut t) = self.get_tuple(&target).await? else {
+                break;
+            };
+            t.pending_writes.clear();
+            next = t
+                .parent_config
+                .as_ref()
+                .and_then(|p| p.checkpoint_id.clone())
+                .map(|id| target.at(id));
+            out.push(t);
+        }
+        Ok(out)
+    }
+
+    /// Whether the engine may store delta channels as deltas here: the saver
+    /// keeps every checkpoint's ancestors (until pruned, and then rebuilds
+    /// what it keeps in full) and answers [`lineage`](Saver::lineage).
+    /// `false` by default, and for shallow savers, which keep only the latest
+    /// checkpoint: delta channels are then stored in full.
+    fn supports_deltas(&self) -> bool {
+        false
+    }
+
     /// Whether writes complete in process memory, with no I/O to wait for.
     /// The engine then stores checkpoints in line even under
     /// [`Durability::Async`](crate::Durability::Async): there is nothing to

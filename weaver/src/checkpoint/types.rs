@@ -7,8 +7,13 @@ use serde_json::{Map, Value};
 
 use super::id::{new_checkpoint_id, now_rfc3339};
 
-/// Format version of [`Checkpoint`] records written by this build.
+/// Format version of [`Checkpoint`] records without delta channels.
 pub const CHECKPOINT_FORMAT: u32 = 1;
+
+/// Format version of [`Checkpoint`] records that hold [`ChannelDelta`]s (the
+/// highest format this build reads). Older builds do not know `deltas` and
+/// would read such a channel as empty; the version tells them apart.
+pub const DELTA_CHECKPOINT_FORMAT: u32 = 2;
 
 /// Addresses a thread's checkpoint: `checkpoint_id = None` means the latest
 /// (highest `commit_order`) in `(thread_id, checkpoint_ns)`.
@@ -51,10 +56,16 @@ impl CheckpointRef {
 
 /// A saved snapshot of graph execution at a step boundary.
 ///
-/// `channel_values` holds each state channel's serde value (a channel may be
-/// absent: delta channels are rebuilt from writes); `channel_versions` and
-/// `versions_seen` record which channels changed since each node last ran,
-/// which is what decides the next tasks.
+/// `channel_values` holds each state channel's serde value; `channel_versions`
+/// and `versions_seen` record which channels changed since each node last
+/// ran, which is what decides the next tasks.
+///
+/// A delta channel (`#[reducer(delta)]`) is stored as a [`ChannelDelta`] in
+/// `deltas` instead of `channel_values`, except every
+/// [`DELTA_SNAPSHOT_EVERY`](super::DELTA_SNAPSHOT_EVERY) checkpoints of a
+/// lineage. [`Checkpointer`](super::Checkpointer) reads rebuild it: their
+/// records hold the full value in `channel_values`, and `deltas` keeps only
+/// each channel's depth (its `items` empty).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// Record format version.
@@ -69,6 +80,21 @@ pub struct Checkpoint {
     pub channel_versions: BTreeMap<String, u64>,
     /// Node name → channel name → version the node last consumed.
     pub versions_seen: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Delta channel name → what it appended since the parent checkpoint.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub deltas: BTreeMap<String, ChannelDelta>,
+}
+
+/// A delta channel in a stored checkpoint: the items appended to it since the
+/// parent checkpoint. Its value is the parent's value followed by `items`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelDelta {
+    /// How many checkpoints back, following parents, the last full value of
+    /// the channel is (1: the parent holds it).
+    pub depth: u32,
+    /// The items appended since the parent, in order.
+    #[serde(default)]
+    pub items: Vec<Value>,
 }
 
 impl Checkpoint {
@@ -81,6 +107,7 @@ impl Checkpoint {
             channel_values: Map::new(),
             channel_versions: BTreeMap::new(),
             versions_seen: BTreeMap::new(),
+            deltas: BTreeMap::new(),
         }
     }
 
@@ -103,6 +130,7 @@ impl Checkpoint {
             channel_values: Map::new(),
             channel_versions: self.channel_versions.clone(),
             versions_seen: self.versions_seen.clone(),
+            deltas: BTreeMap::new(),
         }
     }
 }
@@ -315,6 +343,9 @@ pub struct BatchEntry {
 }
 
 /// One operation of a [`put_ops`](super::Saver::put_ops) group.
+// Most ops are puts, each moved once into its group: boxing them would only
+// add an allocation per checkpoint.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum WriteOp {
     /// [`put`](super::Saver::put) a checkpoint.

@@ -13,6 +13,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::persist::Writer;
 use super::runtime::Runtime;
 use super::{Input, Interrupt, InterruptWhen, Outcome, Resume, StreamEvent, StreamItem};
+use crate::channel::ChannelKind;
+use crate::checkpoint::delta::{DeltaBase, compact};
 use crate::checkpoint::{
     Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple, Checkpointer,
     ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite,
@@ -57,6 +59,24 @@ pub(crate) struct Loop<'g, S: GraphState> {
     /// The run started from a checkpoint older than the thread's head.
     replaying: bool,
     store: Option<Arc<dyn crate::store::Store>>,
+    /// The state's delta channels, when the saver stores them as deltas.
+    delta_channels: Vec<&'static str>,
+    /// The delta channels of the `last_saved` checkpoint, which the next
+    /// stored checkpoint is compacted against.
+    delta_base: Option<DeltaBase>,
+}
+
+/// The state's delta channels, when `cp` stores them as deltas (none when it
+/// does not: they are then stored in full).
+pub(crate) fn delta_channels<S: GraphState>(cp: &Checkpointer) -> Vec<&'static str> {
+    if !cp.saver().supports_deltas() {
+        return Vec::new();
+    }
+    S::CHANNELS
+        .iter()
+        .filter(|c| c.kind == ChannelKind::Delta)
+        .map(|c| c.name)
+        .collect()
 }
 
 /// Task id: deterministic per checkpoint and node, so a resumed step finds
@@ -292,8 +312,11 @@ impl<'g, S: GraphState> Loop<'g, S> {
             replaying: false,
             store,
             config: Arc::new(config),
+            delta_channels: Vec::new(),
+            delta_base: None,
         };
         let Some(cp) = cp else { return Ok(lp) };
+        lp.delta_channels = delta_channels::<S>(cp);
         let target = lp.config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
         let latest = CheckpointRef {
             checkpoint_id: None,
@@ -310,6 +333,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         lp.next_order = head.as_ref().map_or(1, |h| h.commit_order + 1);
         if let Some(t) = start {
             lp.state = decode_state(&t.checkpoint.channel_values)?;
+            lp.delta_base = Some(DeltaBase::of(&t.checkpoint, &lp.delta_channels));
             lp.step = t.metadata.step;
             lp.last_saved = Some(t.checkpoint.id.clone());
             lp.current = t.checkpoint;
@@ -367,11 +391,17 @@ impl<S: GraphState> Loop<'_, S> {
                 channel_values: Map::new(),
                 channel_versions: checkpoint.channel_versions.clone(),
                 versions_seen: checkpoint.versions_seen.clone(),
+                deltas: BTreeMap::new(),
             };
             if let Some(input) = checkpoint.channel_values.get(INPUT_CHANNEL) {
                 kept.channel_values
                     .insert(INPUT_CHANNEL.to_owned(), input.clone());
             }
+            let base = compact(
+                &mut checkpoint,
+                &self.delta_channels,
+                self.delta_base.as_ref(),
+            );
             writer
                 .put(NewCheckpoint {
                     thread_id: thread.thread_id.clone(),
@@ -384,6 +414,7 @@ impl<S: GraphState> Loop<'_, S> {
                 .await?;
             self.next_order += 1;
             self.last_saved = Some(kept.id.clone());
+            self.delta_base = Some(base);
             saved = true;
             checkpoint = kept;
         }
@@ -422,13 +453,19 @@ impl<S: GraphState> Loop<'_, S> {
                 if self.step == -1 || self.current.channel_values.contains_key(INPUT_CHANNEL) {
                     metadata.source = CheckpointSource::Input;
                 }
+                let mut checkpoint = self.current.clone();
+                let base = compact(
+                    &mut checkpoint,
+                    &self.delta_channels,
+                    self.delta_base.as_ref(),
+                );
                 writer
                     .put_final(
                         NewCheckpoint {
                             thread_id: thread.thread_id.clone(),
                             checkpoint_ns: thread.checkpoint_ns.clone(),
                             parent_id: self.last_saved.clone(),
-                            checkpoint: self.current.clone(),
+                            checkpoint,
                             metadata,
                             commit_order: Some(self.next_order),
                         },
@@ -437,6 +474,7 @@ impl<S: GraphState> Loop<'_, S> {
                     .await?;
                 self.next_order += 1;
                 self.last_saved = Some(self.current.id.clone());
+                self.delta_base = Some(base);
                 self.current_saved = true;
             }
         } else if !writes.is_empty()

@@ -1,6 +1,9 @@
 //! Editing a thread: `update_state` and `bulk_update_state`.
 
-use super::run::{decode_state, encode_object, mark_seen, next_tasks, route, trigger_of};
+use super::run::{
+    decode_state, delta_channels, encode_object, mark_seen, next_tasks, route, trigger_of,
+};
+use crate::checkpoint::delta::{DeltaBase, compact};
 use crate::checkpoint::{
     CheckpointMetadata, CheckpointRef, CheckpointSource, Checkpointer, NewCheckpoint,
 };
@@ -105,6 +108,10 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         }
     };
     let mut next_order = head.map_or(1, |h| h.commit_order + 1);
+    let delta_channels = delta_channels::<S>(cp);
+    let mut delta_base = base
+        .as_ref()
+        .map(|t| DeltaBase::of(&t.checkpoint, &delta_channels));
     let (mut checkpoint, mut state, mut step, mut parent) = match base {
         Some(t) => (
             t.checkpoint.clone(),
@@ -175,16 +182,19 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         step = if step == -2 { -1 } else { step + 1 };
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step);
         metadata.extra = config.get_metadata().clone();
+        let mut record = next.clone();
+        let record_base = compact(&mut record, &delta_channels, delta_base.as_ref());
         let stored = cp
             .put(NewCheckpoint {
                 thread_id: target.thread_id.clone(),
                 checkpoint_ns: target.checkpoint_ns.clone(),
                 parent_id: parent.clone(),
-                checkpoint: next.clone(),
+                checkpoint: record,
                 metadata,
                 commit_order: Some(next_order),
             })
             .await?;
+        delta_base = Some(record_base);
         next_order += 1;
         parent = Some(next.id.clone());
         checkpoint = next;

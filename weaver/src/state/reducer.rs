@@ -30,6 +30,31 @@ where
     }
 }
 
+/// A field type `#[reducer(delta)]` can extend and checkpoint as deltas: a
+/// sequence that serializes as a JSON array and only grows at its end
+/// (`Vec<T>`, `VecDeque<T>`).
+#[diagnostic::on_unimplemented(
+    message = "`#[reducer(delta)]` cannot store a field of type `{Self}` as deltas",
+    label = "`delta` needs a `Vec<T>` or `VecDeque<T>` here",
+    note = "a delta channel is checkpointed as the items appended since its parent checkpoint, so its value must be a sequence that only grows at its end; use `#[reducer(append)]` for sets and other collections"
+)]
+pub trait DeltaReducer: Sized {
+    /// Calls [`reduce::append`].
+    fn reduce(current: &mut Self, update: Self);
+}
+
+impl<T> DeltaReducer for Vec<T> {
+    fn reduce(current: &mut Self, update: Self) {
+        reduce::append(current, update);
+    }
+}
+
+impl<T> DeltaReducer for std::collections::VecDeque<T> {
+    fn reduce(current: &mut Self, update: Self) {
+        reduce::append(current, update);
+    }
+}
+
 /// A field type `#[reducer(add)]` can sum (`AddAssign`).
 #[diagnostic::on_unimplemented(
     message = "`#[reducer(add)]` cannot add to a field of type `{Self}`",

@@ -88,6 +88,8 @@ pub(crate) struct Queries {
     pub(crate) list_threads: String,
     pub(crate) lineage: String,
     pub(crate) lineage_writes: String,
+    pub(crate) heads_of_thread: String,
+    pub(crate) set_payload: String,
     pub(crate) meta_out: &'static str,
 }
 
@@ -161,7 +163,7 @@ impl Queries {
             ),
             lineage: format!(
                 "{lineage_cte}
-                 SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, {meta_out} AS metadata, l.depth
+                 SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, {meta_out} AS metadata, c.commit_order, l.depth
                    FROM lineage AS l JOIN {cps} AS c
                      ON c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = l.checkpoint_id
                   ORDER BY l.depth"
@@ -171,6 +173,12 @@ impl Queries {
                  SELECT w.checkpoint_id, w.task_id, w.idx, w.channel, w.task_path, w.value
                    FROM lineage AS l JOIN {writes} AS w
                      ON w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = l.checkpoint_id"
+            ),
+            heads_of_thread: format!(
+                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} WHERE thread_id = $1 AND commit_order = (SELECT MAX(c2.commit_order) FROM {cps} AS c2 WHERE c2.thread_id = {cps}.thread_id AND c2.checkpoint_ns = {cps}.checkpoint_ns)"
+            ),
+            set_payload: format!(
+                "UPDATE {cps} SET checkpoint = $4 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
             ),
             meta_out,
             cps,

@@ -13,7 +13,7 @@ macro_rules! impl_sql_saver {
             use ::async_trait::async_trait;
             use ::sqlx::{AssertSqlSafe, Row};
 
-            use $crate::checkpoint::limits;
+            use $crate::checkpoint::{delta, limits};
             use $crate::checkpoint::sql::group::{Arg, GroupItem, GroupPlan};
             use $crate::checkpoint::sql::hot::Lease;
             use $crate::checkpoint::sql::{
@@ -143,6 +143,82 @@ macro_rules! impl_sql_saver {
                         }
                     }
                     Ok(out.finish())
+                }
+
+                /// Lineage rows (`q.lineage`, nearest first) of `(thread, ns)` as records.
+                fn decode_lineage(
+                    &self,
+                    rows: &[<$db as ::sqlx::Database>::Row],
+                    thread: &str,
+                    ns: &str,
+                    op: &'static str,
+                ) -> Result<Vec<CheckpointTuple>> {
+                    rows.iter()
+                        .map(|row| {
+                            let payload: &[u8] = get(row, "checkpoint", op)?;
+                            let metadata: &str = get(row, "metadata", op)?;
+                            self.settings.decode_tuple(
+                                thread.to_owned(),
+                                ns.to_owned(),
+                                get(row, "checkpoint_id", op)?,
+                                get(row, "parent_checkpoint_id", op)?,
+                                payload,
+                                metadata,
+                                get(row, "commit_order", op)?,
+                            )
+                        })
+                        .collect()
+                }
+
+                /// Before `prune` keeps only the heads of `thread`: stores the
+                /// delta channels of each head in full, inside `tx`.
+                async fn materialize_heads(&self, tx: &mut Tx, thread: &str, op: &'static str) -> Result<()> {
+                    let q = &self.settings.q;
+                    let heads = ::sqlx::query(AssertSqlSafe(q.heads_of_thread.clone()))
+                        .bind(thread)
+                        .fetch_all(&mut **tx)
+                        .await
+                        .map_err(storage(op))?;
+                    for row in &heads {
+                        let ns: String = get(row, "checkpoint_ns", op)?;
+                        let payload: &[u8] = get(row, "checkpoint", op)?;
+                        let metadata: &str = get(row, "metadata", op)?;
+                        let head = self.settings.decode_tuple(
+                            thread.to_owned(),
+                            ns.clone(),
+                            get(row, "checkpoint_id", op)?,
+                            get(row, "parent_checkpoint_id", op)?,
+                            payload,
+                            metadata,
+                            get(row, "commit_order", op)?,
+                        )?;
+                        if head.checkpoint.deltas.is_empty() {
+                            continue;
+                        }
+                        let count = delta::lineage_len(&head.checkpoint);
+                        let rows = ::sqlx::query(AssertSqlSafe(q.lineage.clone()))
+                            .bind(thread)
+                            .bind(&ns)
+                            .bind(&head.checkpoint.id)
+                            .bind(i64::try_from(count - 1).unwrap_or(i64::MAX))
+                            .fetch_all(&mut **tx)
+                            .await
+                            .map_err(storage(op))?;
+                        let chain = self.decode_lineage(&rows, thread, &ns, op)?;
+                        let full = delta::materialize(chain, count)?;
+                        let ctx = RecordContext::checkpoint(thread, &ns, &full.id);
+                        let payload = self.settings.codec.encode_checkpoint(&full, &ctx)?;
+                        $crate::codec::check_size("checkpoint record bytes", &payload, self.settings.max_record_bytes)?;
+                        ::sqlx::query(AssertSqlSafe(q.set_payload.clone()))
+                            .bind(thread)
+                            .bind(&ns)
+                            .bind(&full.id)
+                            .bind(payload)
+                            .execute(&mut **tx)
+                            .await
+                            .map_err(storage(op))?;
+                    }
+                    Ok(())
                 }
 
                 /// The head commit order of `(thread, ns)`.
@@ -777,6 +853,9 @@ macro_rules! impl_sql_saver {
                     let mut tx = self.begin_write(op).await?;
                     let mut deleted = 0u64;
                     for t in thread_ids {
+                        if strategy == PruneStrategy::KeepLatest {
+                            self.materialize_heads(&mut tx, t, op).await?;
+                        }
                         ::sqlx::query(AssertSqlSafe(writes_sql.clone()))
                             .bind(t)
                             .execute(&mut *tx)
@@ -791,6 +870,26 @@ macro_rules! impl_sql_saver {
                     }
                     tx.commit().await.map_err(storage(op))?;
                     Ok(deleted)
+                }
+
+                async fn lineage(&self, from: &CheckpointRef, count: usize) -> Result<Vec<CheckpointTuple>> {
+                    let op = "lineage";
+                    let (Some(id), Some(depth)) = (&from.checkpoint_id, count.checked_sub(1)) else {
+                        return Ok(Vec::new());
+                    };
+                    self.ensure_migrated().await?;
+                    let params = vec![
+                        Param::Text(from.thread_id.clone()),
+                        Param::Text(from.checkpoint_ns.clone()),
+                        Param::Text(id.clone()),
+                        Param::Int(i64::try_from(depth).unwrap_or(i64::MAX)),
+                    ];
+                    let rows = self.fetch_dynamic(self.settings.q.lineage.clone(), params, op).await?;
+                    self.decode_lineage(&rows, &from.thread_id, &from.checkpoint_ns, op)
+                }
+
+                fn supports_deltas(&self) -> bool {
+                    !self.settings.shallow
                 }
 
                 async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>> {

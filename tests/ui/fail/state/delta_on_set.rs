@@ -1,9 +1,11 @@
+use std::collections::BTreeSet;
+
 use weaver::prelude::*;
 
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
 struct State {
     #[reducer(delta)]
-    messages: Vec<String>,
+    tags: BTreeSet<String>,
 }
 
 fn main() {}

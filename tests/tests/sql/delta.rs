@@ -1,0 +1,423 @@
+//! Delta channels (`#[reducer(delta)]`) on every saver: stored as what each
+//! checkpoint appended, with a full value every `DELTA_SNAPSHOT_EVERY`
+//! checkpoints, and read back whole by every path that reads state.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sqlx::AssertSqlSafe;
+use weaver::checkpoint::{
+    BatchEntry, CheckpointRef, CheckpointTuple, DELTA_SNAPSHOT_EVERY, ForkOptions, ListFilter,
+    NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
+};
+use weaver::codec::{EncryptedCodec, EncryptionKey};
+use weaver::prelude::*;
+
+use crate::common::{PgDb, SqliteDb};
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Chat {
+    #[reducer(delta)]
+    messages: Vec<String>,
+    turns: u32,
+}
+
+fn chat(saver: Arc<dyn Saver>) -> CompiledGraph<Chat> {
+    Graph::<Chat>::new("chat")
+        .add_node("chat", |s: &Chat| {
+            let last = s.messages.last().cloned().unwrap_or_default();
+            ChatUpdate::default()
+                .messages(vec![format!("ai re {last}")])
+                .turns(s.turns + 1)
+        })
+        .add_sequence([START, "chat", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap()
+}
+
+fn user(i: usize) -> ChatUpdate {
+    ChatUpdate::default().messages(vec![format!("user {i}")])
+}
+
+/// The messages after `turns` turns.
+fn transcript(turns: usize) -> Vec<String> {
+    (0..turns)
+        .flat_map(|i| [format!("user {i}"), format!("ai re user {i}")])
+        .collect()
+}
+
+/// Raw records of a thread, as the saver stores them (newest first).
+async fn raw(saver: &dyn Saver, thread: &str) -> Vec<CheckpointTuple> {
+    saver.list(&ListFilter::thread(thread)).await.unwrap()
+}
+
+/// How many raw records of `thread` hold `messages` in full.
+async fn full_records(saver: &dyn Saver, thread: &str) -> usize {
+    raw(saver, thread)
+        .await
+        .iter()
+        .filter(|t| t.checkpoint.channel_values.contains_key("messages"))
+        .count()
+}
+
+async fn deltas_on(saver: Arc<dyn Saver>) {
+    let graph = chat(saver.clone());
+    let config = RunConfig::thread("t");
+    let turns = 40;
+    for i in 0..turns {
+        graph.invoke(user(i), &config).await.unwrap();
+    }
+    let expected = transcript(turns);
+
+    // Stored: a full value once every DELTA_SNAPSHOT_EVERY checkpoints of the
+    // lineage, what was appended in the others.
+    let records = raw(saver.as_ref(), "t").await;
+    assert_eq!(records.len(), 3 * turns);
+    let full = full_records(saver.as_ref(), "t").await;
+    assert_eq!(full, records.len().div_ceil(DELTA_SNAPSHOT_EVERY as usize));
+    let head = &records[0];
+    assert!(!head.checkpoint.channel_values.contains_key("messages"));
+    let delta = &head.checkpoint.deltas["messages"];
+    assert_eq!(delta.items, [serde_json::json!(expected.last().unwrap())]);
+    assert!(delta.depth >= 1 && delta.depth < DELTA_SNAPSHOT_EVERY);
+    // Other channels are stored as before.
+    assert_eq!(head.checkpoint.channel_values["turns"], 40);
+
+    // Read back whole: the head, every snapshot of the history, a page of it.
+    let state = graph.get_state(&config).await.unwrap();
+    assert_eq!(state.values.messages, expected);
+    let history = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let lens: Vec<usize> = history.iter().map(|s| s.values.messages.len()).collect();
+    let want: Vec<usize> = (1..=turns)
+        .rev()
+        .flat_map(|t| [2 * t, 2 * t - 1, 2 * t - 2])
+        .collect();
+    assert_eq!(lens, want);
+    for s in &history {
+        assert_eq!(s.values.messages, expected[..s.values.messages.len()]);
+    }
+    for (limit, before) in [
+        (20, None),
+        (7, Some(&history[50])),
+        (3, Some(&history[100])),
+    ] {
+        let mut options = History::default().limit(limit);
+        if let Some(b) = before {
+            options = options.before(b.config.get_checkpoint_id().unwrap());
+        }
+        let page = graph.get_state_history(&config, options).await.unwrap();
+        let start = before.map_or(0, |b| {
+            history
+                .iter()
+                .position(|s| s.config.get_checkpoint_id() == b.config.get_checkpoint_id())
+                .unwrap()
+                + 1
+        });
+        assert_eq!(page.len(), limit);
+        for (got, want) in page.iter().zip(&history[start..]) {
+            assert_eq!(got.values, want.values);
+            assert_eq!(
+                got.config.get_checkpoint_id(),
+                want.config.get_checkpoint_id()
+            );
+        }
+    }
+
+    // An old checkpoint by id, and a replay from it: the fork appends to
+    // the old value, and the old branch stays as it was.
+    let old = &history[64]; // after START of turn 19: 37 messages
+    assert_eq!(old.values.messages.len(), 37);
+    let at_old = config
+        .clone()
+        .checkpoint_id(old.config.get_checkpoint_id().unwrap());
+    let again = graph.get_state(&at_old).await.unwrap();
+    assert_eq!(again.values, old.values);
+    let replayed = graph
+        .continue_run(&at_old)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(replayed.messages.len(), 38);
+    assert_eq!(replayed.messages[..37], expected[..37]);
+    let state = graph.get_state(&config).await.unwrap();
+    assert_eq!(state.values, replayed);
+
+    // update_state on an older checkpoint forks from its value too.
+    let forked = graph
+        .update_state(
+            &config
+                .clone()
+                .checkpoint_id(history[10].config.get_checkpoint_id().unwrap()),
+            ChatUpdate::default().messages(vec!["edited".to_owned()]),
+            Some("chat"),
+        )
+        .await
+        .unwrap();
+    let edited = graph.get_state(&forked).await.unwrap();
+    let mut want = history[10].values.messages.clone();
+    want.push("edited".to_owned());
+    assert_eq!(edited.values.messages, want);
+
+    // Copies keep what their deltas need.
+    let copy = RunConfig::thread("t-copy");
+    saver.copy_thread("t", "t-copy").await.unwrap();
+    assert_eq!(graph.get_state(&copy).await.unwrap().values, edited.values);
+    let at = CheckpointRef::latest("t").at(history[5].config.get_checkpoint_id().unwrap());
+    saver
+        .fork_at(&at, "t-fork", ForkOptions::default())
+        .await
+        .unwrap();
+    let fork = graph.get_state(&RunConfig::thread("t-fork")).await.unwrap();
+    assert_eq!(fork.values, history[5].values);
+
+    // Pruning to the latest stores it in full, and the thread goes on.
+    assert!(
+        !raw(saver.as_ref(), "t").await[0]
+            .checkpoint
+            .deltas
+            .is_empty()
+    );
+    saver
+        .prune(&["t".to_owned()], PruneStrategy::KeepLatest)
+        .await
+        .unwrap();
+    let kept = raw(saver.as_ref(), "t").await;
+    assert_eq!(kept.len(), 1);
+    assert!(kept[0].checkpoint.deltas.is_empty());
+    assert_eq!(
+        graph.get_state(&config).await.unwrap().values,
+        edited.values
+    );
+    let next = graph.invoke(user(99), &config).await.unwrap();
+    let mut want = edited.values.messages.clone();
+    want.extend(["user 99".to_owned(), "ai re user 99".to_owned()]);
+    assert_eq!(next.complete().unwrap().messages, want);
+    assert_eq!(
+        graph.get_state(&config).await.unwrap().values.messages,
+        want
+    );
+
+    // Every durability mode stores and rebuilds the same values.
+    for (i, mode) in [Durability::Async, Durability::Exit]
+        .into_iter()
+        .enumerate()
+    {
+        let config = RunConfig::thread(format!("mode-{i}")).durability(mode);
+        for t in 0..DELTA_SNAPSHOT_EVERY as usize + 5 {
+            graph.invoke(user(t), &config).await.unwrap();
+        }
+        let expected = transcript(DELTA_SNAPSHOT_EVERY as usize + 5);
+        let state = graph.get_state(&config).await.unwrap();
+        assert_eq!(state.values.messages, expected, "{mode:?}");
+        for s in graph
+            .get_state_history(&config, History::default())
+            .await
+            .unwrap()
+        {
+            assert_eq!(s.values.messages, expected[..s.values.messages.len()]);
+        }
+        let thread = format!("mode-{i}");
+        assert!(
+            full_records(saver.as_ref(), &thread).await < raw(saver.as_ref(), &thread).await.len()
+        );
+    }
+}
+
+/// Drops the record of `thread` that the head's messages are rebuilt from
+/// (the newest one holding them in full), then checks the typed error.
+async fn missing_ancestor_is_typed(saver: Arc<dyn Saver>, delete: impl AsyncFnOnce(&str)) {
+    let graph = chat(saver.clone());
+    let config = RunConfig::thread("broken");
+    for i in 0..12 {
+        graph.invoke(user(i), &config).await.unwrap();
+    }
+    let records = raw(saver.as_ref(), "broken").await;
+    let base = records
+        .iter()
+        .find(|t| t.checkpoint.channel_values.contains_key("messages"))
+        .unwrap();
+    delete(&base.checkpoint.id).await;
+    match graph.get_state(&config).await {
+        Err(Error::MissingParent { parent_id, .. }) => assert_eq!(parent_id, base.checkpoint.id),
+        other => panic!("expected MissingParent, got {other:?}"),
+    }
+    assert!(matches!(
+        graph.invoke(user(12), &config).await,
+        Err(Error::MissingParent { .. })
+    ));
+}
+
+#[tokio::test]
+async fn deltas_in_memory() {
+    deltas_on(Arc::new(InMemorySaver::new())).await;
+}
+
+#[tokio::test]
+async fn deltas_on_sqlite() {
+    let db = SqliteDb::new().await;
+    deltas_on(Arc::new(db.saver().await)).await;
+}
+
+#[tokio::test]
+async fn deltas_on_postgres() {
+    let db = PgDb::new().await;
+    deltas_on(Arc::new(db.saver().await)).await;
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn deltas_on_an_encrypted_sqlite_saver() {
+    let db = SqliteDb::new().await;
+    let key = EncryptionKey::new("k1", [7; 32]).unwrap();
+    let saver = db
+        .saver()
+        .await
+        .with_codec(EncryptedCodec::json([key]).unwrap());
+    deltas_on(Arc::new(saver)).await;
+}
+
+#[tokio::test]
+async fn shallow_savers_store_delta_channels_in_full() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await.shallow());
+    assert!(!saver.supports_deltas());
+    let graph = chat(saver.clone());
+    let config = RunConfig::thread("s");
+    for i in 0..5 {
+        graph.invoke(user(i), &config).await.unwrap();
+    }
+    let records = raw(saver.as_ref(), "s").await;
+    assert_eq!(records.len(), 1);
+    assert!(records[0].checkpoint.deltas.is_empty());
+    assert_eq!(
+        graph.get_state(&config).await.unwrap().values.messages,
+        transcript(5)
+    );
+}
+
+#[tokio::test]
+async fn a_missing_ancestor_is_a_typed_error_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let pool = db.pool.clone();
+    missing_ancestor_is_typed(Arc::new(db.saver().await), async |id: &str| {
+        sqlx::query("DELETE FROM weaver_checkpoints WHERE checkpoint_id = $1")
+            .bind(id)
+            .execute(&pool)
+            .await
+            .unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_missing_ancestor_is_a_typed_error_on_postgres() {
+    let db = PgDb::new().await;
+    let (pool, schema) = (db.pool.clone(), db.schema.clone());
+    missing_ancestor_is_typed(Arc::new(db.saver().await), async |id: &str| {
+        sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM \"{schema}\".weaver_checkpoints WHERE checkpoint_id = $1"
+        )))
+        .bind(id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    })
+    .await;
+    db.drop_schema().await;
+}
+
+/// A saver as a third party would write one: the trait's default `lineage`
+/// (one `get_tuple` per record), and deltas only when it opts in.
+#[derive(Debug, Default)]
+struct Forwarding {
+    inner: InMemorySaver,
+    deltas: bool,
+}
+
+#[async_trait]
+impl Saver for Forwarding {
+    async fn get_tuple(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
+        self.inner.get_tuple(target).await
+    }
+    async fn list(&self, filter: &ListFilter) -> weaver::Result<Vec<CheckpointTuple>> {
+        self.inner.list(filter).await
+    }
+    async fn put(&self, checkpoint: NewCheckpoint) -> weaver::Result<CheckpointRef> {
+        self.inner.put(checkpoint).await
+    }
+    async fn put_writes(
+        &self,
+        target: &CheckpointRef,
+        writes: Vec<PendingWrite>,
+    ) -> weaver::Result<()> {
+        self.inner.put_writes(target, writes).await
+    }
+    async fn put_checkpoint_with_writes(
+        &self,
+        checkpoint: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> weaver::Result<CheckpointRef> {
+        self.inner
+            .put_checkpoint_with_writes(checkpoint, writes)
+            .await
+    }
+    async fn put_many(&self, entries: Vec<BatchEntry>) -> weaver::Result<Vec<CheckpointRef>> {
+        self.inner.put_many(entries).await
+    }
+    async fn fork_at(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> weaver::Result<CheckpointRef> {
+        self.inner.fork_at(source, target_thread, options).await
+    }
+    async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> weaver::Result<()> {
+        self.inner.copy_thread(source_thread, target_thread).await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> weaver::Result<()> {
+        self.inner.delete_thread(thread_id).await
+    }
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> weaver::Result<u64> {
+        self.inner.prune(thread_ids, strategy).await
+    }
+    async fn list_threads(
+        &self,
+        limit: Option<usize>,
+        offset: usize,
+    ) -> weaver::Result<Vec<ThreadInfo>> {
+        self.inner.list_threads(limit, offset).await
+    }
+    async fn put_ops(&self, ops: Vec<WriteOp>) -> weaver::Result<()> {
+        self.inner.put_ops(ops).await
+    }
+    fn supports_deltas(&self) -> bool {
+        self.deltas
+    }
+}
+
+#[tokio::test]
+async fn deltas_on_a_saver_with_the_default_lineage() {
+    deltas_on(Arc::new(Forwarding {
+        inner: InMemorySaver::new(),
+        deltas: true,
+    }))
+    .await;
+}
+
+#[tokio::test]
+async fn savers_that_do_not_opt_in_store_delta_channels_in_full() {
+    let saver: Arc<dyn Saver> = Arc::new(Forwarding::default());
+    let graph = chat(saver.clone());
+    let config = RunConfig::thread("o");
+    for i in 0..3 {
+        graph.invoke(user(i), &config).await.unwrap();
+    }
+    let records = raw(saver.as_ref(), "o").await;
+    assert!(records.iter().all(|t| t.checkpoint.deltas.is_empty()));
+    assert_eq!(full_records(saver.as_ref(), "o").await, records.len());
+}

@@ -1,0 +1,371 @@
+//! Delta channels in stored checkpoints: compacted when written, rebuilt
+//! when read.
+//!
+//! A delta channel (`#[reducer(delta)]`) only grows at its end, so a
+//! checkpoint can store just the items appended since its parent
+//! ([`ChannelDelta`]) and its value is the parent's value followed by them.
+//! Every [`DELTA_SNAPSHOT_EVERY`] checkpoints of a lineage hold the full value,
+//! so rebuilding one reads at most that many records, in one saver call.
+//! Everything here works on the JSON form: the savers never see a typed state.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use super::saver::Saver;
+use super::types::{
+    CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointRef, CheckpointTuple,
+    DELTA_CHECKPOINT_FORMAT,
+};
+use crate::error::{Error, Result};
+
+/// A delta channel's full value is stored once every this many checkpoints of
+/// a lineage; the checkpoints between store only what was appended.
+pub const DELTA_SNAPSHOT_EVERY: u32 = 32;
+
+/// The delta channels of one stored checkpoint: each one's length and depth
+/// (0 when the checkpoint holds its full value). What the next checkpoint of
+/// the lineage is compacted against.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct DeltaBase(BTreeMap<&'static str, (usize, u32)>);
+
+impl DeltaBase {
+    /// The base of a checkpoint read back with its values rebuilt.
+    pub(crate) fn of(checkpoint: &Checkpoint, channels: &[&'static str]) -> Self {
+        let mut base = BTreeMap::new();
+        for &ch in channels {
+            if let Some(Value::Array(items)) = checkpoint.channel_values.get(ch) {
+                let depth = checkpoint.deltas.get(ch).map_or(0, |d| d.depth);
+                base.insert(ch, (items.len(), depth));
+            }
+        }
+        DeltaBase(base)
+    }
+}
+
+/// Replaces the full values of `channels` in `checkpoint` by what was
+/// appended since its parent (whose base is `parent`), and returns the base
+/// of `checkpoint` for its own child. A channel keeps its full value when the
+/// parent is unknown, the lineage has gone [`DELTA_SNAPSHOT_EVERY`] steps
+/// without one, or the value is not a JSON array that extends the parent's.
+pub(crate) fn compact(
+    checkpoint: &mut Checkpoint,
+    channels: &[&'static str],
+    parent: Option<&DeltaBase>,
+) -> DeltaBase {
+    checkpoint.deltas.clear();
+    let mut base = BTreeMap::new();
+    for &ch in channels {
+        let Some(Value::Array(items)) = checkpoint.channel_values.get_mut(ch) else {
+            continue;
+        };
+        let len = items.len();
+        match parent.and_then(|p| p.0.get(ch)) {
+            Some(&(before, depth)) if before <= len && depth + 1 < DELTA_SNAPSHOT_EVERY => {
+                let appended = items.split_off(before);
+                checkpoint.channel_values.remove(ch);
+                checkpoint.deltas.insert(
+                    ch.to_owned(),
+                    ChannelDelta {
+                        depth: depth + 1,
+                        items: appended,
+                    },
+                );
+                base.insert(ch, (len, depth + 1));
+            }
+            _ => {
+                base.insert(ch, (len, 0));
+            }
+        }
+    }
+    checkpoint.v = if checkpoint.deltas.is_empty() {
+        CHECKPOINT_FORMAT
+    } else {
+        DELTA_CHECKPOINT_FORMAT
+    };
+    DeltaBase(base)
+}
+
+/// Whether a record still has a delta channel to rebuild.
+fn unresolved(checkpoint: &Checkpoint) -> bool {
+    checkpoint
+        .deltas
+        .keys()
+        .any(|ch| !checkpoint.channel_values.contains_key(ch))
+}
+
+fn corrupt(t: &CheckpointTuple, reason: impl std::fmt::Display) -> Error {
+    Error::decode(
+        format!(
+            "checkpoint `{}` of thread `{}`",
+            t.checkpoint.id, t.config.thread_id
+        ),
+        reason,
+    )
+}
+
+/// Checks the record format: a newer build's record is an error, not a guess.
+pub(crate) fn check_format(t: &CheckpointTuple) -> Result<()> {
+    if t.checkpoint.v > DELTA_CHECKPOINT_FORMAT {
+        return Err(corrupt(
+            t,
+            format_args!(
+                "record format {} is newer than this build reads ({DELTA_CHECKPOINT_FORMAT}); upgrade weaver",
+                t.checkpoint.v
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Rebuilds the delta channels of `t` from `base`: the rebuilt values of its
+/// parent, by channel name.
+fn apply(t: &mut CheckpointTuple, base: &dyn Fn(&str) -> Option<Vec<Value>>) -> Result<()> {
+    let channels: Vec<String> = t
+        .checkpoint
+        .deltas
+        .keys()
+        .filter(|ch| !t.checkpoint.channel_values.contains_key(*ch))
+        .cloned()
+        .collect();
+    for ch in channels {
+        let Some(mut value) = base(&ch) else {
+            return Err(corrupt(
+                t,
+                format_args!("delta channel `{ch}` has no value in its parent checkpoint"),
+            ));
+        };
+        if let Some(delta) = t.checkpoint.deltas.get_mut(&ch) {
+            value.append(&mut delta.items);
+        }
+        t.checkpoint.channel_values.insert(ch, Value::Array(value));
+    }
+    Ok(())
+}
+
+/// The value of delta channel `ch` in `t` once rebuilt, as its child's base.
+fn value_of(t: &CheckpointTuple, ch: &str) -> Option<Vec<Value>> {
+    match t.checkpoint.channel_values.get(ch) {
+        Some(Value::Array(items)) => Some(items.clone()),
+        _ => None,
+    }
+}
+
+type Key = (String, String, String);
+
+fn key(r: &CheckpointRef) -> Key {
+    (
+        r.thread_id.clone(),
+        r.checkpoint_ns.clone(),
+        r.checkpoint_id.clone().unwrap_or_default(),
+    )
+}
+
+/// Rebuilds the delta channels of every tuple in `tuples` (any threads, any
+/// order). A tuple whose parent is in `tuples` is rebuilt from it; any other
+/// reads its lineage back to the last full value with one
+/// [`Saver::lineage`] call.
+pub(crate) async fn resolve(saver: &dyn Saver, tuples: &mut [CheckpointTuple]) -> Result<()> {
+    for t in tuples.iter() {
+        check_format(t)?;
+    }
+    if !tuples.iter().any(|t| unresolved(&t.checkpoint)) {
+        return Ok(());
+    }
+    // Parents commit before their children: rebuild oldest first.
+    let mut order: Vec<usize> = (0..tuples.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ta, tb) = (&tuples[a], &tuples[b]);
+        (
+            &ta.config.thread_id,
+            &ta.config.checkpoint_ns,
+            ta.commit_order,
+        )
+            .cmp(&(
+                &tb.config.thread_id,
+                &tb.config.checkpoint_ns,
+                tb.commit_order,
+            ))
+    });
+    let index: HashMap<Key, usize> = tuples
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (key(&t.config), i))
+        .collect();
+    for i in order {
+        if !unresolved(&tuples[i].checkpoint) {
+            continue;
+        }
+        let Some(parent) = tuples[i].parent_config.clone() else {
+            return Err(corrupt(
+                &tuples[i],
+                "it stores delta channels but has no parent checkpoint",
+            ));
+        };
+        match index.get(&key(&parent)).copied() {
+            Some(j) if j != i && !unresolved(&tuples[j].checkpoint) => {
+                let (t, p) = pair(tuples, i, j);
+                apply(t, &|ch| value_of(p, ch))?;
+            }
+            _ => {
+                let depth = lineage_len(&tuples[i].checkpoint) - 1;
+                let mut chain = saver.lineage(&parent, depth).await?;
+                rebuild_chain(&tuples[i], &parent, &mut chain, depth)?;
+                let nearest = chain.first();
+                apply(&mut tuples[i], &|ch| nearest.and_then(|p| value_of(p, ch)))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `tuples[i]` mutably and `tuples[j]` shared (`i != j`).
+fn pair(
+    tuples: &mut [CheckpointTuple],
+    i: usize,
+    j: usize,
+) -> (&mut CheckpointTuple, &CheckpointTuple) {
+    if i < j {
+        let (a, b) = tuples.split_at_mut(j);
+        (&mut a[i], &b[0])
+    } else {
+        let (a, b) = tuples.split_at_mut(i);
+        (&mut b[0], &a[j])
+    }
+}
+
+/// Rebuilds `chain` (the lineage of `child`'s parent, nearest first, `asked`
+/// records asked for) in place, checking that it starts at that parent.
+fn rebuild_chain(
+    child: &CheckpointTuple,
+    parent: &CheckpointRef,
+    chain: &mut [CheckpointTuple],
+    asked: usize,
+) -> Result<()> {
+    let first_id = parent.checkpoint_id.as_deref().unwrap_or_default();
+    match chain.first() {
+        Some(t) if t.checkpoint.id == first_id => rebuild_lineage(chain, asked),
+        _ => Err(missing(child, first_id)),
+    }
+}
+
+fn missing(of: &CheckpointTuple, parent_id: &str) -> Error {
+    Error::MissingParent {
+        thread_id: of.config.thread_id.clone(),
+        checkpoint_id: of.checkpoint.id.clone(),
+        parent_id: parent_id.to_owned(),
+    }
+}
+
+/// Rebuilds a lineage (nearest first, as [`Saver::lineage`] returns it for
+/// `asked` records) in place, oldest first, checking that each record's
+/// parent is the next one.
+fn rebuild_lineage(chain: &mut [CheckpointTuple], asked: usize) -> Result<()> {
+    for t in chain.iter() {
+        check_format(t)?;
+    }
+    for k in (0..chain.len()).rev() {
+        if !unresolved(&chain[k].checkpoint) {
+            continue;
+        }
+        let parent_id = chain[k]
+            .parent_config
+            .as_ref()
+            .and_then(|p| p.checkpoint_id.clone());
+        let Some(p) = chain.get(k + 1) else {
+            // The lineage ended before the channel's last full value: either
+            // a parent is missing, or the recorded depth was too small.
+            return Err(match parent_id {
+                Some(id) if chain.len() < asked => missing(&chain[k], &id),
+                _ => corrupt(
+                    &chain[k],
+                    "a delta channel has no full value within its recorded depth",
+                ),
+            });
+        };
+        if parent_id.as_deref() != Some(p.checkpoint.id.as_str()) {
+            return Err(missing(&chain[k], parent_id.as_deref().unwrap_or_default()));
+        }
+        let (t, p) = pair(chain, k, k + 1);
+        apply(t, &|ch| value_of(p, ch))?;
+    }
+    Ok(())
+}
+
+/// How many records of its lineage, itself included, rebuilding `checkpoint`
+/// reads (1 when it holds every value in full).
+pub(crate) fn lineage_len(checkpoint: &Checkpoint) -> usize {
+    1 + checkpoint
+        .deltas
+        .values()
+        .map(|d| d.depth as usize)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The first record of `chain` (a lineage from [`Saver::lineage`], nearest
+/// first, [`lineage_len`] records asked for) with every delta channel stored
+/// in full: what a saver keeps when it drops the record's ancestors.
+pub(crate) fn materialize(mut chain: Vec<CheckpointTuple>, asked: usize) -> Result<Checkpoint> {
+    rebuild_lineage(&mut chain, asked)?;
+    let Some(first) = chain.into_iter().next() else {
+        return Err(Error::decode("a lineage", "it is empty"));
+    };
+    let mut checkpoint = first.checkpoint;
+    checkpoint.deltas.clear();
+    checkpoint.v = CHECKPOINT_FORMAT;
+    Ok(checkpoint)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn record(messages: Value) -> Checkpoint {
+        let mut c = Checkpoint::empty();
+        c.channel_values.insert("messages".into(), messages);
+        c.channel_values.insert("topic".into(), json!("t"));
+        c
+    }
+
+    #[test]
+    fn compaction_stores_what_was_appended_and_a_full_value_every_n() {
+        let channels = ["messages"];
+        let mut parent = record(json!(["a"]));
+        let mut base = compact(&mut parent, &channels, None);
+        assert_eq!(parent.channel_values["messages"], json!(["a"]));
+        assert_eq!(parent.v, CHECKPOINT_FORMAT);
+        let mut items = vec![json!("a")];
+        for step in 1..DELTA_SNAPSHOT_EVERY * 2 {
+            items.push(json!(step));
+            let mut c = record(Value::Array(items.clone()));
+            base = compact(&mut c, &channels, Some(&base));
+            assert_eq!(c.channel_values["topic"], json!("t"));
+            if step % DELTA_SNAPSHOT_EVERY == 0 {
+                assert_eq!(c.channel_values["messages"], Value::Array(items.clone()));
+                assert!(c.deltas.is_empty());
+            } else {
+                assert!(!c.channel_values.contains_key("messages"));
+                assert_eq!(c.deltas["messages"].items, vec![json!(step)]);
+                assert_eq!(c.deltas["messages"].depth, step % DELTA_SNAPSHOT_EVERY);
+                assert_eq!(c.v, DELTA_CHECKPOINT_FORMAT);
+            }
+        }
+    }
+
+    #[test]
+    fn a_value_that_shrank_or_is_not_an_array_is_stored_in_full() {
+        let channels = ["messages"];
+        let mut parent = record(json!(["a", "b"]));
+        let base = compact(&mut parent, &channels, None);
+        let mut shrunk = record(json!(["a"]));
+        compact(&mut shrunk, &channels, Some(&base));
+        assert_eq!(shrunk.channel_values["messages"], json!(["a"]));
+        let mut odd = record(json!({"not": "an array"}));
+        let next = compact(&mut odd, &channels, Some(&base));
+        assert!(odd.deltas.is_empty());
+        assert_eq!(next, DeltaBase::default());
+    }
+}
