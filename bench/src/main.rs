@@ -57,6 +57,8 @@ struct Args {
     child: bool,
     /// W6 worker: (worker index, schema).
     worker: Option<(usize, String)>,
+    /// W2/W4: store the messages as a delta channel (the default) or append.
+    append_channel: bool,
 }
 
 fn parse_args() -> Args {
@@ -71,6 +73,7 @@ fn parse_args() -> Args {
         multi_thread: false,
         child: false,
         worker: None,
+        append_channel: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -113,6 +116,13 @@ fn parse_args() -> Args {
                     .parse()
                     .unwrap_or_else(|_| usage("--repeats takes a number"))
             }
+            "--w2-channel" => {
+                a.append_channel = match value().as_str() {
+                    "delta" => false,
+                    "append" => true,
+                    other => usage(&format!("unknown W2 channel {other}")),
+                }
+            }
             "--all" => a.all = true,
             "--child" => a.child = true,
             "--w6-worker" => {
@@ -133,7 +143,7 @@ fn parse_args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi]"
+        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append]"
     );
     std::process::exit(2)
 }
@@ -179,6 +189,9 @@ fn main() {
             }
             if args.multi_thread {
                 cmd.args(["--runtime", "multi"]);
+            }
+            if args.append_channel {
+                cmd.args(["--w2-channel", "append"]);
             }
             eprintln!(
                 "== {w} {b} {} run {}",
@@ -550,11 +563,48 @@ fn fan_out(be: &Backend, counts: Option<Counts>, fail: bool) -> CompiledGraph<St
     )
 }
 
-/// W2's state: one append channel of messages.
+/// W2's state: the messages in a delta channel, as the seed's chat graphs
+/// declare them (each checkpoint stores what it appended).
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 struct Chat {
+    #[reducer(delta)]
+    messages: Vec<String>,
+}
+
+/// W2's state with a plain append channel (`--w2-channel append`): every
+/// checkpoint stores all messages, as the peer's `operator.add` list does.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct ChatAppend {
     #[reducer(append)]
     messages: Vec<String>,
+}
+
+/// What W2 and W4 need of a chat state.
+trait ChatState: GraphState {
+    /// The name the rows record.
+    const CHANNEL: &'static str;
+    fn messages(self) -> Vec<String>;
+    fn say(message: String) -> Self::Update;
+}
+
+impl ChatState for Chat {
+    const CHANNEL: &'static str = "delta";
+    fn messages(self) -> Vec<String> {
+        self.messages
+    }
+    fn say(message: String) -> ChatUpdate {
+        ChatUpdate::default().messages(vec![message])
+    }
+}
+
+impl ChatState for ChatAppend {
+    const CHANNEL: &'static str = "append";
+    fn messages(self) -> Vec<String> {
+        self.messages
+    }
+    fn say(message: String) -> ChatAppendUpdate {
+        ChatAppendUpdate::default().messages(vec![message])
+    }
 }
 
 /// 256 ASCII bytes unique per turn, as the peer builds them:
@@ -569,11 +619,11 @@ fn message_for_turn(i: i64) -> String {
     out
 }
 
-fn chat(be: &Backend, turn: Arc<AtomicI64>) -> CompiledGraph<Chat> {
+fn chat<C: ChatState>(be: &Backend, turn: Arc<AtomicI64>) -> CompiledGraph<C> {
     compile(
-        Graph::<Chat>::new("chat")
-            .add_node("chat", move |_: &Chat| {
-                ChatUpdate::default().messages(vec![message_for_turn(turn.load(Ordering::SeqCst))])
+        Graph::<C>::new("chat")
+            .add_node("chat", move |_: &C| {
+                C::say(message_for_turn(turn.load(Ordering::SeqCst)))
             })
             .add_sequence([START, "chat", END]),
         be,
@@ -739,13 +789,21 @@ async fn w1_w3(workload: &str, backend: &str, args: &Args) -> weaver::Result<Vec
 
 /// W2 (500 turns on one thread) and then W4 (history) on the same thread.
 async fn w2_w4(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
+    if args.append_channel {
+        w2_w4_on::<ChatAppend>(backend, args).await
+    } else {
+        w2_w4_on::<Chat>(backend, args).await
+    }
+}
+
+async fn w2_w4_on<C: ChatState>(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
     let turn = Arc::new(AtomicI64::new(0));
     let be = Backend::open(backend).await?;
     let graph = chat(&be, turn.clone());
     for i in 0..WARMUP {
         turn.store(-1 - i as i64, Ordering::SeqCst);
         graph
-            .invoke(Chat::default(), &config(args, format!("warm-{i}")))
+            .invoke(C::default(), &config(args, format!("warm-{i}")))
             .await?;
     }
     let be = be.reset().await?;
@@ -755,7 +813,7 @@ async fn w2_w4(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
     let (lat, wall) = timed_raw(n, |i| {
         turn.store(i as i64 + 1, Ordering::SeqCst);
         let (graph, c) = (graph.clone(), c.clone());
-        async move { graph.invoke(Chat::default(), &c).await.map(drop) }
+        async move { graph.invoke(C::default(), &c).await.map(drop) }
     })
     .await?;
     let storage = be.storage("w2").await?;
@@ -766,7 +824,7 @@ async fn w2_w4(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
         end = Some(graph.get_state(&c).await?);
         gs.push(t.elapsed().as_secs_f64());
     }
-    let msgs = end.map(|s| s.values.messages).unwrap_or_default();
+    let msgs = end.map(|s| s.values.messages()).unwrap_or_default();
     let ok = msgs.len() == n
         && msgs.iter().all(|m| m.len() == 256)
         && msgs.last() == Some(&message_for_turn(n as i64));
@@ -783,6 +841,7 @@ async fn w2_w4(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
     w2["message_count"] = json!(msgs.len());
     w2["message"] = json!("hex(sha256(\"weaver-w2-{i}-{k}\")) for k=0..3 (sha2 crate)");
     w2["output_ok"] = json!(ok);
+    w2["channel"] = json!(C::CHANNEL);
     let w2 = row("W2", backend, args, w2);
 
     // W4: history of the W2 thread.
@@ -815,7 +874,7 @@ async fn w2_w4(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
     let mut old_msgs = 0;
     for _ in 0..50 {
         let t = Instant::now();
-        old_msgs = graph.get_state(&target).await?.values.messages.len();
+        old_msgs = graph.get_state(&target).await?.values.messages().len();
         g10.push(t.elapsed().as_secs_f64());
     }
     let l20 = lat_stats(&h20);
@@ -829,6 +888,7 @@ async fn w2_w4(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
         "get_state_10th_oldest_msgs": old_msgs,
         "median_ms": l20["median_ms"],
         "p95_ms": l20["p95_ms"],
+        "channel": C::CHANNEL,
     });
     let w4 = row("W4", backend, args, w4);
     drop(graph);

@@ -120,7 +120,7 @@ pub(crate) fn check_format(t: &CheckpointTuple) -> Result<()> {
 
 /// Rebuilds the delta channels of `t` from `base`: the rebuilt values of its
 /// parent, by channel name.
-fn apply(t: &mut CheckpointTuple, base: &dyn Fn(&str) -> Option<Vec<Value>>) -> Result<()> {
+fn apply(t: &mut CheckpointTuple, mut base: impl FnMut(&str) -> Option<Vec<Value>>) -> Result<()> {
     let channels: Vec<String> = t
         .checkpoint
         .deltas
@@ -147,6 +147,15 @@ fn apply(t: &mut CheckpointTuple, base: &dyn Fn(&str) -> Option<Vec<Value>>) -> 
 fn value_of(t: &CheckpointTuple, ch: &str) -> Option<Vec<Value>> {
     match t.checkpoint.channel_values.get(ch) {
         Some(Value::Array(items)) => Some(items.clone()),
+        _ => None,
+    }
+}
+
+/// Like [`value_of`], moving the value out of `t` (which is then spent):
+/// rebuilding a lineage moves each value forward instead of copying it.
+fn take_value(t: &mut CheckpointTuple, ch: &str) -> Option<Vec<Value>> {
+    match t.checkpoint.channel_values.get_mut(ch) {
+        Some(Value::Array(items)) => Some(std::mem::take(items)),
         _ => None,
     }
 }
@@ -205,32 +214,35 @@ pub(crate) async fn resolve(saver: &dyn Saver, tuples: &mut [CheckpointTuple]) -
         match index.get(&key(&parent)).copied() {
             Some(j) if j != i && !unresolved(&tuples[j].checkpoint) => {
                 let (t, p) = pair(tuples, i, j);
-                apply(t, &|ch| value_of(p, ch))?;
+                apply(t, |ch| value_of(p, ch))?;
             }
             _ => {
                 let depth = lineage_len(&tuples[i].checkpoint) - 1;
-                let mut chain = saver.lineage(&parent, depth).await?;
+                let below = Some(tuples[i].commit_order);
+                let mut chain = saver.lineage(&parent, depth, below).await?;
                 rebuild_chain(&tuples[i], &parent, &mut chain, depth)?;
-                let nearest = chain.first();
-                apply(&mut tuples[i], &|ch| nearest.and_then(|p| value_of(p, ch)))?;
+                let mut nearest = chain.into_iter().next();
+                apply(&mut tuples[i], |ch| {
+                    nearest.as_mut().and_then(|p| take_value(p, ch))
+                })?;
             }
         }
     }
     Ok(())
 }
 
-/// `tuples[i]` mutably and `tuples[j]` shared (`i != j`).
+/// `tuples[i]` and `tuples[j]`, both mutable (`i != j`).
 fn pair(
     tuples: &mut [CheckpointTuple],
     i: usize,
     j: usize,
-) -> (&mut CheckpointTuple, &CheckpointTuple) {
+) -> (&mut CheckpointTuple, &mut CheckpointTuple) {
     if i < j {
         let (a, b) = tuples.split_at_mut(j);
-        (&mut a[i], &b[0])
+        (&mut a[i], &mut b[0])
     } else {
         let (a, b) = tuples.split_at_mut(i);
-        (&mut b[0], &a[j])
+        (&mut b[0], &mut a[j])
     }
 }
 
@@ -287,7 +299,7 @@ fn rebuild_lineage(chain: &mut [CheckpointTuple], asked: usize) -> Result<()> {
             return Err(missing(&chain[k], parent_id.as_deref().unwrap_or_default()));
         }
         let (t, p) = pair(chain, k, k + 1);
-        apply(t, &|ch| value_of(p, ch))?;
+        apply(t, |ch| take_value(p, ch))?;
     }
     Ok(())
 }

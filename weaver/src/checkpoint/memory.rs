@@ -544,7 +544,12 @@ impl Saver for InMemorySaver {
             .collect())
     }
 
-    async fn lineage(&self, from: &CheckpointRef, count: usize) -> Result<Vec<CheckpointTuple>> {
+    async fn lineage(
+        &self,
+        from: &CheckpointRef,
+        count: usize,
+        _below: Option<u64>,
+    ) -> Result<Vec<CheckpointTuple>> {
         let Some(id) = &from.checkpoint_id else {
             return Ok(Vec::new());
         };

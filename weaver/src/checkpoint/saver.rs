@@ -123,9 +123,19 @@ pub trait Saver: Debug + Send + Sync {
     /// writes are not loaded. Records are returned as stored: delta channels
     /// are not rebuilt. An unknown `from` gives an empty list.
     ///
+    /// `below`, when given, is the commit order of a child of `from`: the
+    /// lineage then lies below it, and a saver may read the `count` commit
+    /// orders under it first (a thread that was never forked is one line).
+    ///
     /// This is what a delta channel is rebuilt from; the default follows the
     /// links with [`get_tuple`](Saver::get_tuple), one call per record.
-    async fn lineage(&self, from: &CheckpointRef, count: usize) -> Result<Vec<CheckpointTuple>> {
+    async fn lineage(
+        &self,
+        from: &CheckpointRef,
+        count: usize,
+        below: Option<u64>,
+    ) -> Result<Vec<CheckpointTuple>> {
+        let _ = below;
         let mut out: Vec<CheckpointTuple> = Vec::new();
         let mut next = from.checkpoint_id.clone().map(|id| from.at(id));
         while let Some(target) = next.take() {

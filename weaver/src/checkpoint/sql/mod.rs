@@ -88,6 +88,7 @@ pub(crate) struct Queries {
     pub(crate) list_threads: String,
     pub(crate) lineage: String,
     pub(crate) lineage_writes: String,
+    pub(crate) lineage_range: String,
     pub(crate) heads_of_thread: String,
     pub(crate) set_payload: String,
     pub(crate) meta_out: &'static str,
@@ -173,6 +174,9 @@ impl Queries {
                  SELECT w.checkpoint_id, w.task_id, w.idx, w.channel, w.task_path, w.value
                    FROM lineage AS l JOIN {writes} AS w
                      ON w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = l.checkpoint_id"
+            ),
+            lineage_range: format!(
+                "SELECT checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order < $3 AND commit_order >= $4 ORDER BY commit_order DESC"
             ),
             heads_of_thread: format!(
                 "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} WHERE thread_id = $1 AND commit_order = (SELECT MAX(c2.commit_order) FROM {cps} AS c2 WHERE c2.thread_id = {cps}.thread_id AND c2.checkpoint_ns = {cps}.checkpoint_ns)"

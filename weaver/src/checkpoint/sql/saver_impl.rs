@@ -872,20 +872,56 @@ macro_rules! impl_sql_saver {
                     Ok(deleted)
                 }
 
-                async fn lineage(&self, from: &CheckpointRef, count: usize) -> Result<Vec<CheckpointTuple>> {
+                async fn lineage(
+                    &self,
+                    from: &CheckpointRef,
+                    count: usize,
+                    below: Option<u64>,
+                ) -> Result<Vec<CheckpointTuple>> {
                     let op = "lineage";
                     let (Some(id), Some(depth)) = (&from.checkpoint_id, count.checked_sub(1)) else {
                         return Ok(Vec::new());
                     };
                     self.ensure_migrated().await?;
+                    let (thread, ns) = (&from.thread_id, &from.checkpoint_ns);
+                    // A thread that was never forked is one line: its lineage
+                    // is the `count` commit orders below the child, one index
+                    // range (which PostgreSQL plans well even before its
+                    // tables have statistics). Otherwise, follow the links.
+                    if let Some(below) = below {
+                        let params = vec![
+                            Param::Text(thread.clone()),
+                            Param::Text(ns.clone()),
+                            Param::Int(order_i64(below)?),
+                            Param::Int(order_i64(below.saturating_sub(count as u64))?),
+                        ];
+                        let rows = self.fetch_dynamic(self.settings.q.lineage_range.clone(), params, op).await?;
+                        let mut want = Some(id.clone());
+                        let mut line = Vec::with_capacity(count);
+                        for row in rows {
+                            let Some(w) = &want else { break };
+                            if line.len() == count {
+                                break;
+                            }
+                            let cid: String = get(&row, "checkpoint_id", op)?;
+                            if &cid != w {
+                                continue;
+                            }
+                            want = get(&row, "parent_checkpoint_id", op)?;
+                            line.push(row);
+                        }
+                        if line.len() == count || (want.is_none() && !line.is_empty()) {
+                            return self.decode_lineage(&line, thread, ns, op);
+                        }
+                    }
                     let params = vec![
-                        Param::Text(from.thread_id.clone()),
-                        Param::Text(from.checkpoint_ns.clone()),
+                        Param::Text(thread.clone()),
+                        Param::Text(ns.clone()),
                         Param::Text(id.clone()),
                         Param::Int(i64::try_from(depth).unwrap_or(i64::MAX)),
                     ];
                     let rows = self.fetch_dynamic(self.settings.q.lineage.clone(), params, op).await?;
-                    self.decode_lineage(&rows, &from.thread_id, &from.checkpoint_ns, op)
+                    self.decode_lineage(&rows, thread, ns, op)
                 }
 
                 fn supports_deltas(&self) -> bool {
