@@ -3,6 +3,7 @@
 //! checkpoints, and read back whole by every path that reads state.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
@@ -241,6 +242,9 @@ async fn missing_ancestor_is_typed(saver: Arc<dyn Saver>, delete: impl AsyncFnOn
         .find(|t| t.checkpoint.channel_values.contains_key("messages"))
         .unwrap();
     delete(&base.checkpoint.id).await;
+    // Another process (a graph with a checkpointer of its own: this one
+    // keeps the values it wrote) reads the thread.
+    let graph = chat(saver.clone());
     match graph.get_state(&config).await {
         Err(Error::MissingParent { parent_id, .. }) => assert_eq!(parent_id, base.checkpoint.id),
         other => panic!("expected MissingParent, got {other:?}"),
@@ -331,16 +335,19 @@ async fn a_missing_ancestor_is_a_typed_error_on_postgres() {
 }
 
 /// A saver as a third party would write one: the trait's default `lineage`
-/// (one `get_tuple` per record), and deltas only when it opts in.
+/// (one `get_tuple` per record), and deltas only when it opts in. Counts the
+/// reads of stored records.
 #[derive(Debug, Default)]
 struct Forwarding {
     inner: InMemorySaver,
     deltas: bool,
+    reads: AtomicUsize,
 }
 
 #[async_trait]
 impl Saver for Forwarding {
     async fn get_tuple(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
         self.inner.get_tuple(target).await
     }
     async fn list(&self, filter: &ListFilter) -> weaver::Result<Vec<CheckpointTuple>> {
@@ -403,10 +410,59 @@ impl Saver for Forwarding {
 #[tokio::test]
 async fn deltas_on_a_saver_with_the_default_lineage() {
     deltas_on(Arc::new(Forwarding {
-        inner: InMemorySaver::new(),
         deltas: true,
+        ..Forwarding::default()
     }))
     .await;
+}
+
+#[tokio::test]
+async fn a_checkpointer_rebuilds_from_what_it_stored_or_read_last() {
+    let saver = Arc::new(Forwarding {
+        deltas: true,
+        ..Forwarding::default()
+    });
+    let graph = chat(saver.clone());
+    let config = RunConfig::thread("c");
+    for i in 0..20 {
+        graph.invoke(user(i), &config).await.unwrap();
+    }
+    let depth = raw(saver.as_ref(), "c").await[0].checkpoint.deltas["messages"].depth as usize;
+    assert!(depth > 3);
+    // The writer kept the values its last checkpoint was compacted against:
+    // reading the head is one read, not one per record back to a full value.
+    let reads = |saver: &Forwarding| saver.reads.load(Ordering::SeqCst);
+    let before = reads(&saver);
+    assert_eq!(
+        graph.get_state(&config).await.unwrap().values.messages,
+        transcript(20)
+    );
+    assert_eq!(reads(&saver) - before, 1);
+    // A checkpointer of its own reads the lineage once, then reuses it.
+    let other = chat(saver.clone());
+    let before = reads(&saver);
+    assert_eq!(
+        other.get_state(&config).await.unwrap().values.messages,
+        transcript(20)
+    );
+    assert_eq!(reads(&saver) - before, 1 + depth);
+    let before = reads(&saver);
+    assert_eq!(
+        other.get_state(&config).await.unwrap().values.messages,
+        transcript(20)
+    );
+    assert_eq!(reads(&saver) - before, 1);
+    // Deleting the thread through it forgets what it kept.
+    other
+        .checkpointer()
+        .unwrap()
+        .delete_thread("c")
+        .await
+        .unwrap();
+    assert_eq!(
+        other.get_state(&config).await.unwrap().values.messages,
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test]

@@ -8,7 +8,8 @@
 //! so rebuilding one reads at most that many records, in one saver call.
 //! Everything here works on the JSON form: the savers never see a typed state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -45,16 +46,19 @@ impl DeltaBase {
 
 /// Replaces the full values of `channels` in `checkpoint` by what was
 /// appended since its parent (whose base is `parent`), and returns the base
-/// of `checkpoint` for its own child. A channel keeps its full value when the
-/// parent is unknown, the lineage has gone [`DELTA_SNAPSHOT_EVERY`] steps
-/// without one, or the value is not a JSON array that extends the parent's.
+/// of `checkpoint` for its own child, with the parent's full values that
+/// compaction cut off (for a [`DeltaCache`]). A channel keeps its full value
+/// when the parent is unknown, the lineage has gone [`DELTA_SNAPSHOT_EVERY`]
+/// steps without one, or the value is not a JSON array that extends the
+/// parent's.
 pub(crate) fn compact(
     checkpoint: &mut Checkpoint,
     channels: &[&'static str],
     parent: Option<&DeltaBase>,
-) -> DeltaBase {
+) -> (DeltaBase, Values) {
     checkpoint.deltas.clear();
     let mut base = BTreeMap::new();
+    let mut cut = Values::new();
     for &ch in channels {
         let Some(Value::Array(items)) = checkpoint.channel_values.get_mut(ch) else {
             continue;
@@ -63,7 +67,9 @@ pub(crate) fn compact(
         match parent.and_then(|p| p.0.get(ch)) {
             Some(&(before, depth)) if before <= len && depth + 1 < DELTA_SNAPSHOT_EVERY => {
                 let appended = items.split_off(before);
-                checkpoint.channel_values.remove(ch);
+                if let Some(Value::Array(prefix)) = checkpoint.channel_values.remove(ch) {
+                    cut.insert(ch.to_owned(), Arc::new(prefix));
+                }
                 checkpoint.deltas.insert(
                     ch.to_owned(),
                     ChannelDelta {
@@ -83,7 +89,85 @@ pub(crate) fn compact(
     } else {
         DELTA_CHECKPOINT_FORMAT
     };
-    DeltaBase(base)
+    (DeltaBase(base), cut)
+}
+
+/// Full values of delta channels at one checkpoint, by channel name.
+pub(crate) type Values = BTreeMap<String, Arc<Vec<Value>>>;
+
+/// At most this many checkpoints' values are cached...
+const CACHE_ENTRIES: usize = 256;
+/// ...holding at most this many items in all.
+const CACHE_ITEMS: usize = 1 << 20;
+
+/// Full values of delta channels at checkpoints this process stored or
+/// rebuilt lately, by (thread, namespace, checkpoint id), so that a thread's
+/// next read rebuilds from them instead of reading its lineage again. A
+/// stored checkpoint never changes, so an entry stays true until its thread
+/// is deleted (entries are dropped then) and its ids are reused.
+#[derive(Debug, Default)]
+pub(crate) struct DeltaCache {
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct CacheInner {
+    map: HashMap<Key, Values>,
+    order: VecDeque<Key>,
+    items: usize,
+}
+
+fn items_of(values: &Values) -> usize {
+    values.values().map(|v| v.len()).sum()
+}
+
+impl DeltaCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
+        // The map stays consistent whatever panicked while it was held.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Remembers the full values of delta channels at checkpoint `at`.
+    pub(crate) fn remember(&self, at: &CheckpointRef, values: Values) {
+        let size = items_of(&values);
+        if values.is_empty() || at.checkpoint_id.is_none() || size > CACHE_ITEMS {
+            return;
+        }
+        let mut c = self.lock();
+        let k = key(at);
+        if let Some(old) = c.map.insert(k.clone(), values) {
+            c.items -= items_of(&old);
+        } else {
+            c.order.push_back(k);
+        }
+        c.items += size;
+        while c.order.len() > CACHE_ENTRIES || c.items > CACHE_ITEMS {
+            let Some(old) = c.order.pop_front() else {
+                break;
+            };
+            if let Some(v) = c.map.remove(&old) {
+                c.items -= items_of(&v);
+            }
+        }
+    }
+
+    fn get(&self, at: &CheckpointRef) -> Option<Values> {
+        self.lock().map.get(&key(at)).cloned()
+    }
+
+    /// Drops every entry of `thread_id`.
+    pub(crate) fn forget_thread(&self, thread_id: &str) {
+        let mut c = self.lock();
+        let CacheInner { map, order, items } = &mut *c;
+        map.retain(|k, v| {
+            let keep = k.0 != thread_id;
+            if !keep {
+                *items -= items_of(v);
+            }
+            keep
+        });
+        order.retain(|k| k.0 != thread_id);
+    }
 }
 
 /// Whether a record still has a delta channel to rebuild.
@@ -174,7 +258,11 @@ fn key(r: &CheckpointRef) -> Key {
 /// order). A tuple whose parent is in `tuples` is rebuilt from it; any other
 /// reads its lineage back to the last full value with one
 /// [`Saver::lineage`] call.
-pub(crate) async fn resolve(saver: &dyn Saver, tuples: &mut [CheckpointTuple]) -> Result<()> {
+pub(crate) async fn resolve(
+    saver: &dyn Saver,
+    cache: &DeltaCache,
+    tuples: &mut [CheckpointTuple],
+) -> Result<()> {
     for t in tuples.iter() {
         check_format(t)?;
     }
@@ -217,14 +305,34 @@ pub(crate) async fn resolve(saver: &dyn Saver, tuples: &mut [CheckpointTuple]) -
                 apply(t, |ch| value_of(p, ch))?;
             }
             _ => {
+                if let Some(values) = cache.get(&parent) {
+                    let t = &tuples[i].checkpoint;
+                    let covered = t
+                        .deltas
+                        .keys()
+                        .filter(|ch| !t.channel_values.contains_key(*ch))
+                        .all(|ch| values.contains_key(ch));
+                    if covered {
+                        apply(&mut tuples[i], |ch| values.get(ch).map(|v| (**v).clone()))?;
+                        continue;
+                    }
+                }
                 let depth = lineage_len(&tuples[i].checkpoint) - 1;
                 let below = Some(tuples[i].commit_order);
                 let mut chain = saver.lineage(&parent, depth, below).await?;
                 rebuild_chain(&tuples[i], &parent, &mut chain, depth)?;
-                let mut nearest = chain.into_iter().next();
-                apply(&mut tuples[i], |ch| {
-                    nearest.as_mut().and_then(|p| take_value(p, ch))
-                })?;
+                // The parent's values are kept for the next read of its
+                // children (the same checkpoint read again, or the next turn).
+                let mut values = Values::new();
+                if let Some(p) = chain.first_mut() {
+                    for ch in tuples[i].checkpoint.deltas.keys() {
+                        if let Some(v) = take_value(p, ch) {
+                            values.insert(ch.clone(), Arc::new(v));
+                        }
+                    }
+                }
+                apply(&mut tuples[i], |ch| values.get(ch).map(|v| (**v).clone()))?;
+                cache.remember(&parent, values);
             }
         }
     }
@@ -346,19 +454,23 @@ mod tests {
     fn compaction_stores_what_was_appended_and_a_full_value_every_n() {
         let channels = ["messages"];
         let mut parent = record(json!(["a"]));
-        let mut base = compact(&mut parent, &channels, None);
+        let (mut base, _) = compact(&mut parent, &channels, None);
         assert_eq!(parent.channel_values["messages"], json!(["a"]));
         assert_eq!(parent.v, CHECKPOINT_FORMAT);
         let mut items = vec![json!("a")];
         for step in 1..DELTA_SNAPSHOT_EVERY * 2 {
             items.push(json!(step));
             let mut c = record(Value::Array(items.clone()));
-            base = compact(&mut c, &channels, Some(&base));
+            let cut;
+            (base, cut) = compact(&mut c, &channels, Some(&base));
             assert_eq!(c.channel_values["topic"], json!("t"));
             if step % DELTA_SNAPSHOT_EVERY == 0 {
                 assert_eq!(c.channel_values["messages"], Value::Array(items.clone()));
                 assert!(c.deltas.is_empty());
+                assert!(cut.is_empty());
             } else {
+                // What was cut off is the parent's whole value.
+                assert_eq!(*cut["messages"], items[..items.len() - 1]);
                 assert!(!c.channel_values.contains_key("messages"));
                 assert_eq!(c.deltas["messages"].items, vec![json!(step)]);
                 assert_eq!(c.deltas["messages"].depth, step % DELTA_SNAPSHOT_EVERY);
@@ -371,13 +483,49 @@ mod tests {
     fn a_value_that_shrank_or_is_not_an_array_is_stored_in_full() {
         let channels = ["messages"];
         let mut parent = record(json!(["a", "b"]));
-        let base = compact(&mut parent, &channels, None);
+        let (base, _) = compact(&mut parent, &channels, None);
         let mut shrunk = record(json!(["a"]));
         compact(&mut shrunk, &channels, Some(&base));
         assert_eq!(shrunk.channel_values["messages"], json!(["a"]));
         let mut odd = record(json!({"not": "an array"}));
-        let next = compact(&mut odd, &channels, Some(&base));
+        let (next, _) = compact(&mut odd, &channels, Some(&base));
         assert!(odd.deltas.is_empty());
         assert_eq!(next, DeltaBase::default());
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn values(n: usize) -> Values {
+        let items = (0..n).map(|i| json!(i)).collect();
+        Values::from([("messages".to_owned(), Arc::new(items))])
+    }
+
+    #[test]
+    fn the_cache_is_bounded_and_forgets_deleted_threads() {
+        let cache = DeltaCache::default();
+        let at = |t: &str, i: usize| CheckpointRef::latest(t).at(format!("c{i}"));
+        for i in 0..CACHE_ENTRIES + 10 {
+            cache.remember(&at("a", i), values(1));
+        }
+        assert!(cache.get(&at("a", 0)).is_none());
+        assert!(cache.get(&at("a", CACHE_ENTRIES + 9)).is_some());
+        assert_eq!(cache.lock().items, CACHE_ENTRIES);
+        // Too many items in all: the oldest go first.
+        cache.remember(&at("b", 0), values(CACHE_ITEMS - 5));
+        assert!(cache.get(&at("b", 0)).is_some());
+        assert!(cache.lock().items <= CACHE_ITEMS);
+        // A value larger than the whole cache is not kept.
+        cache.remember(&at("b", 1), values(CACHE_ITEMS + 1));
+        assert!(cache.get(&at("b", 1)).is_none());
+        cache.forget_thread("b");
+        assert!(cache.get(&at("b", 0)).is_none());
+        let c = cache.lock();
+        assert_eq!(c.items, c.map.values().map(items_of).sum::<usize>());
+        assert_eq!(c.order.len(), c.map.len());
     }
 }

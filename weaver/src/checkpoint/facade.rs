@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use super::delta;
+use super::delta::{self, DeltaCache};
 use super::saver::Saver;
 use super::types::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, NewCheckpoint,
@@ -20,9 +20,17 @@ use crate::error::{Error, Result};
 /// [`fetch_tuple`](Checkpointer::fetch_tuple) turns "not found" into a typed
 /// error; nothing here turns a storage failure into "not found" or an empty
 /// list.
+///
+/// Reads rebuild delta channels (see [`Checkpoint`](super::Checkpoint)). The
+/// facade, and its clones, keep the full values of delta channels at the
+/// checkpoints it stored or rebuilt lately (a few hundred), so that a
+/// thread's next read starts from them instead of reading back to the last
+/// full value; entries of a thread are dropped when it is deleted through
+/// the facade.
 #[derive(Debug, Clone)]
 pub struct Checkpointer {
     saver: Arc<dyn Saver>,
+    cache: Arc<DeltaCache>,
 }
 
 async fn traced<T>(
@@ -48,14 +56,21 @@ async fn traced<T>(
 impl Checkpointer {
     /// Wraps a saver.
     pub fn new(saver: impl Saver + 'static) -> Self {
-        Checkpointer {
-            saver: Arc::new(saver),
-        }
+        Checkpointer::from_arc(Arc::new(saver))
     }
 
     /// Wraps a shared saver.
     pub fn from_arc(saver: Arc<dyn Saver>) -> Self {
-        Checkpointer { saver }
+        Checkpointer {
+            saver,
+            cache: Arc::default(),
+        }
+    }
+
+    /// Remembers the full values of delta channels at checkpoint `at`
+    /// (what compacting its child cut off).
+    pub(crate) fn remember_deltas(&self, at: &CheckpointRef, values: delta::Values) {
+        self.cache.remember(at, values);
     }
 
     /// The saver behind the facade.
@@ -71,7 +86,7 @@ impl Checkpointer {
                 return Ok(None);
             };
             let mut one = [t];
-            delta::resolve(self.saver.as_ref(), &mut one).await?;
+            delta::resolve(self.saver.as_ref(), &self.cache, &mut one).await?;
             let [t] = one;
             Ok(Some(t))
         })
@@ -101,7 +116,7 @@ impl Checkpointer {
         let thread = filter.thread_id.as_deref().unwrap_or("*");
         traced("list", thread, async {
             let mut tuples = self.saver.list(filter).await?;
-            delta::resolve(self.saver.as_ref(), &mut tuples).await?;
+            delta::resolve(self.saver.as_ref(), &self.cache, &mut tuples).await?;
             Ok(tuples)
         })
         .await
@@ -184,6 +199,7 @@ impl Checkpointer {
 
     /// [`Saver::delete_thread`].
     pub async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        self.cache.forget_thread(thread_id);
         traced(
             "delete_thread",
             thread_id,
@@ -194,6 +210,11 @@ impl Checkpointer {
 
     /// [`Saver::prune`].
     pub async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
+        if strategy == PruneStrategy::Delete {
+            for t in thread_ids {
+                self.cache.forget_thread(t);
+            }
+        }
         traced("prune", "*", self.saver.prune(thread_ids, strategy)).await
     }
 

@@ -67,6 +67,11 @@ impl Writer {
         }
     }
 
+    /// The checkpointer it writes to.
+    pub fn checkpointer(&self) -> &Checkpointer {
+        &self.cp
+    }
+
     pub fn mode(&self) -> Durability {
         self.mode
     }

@@ -397,7 +397,7 @@ impl<S: GraphState> Loop<'_, S> {
                 kept.channel_values
                     .insert(INPUT_CHANNEL.to_owned(), input.clone());
             }
-            let base = compact(
+            let (base, cut) = compact(
                 &mut checkpoint,
                 &self.delta_channels,
                 self.delta_base.as_ref(),
@@ -413,6 +413,11 @@ impl<S: GraphState> Loop<'_, S> {
                 })
                 .await?;
             self.next_order += 1;
+            if let Some(parent) = &self.last_saved {
+                writer
+                    .checkpointer()
+                    .remember_deltas(&thread.at(parent.clone()), cut);
+            }
             self.last_saved = Some(kept.id.clone());
             self.delta_base = Some(base);
             saved = true;
@@ -454,7 +459,7 @@ impl<S: GraphState> Loop<'_, S> {
                     metadata.source = CheckpointSource::Input;
                 }
                 let mut checkpoint = self.current.clone();
-                let base = compact(
+                let (base, cut) = compact(
                     &mut checkpoint,
                     &self.delta_channels,
                     self.delta_base.as_ref(),
@@ -473,6 +478,11 @@ impl<S: GraphState> Loop<'_, S> {
                     )
                     .await?;
                 self.next_order += 1;
+                if let Some(parent) = &self.last_saved {
+                    writer
+                        .checkpointer()
+                        .remember_deltas(&thread.at(parent.clone()), cut);
+                }
                 self.last_saved = Some(self.current.id.clone());
                 self.delta_base = Some(base);
                 self.current_saved = true;

@@ -183,7 +183,7 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step);
         metadata.extra = config.get_metadata().clone();
         let mut record = next.clone();
-        let record_base = compact(&mut record, &delta_channels, delta_base.as_ref());
+        let (record_base, cut) = compact(&mut record, &delta_channels, delta_base.as_ref());
         let stored = cp
             .put(NewCheckpoint {
                 thread_id: target.thread_id.clone(),
@@ -195,6 +195,9 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
             })
             .await?;
         delta_base = Some(record_base);
+        if let Some(parent) = &parent {
+            cp.remember_deltas(&target.at(parent.clone()), cut);
+        }
         next_order += 1;
         parent = Some(next.id.clone());
         checkpoint = next;
