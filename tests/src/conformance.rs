@@ -42,6 +42,7 @@ where
     put_many_is_one_atomic_batch(make().await).await;
     put_many_enforces_limits(make().await).await;
     fork_at_copies_only_the_lineage(make().await).await;
+    lineage_follows_parents_nearest_first(make().await).await;
     fork_at_enforces_bounds(make().await).await;
     fork_at_rejects_missing_parent_and_existing_target(make().await).await;
     copy_delete_and_list_threads(make().await).await;
@@ -740,6 +741,79 @@ async fn fork_at_copies_only_the_lineage(saver: Arc<dyn Saver>) {
         .unwrap();
     let listed = saver.list(&ListFilter::thread("dst2")).await.unwrap();
     assert_eq!(ids_of(&listed), [branch_id, ids[0].clone()]);
+}
+
+async fn lineage_follows_parents_nearest_first(saver: Arc<dyn Saver>) {
+    // 1 <- 2 <- 3 <- 4, and a branch 2 <- 5 <- 6 (commit orders 5, 6).
+    let ids = chain(saver.as_ref(), "t", 4).await;
+    let five = new_on("t", Some(&ids[1]), Some(5), 2, json!("five"));
+    let six = new_on("t", Some(&five.checkpoint.id), Some(6), 3, json!("six"));
+    let (five_id, six_id) = (five.checkpoint.id.clone(), six.checkpoint.id.clone());
+    saver.put(five).await.unwrap();
+    saver.put(six).await.unwrap();
+    let at = |id: &str| CheckpointRef::latest("t").at(id.to_owned());
+    let target = at(&ids[3]);
+    saver
+        .put_writes(
+            &target,
+            PendingWrite::for_task("task", "n", [("v".to_owned(), json!("pending"))]),
+        )
+        .await
+        .unwrap();
+    // A straight line, with or without the child's commit order as a hint.
+    for below in [None, Some(5)] {
+        let line = saver.lineage(&target, 10, below).await.unwrap();
+        let want: Vec<String> = ids.iter().rev().cloned().collect();
+        assert_eq!(ids_of(&line), want, "{below:?}");
+        assert!(line.iter().all(|t| t.pending_writes.is_empty()));
+        assert_eq!(line[0].checkpoint.channel_values["v"], json!(3));
+        assert_eq!(line[0].commit_order, 4);
+        assert_eq!(line[1].parent_config, Some(at(&ids[1])));
+        assert_eq!(
+            ids_of(&saver.lineage(&target, 2, below).await.unwrap()),
+            [ids[3].clone(), ids[2].clone()]
+        );
+    }
+    // The branch: its lineage skips the commit orders of the other line,
+    // and a hint that points past them still gives the branch.
+    for below in [None, Some(7)] {
+        let line = saver.lineage(&at(&six_id), 10, below).await.unwrap();
+        assert_eq!(
+            ids_of(&line),
+            [
+                six_id.clone(),
+                five_id.clone(),
+                ids[1].clone(),
+                ids[0].clone()
+            ],
+            "{below:?}"
+        );
+    }
+    // The `count` orders under the hint hold only part of the branch.
+    assert_eq!(
+        ids_of(&saver.lineage(&at(&six_id), 4, Some(7)).await.unwrap()),
+        [
+            six_id.clone(),
+            five_id.clone(),
+            ids[1].clone(),
+            ids[0].clone()
+        ]
+    );
+    assert!(saver.lineage(&target, 0, None).await.unwrap().is_empty());
+    assert!(
+        saver
+            .lineage(&at("missing"), 5, Some(9))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        saver
+            .lineage(&CheckpointRef::latest("t"), 5, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn fork_at_enforces_bounds(saver: Arc<dyn Saver>) {
