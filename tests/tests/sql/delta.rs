@@ -477,3 +477,52 @@ async fn savers_that_do_not_opt_in_store_delta_channels_in_full() {
     assert!(records.iter().all(|t| t.checkpoint.deltas.is_empty()));
     assert_eq!(full_records(saver.as_ref(), "o").await, records.len());
 }
+
+/// A chat whose node asks the user before it answers.
+fn asking(saver: Arc<dyn Saver>) -> CompiledGraph<Chat> {
+    Graph::<Chat>::new("asking")
+        .add_node(
+            "ask",
+            |s: &Chat, rt: &Runtime| -> Result<ChatUpdate, NodeError> {
+                let answer = rt.interrupt(format!("after {} messages?", s.messages.len()))?;
+                Ok(ChatUpdate::default()
+                    .messages(vec![format!("answer {}", answer.as_str().unwrap_or("?"))]))
+            },
+        )
+        .add_sequence([START, "ask", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn interrupts_resume_in_another_process_on_delta_channels() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let config = RunConfig::thread("h");
+    let mut want = Vec::new();
+    for i in 0..DELTA_SNAPSHOT_EVERY as usize {
+        // Each turn pauses in one "process" and is resumed by another, which
+        // rebuilds the messages from the stored deltas alone.
+        let outcome = asking(saver.clone())
+            .invoke(user(i), &config)
+            .await
+            .unwrap();
+        assert!(matches!(outcome, Outcome::Interrupted(_)));
+        want.push(format!("user {i}"));
+        let done = asking(saver.clone())
+            .resume(serde_json::json!(i.to_string()), &config)
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        want.push(format!("answer {i}"));
+        assert_eq!(done.messages, want);
+    }
+    let records = raw(saver.as_ref(), "h").await;
+    assert!(full_records(saver.as_ref(), "h").await < records.len() / 4);
+    let fresh = asking(saver.clone());
+    assert_eq!(
+        fresh.get_state(&config).await.unwrap().values.messages,
+        want
+    );
+}
