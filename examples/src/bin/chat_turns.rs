@@ -20,8 +20,9 @@ use weaver::prelude::*;
 /// The conversation: every user message and every reply.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 struct Chat {
-    /// The transcript.
-    #[reducer(append)]
+    /// The transcript: a delta channel, so each checkpoint stores only the
+    /// messages of its step (and the whole transcript once every 32).
+    #[reducer(delta)]
     messages: Vec<String>,
 }
 

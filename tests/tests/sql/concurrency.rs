@@ -173,7 +173,19 @@ async fn two_processes_one_conversation() {
     }
     assert_eq!(commits.len() + conflicts.len(), 80);
     let saver = db.saver().await;
-    let mut hist = saver.list(&ListFilter::thread("conv")).await.unwrap();
+    // The transcript is a delta channel: stored as each turn's messages...
+    let stored = saver.list(&ListFilter::thread("conv")).await.unwrap();
+    let full = stored
+        .iter()
+        .filter(|t| t.checkpoint.channel_values.contains_key("messages"))
+        .count();
+    let every = weaver::checkpoint::DELTA_SNAPSHOT_EVERY as usize;
+    assert_eq!(full, stored.len().div_ceil(every));
+    // ...and read back whole through a checkpointer.
+    let mut hist = weaver::Checkpointer::new(saver)
+        .list_records(&ListFilter::thread("conv"))
+        .await
+        .unwrap();
     hist.reverse();
     assert_eq!(
         hist.len(),
