@@ -22,6 +22,43 @@ use crate::error::{Error, Result};
 
 /// A delta channel's full value is stored once every this many checkpoints of
 /// a lineage; the checkpoints between store only what was appended.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use weaver::checkpoint::{DELTA_SNAPSHOT_EVERY, ListFilter};
+/// use weaver::prelude::*;
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+/// struct Chat {
+///     /// Stored as what each checkpoint appended.
+///     #[reducer(delta)]
+///     messages: Vec<String>,
+/// }
+///
+/// let saver = InMemorySaver::new();
+/// let graph = Graph::<Chat>::new("chat")
+///     .add_node("reply", |s: &Chat| {
+///         ChatUpdate::default().messages(vec![format!("re: {}", s.messages.len())])
+///     })
+///     .add_sequence([START, "reply", END])
+///     .compile(Compile::new().checkpointer(saver.clone()))
+///     .unwrap();
+/// let config = RunConfig::thread("t");
+/// for i in 0..20 {
+///     let input = ChatUpdate::default().messages(vec![format!("hi {i}")]);
+///     graph.invoke(Input::update(input), &config).await.unwrap();
+/// }
+/// // Every read sees whole values...
+/// let state = graph.get_state(&config).await.unwrap();
+/// assert_eq!(state.values.messages.len(), 40);
+/// let history = graph.get_state_history(&config, History::default()).await.unwrap();
+/// assert!(history.iter().all(|s| s.values.messages == state.values.messages[..s.values.messages.len()]));
+/// // ...while only one checkpoint in DELTA_SNAPSHOT_EVERY stores one.
+/// let stored = saver.list(&ListFilter::thread("t")).await.unwrap();
+/// let full = stored.iter().filter(|t| t.checkpoint.channel_values.contains_key("messages"));
+/// assert_eq!(full.count(), stored.len().div_ceil(DELTA_SNAPSHOT_EVERY as usize));
+/// # });
+/// ```
 pub const DELTA_SNAPSHOT_EVERY: u32 = 32;
 
 /// The delta channels of one stored checkpoint: each one's length and depth
