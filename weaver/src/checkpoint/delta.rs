@@ -421,6 +421,13 @@ fn rebuild_lineage(chain: &mut [CheckpointTuple], asked: usize) -> Result<()> {
     for t in chain.iter() {
         check_format(t)?;
     }
+    // Nothing older than the nearest record holding every value is needed
+    // (a record can hold full values and still record a depth).
+    let needed = chain
+        .iter()
+        .position(|t| !unresolved(&t.checkpoint))
+        .map_or(chain.len(), |f| f + 1);
+    let chain = &mut chain[..needed];
     for k in (0..chain.len()).rev() {
         if !unresolved(&chain[k].checkpoint) {
             continue;
@@ -528,6 +535,93 @@ mod tests {
         let (next, _) = compact(&mut odd, &channels, Some(&base));
         assert!(odd.deltas.is_empty());
         assert_eq!(next, DeltaBase::default());
+    }
+}
+
+#[cfg(test)]
+mod rebuild_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::checkpoint::{CheckpointMetadata, CheckpointSource};
+
+    fn tuple(
+        id: &str,
+        parent: Option<&str>,
+        full: Option<Value>,
+        items: Vec<Value>,
+    ) -> CheckpointTuple {
+        let config = CheckpointRef::latest("t").at(id);
+        let mut checkpoint = Checkpoint::empty();
+        checkpoint.id = id.to_owned();
+        match full {
+            Some(v) => {
+                checkpoint.channel_values.insert("m".into(), v);
+            }
+            None => {
+                checkpoint
+                    .deltas
+                    .insert("m".into(), ChannelDelta { depth: 1, items });
+            }
+        }
+        CheckpointTuple {
+            parent_config: parent.map(|p| config.at(p)),
+            config,
+            checkpoint,
+            metadata: CheckpointMetadata::new(CheckpointSource::Loop, 0),
+            commit_order: 1,
+            pending_writes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_lineage_is_rebuilt_from_its_nearest_full_value() {
+        // c3 (delta) <- c2 (full) <- c1 (delta, whose parent was not read).
+        let mut chain = vec![
+            tuple("c3", Some("c2"), None, vec![json!("z")]),
+            tuple("c2", Some("c1"), Some(json!(["x", "y"])), vec![]),
+            tuple("c1", Some("c0"), None, vec![json!("y")]),
+        ];
+        rebuild_lineage(&mut chain, 3).unwrap();
+        assert_eq!(
+            chain[0].checkpoint.channel_values["m"],
+            json!(["x", "y", "z"])
+        );
+    }
+
+    #[test]
+    fn a_broken_lineage_is_a_typed_error() {
+        // The parent is not the next record.
+        let mut chain = vec![
+            tuple("c3", Some("c2"), None, vec![json!("z")]),
+            tuple("c9", None, Some(json!([])), vec![]),
+        ];
+        assert!(matches!(
+            rebuild_lineage(&mut chain, 2),
+            Err(Error::MissingParent { parent_id, .. }) if parent_id == "c2"
+        ));
+        // The lineage ended early: a parent is missing.
+        let mut chain = vec![tuple("c3", Some("c2"), None, vec![json!("z")])];
+        assert!(matches!(
+            rebuild_lineage(&mut chain, 5),
+            Err(Error::MissingParent { .. })
+        ));
+        // All records asked for were read, and none holds the value.
+        let mut chain = vec![
+            tuple("c3", Some("c2"), None, vec![json!("z")]),
+            tuple("c2", Some("c1"), None, vec![json!("y")]),
+        ];
+        assert!(matches!(
+            rebuild_lineage(&mut chain, 2),
+            Err(Error::Decode { .. })
+        ));
+        // A record of a newer format.
+        let mut chain = vec![tuple("c3", None, Some(json!([])), vec![])];
+        chain[0].checkpoint.v = DELTA_CHECKPOINT_FORMAT + 1;
+        assert!(matches!(
+            rebuild_lineage(&mut chain, 1),
+            Err(Error::Decode { .. })
+        ));
     }
 }
 
