@@ -142,12 +142,23 @@ const CACHE_ITEMS: usize = 1 << 20;
 /// next read rebuilds from them instead of reading its lineage again. A
 /// stored checkpoint never changes, so an entry stays true until its thread
 /// is deleted (entries are dropped then) and its ids are reused.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct DeltaCache {
     inner: Mutex<CacheInner>,
 }
 
-#[derive(Debug, Default)]
+impl std::fmt::Debug for DeltaCache {
+    // The values may be large: show how much is kept, not what.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = self.lock();
+        f.debug_struct("DeltaCache")
+            .field("checkpoints", &c.map.len())
+            .field("items", &c.items)
+            .finish()
+    }
+}
+
+#[derive(Default)]
 struct CacheInner {
     map: HashMap<Key, Values>,
     order: VecDeque<Key>,
@@ -655,8 +666,11 @@ mod cache_tests {
         assert!(cache.get(&at("b", 1)).is_none());
         cache.forget_thread("b");
         assert!(cache.get(&at("b", 0)).is_none());
-        let c = cache.lock();
-        assert_eq!(c.items, c.map.values().map(items_of).sum::<usize>());
-        assert_eq!(c.order.len(), c.map.len());
+        {
+            let c = cache.lock();
+            assert_eq!(c.items, c.map.values().map(items_of).sum::<usize>());
+            assert_eq!(c.order.len(), c.map.len());
+        }
+        assert!(format!("{cache:?}").starts_with("DeltaCache { checkpoints: "));
     }
 }
