@@ -116,20 +116,11 @@ impl Stored {
         }
     }
 
+    /// The stored record as a tuple, with its pending writes.
     fn tuple(&self, thread_id: &str, ns: &str, order: u64) -> CheckpointTuple {
-        let config = CheckpointRef {
-            thread_id: thread_id.to_owned(),
-            checkpoint_ns: ns.to_owned(),
-            checkpoint_id: Some(self.checkpoint.id.clone()),
-        };
-        CheckpointTuple {
-            parent_config: self.parent_id.as_ref().map(|p| config.at(p.clone())),
-            config,
-            checkpoint: self.checkpoint.clone(),
-            metadata: self.metadata.clone(),
-            commit_order: order,
-            pending_writes: self.writes.values().cloned().collect(),
-        }
+        let mut t = self.record(thread_id, ns, order);
+        t.pending_writes = self.writes.values().cloned().collect();
+        t
     }
 
     fn add_writes(&mut self, writes: Vec<PendingWrite>) {
