@@ -413,7 +413,7 @@ impl<S: GraphState> Loop<'_, S> {
                 })
                 .await?;
             self.next_order += 1;
-            if let Some(parent) = &self.last_saved {
+            if let Some(parent) = self.last_saved.as_ref().filter(|_| !cut.is_empty()) {
                 writer
                     .checkpointer()
                     .remember_deltas(&thread.at(parent.clone()), cut);
@@ -478,7 +478,7 @@ impl<S: GraphState> Loop<'_, S> {
                     )
                     .await?;
                 self.next_order += 1;
-                if let Some(parent) = &self.last_saved {
+                if let Some(parent) = self.last_saved.as_ref().filter(|_| !cut.is_empty()) {
                     writer
                         .checkpointer()
                         .remember_deltas(&thread.at(parent.clone()), cut);

@@ -195,7 +195,7 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
             })
             .await?;
         delta_base = Some(record_base);
-        if let Some(parent) = &parent {
+        if let Some(parent) = parent.as_ref().filter(|_| !cut.is_empty()) {
             cp.remember_deltas(&target.at(parent.clone()), cut);
         }
         next_order += 1;

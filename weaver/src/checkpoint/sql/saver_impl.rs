@@ -153,21 +153,28 @@ macro_rules! impl_sql_saver {
                     ns: &str,
                     op: &'static str,
                 ) -> Result<Vec<CheckpointTuple>> {
-                    rows.iter()
-                        .map(|row| {
-                            let payload: &[u8] = get(row, "checkpoint", op)?;
-                            let metadata: &str = get(row, "metadata", op)?;
-                            self.settings.decode_tuple(
-                                thread.to_owned(),
-                                ns.to_owned(),
-                                get(row, "checkpoint_id", op)?,
-                                get(row, "parent_checkpoint_id", op)?,
-                                payload,
-                                metadata,
-                                get(row, "commit_order", op)?,
-                            )
-                        })
-                        .collect()
+                    rows.iter().map(|row| self.decode_record(row, thread, ns, op)).collect()
+                }
+
+                /// One checkpoint row (without its pending writes) of `(thread, ns)`.
+                fn decode_record(
+                    &self,
+                    row: &<$db as ::sqlx::Database>::Row,
+                    thread: &str,
+                    ns: &str,
+                    op: &'static str,
+                ) -> Result<CheckpointTuple> {
+                    let payload: &[u8] = get(row, "checkpoint", op)?;
+                    let metadata: &str = get(row, "metadata", op)?;
+                    self.settings.decode_tuple(
+                        thread.to_owned(),
+                        ns.to_owned(),
+                        get(row, "checkpoint_id", op)?,
+                        get(row, "parent_checkpoint_id", op)?,
+                        payload,
+                        metadata,
+                        get(row, "commit_order", op)?,
+                    )
                 }
 
                 /// Before `prune` keeps only the heads of `thread`: stores the
@@ -181,17 +188,7 @@ macro_rules! impl_sql_saver {
                         .map_err(storage(op))?;
                     for row in &heads {
                         let ns: String = get(row, "checkpoint_ns", op)?;
-                        let payload: &[u8] = get(row, "checkpoint", op)?;
-                        let metadata: &str = get(row, "metadata", op)?;
-                        let head = self.settings.decode_tuple(
-                            thread.to_owned(),
-                            ns.clone(),
-                            get(row, "checkpoint_id", op)?,
-                            get(row, "parent_checkpoint_id", op)?,
-                            payload,
-                            metadata,
-                            get(row, "commit_order", op)?,
-                        )?;
+                        let head = self.decode_record(row, thread, &ns, op)?;
                         if head.checkpoint.deltas.is_empty() {
                             continue;
                         }
@@ -686,13 +683,7 @@ macro_rules! impl_sql_saver {
                                 ceiling: options.max_checkpoints as u64,
                             });
                         }
-                        let cid: String = get(row, "checkpoint_id", op)?;
-                        let parent: Option<String> = get(row, "parent_checkpoint_id", op)?;
-                        let payload: Vec<u8> = get(row, "checkpoint", op)?;
-                        let metadata: String = get(row, "metadata", op)?;
-                        let t = self.settings.decode_tuple(
-                            source.thread_id.clone(), ns.clone(), cid.clone(), parent.clone(), &payload, &metadata, 0,
-                        )?;
+                        let t = self.decode_record(row, &source.thread_id, ns, op)?;
                         bytes += limits::record_size(&t.checkpoint)?;
                         if bytes > options.max_bytes {
                             return Err(Error::LimitExceeded {
@@ -701,16 +692,16 @@ macro_rules! impl_sql_saver {
                                 ceiling: options.max_bytes as u64,
                             });
                         }
-                        lineage.push(t);
-                        if let Some(p) = parent {
-                            if i + 1 == rows.len() && !self.settings.shallow {
-                                return Err(Error::MissingParent {
-                                    thread_id: source.thread_id.clone(),
-                                    checkpoint_id: cid,
-                                    parent_id: p,
-                                });
-                            }
+                        // The oldest record read still has a parent: it is missing.
+                        let oldest = i + 1 == rows.len() && !self.settings.shallow;
+                        if let Some(p) = t.parent_config.as_ref().filter(|_| oldest) {
+                            return Err(Error::MissingParent {
+                                thread_id: source.thread_id.clone(),
+                                checkpoint_id: t.config.checkpoint_id.clone().unwrap_or_default(),
+                                parent_id: p.checkpoint_id.clone().unwrap_or_default(),
+                            });
                         }
+                        lineage.push(t);
                     }
                     let write_rows = ::sqlx::query(AssertSqlSafe(q.lineage_writes.clone()))
                         .bind(&source.thread_id)
@@ -805,18 +796,12 @@ macro_rules! impl_sql_saver {
                     }
                     for row in &rows {
                         let ns: String = get(row, "checkpoint_ns", op)?;
-                        let cid: String = get(row, "checkpoint_id", op)?;
-                        let parent: Option<String> = get(row, "parent_checkpoint_id", op)?;
-                        let payload: Vec<u8> = get(row, "checkpoint", op)?;
-                        let metadata: String = get(row, "metadata", op)?;
-                        let order: i64 = get(row, "commit_order", op)?;
-                        let t = self.settings.decode_tuple(
-                            source_thread.to_owned(), ns.clone(), cid.clone(), parent.clone(), &payload, &metadata, order,
-                        )?;
+                        let t = self.decode_record(row, source_thread, &ns, op)?;
+                        let cid = t.config.checkpoint_id.clone().unwrap_or_default();
                         let new = NewCheckpoint {
                             thread_id: target_thread.to_owned(),
                             checkpoint_ns: ns.clone(),
-                            parent_id: parent,
+                            parent_id: t.parent_config.and_then(|p| p.checkpoint_id),
                             checkpoint: t.checkpoint,
                             metadata: t.metadata,
                             commit_order: Some(t.commit_order),
