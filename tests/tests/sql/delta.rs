@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
 use weaver::checkpoint::{
-    BatchEntry, CheckpointRef, CheckpointTuple, DELTA_SNAPSHOT_EVERY, ForkOptions, ListFilter,
-    NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
+    BatchEntry, CheckpointRef, CheckpointTuple, DELTA_SNAPSHOT_EVERY, ForkOptions, LineageRequest,
+    ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
 };
 use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::prelude::*;
@@ -336,16 +336,45 @@ async fn a_missing_ancestor_is_a_typed_error_on_postgres() {
 
 /// A saver as a third party would write one: the trait's default `lineage`
 /// (one `get_tuple` per record), and deltas only when it opts in. Counts the
-/// reads of stored records.
-#[derive(Debug, Default)]
+/// reads of stored records and the `lineages` calls, which go to the inner
+/// saver's own when `inner_lineages` is set.
+#[derive(Debug)]
 struct Forwarding {
-    inner: InMemorySaver,
+    inner: Arc<dyn Saver>,
     deltas: bool,
+    inner_lineages: bool,
     reads: AtomicUsize,
+    lineages_calls: AtomicUsize,
+}
+
+impl Default for Forwarding {
+    fn default() -> Self {
+        Forwarding {
+            inner: Arc::new(InMemorySaver::new()),
+            deltas: false,
+            inner_lineages: false,
+            reads: AtomicUsize::new(0),
+            lineages_calls: AtomicUsize::new(0),
+        }
+    }
 }
 
 #[async_trait]
 impl Saver for Forwarding {
+    async fn lineages(
+        &self,
+        requests: &[LineageRequest],
+    ) -> weaver::Result<Vec<Vec<CheckpointTuple>>> {
+        self.lineages_calls.fetch_add(1, Ordering::SeqCst);
+        if self.inner_lineages {
+            return self.inner.lineages(requests).await;
+        }
+        let mut out = Vec::new();
+        for r in requests {
+            out.push(self.lineage(&r.from, r.count, r.below).await?);
+        }
+        Ok(out)
+    }
     async fn get_tuple(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         self.inner.get_tuple(target).await
@@ -463,6 +492,85 @@ async fn a_checkpointer_rebuilds_from_what_it_stored_or_read_last() {
         other.get_state(&config).await.unwrap().values.messages,
         Vec::<String>::new()
     );
+}
+
+/// A filtered history lists records whose parents it does not hold: their
+/// lineages are read with one `lineages` call, whatever their number, and
+/// rebuild the same values as reading each one by id (a fork included,
+/// whose lineage leaves the commit-order range below it).
+async fn filtered_history_reads_lineages_once(inner: Arc<dyn Saver>) {
+    let saver = Arc::new(Forwarding {
+        deltas: true,
+        inner_lineages: true,
+        inner,
+        ..Forwarding::default()
+    });
+    let writer = chat(saver.clone());
+    let config = RunConfig::thread("f");
+    for i in 0..40 {
+        writer.invoke(user(i), &config).await.unwrap();
+    }
+    let history = writer
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let old = config
+        .clone()
+        .checkpoint_id(history[40].config.get_checkpoint_id().unwrap());
+    writer
+        .update_state(
+            &old,
+            ChatUpdate::default().messages(vec!["edited".to_owned()]),
+            Some("chat"),
+        )
+        .await
+        .unwrap();
+    writer.invoke(user(100), &config).await.unwrap();
+
+    // A reader of its own, with nothing kept from the writes.
+    let reader = chat(saver.clone());
+    let calls = |s: &Forwarding| {
+        (
+            s.lineages_calls.load(Ordering::SeqCst),
+            s.reads.load(Ordering::SeqCst),
+        )
+    };
+    let before = calls(&saver);
+    let inputs = reader
+        .get_state_history(&config, History::default().filter("source", "input"))
+        .await
+        .unwrap();
+    let after = calls(&saver);
+    assert_eq!(inputs.len(), 41);
+    assert!(inputs.iter().all(|s| s.source() == Some("input")));
+    assert_eq!(after.0 - before.0, 1, "one lineages call for the listing");
+    assert_eq!(after.1, before.1, "no record read one by one");
+    // The newest input starts from the edit made on the old branch.
+    let mut want = history[40].values.messages.clone();
+    want.push("edited".to_owned());
+    assert_eq!(inputs[0].values.messages, want);
+    for s in &inputs {
+        let by_id = chat(saver.clone()).get_state(&s.config).await.unwrap();
+        assert_eq!(s.values, by_id.values);
+    }
+}
+
+#[tokio::test]
+async fn a_filtered_history_reads_its_lineages_at_once_in_memory() {
+    filtered_history_reads_lineages_once(Arc::new(InMemorySaver::new())).await;
+}
+
+#[tokio::test]
+async fn a_filtered_history_reads_its_lineages_at_once_on_sqlite() {
+    let db = SqliteDb::new().await;
+    filtered_history_reads_lineages_once(Arc::new(db.saver().await)).await;
+}
+
+#[tokio::test]
+async fn a_filtered_history_reads_its_lineages_at_once_on_postgres() {
+    let db = PgDb::new().await;
+    filtered_history_reads_lineages_once(Arc::new(db.saver().await)).await;
+    db.drop_schema().await;
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::saver::Saver;
 use super::types::{
     CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointRef, CheckpointTuple,
-    DELTA_CHECKPOINT_FORMAT,
+    DELTA_CHECKPOINT_FORMAT, LineageRequest,
 };
 use crate::error::{Error, Result};
 
@@ -303,9 +303,10 @@ fn key(r: &CheckpointRef) -> Key {
 }
 
 /// Rebuilds the delta channels of every tuple in `tuples` (any threads, any
-/// order). A tuple whose parent is in `tuples` is rebuilt from it; any other
-/// reads its lineage back to the last full value with one
-/// [`Saver::lineage`] call.
+/// order). A tuple whose parent is in `tuples` is rebuilt from it, one whose
+/// parent's values are cached from those; the others read their lineages
+/// back to the last full value, all of them with one [`Saver::lineages`]
+/// call.
 pub(crate) async fn resolve(
     saver: &dyn Saver,
     cache: &DeltaCache,
@@ -337,6 +338,45 @@ pub(crate) async fn resolve(
         .enumerate()
         .map(|(i, t)| (key(&t.config), i))
         .collect();
+    // The lineages of the records whose parent is neither listed nor cached,
+    // read with one saver call.
+    let mut requests = Vec::new();
+    let mut request_of = HashMap::new();
+    for &i in &order {
+        let t = &tuples[i];
+        let Some(parent) = &t.parent_config else {
+            continue;
+        };
+        let listed = matches!(index.get(&key(parent)), Some(&j) if j != i);
+        if !unresolved(&t.checkpoint)
+            || listed
+            || cached_for(cache, parent, &t.checkpoint).is_some()
+        {
+            continue;
+        }
+        request_of.insert(i, requests.len());
+        let depth = lineage_len(&t.checkpoint) - 1;
+        requests.push(LineageRequest::new(
+            parent.clone(),
+            depth,
+            Some(t.commit_order),
+        ));
+    }
+    let mut prefetched: Vec<Option<Vec<CheckpointTuple>>> = Vec::new();
+    if !requests.is_empty() {
+        let lines = saver.lineages(&requests).await?;
+        if lines.len() != requests.len() {
+            return Err(Error::storage(
+                "lineage",
+                format!(
+                    "the saver returned {} lineages for {} requests",
+                    lines.len(),
+                    requests.len()
+                ),
+            ));
+        }
+        prefetched = lines.into_iter().map(Some).collect();
+    }
     for i in order {
         if !unresolved(&tuples[i].checkpoint) {
             continue;
@@ -353,21 +393,22 @@ pub(crate) async fn resolve(
                 apply(t, |ch| value_of(p, ch))?;
             }
             _ => {
-                if let Some(values) = cache.get(&parent) {
-                    let t = &tuples[i].checkpoint;
-                    let covered = t
-                        .deltas
-                        .keys()
-                        .filter(|ch| !t.channel_values.contains_key(*ch))
-                        .all(|ch| values.contains_key(ch));
-                    if covered {
-                        apply(&mut tuples[i], |ch| values.get(ch).map(|v| (**v).clone()))?;
-                        continue;
-                    }
+                if let Some(values) = cached_for(cache, &parent, &tuples[i].checkpoint) {
+                    apply(&mut tuples[i], |ch| values.get(ch).map(|v| (**v).clone()))?;
+                    continue;
                 }
                 let depth = lineage_len(&tuples[i].checkpoint) - 1;
-                let below = Some(tuples[i].commit_order);
-                let mut chain = saver.lineage(&parent, depth, below).await?;
+                let read = request_of
+                    .get(&i)
+                    .and_then(|&r| prefetched.get_mut(r))
+                    .and_then(Option::take);
+                let mut chain = match read {
+                    Some(chain) => chain,
+                    None => {
+                        let below = Some(tuples[i].commit_order);
+                        saver.lineage(&parent, depth, below).await?
+                    }
+                };
                 rebuild_chain(&tuples[i], &parent, &mut chain, depth)?;
                 // The parent's values are kept for the next read of its
                 // children (the same checkpoint read again, or the next turn).
@@ -385,6 +426,22 @@ pub(crate) async fn resolve(
         }
     }
     Ok(())
+}
+
+/// The values `cache` keeps for `parent`, when they hold every delta channel
+/// `checkpoint` must rebuild.
+fn cached_for(
+    cache: &DeltaCache,
+    parent: &CheckpointRef,
+    checkpoint: &Checkpoint,
+) -> Option<Values> {
+    let values = cache.get(parent)?;
+    checkpoint
+        .deltas
+        .keys()
+        .filter(|ch| !checkpoint.channel_values.contains_key(*ch))
+        .all(|ch| values.contains_key(ch))
+        .then_some(values)
 }
 
 /// `tuples[i]` and `tuples[j]`, both mutable (`i != j`).

@@ -21,8 +21,8 @@ pub(crate) use types::is_plain_identifier;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,
     CheckpointSource, CheckpointTuple, DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, ForkOptions,
-    INTERRUPT_CHANNEL, ListFilter, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite, PruneStrategy,
-    RESUME_CHANNEL, ThreadInfo, WriteOp,
+    INTERRUPT_CHANNEL, LineageRequest, ListFilter, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite,
+    PruneStrategy, RESUME_CHANNEL, ThreadInfo, WriteOp,
 };
 
 // The SQL savers (behind the `sqlite` / `postgres` features).

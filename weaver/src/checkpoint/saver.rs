@@ -5,8 +5,8 @@ use std::fmt::Debug;
 use async_trait::async_trait;
 
 use super::types::{
-    BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, NewCheckpoint,
-    PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
+    BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, LineageRequest, ListFilter,
+    NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
 };
 use crate::error::Result;
 
@@ -152,6 +152,20 @@ pub trait Saver: Debug + Send + Sync {
                 .and_then(|p| p.checkpoint_id.clone())
                 .map(|id| target.at(id));
             out.push(t);
+        }
+        Ok(out)
+    }
+
+    /// Several [`lineage`](Saver::lineage) reads at once: one list per
+    /// request, in the order of `requests`, each what `lineage` would return
+    /// for it. Reads that list records of several lineages (a filtered
+    /// history, a listing across threads) rebuild their delta channels from
+    /// one call of this instead of one `lineage` call per record. The
+    /// default calls `lineage` for each request in turn.
+    async fn lineages(&self, requests: &[LineageRequest]) -> Result<Vec<Vec<CheckpointTuple>>> {
+        let mut out = Vec::with_capacity(requests.len());
+        for r in requests {
+            out.push(self.lineage(&r.from, r.count, r.below).await?);
         }
         Ok(out)
     }

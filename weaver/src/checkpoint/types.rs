@@ -446,6 +446,27 @@ pub enum PruneStrategy {
     Delete,
 }
 
+/// One read of [`Saver::lineages`](super::Saver::lineages): the arguments
+/// of one [`lineage`](super::Saver::lineage) call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LineageRequest {
+    /// The newest record of the lineage (its id must be set).
+    pub from: CheckpointRef,
+    /// At most this many records, `from` included.
+    pub count: usize,
+    /// The commit order of a child of `from`, when known.
+    pub below: Option<u64>,
+}
+
+impl LineageRequest {
+    /// The lineage of `from`: at most `count` records, below the child
+    /// whose commit order is `below`.
+    pub fn new(from: CheckpointRef, count: usize, below: Option<u64>) -> Self {
+        LineageRequest { from, count, below }
+    }
+}
+
 /// Bounds of a [`fork_at`](super::Saver::fork_at) copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

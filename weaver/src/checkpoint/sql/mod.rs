@@ -88,7 +88,6 @@ pub(crate) struct Queries {
     pub(crate) list_threads: String,
     pub(crate) lineage: String,
     pub(crate) lineage_writes: String,
-    pub(crate) lineage_range: String,
     pub(crate) heads_of_thread: String,
     pub(crate) set_payload: String,
     pub(crate) meta_out: &'static str,
@@ -175,9 +174,6 @@ impl Queries {
                    FROM lineage AS l JOIN {writes} AS w
                      ON w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = l.checkpoint_id"
             ),
-            lineage_range: format!(
-                "SELECT checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order < $3 AND commit_order >= $4 ORDER BY commit_order DESC"
-            ),
             heads_of_thread: format!(
                 "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} WHERE thread_id = $1 AND commit_order = (SELECT MAX(c2.commit_order) FROM {cps} AS c2 WHERE c2.thread_id = {cps}.thread_id AND c2.checkpoint_ns = {cps}.checkpoint_ns)"
             ),
@@ -190,7 +186,8 @@ impl Queries {
         }
     }
 
-    /// A bind parameter of a dynamically built query.
+    /// The condition that the metadata value at key `$key_param` equals the
+    /// JSON text bound to `$value_param`.
     fn metadata_clause(&self, key_param: usize, value_param: usize) -> String {
         match self.dialect {
             Dialect::Sqlite => format!("(metadata -> ${key_param}) = json(${value_param})"),
@@ -232,6 +229,31 @@ impl Queries {
               WHERE EXISTS (SELECT 1 FROM {cps} AS c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3)
              ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {action}"
         )
+    }
+
+    /// The records in several commit-order ranges, unordered: one `UNION
+    /// ALL` member per range, binding `$4k+1` its thread, `$4k+2` its
+    /// namespace, `$4k+3` the end of the range (excluded) and `$4k+4` its
+    /// start. Each member is one range of the commit-order index on both
+    /// databases (an `OR` of the ranges is not: PostgreSQL without
+    /// statistics scans every listed thread in full for it). The ranges must
+    /// not overlap ([`merge_ranges`]), or rows come back twice.
+    pub(crate) fn lineage_ranges(&self, ranges: usize) -> String {
+        let members: Vec<String> = (0..ranges)
+            .map(|k| {
+                let p = 4 * k;
+                format!(
+                    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {} AS metadata, commit_order FROM {} WHERE thread_id = ${} AND checkpoint_ns = ${} AND commit_order < ${} AND commit_order >= ${}",
+                    self.meta_out,
+                    self.cps,
+                    p + 1,
+                    p + 2,
+                    p + 3,
+                    p + 4
+                )
+            })
+            .collect();
+        members.join(" UNION ALL ")
     }
 
     /// Builds the one-query listing: checkpoints matching `where_` (newest
@@ -303,6 +325,53 @@ impl Queries {
             ),
         }
     }
+}
+
+/// Lineages read by one query of [`Queries::lineage_ranges`]: at most one
+/// member and 4 parameters each (SQLite allows 500 members).
+pub(crate) const LINEAGES_PER_QUERY: usize = 64;
+
+/// A commit-order range `[start, end)` of one thread and namespace.
+pub(crate) type OrderRange<'a> = (&'a str, &'a str, u64, u64);
+
+/// `ranges` sorted, with the ranges of one thread and namespace that overlap
+/// or touch merged into one, so that no row is read twice.
+pub(crate) fn merge_ranges(mut ranges: Vec<OrderRange<'_>>) -> Vec<OrderRange<'_>> {
+    ranges.sort_unstable();
+    let mut out: Vec<OrderRange<'_>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if (last.0, last.1) == (r.0, r.1) && r.2 <= last.3 => {
+                last.3 = last.3.max(r.3);
+            }
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// The lineage of `from` within rows read by commit-order range, nearest
+/// first, as row indices: `lookup` finds a checkpoint id's row, `parent`
+/// gives a row's parent id. At most `count` rows; `None` when the line
+/// leaves the rows before `count` records or its root (the rows were the
+/// wrong range: the thread forked there).
+pub(crate) fn follow_line<'r>(
+    from: &'r str,
+    count: usize,
+    lookup: impl Fn(&str) -> Option<usize>,
+    parent: impl Fn(usize) -> Option<&'r str>,
+) -> Option<Vec<usize>> {
+    let mut line = Vec::with_capacity(count);
+    let mut want = Some(from);
+    while let Some(id) = want {
+        if line.len() == count {
+            return Some(line);
+        }
+        let ix = lookup(id)?;
+        line.push(ix);
+        want = parent(ix);
+    }
+    (!line.is_empty()).then_some(line)
 }
 
 /// A bind parameter of a dynamically built query.
@@ -568,4 +637,70 @@ pub(crate) fn shallow_error(operation: impl Into<String>) -> Error {
 pub(crate) fn order_i64(order: u64) -> Result<i64> {
     i64::try_from(order)
         .map_err(|_| Error::invalid_argument(format!("commit_order {order} is out of range")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{follow_line, merge_ranges};
+
+    #[test]
+    fn ranges_of_one_thread_that_overlap_or_touch_merge() {
+        let ranges = vec![
+            ("t", "", 50, 60),
+            ("t", "", 10, 20),
+            ("u", "", 15, 25),
+            ("t", "", 15, 30),
+            ("t", "", 30, 31),
+            ("t", "x", 10, 20),
+            ("t", "", 40, 45),
+        ];
+        assert_eq!(
+            merge_ranges(ranges),
+            vec![
+                ("t", "", 10, 31),
+                ("t", "", 40, 45),
+                ("t", "", 50, 60),
+                ("t", "x", 10, 20),
+                ("u", "", 15, 25),
+            ]
+        );
+    }
+
+    /// Follows `(id, parent)` rows, given in any order.
+    fn line(
+        rows: &[(&'static str, Option<&'static str>)],
+        from: &str,
+        count: usize,
+    ) -> Option<Vec<&'static str>> {
+        let got = follow_line(
+            from,
+            count,
+            |id| rows.iter().position(|r| r.0 == id),
+            |ix| rows[ix].1,
+        )?;
+        Some(got.into_iter().map(|ix| rows[ix].0).collect())
+    }
+
+    #[test]
+    fn a_line_is_followed_through_its_parents_up_to_count() {
+        let rows = [
+            ("c", Some("b")),
+            ("a", None),
+            ("d", Some("c")),
+            ("b", Some("a")),
+        ];
+        assert_eq!(line(&rows, "d", 2), Some(vec!["d", "c"]));
+        assert_eq!(line(&rows, "d", 4), Some(vec!["d", "c", "b", "a"]));
+        // The root ends a line before `count`: that is the whole lineage.
+        assert_eq!(line(&rows, "c", 10), Some(vec!["c", "b", "a"]));
+    }
+
+    #[test]
+    fn a_line_that_leaves_the_rows_is_none() {
+        // `e` forked from a record outside the range read.
+        let rows = [("e", Some("x")), ("d", Some("c")), ("c", None)];
+        assert_eq!(line(&rows, "e", 2), None);
+        assert_eq!(line(&rows, "missing", 1), None);
+        assert_eq!(line(&rows, "e", 1), Some(vec!["e"]));
+    }
 }

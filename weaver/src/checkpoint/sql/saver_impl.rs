@@ -17,12 +17,12 @@ macro_rules! impl_sql_saver {
             use $crate::checkpoint::sql::group::{Arg, GroupItem, GroupPlan};
             use $crate::checkpoint::sql::hot::Lease;
             use $crate::checkpoint::sql::{
-                EncodedEntry, Param, TupleAssembler, conflict, list_where, not_found,
-                order_i64, shallow_error, write_batches,
+                EncodedEntry, LINEAGES_PER_QUERY, Param, TupleAssembler, conflict, follow_line,
+                list_where, merge_ranges, not_found, order_i64, shallow_error, write_batches,
             };
             use $crate::checkpoint::{
-                BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter,
-                NewCheckpoint, PendingWrite, PruneStrategy, Saver, ThreadInfo,
+                BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, LineageRequest,
+                ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, Saver, ThreadInfo,
             };
             use $crate::codec::RecordContext;
             use $crate::error::{Error, Result};
@@ -863,50 +863,36 @@ macro_rules! impl_sql_saver {
                     count: usize,
                     below: Option<u64>,
                 ) -> Result<Vec<CheckpointTuple>> {
+                    let mut lines = self.lineages(&[LineageRequest::new(from.clone(), count, below)]).await?;
+                    Ok(lines.pop().unwrap_or_default())
+                }
+
+                async fn lineages(&self, requests: &[LineageRequest]) -> Result<Vec<Vec<CheckpointTuple>>> {
                     let op = "lineage";
-                    let (Some(id), Some(depth)) = (&from.checkpoint_id, count.checked_sub(1)) else {
-                        return Ok(Vec::new());
-                    };
                     self.ensure_migrated().await?;
-                    let (thread, ns) = (&from.thread_id, &from.checkpoint_ns);
-                    // A thread that was never forked is one line: its lineage
-                    // is the `count` commit orders below the child, one index
-                    // range (which PostgreSQL plans well even before its
-                    // tables have statistics). Otherwise, follow the links.
-                    if let Some(below) = below {
-                        let params = vec![
-                            Param::Text(thread.clone()),
-                            Param::Text(ns.clone()),
-                            Param::Int(order_i64(below)?),
-                            Param::Int(order_i64(below.saturating_sub(count as u64))?),
-                        ];
-                        let rows = self.fetch_dynamic(self.settings.q.lineage_range.clone(), params, op).await?;
-                        let mut want = Some(id.clone());
-                        let mut line = Vec::with_capacity(count);
-                        for row in rows {
-                            let Some(w) = &want else { break };
-                            if line.len() == count {
-                                break;
-                            }
-                            let cid: String = get(&row, "checkpoint_id", op)?;
-                            if &cid != w {
-                                continue;
-                            }
-                            want = get(&row, "parent_checkpoint_id", op)?;
-                            line.push(row);
-                        }
-                        if line.len() == count || (want.is_none() && !line.is_empty()) {
-                            return self.decode_lineage(&line, thread, ns, op);
-                        }
+                    // A thread that was never forked is one line: a lineage
+                    // under a known child is the `count` commit orders below
+                    // it, one index range (which PostgreSQL plans well even
+                    // before its tables have statistics), several per query.
+                    // A line that leaves its range (a fork) follows the links.
+                    let by_range = |q: &LineageRequest| {
+                        q.below.is_some() && q.count > 0 && q.from.checkpoint_id.is_some()
+                    };
+                    let ranged: Vec<&LineageRequest> = requests.iter().filter(|q| by_range(q)).collect();
+                    let mut found = Vec::with_capacity(ranged.len());
+                    for chunk in ranged.chunks(LINEAGES_PER_QUERY) {
+                        found.extend(self.lineages_by_range(chunk, op).await?);
                     }
-                    let params = vec![
-                        Param::Text(thread.clone()),
-                        Param::Text(ns.clone()),
-                        Param::Text(id.clone()),
-                        Param::Int(i64::try_from(depth).unwrap_or(i64::MAX)),
-                    ];
-                    let rows = self.fetch_dynamic(self.settings.q.lineage.clone(), params, op).await?;
-                    self.decode_lineage(&rows, thread, ns, op)
+                    let mut found = found.into_iter();
+                    let mut lines = Vec::with_capacity(requests.len());
+                    for q in requests {
+                        let line = match by_range(q).then(|| found.next()).flatten().flatten() {
+                            Some(line) => line,
+                            None => self.lineage_by_links(&q.from, q.count, op).await?,
+                        };
+                        lines.push(line);
+                    }
+                    Ok(lines)
                 }
 
                 fn supports_deltas(&self) -> bool {
@@ -934,6 +920,83 @@ macro_rules! impl_sql_saver {
             }
 
             impl $saver {
+                /// The lineages of `requests` (each under a known child) read
+                /// as commit-order ranges (merged where they overlap) in one
+                /// query: `None` for one whose line leaves its range.
+                async fn lineages_by_range(
+                    &self,
+                    requests: &[&LineageRequest],
+                    op: &'static str,
+                ) -> Result<Vec<Option<Vec<CheckpointTuple>>>> {
+                    let ranges = merge_ranges(
+                        requests
+                            .iter()
+                            .map(|q| {
+                                let end = q.below.unwrap_or_default();
+                                let start = end.saturating_sub(q.count as u64);
+                                (q.from.thread_id.as_str(), q.from.checkpoint_ns.as_str(), start, end)
+                            })
+                            .collect(),
+                    );
+                    let mut params = Vec::with_capacity(4 * ranges.len());
+                    for &(thread, ns, start, end) in &ranges {
+                        params.extend([
+                            Param::Text(thread.to_owned()),
+                            Param::Text(ns.to_owned()),
+                            Param::Int(order_i64(end)?),
+                            Param::Int(order_i64(start)?),
+                        ]);
+                    }
+                    let sql = self.settings.q.lineage_ranges(ranges.len());
+                    let rows = self.fetch_dynamic(sql, params, op).await?;
+                    let mut index = ::std::collections::HashMap::with_capacity(rows.len());
+                    let mut parents = Vec::with_capacity(rows.len());
+                    for (ix, row) in rows.iter().enumerate() {
+                        let key: (&str, &str, &str) = (
+                            get(row, "thread_id", op)?,
+                            get(row, "checkpoint_ns", op)?,
+                            get(row, "checkpoint_id", op)?,
+                        );
+                        index.insert(key, ix);
+                        parents.push(get::<Option<&str>>(row, "parent_checkpoint_id", op)?);
+                    }
+                    let mut out = Vec::with_capacity(requests.len());
+                    for q in requests {
+                        let (thread, ns) = (q.from.thread_id.as_str(), q.from.checkpoint_ns.as_str());
+                        let from = q.from.checkpoint_id.as_deref().unwrap_or_default();
+                        let line = follow_line(from, q.count, |id| index.get(&(thread, ns, id)).copied(), |ix| parents[ix]);
+                        out.push(match line {
+                            Some(line) => Some(
+                                line.iter()
+                                    .map(|&ix| self.decode_record(&rows[ix], thread, ns, op))
+                                    .collect::<Result<Vec<_>>>()?,
+                            ),
+                            None => None,
+                        });
+                    }
+                    Ok(out)
+                }
+
+                /// The lineage of `from` by following its parent links.
+                async fn lineage_by_links(
+                    &self,
+                    from: &CheckpointRef,
+                    count: usize,
+                    op: &'static str,
+                ) -> Result<Vec<CheckpointTuple>> {
+                    let (Some(id), Some(depth)) = (&from.checkpoint_id, count.checked_sub(1)) else {
+                        return Ok(Vec::new());
+                    };
+                    let params = vec![
+                        Param::Text(from.thread_id.clone()),
+                        Param::Text(from.checkpoint_ns.clone()),
+                        Param::Text(id.clone()),
+                        Param::Int(i64::try_from(depth).unwrap_or(i64::MAX)),
+                    ];
+                    let rows = self.fetch_dynamic(self.settings.q.lineage.clone(), params, op).await?;
+                    self.decode_lineage(&rows, &from.thread_id, &from.checkpoint_ns, op)
+                }
+
                 /// Inserts a copied checkpoint with its given commit order and
                 /// writes, without the conflict rules (the target was checked empty).
                 async fn insert_raw(&self, tx: &mut Tx, e: &EncodedEntry, op: &'static str) -> Result<()> {
