@@ -23,3 +23,5 @@ mod group;
 mod hot;
 #[path = "sql/migrations.rs"]
 mod migrations;
+#[path = "sql/typed_history.rs"]
+mod typed_history;

@@ -26,6 +26,11 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
             quote!(let mut #flag = false;)
         });
     let folds = state.fields.iter().map(fold);
+    let extends = state
+        .fields
+        .iter()
+        .filter(|f| matches!(f.reducer, Reducer::Delta))
+        .map(extend);
     quote! {
         const _: () = {
             #[automatically_derived]
@@ -44,8 +49,53 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
                     }
                     ::core::result::Result::Ok(())
                 }
+
+                const EXTENDS_DELTAS: bool = true;
+
+                fn extend_deltas(
+                    &mut self,
+                    parent: &Self,
+                    appended: ::std::vec::Vec<(
+                        ::std::string::String,
+                        ::std::vec::Vec<::weaver::__private::serde_json::Value>,
+                    )>,
+                ) -> ::weaver::Result<()> {
+                    let _ = parent;
+                    for (channel, items) in appended {
+                        let what = ::std::format!("state at `{}`", channel);
+                        #[allow(clippy::match_single_binding)]
+                        match channel.as_str() {
+                            #(#extends)*
+                            _ => {
+                                return ::core::result::Result::Err(::weaver::Error::decode(
+                                    what,
+                                    "stored as deltas, but not a delta channel of this state",
+                                ));
+                            }
+                        }
+                    }
+                    ::core::result::Result::Ok(())
+                }
             }
         };
+    }
+}
+
+/// Rebuilds one delta field from the parent's value and the appended items.
+fn extend(field: &Field<'_>) -> TokenStream {
+    let fident = field.ident;
+    let name = &field.name;
+    let ty = field.ty;
+    quote_spanned! {ty.span()=>
+        #name => {
+            let items: #ty = ::weaver::__private::serde_json::from_value(
+                ::weaver::__private::serde_json::Value::Array(items),
+            )
+            .map_err(|e| ::weaver::Error::decode(what, e))?;
+            let mut value = ::core::clone::Clone::clone(&parent.#fident);
+            <#ty as ::weaver::__private::DeltaReducer>::reduce(&mut value, items);
+            self.#fident = value;
+        }
     }
 }
 

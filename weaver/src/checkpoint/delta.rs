@@ -219,14 +219,15 @@ impl DeltaCache {
 }
 
 /// Whether a record still has a delta channel to rebuild.
-fn unresolved(checkpoint: &Checkpoint) -> bool {
+pub(crate) fn unresolved(checkpoint: &Checkpoint) -> bool {
     checkpoint
         .deltas
         .keys()
         .any(|ch| !checkpoint.channel_values.contains_key(ch))
 }
 
-fn corrupt(t: &CheckpointTuple, reason: impl std::fmt::Display) -> Error {
+/// A decode error naming the record `t`.
+pub(crate) fn corrupt(t: &CheckpointTuple, reason: impl std::fmt::Display) -> Error {
     Error::decode(
         format!(
             "checkpoint `{}` of thread `{}`",
@@ -307,10 +308,16 @@ fn key(r: &CheckpointRef) -> Key {
 /// parent's values are cached from those; the others read their lineages
 /// back to the last full value, all of them with one [`Saver::lineages`]
 /// call.
+///
+/// With `listed_parents: Leave`, a tuple whose parent is in `tuples` keeps its
+/// delta channels unresolved, for the caller to rebuild from the parent's
+/// typed state ([`GraphState::extend_deltas`](crate::state::GraphState::extend_deltas));
+/// calling this again with `Rebuild` finishes the job.
 pub(crate) async fn resolve(
     saver: &dyn Saver,
     cache: &DeltaCache,
     tuples: &mut [CheckpointTuple],
+    listed_parents: ListedParents,
 ) -> Result<()> {
     for t in tuples.iter() {
         check_format(t)?;
@@ -388,6 +395,7 @@ pub(crate) async fn resolve(
             ));
         };
         match index.get(&key(&parent)).copied() {
+            Some(j) if j != i && listed_parents == ListedParents::Leave => {}
             Some(j) if j != i && !unresolved(&tuples[j].checkpoint) => {
                 let (t, p) = pair(tuples, i, j);
                 apply(t, |ch| value_of(p, ch))?;
@@ -426,6 +434,15 @@ pub(crate) async fn resolve(
         }
     }
     Ok(())
+}
+
+/// What [`resolve`] does with a tuple whose parent is among the tuples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListedParents {
+    /// Rebuilds it from the parent's rebuilt values.
+    Rebuild,
+    /// Leaves its delta channels as stored.
+    Leave,
 }
 
 /// The values `cache` keeps for `parent`, when they hold every delta channel

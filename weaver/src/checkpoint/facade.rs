@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use super::delta::{self, DeltaCache};
+use super::delta::{self, DeltaCache, ListedParents};
 use super::saver::Saver;
 use super::types::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, NewCheckpoint,
@@ -86,7 +86,13 @@ impl Checkpointer {
                 return Ok(None);
             };
             let mut one = [t];
-            delta::resolve(self.saver.as_ref(), &self.cache, &mut one).await?;
+            delta::resolve(
+                self.saver.as_ref(),
+                &self.cache,
+                &mut one,
+                ListedParents::Rebuild,
+            )
+            .await?;
             let [t] = one;
             Ok(Some(t))
         })
@@ -113,12 +119,41 @@ impl Checkpointer {
     /// [`Saver::list`]: typed records for adapter and exporter code, with
     /// delta channels rebuilt.
     pub async fn list_records(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        self.list_rebuilt(filter, ListedParents::Rebuild).await
+    }
+
+    /// [`list_records`](Checkpointer::list_records), leaving the delta
+    /// channels of a record whose parent is listed as stored when
+    /// `listed_parents` says so (see [`delta::resolve`]).
+    pub(crate) async fn list_rebuilt(
+        &self,
+        filter: &ListFilter,
+        listed_parents: ListedParents,
+    ) -> Result<Vec<CheckpointTuple>> {
         let thread = filter.thread_id.as_deref().unwrap_or("*");
         traced("list", thread, async {
             let mut tuples = self.saver.list(filter).await?;
-            delta::resolve(self.saver.as_ref(), &self.cache, &mut tuples).await?;
+            delta::resolve(
+                self.saver.as_ref(),
+                &self.cache,
+                &mut tuples,
+                listed_parents,
+            )
+            .await?;
             Ok(tuples)
         })
+        .await
+    }
+
+    /// Rebuilds the delta channels [`list_rebuilt`](Checkpointer::list_rebuilt)
+    /// left as stored.
+    pub(crate) async fn rebuild_listed(&self, tuples: &mut [CheckpointTuple]) -> Result<()> {
+        delta::resolve(
+            self.saver.as_ref(),
+            &self.cache,
+            tuples,
+            ListedParents::Rebuild,
+        )
         .await
     }
 

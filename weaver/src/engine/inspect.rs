@@ -1,10 +1,14 @@
 //! Reading a thread: state snapshots and history.
 
+use std::collections::HashMap;
+
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::Interrupt;
 use super::run::{decode_state_owned, next_tasks, replay_task, succeeded, task_id};
+use crate::channel::ChannelKind;
+use crate::checkpoint::delta::{self, ListedParents};
 use crate::checkpoint::{
     CheckpointMetadata, CheckpointTuple, Checkpointer, ERROR_CHANNEL, INTERRUPT_CHANNEL,
     ListFilter, PendingWrite,
@@ -211,9 +215,106 @@ pub(crate) async fn history<S: GraphState>(
     filter.before = options.before;
     filter.limit = options.limit;
     filter.metadata = options.filter;
-    cp.list_records(&filter)
-        .await?
-        .into_iter()
-        .map(|t| snapshot(spec, t, false))
-        .collect()
+    if !S::EXTENDS_DELTAS {
+        return cp
+            .list_records(&filter)
+            .await?
+            .into_iter()
+            .map(|t| snapshot(spec, t, false))
+            .collect();
+    }
+    // A record whose parent is listed too is built from the parent's
+    // snapshot: its delta channels copy the parent's typed values.
+    let mut tuples = cp.list_rebuilt(&filter, ListedParents::Leave).await?;
+    let typed = tuples.iter().all(|t| {
+        t.checkpoint
+            .deltas
+            .keys()
+            .filter(|ch| !t.checkpoint.channel_values.contains_key(*ch))
+            .all(|ch| {
+                S::CHANNELS
+                    .iter()
+                    .any(|c| c.name == ch.as_str() && c.kind == ChannelKind::Delta)
+            })
+    });
+    if !typed {
+        // Stored by an older version of the state: rebuild as JSON.
+        cp.rebuild_listed(&mut tuples).await?;
+    }
+    snapshots_from_parents(spec, tuples)
+}
+
+/// Snapshots of `tuples` (in their order), each one whose delta channels are
+/// still as stored built from its parent's snapshot, which must be among them.
+fn snapshots_from_parents<S: GraphState>(
+    spec: &Spec<S>,
+    tuples: Vec<CheckpointTuple>,
+) -> Result<Vec<StateSnapshot<S>>> {
+    type Key = (String, String, String);
+    let key = |thread: &str, ns: &str, id: &str| -> Key {
+        (thread.to_owned(), ns.to_owned(), id.to_owned())
+    };
+    let index: HashMap<Key, usize> = tuples
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let c = &t.config;
+            let id = c.checkpoint_id.as_deref().unwrap_or_default();
+            (key(&c.thread_id, &c.checkpoint_ns, id), i)
+        })
+        .collect();
+    // Parents commit before their children: build oldest first.
+    let mut order: Vec<usize> = (0..tuples.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ta, tb) = (&tuples[a], &tuples[b]);
+        (
+            &ta.config.thread_id,
+            &ta.config.checkpoint_ns,
+            ta.commit_order,
+        )
+            .cmp(&(
+                &tb.config.thread_id,
+                &tb.config.checkpoint_ns,
+                tb.commit_order,
+            ))
+    });
+    let mut slots: Vec<Option<CheckpointTuple>> = tuples.into_iter().map(Some).collect();
+    let mut snaps: Vec<Option<StateSnapshot<S>>> = slots.iter().map(|_| None).collect();
+    for i in order {
+        let Some(mut t) = slots[i].take() else {
+            continue;
+        };
+        if !delta::unresolved(&t.checkpoint) {
+            snaps[i] = Some(snapshot(spec, t, false)?);
+            continue;
+        }
+        let parent = t.parent_config.as_ref().and_then(|p| {
+            let id = p.checkpoint_id.as_deref().unwrap_or_default();
+            index.get(&key(&p.thread_id, &p.checkpoint_ns, id)).copied()
+        });
+        let Some(j) = parent.filter(|&j| snaps[j].is_some()) else {
+            return Err(delta::corrupt(
+                &t,
+                "its parent checkpoint is listed but does not commit before it",
+            ));
+        };
+        // The channels decode empty, then extend the parent's values.
+        let mut appended = Vec::new();
+        let cp = &mut t.checkpoint;
+        for (ch, d) in cp.deltas.iter_mut() {
+            if !cp.channel_values.contains_key(ch) {
+                appended.push((ch.clone(), std::mem::take(&mut d.items)));
+            }
+        }
+        for (ch, _) in &appended {
+            cp.channel_values
+                .insert(ch.clone(), Value::Array(Vec::new()));
+        }
+        let mut snap = snapshot(spec, t, false)?;
+        if let Some(p) = &snaps[j] {
+            snap.values.extend_deltas(&p.values, appended)?;
+        }
+        snaps[i] = Some(snap);
+    }
+    Ok(snaps.into_iter().flatten().collect())
 }

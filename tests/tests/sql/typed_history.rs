@@ -1,0 +1,150 @@
+//! History built snapshot by snapshot: a record whose parent is listed too
+//! takes its delta channels from the parent's typed state, so consecutive
+//! snapshots share what their items share (`Arc` items are not copied).
+
+use std::sync::Arc;
+
+use sqlx::AssertSqlSafe;
+use weaver::checkpoint::{DELTA_SNAPSHOT_EVERY, ListFilter, Saver};
+use weaver::prelude::*;
+
+use crate::common::SqliteDb;
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Shared {
+    #[reducer(delta)]
+    messages: Vec<Arc<str>>,
+}
+
+/// The same channel, no longer stored as deltas (a later version of the state).
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Plain {
+    #[reducer(append)]
+    messages: Vec<String>,
+}
+
+fn shared(saver: Arc<dyn Saver>) -> CompiledGraph<Shared> {
+    Graph::<Shared>::new("shared")
+        .add_node("reply", |s: &Shared| {
+            SharedUpdate::default().messages(vec![Arc::from(format!("re {}", s.messages.len()))])
+        })
+        .add_sequence([START, "reply", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap()
+}
+
+fn plain(saver: Arc<dyn Saver>) -> CompiledGraph<Plain> {
+    Graph::<Plain>::new("plain")
+        .add_node("reply", |_: &Plain| PlainUpdate::default())
+        .add_sequence([START, "reply", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap()
+}
+
+async fn turns(saver: &Arc<dyn Saver>, thread: &str, n: usize) -> RunConfig {
+    let graph = shared(saver.clone());
+    let config = RunConfig::thread(thread);
+    for i in 0..n {
+        let input = SharedUpdate::default().messages(vec![Arc::from(format!("user {i}"))]);
+        graph.invoke(input, &config).await.unwrap();
+    }
+    config
+}
+
+async fn snapshots_share_their_items(saver: Arc<dyn Saver>) {
+    let config = turns(&saver, "s", 40).await;
+    // A reader of its own, with nothing kept from the writes.
+    let reader = shared(saver.clone());
+    let history = reader
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 120);
+    // The records that hold the messages in full (one in DELTA_SNAPSHOT_EVERY).
+    let full: Vec<String> = saver
+        .list(&ListFilter::thread("s"))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.checkpoint.channel_values.contains_key("messages"))
+        .map(|t| t.checkpoint.id)
+        .collect();
+    assert_eq!(full.len(), 120usize.div_ceil(DELTA_SNAPSHOT_EVERY as usize));
+    let mut shared_pairs = 0;
+    for pair in history.windows(2) {
+        let (newer, older) = (&pair[0].values.messages, &pair[1].values.messages);
+        assert!(newer.len() >= older.len());
+        assert_eq!(newer[..older.len()], older[..]);
+        // A record stored as deltas takes the items of the snapshot before
+        // it: the same allocations, not copies.
+        let id = pair[0].config.get_checkpoint_id().unwrap();
+        let same = newer.iter().zip(older).all(|(a, b)| Arc::ptr_eq(a, b));
+        assert_eq!(same, !full.iter().any(|f| f.as_str() == id), "at {id}");
+        shared_pairs += usize::from(same);
+    }
+    assert_eq!(shared_pairs, 119 - (full.len() - 1));
+    for s in history.iter().step_by(7) {
+        let alone = shared(saver.clone()).get_state(&s.config).await.unwrap();
+        assert_eq!(alone.values, s.values);
+    }
+}
+
+#[tokio::test]
+async fn history_snapshots_share_delta_items_in_memory() {
+    snapshots_share_their_items(Arc::new(InMemorySaver::new())).await;
+}
+
+#[tokio::test]
+async fn history_snapshots_share_delta_items_on_sqlite() {
+    let db = SqliteDb::new().await;
+    snapshots_share_their_items(Arc::new(db.saver().await)).await;
+}
+
+#[tokio::test]
+async fn a_state_that_no_longer_declares_deltas_still_reads_its_history() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let config = turns(&saver, "v1", 10).await;
+    let old = shared(saver.clone())
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let new = plain(saver.clone())
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    assert_eq!(new.len(), old.len());
+    for (n, o) in new.iter().zip(&old) {
+        let o: Vec<String> = o.values.messages.iter().map(|m| m.to_string()).collect();
+        assert_eq!(n.values.messages, o);
+    }
+}
+
+#[tokio::test]
+async fn appended_items_of_the_wrong_type_are_a_decode_error() {
+    let db = SqliteDb::new().await;
+    let sqlite = db.saver().await;
+    let saver: Arc<dyn Saver> = Arc::new(sqlite.clone());
+    let config = turns(&saver, "bad", 3).await;
+    let head = saver
+        .get_tuple(&config.checkpoint_ref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(head.checkpoint.deltas.contains_key("messages"));
+    sqlx::query(AssertSqlSafe(
+        "UPDATE weaver_checkpoints SET checkpoint = CAST(json_replace(CAST(checkpoint AS TEXT), '$.deltas.messages.items', json('[5]')) AS BLOB) WHERE checkpoint_id = $1",
+    ))
+    .bind(&head.checkpoint.id)
+    .execute(sqlite.pool())
+    .await
+    .unwrap();
+    let reader = shared(saver.clone());
+    match reader.get_state_history(&config, History::default()).await {
+        Err(Error::Decode { what, reason }) => {
+            assert!(what.contains("messages"), "{what}");
+            assert!(reason.contains("integer `5`"), "{reason}");
+        }
+        other => panic!("expected a decode error, got {other:?}"),
+    }
+}
