@@ -57,8 +57,29 @@ struct Args {
     child: bool,
     /// W6 worker: (worker index, schema).
     worker: Option<(usize, String)>,
-    /// W2/W4: store the messages as a delta channel (the default) or append.
-    append_channel: bool,
+    /// W2/W4: how the state holds the messages (`--w2-channel`).
+    w2_channel: W2Channel,
+}
+
+/// W2/W4's message channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum W2Channel {
+    /// `#[reducer(delta)] Vec<String>` (the default).
+    Delta,
+    /// `#[reducer(append)] Vec<String>`, stored whole, like the peer's list.
+    Append,
+    /// `#[reducer(delta)] Vec<Arc<str>>`: history snapshots share the items.
+    DeltaArc,
+}
+
+impl W2Channel {
+    fn name(self) -> &'static str {
+        match self {
+            W2Channel::Delta => "delta",
+            W2Channel::Append => "append",
+            W2Channel::DeltaArc => "delta-arc",
+        }
+    }
 }
 
 fn parse_args() -> Args {
@@ -73,7 +94,7 @@ fn parse_args() -> Args {
         multi_thread: false,
         child: false,
         worker: None,
-        append_channel: false,
+        w2_channel: W2Channel::Delta,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -117,9 +138,10 @@ fn parse_args() -> Args {
                     .unwrap_or_else(|_| usage("--repeats takes a number"))
             }
             "--w2-channel" => {
-                a.append_channel = match value().as_str() {
-                    "delta" => false,
-                    "append" => true,
+                a.w2_channel = match value().as_str() {
+                    "delta" => W2Channel::Delta,
+                    "append" => W2Channel::Append,
+                    "delta-arc" => W2Channel::DeltaArc,
                     other => usage(&format!("unknown W2 channel {other}")),
                 }
             }
@@ -143,7 +165,7 @@ fn parse_args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append]"
+        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc]"
     );
     std::process::exit(2)
 }
@@ -190,9 +212,7 @@ fn main() {
             if args.multi_thread {
                 cmd.args(["--runtime", "multi"]);
             }
-            if args.append_channel {
-                cmd.args(["--w2-channel", "append"]);
-            }
+            cmd.args(["--w2-channel", args.w2_channel.name()]);
             eprintln!(
                 "== {w} {b} {} run {}",
                 d.map_or("default(async)", durability_name),
@@ -579,6 +599,15 @@ struct ChatAppend {
     messages: Vec<String>,
 }
 
+/// W2's state with the messages as shared strings (`--w2-channel
+/// delta-arc`): a delta channel whose history snapshots share the items
+/// they have in common instead of each owning a copy.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct ChatShared {
+    #[reducer(delta)]
+    messages: Vec<Arc<str>>,
+}
+
 /// What W2 and W4 need of a chat state.
 trait ChatState: GraphState {
     /// The name the rows record.
@@ -594,6 +623,16 @@ impl ChatState for Chat {
     }
     fn say(message: String) -> ChatUpdate {
         ChatUpdate::default().messages(vec![message])
+    }
+}
+
+impl ChatState for ChatShared {
+    const CHANNEL: &'static str = "delta-arc";
+    fn messages(self) -> Vec<String> {
+        self.messages.iter().map(|m| m.to_string()).collect()
+    }
+    fn say(message: String) -> ChatSharedUpdate {
+        ChatSharedUpdate::default().messages(vec![Arc::from(message)])
     }
 }
 
@@ -789,10 +828,10 @@ async fn w1_w3(workload: &str, backend: &str, args: &Args) -> weaver::Result<Vec
 
 /// W2 (500 turns on one thread) and then W4 (history) on the same thread.
 async fn w2_w4(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
-    if args.append_channel {
-        w2_w4_on::<ChatAppend>(backend, args).await
-    } else {
-        w2_w4_on::<Chat>(backend, args).await
+    match args.w2_channel {
+        W2Channel::Delta => w2_w4_on::<Chat>(backend, args).await,
+        W2Channel::Append => w2_w4_on::<ChatAppend>(backend, args).await,
+        W2Channel::DeltaArc => w2_w4_on::<ChatShared>(backend, args).await,
     }
 }
 
