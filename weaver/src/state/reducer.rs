@@ -33,6 +33,11 @@ where
 /// A field type `#[reducer(delta)]` can extend and checkpoint as deltas: a
 /// sequence that serializes as a JSON array and only grows at its end
 /// (`Vec<T>`, `VecDeque<T>`).
+///
+/// A state history builds each snapshot's value by cloning the one before
+/// it and appending what was stored since, so items that are cheap to clone
+/// (`Arc<str>`, `Arc<Message>`) are shared between the snapshots of a
+/// history rather than copied.
 #[diagnostic::on_unimplemented(
     message = "`#[reducer(delta)]` cannot store a field of type `{Self}` as deltas",
     label = "`delta` needs a `Vec<T>` or `VecDeque<T>` here",

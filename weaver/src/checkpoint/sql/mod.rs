@@ -560,14 +560,22 @@ impl Settings {
 }
 
 fn decode_metadata(text: &str, ctx: &RecordContext<'_>) -> Result<CheckpointMetadata> {
+    // The plain decoder first; only bad data is decoded again, for the
+    // error's field path.
+    if let Ok(metadata) = serde_json::from_str(text) {
+        return Ok(metadata);
+    }
     let mut de = serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let metadata = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         Error::decode(
             format!("metadata of {ctx} at field `{path}`"),
             e.into_inner(),
         )
-    })
+    })?;
+    de.end()
+        .map_err(|e| Error::decode(format!("metadata of {ctx}"), format!("trailing data: {e}")))?;
+    Ok(metadata)
 }
 
 /// Collects tuples (kind 0 rows) and writes (kind 1 rows), in any order;
@@ -641,7 +649,27 @@ pub(crate) fn order_i64(order: u64) -> Result<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{follow_line, merge_ranges};
+    use super::{decode_metadata, follow_line, merge_ranges};
+    use crate::codec::RecordContext;
+    use crate::error::Error;
+
+    #[test]
+    fn bad_metadata_is_a_decode_error_naming_the_field_or_the_trailing_data() {
+        let ctx = RecordContext::checkpoint("t", "", "c1");
+        let good = decode_metadata(r#"{"source":"loop","step":3,"parents":{}}"#, &ctx).unwrap();
+        assert_eq!(good.step, 3);
+        match decode_metadata(r#"{"source":"loop","step":"x","parents":{}}"#, &ctx) {
+            Err(Error::Decode { what, .. }) => assert!(what.contains("field `step`"), "{what}"),
+            other => panic!("expected a decode error, got {other:?}"),
+        }
+        match decode_metadata(r#"{"source":"loop","step":3,"parents":{}} extra"#, &ctx) {
+            Err(Error::Decode { what, reason }) => {
+                assert!(what.starts_with("metadata of"), "{what}");
+                assert!(reason.contains("trailing"), "{reason}");
+            }
+            other => panic!("expected a decode error, got {other:?}"),
+        }
+    }
 
     #[test]
     fn ranges_of_one_thread_that_overlap_or_touch_merge() {
