@@ -250,6 +250,12 @@ fn snapshots_from_parents<S: GraphState>(
     spec: &Spec<S>,
     tuples: Vec<CheckpointTuple>,
 ) -> Result<Vec<StateSnapshot<S>>> {
+    if !tuples.iter().any(|t| delta::unresolved(&t.checkpoint)) {
+        return tuples
+            .into_iter()
+            .map(|t| snapshot(spec, t, false))
+            .collect();
+    }
     type Key = (String, String, String);
     let key = |thread: &str, ns: &str, id: &str| -> Key {
         (thread.to_owned(), ns.to_owned(), id.to_owned())
