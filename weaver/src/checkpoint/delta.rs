@@ -293,9 +293,11 @@ fn take_value(t: &mut CheckpointTuple, ch: &str) -> Option<Vec<Value>> {
     }
 }
 
-type Key = (String, String, String);
+/// A checkpoint's address: thread, namespace, id.
+pub(crate) type Key = (String, String, String);
 
-fn key(r: &CheckpointRef) -> Key {
+/// The [`Key`] of `r`.
+pub(crate) fn key(r: &CheckpointRef) -> Key {
     (
         r.thread_id.clone(),
         r.checkpoint_ns.clone(),
@@ -325,21 +327,7 @@ pub(crate) async fn resolve(
     if !tuples.iter().any(|t| unresolved(&t.checkpoint)) {
         return Ok(());
     }
-    // Parents commit before their children: rebuild oldest first.
-    let mut order: Vec<usize> = (0..tuples.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (ta, tb) = (&tuples[a], &tuples[b]);
-        (
-            &ta.config.thread_id,
-            &ta.config.checkpoint_ns,
-            ta.commit_order,
-        )
-            .cmp(&(
-                &tb.config.thread_id,
-                &tb.config.checkpoint_ns,
-                tb.commit_order,
-            ))
-    });
+    let order = oldest_first(tuples);
     let index: HashMap<Key, usize> = tuples
         .iter()
         .enumerate()
@@ -443,6 +431,18 @@ pub(crate) enum ListedParents {
     Rebuild,
     /// Leaves its delta channels as stored.
     Leave,
+}
+
+/// The indices of `tuples` by thread, namespace and commit order: parents
+/// commit before their children, so rebuilding in this order finds each
+/// listed parent rebuilt.
+pub(crate) fn oldest_first(tuples: &[CheckpointTuple]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..tuples.len()).collect();
+    order.sort_by_key(|&i| {
+        let t = &tuples[i];
+        (&t.config.thread_id, &t.config.checkpoint_ns, t.commit_order)
+    });
+    order
 }
 
 /// The values `cache` keeps for `parent`, when they hold every delta channel

@@ -256,34 +256,12 @@ fn snapshots_from_parents<S: GraphState>(
             .map(|t| snapshot(spec, t, false))
             .collect();
     }
-    type Key = (String, String, String);
-    let key = |thread: &str, ns: &str, id: &str| -> Key {
-        (thread.to_owned(), ns.to_owned(), id.to_owned())
-    };
-    let index: HashMap<Key, usize> = tuples
+    let index: HashMap<delta::Key, usize> = tuples
         .iter()
         .enumerate()
-        .map(|(i, t)| {
-            let c = &t.config;
-            let id = c.checkpoint_id.as_deref().unwrap_or_default();
-            (key(&c.thread_id, &c.checkpoint_ns, id), i)
-        })
+        .map(|(i, t)| (delta::key(&t.config), i))
         .collect();
-    // Parents commit before their children: build oldest first.
-    let mut order: Vec<usize> = (0..tuples.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (ta, tb) = (&tuples[a], &tuples[b]);
-        (
-            &ta.config.thread_id,
-            &ta.config.checkpoint_ns,
-            ta.commit_order,
-        )
-            .cmp(&(
-                &tb.config.thread_id,
-                &tb.config.checkpoint_ns,
-                tb.commit_order,
-            ))
-    });
+    let order = delta::oldest_first(&tuples);
     let mut slots: Vec<Option<CheckpointTuple>> = tuples.into_iter().map(Some).collect();
     let mut snaps: Vec<Option<StateSnapshot<S>>> = slots.iter().map(|_| None).collect();
     for i in order {
@@ -294,10 +272,10 @@ fn snapshots_from_parents<S: GraphState>(
             snaps[i] = Some(snapshot(spec, t, false)?);
             continue;
         }
-        let parent = t.parent_config.as_ref().and_then(|p| {
-            let id = p.checkpoint_id.as_deref().unwrap_or_default();
-            index.get(&key(&p.thread_id, &p.checkpoint_ns, id)).copied()
-        });
+        let parent = t
+            .parent_config
+            .as_ref()
+            .and_then(|p| index.get(&delta::key(p)).copied());
         let Some(j) = parent.filter(|&j| snaps[j].is_some()) else {
             return Err(delta::corrupt(
                 &t,
@@ -309,12 +287,10 @@ fn snapshots_from_parents<S: GraphState>(
         let cp = &mut t.checkpoint;
         for (ch, d) in cp.deltas.iter_mut() {
             if !cp.channel_values.contains_key(ch) {
+                cp.channel_values
+                    .insert(ch.clone(), Value::Array(Vec::new()));
                 appended.push((ch.clone(), std::mem::take(&mut d.items)));
             }
-        }
-        for (ch, _) in &appended {
-            cp.channel_values
-                .insert(ch.clone(), Value::Array(Vec::new()));
         }
         let mut snap = snapshot(spec, t, false)?;
         if let Some(p) = &snaps[j] {
