@@ -21,6 +21,8 @@ mod engine;
 mod group;
 #[path = "sql/hot.rs"]
 mod hot;
+#[path = "sql/listing.rs"]
+mod listing;
 #[path = "sql/migrations.rs"]
 mod migrations;
 #[path = "sql/typed_history.rs"]

@@ -29,6 +29,7 @@ use crate::migrate::Dialect;
 
 mod group;
 mod hot;
+mod packed;
 #[macro_use]
 mod saver_impl;
 #[cfg(feature = "postgres")]
@@ -256,6 +257,22 @@ impl Queries {
         members.join(" UNION ALL ")
     }
 
+    /// The listing of [`tuples`](Queries::tuples) as one row of frames
+    /// (column `packed`, see [`packed`]), where the database builds it
+    /// (SQLite).
+    pub(crate) fn packed_tuples(&self, where_: &str, limit: i64, ordered: bool) -> Option<String> {
+        match self.dialect {
+            Dialect::Sqlite => Some(packed::sqlite_listing(
+                &self.cps,
+                &self.writes,
+                where_,
+                if ordered { ORDER_NEWEST } else { "" },
+                limit,
+            )),
+            Dialect::Postgres => None,
+        }
+    }
+
     /// Builds the one-query listing: checkpoints matching `where_` (newest
     /// first per thread and namespace, at most `$limit`) and, in the same
     /// result, their pending writes. `kind` 0 rows are checkpoints, 1 writes.
@@ -273,13 +290,13 @@ impl Queries {
     /// out the `ORDER BY` of the keys. The limit is written into the text, not
     /// bound: SQLite compiles a statement again whenever a bound `LIMIT`
     /// changes, and the listing is a long statement to compile.
+    ///
+    /// The SQLite saver reads this form only when the packed one
+    /// ([`packed_tuples`](Queries::packed_tuples)) is longer than SQLite's
+    /// longest string.
     pub(crate) fn tuples(&self, where_: &str, limit: i64, ordered: bool) -> String {
         let (cps, writes, meta_out) = (&self.cps, &self.writes, self.meta_out);
-        let order_by = if ordered {
-            "ORDER BY thread_id, checkpoint_ns, commit_order DESC"
-        } else {
-            ""
-        };
+        let order_by = if ordered { ORDER_NEWEST } else { "" };
         match self.dialect {
             Dialect::Postgres => format!(
                 "WITH c AS MATERIALIZED (
@@ -326,6 +343,9 @@ impl Queries {
         }
     }
 }
+
+/// A listing's order: by thread and namespace, newest first.
+const ORDER_NEWEST: &str = "ORDER BY thread_id, checkpoint_ns, commit_order DESC";
 
 /// Lineages read by one query of [`Queries::lineage_ranges`]: at most one
 /// member and 4 parameters each (SQLite allows 500 members).
@@ -531,6 +551,11 @@ impl Settings {
             commit_order,
             pending_writes: Vec::new(),
         })
+    }
+
+    /// Decodes one packed listing ([`Queries::packed_tuples`]) into `out`.
+    pub(crate) fn unpack(&self, packed: &[u8], out: &mut TupleAssembler) -> Result<()> {
+        packed::unpack(self, packed, out)
     }
 
     /// Decodes a stored pending write.

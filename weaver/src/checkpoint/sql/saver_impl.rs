@@ -68,6 +68,14 @@ macro_rules! impl_sql_saver {
                 }
             }
 
+            /// SQLite `SQLITE_TOOBIG`: a string or blob longer than the
+            /// connection allows.
+            fn is_too_big(e: &::sqlx::Error) -> bool {
+                e.as_database_error()
+                    .and_then(|d| d.code())
+                    .is_some_and(|c| c.as_ref() == "18")
+            }
+
             fn is_unique_violation(e: &::sqlx::Error) -> bool {
                 e.as_database_error().is_some_and(|d| d.is_unique_violation())
             }
@@ -94,6 +102,15 @@ macro_rules! impl_sql_saver {
                     params: Vec<Param>,
                     op: &'static str,
                 ) -> Result<Vec<<$db as ::sqlx::Database>::Row>> {
+                    self.fetch_dynamic_raw(sql, params).await.map_err(storage(op))
+                }
+
+                /// [`fetch_dynamic`](Self::fetch_dynamic), with the database's error.
+                async fn fetch_dynamic_raw(
+                    &self,
+                    sql: String,
+                    params: Vec<Param>,
+                ) -> ::std::result::Result<Vec<<$db as ::sqlx::Database>::Row>, ::sqlx::Error> {
                     let mut query = ::sqlx::query(AssertSqlSafe(sql));
                     for p in params {
                         query = match p {
@@ -101,13 +118,47 @@ macro_rules! impl_sql_saver {
                             Param::Int(i) => query.bind(i),
                         };
                     }
-                    let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
+                    let mut lease = self.hot.lease(&self.pool).await?;
                     // A failed read may have lost its connection (a server
                     // shutting it down reports that as a database error too):
                     // only a successful one leaves it for the next call.
-                    let rows = query.fetch_all(&mut *lease).await.map_err(storage(op))?;
+                    let rows = query.fetch_all(&mut *lease).await?;
                     lease.done();
                     Ok(rows)
+                }
+
+                /// The checkpoints of `where_` (see [`Queries::tuples`]) with
+                /// their pending writes: packed into one row where the
+                /// database can ([`Queries::packed_tuples`]), row by row when
+                /// it cannot, or when the packed listing would be longer
+                /// than the database's longest string.
+                async fn fetch_tuples(
+                    &self,
+                    where_: &str,
+                    params: Vec<Param>,
+                    limit: i64,
+                    ordered: bool,
+                    op: &'static str,
+                ) -> Result<Vec<CheckpointTuple>> {
+                    let q = &self.settings.q;
+                    if let Some(sql) = q.packed_tuples(where_, limit, ordered) {
+                        match self.fetch_dynamic_raw(sql, params.clone()).await {
+                            Ok(rows) => {
+                                let mut out = TupleAssembler::default();
+                                for row in rows {
+                                    let packed: Option<&[u8]> = get(&row, "packed", op)?;
+                                    if let Some(packed) = packed {
+                                        self.settings.unpack(packed, &mut out)?;
+                                    }
+                                }
+                                return Ok(out.finish());
+                            }
+                            Err(e) if !is_too_big(&e) => return Err(storage(op)(e)),
+                            Err(_) => {}
+                        }
+                    }
+                    let rows = self.fetch_dynamic(q.tuples(where_, limit, ordered), params, op).await?;
+                    self.assemble(rows, op)
                 }
 
                 /// Checkpoint rows (kind 0) and write rows (kind 1) into tuples.
@@ -497,9 +548,11 @@ macro_rules! impl_sql_saver {
                         params.push(Param::Text(id.clone()));
                         where_.push_str(" AND checkpoint_id = $3");
                     }
-                    let sql = self.settings.q.tuples(&where_, 1, target.checkpoint_id.is_none());
-                    let rows = self.fetch_dynamic(sql, params, op).await?;
-                    let found = self.assemble(rows, op)?.into_iter().next();
+                    let found = self
+                        .fetch_tuples(&where_, params, 1, target.checkpoint_id.is_none(), op)
+                        .await?
+                        .into_iter()
+                        .next();
                     if found.is_none() && self.settings.shallow {
                         if let Some(id) = &target.checkpoint_id {
                             if self.has_head(&target.thread_id, &target.checkpoint_ns, op).await? {
@@ -547,9 +600,7 @@ macro_rules! impl_sql_saver {
                     };
                     let (where_, params) = list_where(&self.settings.q, filter, before)?;
                     let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
-                    let sql = self.settings.q.tuples(&where_, limit, true);
-                    let rows = self.fetch_dynamic(sql, params, op).await?;
-                    self.assemble(rows, op)
+                    self.fetch_tuples(&where_, params, limit, true, op).await
                 }
 
                 async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef> {

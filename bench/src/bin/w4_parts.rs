@@ -1,0 +1,102 @@
+//! Where W4's `history(limit 20)` spends its time on SQLite: builds W2's
+//! thread (500 chat turns, 256-byte messages in a `Vec<Arc<str>>` delta
+//! channel) in a fresh SQLite file, then times, each as the median of many
+//! calls in the same process:
+//!
+//! - `saver_list`: `Saver::list` with `limit 20` (the query and decoding the
+//!   records into tuples);
+//! - `history`: `get_state_history(limit 20)` (the listing, rebuilding the
+//!   delta channels and building typed snapshots).
+//!
+//! ```text
+//! cargo run --release -p weaver-bench --bin w4_parts
+//! ```
+//!
+//! Prints one JSON line. Run it beside `weaver-bench`'s W4 row to see which
+//! part a change moved.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use weaver::checkpoint::{ListFilter, Saver, SqliteSaver};
+use weaver::prelude::*;
+
+const TURNS: i64 = 500;
+const ROUNDS: usize = 1000;
+
+/// W2's state with shared message strings.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Chat {
+    #[reducer(delta)]
+    messages: Vec<Arc<str>>,
+}
+
+/// Median milliseconds of `ROUNDS` runs of `f`.
+async fn median_ms<F, Fut>(mut f: F) -> weaver::Result<f64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = weaver::Result<()>>,
+{
+    let mut times = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        f().await?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((times[ROUNDS / 2] * 1e4).round() / 1e4)
+}
+
+async fn run() -> weaver::Result<serde_json::Value> {
+    let dir = std::env::temp_dir().join(format!("weaver-w4-parts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::storage("temp dir", e))?;
+    let url = format!("sqlite://{}", dir.join("w4.db").display());
+    let saver = SqliteSaver::connect(&url).await?;
+    let turn = Arc::new(AtomicI64::new(0));
+    let t = turn.clone();
+    let graph = Graph::<Chat>::new("chat")
+        .add_node("chat", move |_: &Chat| {
+            let i = t.load(Ordering::SeqCst);
+            ChatUpdate::default().messages(vec![Arc::from(format!("{i:0256}"))])
+        })
+        .add_sequence([START, "chat", END])
+        .compile(Compile::new().checkpointer(saver.clone()))?;
+    let config = RunConfig::thread("w2");
+    for i in 1..=TURNS {
+        turn.store(i, Ordering::SeqCst);
+        graph.invoke(Chat::default(), &config).await?;
+    }
+    let filter = ListFilter::thread("w2").ns("").limit(20);
+    let saver_list = median_ms(|| async { saver.list(&filter).await.map(drop) }).await?;
+    let history = median_ms(|| async {
+        graph
+            .get_state_history(&config, History::default().limit(20))
+            .await
+            .map(drop)
+    })
+    .await?;
+    saver.pool().close().await;
+    std::fs::remove_dir_all(&dir).map_err(|e| Error::storage("temp dir", e))?;
+    Ok(json!({
+        "saver_list_ms": saver_list,
+        "history_ms": history,
+    }))
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match rt.block_on(run()) {
+        Ok(v) => println!("{v}"),
+        Err(e) => {
+            eprintln!("w4_parts: {e}");
+            std::process::exit(1);
+        }
+    }
+}

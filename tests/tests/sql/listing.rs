@@ -1,0 +1,142 @@
+//! SQLite listings, which SQLite packs into one row of length-prefixed
+//! frames: identifiers of any characters read back as written, and a listing
+//! longer than the connection's string limit is read row by row instead of
+//! failing.
+
+use serde_json::json;
+use sqlx::sqlite::SqlitePoolOptions;
+use weaver::checkpoint::{CheckpointRef, CheckpointTuple, ListFilter, PendingWrite, Saver};
+
+use super::common::{SqliteDb, cp};
+
+/// What a listing must keep of each tuple.
+fn summary(t: &CheckpointTuple) -> serde_json::Value {
+    json!({
+        "config": t.config,
+        "parent": t.parent_config,
+        "order": t.commit_order,
+        "values": t.checkpoint.channel_values,
+        "writer": t.metadata.extra.get("writer"),
+        "writes": t.pending_writes.iter()
+            .map(|w| json!([w.task_id, w.task_path, w.idx, w.channel, w.value]))
+            .collect::<Vec<_>>(),
+    })
+}
+
+#[tokio::test]
+async fn identifiers_of_any_characters_read_back_as_written_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver = db.saver().await;
+    // NUL, the frames' `:` and `-`, digits and multi-byte characters.
+    let threads = ["t\0:-é", "12:ab", "-", ""];
+    let ns = "sub:\0-graph";
+    for thread in threads {
+        for (id, parent) in [("c1:\0", None), ("c2-é", Some("c1:\0"))] {
+            let mut new = cp(thread, id, parent, None);
+            new.checkpoint_ns = ns.to_owned();
+            saver.put(new).await.unwrap();
+        }
+        let head = CheckpointRef::latest(thread).ns(ns).at("c2-é");
+        let writes = PendingWrite::for_task(
+            "task:\0-1",
+            "path:-é",
+            [
+                ("ch:\0".to_owned(), json!("first")),
+                ("ch-é".to_owned(), json!({"k": [1, 2]})),
+            ],
+        );
+        saver.put_writes(&head, writes).await.unwrap();
+    }
+    for thread in threads {
+        let listed = saver
+            .list(&ListFilter::thread(thread).ns(ns))
+            .await
+            .unwrap();
+        let got: Vec<_> = listed.iter().map(summary).collect();
+        assert_eq!(got.len(), 2, "{thread:?}");
+        assert_eq!(got[0]["config"]["thread_id"], json!(thread));
+        assert_eq!(got[0]["config"]["checkpoint_ns"], json!(ns));
+        assert_eq!(got[0]["config"]["checkpoint_id"], json!("c2-é"));
+        assert_eq!(got[0]["parent"]["checkpoint_id"], json!("c1:\0"));
+        assert_eq!(got[0]["values"], json!({"foo": "value of c2-é"}));
+        assert_eq!(got[0]["writer"], json!("c2-é"));
+        assert_eq!(
+            got[0]["writes"],
+            json!([
+                ["task:\0-1", "path:-é", 0, "ch:\0", "first"],
+                ["task:\0-1", "path:-é", 1, "ch-é", {"k": [1, 2]}],
+            ])
+        );
+        assert_eq!(got[1]["parent"], json!(null));
+        assert_eq!(got[1]["writes"], json!([]));
+        let latest = saver
+            .get_tuple(&CheckpointRef::latest(thread).ns(ns))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(summary(&latest), got[0]);
+    }
+}
+
+#[tokio::test]
+async fn a_listing_longer_than_sqlites_string_limit_is_read_row_by_row() {
+    let db = SqliteDb::new().await;
+    let unlimited = db.saver().await;
+    let mut last = None;
+    for i in 0..40 {
+        let id = format!("c{i:02}");
+        let mut new = cp("big", &id, last.as_deref(), None);
+        new.checkpoint
+            .channel_values
+            .insert("text".into(), json!("x".repeat(4000)));
+        let at = unlimited.put(new).await.unwrap();
+        let writes =
+            PendingWrite::for_task("t", "", [("text".to_owned(), json!("y".repeat(3000)))]);
+        unlimited.put_writes(&at, writes).await.unwrap();
+        last = Some(id);
+    }
+    // Strings and blobs of at most 64 KiB on these connections: each record
+    // fits, the 280 KiB listing as one value does not.
+    let limited = db
+        .saver_on(
+            SqlitePoolOptions::new().after_connect(|conn, _| {
+                Box::pin(async move {
+                    let mut handle = conn.lock_handle().await?;
+                    // SAFETY: the pointer is this connection's open handle,
+                    // held locked (no other use of it) for the call.
+                    unsafe {
+                        libsqlite3_sys::sqlite3_limit(
+                            handle.as_raw_handle().as_ptr(),
+                            libsqlite3_sys::SQLITE_LIMIT_LENGTH,
+                            64 * 1024,
+                        );
+                    }
+                    Ok(())
+                })
+            }),
+            db.connect_options(),
+        )
+        .await;
+    let want: Vec<_> = unlimited
+        .list(&ListFilter::thread("big"))
+        .await
+        .unwrap()
+        .iter()
+        .map(summary)
+        .collect();
+    assert_eq!(want.len(), 40);
+    let got: Vec<_> = limited
+        .list(&ListFilter::thread("big"))
+        .await
+        .unwrap()
+        .iter()
+        .map(summary)
+        .collect();
+    assert_eq!(got, want);
+    // A page that fits is still read, and matches.
+    let page = limited
+        .list(&ListFilter::thread("big").limit(3))
+        .await
+        .unwrap();
+    assert_eq!(page.iter().map(summary).collect::<Vec<_>>(), want[..3]);
+}

@@ -1,0 +1,326 @@
+//! SQLite listings packed into one row.
+//!
+//! sqlx runs SQLite on a worker thread and hands each result row to the
+//! caller separately: one channel send, one copy of every column value and,
+//! whenever the caller is waiting, one wake-up of its thread. That costs a
+//! few microseconds a row, more than SQLite takes to find the row. A history
+//! page of 20 checkpoints and their pending writes is about 40 rows, so the
+//! SQLite saver has SQLite concatenate them into one blob of frames instead,
+//! which [`unpack`] reads back.
+//!
+//! A frame is a kind byte, `0` for a checkpoint and `1` for a pending write,
+//! then its fields in a fixed order. Text and bytes are `<byte length>:`
+//! followed by the bytes, an integer is `<decimal>:`, a NULL is `-`.
+//!
+//! - checkpoint: thread id, namespace, checkpoint id, parent id (or NULL),
+//!   metadata, commit order, payload;
+//! - write: thread id, namespace, checkpoint id, task id, index, channel,
+//!   task path, value.
+//!
+//! The frames arrive in no particular order; [`TupleAssembler`] orders them.
+//! A listing longer than SQLite's string limit (`SQLITE_MAX_LENGTH`, 1e9
+//! bytes by default) fails with `SQLITE_TOOBIG` before any row is returned;
+//! the saver then reads it row by row ([`Queries::tuples`](super::Queries::tuples)).
+
+use super::{Settings, TupleAssembler};
+use crate::error::{Error, Result};
+
+/// The SQLite listing of `where_` (over the table `cps` and its `writes`) as
+/// one row with one column, `packed`: the frames of the checkpoints, at most
+/// `limit` of them, in `order_by` before the limit, and of their writes.
+/// `packed` is NULL when nothing matches.
+pub(crate) fn sqlite_listing(
+    cps: &str,
+    writes: &str,
+    where_: &str,
+    order_by: &str,
+    limit: i64,
+) -> String {
+    let field = |col: &str| format!("length(CAST({col} AS BLOB)), ':', {col}");
+    let checkpoint = [
+        "'0'".to_owned(),
+        field("x.thread_id"),
+        field("x.checkpoint_ns"),
+        field("x.checkpoint_id"),
+        "COALESCE(length(CAST(x.parent_checkpoint_id AS BLOB)) || ':' || x.parent_checkpoint_id, '-')"
+            .to_owned(),
+        field("x.metadata"),
+        "x.commit_order, ':'".to_owned(),
+        field("x.checkpoint"),
+    ]
+    .join(", ");
+    let write = [
+        "'1'".to_owned(),
+        field("w.thread_id"),
+        field("w.checkpoint_ns"),
+        field("w.checkpoint_id"),
+        field("w.task_id"),
+        "w.idx, ':'".to_owned(),
+        field("w.channel"),
+        field("w.task_path"),
+        field("w.value"),
+    ]
+    .join(", ");
+    format!(
+        "WITH c AS MATERIALIZED (
+            SELECT thread_id, checkpoint_ns, checkpoint_id
+              FROM {cps} WHERE {where_}
+             {order_by}
+             LIMIT {limit}),
+         f (frame) AS (
+            SELECT concat({checkpoint})
+              FROM c JOIN {cps} AS x
+                ON x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
+               AND x.checkpoint_id = c.checkpoint_id
+            UNION ALL
+            SELECT concat({write})
+              FROM c CROSS JOIN {writes} AS w
+                ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+               AND w.checkpoint_id = c.checkpoint_id)
+         SELECT CAST(group_concat(frame, '') AS BLOB) AS packed FROM f"
+    )
+}
+
+/// Decodes the frames of one `packed` value into `out`.
+pub(crate) fn unpack(settings: &Settings, packed: &[u8], out: &mut TupleAssembler) -> Result<()> {
+    let mut r = Frames {
+        buf: packed,
+        pos: 0,
+    };
+    while let Some(kind) = r.kind()? {
+        let thread = r.text()?;
+        let ns = r.text()?;
+        let id = r.text()?;
+        if kind == b'0' {
+            let parent = r.nullable_text()?;
+            let metadata = r.text()?;
+            let order = r.int()?;
+            let payload = r.bytes()?;
+            out.push_tuple(settings.decode_tuple(
+                thread.to_owned(),
+                ns.to_owned(),
+                id.to_owned(),
+                parent.map(str::to_owned),
+                payload,
+                metadata,
+                order,
+            )?);
+        } else {
+            let task_id = r.text()?;
+            let idx = r.int()?;
+            let channel = r.text()?;
+            let task_path = r.text()?;
+            let value = r.bytes()?;
+            let w = settings.decode_write(
+                thread,
+                ns,
+                id,
+                task_id.to_owned(),
+                idx,
+                channel.to_owned(),
+                task_path.to_owned(),
+                value,
+            )?;
+            out.push_write((thread.to_owned(), ns.to_owned(), id.to_owned()), w);
+        }
+    }
+    Ok(())
+}
+
+/// A reader over the frames of one packed listing.
+struct Frames<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Frames<'a> {
+    fn corrupt(&self, reason: &str) -> Error {
+        Error::decode(
+            "SQLite listing",
+            format!("{reason} at byte {} of {}", self.pos, self.buf.len()),
+        )
+    }
+
+    /// The next frame's kind, `None` at the end.
+    fn kind(&mut self) -> Result<Option<u8>> {
+        match self.buf.get(self.pos) {
+            None => Ok(None),
+            Some(&k @ (b'0' | b'1')) => {
+                self.pos += 1;
+                Ok(Some(k))
+            }
+            Some(_) => Err(self.corrupt("unknown frame kind")),
+        }
+    }
+
+    /// The decimal number before the next `:`, and the `:`.
+    fn number(&mut self) -> Result<i64> {
+        let rest = &self.buf[self.pos..];
+        let end = rest
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or_else(|| self.corrupt("missing `:`"))?;
+        let n = std::str::from_utf8(&rest[..end])
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or_else(|| self.corrupt("bad number"))?;
+        self.pos += end + 1;
+        Ok(n)
+    }
+
+    fn int(&mut self) -> Result<i64> {
+        self.number()
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8]> {
+        let len = usize::try_from(self.number()?).map_err(|_| self.corrupt("negative length"))?;
+        let end = self
+            .pos
+            .checked_add(len)
+            .filter(|&end| end <= self.buf.len())
+            .ok_or_else(|| self.corrupt("field runs past the end"))?;
+        let out = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+
+    fn text(&mut self) -> Result<&'a str> {
+        let start = self.pos;
+        let bytes = self.bytes()?;
+        std::str::from_utf8(bytes).map_err(|_| {
+            self.pos = start;
+            self.corrupt("text that is not UTF-8")
+        })
+    }
+
+    fn nullable_text(&mut self) -> Result<Option<&'a str>> {
+        if self.buf.get(self.pos) == Some(&b'-') {
+            self.pos += 1;
+            return Ok(None);
+        }
+        self.text().map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Frames, unpack};
+    use crate::checkpoint::sql::{Settings, TupleAssembler};
+    use crate::error::Error;
+    use crate::migrate::Dialect;
+
+    fn field(out: &mut Vec<u8>, bytes: &[u8]) {
+        out.extend_from_slice(format!("{}:", bytes.len()).as_bytes());
+        out.extend_from_slice(bytes);
+    }
+
+    fn checkpoint_frame(thread: &str, id: &str, parent: Option<&str>, order: i64) -> Vec<u8> {
+        let mut f = b"0".to_vec();
+        field(&mut f, thread.as_bytes());
+        field(&mut f, b"");
+        field(&mut f, id.as_bytes());
+        match parent {
+            Some(p) => field(&mut f, p.as_bytes()),
+            None => f.push(b'-'),
+        }
+        field(&mut f, br#"{"source":"loop","step":1,"parents":{}}"#);
+        f.extend_from_slice(format!("{order}:").as_bytes());
+        let payload = format!(
+            r#"{{"v":2,"id":"{id}","ts":"2026-11-30T00:00:00+00:00","channel_values":{{}},"channel_versions":{{}},"versions_seen":{{}}}}"#
+        );
+        field(&mut f, payload.as_bytes());
+        f
+    }
+
+    fn write_frame(thread: &str, id: &str, task: &str, idx: i64, value: &[u8]) -> Vec<u8> {
+        let mut f = b"1".to_vec();
+        field(&mut f, thread.as_bytes());
+        field(&mut f, b"");
+        field(&mut f, id.as_bytes());
+        field(&mut f, task.as_bytes());
+        f.extend_from_slice(format!("{idx}:").as_bytes());
+        field(&mut f, b"messages");
+        field(&mut f, b"");
+        field(&mut f, value);
+        f
+    }
+
+    fn unpacked(packed: &[u8]) -> crate::Result<Vec<crate::checkpoint::CheckpointTuple>> {
+        let settings = Settings::new(Dialect::Sqlite, "");
+        let mut out = TupleAssembler::default();
+        unpack(&settings, packed, &mut out)?;
+        Ok(out.finish())
+    }
+
+    #[test]
+    fn frames_in_any_order_become_ordered_tuples_with_their_writes() {
+        // A thread id with a NUL, a colon and a multi-byte character: fields
+        // are read by byte length, never by a separator.
+        let thread = "t\0:é";
+        let mut packed = write_frame(thread, "c2", "task", 1, b"[\"b\"]");
+        packed.extend(checkpoint_frame(thread, "c1", None, 1));
+        packed.extend(write_frame(thread, "c2", "task", 0, b"[\"a\"]"));
+        packed.extend(checkpoint_frame(thread, "c2", Some("c1"), 2));
+        let tuples = unpacked(&packed).unwrap();
+        assert_eq!(tuples.len(), 2);
+        assert_eq!(tuples[0].config.thread_id, thread);
+        assert_eq!(tuples[0].config.checkpoint_id.as_deref(), Some("c2"));
+        assert_eq!(tuples[0].commit_order, 2);
+        assert_eq!(
+            tuples[0]
+                .parent_config
+                .as_ref()
+                .and_then(|p| p.checkpoint_id.as_deref()),
+            Some("c1")
+        );
+        let writes: Vec<_> = tuples[0]
+            .pending_writes
+            .iter()
+            .map(|w| (w.idx, w.value.clone()))
+            .collect();
+        assert_eq!(
+            writes,
+            vec![(0, serde_json::json!(["a"])), (1, serde_json::json!(["b"]))]
+        );
+        assert!(tuples[1].parent_config.is_none());
+        assert!(tuples[1].pending_writes.is_empty());
+        assert!(unpacked(b"").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_damaged_listing_is_a_decode_error_never_a_panic() {
+        let good = checkpoint_frame("t", "c1", None, 1);
+        let mut cases: Vec<Vec<u8>> = (0..good.len()).map(|n| good[..n].to_vec()).collect();
+        cases.retain(|c| !c.is_empty());
+        let mut kind = good.clone();
+        kind[0] = b'7';
+        let mut long = good.clone();
+        long[1] = b'9';
+        let mut not_utf8 = checkpoint_frame("t", "c1", None, 1);
+        not_utf8[3] = 0xff;
+        cases.extend([
+            kind,
+            long,
+            not_utf8,
+            b"0-1:t".to_vec(),
+            b"099999999999999999999:".to_vec(),
+        ]);
+        for case in cases {
+            match unpacked(&case) {
+                Err(Error::Decode { .. }) => {}
+                other => panic!(
+                    "{:?}: expected a decode error, got {other:?}",
+                    String::from_utf8_lossy(&case)
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn a_null_is_only_read_where_a_field_may_be_null() {
+        let mut r = Frames { buf: b"-", pos: 0 };
+        assert_eq!(r.nullable_text().unwrap(), None);
+        let mut r = Frames { buf: b"-", pos: 0 };
+        assert!(matches!(r.text(), Err(Error::Decode { .. })));
+    }
+}
