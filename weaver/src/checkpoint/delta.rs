@@ -433,14 +433,19 @@ pub(crate) enum ListedParents {
     Leave,
 }
 
-/// The indices of `tuples` by thread, namespace and commit order: parents
-/// commit before their children, so rebuilding in this order finds each
-/// listed parent rebuilt.
+/// The indices of `tuples` by commit order (then thread and namespace): a
+/// parent shares its child's thread and namespace and commits before it, so
+/// rebuilding in this order finds each listed parent rebuilt. Commit orders
+/// of different threads compare meaninglessly but harmlessly; comparing
+/// them first spares comparing the strings of a one-thread listing.
 pub(crate) fn oldest_first(tuples: &[CheckpointTuple]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..tuples.len()).collect();
-    order.sort_by_key(|&i| {
-        let t = &tuples[i];
-        (&t.config.thread_id, &t.config.checkpoint_ns, t.commit_order)
+    order.sort_unstable_by(|&i, &j| {
+        let (a, b) = (&tuples[i], &tuples[j]);
+        a.commit_order.cmp(&b.commit_order).then_with(|| {
+            (&a.config.thread_id, &a.config.checkpoint_ns)
+                .cmp(&(&b.config.thread_id, &b.config.checkpoint_ns))
+        })
     });
     order
 }
