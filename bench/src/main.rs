@@ -39,6 +39,7 @@ use sha2::{Digest, Sha256};
 use weaver::checkpoint::{ListFilter, PostgresSaver, SqliteSaver};
 use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::prelude::*;
+use weaver::state::SharedVec;
 use weaver_tests::states::{Steps, StepsUpdate};
 
 const WARMUP: usize = 20;
@@ -70,6 +71,9 @@ enum W2Channel {
     Append,
     /// `#[reducer(delta)] Vec<Arc<str>>`: history snapshots share the items.
     DeltaArc,
+    /// `#[reducer(delta)] SharedVec<String>`: history snapshots share chunks
+    /// of items.
+    SharedVec,
 }
 
 impl W2Channel {
@@ -78,6 +82,7 @@ impl W2Channel {
             W2Channel::Delta => "delta",
             W2Channel::Append => "append",
             W2Channel::DeltaArc => "delta-arc",
+            W2Channel::SharedVec => "shared-vec",
         }
     }
 }
@@ -142,6 +147,7 @@ fn parse_args() -> Args {
                     "delta" => W2Channel::Delta,
                     "append" => W2Channel::Append,
                     "delta-arc" => W2Channel::DeltaArc,
+                    "shared-vec" => W2Channel::SharedVec,
                     other => usage(&format!("unknown W2 channel {other}")),
                 }
             }
@@ -165,7 +171,7 @@ fn parse_args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc]"
+        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc|shared-vec]"
     );
     std::process::exit(2)
 }
@@ -608,6 +614,15 @@ struct ChatShared {
     messages: Vec<Arc<str>>,
 }
 
+/// W2's state with the messages in a [`SharedVec`] (`--w2-channel
+/// shared-vec`): history snapshots share chunks of 64 messages, so each costs
+/// a few pointers rather than one per message.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct ChatChunked {
+    #[reducer(delta)]
+    messages: SharedVec<String>,
+}
+
 /// What W2 and W4 need of a chat state.
 trait ChatState: GraphState {
     /// The name the rows record.
@@ -633,6 +648,16 @@ impl ChatState for ChatShared {
     }
     fn say(message: String) -> ChatSharedUpdate {
         ChatSharedUpdate::default().messages(vec![Arc::from(message)])
+    }
+}
+
+impl ChatState for ChatChunked {
+    const CHANNEL: &'static str = "shared-vec";
+    fn messages(self) -> Vec<String> {
+        self.messages.into()
+    }
+    fn say(message: String) -> ChatChunkedUpdate {
+        ChatChunkedUpdate::default().messages(vec![message])
     }
 }
 
@@ -832,6 +857,7 @@ async fn w2_w4(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
         W2Channel::Delta => w2_w4_on::<Chat>(backend, args).await,
         W2Channel::Append => w2_w4_on::<ChatAppend>(backend, args).await,
         W2Channel::DeltaArc => w2_w4_on::<ChatShared>(backend, args).await,
+        W2Channel::SharedVec => w2_w4_on::<ChatChunked>(backend, args).await,
     }
 }
 

@@ -16,6 +16,13 @@ struct Shared {
     messages: Vec<Arc<str>>,
 }
 
+/// The same channel as a [`SharedVec`](weaver::state::SharedVec).
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Chunked {
+    #[reducer(delta)]
+    messages: weaver::state::SharedVec<String>,
+}
+
 /// The same channel, no longer stored as deltas (a later version of the state).
 #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 struct Plain {
@@ -98,6 +105,54 @@ async fn history_snapshots_share_delta_items_in_memory() {
 async fn history_snapshots_share_delta_items_on_sqlite() {
     let db = SqliteDb::new().await;
     snapshots_share_their_items(Arc::new(db.saver().await)).await;
+}
+
+#[tokio::test]
+async fn shared_vec_snapshots_share_their_full_chunks_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let config = turns(&saver, "c", 60).await;
+    let arcs = shared(saver.clone())
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let reader = Graph::<Chunked>::new("chunked")
+        .add_node("reply", |_: &Chunked| ChunkedUpdate::default())
+        .add_sequence([START, "reply", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let history = reader
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    assert_eq!(history.len(), arcs.len());
+    for (c, a) in history.iter().zip(&arcs) {
+        assert_eq!(c.config.get_checkpoint_id(), a.config.get_checkpoint_id());
+        let a: Vec<String> = a.values.messages.iter().map(|m| m.to_string()).collect();
+        assert_eq!(c.values.messages, a);
+    }
+    let full: Vec<String> = saver
+        .list(&ListFilter::thread("c"))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.checkpoint.channel_values.contains_key("messages"))
+        .map(|t| t.checkpoint.id)
+        .collect();
+    let mut shared_pairs = 0;
+    for pair in history.windows(2) {
+        let (newer, older) = (&pair[0].values.messages, &pair[1].values.messages);
+        if older.len() < 64 {
+            continue;
+        }
+        // Built from the snapshot before it: the first chunk is the same
+        // memory. Decoded in full: a copy.
+        let id = pair[0].config.get_checkpoint_id().unwrap();
+        let same = std::ptr::eq(&newer[0], &older[0]);
+        assert_eq!(same, !full.iter().any(|f| f.as_str() == id), "at {id}");
+        shared_pairs += usize::from(same);
+    }
+    assert!(shared_pairs > 40, "{shared_pairs}");
 }
 
 #[tokio::test]

@@ -50,8 +50,10 @@ use crate::error::Result;
 #[doc(hidden)]
 pub mod reducer;
 mod schema;
+pub mod shared_vec;
 
 pub use schema::StateSchema;
+pub use shared_vec::SharedVec;
 
 /// A graph's state: a struct whose fields are channels.
 ///

@@ -32,15 +32,16 @@ where
 
 /// A field type `#[reducer(delta)]` can extend and checkpoint as deltas: a
 /// sequence that serializes as a JSON array and only grows at its end
-/// (`Vec<T>`, `VecDeque<T>`).
+/// (`Vec<T>`, `VecDeque<T>`, [`SharedVec<T>`](super::SharedVec)).
 ///
 /// A state history builds each snapshot's value by cloning the one before
-/// it and appending what was stored since, so items that are cheap to clone
-/// (`Arc<str>`, `Arc<Message>`) are shared between the snapshots of a
-/// history rather than copied.
+/// it and appending what was stored since. A [`SharedVec`](super::SharedVec)
+/// clones in a few pointers however long it is; a `Vec` of items that are
+/// cheap to clone (`Arc<str>`, `Arc<Message>`) shares the items but counts
+/// each one; a `Vec` of owned items copies them all.
 #[diagnostic::on_unimplemented(
     message = "`#[reducer(delta)]` cannot store a field of type `{Self}` as deltas",
-    label = "`delta` needs a `Vec<T>` or `VecDeque<T>` here",
+    label = "`delta` needs a `Vec<T>`, `VecDeque<T>` or `SharedVec<T>` here",
     note = "a delta channel is checkpointed as the items appended since its parent checkpoint, so its value must be a sequence that only grows at its end; use `#[reducer(append)]` for sets and other collections"
 )]
 pub trait DeltaReducer: Sized {
@@ -55,6 +56,12 @@ impl<T> DeltaReducer for Vec<T> {
 }
 
 impl<T> DeltaReducer for std::collections::VecDeque<T> {
+    fn reduce(current: &mut Self, update: Self) {
+        reduce::append(current, update);
+    }
+}
+
+impl<T: Clone> DeltaReducer for super::SharedVec<T> {
     fn reduce(current: &mut Self, update: Self) {
         reduce::append(current, update);
     }
