@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash};
 use std::ops::AddAssign;
 
+use super::SharedVec;
 use crate::channel::reduce;
 
 /// A field type `#[reducer(append)]` can extend: a collection that is
@@ -32,10 +33,10 @@ where
 
 /// A field type `#[reducer(delta)]` can extend and checkpoint as deltas: a
 /// sequence that serializes as a JSON array and only grows at its end
-/// (`Vec<T>`, `VecDeque<T>`, [`SharedVec<T>`](super::SharedVec)).
+/// (`Vec<T>`, `VecDeque<T>`, [`SharedVec<T>`]).
 ///
 /// A state history builds each snapshot's value by cloning the one before
-/// it and appending what was stored since. A [`SharedVec`](super::SharedVec)
+/// it and appending what was stored since. A [`SharedVec`]
 /// clones in a few pointers however long it is; a `Vec` of items that are
 /// cheap to clone (`Arc<str>`, `Arc<Message>`) shares the items but counts
 /// each one; a `Vec` of owned items copies them all.
@@ -61,7 +62,7 @@ impl<T> DeltaReducer for std::collections::VecDeque<T> {
     }
 }
 
-impl<T: Clone> DeltaReducer for super::SharedVec<T> {
+impl<T: Clone> DeltaReducer for SharedVec<T> {
     fn reduce(current: &mut Self, update: Self) {
         reduce::append(current, update);
     }
