@@ -1,5 +1,5 @@
 //! Where W4's `history(limit 20)` spends its time on SQLite: builds W2's
-//! thread (500 chat turns, 256-byte messages in a `Vec<Arc<str>>` delta
+//! thread (500 chat turns, 256-byte messages in a `SharedVec<String>` delta
 //! channel) in a fresh SQLite file, then times, each as the median of many
 //! calls in the same process:
 //!
@@ -24,15 +24,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use weaver::checkpoint::{ListFilter, Saver, SqliteSaver};
 use weaver::prelude::*;
+use weaver::state::SharedVec;
 
 const TURNS: i64 = 500;
 const ROUNDS: usize = 1000;
 
-/// W2's state with shared message strings.
+/// W2's state, its messages in chunks its snapshots share.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 struct Chat {
     #[reducer(delta)]
-    messages: Vec<Arc<str>>,
+    messages: SharedVec<String>,
 }
 
 /// Median milliseconds of `ROUNDS` runs of `f`.
@@ -61,7 +62,7 @@ async fn run() -> weaver::Result<serde_json::Value> {
     let graph = Graph::<Chat>::new("chat")
         .add_node("chat", move |_: &Chat| {
             let i = t.load(Ordering::SeqCst);
-            ChatUpdate::default().messages(vec![Arc::from(format!("{i:0256}"))])
+            ChatUpdate::default().messages(vec![format!("{i:0256}")])
         })
         .add_sequence([START, "chat", END])
         .compile(Compile::new().checkpointer(saver.clone()))?;

@@ -5,7 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::iter::FusedIterator;
 use std::marker::PhantomData;
 use std::ops::Index;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::{SeqAccess, Visitor};
@@ -17,10 +17,13 @@ const CHUNK: usize = 64;
 /// A growable sequence whose clones share their items, for long state fields
 /// such as a conversation's messages.
 ///
-/// The items live in reference-counted chunks of 64. Cloning a `SharedVec`
-/// copies one pointer per chunk, not the items, and dropping a clone frees
-/// nothing the original still holds. Pushing onto a clone copies at most the
-/// last, partly filled chunk. Everything else reads like a `Vec`: it indexes,
+/// The items live in reference-counted chunks of 64 write-once slots.
+/// Cloning a `SharedVec` copies one pointer per chunk, not the items, and
+/// dropping a clone frees nothing the original still holds. Pushing onto a
+/// clone writes the next slot of the shared chunk, which the original does
+/// not see; only when two clones of the same sequence both push does the
+/// second copy the items of the last chunk (at most 63) to a chunk of its own.
+/// Everything else reads like a `Vec`: it indexes,
 /// iterates, compares, hashes and serializes as a sequence (a JSON array, with
 /// the JSON Schema of `Vec<T>`).
 ///
@@ -46,14 +49,22 @@ const CHUNK: usize = 64;
 /// chat.messages.push("one more".to_owned());
 /// assert_eq!(before.messages.len(), 100);
 /// assert_eq!(chat.messages.last().map(String::as_str), Some("one more"));
-/// // The clone and the original share the first 64 items (a full chunk).
+/// // The clone and the original share their items.
 /// assert!(std::ptr::eq(&before.messages[0], &chat.messages[0]));
 /// ```
 pub struct SharedVec<T> {
-    /// Full chunks of `CHUNK` items, the last one possibly partly filled;
-    /// never an empty chunk.
-    chunks: Vec<Arc<Vec<T>>>,
+    /// Chunks of `CHUNK` write-once slots; this sequence's items are the
+    /// first `len` slots in order, all set. Clones share chunks, so a slot
+    /// past `len` may hold another clone's item.
+    chunks: Vec<Chunk<T>>,
     len: usize,
+}
+
+/// `CHUNK` slots, each set at most once.
+type Chunk<T> = Arc<[OnceLock<T>]>;
+
+fn new_chunk<T>() -> Chunk<T> {
+    (0..CHUNK).map(|_| OnceLock::new()).collect()
 }
 
 impl<T> SharedVec<T> {
@@ -77,37 +88,54 @@ impl<T> SharedVec<T> {
 
     /// The item at `index`, if there is one.
     pub fn get(&self, index: usize) -> Option<&T> {
-        self.chunks.get(index / CHUNK)?.get(index % CHUNK)
+        if index >= self.len {
+            return None;
+        }
+        self.chunks.get(index / CHUNK)?.get(index % CHUNK)?.get()
     }
 
     /// The first item.
     pub fn first(&self) -> Option<&T> {
-        self.chunks.first()?.first()
+        self.get(0)
     }
 
     /// The last item.
     pub fn last(&self) -> Option<&T> {
-        self.chunks.last()?.last()
+        self.get(self.len.checked_sub(1)?)
     }
 
     /// The items in order.
     pub fn iter(&self) -> Iter<'_, T> {
         Iter {
-            chunks: self.chunks.iter(),
-            front: [].iter(),
-            back: [].iter(),
-            remaining: self.len,
+            items: self,
+            front: 0,
+            back: self.len,
         }
     }
 
-    /// Appends `item`, copying the last chunk first if a clone shares it.
+    /// Appends `item`. The slot after the last item is written in place,
+    /// even in a chunk that clones share (they do not see it); only if a
+    /// clone has already appended there does this copy the items of the
+    /// last chunk first.
     pub fn push(&mut self, item: T)
     where
         T: Clone,
     {
-        match self.chunks.last_mut() {
-            Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(item),
-            _ => self.chunks.push(Arc::new(new_chunk(item))),
+        let at = self.len % CHUNK;
+        if at == 0 {
+            self.chunks.push(new_chunk());
+        }
+        if let Some(last) = self.chunks.last_mut() {
+            if let Err(item) = last[at].set(item) {
+                let copy = new_chunk();
+                for (to, from) in copy.iter().zip(&last[..at]) {
+                    if let Some(v) = from.get() {
+                        let _ = to.set(v.clone());
+                    }
+                }
+                let _ = copy[at].set(item);
+                *last = copy;
+            }
         }
         self.len += 1;
     }
@@ -121,39 +149,34 @@ impl<T> SharedVec<T> {
     }
 }
 
-fn new_chunk<T>(first: T) -> Vec<T> {
-    let mut chunk = Vec::with_capacity(CHUNK);
-    chunk.push(first);
-    chunk
-}
-
-/// Collects owned items into chunks, with no `Clone` bound.
+/// Collects owned items into fresh chunks, with no `Clone` bound.
 struct Builder<T> {
-    chunks: Vec<Vec<T>>,
-    len: usize,
+    items: SharedVec<T>,
 }
 
 impl<T> Builder<T> {
     fn new() -> Self {
         Builder {
-            chunks: Vec::new(),
-            len: 0,
+            items: SharedVec::new(),
         }
     }
 
     fn push(&mut self, item: T) {
-        match self.chunks.last_mut() {
-            Some(last) if last.len() < CHUNK => last.push(item),
-            _ => self.chunks.push(new_chunk(item)),
+        let v = &mut self.items;
+        let at = v.len % CHUNK;
+        if at == 0 {
+            v.chunks.push(new_chunk());
         }
-        self.len += 1;
+        // The chunks are this builder's own: every slot from `len` on is
+        // empty, so the item is always stored.
+        if let Some(last) = v.chunks.last() {
+            let _ = last[at].set(item);
+            v.len += 1;
+        }
     }
 
     fn finish(self) -> SharedVec<T> {
-        SharedVec {
-            chunks: self.chunks.into_iter().map(Arc::new).collect(),
-            len: self.len,
-        }
+        self.items
     }
 }
 
@@ -271,55 +294,48 @@ impl<T: Clone> Extend<T> for SharedVec<T> {
 }
 
 /// Borrowing iterator of a [`SharedVec`].
-#[derive(Debug, Clone)]
 pub struct Iter<'a, T> {
-    chunks: std::slice::Iter<'a, Arc<Vec<T>>>,
-    front: std::slice::Iter<'a, T>,
-    back: std::slice::Iter<'a, T>,
-    remaining: usize,
+    items: &'a SharedVec<T>,
+    front: usize,
+    back: usize,
+}
+
+impl<T> Clone for Iter<'_, T> {
+    fn clone(&self) -> Self {
+        Iter { ..*self }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.clone()).finish()
+    }
 }
 
 impl<'a, T> Iterator for Iter<'a, T> {
     type Item = &'a T;
 
     fn next(&mut self) -> Option<&'a T> {
-        loop {
-            if let Some(item) = self.front.next() {
-                self.remaining -= 1;
-                return Some(item);
-            }
-            match self.chunks.next() {
-                Some(chunk) => self.front = chunk.iter(),
-                None => {
-                    let item = self.back.next()?;
-                    self.remaining -= 1;
-                    return Some(item);
-                }
-            }
+        if self.front >= self.back {
+            return None;
         }
+        self.front += 1;
+        self.items.get(self.front - 1)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
+        let n = self.back - self.front;
+        (n, Some(n))
     }
 }
 
 impl<T> DoubleEndedIterator for Iter<'_, T> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(item) = self.back.next_back() {
-                self.remaining -= 1;
-                return Some(item);
-            }
-            match self.chunks.next_back() {
-                Some(chunk) => self.back = chunk.iter(),
-                None => {
-                    let item = self.front.next_back()?;
-                    self.remaining -= 1;
-                    return Some(item);
-                }
-            }
+        if self.front >= self.back {
+            return None;
         }
+        self.back -= 1;
+        self.items.get(self.back)
     }
 }
 
@@ -340,8 +356,10 @@ impl<'a, T> IntoIterator for &'a SharedVec<T> {
 /// shares, and clones the others.
 #[derive(Debug)]
 pub struct IntoIter<T> {
-    chunks: std::vec::IntoIter<Arc<Vec<T>>>,
-    current: std::vec::IntoIter<T>,
+    chunks: std::vec::IntoIter<Chunk<T>>,
+    current: Option<Chunk<T>>,
+    /// The next slot of `current`.
+    slot: usize,
     remaining: usize,
 }
 
@@ -349,15 +367,20 @@ impl<T: Clone> Iterator for IntoIter<T> {
     type Item = T;
 
     fn next(&mut self) -> Option<T> {
-        loop {
-            if let Some(item) = self.current.next() {
-                self.remaining -= 1;
-                return Some(item);
-            }
-            let chunk = self.chunks.next()?;
-            self.current = Arc::try_unwrap(chunk)
-                .unwrap_or_else(|shared| shared.as_ref().clone())
-                .into_iter();
+        if self.remaining == 0 {
+            return None;
+        }
+        if self.slot == CHUNK || self.current.is_none() {
+            self.current = Some(self.chunks.next()?);
+            self.slot = 0;
+        }
+        let chunk = self.current.as_mut()?;
+        let i = self.slot;
+        self.slot += 1;
+        self.remaining -= 1;
+        match Arc::get_mut(chunk) {
+            Some(slots) => slots[i].take(),
+            None => chunk[i].get().cloned(),
         }
     }
 
@@ -377,7 +400,8 @@ impl<T: Clone> IntoIterator for SharedVec<T> {
     fn into_iter(self) -> IntoIter<T> {
         IntoIter {
             chunks: self.chunks.into_iter(),
-            current: Vec::new().into_iter(),
+            current: None,
+            slot: 0,
             remaining: self.len,
         }
     }
@@ -479,23 +503,70 @@ mod tests {
 
     #[test]
     fn clones_share_items_and_pushing_onto_one_leaves_the_other() {
-        let original = numbers(2 * CHUNK + 3);
+        let n = 2 * CHUNK + 3;
+        let original = numbers(n);
         let mut copy = original.clone();
         assert!(std::ptr::eq(&original[0], &copy[0]));
-        assert!(std::ptr::eq(&original[2 * CHUNK + 2], &copy[2 * CHUNK + 2]));
+        assert!(std::ptr::eq(&original[n - 1], &copy[n - 1]));
+        // The copy appends in the shared last chunk; the original does not
+        // see it.
         copy.push("new".into());
         copy.extend(["newer".to_owned()]);
-        assert_eq!(original.len(), 2 * CHUNK + 3);
-        assert_eq!(original.last().map(String::as_str), Some("130"));
-        assert_eq!(copy.len(), 2 * CHUNK + 5);
+        assert_eq!(original, numbers(n));
+        assert_eq!(original.get(n), None);
+        assert_eq!(copy.len(), n + 2);
+        assert_eq!(copy[n], "new");
         assert_eq!(copy.last().map(String::as_str), Some("newer"));
-        // Full chunks stay shared; only the partial last one was copied.
+        assert!(std::ptr::eq(&original[n - 1], &copy[n - 1]));
+        // The original appends where the copy already did: it moves to a
+        // chunk of its own, and neither sees the other's item.
+        let mut original = original;
+        original.push("other".into());
+        assert_eq!(original[n], "other");
+        assert_eq!(copy[n], "new");
+        assert_eq!(original.len(), n + 1);
+        assert!(!std::ptr::eq(&original[n - 1], &copy[n - 1]));
         assert!(std::ptr::eq(&original[CHUNK], &copy[CHUNK]));
-        assert!(!std::ptr::eq(&original[2 * CHUNK], &copy[2 * CHUNK]));
-        // Owned iteration of a shared sequence clones; the original is whole.
-        let owned: Vec<String> = copy.clone().into_iter().collect();
-        assert_eq!(owned.len(), copy.len());
-        assert_eq!(original, numbers(2 * CHUNK + 3));
+        let mut want = numbers(n).to_vec();
+        want.push("other".into());
+        assert_eq!(original, want);
+        // Owned iteration of a shared sequence clones; the copy is whole.
+        let owned: Vec<String> = original.clone().into_iter().collect();
+        assert_eq!(owned, want);
+        let alone: Vec<String> = numbers(n).into_iter().collect();
+        assert_eq!(alone.len(), n);
+        assert_eq!(copy.len(), n + 2);
+    }
+
+    #[test]
+    fn clones_pushing_from_several_threads_each_keep_their_own_items() {
+        let base = numbers(CHUNK + 10);
+        let results: Vec<SharedVec<String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|t| {
+                    let mut mine = base.clone();
+                    scope.spawn(move || {
+                        for i in 0..100 {
+                            mine.push(format!("t{t}-{i}"));
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        assert_eq!(results.len(), 4);
+        for (t, mine) in results.iter().enumerate() {
+            assert_eq!(mine.len(), CHUNK + 110);
+            assert_eq!(
+                mine.iter().take(CHUNK + 10).cloned().collect::<Vec<_>>(),
+                base.to_vec()
+            );
+            for i in 0..100 {
+                assert_eq!(mine[CHUNK + 10 + i], format!("t{t}-{i}"));
+            }
+        }
+        assert_eq!(base, numbers(CHUNK + 10));
     }
 
     #[test]
