@@ -125,17 +125,17 @@ impl<T> SharedVec<T> {
         if at == 0 {
             self.chunks.push(new_chunk());
         }
-        if let Some(last) = self.chunks.last_mut() {
-            if let Err(item) = last[at].set(item) {
-                let copy = new_chunk();
-                for (to, from) in copy.iter().zip(&last[..at]) {
-                    if let Some(v) = from.get() {
-                        let _ = to.set(v.clone());
-                    }
+        if let Some(last) = self.chunks.last_mut()
+            && let Err(item) = last[at].set(item)
+        {
+            let copy = new_chunk();
+            for (to, from) in copy.iter().zip(&last[..at]) {
+                if let Some(v) = from.get() {
+                    let _ = to.set(v.clone());
                 }
-                let _ = copy[at].set(item);
-                *last = copy;
             }
+            let _ = copy[at].set(item);
+            *last = copy;
         }
         self.len += 1;
     }
