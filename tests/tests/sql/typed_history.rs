@@ -40,6 +40,14 @@ fn shared(saver: Arc<dyn Saver>) -> CompiledGraph<Shared> {
         .unwrap()
 }
 
+fn chunked(saver: Arc<dyn Saver>) -> CompiledGraph<Chunked> {
+    Graph::<Chunked>::new("chunked")
+        .add_node("reply", |_: &Chunked| ChunkedUpdate::default())
+        .add_sequence([START, "reply", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap()
+}
+
 fn plain(saver: Arc<dyn Saver>) -> CompiledGraph<Plain> {
     Graph::<Plain>::new("plain")
         .add_node("reply", |_: &Plain| PlainUpdate::default())
@@ -116,12 +124,7 @@ async fn shared_vec_snapshots_share_their_full_chunks_on_sqlite() {
         .get_state_history(&config, History::default())
         .await
         .unwrap();
-    let reader = Graph::<Chunked>::new("chunked")
-        .add_node("reply", |_: &Chunked| ChunkedUpdate::default())
-        .add_sequence([START, "reply", END])
-        .compile(Compile::new().checkpointer_arc(saver.clone()))
-        .unwrap();
-    let history = reader
+    let history = chunked(saver.clone())
         .get_state_history(&config, History::default())
         .await
         .unwrap();
@@ -153,6 +156,49 @@ async fn shared_vec_snapshots_share_their_full_chunks_on_sqlite() {
         shared_pairs += usize::from(same);
     }
     assert!(shared_pairs > 40, "{shared_pairs}");
+}
+
+#[tokio::test]
+async fn a_second_history_starts_from_the_snapshot_the_first_decoded() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let config = turns(&saver, "again", 30).await;
+    let page = || History::default().limit(20);
+    let reader = chunked(saver.clone());
+    let first = reader.get_state_history(&config, page()).await.unwrap();
+    let second = reader.get_state_history(&config, page()).await.unwrap();
+    let fresh = chunked(saver.clone())
+        .get_state_history(&config, page())
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 20);
+    for ((a, b), c) in first.iter().zip(&second).zip(&fresh) {
+        assert_eq!(a.values, b.values);
+        assert_eq!(a.values, c.values);
+        assert_eq!(a.next, b.next);
+        assert_eq!(a.metadata, b.metadata);
+    }
+    // The oldest snapshot of the second history is the first's, not decoded
+    // again; another graph (its own cache) decodes its own.
+    let (a, b, c) = (
+        &first[19].values.messages,
+        &second[19].values.messages,
+        &fresh[19].values.messages,
+    );
+    assert!(std::ptr::eq(&a[0], &b[0]));
+    assert!(!std::ptr::eq(&a[0], &c[0]));
+    // After more turns the page moves on; every snapshot still reads as the
+    // checkpoint does alone.
+    turns(&saver, "again", 3).await;
+    let later = reader.get_state_history(&config, page()).await.unwrap();
+    assert_ne!(
+        later[19].config.get_checkpoint_id(),
+        first[19].config.get_checkpoint_id()
+    );
+    for s in later.iter().chain(&second) {
+        let alone = chunked(saver.clone()).get_state(&s.config).await.unwrap();
+        assert_eq!(alone.values, s.values);
+    }
 }
 
 #[tokio::test]

@@ -119,42 +119,28 @@ impl Checkpointer {
     /// [`Saver::list`]: typed records for adapter and exporter code, with
     /// delta channels rebuilt.
     pub async fn list_records(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
-        self.list_rebuilt(filter, ListedParents::Rebuild).await
-    }
-
-    /// [`list_records`](Checkpointer::list_records), leaving the delta
-    /// channels of a record whose parent is listed as stored when
-    /// `listed_parents` says so (see [`delta::resolve`]).
-    pub(crate) async fn list_rebuilt(
-        &self,
-        filter: &ListFilter,
-        listed_parents: ListedParents,
-    ) -> Result<Vec<CheckpointTuple>> {
-        let thread = filter.thread_id.as_deref().unwrap_or("*");
-        traced("list", thread, async {
-            let mut tuples = self.saver.list(filter).await?;
-            delta::resolve(
-                self.saver.as_ref(),
-                &self.cache,
-                &mut tuples,
-                listed_parents,
-            )
+        let mut tuples = self.list_stored(filter).await?;
+        self.resolve_listed(&mut tuples, ListedParents::Rebuild)
             .await?;
-            Ok(tuples)
-        })
-        .await
+        Ok(tuples)
     }
 
-    /// Rebuilds the delta channels [`list_rebuilt`](Checkpointer::list_rebuilt)
-    /// left as stored.
-    pub(crate) async fn rebuild_listed(&self, tuples: &mut [CheckpointTuple]) -> Result<()> {
-        delta::resolve(
-            self.saver.as_ref(),
-            &self.cache,
-            tuples,
-            ListedParents::Rebuild,
-        )
-        .await
+    /// [`Saver::list`]: the records as stored, delta channels not rebuilt
+    /// ([`resolve_listed`](Checkpointer::resolve_listed) does that).
+    pub(crate) async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        let thread = filter.thread_id.as_deref().unwrap_or("*");
+        traced("list", thread, self.saver.list(filter)).await
+    }
+
+    /// Rebuilds the delta channels of listed records, leaving those of a
+    /// record whose parent is listed as stored when `listed_parents` says so
+    /// (see [`delta::resolve`]).
+    pub(crate) async fn resolve_listed(
+        &self,
+        tuples: &mut [CheckpointTuple],
+        listed_parents: ListedParents,
+    ) -> Result<()> {
+        delta::resolve(self.saver.as_ref(), &self.cache, tuples, listed_parents).await
     }
 
     /// [`Saver::put`].

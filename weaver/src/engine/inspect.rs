@@ -113,7 +113,17 @@ pub(crate) fn snapshot<S: GraphState>(
     apply_pending: bool,
 ) -> Result<StateSnapshot<S>> {
     // The snapshot keeps no channel values: they move into the state.
-    let mut values: S = decode_state_owned(std::mem::take(&mut t.checkpoint.channel_values))?;
+    let values: S = decode_state_owned(std::mem::take(&mut t.checkpoint.channel_values))?;
+    snapshot_of(spec, t, values, apply_pending)
+}
+
+/// [`snapshot`] of `t` whose channel values are `values`, already decoded.
+fn snapshot_of<S: GraphState>(
+    spec: &Spec<S>,
+    t: CheckpointTuple,
+    mut values: S,
+    apply_pending: bool,
+) -> Result<StateSnapshot<S>> {
     let mut tasks = Vec::new();
     let mut interrupts = Vec::new();
     let mut succeeded_updates = Vec::new();
@@ -207,6 +217,7 @@ pub(crate) async fn get_state<S: GraphState>(
 pub(crate) async fn history<S: GraphState>(
     spec: &Spec<S>,
     cp: &Checkpointer,
+    built: &SnapshotCache<S>,
     config: &RunConfig,
     options: History,
 ) -> Result<Vec<StateSnapshot<S>>> {
@@ -215,42 +226,113 @@ pub(crate) async fn history<S: GraphState>(
     filter.before = options.before;
     filter.limit = options.limit;
     filter.metadata = options.filter;
-    if !S::EXTENDS_DELTAS {
-        return cp
-            .list_records(&filter)
-            .await?
+    let mut tuples = cp.list_stored(&filter).await?;
+    // Stored by an older version of the state (a channel no longer declared
+    // as deltas), or a state that cannot extend its values: rebuild as JSON.
+    let typed = S::EXTENDS_DELTAS
+        && tuples.iter().all(|t| {
+            t.checkpoint
+                .deltas
+                .keys()
+                .filter(|ch| !t.checkpoint.channel_values.contains_key(*ch))
+                .all(|ch| {
+                    S::CHANNELS
+                        .iter()
+                        .any(|c| c.name == ch.as_str() && c.kind == ChannelKind::Delta)
+                })
+        });
+    if !typed {
+        cp.resolve_listed(&mut tuples, ListedParents::Rebuild)
+            .await?;
+        return tuples
             .into_iter()
             .map(|t| snapshot(spec, t, false))
             .collect();
     }
+    // A record an earlier history built takes those values; its delta
+    // channels need nothing more.
+    let known: Vec<Option<S>> = tuples
+        .iter_mut()
+        .map(|t| {
+            if !delta::unresolved(&t.checkpoint) {
+                return None;
+            }
+            let values = built.get(&delta::key(&t.config))?;
+            t.checkpoint.deltas.clear();
+            Some(values)
+        })
+        .collect();
     // A record whose parent is listed too is built from the parent's
     // snapshot: its delta channels copy the parent's typed values.
-    let mut tuples = cp.list_rebuilt(&filter, ListedParents::Leave).await?;
-    let typed = tuples.iter().all(|t| {
-        t.checkpoint
-            .deltas
-            .keys()
-            .filter(|ch| !t.checkpoint.channel_values.contains_key(*ch))
-            .all(|ch| {
-                S::CHANNELS
-                    .iter()
-                    .any(|c| c.name == ch.as_str() && c.kind == ChannelKind::Delta)
-            })
-    });
-    if !typed {
-        // Stored by an older version of the state: rebuild as JSON.
-        cp.rebuild_listed(&mut tuples).await?;
+    cp.resolve_listed(&mut tuples, ListedParents::Leave).await?;
+    snapshots_from_parents(spec, tuples, known, built)
+}
+
+/// The typed values of the oldest snapshots recent histories of one graph
+/// built from stored records (not from a listed parent), by checkpoint: the
+/// next history of the same thread starts from them instead of decoding the
+/// whole value again. A checkpoint's values never change, so an entry is
+/// never stale; the cache holds [`SNAPSHOT_CACHE_ENTRIES`] at most.
+pub(crate) struct SnapshotCache<S> {
+    entries: std::sync::Mutex<std::collections::VecDeque<(delta::Key, S)>>,
+}
+
+/// How many snapshots a [`SnapshotCache`] keeps.
+const SNAPSHOT_CACHE_ENTRIES: usize = 8;
+
+impl<S: Clone> SnapshotCache<S> {
+    pub(crate) fn new() -> Self {
+        SnapshotCache {
+            entries: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        }
     }
-    snapshots_from_parents(spec, tuples)
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(delta::Key, S)>> {
+        // Entries are whole values whatever panicked while it was held.
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn get(&self, key: &delta::Key) -> Option<S> {
+        self.lock()
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn remember(&self, key: delta::Key, values: &S) {
+        let mut entries = self.lock();
+        if entries.iter().any(|(k, _)| *k == key) {
+            return;
+        }
+        entries.push_back((key, values.clone()));
+        while entries.len() > SNAPSHOT_CACHE_ENTRIES {
+            entries.pop_front();
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for SnapshotCache<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.entries.lock().map(|e| e.len()).unwrap_or_default();
+        f.debug_struct("SnapshotCache")
+            .field("entries", &n)
+            .finish()
+    }
 }
 
 /// Snapshots of `tuples` (in their order), each one whose delta channels are
-/// still as stored built from its parent's snapshot, which must be among them.
+/// still as stored built from its parent's snapshot, which must be among
+/// them, and each one `known` holds values for taking those. The oldest
+/// snapshot decoded from its record is remembered in `built` for the next
+/// history.
 fn snapshots_from_parents<S: GraphState>(
     spec: &Spec<S>,
     tuples: Vec<CheckpointTuple>,
+    mut known: Vec<Option<S>>,
+    built: &SnapshotCache<S>,
 ) -> Result<Vec<StateSnapshot<S>>> {
-    if !tuples.iter().any(|t| delta::unresolved(&t.checkpoint)) {
+    if known.iter().all(Option::is_none) && !tuples.iter().any(|t| delta::unresolved(&t.checkpoint))
+    {
         return tuples
             .into_iter()
             .map(|t| snapshot(spec, t, false))
@@ -262,14 +344,25 @@ fn snapshots_from_parents<S: GraphState>(
         .map(|(i, t)| (delta::key(&t.config), i))
         .collect();
     let order = delta::oldest_first(&tuples);
+    let mut remember = S::CHANNELS.iter().any(|c| c.kind == ChannelKind::Delta);
     let mut slots: Vec<Option<CheckpointTuple>> = tuples.into_iter().map(Some).collect();
     let mut snaps: Vec<Option<StateSnapshot<S>>> = slots.iter().map(|_| None).collect();
     for i in order {
         let Some(mut t) = slots[i].take() else {
             continue;
         };
+        if let Some(values) = known.get_mut(i).and_then(Option::take) {
+            snaps[i] = Some(snapshot_of(spec, t, values, false)?);
+            remember = false;
+            continue;
+        }
         if !delta::unresolved(&t.checkpoint) {
-            snaps[i] = Some(snapshot(spec, t, false)?);
+            let key = delta::key(&t.config);
+            let snap = snapshot(spec, t, false)?;
+            if std::mem::take(&mut remember) {
+                built.remember(key, &snap.values);
+            }
+            snaps[i] = Some(snap);
             continue;
         }
         let parent = t

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::state::GraphState;
 
 pub use inspect::{History, StateSnapshot, TaskInfo};
-pub(crate) use inspect::{get_state, history};
+pub(crate) use inspect::{SnapshotCache, get_state, history};
 pub(crate) use run::Loop;
 pub use runtime::{InterruptSignal, Runtime};
 pub use update::StepUpdate;

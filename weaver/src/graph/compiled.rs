@@ -27,6 +27,8 @@ pub struct CompiledGraph<S: GraphState> {
 pub(crate) struct Inner<S: GraphState> {
     pub spec: Spec<S>,
     pub checkpointer: Option<Checkpointer>,
+    /// Snapshots histories decoded lately, for the next history to start from.
+    pub snapshots: engine::SnapshotCache<S>,
     pub store: Option<Arc<dyn crate::store::Store>>,
 }
 
@@ -54,6 +56,7 @@ impl<S: GraphState> CompiledGraph<S> {
             inner: Arc::new(Inner {
                 spec,
                 checkpointer: options.checkpointer,
+                snapshots: engine::SnapshotCache::new(),
                 store: options.store,
             }),
         }
@@ -153,7 +156,8 @@ impl<S: GraphState> CompiledGraph<S> {
         options: History,
     ) -> Result<Vec<StateSnapshot<S>>> {
         let cp = self.require_checkpointer("get_state_history")?;
-        engine::history(&self.inner.spec, cp, config, options).await
+        let built = &self.inner.snapshots;
+        engine::history(&self.inner.spec, cp, built, config, options).await
     }
 
     /// Writes a new checkpoint (`source: update`) on top of the one `config`
