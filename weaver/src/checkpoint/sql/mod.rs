@@ -624,22 +624,37 @@ impl TupleAssembler {
     /// the databases' `C`/`BINARY` collation), each with its writes in
     /// (task id, index) order.
     pub(crate) fn finish(mut self) -> Vec<CheckpointTuple> {
-        for t in &mut self.tuples {
-            let key = (
-                t.config.thread_id.clone(),
-                t.config.checkpoint_ns.clone(),
-                t.config.checkpoint_id.clone().unwrap_or_default(),
-            );
-            if let Some(mut w) = self.writes.remove(&key) {
-                w.sort_by(|a, b| (&a.task_id, a.idx).cmp(&(&b.task_id, b.idx)));
-                t.pending_writes = w;
-            }
-        }
         self.tuples.sort_by(|a, b| {
             (&a.config.thread_id, &a.config.checkpoint_ns)
                 .cmp(&(&b.config.thread_id, &b.config.checkpoint_ns))
                 .then(b.commit_order.cmp(&a.commit_order))
         });
+        if self.writes.is_empty() {
+            return self.tuples;
+        }
+        // Each checkpoint's writes, found by borrowed keys (no copies).
+        let at: HashMap<(&str, &str, &str), usize> = self
+            .tuples
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let c = &t.config;
+                let id = c.checkpoint_id.as_deref().unwrap_or_default();
+                ((c.thread_id.as_str(), c.checkpoint_ns.as_str(), id), i)
+            })
+            .collect();
+        let placed: Vec<(usize, Vec<PendingWrite>)> = self
+            .writes
+            .into_iter()
+            .filter_map(|((thread, ns, id), w)| {
+                at.get(&(thread.as_str(), ns.as_str(), id.as_str()))
+                    .map(|&i| (i, w))
+            })
+            .collect();
+        for (i, mut w) in placed {
+            w.sort_by(|a, b| (&a.task_id, a.idx).cmp(&(&b.task_id, b.idx)));
+            self.tuples[i].pending_writes = w;
+        }
         self.tuples
     }
 }
