@@ -327,6 +327,9 @@ pub(crate) async fn resolve(
     if !tuples.iter().any(|t| unresolved(&t.checkpoint)) {
         return Ok(());
     }
+    if listed_parents == ListedParents::Leave && all_parents_listed(tuples) {
+        return Ok(());
+    }
     let order = oldest_first(tuples);
     let index: HashMap<Key, usize> = tuples
         .iter()
@@ -431,6 +434,27 @@ pub(crate) enum ListedParents {
     Rebuild,
     /// Leaves its delta channels as stored.
     Leave,
+}
+
+/// Whether every record of `tuples` with a delta channel to rebuild has its
+/// parent among `tuples` (so `Leave` leaves them all).
+fn all_parents_listed(tuples: &[CheckpointTuple]) -> bool {
+    let listed: std::collections::HashSet<(&str, &str, &str)> =
+        tuples.iter().map(|t| borrowed_key(&t.config)).collect();
+    tuples.iter().all(|t| {
+        !unresolved(&t.checkpoint)
+            || t.parent_config
+                .as_ref()
+                .is_some_and(|p| listed.contains(&borrowed_key(p)))
+    })
+}
+
+fn borrowed_key(r: &CheckpointRef) -> (&str, &str, &str) {
+    (
+        &r.thread_id,
+        &r.checkpoint_ns,
+        r.checkpoint_id.as_deref().unwrap_or_default(),
+    )
 }
 
 /// The indices of `tuples` by commit order (then thread and namespace): a
