@@ -13,6 +13,7 @@
 //! the precise error (or, for idempotent writes, succeeds).
 
 use std::collections::HashSet;
+use std::fmt::Write as _;
 
 use super::{EncodedEntry, EncodedWrite, Queries};
 use crate::checkpoint::CheckpointRef;
@@ -273,14 +274,20 @@ impl Queries {
             Kind::Checkpoints => CP_PARAMS,
             Kind::Writes { .. } => WRITE_PARAMS,
         };
-        let values = (0..rows)
-            .map(|r| {
-                let b = first + r * per_row;
-                let cols: Vec<String> = (b..b + per_row).map(|p| format!("${p}")).collect();
-                format!("({})", cols.join(", "))
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+        // `($1, $2, …), ($9, …)`, written into one string.
+        let mut values = String::with_capacity(rows * per_row * 6);
+        for r in 0..rows {
+            let b = first + r * per_row;
+            values.push_str(if r == 0 { "(" } else { ", (" });
+            for p in b..b + per_row {
+                if p > b {
+                    values.push_str(", ");
+                }
+                // Writing to a `String` cannot fail.
+                let _ = write!(values, "${p}");
+            }
+            values.push(')');
+        }
         let (cps, writes) = (&self.cps, &self.writes);
         match kind {
             Kind::Checkpoints => {
