@@ -16,14 +16,17 @@ use std::time::Duration;
 use weaver::checkpoint::PostgresSaver;
 use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::prelude::*;
+use weaver::state::SharedVec;
 
 /// The conversation: every user message and every reply.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 struct Chat {
     /// The transcript: a delta channel, so each checkpoint stores only the
-    /// messages of its step (and the whole transcript once every 32).
+    /// messages of its step (and the whole transcript once every 32), held
+    /// in a `SharedVec` so that copies of the state (history snapshots)
+    /// share the messages instead of copying them.
     #[reducer(delta)]
-    messages: Vec<String>,
+    messages: SharedVec<String>,
 }
 
 async fn reply(state: &Chat) -> ChatUpdate {
