@@ -23,9 +23,10 @@ const CHUNK: usize = 64;
 /// clone writes the next slot of the shared chunk, which the original does
 /// not see; only when two clones of the same sequence both push does the
 /// second copy the items of the last chunk (at most 63) to a chunk of its own.
-/// Everything else reads like a `Vec`: it indexes,
-/// iterates, compares, hashes and serializes as a sequence (a JSON array, with
-/// the JSON Schema of `Vec<T>`).
+/// (An item a clone appended stays in its chunk until every sequence sharing
+/// the chunk is dropped, even if that clone is dropped first.) Everything else
+/// reads like a `Vec`: it indexes, iterates, compares, hashes and serializes
+/// as a sequence (a JSON array, with the JSON Schema of `Vec<T>`).
 ///
 /// A state history builds each snapshot by cloning the one before it and
 /// appending what its checkpoint stored, so a `#[reducer(delta)]` field of
