@@ -202,6 +202,46 @@ async fn a_second_history_starts_from_the_snapshot_the_first_decoded() {
 }
 
 #[tokio::test]
+async fn get_state_reuses_the_values_it_decoded() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let config = turns(&saver, "g", 30).await;
+    let stored_as_deltas = |t: Option<weaver::checkpoint::CheckpointTuple>| {
+        !t.unwrap()
+            .checkpoint
+            .channel_values
+            .contains_key("messages")
+    };
+    let latest = weaver::checkpoint::CheckpointRef::latest("g");
+    assert!(stored_as_deltas(saver.get_tuple(&latest).await.unwrap()));
+    let reader = chunked(saver.clone());
+    let a = reader.get_state(&config).await.unwrap();
+    let b = reader.get_state(&config).await.unwrap();
+    assert_eq!(a.values.messages.len(), 60);
+    assert_eq!(a.values, b.values);
+    assert_eq!((&a.next, &a.metadata), (&b.next, &b.metadata));
+    assert!(std::ptr::eq(&a.values.messages[0], &b.values.messages[0]));
+    // An older checkpoint by id: the same, and equal to a fresh graph's read.
+    let old = reader
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap()
+        .remove(40);
+    let c = reader.get_state(&old.config).await.unwrap();
+    let d = reader.get_state(&old.config).await.unwrap();
+    let fresh = chunked(saver.clone()).get_state(&old.config).await.unwrap();
+    assert_eq!(c.values, old.values);
+    assert_eq!(c.values, fresh.values);
+    assert_eq!(c.values, d.values);
+    // A new turn moves the latest checkpoint on: the read follows it.
+    turns(&saver, "g", 1).await;
+    let e = reader.get_state(&config).await.unwrap();
+    let fresh = chunked(saver.clone()).get_state(&config).await.unwrap();
+    assert_eq!(e.values.messages.len(), 62);
+    assert_eq!(e.values, fresh.values);
+}
+
+#[tokio::test]
 async fn a_state_that_no_longer_declares_deltas_still_reads_its_history() {
     let db = SqliteDb::new().await;
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);

@@ -81,22 +81,23 @@ impl Checkpointer {
     /// [`Saver::get_tuple`]: `Ok(None)` when absent. Delta channels come
     /// back rebuilt (see [`Checkpoint`](super::Checkpoint)).
     pub async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
-        traced("get_tuple", &target.thread_id, async {
-            let Some(t) = self.saver.get_tuple(target).await? else {
-                return Ok(None);
-            };
-            let mut one = [t];
-            delta::resolve(
-                self.saver.as_ref(),
-                &self.cache,
-                &mut one,
-                ListedParents::Rebuild,
-            )
+        let Some(t) = self.get_stored(target).await? else {
+            return Ok(None);
+        };
+        let mut one = [t];
+        self.resolve_listed(&mut one, ListedParents::Rebuild)
             .await?;
-            let [t] = one;
-            Ok(Some(t))
-        })
-        .await
+        let [t] = one;
+        Ok(Some(t))
+    }
+
+    /// [`Saver::get_tuple`]: the record as stored, delta channels not
+    /// rebuilt ([`resolve_listed`](Checkpointer::resolve_listed) does that).
+    pub(crate) async fn get_stored(
+        &self,
+        target: &CheckpointRef,
+    ) -> Result<Option<CheckpointTuple>> {
+        traced("get_tuple", &target.thread_id, self.saver.get_tuple(target)).await
     }
 
     /// Like [`get_tuple`](Checkpointer::get_tuple), but a missing checkpoint is

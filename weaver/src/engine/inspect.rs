@@ -187,11 +187,26 @@ fn snapshot_of<S: GraphState>(
 pub(crate) async fn get_state<S: GraphState>(
     spec: &Spec<S>,
     cp: &Checkpointer,
+    built: &SnapshotCache<S>,
     config: &RunConfig,
 ) -> Result<StateSnapshot<S>> {
     let target = config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
     let latest = target.checkpoint_id.is_none();
-    match cp.get_tuple(&target).await? {
+    match cp.get_stored(&target).await? {
+        Some(t) if delta::unresolved(&t.checkpoint) => {
+            // A record stored as deltas: from the values a history or an
+            // earlier read decoded, or rebuilt and decoded (and kept).
+            let key = delta::key(&t.config);
+            if let Some(values) = built.get(&key) {
+                return snapshot_of(spec, t, values, latest);
+            }
+            let mut one = [t];
+            cp.resolve_listed(&mut one, ListedParents::Rebuild).await?;
+            let [mut t] = one;
+            let values: S = decode_state_owned(std::mem::take(&mut t.checkpoint.channel_values))?;
+            built.remember(key, &values);
+            snapshot_of(spec, t, values, latest)
+        }
         Some(t) => snapshot(spec, t, latest),
         None if latest => Ok(StateSnapshot {
             values: S::default(),
@@ -268,11 +283,14 @@ pub(crate) async fn history<S: GraphState>(
     snapshots_from_parents(spec, tuples, known, built)
 }
 
-/// The typed values of the oldest snapshots recent histories of one graph
-/// built from stored records (not from a listed parent), by checkpoint: the
-/// next history of the same thread starts from them instead of decoding the
+/// Typed values (pending writes not applied) of checkpoints this graph
+/// decoded from records that store delta channels: the oldest snapshot of
+/// each recent history, and each checkpoint `get_state` read. The next
+/// history of the same thread starts from them, and the next `get_state` of
+/// the same checkpoint clones them, instead of rebuilding and decoding the
 /// whole value again. A checkpoint's values never change, so an entry is
-/// never stale; the cache holds [`SNAPSHOT_CACHE_ENTRIES`] at most.
+/// never stale; the cache holds [`SNAPSHOT_CACHE_ENTRIES`] at most, the
+/// oldest entry leaving first.
 pub(crate) struct SnapshotCache<S> {
     entries: std::sync::Mutex<std::collections::VecDeque<(delta::Key, S)>>,
 }

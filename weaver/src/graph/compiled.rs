@@ -146,7 +146,7 @@ impl<S: GraphState> CompiledGraph<S> {
     /// that succeeded applied), or at the checkpoint `config` names (raw).
     pub async fn get_state(&self, config: &RunConfig) -> Result<StateSnapshot<S>> {
         let cp = self.require_checkpointer("get_state")?;
-        engine::get_state(&self.inner.spec, cp, config).await
+        engine::get_state(&self.inner.spec, cp, &self.inner.snapshots, config).await
     }
 
     /// The thread's checkpoints as snapshots, newest first.
