@@ -140,3 +140,29 @@ async fn a_listing_longer_than_sqlites_string_limit_is_read_row_by_row() {
         .unwrap();
     assert_eq!(page.iter().map(summary).collect::<Vec<_>>(), want[..3]);
 }
+
+#[tokio::test]
+async fn a_saver_that_never_spins_reads_the_same() {
+    let db = SqliteDb::new().await;
+    let spinning = db.saver().await;
+    let mut last = None;
+    for i in 0..5 {
+        let id = format!("c{i}");
+        spinning
+            .put(cp("t", &id, last.as_deref(), None))
+            .await
+            .unwrap();
+        last = Some(id);
+    }
+    let sleeping =
+        weaver::checkpoint::SqliteSaver::new(db.pool.clone()).with_spin(std::time::Duration::ZERO);
+    sleeping.put(cp("t", "c5", Some("c4"), None)).await.unwrap();
+    for saver in [&spinning, &sleeping] {
+        let listed = saver.list(&ListFilter::thread("t")).await.unwrap();
+        let ids: Vec<_> = listed
+            .iter()
+            .map(|t| t.config.checkpoint_id.clone().unwrap())
+            .collect();
+        assert_eq!(ids, ["c5", "c4", "c3", "c2", "c1", "c0"]);
+    }
+}

@@ -30,6 +30,7 @@ use crate::migrate::Dialect;
 mod group;
 mod hot;
 mod packed;
+mod spin;
 #[macro_use]
 mod saver_impl;
 #[cfg(feature = "postgres")]
@@ -48,6 +49,8 @@ pub(crate) struct Settings {
     pub(crate) codec: Arc<dyn Codec>,
     pub(crate) shallow: bool,
     pub(crate) max_record_bytes: usize,
+    /// How long a call polls its reply before letting its thread sleep.
+    pub(crate) spin: std::time::Duration,
     pub(crate) q: Arc<Queries>,
     pub(crate) verified: Arc<tokio::sync::OnceCell<()>>,
 }
@@ -58,6 +61,7 @@ impl Settings {
             codec: Arc::new(JsonCodec),
             shallow: false,
             max_record_bytes: MAX_RECORD_BYTES,
+            spin: spin::DEFAULT_SPIN,
             q: Arc::new(Queries::new(dialect, prefix)),
             verified: Arc::new(tokio::sync::OnceCell::new()),
         }
@@ -551,6 +555,11 @@ impl Settings {
             commit_order,
             pending_writes: Vec::new(),
         })
+    }
+
+    /// Waits for `fut` as [`spin::spin`] does, for this saver's budget.
+    pub(crate) async fn spin<F: std::future::Future>(&self, fut: F) -> F::Output {
+        spin::spin(self.spin, fut).await
     }
 
     /// Decodes one packed listing ([`Queries::packed_tuples`]) into `out`.

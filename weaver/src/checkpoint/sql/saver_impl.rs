@@ -122,7 +122,7 @@ macro_rules! impl_sql_saver {
                     // A failed read may have lost its connection (a server
                     // shutting it down reports that as a database error too):
                     // only a successful one leaves it for the next call.
-                    let rows = query.fetch_all(&mut *lease).await?;
+                    let rows = self.settings.spin(query.fetch_all(&mut *lease)).await?;
                     lease.done();
                     Ok(rows)
                 }
@@ -449,7 +449,7 @@ macro_rules! impl_sql_saver {
                     // A lease not marked done is closed when dropped, so a
                     // query cut off mid-transaction never serves again.
                     let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
-                    let failed = match with_args(sql, args).execute(&mut *lease).await {
+                    let failed = match self.settings.spin(with_args(sql, args).execute(&mut *lease)).await {
                         Ok(_) => {
                             lease.done();
                             return Ok(true);
