@@ -89,10 +89,16 @@ async fn run() -> weaver::Result<serde_json::Value> {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread()
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("tokio runtime");
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("w4_parts: tokio runtime: {e}");
+            std::process::exit(1);
+        }
+    };
     match rt.block_on(run()) {
         Ok(v) => println!("{v}"),
         Err(e) => {

@@ -5,9 +5,19 @@
 
 use serde_json::json;
 use sqlx::sqlite::SqlitePoolOptions;
-use weaver::checkpoint::{CheckpointRef, CheckpointTuple, ListFilter, PendingWrite, Saver};
+use weaver::checkpoint::{
+    CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint, PendingWrite, Saver,
+};
 
 use super::common::{SqliteDb, cp};
+
+/// Checkpoints of `thread` with these ids, each the parent of the next.
+fn chain(thread: &str, ids: &[String]) -> Vec<NewCheckpoint> {
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| cp(thread, id, i.checked_sub(1).map(|p| ids[p].as_str()), None))
+        .collect()
+}
 
 /// What a listing must keep of each tuple.
 fn summary(t: &CheckpointTuple) -> serde_json::Value {
@@ -82,10 +92,8 @@ async fn identifiers_of_any_characters_read_back_as_written_on_sqlite() {
 async fn a_listing_longer_than_sqlites_string_limit_is_read_row_by_row() {
     let db = SqliteDb::new().await;
     let unlimited = db.saver().await;
-    let mut last = None;
-    for i in 0..40 {
-        let id = format!("c{i:02}");
-        let mut new = cp("big", &id, last.as_deref(), None);
+    let ids: Vec<String> = (0..40).map(|i| format!("c{i:02}")).collect();
+    for mut new in chain("big", &ids) {
         new.checkpoint
             .channel_values
             .insert("text".into(), json!("x".repeat(4000)));
@@ -93,7 +101,6 @@ async fn a_listing_longer_than_sqlites_string_limit_is_read_row_by_row() {
         let writes =
             PendingWrite::for_task("t", "", [("text".to_owned(), json!("y".repeat(3000)))]);
         unlimited.put_writes(&at, writes).await.unwrap();
-        last = Some(id);
     }
     // Strings and blobs of at most 64 KiB on these connections: each record
     // fits, the 280 KiB listing as one value does not.
@@ -145,14 +152,9 @@ async fn a_listing_longer_than_sqlites_string_limit_is_read_row_by_row() {
 async fn a_saver_that_never_spins_reads_the_same() {
     let db = SqliteDb::new().await;
     let spinning = db.saver().await;
-    let mut last = None;
-    for i in 0..5 {
-        let id = format!("c{i}");
-        spinning
-            .put(cp("t", &id, last.as_deref(), None))
-            .await
-            .unwrap();
-        last = Some(id);
+    let ids: Vec<String> = (0..5).map(|i| format!("c{i}")).collect();
+    for new in chain("t", &ids) {
+        spinning.put(new).await.unwrap();
     }
     let sleeping =
         weaver::checkpoint::SqliteSaver::new(db.pool.clone()).with_spin(std::time::Duration::ZERO);

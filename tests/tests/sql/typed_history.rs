@@ -66,24 +66,41 @@ async fn turns(saver: &Arc<dyn Saver>, thread: &str, n: usize) -> RunConfig {
     config
 }
 
-async fn snapshots_share_their_items(saver: Arc<dyn Saver>) {
-    let config = turns(&saver, "s", 40).await;
-    // A reader of its own, with nothing kept from the writes.
-    let reader = shared(saver.clone());
-    let history = reader
-        .get_state_history(&config, History::default())
-        .await
-        .unwrap();
-    assert_eq!(history.len(), 120);
-    // The records that hold the messages in full (one in DELTA_SNAPSHOT_EVERY).
-    let full: Vec<String> = saver
-        .list(&ListFilter::thread("s"))
+/// The ids of `thread`'s records that hold the messages in full (one in
+/// `DELTA_SNAPSHOT_EVERY`); the others store what they appended.
+async fn full_records(saver: &Arc<dyn Saver>, thread: &str) -> Vec<String> {
+    saver
+        .list(&ListFilter::thread(thread))
         .await
         .unwrap()
         .into_iter()
         .filter(|t| t.checkpoint.channel_values.contains_key("messages"))
         .map(|t| t.checkpoint.id)
-        .collect();
+        .collect()
+}
+
+/// The whole history of `config`'s thread as `graph` reads it.
+async fn history<S: GraphState>(
+    graph: &CompiledGraph<S>,
+    config: &RunConfig,
+) -> Vec<StateSnapshot<S>> {
+    graph
+        .get_state_history(config, History::default())
+        .await
+        .unwrap()
+}
+
+/// Shared messages as owned strings, to compare with another state's.
+fn owned(messages: &[Arc<str>]) -> Vec<String> {
+    messages.iter().map(|m| m.to_string()).collect()
+}
+
+async fn snapshots_share_their_items(saver: Arc<dyn Saver>) {
+    let config = turns(&saver, "s", 40).await;
+    // A reader of its own, with nothing kept from the writes.
+    let history = history(&shared(saver.clone()), &config).await;
+    assert_eq!(history.len(), 120);
+    let full = full_records(&saver, "s").await;
     assert_eq!(full.len(), 120usize.div_ceil(DELTA_SNAPSHOT_EVERY as usize));
     let mut shared_pairs = 0;
     for pair in history.windows(2) {
@@ -120,28 +137,14 @@ async fn shared_vec_snapshots_share_their_full_chunks_on_sqlite() {
     let db = SqliteDb::new().await;
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
     let config = turns(&saver, "c", 60).await;
-    let arcs = shared(saver.clone())
-        .get_state_history(&config, History::default())
-        .await
-        .unwrap();
-    let history = chunked(saver.clone())
-        .get_state_history(&config, History::default())
-        .await
-        .unwrap();
+    let arcs = history(&shared(saver.clone()), &config).await;
+    let history = history(&chunked(saver.clone()), &config).await;
     assert_eq!(history.len(), arcs.len());
     for (c, a) in history.iter().zip(&arcs) {
         assert_eq!(c.config.get_checkpoint_id(), a.config.get_checkpoint_id());
-        let a: Vec<String> = a.values.messages.iter().map(|m| m.to_string()).collect();
-        assert_eq!(c.values.messages, a);
+        assert_eq!(c.values.messages, owned(&a.values.messages));
     }
-    let full: Vec<String> = saver
-        .list(&ListFilter::thread("c"))
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|t| t.checkpoint.channel_values.contains_key("messages"))
-        .map(|t| t.checkpoint.id)
-        .collect();
+    let full = full_records(&saver, "c").await;
     let mut shared_pairs = 0;
     for pair in history.windows(2) {
         let (newer, older) = (&pair[0].values.messages, &pair[1].values.messages);
@@ -222,11 +225,7 @@ async fn get_state_reuses_the_values_it_decoded() {
     assert_eq!((&a.next, &a.metadata), (&b.next, &b.metadata));
     assert!(std::ptr::eq(&a.values.messages[0], &b.values.messages[0]));
     // An older checkpoint by id: the same, and equal to a fresh graph's read.
-    let old = reader
-        .get_state_history(&config, History::default())
-        .await
-        .unwrap()
-        .remove(40);
+    let old = history(&reader, &config).await.remove(40);
     let c = reader.get_state(&old.config).await.unwrap();
     let d = reader.get_state(&old.config).await.unwrap();
     let fresh = chunked(saver.clone()).get_state(&old.config).await.unwrap();
@@ -246,18 +245,11 @@ async fn a_state_that_no_longer_declares_deltas_still_reads_its_history() {
     let db = SqliteDb::new().await;
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
     let config = turns(&saver, "v1", 10).await;
-    let old = shared(saver.clone())
-        .get_state_history(&config, History::default())
-        .await
-        .unwrap();
-    let new = plain(saver.clone())
-        .get_state_history(&config, History::default())
-        .await
-        .unwrap();
+    let old = history(&shared(saver.clone()), &config).await;
+    let new = history(&plain(saver.clone()), &config).await;
     assert_eq!(new.len(), old.len());
     for (n, o) in new.iter().zip(&old) {
-        let o: Vec<String> = o.values.messages.iter().map(|m| m.to_string()).collect();
-        assert_eq!(n.values.messages, o);
+        assert_eq!(n.values.messages, owned(&o.values.messages));
     }
 }
 

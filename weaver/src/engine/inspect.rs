@@ -259,10 +259,7 @@ pub(crate) async fn history<S: GraphState>(
     if !typed {
         cp.resolve_listed(&mut tuples, ListedParents::Rebuild)
             .await?;
-        return tuples
-            .into_iter()
-            .map(|t| snapshot(spec, t, false))
-            .collect();
+        return snapshots_from_parents(spec, tuples, Vec::new(), built);
     }
     // A record an earlier history built takes those values; its delta
     // channels need nothing more.
@@ -329,18 +326,10 @@ impl<S: Clone> SnapshotCache<S> {
     }
 }
 
-impl<S> std::fmt::Debug for SnapshotCache<S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.entries.lock().map(|e| e.len()).unwrap_or_default();
-        f.debug_struct("SnapshotCache")
-            .field("entries", &n)
-            .finish()
-    }
-}
-
 /// Snapshots of `tuples` (in their order), each one whose delta channels are
 /// still as stored built from its parent's snapshot, which must be among
-/// them, and each one `known` holds values for taking those. The oldest
+/// them, and each one `known` holds values for (by index; `known` may be
+/// shorter than `tuples`) taking those. The oldest
 /// snapshot decoded from its record is remembered in `built` for the next
 /// history.
 fn snapshots_from_parents<S: GraphState>(

@@ -94,7 +94,7 @@ pub(crate) fn unpack(settings: &Settings, packed: &[u8], out: &mut TupleAssemble
         if kind == b'0' {
             let parent = r.nullable_text()?;
             let metadata = r.text()?;
-            let order = r.int()?;
+            let order = r.number()?;
             let payload = r.bytes()?;
             out.push_tuple(settings.decode_tuple(
                 thread.to_owned(),
@@ -107,7 +107,7 @@ pub(crate) fn unpack(settings: &Settings, packed: &[u8], out: &mut TupleAssemble
             )?);
         } else {
             let task_id = r.text()?;
-            let idx = r.int()?;
+            let idx = r.number()?;
             let channel = r.text()?;
             let task_path = r.text()?;
             let value = r.bytes()?;
@@ -166,10 +166,6 @@ impl<'a> Frames<'a> {
             .ok_or_else(|| self.corrupt("bad number"))?;
         self.pos += end + 1;
         Ok(n)
-    }
-
-    fn int(&mut self) -> Result<i64> {
-        self.number()
     }
 
     fn bytes(&mut self) -> Result<&'a [u8]> {
