@@ -101,11 +101,11 @@ impl SqliteSaver {
     }
 
     /// Sets how long a call keeps polling for the database's reply before
-    /// it lets its thread sleep (default 150 µs; `Duration::ZERO`: never).
+    /// it lets its thread sleep (default 1 ms; `Duration::ZERO`: never).
     /// Replies within the budget then cost no wake-up of the waiting thread;
     /// the price is that thread's CPU while it waits (other tasks on the
-    /// runtime still run in between). A longer budget suits one process
-    /// with cores to spare; a shorter one, many processes on few cores.
+    /// runtime still run in between, and between two polls the thread
+    /// yields its core to any other thread the system has ready to run).
     pub fn with_spin(mut self, budget: std::time::Duration) -> Self {
         self.settings.spin = budget;
         self
