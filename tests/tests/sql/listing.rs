@@ -1,13 +1,17 @@
 //! SQLite listings, which SQLite packs into one row of length-prefixed
-//! frames: identifiers of any characters read back as written, and a listing
-//! longer than the connection's string limit is read row by row instead of
-//! failing.
+//! frames: identifiers of any characters read back as written (also in a
+//! UTF-16 database, which is listed row by row), and a listing longer than
+//! the connection's string limit is read row by row instead of failing.
+
+use std::str::FromStr;
 
 use serde_json::json;
-use sqlx::sqlite::SqlitePoolOptions;
+use sqlx::Connection as _;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePoolOptions};
 use weaver::checkpoint::{
-    CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint, PendingWrite, Saver,
+    CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint, PendingWrite, Saver, SqliteSaver,
 };
+use weaver::migrate::{self, Adapter};
 
 use super::common::{SqliteDb, cp};
 
@@ -36,7 +40,44 @@ fn summary(t: &CheckpointTuple) -> serde_json::Value {
 #[tokio::test]
 async fn identifiers_of_any_characters_read_back_as_written_on_sqlite() {
     let db = SqliteDb::new().await;
-    let saver = db.saver().await;
+    identifiers_read_back(&db.saver().await).await;
+}
+
+#[tokio::test]
+async fn a_utf16_database_is_listed_row_by_row_and_reads_back_the_same() {
+    // The encoding is fixed when the file gets its first table: make one
+    // before the pool (whose options switch to WAL) opens it.
+    let path = std::env::temp_dir().join(format!("weaver-utf16-{}.db", uuid::Uuid::now_v7()));
+    let url = format!("sqlite://{}", path.display());
+    let create = SqliteConnectOptions::from_str(&url)
+        .unwrap()
+        .create_if_missing(true);
+    let mut conn = SqliteConnection::connect_with(&create).await.unwrap();
+    sqlx::raw_sql("PRAGMA encoding = 'UTF-16le'; CREATE TABLE made_first (x)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let pool = SqlitePoolOptions::new()
+        .connect_with(SqliteSaver::connect_options(&url).unwrap())
+        .await
+        .unwrap();
+    let encoding: String = sqlx::query_scalar("PRAGMA encoding")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(encoding, "UTF-16le");
+    migrate::up(&pool, &[Adapter::Checkpoint], None)
+        .await
+        .unwrap();
+    identifiers_read_back(&SqliteSaver::new(pool)).await;
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Stores checkpoints and writes whose identifiers hold the packed frames'
+/// separators and multi-byte characters, and checks `list` and `get_tuple`
+/// return them as written.
+async fn identifiers_read_back(saver: &SqliteSaver) {
     // NUL, the frames' `:` and `-`, digits and multi-byte characters.
     let threads = ["t\0:-é", "12:ab", "-", ""];
     let ns = "sub:\0-graph";

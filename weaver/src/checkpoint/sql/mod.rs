@@ -52,7 +52,18 @@ pub(crate) struct Settings {
     /// How long a call polls its reply before letting its thread sleep.
     pub(crate) spin: std::time::Duration,
     pub(crate) q: Arc<Queries>,
-    pub(crate) verified: Arc<tokio::sync::OnceCell<()>>,
+    /// Set by the first operation, once the schema is found migrated.
+    pub(crate) verified: Arc<tokio::sync::OnceCell<Verified>>,
+}
+
+/// What a saver learned about its database when it first checked it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Verified {
+    /// Listings may come back packed into one row ([`packed`]): SQLite with
+    /// UTF-8 text. In a UTF-16 database SQLite's text functions work on
+    /// UTF-16, so the frames' byte lengths and separators would not be what
+    /// [`packed::unpack`] reads; such a database is listed row by row.
+    pub(crate) packed_listing: bool,
 }
 
 impl Settings {

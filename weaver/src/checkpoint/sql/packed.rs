@@ -20,7 +20,9 @@
 //! The frames arrive in no particular order; [`TupleAssembler`] orders them.
 //! A listing longer than SQLite's string limit (`SQLITE_MAX_LENGTH`, 1e9
 //! bytes by default) fails with `SQLITE_TOOBIG` before any row is returned;
-//! the saver then reads it row by row ([`Queries::tuples`](super::Queries::tuples)).
+//! the saver then reads it row by row ([`Queries::tuples`](super::Queries::tuples)),
+//! as it reads every listing of a database whose text is UTF-16
+//! ([`Verified::packed_listing`](super::Verified::packed_listing)).
 
 use super::{Settings, TupleAssembler};
 use crate::error::{Error, Result};

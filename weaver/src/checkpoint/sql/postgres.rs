@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use sqlx::{PgPool, Postgres};
 
-use super::Settings;
 use super::hot::HotSlot;
+use super::{Settings, Verified};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::migrate::postgres::{checked_schema, table_prefix};
@@ -131,7 +131,10 @@ impl PostgresSaver {
                     Some(s) => PgSchema::new(&self.pool, s)?,
                     None => PgSchema::search_path(&self.pool),
                 };
-                migrate::verify_migrated(&target, &[Adapter::Checkpoint]).await
+                migrate::verify_migrated(&target, &[Adapter::Checkpoint]).await?;
+                Ok::<_, Error>(Verified {
+                    packed_listing: false,
+                })
             })
             .await
             .map(|_| ())

@@ -141,7 +141,8 @@ macro_rules! impl_sql_saver {
                     op: &'static str,
                 ) -> Result<Vec<CheckpointTuple>> {
                     let q = &self.settings.q;
-                    if let Some(sql) = q.packed_tuples(where_, limit, ordered) {
+                    let packed = self.settings.verified.get().is_some_and(|v| v.packed_listing);
+                    if let Some(sql) = q.packed_tuples(where_, limit, ordered).filter(|_| packed) {
                         match self.fetch_dynamic_raw(sql, params.clone()).await {
                             Ok(rows) => {
                                 let mut out = TupleAssembler::default();

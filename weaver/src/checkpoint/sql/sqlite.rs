@@ -7,8 +7,8 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool};
 
-use super::Settings;
 use super::hot::HotSlot;
+use super::{Settings, Verified};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::migrate::{self, Adapter, Dialect};
@@ -123,11 +123,22 @@ impl SqliteSaver {
         &self.pool
     }
 
-    /// Checks once that the schema is at the version this build needs.
+    /// Checks once that the schema is at the version this build needs, and
+    /// reads the database's text encoding (listings are packed into one row
+    /// only in a UTF-8 database).
     async fn ensure_migrated(&self) -> Result<()> {
         self.settings
             .verified
-            .get_or_try_init(|| migrate::verify_migrated(&self.pool, &[Adapter::Checkpoint]))
+            .get_or_try_init(|| async {
+                migrate::verify_migrated(&self.pool, &[Adapter::Checkpoint]).await?;
+                let encoding: String = sqlx::query_scalar("PRAGMA encoding")
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(|e| Error::storage("read the database encoding", e))?;
+                Ok::<_, Error>(Verified {
+                    packed_listing: encoding.eq_ignore_ascii_case("UTF-8"),
+                })
+            })
             .await
             .map(|_| ())
     }
