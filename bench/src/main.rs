@@ -21,6 +21,10 @@
 //! the W4 row too (W4 reads W2's thread in the same process); `w4` is an
 //! alias of `w2`. W6 starts four worker processes of this binary.
 //!
+//! Built with `--features mimalloc`, the binary allocates through mimalloc
+//! instead of the system's malloc (rows then say `"allocator": "mimalloc"`):
+//! a snapshot history of owned strings is mostly allocations and frees.
+//!
 //! Backends: `sqlite` is a fresh file in the temp directory per row (WAL,
 //! `synchronous=FULL`); `postgres` is a fresh schema per row on
 //! `$DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
@@ -41,6 +45,17 @@ use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::prelude::*;
 use weaver::state::SharedVec;
 use weaver_tests::states::{Steps, StepsUpdate};
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The allocator this binary was built with, as its rows name it.
+const ALLOCATOR: &str = if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    "system"
+};
 
 const WARMUP: usize = 20;
 const DEFAULT_PG: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -796,6 +811,7 @@ fn row(workload: &str, backend: &str, args: &Args, mut fields: Value) -> Value {
     });
     obj.entry("peak_rss_kib")
         .or_insert_with(|| json!(peak_rss_kib()));
+    obj.insert("allocator".into(), json!(ALLOCATOR));
     fields
 }
 

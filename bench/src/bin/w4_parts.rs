@@ -1,7 +1,8 @@
 //! Where W4's `history(limit 20)` spends its time on SQLite: builds W2's
 //! thread (500 chat turns, 256-byte messages in a `SharedVec<String>` delta
-//! channel) in a fresh SQLite file, then times, each as the median of many
-//! calls in the same process:
+//! channel, or with the argument `vec-string` a `Vec<String>` one) in a fresh
+//! SQLite file, then times, each as the median of many calls in the same
+//! process:
 //!
 //! - `saver_list`: `Saver::list` with `limit 20` (the query and decoding the
 //!   records into tuples);
@@ -9,7 +10,7 @@
 //!   delta channels and building typed snapshots).
 //!
 //! ```text
-//! cargo run --release -p weaver-bench --bin w4_parts
+//! cargo run --release -p weaver-bench --bin w4_parts [shared-vec|vec-string]
 //! ```
 //!
 //! Prints one JSON line. Run it beside `weaver-bench`'s W4 row to see which
@@ -26,6 +27,11 @@ use weaver::checkpoint::{ListFilter, Saver, SqliteSaver};
 use weaver::prelude::*;
 use weaver::state::SharedVec;
 
+// `--features mimalloc`: allocate through mimalloc, as `weaver-bench` can.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const TURNS: i64 = 500;
 const ROUNDS: usize = 1000;
 
@@ -34,6 +40,30 @@ const ROUNDS: usize = 1000;
 struct Chat {
     #[reducer(delta)]
     messages: SharedVec<String>,
+}
+
+/// W2's state as `WORKLOADS.md` writes it: every snapshot owns its messages.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct ChatOwned {
+    #[reducer(delta)]
+    messages: Vec<String>,
+}
+
+/// A W2 state whose update appends one message.
+trait ChatState: GraphState + Default {
+    fn say(message: String) -> Self::Update;
+}
+
+impl ChatState for Chat {
+    fn say(message: String) -> ChatUpdate {
+        ChatUpdate::default().messages(vec![message])
+    }
+}
+
+impl ChatState for ChatOwned {
+    fn say(message: String) -> ChatOwnedUpdate {
+        ChatOwnedUpdate::default().messages(vec![message])
+    }
 }
 
 /// Median milliseconds of `ROUNDS` runs of `f`.
@@ -52,24 +82,23 @@ where
     Ok((times[ROUNDS / 2] * 1e4).round() / 1e4)
 }
 
-async fn run() -> weaver::Result<serde_json::Value> {
+async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
     let dir = std::env::temp_dir().join(format!("weaver-w4-parts-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| Error::storage("temp dir", e))?;
     let url = format!("sqlite://{}", dir.join("w4.db").display());
     let saver = SqliteSaver::connect(&url).await?;
     let turn = Arc::new(AtomicI64::new(0));
     let t = turn.clone();
-    let graph = Graph::<Chat>::new("chat")
-        .add_node("chat", move |_: &Chat| {
-            let i = t.load(Ordering::SeqCst);
-            ChatUpdate::default().messages(vec![format!("{i:0256}")])
+    let graph = Graph::<C>::new("chat")
+        .add_node("chat", move |_: &C| {
+            C::say(format!("{:0256}", t.load(Ordering::SeqCst)))
         })
         .add_sequence([START, "chat", END])
         .compile(Compile::new().checkpointer(saver.clone()))?;
     let config = RunConfig::thread("w2");
     for i in 1..=TURNS {
         turn.store(i, Ordering::SeqCst);
-        graph.invoke(Chat::default(), &config).await?;
+        graph.invoke(C::default(), &config).await?;
     }
     let filter = ListFilter::thread("w2").ns("").limit(20);
     let saver_list = median_ms(|| async { saver.list(&filter).await.map(drop) }).await?;
@@ -83,6 +112,8 @@ async fn run() -> weaver::Result<serde_json::Value> {
     saver.pool().close().await;
     std::fs::remove_dir_all(&dir).map_err(|e| Error::storage("temp dir", e))?;
     Ok(json!({
+        "state": std::any::type_name::<C>(),
+        "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
         "saver_list_ms": saver_list,
         "history_ms": history,
     }))
@@ -99,7 +130,18 @@ fn main() {
             std::process::exit(1);
         }
     };
-    match rt.block_on(run()) {
+    let state = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "shared-vec".into());
+    let result = match state.as_str() {
+        "shared-vec" => rt.block_on(run::<Chat>()),
+        "vec-string" => rt.block_on(run::<ChatOwned>()),
+        other => {
+            eprintln!("w4_parts: unknown state `{other}` (shared-vec or vec-string)");
+            std::process::exit(2);
+        }
+    };
+    match result {
         Ok(v) => println!("{v}"),
         Err(e) => {
             eprintln!("w4_parts: {e}");
