@@ -107,6 +107,27 @@ async fn scenario(s: Arc<dyn Saver>) -> Vec<String> {
     log.push(show(&s.list(&ListFilter::all()).await));
     log.push(show(&s.list(&ListFilter::all().ns("child")).await));
     log.push(show(&s.list(&ListFilter::all().limit(3)).await));
+    // One thread across its namespaces ("", "a-sub", "child") under a
+    // limit, which the SQL savers read one namespace after another.
+    for (id, parent, order) in [("s2", None, 1), ("s3", Some("s2"), 2)] {
+        let mut new = cp("t1", id, parent, Some(order));
+        new.checkpoint_ns = "a-sub".into();
+        log.push(show(&s.put(new).await));
+    }
+    for limit in [1, 3, 4, 5, 6, 10] {
+        log.push(show(&s.list(&ListFilter::thread("t1").limit(limit)).await));
+    }
+    log.push(show(
+        &s.list(&ListFilter::thread("t1").before("c").limit(4)).await,
+    ));
+    // A namespace with no match is passed over, not the end of the listing.
+    for writer in ["s1", "s3"] {
+        log.push(show(
+            &s.list(&ListFilter::thread("t1").metadata("writer", writer).limit(5))
+                .await,
+        ));
+    }
+    log.push(show(&s.list(&ListFilter::thread("nobody").limit(5)).await));
     // put_many: atomic, parents within the batch, conflicts roll back all.
     let batch = vec![
         BatchEntry {

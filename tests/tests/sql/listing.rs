@@ -1,15 +1,20 @@
 //! SQLite listings, which SQLite packs into one row of length-prefixed
 //! frames: identifiers of any characters read back as written (also in a
 //! UTF-16 database, which is listed row by row), and a listing longer than
-//! the connection's string limit is read row by row instead of failing.
+//! the connection's string limit is read row by row instead of failing. A
+//! listing of one thread across its namespaces reads the newest checkpoints
+//! of each, not the whole of one.
 
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::json;
 use sqlx::Connection as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePoolOptions};
 use weaver::checkpoint::{
-    CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint, PendingWrite, Saver, SqliteSaver,
+    BatchEntry, CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint, PendingWrite, Saver,
+    SqliteSaver,
 };
 use weaver::migrate::{self, Adapter};
 
@@ -208,4 +213,82 @@ async fn a_saver_that_never_spins_reads_the_same() {
             .collect();
         assert_eq!(ids, ["c5", "c4", "c3", "c2", "c1", "c0"]);
     }
+}
+
+#[tokio::test]
+async fn a_listing_across_namespaces_reads_the_newest_not_the_whole_namespace() {
+    // SQLite's progress handler counts its virtual machine's steps (in
+    // hundreds) on every connection of the pool: the work a query did,
+    // whatever the machine's speed.
+    let hundreds = Arc::new(AtomicU64::new(0));
+    let counter = hundreds.clone();
+    let db = SqliteDb::new().await;
+    let saver = db
+        .saver_on(
+            SqlitePoolOptions::new().after_connect(move |conn, _| {
+                let counter = counter.clone();
+                Box::pin(async move {
+                    conn.lock_handle()
+                        .await?
+                        .set_progress_handler(100, move || {
+                            counter.fetch_add(1, Ordering::Relaxed);
+                            true
+                        });
+                    Ok(())
+                })
+            }),
+            db.connect_options(),
+        )
+        .await;
+    // Two threads alike but for the length of their root namespace, each
+    // with one checkpoint in a child namespace.
+    for (thread, len) in [("short", 20), ("long", 4000)] {
+        let ids: Vec<String> = (0..len).map(|i| format!("c{i:05}")).collect();
+        let mut batch: Vec<BatchEntry> = chain(thread, &ids)
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut checkpoint)| {
+                checkpoint.commit_order = Some(i as u64 + 1);
+                BatchEntry {
+                    checkpoint,
+                    writes: Vec::new(),
+                }
+            })
+            .collect();
+        let mut child = cp(thread, "child-1", None, Some(1));
+        child.checkpoint_ns = "child".into();
+        batch.push(BatchEntry {
+            checkpoint: child,
+            writes: Vec::new(),
+        });
+        // At most 1,000 checkpoints a group.
+        while !batch.is_empty() {
+            let rest = batch.split_off(batch.len().min(1000));
+            saver.put_many(batch).await.unwrap();
+            batch = rest;
+        }
+    }
+    let mut work = Vec::new();
+    for (thread, len) in [("short", 20), ("long", 4000)] {
+        let before = hundreds.load(Ordering::Relaxed);
+        let page = saver
+            .list(&ListFilter::thread(thread).limit(3))
+            .await
+            .unwrap();
+        work.push(hundreds.load(Ordering::Relaxed) - before);
+        let ids: Vec<_> = page
+            .iter()
+            .map(|t| t.config.checkpoint_id.clone().unwrap())
+            .collect();
+        let newest: Vec<_> = (len - 3..len).rev().map(|i| format!("c{i:05}")).collect();
+        assert_eq!(ids, newest, "{thread}");
+    }
+    // Sorting the long thread's root namespace for its newest three took
+    // about 200 times the short one's work; reading newest first, the same.
+    assert!(
+        work[1] <= work[0] + 5,
+        "listing 3 of 4,000 took {} hundred steps, 3 of 20 took {}",
+        work[1],
+        work[0]
+    );
 }

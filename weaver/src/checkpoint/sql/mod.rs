@@ -272,17 +272,86 @@ impl Queries {
         members.join(" UNION ALL ")
     }
 
+    /// The common table expressions that select a listing's checkpoints:
+    /// `c`, with `columns` of the checkpoint table (unqualified), at most
+    /// `limit` rows of `where_` in `order` (and, for
+    /// [`KeyOrder::NewestPerNamespace`], `ns` before it, the thread's
+    /// namespaces). Starts with `WITH`.
+    pub(crate) fn keys_ctes(
+        &self,
+        columns: &str,
+        where_: &str,
+        limit: i64,
+        order: KeyOrder,
+    ) -> String {
+        let cps = &self.cps;
+        match order {
+            KeyOrder::Any | KeyOrder::Newest => {
+                let order_by = if order == KeyOrder::Newest {
+                    ORDER_NEWEST
+                } else {
+                    ""
+                };
+                format!(
+                    "WITH c AS MATERIALIZED (
+                        SELECT {columns} FROM {cps} WHERE {where_}
+                         {order_by}
+                         LIMIT {limit})"
+                )
+            }
+            KeyOrder::NewestPerNamespace => {
+                // Each step finds the next namespace with one index probe.
+                let namespaces = format!(
+                    "ns (n) AS (
+                        SELECT MIN(checkpoint_ns) FROM {cps} WHERE thread_id = $1
+                        UNION ALL
+                        SELECT (SELECT MIN(checkpoint_ns) FROM {cps}
+                                 WHERE thread_id = $1 AND checkpoint_ns > ns.n)
+                          FROM ns WHERE ns.n IS NOT NULL)"
+                );
+                let per_namespace = match self.dialect {
+                    // Read newest first through the index within each
+                    // namespace; SQLite stops each once the limit is met.
+                    Dialect::Sqlite => format!(
+                        "SELECT {columns} FROM ns CROSS JOIN {cps}
+                          WHERE checkpoint_ns = ns.n AND {where_}
+                          {ORDER_NEWEST}
+                          LIMIT {limit}"
+                    ),
+                    Dialect::Postgres => format!(
+                        "SELECT k.* FROM ns CROSS JOIN LATERAL (
+                            SELECT {columns} FROM {cps}
+                             WHERE checkpoint_ns = ns.n AND {where_}
+                             ORDER BY commit_order DESC
+                             LIMIT {limit}) AS k
+                          {ORDER_NEWEST}
+                          LIMIT {limit}"
+                    ),
+                };
+                format!("WITH RECURSIVE {namespaces}, c AS MATERIALIZED ({per_namespace})")
+            }
+        }
+    }
+
     /// The listing of [`tuples`](Queries::tuples) as one row of frames
     /// (column `packed`, see [`packed`]), where the database builds it
     /// (SQLite).
-    pub(crate) fn packed_tuples(&self, where_: &str, limit: i64, ordered: bool) -> Option<String> {
+    pub(crate) fn packed_tuples(
+        &self,
+        where_: &str,
+        limit: i64,
+        order: KeyOrder,
+    ) -> Option<String> {
         match self.dialect {
             Dialect::Sqlite => Some(packed::sqlite_listing(
                 &self.cps,
                 &self.writes,
-                where_,
-                if ordered { ORDER_NEWEST } else { "" },
-                limit,
+                &self.keys_ctes(
+                    "thread_id, checkpoint_ns, checkpoint_id",
+                    where_,
+                    limit,
+                    order,
+                ),
             )),
             Dialect::Postgres => None,
         }
@@ -301,25 +370,19 @@ impl Queries {
     /// PostgreSQL sorts TOAST pointers, not payloads, so there the whole
     /// result is sorted in SQL, which measured faster than the join back.
     ///
-    /// `ordered: false` (a lookup by checkpoint id, at most one row) leaves
-    /// out the `ORDER BY` of the keys. The limit is written into the text, not
-    /// bound: SQLite compiles a statement again whenever a bound `LIMIT`
-    /// changes, and the listing is a long statement to compile.
+    /// `order` picks the checkpoints ([`keys_ctes`](Queries::keys_ctes)).
+    /// The limit is written into the text, not bound: SQLite compiles a
+    /// statement again whenever a bound `LIMIT` changes, and the listing is
+    /// a long statement to compile.
     ///
     /// The SQLite saver reads this form only when the packed one
     /// ([`packed_tuples`](Queries::packed_tuples)) is longer than SQLite's
     /// longest string.
-    pub(crate) fn tuples(&self, where_: &str, limit: i64, ordered: bool) -> String {
+    pub(crate) fn tuples(&self, where_: &str, limit: i64, order: KeyOrder) -> String {
         let (cps, writes, meta_out) = (&self.cps, &self.writes, self.meta_out);
-        let order_by = if ordered { ORDER_NEWEST } else { "" };
         match self.dialect {
             Dialect::Postgres => format!(
-                "WITH c AS MATERIALIZED (
-                    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint,
-                           {meta_out} AS metadata, commit_order
-                      FROM {cps} WHERE {where_}
-                     {order_by}
-                     LIMIT {limit})
+                "{keys}
                  SELECT 0 AS kind, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
                         checkpoint AS payload, metadata, commit_order,
                         CAST(NULL AS TEXT) AS task_id, CAST(NULL AS BIGINT) AS idx,
@@ -332,14 +395,18 @@ impl Queries {
                    FROM {writes} AS w JOIN c
                      ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
                     AND w.checkpoint_id = c.checkpoint_id
-                 ORDER BY 1, 2, 3, 8 DESC, 9, 10"
+                 ORDER BY 1, 2, 3, 8 DESC, 9, 10",
+                keys = self.keys_ctes(
+                    &format!(
+                        "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order"
+                    ),
+                    where_,
+                    limit,
+                    order,
+                ),
             ),
             Dialect::Sqlite => format!(
-                "WITH c AS MATERIALIZED (
-                    SELECT thread_id, checkpoint_ns, checkpoint_id, commit_order
-                      FROM {cps} WHERE {where_}
-                     {order_by}
-                     LIMIT {limit})
+                "{keys}
                  SELECT 0 AS kind, x.thread_id, x.checkpoint_ns, x.checkpoint_id, parent_checkpoint_id,
                         checkpoint AS payload, {meta_out} AS metadata, x.commit_order,
                         CAST(NULL AS TEXT) AS task_id, CAST(NULL AS BIGINT) AS idx,
@@ -353,7 +420,13 @@ impl Queries {
                         w.task_id, w.idx, w.channel, w.task_path
                    FROM c CROSS JOIN {writes} AS w
                      ON w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
-                    AND w.checkpoint_id = c.checkpoint_id"
+                    AND w.checkpoint_id = c.checkpoint_id",
+                keys = self.keys_ctes(
+                    "thread_id, checkpoint_ns, checkpoint_id, commit_order",
+                    where_,
+                    limit,
+                    order
+                ),
             ),
         }
     }
@@ -361,6 +434,33 @@ impl Queries {
 
 /// A listing's order: by thread and namespace, newest first.
 const ORDER_NEWEST: &str = "ORDER BY thread_id, checkpoint_ns, commit_order DESC";
+
+/// How a listing picks its checkpoints before the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyOrder {
+    /// In no order: a lookup by id (at most one row).
+    Any,
+    /// By thread and namespace, newest first ([`ORDER_NEWEST`]).
+    Newest,
+    /// As [`Newest`](KeyOrder::Newest), for a `where_` that pins the thread
+    /// as `$1` but not the namespace, under a limit. The commit-order index
+    /// is ascending, so one sorted pass would read (and sort) every
+    /// checkpoint of the thread's first namespace to return its newest few;
+    /// instead the namespaces are found one index probe each and every one
+    /// is read newest first, at most the limit.
+    NewestPerNamespace,
+}
+
+impl KeyOrder {
+    /// The order of a listing of `filter` under `limit` ([`i64::MAX`]: none).
+    pub(crate) fn of(filter: &ListFilter, limit: i64) -> Self {
+        if filter.thread_id.is_some() && filter.checkpoint_ns.is_none() && limit < i64::MAX {
+            KeyOrder::NewestPerNamespace
+        } else {
+            KeyOrder::Newest
+        }
+    }
+}
 
 /// Lineages read by one query of [`Queries::lineage_ranges`]: at most one
 /// member and 4 parameters each (SQLite allows 500 members).

@@ -27,17 +27,12 @@
 use super::{Settings, TupleAssembler};
 use crate::error::{Error, Result};
 
-/// The SQLite listing of `where_` (over the table `cps` and its `writes`) as
-/// one row with one column, `packed`: the frames of the checkpoints, at most
-/// `limit` of them, in `order_by` before the limit, and of their writes.
-/// `packed` is NULL when nothing matches.
-pub(crate) fn sqlite_listing(
-    cps: &str,
-    writes: &str,
-    where_: &str,
-    order_by: &str,
-    limit: i64,
-) -> String {
+/// The SQLite listing of the checkpoints selected by `keys` (common table
+/// expressions starting with `WITH` that define `c` with the key columns,
+/// [`Queries::keys_ctes`](super::Queries::keys_ctes)) and of their writes,
+/// as one row with one column, `packed`: their frames. `packed` is NULL when
+/// nothing matches.
+pub(crate) fn sqlite_listing(cps: &str, writes: &str, keys: &str) -> String {
     let field = |col: &str| format!("length(CAST({col} AS BLOB)), ':', {col}");
     let checkpoint = [
         "'0'".to_owned(),
@@ -64,11 +59,7 @@ pub(crate) fn sqlite_listing(
     ]
     .join(", ");
     format!(
-        "WITH c AS MATERIALIZED (
-            SELECT thread_id, checkpoint_ns, checkpoint_id
-              FROM {cps} WHERE {where_}
-             {order_by}
-             LIMIT {limit}),
+        "{keys},
          f (frame) AS (
             SELECT concat({checkpoint})
               FROM c JOIN {cps} AS x

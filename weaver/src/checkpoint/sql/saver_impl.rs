@@ -17,7 +17,7 @@ macro_rules! impl_sql_saver {
             use $crate::checkpoint::sql::group::{Arg, GroupItem, GroupPlan};
             use $crate::checkpoint::sql::hot::Lease;
             use $crate::checkpoint::sql::{
-                EncodedEntry, LINEAGES_PER_QUERY, Param, TupleAssembler, conflict, follow_line,
+                EncodedEntry, KeyOrder, LINEAGES_PER_QUERY, Param, TupleAssembler, conflict, follow_line,
                 list_where, merge_ranges, not_found, order_i64, shallow_error, write_batches,
             };
             use $crate::checkpoint::{
@@ -137,12 +137,12 @@ macro_rules! impl_sql_saver {
                     where_: &str,
                     params: Vec<Param>,
                     limit: i64,
-                    ordered: bool,
+                    order: KeyOrder,
                     op: &'static str,
                 ) -> Result<Vec<CheckpointTuple>> {
                     let q = &self.settings.q;
                     let packed = self.settings.verified.get().is_some_and(|v| v.packed_listing);
-                    if let Some(sql) = q.packed_tuples(where_, limit, ordered).filter(|_| packed) {
+                    if let Some(sql) = q.packed_tuples(where_, limit, order).filter(|_| packed) {
                         match self.fetch_dynamic_raw(sql, params.clone()).await {
                             Ok(rows) => {
                                 let mut out = TupleAssembler::default();
@@ -158,7 +158,7 @@ macro_rules! impl_sql_saver {
                             Err(_) => {}
                         }
                     }
-                    let rows = self.fetch_dynamic(q.tuples(where_, limit, ordered), params, op).await?;
+                    let rows = self.fetch_dynamic(q.tuples(where_, limit, order), params, op).await?;
                     self.assemble(rows, op)
                 }
 
@@ -545,12 +545,14 @@ macro_rules! impl_sql_saver {
                         Param::Text(target.checkpoint_ns.clone()),
                     ];
                     let mut where_ = "thread_id = $1 AND checkpoint_ns = $2".to_owned();
+                    let mut order = KeyOrder::Newest;
                     if let Some(id) = &target.checkpoint_id {
                         params.push(Param::Text(id.clone()));
                         where_.push_str(" AND checkpoint_id = $3");
+                        order = KeyOrder::Any;
                     }
                     let found = self
-                        .fetch_tuples(&where_, params, 1, target.checkpoint_id.is_none(), op)
+                        .fetch_tuples(&where_, params, 1, order, op)
                         .await?
                         .into_iter()
                         .next();
@@ -601,7 +603,7 @@ macro_rules! impl_sql_saver {
                     };
                     let (where_, params) = list_where(&self.settings.q, filter, before)?;
                     let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
-                    self.fetch_tuples(&where_, params, limit, true, op).await
+                    self.fetch_tuples(&where_, params, limit, KeyOrder::of(filter, limit), op).await
                 }
 
                 async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef> {
