@@ -529,6 +529,7 @@ pub(crate) fn list_where(
         params.push(p);
         params.len()
     };
+    // The thread first: `$1`, as `KeyOrder::NewestPerNamespace` reads it.
     if let Some(t) = &filter.thread_id {
         let i = push(&mut params, Param::Text(t.clone()));
         clauses.push(format!("thread_id = ${i}"));
