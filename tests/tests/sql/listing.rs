@@ -192,6 +192,12 @@ async fn a_listing_longer_than_sqlites_string_limit_is_read_row_by_row() {
         .await
         .unwrap();
     assert_eq!(page.iter().map(summary).collect::<Vec<_>>(), want[..3]);
+    // A page that does not fit, read row by row, one namespace at a time.
+    let page = limited
+        .list(&ListFilter::thread("big").limit(39))
+        .await
+        .unwrap();
+    assert_eq!(page.iter().map(summary).collect::<Vec<_>>(), want[..39]);
 }
 
 #[tokio::test]
