@@ -42,8 +42,9 @@ impl CheckpointRef {
     /// The same thread and namespace, at checkpoint `id`.
     pub fn at(&self, id: impl Into<String>) -> Self {
         CheckpointRef {
+            thread_id: self.thread_id.clone(),
+            checkpoint_ns: self.checkpoint_ns.clone(),
             checkpoint_id: Some(id.into()),
-            ..self.clone()
         }
     }
 

@@ -652,15 +652,21 @@ impl Settings {
         let ctx = RecordContext::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
         let checkpoint = self.codec.decode_checkpoint(payload, &ctx)?;
         let metadata = decode_metadata(metadata, &ctx)?;
-        let config = CheckpointRef {
-            thread_id: thread_id.clone(),
-            checkpoint_ns: checkpoint_ns.clone(),
-            checkpoint_id: Some(checkpoint_id.clone()),
-        };
         let commit_order = u64::try_from(commit_order)
             .map_err(|_| Error::decode(ctx.describe(), "negative commit_order"))?;
+        // The identifiers move into the config; only the parent's copies.
+        let parent_config = parent_id.map(|p| CheckpointRef {
+            thread_id: thread_id.clone(),
+            checkpoint_ns: checkpoint_ns.clone(),
+            checkpoint_id: Some(p),
+        });
+        let config = CheckpointRef {
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id: Some(checkpoint_id),
+        };
         Ok(CheckpointTuple {
-            parent_config: parent_id.map(|p| config.at(p)),
+            parent_config,
             config,
             checkpoint,
             metadata,
