@@ -1,14 +1,20 @@
 //! Fresh databases for each test.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
+use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, PgPool, SqlitePool};
 use weaver::checkpoint::{
-    Checkpoint, CheckpointMetadata, CheckpointSource, NewCheckpoint, PostgresSaver, SqliteSaver,
+    BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple,
+    ForkOptions, LineageRequest, ListFilter, NewCheckpoint, PendingWrite, PostgresSaver,
+    PruneStrategy, SqliteSaver, ThreadInfo, WriteOp,
 };
 use weaver::migrate::{self, Adapter, PgSchema};
+use weaver::{InMemorySaver, Saver};
 
 /// The PostgreSQL the tests use.
 pub fn pg_url() -> String {
@@ -150,5 +156,140 @@ pub fn cp(thread: &str, id: &str, parent: Option<&str>, order: Option<u64>) -> N
         checkpoint,
         metadata,
         commit_order: order,
+    }
+}
+
+/// A saver as a third party would write one: the trait's default `lineage`
+/// (one `get_tuple` per record), and deltas only when it opts in. Counts the
+/// reads of stored records and the `lineages` calls, which go to the inner
+/// saver's own when `inner_lineages` is set. Logs each write call (`put`,
+/// `put_writes`, `put_ops` with its ops) in `writes`, and fails every
+/// `put_ops` with a storage error while `fail_groups` is set.
+#[derive(Debug)]
+pub struct Forwarding {
+    pub inner: Arc<dyn Saver>,
+    pub deltas: bool,
+    pub inner_lineages: bool,
+    pub reads: AtomicUsize,
+    pub lineages_calls: AtomicUsize,
+    pub writes: Mutex<Vec<String>>,
+    pub fail_groups: AtomicBool,
+}
+
+impl Default for Forwarding {
+    fn default() -> Self {
+        Forwarding::on(Arc::new(InMemorySaver::new()))
+    }
+}
+
+impl Forwarding {
+    /// Forwards to `inner`.
+    pub fn on(inner: Arc<dyn Saver>) -> Self {
+        Forwarding {
+            inner,
+            deltas: false,
+            inner_lineages: false,
+            reads: AtomicUsize::new(0),
+            lineages_calls: AtomicUsize::new(0),
+            writes: Mutex::new(Vec::new()),
+            fail_groups: AtomicBool::new(false),
+        }
+    }
+
+    fn log(&self, call: String) {
+        self.writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(call);
+    }
+}
+
+#[async_trait]
+impl Saver for Forwarding {
+    async fn lineages(
+        &self,
+        requests: &[LineageRequest],
+    ) -> weaver::Result<Vec<Vec<CheckpointTuple>>> {
+        self.lineages_calls.fetch_add(1, Ordering::SeqCst);
+        if self.inner_lineages {
+            return self.inner.lineages(requests).await;
+        }
+        let mut out = Vec::new();
+        for r in requests {
+            out.push(self.lineage(&r.from, r.count, r.below).await?);
+        }
+        Ok(out)
+    }
+    async fn get_tuple(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_tuple(target).await
+    }
+    async fn list(&self, filter: &ListFilter) -> weaver::Result<Vec<CheckpointTuple>> {
+        self.inner.list(filter).await
+    }
+    async fn put(&self, checkpoint: NewCheckpoint) -> weaver::Result<CheckpointRef> {
+        self.log("put".into());
+        self.inner.put(checkpoint).await
+    }
+    async fn put_writes(
+        &self,
+        target: &CheckpointRef,
+        writes: Vec<PendingWrite>,
+    ) -> weaver::Result<()> {
+        self.log("put_writes".into());
+        self.inner.put_writes(target, writes).await
+    }
+    async fn put_checkpoint_with_writes(
+        &self,
+        checkpoint: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> weaver::Result<CheckpointRef> {
+        self.inner
+            .put_checkpoint_with_writes(checkpoint, writes)
+            .await
+    }
+    async fn put_many(&self, entries: Vec<BatchEntry>) -> weaver::Result<Vec<CheckpointRef>> {
+        self.inner.put_many(entries).await
+    }
+    async fn fork_at(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> weaver::Result<CheckpointRef> {
+        self.inner.fork_at(source, target_thread, options).await
+    }
+    async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> weaver::Result<()> {
+        self.inner.copy_thread(source_thread, target_thread).await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> weaver::Result<()> {
+        self.inner.delete_thread(thread_id).await
+    }
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> weaver::Result<u64> {
+        self.inner.prune(thread_ids, strategy).await
+    }
+    async fn list_threads(
+        &self,
+        limit: Option<usize>,
+        offset: usize,
+    ) -> weaver::Result<Vec<ThreadInfo>> {
+        self.inner.list_threads(limit, offset).await
+    }
+    async fn put_ops(&self, ops: Vec<WriteOp>) -> weaver::Result<()> {
+        let names: Vec<&str> = ops
+            .iter()
+            .map(|op| match op {
+                WriteOp::Put(_) => "put",
+                WriteOp::Writes(..) => "writes",
+            })
+            .collect();
+        self.log(format!("put_ops[{}]", names.join(", ")));
+        if self.fail_groups.load(Ordering::SeqCst) {
+            return Err(weaver::Error::storage("put_ops", "the group failed (test)"));
+        }
+        self.inner.put_ops(ops).await
+    }
+    fn supports_deltas(&self) -> bool {
+        self.deltas
     }
 }

@@ -3,18 +3,16 @@
 //! checkpoints, and read back whole by every path that reads state.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
 use weaver::checkpoint::{
-    BatchEntry, CheckpointRef, CheckpointTuple, DELTA_SNAPSHOT_EVERY, ForkOptions, LineageRequest,
-    ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
+    CheckpointRef, CheckpointTuple, DELTA_SNAPSHOT_EVERY, ForkOptions, ListFilter, PruneStrategy,
 };
 use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::prelude::*;
 
-use crate::common::{PgDb, SqliteDb};
+use crate::common::{Forwarding, PgDb, SqliteDb};
 
 #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 struct Chat {
@@ -332,108 +330,6 @@ async fn a_missing_ancestor_is_a_typed_error_on_postgres() {
     })
     .await;
     db.drop_schema().await;
-}
-
-/// A saver as a third party would write one: the trait's default `lineage`
-/// (one `get_tuple` per record), and deltas only when it opts in. Counts the
-/// reads of stored records and the `lineages` calls, which go to the inner
-/// saver's own when `inner_lineages` is set.
-#[derive(Debug)]
-struct Forwarding {
-    inner: Arc<dyn Saver>,
-    deltas: bool,
-    inner_lineages: bool,
-    reads: AtomicUsize,
-    lineages_calls: AtomicUsize,
-}
-
-impl Default for Forwarding {
-    fn default() -> Self {
-        Forwarding {
-            inner: Arc::new(InMemorySaver::new()),
-            deltas: false,
-            inner_lineages: false,
-            reads: AtomicUsize::new(0),
-            lineages_calls: AtomicUsize::new(0),
-        }
-    }
-}
-
-#[async_trait]
-impl Saver for Forwarding {
-    async fn lineages(
-        &self,
-        requests: &[LineageRequest],
-    ) -> weaver::Result<Vec<Vec<CheckpointTuple>>> {
-        self.lineages_calls.fetch_add(1, Ordering::SeqCst);
-        if self.inner_lineages {
-            return self.inner.lineages(requests).await;
-        }
-        let mut out = Vec::new();
-        for r in requests {
-            out.push(self.lineage(&r.from, r.count, r.below).await?);
-        }
-        Ok(out)
-    }
-    async fn get_tuple(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.get_tuple(target).await
-    }
-    async fn list(&self, filter: &ListFilter) -> weaver::Result<Vec<CheckpointTuple>> {
-        self.inner.list(filter).await
-    }
-    async fn put(&self, checkpoint: NewCheckpoint) -> weaver::Result<CheckpointRef> {
-        self.inner.put(checkpoint).await
-    }
-    async fn put_writes(
-        &self,
-        target: &CheckpointRef,
-        writes: Vec<PendingWrite>,
-    ) -> weaver::Result<()> {
-        self.inner.put_writes(target, writes).await
-    }
-    async fn put_checkpoint_with_writes(
-        &self,
-        checkpoint: NewCheckpoint,
-        writes: Vec<PendingWrite>,
-    ) -> weaver::Result<CheckpointRef> {
-        self.inner
-            .put_checkpoint_with_writes(checkpoint, writes)
-            .await
-    }
-    async fn put_many(&self, entries: Vec<BatchEntry>) -> weaver::Result<Vec<CheckpointRef>> {
-        self.inner.put_many(entries).await
-    }
-    async fn fork_at(
-        &self,
-        source: &CheckpointRef,
-        target_thread: &str,
-        options: ForkOptions,
-    ) -> weaver::Result<CheckpointRef> {
-        self.inner.fork_at(source, target_thread, options).await
-    }
-    async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> weaver::Result<()> {
-        self.inner.copy_thread(source_thread, target_thread).await
-    }
-    async fn delete_thread(&self, thread_id: &str) -> weaver::Result<()> {
-        self.inner.delete_thread(thread_id).await
-    }
-    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> weaver::Result<u64> {
-        self.inner.prune(thread_ids, strategy).await
-    }
-    async fn list_threads(
-        &self,
-        limit: Option<usize>,
-        offset: usize,
-    ) -> weaver::Result<Vec<ThreadInfo>> {
-        self.inner.list_threads(limit, offset).await
-    }
-    async fn put_ops(&self, ops: Vec<WriteOp>) -> weaver::Result<()> {
-        self.inner.put_ops(ops).await
-    }
-    fn supports_deltas(&self) -> bool {
-        self.deltas
-    }
 }
 
 #[tokio::test]

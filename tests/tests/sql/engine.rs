@@ -9,7 +9,7 @@ use weaver::checkpoint::ListFilter;
 use weaver::prelude::*;
 use weaver_tests::states::{Steps, StepsUpdate};
 
-use crate::common::{PgDb, SqliteDb};
+use crate::common::{Forwarding, PgDb, SqliteDb};
 
 fn two_step(saver: Arc<dyn Saver>) -> CompiledGraph<Steps> {
     Graph::<Steps>::new("CheckpointExample")
@@ -125,4 +125,78 @@ async fn engine_on_postgres() {
     let db = PgDb::new().await;
     engine_on(Arc::new(db.saver().await)).await;
     db.drop_schema().await;
+}
+
+/// What a thread stores, without the ids that differ between threads: each
+/// checkpoint's step and its pending writes (task path, index, channel,
+/// value), oldest first.
+async fn stored_shape(saver: &dyn Saver, thread: &str) -> Vec<(i64, Vec<String>)> {
+    let mut listed = saver.list(&ListFilter::thread(thread)).await.unwrap();
+    listed.reverse();
+    listed
+        .iter()
+        .map(|t| {
+            let writes = t
+                .pending_writes
+                .iter()
+                .map(|w| format!("{} {} {} {}", w.task_path, w.idx, w.channel, w.value))
+                .collect();
+            (t.metadata.step, writes)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn sync_durability_commits_a_steps_last_writes_with_its_checkpoint() {
+    let db = SqliteDb::new().await;
+    let saver = Arc::new(Forwarding::on(Arc::new(db.saver().await)));
+    let graph = two_step(saver.clone());
+    for (thread, mode) in [("sync", Durability::Sync), ("async", Durability::Async)] {
+        let config = RunConfig::thread(thread).durability(mode);
+        let done = graph.invoke(Steps::default(), &config).await.unwrap();
+        assert_eq!(done.complete().unwrap().bar, ["a", "b"]);
+        if mode == Durability::Sync {
+            // The input checkpoint, then each step's task writes with the
+            // checkpoint that step ends with: 4 commits, not 7.
+            let calls = std::mem::take(&mut *saver.writes.lock().unwrap());
+            assert_eq!(
+                calls,
+                [
+                    "put",
+                    "put_ops[writes, put]",
+                    "put_ops[writes, put]",
+                    "put_ops[writes, put]"
+                ]
+            );
+        }
+    }
+    // The same checkpoints and writes as the group commits of `async`.
+    let sync = stored_shape(saver.as_ref(), "sync").await;
+    assert_eq!(sync.len(), 4);
+    assert!(sync[..3].iter().all(|(_, writes)| !writes.is_empty()));
+    assert_eq!(sync, stored_shape(saver.as_ref(), "async").await);
+}
+
+#[tokio::test]
+async fn a_failed_sync_group_still_stores_the_tasks_writes() {
+    let db = SqliteDb::new().await;
+    let saver = Arc::new(Forwarding::on(Arc::new(db.saver().await)));
+    saver.fail_groups.store(true, Ordering::SeqCst);
+    let graph = two_step(saver.clone());
+    let config = RunConfig::thread("t").durability(Durability::Sync);
+    let err = graph.invoke(Steps::default(), &config).await.unwrap_err();
+    assert!(err.to_string().contains("the group failed"), "{err}");
+    // The group of the input task's writes and the next checkpoint failed:
+    // the writes are stored on their own, as storing them first would have
+    // left them, and the run stops at the input checkpoint.
+    let calls = saver.writes.lock().unwrap().clone();
+    assert_eq!(calls, ["put", "put_ops[writes, put]", "put_writes"]);
+    let stored = stored_shape(saver.inner.as_ref(), "t").await;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].0, -1);
+    assert!(!stored[0].1.is_empty());
+    // Continuing the thread once groups succeed again finishes the run.
+    saver.fail_groups.store(false, Ordering::SeqCst);
+    let done = graph.invoke(Input::Continue, &config).await.unwrap();
+    assert_eq!(done.complete().unwrap().bar, ["a", "b"]);
 }

@@ -18,7 +18,10 @@ pub const DEFAULT_RECURSION_LIMIT: usize = 25;
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Durability {
-    /// Each checkpoint is stored before the next step starts.
+    /// Each checkpoint is stored before the next step starts, and each
+    /// task's writes as the task finishes; the writes of a step's last task
+    /// are stored in one commit with the checkpoint that step ends with
+    /// (nothing runs in between).
     Sync,
     /// Checkpoints are stored in the background while the next step runs;
     /// `invoke` waits for them before it returns. The default.

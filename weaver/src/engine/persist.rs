@@ -12,10 +12,17 @@ use crate::error::{Error, Result};
 /// [`put_ops`](crate::Saver::put_ops) group (a group commit: a slow disk
 /// costs one sync per group, not one per checkpoint). In `exit` mode the
 /// engine stores only the final checkpoint, through [`Writer::put_final`].
+///
+/// In `sync` mode, on a saver that does I/O, the writes of a step's last
+/// task are held ([`Writer::put_writes_with_next`]) and stored in one group
+/// with the checkpoint the step ends with: nothing runs between the two, so
+/// one commit does the work of two. If that group fails, the writes are
+/// stored on their own before the error is returned, as they would have been.
 pub(crate) struct Writer {
     cp: Checkpointer,
     mode: Durability,
     background: Option<Background>,
+    held: Option<(CheckpointRef, Vec<PendingWrite>)>,
 }
 
 /// The `async` mode's queue and the task draining it.
@@ -64,6 +71,7 @@ impl Writer {
             cp,
             mode,
             background: None,
+            held: None,
         }
     }
 
@@ -88,14 +96,61 @@ impl Writer {
             return Ok(());
         }
         match op {
-            WriteOp::Put(c) => self.cp.put(c).await.map(drop),
-            WriteOp::Writes(target, w) => self.cp.put_writes(&target, w).await,
+            WriteOp::Put(c) => match self.held.take() {
+                None => self.cp.put(c).await.map(drop),
+                Some((target, writes)) => {
+                    let group = vec![
+                        WriteOp::Writes(target.clone(), writes.clone()),
+                        WriteOp::Put(c),
+                    ];
+                    match self.cp.put_ops(group).await {
+                        Ok(()) => Ok(()),
+                        Err(e) => {
+                            // Keep the task's writes, as storing them first
+                            // would have; the run reports the group's error.
+                            let _ = self.cp.put_writes(&target, writes).await;
+                            Err(e)
+                        }
+                    }
+                }
+            },
+            WriteOp::Writes(target, w) => {
+                self.release().await?;
+                self.cp.put_writes(&target, w).await
+            }
+        }
+    }
+
+    /// Stores the held writes, if any, on their own.
+    async fn release(&mut self) -> Result<()> {
+        match self.held.take() {
+            Some((target, writes)) => self.cp.put_writes(&target, writes).await,
+            None => Ok(()),
         }
     }
 
     /// Stores a checkpoint (not in `exit` mode).
     pub async fn put(&mut self, checkpoint: NewCheckpoint) -> Result<()> {
         self.send(WriteOp::Put(checkpoint)).await
+    }
+
+    /// Stores the writes of a step's last task, when the step is to end with
+    /// a checkpoint: `sync` mode on a saver that does I/O holds them for that
+    /// checkpoint's commit (any later operation, or [`flush`](Writer::flush),
+    /// stores them); otherwise as [`put_writes`](Writer::put_writes). An
+    /// in-process saver has no commit to save, and holding would cost a copy
+    /// of the writes (kept in case the group fails).
+    pub async fn put_writes_with_next(
+        &mut self,
+        target: CheckpointRef,
+        writes: Vec<PendingWrite>,
+    ) -> Result<()> {
+        if self.mode != Durability::Sync || self.cp.saver().is_in_process() {
+            return self.put_writes(target, writes).await;
+        }
+        self.release().await?;
+        self.held = Some((target, writes));
+        Ok(())
     }
 
     /// Stores pending writes of a stored checkpoint (not in `exit` mode).
@@ -125,6 +180,7 @@ impl Writer {
     /// Waits until every operation issued has reached the saver; returns the
     /// first failure.
     pub async fn flush(&mut self) -> Result<()> {
+        self.release().await?;
         let Some(Background { queue, task }) = self.background.take() else {
             return Ok(());
         };

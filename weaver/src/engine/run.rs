@@ -441,6 +441,7 @@ impl<S: GraphState> Loop<'_, S> {
             target,
             self.current_saved,
             writes,
+            false,
         )
         .await
     }
@@ -767,6 +768,7 @@ impl<S: GraphState> Loop<'_, S> {
                         None => break,
                     },
                 };
+                let last = running.is_empty();
                 let node = tasks[k];
                 let name = spec.name_of(node);
                 let writes = match result {
@@ -816,12 +818,16 @@ impl<S: GraphState> Loop<'_, S> {
                     }
                 };
                 if !writes.is_empty() {
+                    // The step's last task, and every task succeeded: the
+                    // step ends with a checkpoint, which may carry its writes.
+                    let with_next = last && failures.is_empty() && interrupts.is_empty();
                     store_writes(
                         writer.as_mut(),
                         unsaved,
                         target.clone(),
                         current_saved,
                         writes,
+                        with_next,
                     )
                     .await?;
                 }
@@ -902,12 +908,15 @@ impl<S: GraphState> Loop<'_, S> {
 
 /// Stores writes of a task started from the current checkpoint, or keeps them
 /// for the end of the run (`exit` durability, or a checkpoint not stored yet).
+/// `with_next`: the step's last task, the step about to end with a
+/// checkpoint ([`Writer::put_writes_with_next`]).
 async fn store_writes(
     writer: Option<&mut Writer>,
     unsaved: &mut Vec<PendingWrite>,
     target: Option<CheckpointRef>,
     current_saved: bool,
     writes: Vec<PendingWrite>,
+    with_next: bool,
 ) -> Result<()> {
     let (Some(writer), Some(target)) = (writer, target) else {
         return Ok(());
@@ -916,7 +925,11 @@ async fn store_writes(
         unsaved.extend(writes);
         return Ok(());
     }
-    writer.put_writes(target, writes).await
+    if with_next {
+        writer.put_writes_with_next(target, writes).await
+    } else {
+        writer.put_writes(target, writes).await
+    }
 }
 
 /// The targets a task triggers: static edges, routers (given the state with
