@@ -120,18 +120,5 @@ async fn run() -> weaver::Result<()> {
 }
 
 fn main() {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("w1_parts: tokio runtime: {e}");
-            std::process::exit(1);
-        }
-    };
-    if let Err(e) = rt.block_on(run()) {
-        eprintln!("w1_parts: {e}");
-        std::process::exit(1);
-    }
+    weaver_bench::block_on_or_exit("w1_parts", run());
 }

@@ -6,6 +6,8 @@
 //!
 //! - `saver_list`: `Saver::list` with `limit 20` (the query and decoding the
 //!   records into tuples);
+//! - `saver_list_any_ns`: the same without naming the namespace (the
+//!   per-namespace listing);
 //! - `history`: `get_state_history(limit 20)` (the listing, rebuilding the
 //!   delta channels and building typed snapshots).
 //!
@@ -102,6 +104,8 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
     }
     let filter = ListFilter::thread("w2").ns("").limit(20);
     let saver_list = median_ms(|| async { saver.list(&filter).await.map(drop) }).await?;
+    let any_ns = ListFilter::thread("w2").limit(20);
+    let saver_list_any_ns = median_ms(|| async { saver.list(&any_ns).await.map(drop) }).await?;
     let history = median_ms(|| async {
         graph
             .get_state_history(&config, History::default().limit(20))
@@ -115,37 +119,22 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
         "state": std::any::type_name::<C>(),
         "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
         "saver_list_ms": saver_list,
+        "saver_list_any_ns_ms": saver_list_any_ns,
         "history_ms": history,
     }))
 }
 
 fn main() {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("w4_parts: tokio runtime: {e}");
-            std::process::exit(1);
-        }
-    };
     let state = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "shared-vec".into());
-    let result = match state.as_str() {
-        "shared-vec" => rt.block_on(run::<Chat>()),
-        "vec-string" => rt.block_on(run::<ChatOwned>()),
+    let parts = match state.as_str() {
+        "shared-vec" => weaver_bench::block_on_or_exit("w4_parts", run::<Chat>()),
+        "vec-string" => weaver_bench::block_on_or_exit("w4_parts", run::<ChatOwned>()),
         other => {
             eprintln!("w4_parts: unknown state `{other}` (shared-vec or vec-string)");
             std::process::exit(2);
         }
     };
-    match result {
-        Ok(v) => println!("{v}"),
-        Err(e) => {
-            eprintln!("w4_parts: {e}");
-            std::process::exit(1);
-        }
-    }
+    println!("{parts}");
 }

@@ -170,34 +170,22 @@ async fn a_listing_longer_than_sqlites_string_limit_is_read_row_by_row() {
             db.connect_options(),
         )
         .await;
-    let want: Vec<_> = unlimited
-        .list(&ListFilter::thread("big"))
-        .await
-        .unwrap()
-        .iter()
-        .map(summary)
-        .collect();
+    let listed = |saver: &SqliteSaver, filter: ListFilter| {
+        let saver = saver.clone();
+        async move {
+            let tuples = saver.list(&filter).await.unwrap();
+            tuples.iter().map(summary).collect::<Vec<_>>()
+        }
+    };
+    let want = listed(&unlimited, ListFilter::thread("big")).await;
     assert_eq!(want.len(), 40);
-    let got: Vec<_> = limited
-        .list(&ListFilter::thread("big"))
-        .await
-        .unwrap()
-        .iter()
-        .map(summary)
-        .collect();
-    assert_eq!(got, want);
-    // A page that fits is still read, and matches.
-    let page = limited
-        .list(&ListFilter::thread("big").limit(3))
-        .await
-        .unwrap();
-    assert_eq!(page.iter().map(summary).collect::<Vec<_>>(), want[..3]);
-    // A page that does not fit, read row by row, one namespace at a time.
-    let page = limited
-        .list(&ListFilter::thread("big").limit(39))
-        .await
-        .unwrap();
-    assert_eq!(page.iter().map(summary).collect::<Vec<_>>(), want[..39]);
+    assert_eq!(listed(&limited, ListFilter::thread("big")).await, want);
+    // A page that fits is still read, and matches; a page that does not
+    // fit is read row by row, one namespace at a time.
+    for n in [3, 39] {
+        let page = listed(&limited, ListFilter::thread("big").limit(n)).await;
+        assert_eq!(page, want[..n]);
+    }
 }
 
 #[tokio::test]
