@@ -449,7 +449,9 @@ fn all_parents_listed(tuples: &[CheckpointTuple]) -> bool {
     })
 }
 
-fn borrowed_key(r: &CheckpointRef) -> (&str, &str, &str) {
+/// `r`'s thread, namespace and checkpoint id (empty for the latest),
+/// borrowed: a lookup key that copies nothing.
+pub(crate) fn borrowed_key(r: &CheckpointRef) -> (&str, &str, &str) {
     (
         &r.thread_id,
         &r.checkpoint_ns,

@@ -764,11 +764,7 @@ impl TupleAssembler {
             .tuples
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                let c = &t.config;
-                let id = c.checkpoint_id.as_deref().unwrap_or_default();
-                ((c.thread_id.as_str(), c.checkpoint_ns.as_str(), id), i)
-            })
+            .map(|(i, t)| (super::delta::borrowed_key(&t.config), i))
             .collect();
         let placed: Vec<(usize, Vec<PendingWrite>)> = self
             .writes
