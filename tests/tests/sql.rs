@@ -21,6 +21,10 @@ mod engine;
 mod group;
 #[path = "sql/hot.rs"]
 mod hot;
+#[path = "sql/inputs.rs"]
+mod inputs;
+#[path = "sql/lifecycle.rs"]
+mod lifecycle;
 #[path = "sql/listing.rs"]
 mod listing;
 #[path = "sql/migrations.rs"]

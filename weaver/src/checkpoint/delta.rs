@@ -248,6 +248,20 @@ pub(crate) fn check_format(t: &CheckpointTuple) -> Result<()> {
             ),
         ));
     }
+    // A stored depth is how many ancestors a read follows: one outside
+    // what `compact` writes is damage, never a reason to read further.
+    for (ch, d) in &t.checkpoint.deltas {
+        if d.depth == 0 || d.depth >= DELTA_SNAPSHOT_EVERY {
+            return Err(corrupt(
+                t,
+                format_args!(
+                    "delta channel `{ch}` has depth {}; records store depths 1 to {}",
+                    d.depth,
+                    DELTA_SNAPSHOT_EVERY - 1
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -578,7 +592,9 @@ pub(crate) fn lineage_len(checkpoint: &Checkpoint) -> usize {
     1 + checkpoint
         .deltas
         .values()
-        .map(|d| d.depth as usize)
+        // Capped: `check_format` rejects a larger stored depth, and no read
+        // follows more ancestors than a record can need.
+        .map(|d| d.depth.min(DELTA_SNAPSHOT_EVERY) as usize)
         .max()
         .unwrap_or(0)
 }

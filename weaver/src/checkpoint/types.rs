@@ -198,13 +198,39 @@ impl CheckpointMetadata {
         }
     }
 
-    /// Whether every `(key, value)` of `filter` equals the metadata's.
+    /// Whether every `(key, value)` of `filter` equals the metadata's: a
+    /// number by its value (`1` matches `1.0`, `0.0` matches `-0.0`), any
+    /// other value as JSON (inside arrays and objects, numbers as written).
+    /// The SQL savers filter by the same rule, except that PostgreSQL also
+    /// compares numbers inside arrays and objects by value.
     pub fn matches(&self, filter: &Map<String, Value>) -> bool {
         if filter.is_empty() {
             return true;
         }
         let json = self.to_json();
-        filter.iter().all(|(k, v)| json.get(k) == Some(v))
+        filter.iter().all(|(k, v)| match (json.get(k), v) {
+            (Some(Value::Number(a)), Value::Number(b)) => same_number(a, b),
+            (found, v) => found == Some(v),
+        })
+    }
+}
+
+/// Whether two JSON numbers have the same value, exactly (an integer and a
+/// float are equal only when the float is that integer).
+fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
+    let int = |n: &serde_json::Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (int(a), int(b), a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y), _, _) => x == y,
+        (Some(i), None, _, Some(f)) | (None, Some(i), Some(f), _) => {
+            // Within ±2^127 a whole f64 converts to i128 exactly.
+            f.fract() == 0.0 && f.abs() < 1.7e38 && f as i128 == i
+        }
+        (None, None, Some(x), Some(y)) => x == y,
+        _ => false,
     }
 }
 
@@ -367,7 +393,8 @@ pub struct ListFilter {
     pub before: Option<String>,
     /// At most this many.
     pub limit: Option<usize>,
-    /// Only checkpoints whose metadata has all these top-level key/values.
+    /// Only checkpoints whose metadata has all these top-level key/values,
+    /// compared as [`CheckpointMetadata::matches`] does (numbers by value).
     pub metadata: Map<String, Value>,
 }
 

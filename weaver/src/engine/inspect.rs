@@ -192,7 +192,13 @@ pub(crate) async fn get_state<S: GraphState>(
 ) -> Result<StateSnapshot<S>> {
     let target = config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
     let latest = target.checkpoint_id.is_none();
-    match cp.get_stored(&target).await? {
+    let stored = cp.get_stored(&target).await?;
+    if let Some(t) = &stored {
+        // A record of a newer format (or with damaged deltas) is an error
+        // even when nothing needs rebuilding.
+        delta::check_format(t)?;
+    }
+    match stored {
         Some(t) if delta::unresolved(&t.checkpoint) => {
             // A record stored as deltas: from the values a history or an
             // earlier read decoded, or rebuilt and decoded (and kept).

@@ -5,7 +5,7 @@ use super::run::{
 };
 use crate::checkpoint::delta::{DeltaBase, compact};
 use crate::checkpoint::{
-    CheckpointMetadata, CheckpointRef, CheckpointSource, Checkpointer, NewCheckpoint,
+    BatchEntry, CheckpointMetadata, CheckpointRef, CheckpointSource, Checkpointer, NewCheckpoint,
 };
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
@@ -127,7 +127,8 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         ),
     };
 
-    let mut last = config.clone();
+    let mut entries = Vec::with_capacity(steps.len());
+    let mut remembered = Vec::new();
     for updates in steps {
         let fresh = parent.is_none();
         let mut attributed: Vec<(Writer, S::Update)> = Vec::with_capacity(updates.len());
@@ -184,24 +185,34 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         metadata.extra = config.get_metadata().clone();
         let mut record = next.clone();
         let (record_base, cut) = compact(&mut record, &delta_channels, delta_base.as_ref());
-        let stored = cp
-            .put(NewCheckpoint {
+        entries.push(BatchEntry {
+            checkpoint: NewCheckpoint {
                 thread_id: target.thread_id.clone(),
                 checkpoint_ns: target.checkpoint_ns.clone(),
                 parent_id: parent.clone(),
                 checkpoint: record,
                 metadata,
                 commit_order: Some(next_order),
-            })
-            .await?;
+            },
+            writes: Vec::new(),
+        });
         delta_base = Some(record_base);
         if let Some(parent) = parent.as_ref().filter(|_| !cut.is_empty()) {
-            cp.remember_deltas(&target.at(parent.clone()), cut);
+            remembered.push((target.at(parent.clone()), cut));
         }
         next_order += 1;
         parent = Some(next.id.clone());
         checkpoint = next;
-        last = RunConfig::from(stored);
     }
-    Ok(last)
+    // Every step in one atomic group: a conflict (another writer took the
+    // next commit order meanwhile) leaves none of them behind.
+    let stored = cp.put_many(entries).await?;
+    for (at, cut) in remembered {
+        cp.remember_deltas(&at, cut);
+    }
+    stored
+        .into_iter()
+        .last()
+        .map(RunConfig::from)
+        .ok_or_else(|| Error::storage("bulk_update_state", "no checkpoint stored"))
 }

@@ -179,6 +179,11 @@ impl<S: GraphState> CompiledGraph<S> {
 
     /// Writes one `update` checkpoint per step; the updates of a step merge
     /// as parallel node outputs. Returns the last checkpoint's config.
+    ///
+    /// The steps are stored in one atomic [`put_many`](crate::Saver::put_many)
+    /// group: if another writer extends the thread meanwhile
+    /// ([`Error::VersionConflict`]) or any step fails, none is stored. Hence
+    /// the batch limits of `put_many` apply (at most 1,000 steps).
     pub async fn bulk_update_state(
         &self,
         config: &RunConfig,

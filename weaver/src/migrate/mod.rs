@@ -190,10 +190,7 @@ pub(crate) fn check_version(adapter: Adapter, found: u32) -> Result<()> {
             "run `weaver::migrate::up(&pool, &[Adapter::{adapter:?}], None)` (for example from an application migration) before starting the saver"
         )
     } else {
-        format!(
-            "the database was migrated by a newer weaver; upgrade weaver, or run `weaver::migrate::down(&pool, &[Adapter::{adapter:?}], {})`",
-            required + 1
-        )
+        newer_hint(found)
     };
     Err(Error::MigrationRequired {
         adapter: adapter.name().to_owned(),
@@ -201,6 +198,14 @@ pub(crate) fn check_version(adapter: Adapter, found: u32) -> Result<()> {
         required,
         hint,
     })
+}
+
+/// What to do about a schema a newer weaver migrated to `found`: this build
+/// cannot revert a version it does not know.
+fn newer_hint(found: u32) -> String {
+    format!(
+        "the database was migrated to version {found} by a newer weaver; upgrade weaver, or revert it with `weaver::migrate::down` run by the weaver that wrote version {found}"
+    )
 }
 
 /// One step of a plan: the statements to run, and the version recorded after.
@@ -219,6 +224,17 @@ pub(crate) fn plan(
 ) -> Result<Vec<Step>> {
     let list = adapter.migrations(dialect);
     let latest = adapter.latest();
+    // A newer weaver's schema: this build neither knows what its versions
+    // changed nor may record a version below them (that would claim they
+    // were reverted), so it changes nothing.
+    if current > latest {
+        return Err(Error::MigrationRequired {
+            adapter: adapter.name().to_owned(),
+            found: current,
+            required: latest,
+            hint: newer_hint(current),
+        });
+    }
     match change {
         Change::Up { target } => {
             let target = target.unwrap_or(latest);

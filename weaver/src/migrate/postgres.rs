@@ -79,12 +79,14 @@ impl MigrationTarget for PgSchema<'_> {
         let op = "migrate";
         let p = table_prefix(self.schema.as_deref());
         let mut tx = self.pool.begin().await.map_err(storage(op))?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1)::bigint)")
-            .bind(format!(
-                "weaver.migrate:{}",
-                self.schema.as_deref().unwrap_or("")
-            ))
-            .execute(&mut *tx)
+        // Keyed on the schema the tables land in, whether it was named or
+        // comes from the search path: two migrations of the same tables
+        // take the same lock however each caller reached them.
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(hashtext('weaver.migrate:' || COALESCE(CAST($1 AS TEXT), CAST(current_schema() AS TEXT), ''))::bigint)",
+        )
+        .bind(self.schema.as_deref())
+        .execute(&mut *tx)
             .await
             .map_err(storage(op))?;
         if let Some(schema) = &self.schema {

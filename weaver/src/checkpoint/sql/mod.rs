@@ -123,14 +123,19 @@ impl Queries {
         let not_latest = format!(
             "commit_order < (SELECT MAX(c2.commit_order) FROM {cps} AS c2 WHERE c2.thread_id = {cps}.thread_id AND c2.checkpoint_ns = {cps}.checkpoint_ns)"
         );
+        // A parent commits before its child, so each step goes to a lower
+        // commit order: damaged parent links that loop end the line (its
+        // last record then names a parent the line lacks) instead of
+        // repeating it up to the depth.
         let lineage_cte = format!(
-            "WITH RECURSIVE lineage (checkpoint_id, parent_checkpoint_id, depth) AS (
-                SELECT checkpoint_id, parent_checkpoint_id, 0 FROM {cps}
+            "WITH RECURSIVE lineage (checkpoint_id, parent_checkpoint_id, commit_order, depth) AS (
+                SELECT checkpoint_id, parent_checkpoint_id, commit_order, 0 FROM {cps}
                  WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3
                 UNION ALL
-                SELECT c.checkpoint_id, c.parent_checkpoint_id, l.depth + 1
+                SELECT c.checkpoint_id, c.parent_checkpoint_id, c.commit_order, l.depth + 1
                   FROM {cps} AS c JOIN lineage AS l ON c.checkpoint_id = l.parent_checkpoint_id
-                 WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND l.depth < $4)"
+                 WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND l.depth < $4
+                   AND c.commit_order < l.commit_order)"
         );
         Queries {
             dialect,
@@ -203,10 +208,17 @@ impl Queries {
     }
 
     /// The condition that the metadata value at key `$key_param` equals the
-    /// JSON text bound to `$value_param`.
-    fn metadata_clause(&self, key_param: usize, value_param: usize) -> String {
+    /// JSON text bound to `$value_param`, a number (`number`) by its value
+    /// (`1` matches `1.0`) as [`CheckpointMetadata::matches`](crate::checkpoint::CheckpointMetadata::matches) compares.
+    fn metadata_clause(&self, key_param: usize, value_param: usize, number: bool) -> String {
         match self.dialect {
+            // SQL numbers compare by value; `->>` gives `true` as 1, hence
+            // the type check.
+            Dialect::Sqlite if number => format!(
+                "(json_type(metadata -> ${key_param}) IN ('integer', 'real') AND (metadata ->> ${key_param}) = (${value_param} ->> '$'))"
+            ),
             Dialect::Sqlite => format!("(metadata -> ${key_param}) = json(${value_param})"),
+            // JSONB compares numbers by value.
             Dialect::Postgres => {
                 format!("(metadata -> ${key_param}) = CAST(${value_param} AS JSONB)")
             }
@@ -496,7 +508,8 @@ pub(crate) fn follow_line<'r>(
     lookup: impl Fn(&str) -> Option<usize>,
     parent: impl Fn(usize) -> Option<&'r str>,
 ) -> Option<Vec<usize>> {
-    let mut line = Vec::with_capacity(count);
+    // `count` may be `usize::MAX` (the whole line): grow as rows are found.
+    let mut line = Vec::new();
     let mut want = Some(from);
     while let Some(id) = want {
         if line.len() == count {
@@ -546,7 +559,7 @@ pub(crate) fn list_where(
     for (key, value) in &filter.metadata {
         let k = push(&mut params, Param::Text(key.clone()));
         let v = push(&mut params, Param::Text(value.to_string()));
-        clauses.push(q.metadata_clause(k, v));
+        clauses.push(q.metadata_clause(k, v, value.is_number()));
     }
     if clauses.is_empty() {
         clauses.push("1 = 1".to_owned());
@@ -651,6 +664,18 @@ impl Settings {
     ) -> Result<CheckpointTuple> {
         let ctx = RecordContext::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
         let checkpoint = self.codec.decode_checkpoint(payload, &ctx)?;
+        // The payload names its checkpoint: one copied from another row
+        // (the encrypting codec's associated data catches that, plain JSON
+        // does not) would otherwise be read as this one.
+        if checkpoint.id != checkpoint_id {
+            return Err(Error::decode(
+                ctx.describe(),
+                format_args!(
+                    "the record is of checkpoint `{}`, stored in the row of `{checkpoint_id}`",
+                    checkpoint.id
+                ),
+            ));
+        }
         let metadata = decode_metadata(metadata, &ctx)?;
         let commit_order = u64::try_from(commit_order)
             .map_err(|_| Error::decode(ctx.describe(), "negative commit_order"))?;

@@ -32,7 +32,13 @@ use crate::migrate::{self, Adapter, Dialect, PgSchema};
 /// [`PgSchema`] when using [`with_prefix`](PostgresSaver::with_prefix)); the
 /// first operation checks it once and fails with
 /// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
-/// [`PostgresSaver::connect`] migrates for you.
+/// [`PostgresSaver::connect`] migrates for you. A call that later finds a
+/// table or column missing (the schema was migrated down meanwhile) fails
+/// with `MigrationRequired` too.
+///
+/// Metadata is stored as `JSONB`, which keeps a number's value but not its
+/// spelling: a float written in exponent form that is a whole number, such
+/// as `1e16`, reads back as the integer `10000000000000000`.
 #[derive(Debug, Clone)]
 pub struct PostgresSaver {
     pool: PgPool,
@@ -122,16 +128,21 @@ impl PostgresSaver {
         &self.pool
     }
 
+    /// Checks now that the schema is at the version this build needs.
+    async fn check_schema(&self) -> Result<()> {
+        let target = match &self.schema {
+            Some(s) => PgSchema::new(&self.pool, s)?,
+            None => PgSchema::search_path(&self.pool),
+        };
+        migrate::verify_migrated(&target, &[Adapter::Checkpoint]).await
+    }
+
     /// Checks once that the schema is at the version this build needs.
     async fn ensure_migrated(&self) -> Result<()> {
         self.settings
             .verified
             .get_or_try_init(|| async {
-                let target = match &self.schema {
-                    Some(s) => PgSchema::new(&self.pool, s)?,
-                    None => PgSchema::search_path(&self.pool),
-                };
-                migrate::verify_migrated(&target, &[Adapter::Checkpoint]).await?;
+                self.check_schema().await?;
                 Ok::<_, Error>(Verified {
                     packed_listing: false,
                 })

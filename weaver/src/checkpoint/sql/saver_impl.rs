@@ -5,7 +5,8 @@
 
 /// Implements `Saver` for `$saver`, which has fields `pool: sqlx::Pool<$db>`,
 /// `hot: Arc<HotSlot<$db>>` and `settings: Settings`, and inherent async methods
-/// `ensure_migrated(&self)`, `begin_write(&self, op)` and
+/// `ensure_migrated(&self)` (checks the schema once), `check_schema(&self)`
+/// (checks it now), `begin_write(&self, op)` and
 /// `lock_thread(&self, tx, thread_id, ns, op)`.
 macro_rules! impl_sql_saver {
     ($saver:ty, $db:ty) => {
@@ -94,7 +95,46 @@ macro_rules! impl_sql_saver {
                 }
             }
 
+            /// The database lacks a table or column the saver reads or
+            /// writes: PostgreSQL `undefined_table` / `undefined_column`,
+            /// SQLite's "no such table", "no such column" and "has no column
+            /// named" (SQLite gives these the generic error code).
+            fn schema_missing(e: &(dyn ::std::error::Error + Send + Sync + 'static)) -> bool {
+                let Some(db) = e.downcast_ref::<::sqlx::Error>().and_then(|e| e.as_database_error()) else {
+                    return false;
+                };
+                if db.code().is_some_and(|c| c == "42P01" || c == "42703") {
+                    return true;
+                }
+                let message = db.message();
+                message.starts_with("no such table")
+                    || message.starts_with("no such column")
+                    || message.contains("has no column named")
+            }
+
             impl $saver {
+                /// The outcome of `call` (one `Saver` operation), except that
+                /// a failure because a table or column is missing becomes the
+                /// [`Error::MigrationRequired`] a fresh check of the schema
+                /// gives: the saver checks the schema once, on its first
+                /// call, and the schema may be migrated down or dropped while
+                /// the saver is in use.
+                async fn rechecked<T: Send>(
+                    &self,
+                    call: impl ::std::future::Future<Output = Result<T>> + Send,
+                ) -> Result<T> {
+                    let r = call.await;
+                    match &r {
+                        Err(Error::Storage { source, .. }) if schema_missing(source.as_ref()) => {
+                            match self.check_schema().await {
+                                Err(e @ Error::MigrationRequired { .. }) => Err(e),
+                                _ => r,
+                            }
+                        }
+                        _ => r,
+                    }
+                }
+
                 /// Runs a query built from text and parameters and returns its rows.
                 async fn fetch_dynamic(
                     &self,
@@ -229,6 +269,24 @@ macro_rules! impl_sql_saver {
                     )
                 }
 
+                /// The record of `t` (a stored checkpoint whose record has
+                /// delta channels) with every delta channel rebuilt in full
+                /// from its lineage, to be stored without its ancestors.
+                async fn materialized(&self, conn: &mut Conn, t: &CheckpointTuple, op: &'static str) -> Result<$crate::checkpoint::Checkpoint> {
+                    let (thread, ns) = (&t.config.thread_id, &t.config.checkpoint_ns);
+                    let count = delta::lineage_len(&t.checkpoint);
+                    let rows = ::sqlx::query(AssertSqlSafe(self.settings.q.lineage.clone()))
+                        .bind(thread)
+                        .bind(ns)
+                        .bind(&t.checkpoint.id)
+                        .bind(i64::try_from(count - 1).unwrap_or(i64::MAX))
+                        .fetch_all(&mut *conn)
+                        .await
+                        .map_err(storage(op))?;
+                    let chain = self.decode_lineage(&rows, thread, ns, op)?;
+                    delta::materialize(chain, count)
+                }
+
                 /// Before `prune` keeps only the heads of `thread`: stores the
                 /// delta channels of each head in full, inside `tx`.
                 async fn materialize_heads(&self, tx: &mut Tx, thread: &str, op: &'static str) -> Result<()> {
@@ -244,17 +302,7 @@ macro_rules! impl_sql_saver {
                         if head.checkpoint.deltas.is_empty() {
                             continue;
                         }
-                        let count = delta::lineage_len(&head.checkpoint);
-                        let rows = ::sqlx::query(AssertSqlSafe(q.lineage.clone()))
-                            .bind(thread)
-                            .bind(&ns)
-                            .bind(&head.checkpoint.id)
-                            .bind(i64::try_from(count - 1).unwrap_or(i64::MAX))
-                            .fetch_all(&mut **tx)
-                            .await
-                            .map_err(storage(op))?;
-                        let chain = self.decode_lineage(&rows, thread, &ns, op)?;
-                        let full = delta::materialize(chain, count)?;
+                        let full = self.materialized(&mut **tx, &head, op).await?;
                         let ctx = RecordContext::checkpoint(thread, &ns, &full.id);
                         let payload = self.settings.codec.encode_checkpoint(&full, &ctx)?;
                         $crate::codec::check_size("checkpoint record bytes", &payload, self.settings.max_record_bytes)?;
@@ -377,6 +425,13 @@ macro_rules! impl_sql_saver {
                         Some(0) => return Err(conflict(new, 0)),
                         Some(n) => {
                             if self.settings.shallow {
+                                // Shallow commits delete the rows whose
+                                // commit orders they supersede, so the unique
+                                // constraint alone cannot refuse a stale
+                                // writer (its number may be free again):
+                                // writers of one thread take turns, each
+                                // reading the head once it holds the lock.
+                                self.lock_thread(conn, thread, ns, op).await?;
                                 let head = Self::head_in(conn, &q.head, thread, ns, op).await?;
                                 if order_i64(n)? <= head {
                                     return Err(conflict(new, n));
@@ -538,140 +593,155 @@ macro_rules! impl_sql_saver {
             #[async_trait]
             impl Saver for $saver {
                 async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
-                    let op = "get_tuple";
-                    self.ensure_migrated().await?;
-                    let mut params = vec![
-                        Param::Text(target.thread_id.clone()),
-                        Param::Text(target.checkpoint_ns.clone()),
-                    ];
-                    let mut where_ = "thread_id = $1 AND checkpoint_ns = $2".to_owned();
-                    let mut order = KeyOrder::Newest;
-                    if let Some(id) = &target.checkpoint_id {
-                        params.push(Param::Text(id.clone()));
-                        where_.push_str(" AND checkpoint_id = $3");
-                        order = KeyOrder::Any;
-                    }
-                    let found = self
-                        .fetch_tuples(&where_, params, 1, order, op)
-                        .await?
-                        .into_iter()
-                        .next();
-                    if found.is_none() && self.settings.shallow {
+                    self.rechecked(async {
+                        let op = "get_tuple";
+                        self.ensure_migrated().await?;
+                        let mut params = vec![
+                            Param::Text(target.thread_id.clone()),
+                            Param::Text(target.checkpoint_ns.clone()),
+                        ];
+                        let mut where_ = "thread_id = $1 AND checkpoint_ns = $2".to_owned();
+                        let mut order = KeyOrder::Newest;
                         if let Some(id) = &target.checkpoint_id {
-                            if self.has_head(&target.thread_id, &target.checkpoint_ns, op).await? {
-                                return Err(shallow_error(format!(
-                                    "reading checkpoint `{id}` of thread `{}`, which is not the latest",
-                                    target.thread_id
-                                )));
+                            params.push(Param::Text(id.clone()));
+                            where_.push_str(" AND checkpoint_id = $3");
+                            order = KeyOrder::Any;
+                        }
+                        let found = self
+                            .fetch_tuples(&where_, params, 1, order, op)
+                            .await?
+                            .into_iter()
+                            .next();
+                        if found.is_none() && self.settings.shallow {
+                            if let Some(id) = &target.checkpoint_id {
+                                if self.has_head(&target.thread_id, &target.checkpoint_ns, op).await? {
+                                    return Err(shallow_error(format!(
+                                        "reading checkpoint `{id}` of thread `{}`, which is not the latest",
+                                        target.thread_id
+                                    )));
+                                }
                             }
                         }
-                    }
-                    Ok(found)
+                        Ok(found)
+                    })
+                    .await
                 }
 
                 async fn list(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
-                    let op = "list";
-                    self.ensure_migrated().await?;
-                    let before = match (&filter.before, &filter.thread_id) {
-                        (Some(_), None) => {
-                            return Err(Error::invalid_argument(
-                                "`before` needs a `thread_id` to order against",
-                            ));
-                        }
-                        (Some(id), Some(thread)) => {
-                            let ns = filter.checkpoint_ns.clone().unwrap_or_default();
-                            let order: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(self.settings.q.order_of.clone()))
-                                .bind(thread)
-                                .bind(&ns)
-                                .bind(id)
-                                .fetch_optional(&self.pool)
-                                .await
-                                .map_err(storage(op))?;
-                            match order {
-                                Some(o) => Some(o),
-                                None if self.settings.shallow && self.has_head(thread, &ns, op).await? => {
-                                    return Err(shallow_error(format!(
-                                        "listing before checkpoint `{id}` of thread `{thread}`, which is not the latest"
-                                    )));
-                                }
-                                None => {
-                                    return Err(not_found(&CheckpointRef::latest(thread.clone()).ns(ns), id));
+                    self.rechecked(async {
+                        let op = "list";
+                        self.ensure_migrated().await?;
+                        let before = match (&filter.before, &filter.thread_id) {
+                            (Some(_), None) => {
+                                return Err(Error::invalid_argument(
+                                    "`before` needs a `thread_id` to order against",
+                                ));
+                            }
+                            (Some(id), Some(thread)) => {
+                                let ns = filter.checkpoint_ns.clone().unwrap_or_default();
+                                let order: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(self.settings.q.order_of.clone()))
+                                    .bind(thread)
+                                    .bind(&ns)
+                                    .bind(id)
+                                    .fetch_optional(&self.pool)
+                                    .await
+                                    .map_err(storage(op))?;
+                                match order {
+                                    Some(o) => Some(o),
+                                    None if self.settings.shallow && self.has_head(thread, &ns, op).await? => {
+                                        return Err(shallow_error(format!(
+                                            "listing before checkpoint `{id}` of thread `{thread}`, which is not the latest"
+                                        )));
+                                    }
+                                    None => {
+                                        return Err(not_found(&CheckpointRef::latest(thread.clone()).ns(ns), id));
+                                    }
                                 }
                             }
-                        }
-                        (None, _) => None,
-                    };
-                    let (where_, params) = list_where(&self.settings.q, filter, before)?;
-                    let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
-                    self.fetch_tuples(&where_, params, limit, KeyOrder::of(filter, limit), op).await
+                            (None, _) => None,
+                        };
+                        let (where_, params) = list_where(&self.settings.q, filter, before)?;
+                        let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+                        self.fetch_tuples(&where_, params, limit, KeyOrder::of(filter, limit), op).await
+                    })
+                    .await
                 }
 
                 async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef> {
-                    let e = self.settings.encode_entry(checkpoint, Vec::new())?;
-                    let mut out = self.write_entries(vec![e], "put").await?;
-                    out.pop().ok_or_else(|| Error::storage("put", "no checkpoint stored"))
+                    self.rechecked(async {
+                        let e = self.settings.encode_entry(checkpoint, Vec::new())?;
+                        let mut out = self.write_entries(vec![e], "put").await?;
+                        out.pop().ok_or_else(|| Error::storage("put", "no checkpoint stored"))
+                    })
+                    .await
                 }
 
                 async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
-                    let op = "put_writes";
-                    let encoded = self.encode_target_writes(target, writes)?;
-                    self.ensure_migrated().await?;
-                    // One statement (the usual case: one task's ordinary
-                    // writes) is atomic on its own; more run in a transaction.
-                    if write_batches(&encoded.1).len() <= 1 {
-                        let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
-                        let r = self.insert_writes_checked(&mut *lease, target, &encoded, op).await;
-                        settle(&mut lease, &r);
-                        return r;
-                    }
-                    let mut tx = self.begin_write(op).await?;
-                    self.insert_writes_checked(&mut *tx, target, &encoded, op).await?;
-                    tx.commit().await.map_err(storage(op))
+                    self.rechecked(async {
+                        let op = "put_writes";
+                        let encoded = self.encode_target_writes(target, writes)?;
+                        self.ensure_migrated().await?;
+                        // One statement (the usual case: one task's ordinary
+                        // writes) is atomic on its own; more run in a transaction.
+                        if write_batches(&encoded.1).len() <= 1 {
+                            let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
+                            let r = self.insert_writes_checked(&mut *lease, target, &encoded, op).await;
+                            settle(&mut lease, &r);
+                            return r;
+                        }
+                        let mut tx = self.begin_write(op).await?;
+                        self.insert_writes_checked(&mut *tx, target, &encoded, op).await?;
+                        tx.commit().await.map_err(storage(op))
+                    })
+                    .await
                 }
 
                 async fn put_ops(&self, ops: Vec<$crate::checkpoint::WriteOp>) -> Result<()> {
-                    use $crate::checkpoint::WriteOp;
-                    let op = "put_ops";
-                    // Encode everything first: a bad value fails the group before any write.
-                    enum Encoded {
-                        Put(Box<EncodedEntry>),
-                        Writes(CheckpointRef, (String, Vec<$crate::checkpoint::sql::EncodedWrite>)),
-                    }
-                    let encoded = ops
-                        .into_iter()
-                        .map(|o| match o {
-                            WriteOp::Put(c) => Ok(Encoded::Put(Box::new(self.settings.encode_entry(c, Vec::new())?))),
-                            WriteOp::Writes(t, w) => {
-                                let e = self.encode_target_writes(&t, w)?;
-                                Ok(Encoded::Writes(t, e))
-                            }
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    self.ensure_migrated().await?;
-                    let items: Vec<GroupItem<'_>> = encoded
-                        .iter()
-                        .map(|e| match e {
-                            Encoded::Put(e) => GroupItem::Entry(e),
-                            Encoded::Writes(target, (checkpoint_id, writes)) => GroupItem::Writes {
-                                target,
-                                checkpoint_id,
-                                writes,
-                            },
-                        })
-                        .collect();
-                    if self.try_group(&items, op).await? {
-                        return Ok(());
-                    }
-                    let mut tx = self.begin_write(op).await?;
-                    for e in &encoded {
-                        match e {
-                            Encoded::Put(e) => {
-                                self.insert_entry(&mut *tx, e, op).await?;
-                            }
-                            Encoded::Writes(t, w) => self.insert_writes_checked(&mut *tx, t, w, op).await?,
+                    self.rechecked(async {
+                        use $crate::checkpoint::WriteOp;
+                        let op = "put_ops";
+                        // Encode everything first: a bad value fails the group before any write.
+                        enum Encoded {
+                            Put(Box<EncodedEntry>),
+                            Writes(CheckpointRef, (String, Vec<$crate::checkpoint::sql::EncodedWrite>)),
                         }
-                    }
-                    tx.commit().await.map_err(storage(op))
+                        let encoded = ops
+                            .into_iter()
+                            .map(|o| match o {
+                                WriteOp::Put(c) => Ok(Encoded::Put(Box::new(self.settings.encode_entry(c, Vec::new())?))),
+                                WriteOp::Writes(t, w) => {
+                                    let e = self.encode_target_writes(&t, w)?;
+                                    Ok(Encoded::Writes(t, e))
+                                }
+                            })
+                            .collect::<Result<Vec<_>>>()?;
+                        self.ensure_migrated().await?;
+                        let items: Vec<GroupItem<'_>> = encoded
+                            .iter()
+                            .map(|e| match e {
+                                Encoded::Put(e) => GroupItem::Entry(e),
+                                Encoded::Writes(target, (checkpoint_id, writes)) => GroupItem::Writes {
+                                    target,
+                                    checkpoint_id,
+                                    writes,
+                                },
+                            })
+                            .collect();
+                        if self.try_group(&items, op).await? {
+                            return Ok(());
+                        }
+                        let mut tx = self.begin_write(op).await?;
+                        for e in &encoded {
+                            match e {
+                                Encoded::Put(e) => {
+                                    self.insert_entry(&mut *tx, e, op).await?;
+                                }
+                                Encoded::Writes(t, w) => self.insert_writes_checked(&mut *tx, t, w, op).await?,
+                            }
+                        }
+                        tx.commit().await.map_err(storage(op))
+                    })
+                    .await
                 }
 
                 async fn put_checkpoint_with_writes(
@@ -679,18 +749,24 @@ macro_rules! impl_sql_saver {
                     checkpoint: NewCheckpoint,
                     writes: Vec<PendingWrite>,
                 ) -> Result<CheckpointRef> {
-                    let e = self.settings.encode_entry(checkpoint, writes)?;
-                    let mut out = self.write_entries(vec![e], "put_checkpoint_with_writes").await?;
-                    out.pop().ok_or_else(|| Error::storage("put_checkpoint_with_writes", "no checkpoint stored"))
+                    self.rechecked(async {
+                        let e = self.settings.encode_entry(checkpoint, writes)?;
+                        let mut out = self.write_entries(vec![e], "put_checkpoint_with_writes").await?;
+                        out.pop().ok_or_else(|| Error::storage("put_checkpoint_with_writes", "no checkpoint stored"))
+                    })
+                    .await
                 }
 
                 async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
-                    limits::check_batch(&entries)?;
-                    let encoded = entries
-                        .into_iter()
-                        .map(|e| self.settings.encode_entry(e.checkpoint, e.writes))
-                        .collect::<Result<Vec<_>>>()?;
-                    self.write_entries(encoded, "put_many").await
+                    self.rechecked(async {
+                        limits::check_batch(&entries)?;
+                        let encoded = entries
+                            .into_iter()
+                            .map(|e| self.settings.encode_entry(e.checkpoint, e.writes))
+                            .collect::<Result<Vec<_>>>()?;
+                        self.write_entries(encoded, "put_many").await
+                    })
+                    .await
                 }
 
                 async fn fork_at(
@@ -699,216 +775,239 @@ macro_rules! impl_sql_saver {
                     target_thread: &str,
                     options: ForkOptions,
                 ) -> Result<CheckpointRef> {
-                    let op = "fork_at";
-                    limits::check_fork_options(options.max_checkpoints, options.max_bytes)?;
-                    let id = source
-                        .checkpoint_id
-                        .as_deref()
-                        .ok_or_else(|| Error::invalid_argument("fork_at needs a checkpoint id"))?;
-                    self.ensure_migrated().await?;
-                    let q = &self.settings.q;
-                    let ns = &source.checkpoint_ns;
-                    // Shallow: only the kept checkpoint can be forked, and only it is copied.
-                    let depth = if self.settings.shallow { 0 } else { options.max_checkpoints };
-                    let rows = ::sqlx::query(AssertSqlSafe(q.lineage.clone()))
-                        .bind(&source.thread_id)
-                        .bind(ns)
-                        .bind(id)
-                        .bind(i64::try_from(depth).unwrap_or(i64::MAX))
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(storage(op))?;
-                    if rows.is_empty() {
-                        if self.settings.shallow && self.has_head(&source.thread_id, ns, op).await? {
-                            return Err(shallow_error(format!(
-                                "forking from checkpoint `{id}` of thread `{}`, which is not the latest",
-                                source.thread_id
-                            )));
+                    self.rechecked(async {
+                        let op = "fork_at";
+                        limits::check_fork_options(options.max_checkpoints, options.max_bytes)?;
+                        let id = source
+                            .checkpoint_id
+                            .as_deref()
+                            .ok_or_else(|| Error::invalid_argument("fork_at needs a checkpoint id"))?;
+                        self.ensure_migrated().await?;
+                        let q = &self.settings.q;
+                        let ns = &source.checkpoint_ns;
+                        // Shallow: only the kept checkpoint can be forked, and only it is copied.
+                        let depth = if self.settings.shallow { 0 } else { options.max_checkpoints };
+                        let rows = ::sqlx::query(AssertSqlSafe(q.lineage.clone()))
+                            .bind(&source.thread_id)
+                            .bind(ns)
+                            .bind(id)
+                            .bind(i64::try_from(depth).unwrap_or(i64::MAX))
+                            .fetch_all(&self.pool)
+                            .await
+                            .map_err(storage(op))?;
+                        if rows.is_empty() {
+                            if self.settings.shallow && self.has_head(&source.thread_id, ns, op).await? {
+                                return Err(shallow_error(format!(
+                                    "forking from checkpoint `{id}` of thread `{}`, which is not the latest",
+                                    source.thread_id
+                                )));
+                            }
+                            return Err(not_found(source, id));
                         }
-                        return Err(not_found(source, id));
-                    }
-                    let mut lineage: Vec<CheckpointTuple> = Vec::new();
-                    let mut bytes = 0usize;
-                    for (i, row) in rows.iter().enumerate() {
-                        if i == options.max_checkpoints {
-                            return Err(Error::LimitExceeded {
-                                limit: "fork_at checkpoints",
-                                value: (i + 1) as u64,
-                                ceiling: options.max_checkpoints as u64,
-                            });
+                        let mut lineage: Vec<CheckpointTuple> = Vec::new();
+                        let mut bytes = 0usize;
+                        for (i, row) in rows.iter().enumerate() {
+                            if i == options.max_checkpoints {
+                                return Err(Error::LimitExceeded {
+                                    limit: "fork_at checkpoints",
+                                    value: (i + 1) as u64,
+                                    ceiling: options.max_checkpoints as u64,
+                                });
+                            }
+                            let t = self.decode_record(row, &source.thread_id, ns, op)?;
+                            bytes += limits::record_size(&t.checkpoint)?;
+                            if bytes > options.max_bytes {
+                                return Err(Error::LimitExceeded {
+                                    limit: "fork_at bytes",
+                                    value: bytes as u64,
+                                    ceiling: options.max_bytes as u64,
+                                });
+                            }
+                            // The oldest record read still has a parent: it is missing.
+                            let oldest = i + 1 == rows.len() && !self.settings.shallow;
+                            if let Some(p) = t.parent_config.as_ref().filter(|_| oldest) {
+                                return Err(Error::MissingParent {
+                                    thread_id: source.thread_id.clone(),
+                                    checkpoint_id: t.config.checkpoint_id.clone().unwrap_or_default(),
+                                    parent_id: p.checkpoint_id.clone().unwrap_or_default(),
+                                });
+                            }
+                            lineage.push(t);
                         }
-                        let t = self.decode_record(row, &source.thread_id, ns, op)?;
-                        bytes += limits::record_size(&t.checkpoint)?;
-                        if bytes > options.max_bytes {
-                            return Err(Error::LimitExceeded {
-                                limit: "fork_at bytes",
-                                value: bytes as u64,
-                                ceiling: options.max_bytes as u64,
-                            });
+                        // A shallow fork copies one record: one that stores
+                        // delta channels (written by a full saver on the same
+                        // database) is copied with them rebuilt in full, as
+                        // nothing it extends is copied.
+                        if let Some(t) = lineage
+                            .first_mut()
+                            .filter(|t| self.settings.shallow && delta::unresolved(&t.checkpoint))
+                        {
+                            let mut conn = self.pool.acquire().await.map_err(storage(op))?;
+                            t.checkpoint = self.materialized(&mut *conn, t, op).await?;
                         }
-                        // The oldest record read still has a parent: it is missing.
-                        let oldest = i + 1 == rows.len() && !self.settings.shallow;
-                        if let Some(p) = t.parent_config.as_ref().filter(|_| oldest) {
-                            return Err(Error::MissingParent {
-                                thread_id: source.thread_id.clone(),
-                                checkpoint_id: t.config.checkpoint_id.clone().unwrap_or_default(),
-                                parent_id: p.checkpoint_id.clone().unwrap_or_default(),
-                            });
+                        let write_rows = ::sqlx::query(AssertSqlSafe(q.lineage_writes.clone()))
+                            .bind(&source.thread_id)
+                            .bind(ns)
+                            .bind(id)
+                            .bind(i64::try_from(depth).unwrap_or(i64::MAX))
+                            .fetch_all(&self.pool)
+                            .await
+                            .map_err(storage(op))?;
+                        let mut writes: std::collections::HashMap<String, Vec<PendingWrite>> = Default::default();
+                        for row in &write_rows {
+                            let cid: String = get(row, "checkpoint_id", op)?;
+                            let w = self.settings.decode_write(
+                                &source.thread_id, ns, &cid,
+                                get(row, "task_id", op)?, get(row, "idx", op)?,
+                                get(row, "channel", op)?, get(row, "task_path", op)?,
+                                &get::<Vec<u8>>(row, "value", op)?,
+                            )?;
+                            writes.entry(cid).or_default().push(w);
                         }
-                        lineage.push(t);
-                    }
-                    let write_rows = ::sqlx::query(AssertSqlSafe(q.lineage_writes.clone()))
-                        .bind(&source.thread_id)
-                        .bind(ns)
-                        .bind(id)
-                        .bind(i64::try_from(depth).unwrap_or(i64::MAX))
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(storage(op))?;
-                    let mut writes: std::collections::HashMap<String, Vec<PendingWrite>> = Default::default();
-                    for row in &write_rows {
-                        let cid: String = get(row, "checkpoint_id", op)?;
-                        let w = self.settings.decode_write(
-                            &source.thread_id, ns, &cid,
-                            get(row, "task_id", op)?, get(row, "idx", op)?,
-                            get(row, "channel", op)?, get(row, "task_path", op)?,
-                            &get::<Vec<u8>>(row, "value", op)?,
-                        )?;
-                        writes.entry(cid).or_default().push(w);
-                    }
-                    let mut encoded = Vec::with_capacity(lineage.len());
-                    for (i, t) in lineage.into_iter().rev().enumerate() {
-                        let cid = t.checkpoint.id.clone();
-                        let new = NewCheckpoint {
+                        let mut encoded = Vec::with_capacity(lineage.len());
+                        for (i, t) in lineage.into_iter().rev().enumerate() {
+                            let cid = t.checkpoint.id.clone();
+                            let new = NewCheckpoint {
+                                thread_id: target_thread.to_owned(),
+                                checkpoint_ns: ns.clone(),
+                                parent_id: t.parent_config.and_then(|p| p.checkpoint_id),
+                                checkpoint: t.checkpoint,
+                                metadata: t.metadata,
+                                commit_order: Some(i as u64 + 1),
+                            };
+                            encoded.push(self.settings.encode_entry(new, writes.remove(&cid).unwrap_or_default())?);
+                        }
+                        let mut tx = self.begin_write(op).await?;
+                        let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_ns_has_any.clone()))
+                            .bind(target_thread)
+                            .bind(ns)
+                            .fetch_optional(&mut *tx)
+                            .await
+                            .map_err(storage(op))?;
+                        if taken.is_some() {
+                            return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
+                        }
+                        for e in &encoded {
+                            self.insert_raw(&mut tx, e, op).await?;
+                        }
+                        tx.commit().await.map_err(storage(op))?;
+                        Ok(CheckpointRef {
                             thread_id: target_thread.to_owned(),
                             checkpoint_ns: ns.clone(),
-                            parent_id: t.parent_config.and_then(|p| p.checkpoint_id),
-                            checkpoint: t.checkpoint,
-                            metadata: t.metadata,
-                            commit_order: Some(i as u64 + 1),
-                        };
-                        encoded.push(self.settings.encode_entry(new, writes.remove(&cid).unwrap_or_default())?);
-                    }
-                    let mut tx = self.begin_write(op).await?;
-                    let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_ns_has_any.clone()))
-                        .bind(target_thread)
-                        .bind(ns)
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(storage(op))?;
-                    if taken.is_some() {
-                        return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
-                    }
-                    for e in &encoded {
-                        self.insert_raw(&mut tx, e, op).await?;
-                    }
-                    tx.commit().await.map_err(storage(op))?;
-                    Ok(CheckpointRef {
-                        thread_id: target_thread.to_owned(),
-                        checkpoint_ns: ns.clone(),
-                        checkpoint_id: Some(id.to_owned()),
+                            checkpoint_id: Some(id.to_owned()),
+                        })
                     })
+                    .await
                 }
 
                 async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
-                    let op = "copy_thread";
-                    self.ensure_migrated().await?;
-                    let q = &self.settings.q;
-                    let mut tx = self.begin_write(op).await?;
-                    let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_has_any.clone()))
-                        .bind(target_thread)
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(storage(op))?;
-                    if taken.is_some() {
-                        return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
-                    }
-                    let rows = ::sqlx::query(AssertSqlSafe(q.thread_rows.clone()))
-                        .bind(source_thread)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(storage(op))?;
-                    if rows.is_empty() {
-                        return Err(Error::ThreadNotFound { thread_id: source_thread.to_owned() });
-                    }
-                    let write_rows = ::sqlx::query(AssertSqlSafe(q.thread_writes.clone()))
-                        .bind(source_thread)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(storage(op))?;
-                    let mut writes: std::collections::HashMap<(String, String), Vec<PendingWrite>> = Default::default();
-                    for row in &write_rows {
-                        let ns: String = get(row, "checkpoint_ns", op)?;
-                        let cid: String = get(row, "checkpoint_id", op)?;
-                        let w = self.settings.decode_write(
-                            source_thread, &ns, &cid,
-                            get(row, "task_id", op)?, get(row, "idx", op)?,
-                            get(row, "channel", op)?, get(row, "task_path", op)?,
-                            &get::<Vec<u8>>(row, "value", op)?,
-                        )?;
-                        writes.entry((ns, cid)).or_default().push(w);
-                    }
-                    for row in &rows {
-                        let ns: String = get(row, "checkpoint_ns", op)?;
-                        let t = self.decode_record(row, source_thread, &ns, op)?;
-                        let cid = t.config.checkpoint_id.clone().unwrap_or_default();
-                        let new = NewCheckpoint {
-                            thread_id: target_thread.to_owned(),
-                            checkpoint_ns: ns.clone(),
-                            parent_id: t.parent_config.and_then(|p| p.checkpoint_id),
-                            checkpoint: t.checkpoint,
-                            metadata: t.metadata,
-                            commit_order: Some(t.commit_order),
-                        };
-                        let e = self.settings.encode_entry(new, writes.remove(&(ns, cid)).unwrap_or_default())?;
-                        self.insert_raw(&mut tx, &e, op).await?;
-                    }
-                    tx.commit().await.map_err(storage(op))
+                    self.rechecked(async {
+                        let op = "copy_thread";
+                        self.ensure_migrated().await?;
+                        let q = &self.settings.q;
+                        let mut tx = self.begin_write(op).await?;
+                        let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_has_any.clone()))
+                            .bind(target_thread)
+                            .fetch_optional(&mut *tx)
+                            .await
+                            .map_err(storage(op))?;
+                        if taken.is_some() {
+                            return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
+                        }
+                        let rows = ::sqlx::query(AssertSqlSafe(q.thread_rows.clone()))
+                            .bind(source_thread)
+                            .fetch_all(&mut *tx)
+                            .await
+                            .map_err(storage(op))?;
+                        if rows.is_empty() {
+                            return Err(Error::ThreadNotFound { thread_id: source_thread.to_owned() });
+                        }
+                        let write_rows = ::sqlx::query(AssertSqlSafe(q.thread_writes.clone()))
+                            .bind(source_thread)
+                            .fetch_all(&mut *tx)
+                            .await
+                            .map_err(storage(op))?;
+                        let mut writes: std::collections::HashMap<(String, String), Vec<PendingWrite>> = Default::default();
+                        for row in &write_rows {
+                            let ns: String = get(row, "checkpoint_ns", op)?;
+                            let cid: String = get(row, "checkpoint_id", op)?;
+                            let w = self.settings.decode_write(
+                                source_thread, &ns, &cid,
+                                get(row, "task_id", op)?, get(row, "idx", op)?,
+                                get(row, "channel", op)?, get(row, "task_path", op)?,
+                                &get::<Vec<u8>>(row, "value", op)?,
+                            )?;
+                            writes.entry((ns, cid)).or_default().push(w);
+                        }
+                        for row in &rows {
+                            let ns: String = get(row, "checkpoint_ns", op)?;
+                            let t = self.decode_record(row, source_thread, &ns, op)?;
+                            let cid = t.config.checkpoint_id.clone().unwrap_or_default();
+                            let new = NewCheckpoint {
+                                thread_id: target_thread.to_owned(),
+                                checkpoint_ns: ns.clone(),
+                                parent_id: t.parent_config.and_then(|p| p.checkpoint_id),
+                                checkpoint: t.checkpoint,
+                                metadata: t.metadata,
+                                commit_order: Some(t.commit_order),
+                            };
+                            let e = self.settings.encode_entry(new, writes.remove(&(ns, cid)).unwrap_or_default())?;
+                            self.insert_raw(&mut tx, &e, op).await?;
+                        }
+                        tx.commit().await.map_err(storage(op))
+                    })
+                    .await
                 }
 
                 async fn delete_thread(&self, thread_id: &str) -> Result<()> {
-                    let op = "delete_thread";
-                    self.ensure_migrated().await?;
-                    let q = &self.settings.q;
-                    let mut tx = self.begin_write(op).await?;
-                    for sql in [&q.delete_writes, &q.delete_cps] {
-                        ::sqlx::query(AssertSqlSafe(sql.clone()))
-                            .bind(thread_id)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(storage(op))?;
-                    }
-                    tx.commit().await.map_err(storage(op))
+                    self.rechecked(async {
+                        let op = "delete_thread";
+                        self.ensure_migrated().await?;
+                        let q = &self.settings.q;
+                        let mut tx = self.begin_write(op).await?;
+                        for sql in [&q.delete_writes, &q.delete_cps] {
+                            ::sqlx::query(AssertSqlSafe(sql.clone()))
+                                .bind(thread_id)
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(storage(op))?;
+                        }
+                        tx.commit().await.map_err(storage(op))
+                    })
+                    .await
                 }
 
                 async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
-                    let op = "prune";
-                    self.ensure_migrated().await?;
-                    let q = &self.settings.q;
-                    let (writes_sql, cps_sql) = match strategy {
-                        PruneStrategy::Delete => (&q.delete_writes, &q.delete_cps),
-                        _ => (&q.prune_writes, &q.prune_cps),
-                    };
-                    let mut tx = self.begin_write(op).await?;
-                    let mut deleted = 0u64;
-                    for t in thread_ids {
-                        if strategy == PruneStrategy::KeepLatest {
-                            self.materialize_heads(&mut tx, t, op).await?;
+                    self.rechecked(async {
+                        let op = "prune";
+                        self.ensure_migrated().await?;
+                        let q = &self.settings.q;
+                        let (writes_sql, cps_sql) = match strategy {
+                            PruneStrategy::Delete => (&q.delete_writes, &q.delete_cps),
+                            _ => (&q.prune_writes, &q.prune_cps),
+                        };
+                        let mut tx = self.begin_write(op).await?;
+                        let mut deleted = 0u64;
+                        for t in thread_ids {
+                            if strategy == PruneStrategy::KeepLatest {
+                                self.materialize_heads(&mut tx, t, op).await?;
+                            }
+                            ::sqlx::query(AssertSqlSafe(writes_sql.clone()))
+                                .bind(t)
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(storage(op))?;
+                            deleted += ::sqlx::query(AssertSqlSafe(cps_sql.clone()))
+                                .bind(t)
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(storage(op))?
+                                .rows_affected();
                         }
-                        ::sqlx::query(AssertSqlSafe(writes_sql.clone()))
-                            .bind(t)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(storage(op))?;
-                        deleted += ::sqlx::query(AssertSqlSafe(cps_sql.clone()))
-                            .bind(t)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(storage(op))?
-                            .rows_affected();
-                    }
-                    tx.commit().await.map_err(storage(op))?;
-                    Ok(deleted)
+                        tx.commit().await.map_err(storage(op))?;
+                        Ok(deleted)
+                    })
+                    .await
                 }
 
                 async fn lineage(
@@ -917,36 +1016,42 @@ macro_rules! impl_sql_saver {
                     count: usize,
                     below: Option<u64>,
                 ) -> Result<Vec<CheckpointTuple>> {
-                    let mut lines = self.lineages(&[LineageRequest::new(from.clone(), count, below)]).await?;
-                    Ok(lines.pop().unwrap_or_default())
+                    self.rechecked(async {
+                        let mut lines = self.lineages(&[LineageRequest::new(from.clone(), count, below)]).await?;
+                        Ok(lines.pop().unwrap_or_default())
+                    })
+                    .await
                 }
 
                 async fn lineages(&self, requests: &[LineageRequest]) -> Result<Vec<Vec<CheckpointTuple>>> {
-                    let op = "lineage";
-                    self.ensure_migrated().await?;
-                    // A thread that was never forked is one line: a lineage
-                    // under a known child is the `count` commit orders below
-                    // it, one index range (which PostgreSQL plans well even
-                    // before its tables have statistics), several per query.
-                    // A line that leaves its range (a fork) follows the links.
-                    let by_range = |q: &LineageRequest| {
-                        q.below.is_some() && q.count > 0 && q.from.checkpoint_id.is_some()
-                    };
-                    let ranged: Vec<&LineageRequest> = requests.iter().filter(|q| by_range(q)).collect();
-                    let mut found = Vec::with_capacity(ranged.len());
-                    for chunk in ranged.chunks(LINEAGES_PER_QUERY) {
-                        found.extend(self.lineages_by_range(chunk, op).await?);
-                    }
-                    let mut found = found.into_iter();
-                    let mut lines = Vec::with_capacity(requests.len());
-                    for q in requests {
-                        let line = match by_range(q).then(|| found.next()).flatten().flatten() {
-                            Some(line) => line,
-                            None => self.lineage_by_links(&q.from, q.count, op).await?,
+                    self.rechecked(async {
+                        let op = "lineage";
+                        self.ensure_migrated().await?;
+                        // A thread that was never forked is one line: a lineage
+                        // under a known child is the `count` commit orders below
+                        // it, one index range (which PostgreSQL plans well even
+                        // before its tables have statistics), several per query.
+                        // A line that leaves its range (a fork) follows the links.
+                        let by_range = |q: &LineageRequest| {
+                            q.below.is_some() && q.count > 0 && q.from.checkpoint_id.is_some()
                         };
-                        lines.push(line);
-                    }
-                    Ok(lines)
+                        let ranged: Vec<&LineageRequest> = requests.iter().filter(|q| by_range(q)).collect();
+                        let mut found = Vec::with_capacity(ranged.len());
+                        for chunk in ranged.chunks(LINEAGES_PER_QUERY) {
+                            found.extend(self.lineages_by_range(chunk, op).await?);
+                        }
+                        let mut found = found.into_iter();
+                        let mut lines = Vec::with_capacity(requests.len());
+                        for q in requests {
+                            let line = match by_range(q).then(|| found.next()).flatten().flatten() {
+                                Some(line) => line,
+                                None => self.lineage_by_links(&q.from, q.count, op).await?,
+                            };
+                            lines.push(line);
+                        }
+                        Ok(lines)
+                    })
+                    .await
                 }
 
                 fn supports_deltas(&self) -> bool {
@@ -954,22 +1059,25 @@ macro_rules! impl_sql_saver {
                 }
 
                 async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>> {
-                    let op = "list_threads";
-                    self.ensure_migrated().await?;
-                    let rows = ::sqlx::query(AssertSqlSafe(self.settings.q.list_threads.clone()))
-                        .bind(limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX)))
-                        .bind(i64::try_from(offset).unwrap_or(i64::MAX))
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(storage(op))?;
-                    rows.iter()
-                        .map(|row| {
-                            Ok(ThreadInfo {
-                                thread_id: get(row, "thread_id", op)?,
-                                checkpoints: u64::try_from(get::<i64>(row, "n", op)?).unwrap_or(0),
+                    self.rechecked(async {
+                        let op = "list_threads";
+                        self.ensure_migrated().await?;
+                        let rows = ::sqlx::query(AssertSqlSafe(self.settings.q.list_threads.clone()))
+                            .bind(limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX)))
+                            .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+                            .fetch_all(&self.pool)
+                            .await
+                            .map_err(storage(op))?;
+                        rows.iter()
+                            .map(|row| {
+                                Ok(ThreadInfo {
+                                    thread_id: get(row, "thread_id", op)?,
+                                    checkpoints: u64::try_from(get::<i64>(row, "n", op)?).unwrap_or(0),
+                                })
                             })
-                        })
-                        .collect()
+                            .collect()
+                    })
+                    .await
                 }
             }
 

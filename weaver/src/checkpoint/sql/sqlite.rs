@@ -34,7 +34,9 @@ use crate::migrate::{self, Adapter, Dialect};
 /// The schema must be migrated ([`crate::migrate::up`]); the first operation
 /// checks it once and fails with
 /// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
-/// [`SqliteSaver::connect`] migrates for you.
+/// [`SqliteSaver::connect`] migrates for you. A call that later finds a
+/// table or column missing (the schema was migrated down meanwhile) fails
+/// with `MigrationRequired` too.
 ///
 /// ```no_run
 /// # async fn demo() -> weaver::Result<()> {
@@ -123,6 +125,11 @@ impl SqliteSaver {
         &self.pool
     }
 
+    /// Checks now that the schema is at the version this build needs.
+    async fn check_schema(&self) -> Result<()> {
+        migrate::verify_migrated(&self.pool, &[Adapter::Checkpoint]).await
+    }
+
     /// Checks once that the schema is at the version this build needs, and
     /// reads the database's text encoding (listings are packed into one row
     /// only in a UTF-8 database).
@@ -130,7 +137,7 @@ impl SqliteSaver {
         self.settings
             .verified
             .get_or_try_init(|| async {
-                migrate::verify_migrated(&self.pool, &[Adapter::Checkpoint]).await?;
+                self.check_schema().await?;
                 let encoding: String = sqlx::query_scalar("PRAGMA encoding")
                     .fetch_one(&self.pool)
                     .await
