@@ -1,5 +1,8 @@
 //! Store tests: the conformance suite on every backend, and the store in graphs.
 
+#[path = "store/review.rs"]
+mod review;
+
 mod memory {
     use std::sync::Arc;
 

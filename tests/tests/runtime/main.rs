@@ -1,5 +1,6 @@
 //! Runtime tests on the in-memory saver: one binary, one module per area.
 
+mod adversarial;
 mod common;
 mod conformance;
 mod engine;

@@ -135,20 +135,25 @@ fn snapshot_of<S: GraphState>(
             .iter()
             .filter(|w| w.task_id == id)
             .collect();
-        let error = writes.iter().find(|w| w.channel == ERROR_CHANNEL).map(|w| {
-            w.value
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        });
+        // A task that succeeded on a later attempt keeps no error or
+        // interrupt of the earlier ones.
+        let succeeded = succeeded(&writes);
+        let error = writes
+            .iter()
+            .find(|w| w.channel == ERROR_CHANNEL && !succeeded)
+            .map(|w| {
+                w.value
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            });
         let task_interrupts: Vec<Interrupt> = writes
             .iter()
-            .filter(|w| w.channel == INTERRUPT_CHANNEL)
+            .filter(|w| w.channel == INTERRUPT_CHANNEL && !succeeded)
             .filter_map(|w| Vec::<Interrupt>::deserialize(&w.value).ok())
             .flatten()
             .collect();
-        let succeeded = succeeded(&writes);
         if succeeded && apply_pending && node.is_some() {
             let update = replay_task(spec, node, &writes)?.update;
             succeeded_updates.push(update);

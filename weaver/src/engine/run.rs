@@ -232,14 +232,13 @@ pub(crate) fn mark_seen<S: GraphState>(
         .insert(trigger, seen);
 }
 
-/// Whether a task's stored writes show it finished successfully.
+/// Whether a task's stored writes show it finished successfully: only a
+/// successful attempt stores ordinary writes (or the no-writes marker), so
+/// an error or interrupt an earlier attempt left beside them is history.
 pub(crate) fn succeeded(writes: &[&PendingWrite]) -> bool {
     writes
         .iter()
         .any(|w| w.idx >= 0 || w.channel == NO_WRITES_CHANNEL)
-        && !writes
-            .iter()
-            .any(|w| w.channel == ERROR_CHANNEL || w.channel == INTERRUPT_CHANNEL)
 }
 
 fn failure(node: &str, source: impl Into<BoxError>) -> Error {
@@ -428,6 +427,9 @@ impl<S: GraphState> Loop<'_, S> {
         self.current = checkpoint;
         self.step = step;
         self.pending.clear();
+        // Writes held for the checkpoint this one supersedes (never stored:
+        // `exit` durability) are no one's pending writes any more.
+        self.unsaved_writes.clear();
         self.replaying = false;
         Ok(())
     }
@@ -533,6 +535,15 @@ impl<S: GraphState> Loop<'_, S> {
             if w.channel != INTERRUPT_CHANNEL {
                 continue;
             }
+            // Answered already: the task ran to the end on a later attempt.
+            let task: Vec<&PendingWrite> = self
+                .pending
+                .iter()
+                .filter(|x| x.task_id == w.task_id)
+                .collect();
+            if succeeded(&task) {
+                continue;
+            }
             let Ok(list) = Vec::<Interrupt>::deserialize(&w.value) else {
                 continue;
             };
@@ -556,8 +567,14 @@ impl<S: GraphState> Loop<'_, S> {
         }
         let pending = self.pending_interrupts();
         if pending.is_empty() {
-            // A static interrupt leaves tasks to run but nothing to answer.
-            if next_tasks(self.spec, &self.current).is_empty() {
+            // A static interrupt leaves tasks to run but nothing to answer:
+            // resuming it takes no value, and a value no `interrupt` asked
+            // for is refused rather than dropped.
+            let answers_nothing = match &resume {
+                Resume::Value(v) => v.is_null(),
+                Resume::Map(m) => m.is_empty(),
+            };
+            if next_tasks(self.spec, &self.current).is_empty() || !answers_nothing {
                 return Err(Error::NoPendingInterrupt { thread_id });
             }
             return Ok(());

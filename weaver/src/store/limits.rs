@@ -9,6 +9,15 @@ pub const MAX_KEY_BYTES: usize = 1024;
 pub const MAX_LABEL_BYTES: usize = 256;
 /// Most labels a namespace may have.
 pub const MAX_NAMESPACE_DEPTH: usize = 64;
+/// Most bytes a stored item's namespace (its labels, joined) and key may
+/// take together: PostgreSQL indexes them as one primary-key entry, which
+/// must fit a third of a page.
+pub const MAX_ITEM_ADDRESS_BYTES: usize = 2_000;
+/// Deepest a value's arrays and objects may nest (JSON readers, serde_json's
+/// included, stop at 128 levels).
+pub const MAX_VALUE_NESTING: usize = 100;
+/// Longest time to live an item may have (100 years of 365 days).
+pub const MAX_TTL: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
 /// Most operations one [`Store::batch`](super::Store::batch) may hold.
 pub const MAX_BATCH_OPS: usize = 1_000;
 /// Largest `limit` a search or a namespace listing may ask for.

@@ -57,8 +57,9 @@
 //! An item put with a TTL ([`PutOptions::ttl`], or the store's
 //! [`StoreConfig::default_ttl`]) expires that long after it was written:
 //! expired items are invisible to every read, deleted lazily when a `get`
-//! meets them (the in-memory store also deletes those a search or listing
-//! meets), and in bulk by [`Store::sweep`] (or [`spawn_sweeper`]). With
+//! meets them (the in-memory store also deletes those a filtered or ranked
+//! search or a listing meets; a plain page of a search only skips them),
+//! and in bulk by [`Store::sweep`] (or [`spawn_sweeper`]). With
 //! refresh-on-read ([`StoreConfig::refresh_on_read`], or per call), a read
 //! restarts the item's TTL.
 

@@ -11,7 +11,9 @@ use serde_json::Value;
 use super::bm25;
 use super::embed::{cosine, embed_checked};
 use super::filter::{Filter, field};
-use super::limits::{MAX_BATCH_OPS, MAX_RESULTS, MAX_VALUE_BYTES};
+use super::limits::{
+    MAX_BATCH_OPS, MAX_ITEM_ADDRESS_BYTES, MAX_RESULTS, MAX_TTL, MAX_VALUE_BYTES, MAX_VALUE_NESTING,
+};
 use super::namespace::{in_prefix, join, split, validate_key, validate_namespace, validate_prefix};
 use super::types::{Item, ListNamespaces, Op, OpResult, Search, StoreConfig};
 use crate::error::{Error, Result};
@@ -75,12 +77,38 @@ fn time_of(micros: i64) -> SystemTime {
         .unwrap_or(UNIX_EPOCH)
 }
 
+/// A time to live in microseconds, at most [`MAX_TTL`]: expiry times
+/// (now plus the TTL, again on every refresh) then stay far inside an
+/// `i64` on every backend.
 fn micros_of(d: Duration) -> Result<i64> {
-    i64::try_from(d.as_micros()).map_err(|_| Error::LimitExceeded {
-        limit: "store ttl microseconds",
-        value: u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
-        ceiling: i64::MAX as u64,
-    })
+    if d > MAX_TTL {
+        return Err(Error::LimitExceeded {
+            limit: "store ttl microseconds",
+            value: u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
+            ceiling: MAX_TTL.as_micros() as u64,
+        });
+    }
+    Ok(d.as_micros() as i64)
+}
+
+/// How deep `value`'s arrays and objects nest (a scalar is 0), counted
+/// without recursion; stops counting past `MAX_VALUE_NESTING`.
+fn nesting(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(depth + 1);
+        if deepest > MAX_VALUE_NESTING {
+            break;
+        }
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    deepest
 }
 
 /// A validated put; the record's times are set when it is applied.
@@ -212,7 +240,6 @@ pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Pl
             ceiling: MAX_BATCH_OPS as u64,
         });
     }
-    let default_ttl = config.default_ttl.map(micros_of).transpose()?;
     let mut plans = Vec::with_capacity(ops.len());
     for op in ops {
         plans.push(match op {
@@ -247,9 +274,27 @@ pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Pl
                         ceiling: MAX_VALUE_BYTES as u64,
                     });
                 }
-                let ttl = match options.ttl {
+                let depth = nesting(&value);
+                if depth > MAX_VALUE_NESTING {
+                    return Err(Error::LimitExceeded {
+                        limit: "store value nesting",
+                        value: depth as u64,
+                        ceiling: MAX_VALUE_NESTING as u64,
+                    });
+                }
+                let address = namespace.iter().map(|l| l.len() + 1).sum::<usize>() + key.len();
+                if address > MAX_ITEM_ADDRESS_BYTES {
+                    return Err(Error::LimitExceeded {
+                        limit: "store namespace and key bytes",
+                        value: address as u64,
+                        ceiling: MAX_ITEM_ADDRESS_BYTES as u64,
+                    });
+                }
+                // The store's default applies only to puts, so only they
+                // check it.
+                let ttl = match options.ttl.or(config.default_ttl) {
                     Some(t) => Some(micros_of(t)?),
-                    None => default_ttl,
+                    None => None,
                 };
                 Plan::Put(PutPlan {
                     index_text: index_text(&value, options.index.as_deref()),
