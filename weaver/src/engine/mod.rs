@@ -1,6 +1,7 @@
 //! The super-step engine: runs tasks, applies their writes, checkpoints,
 //! stops at END, at an interrupt or at the recursion limit.
 
+mod finite;
 mod inspect;
 mod persist;
 mod run;

@@ -18,6 +18,8 @@ use crate::error::{Error, Result};
 /// with the checkpoint the step ends with: nothing runs between the two, so
 /// one commit does the work of two. If that group fails, the writes are
 /// stored on their own before the error is returned, as they would have been.
+/// Likewise a failed `async` group is stored op by op up to the failing one
+/// ([`store_group`]).
 pub(crate) struct Writer {
     cp: Checkpointer,
     mode: Durability,
@@ -43,16 +45,34 @@ impl Background {
                 }
                 // After a failure nothing more is written: later ops build
                 // on what failed. The first error is the run's.
-                if failed.is_none()
-                    && let Err(e) = cp.put_ops(group).await
-                {
-                    failed = Some(e);
+                if failed.is_none() {
+                    failed = store_group(&cp, group).await.err();
                 }
             }
             failed.map_or(Ok(()), Err)
         });
         Background { queue, task }
     }
+}
+
+/// Stores `group` as one [`put_ops`](crate::Saver::put_ops) group. If that
+/// fails, the ops before the failing one are stored one by one, as `sync`
+/// mode would have stored them: a task's writes queued beside a checkpoint
+/// the saver refuses (too large, a conflict) are kept, so resuming does not
+/// run the task again. Returns the failing op's error.
+async fn store_group(cp: &Checkpointer, group: Vec<WriteOp>) -> Result<()> {
+    if group.len() == 1 {
+        return cp.put_ops(group).await;
+    }
+    if cp.put_ops(group.clone()).await.is_ok() {
+        return Ok(());
+    }
+    // Each op alone: stops at the failing one. If none fails (the group's
+    // failure went away), everything is stored and the run goes on.
+    for op in group {
+        cp.put_ops(vec![op]).await?;
+    }
+    Ok(())
 }
 
 impl Writer {

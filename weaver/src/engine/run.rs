@@ -167,10 +167,13 @@ impl<'de> serde::de::MapAccess<'de> for OwnedFields<'_> {
     }
 }
 
+/// `value` as a JSON object; a NaN or infinite float in it is an error
+/// (JSON would store it as `null`, which its type cannot read back).
 pub(crate) fn encode_object<T: serde::Serialize>(
     what: &str,
     value: &T,
 ) -> Result<Map<String, Value>> {
+    super::finite::check(value).map_err(|e| Error::encode(what, e))?;
     match serde_json::to_value(value) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(other) => Err(Error::encode(
@@ -508,6 +511,7 @@ impl<S: GraphState> Loop<'_, S> {
             mark_seen(self.spec, &mut next, t);
         }
         let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
+        super::finite::check(&update).map_err(|e| Error::encode("input", e))?;
         let input = serde_json::to_value(&update).map_err(|e| Error::encode("input", e))?;
         next.channel_values = self.encode_state()?;
         next.channel_values.insert(INPUT_CHANNEL.to_owned(), input);
@@ -756,12 +760,10 @@ impl<S: GraphState> Loop<'_, S> {
                     .catch_unwind()
                     .await
                     .unwrap_or_else(|panic| {
-                        let msg = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "unknown panic payload".into());
-                        Err(NodeError::msg(format!("panicked: {msg}")))
+                        Err(NodeError::msg(format!(
+                            "panicked: {}",
+                            panic_message(&*panic)
+                        )))
                     }),
                 };
                 (k, result)
@@ -881,7 +883,14 @@ impl<S: GraphState> Loop<'_, S> {
         } else {
             Vec::new()
         };
-        self.state.apply(updates)?;
+        let spec = self.spec;
+        apply_caught(&mut self.state, updates, || {
+            tasks
+                .iter()
+                .map(|t| spec.name_of(*t))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })?;
 
         // The current checkpoint is done with: its versions move into the next.
         let mut next = Checkpoint {
@@ -949,9 +958,55 @@ async fn store_writes(
     }
 }
 
+/// The text of a caught panic's payload.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic payload".into())
+}
+
+/// `f()`, or the message of its panic (`what` panicked: ...): user code the
+/// engine calls outside a node body (routers, reducers) fails the run with
+/// a typed error, as a node's panic does, instead of unwinding through it.
+pub(crate) fn caught<T>(what: &str, f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    std::panic::catch_unwind(AssertUnwindSafe(f))
+        .map_err(|panic| format!("{what} panicked: {}", panic_message(&*panic)))
+}
+
+/// [`GraphState::apply`] of `updates` (the outputs of `nodes`, in task
+/// order), a panicking reducer reported as [`Error::NodeFailed`] of those
+/// nodes.
+pub(crate) fn apply_caught<S: GraphState>(
+    state: &mut S,
+    updates: Vec<S::Update>,
+    nodes: impl FnOnce() -> String,
+) -> Result<()> {
+    match caught("a reducer", || state.apply(updates)) {
+        Ok(applied) => applied,
+        Err(msg) => Err(Error::NodeFailed {
+            node: nodes(),
+            source: msg.into(),
+        }),
+    }
+}
+
 /// The targets a task triggers: static edges, routers (given the state with
-/// the task's own update applied) and `goto`.
+/// the task's own update applied) and `goto`. A router or reducer that
+/// panics is an error of the task.
 pub(crate) fn route<S: GraphState>(
+    spec: &Spec<S>,
+    state: &S,
+    node: TaskNode,
+    cmd: &Command<S::Update>,
+) -> std::result::Result<Vec<Target>, BoxError> {
+    caught("a router or reducer", || {
+        route_unguarded(spec, state, node, cmd)
+    })?
+}
+
+fn route_unguarded<S: GraphState>(
     spec: &Spec<S>,
     state: &S,
     node: TaskNode,

@@ -1,11 +1,13 @@
 //! Editing a thread: `update_state` and `bulk_update_state`.
 
 use super::run::{
-    decode_state, delta_channels, encode_object, mark_seen, next_tasks, route, trigger_of,
+    apply_caught, decode_state, delta_channels, encode_object, mark_seen, next_tasks, replay_task,
+    route, succeeded, task_id, trigger_of,
 };
 use crate::checkpoint::delta::{DeltaBase, compact};
 use crate::checkpoint::{
     BatchEntry, CheckpointMetadata, CheckpointRef, CheckpointSource, Checkpointer, NewCheckpoint,
+    PendingWrite,
 };
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
@@ -77,6 +79,58 @@ fn resolve_as_node<S: GraphState>(spec: &Spec<S>, name: &str) -> Result<Writer> 
     }
 }
 
+/// Applies to `checkpoint` and `state` the outputs of the checkpoint's tasks
+/// whose `writes` show they succeeded: each is marked as having run, the
+/// channels and triggers it wrote get a new version, and its update merges
+/// into the state in task order.
+fn apply_succeeded<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint: &mut crate::checkpoint::Checkpoint,
+    state: &mut S,
+    writes: &[PendingWrite],
+) -> Result<()> {
+    let mut done = Vec::new();
+    for node in next_tasks(spec, checkpoint).into_iter().flatten() {
+        let id = task_id(&checkpoint.id, spec.name_of(Some(node)));
+        let own: Vec<&PendingWrite> = writes.iter().filter(|w| w.task_id == id).collect();
+        if succeeded(&own) {
+            done.push((node, replay_task(spec, Some(node), &own)?));
+        }
+    }
+    if done.is_empty() {
+        return Ok(());
+    }
+    let version = checkpoint
+        .channel_versions
+        .values()
+        .max()
+        .copied()
+        .unwrap_or(0)
+        + 1;
+    for (node, _) in &done {
+        mark_seen(spec, checkpoint, Some(*node));
+    }
+    for (_, out) in &done {
+        for ch in &out.channels {
+            checkpoint.channel_versions.insert(ch.clone(), version);
+        }
+        for t in &out.triggers {
+            if let Target::Node(i) = t {
+                checkpoint
+                    .channel_versions
+                    .insert(spec.nodes[*i].trigger.clone(), version);
+            }
+        }
+    }
+    let names: Vec<&str> = done.iter().map(|(n, _)| spec.name_of(Some(*n))).collect();
+    let names = names.join(", ");
+    apply_caught(
+        state,
+        done.into_iter().map(|(_, o)| o.update).collect(),
+        || names,
+    )
+}
+
 /// Writes one `update` checkpoint per step on top of the checkpoint `config`
 /// addresses; returns the config of the last one.
 pub(crate) async fn bulk_update_state<S: GraphState>(
@@ -112,6 +166,13 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
     let mut delta_base = base
         .as_ref()
         .map(|t| DeltaBase::of(&t.checkpoint, &delta_channels));
+    // Updating the latest checkpoint (no id named) first takes in the writes
+    // of its tasks that already succeeded, as LangGraph does: they are not
+    // lost with the checkpoint the update supersedes, and do not run again.
+    let succeeded_writes: Vec<PendingWrite> = match (&target.checkpoint_id, &base) {
+        (None, Some(t)) => t.pending_writes.clone(),
+        _ => Vec::new(),
+    };
     let (mut checkpoint, mut state, mut step, mut parent) = match base {
         Some(t) => (
             t.checkpoint.clone(),
@@ -127,6 +188,9 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         ),
     };
 
+    if !succeeded_writes.is_empty() {
+        apply_succeeded(spec, &mut checkpoint, &mut state, &succeeded_writes)?;
+    }
     let mut entries = Vec::with_capacity(steps.len());
     let mut remembered = Vec::new();
     for updates in steps {
@@ -178,7 +242,18 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
                     .insert(spec.nodes[*i].trigger.clone(), version);
             }
         }
-        state.apply(attributed.into_iter().map(|(_, u)| u).collect())?;
+        let writers: Vec<String> = attributed
+            .iter()
+            .map(|(w, _)| match w {
+                Writer::Node(n) => spec.name_of(*n).to_owned(),
+                Writer::End => END.to_owned(),
+            })
+            .collect();
+        apply_caught(
+            &mut state,
+            attributed.into_iter().map(|(_, u)| u).collect(),
+            || writers.join(", "),
+        )?;
         next.channel_values = encode_object("state", &state)?;
         step = if step == -2 { -1 } else { step + 1 };
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step);
