@@ -385,7 +385,6 @@ async fn namespace_and_key_within_documented_limits_are_storable() {
 }
 
 #[tokio::test]
-#[ignore = "open: `Filter` to JSON keeps one condition per field and operator (store/filter.rs); see the 2026-11-30 session-8 note"]
 async fn filter_json_form_keeps_every_condition() {
     let t = Trio::new(StoreConfig::new()).await;
     let cases = [
@@ -432,7 +431,6 @@ async fn filter_json_form_keeps_every_condition() {
 }
 
 #[tokio::test]
-#[ignore = "open: store filters compare numbers through f64, by value only at the top level (store/filter.rs); see the session-8 note"]
 async fn filter_numbers_compare_by_exact_value() {
     let t = Trio::new(StoreConfig::new()).await;
     let cases = [
@@ -479,7 +477,6 @@ async fn filter_numbers_compare_by_exact_value() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: PostgreSQL store batches that lock rows in opposite orders deadlock (store/sql/postgres.rs); see the session-8 note"]
 async fn concurrent_batches_never_fail_and_last_write_wins() {
     let t = Trio::new(StoreConfig::new()).await;
     let mut problems = Vec::new();
@@ -540,7 +537,6 @@ async fn concurrent_batches_never_fail_and_last_write_wins() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open: a PostgreSQL store batch reads one snapshot per statement (store/sql/postgres.rs); see the session-8 note"]
 async fn batch_reads_see_one_consistent_state() {
     // A batch's writes are "applied atomically"; a batch of two gets must
     // never see half of another batch.

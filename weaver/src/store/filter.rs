@@ -87,7 +87,10 @@ pub struct Condition {
 ///
 /// Its JSON form (what [`Search::filter`](super::Search::filter) takes) maps
 /// a field path to an operand (equality) or to an object of operators:
-/// `{"city": "Paris", "age": {"$gte": 30, "$lt": 40}}`.
+/// `{"city": "Paris", "age": {"$gte": 30, "$lt": 40}}`. The key `$and` takes
+/// a list of such objects, all of which must hold: the form of a filter
+/// with one operator twice on one field (`Filter::new().gt("n", 20).gt("n",
+/// 30)` is `{"$and": [{"n": {"$gt": 20}}, {"n": {"$gt": 30}}]}`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Filter {
     conditions: Vec<Condition>,
@@ -161,6 +164,17 @@ impl Filter {
         };
         let mut filter = Filter::new();
         for (field, cond) in fields {
+            if field == "$and" {
+                let Value::Array(all) = cond else {
+                    return Err(Error::invalid_argument(format!(
+                        "`$and` takes a list of filters, not `{cond}`"
+                    )));
+                };
+                for part in all {
+                    filter.conditions.extend(Filter::parse(part)?.conditions);
+                }
+                continue;
+            }
             if field.is_empty() {
                 return Err(Error::invalid_argument("filter field path cannot be empty"));
             }
@@ -208,17 +222,38 @@ impl Filter {
 }
 
 impl From<Filter> for Value {
+    /// The JSON form; conditions that one object cannot hold together (one
+    /// operator twice on a field) go into further objects under `$and`, so
+    /// no condition is lost.
     fn from(filter: Filter) -> Value {
-        let mut out = Map::new();
+        let mut parts: Vec<Map<String, Value>> = Vec::new();
         for c in filter.conditions {
-            let entry = out
+            let op = c.op.as_str();
+            let free = parts.iter().position(
+                |p| !matches!(p.get(&c.field), Some(Value::Object(ops)) if ops.contains_key(op)),
+            );
+            let part = match free {
+                Some(i) => &mut parts[i],
+                None => {
+                    parts.push(Map::new());
+                    parts.last_mut().expect("just pushed")
+                }
+            };
+            let entry = part
                 .entry(c.field)
                 .or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(ops) = entry {
-                ops.insert(c.op.as_str().to_owned(), c.value);
+                ops.insert(op.to_owned(), c.value);
             }
         }
-        Value::Object(out)
+        match parts.len() {
+            0 => Value::Object(Map::new()),
+            1 => Value::Object(parts.pop().unwrap_or_default()),
+            _ => Value::Object(Map::from_iter([(
+                "$and".to_owned(),
+                Value::Array(parts.into_iter().map(Value::Object).collect()),
+            )])),
+        }
     }
 }
 
@@ -235,18 +270,63 @@ pub(crate) fn field<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
     })
 }
 
+/// JSON equality where numbers, at any depth, compare by exact value
+/// (`1 == 1.0`, and `9007199254740993 != 9007199254740992`).
 fn equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Number(x), Value::Number(y)) => number_cmp(x, y) == Some(Ordering::Equal),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| equal(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, a)| y.get(k).is_some_and(|b| equal(a, b)))
+        }
         _ => a == b,
     }
 }
 
 fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
+        (Value::Number(x), Value::Number(y)) => number_cmp(x, y),
         (Value::String(x), Value::String(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
         _ => None,
+    }
+}
+
+/// The order of two JSON numbers by exact value: integers as integers, a
+/// float against an integer without rounding the integer.
+fn number_cmp(x: &serde_json::Number, y: &serde_json::Number) -> Option<Ordering> {
+    let int = |n: &serde_json::Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (int(x), int(y)) {
+        (Some(a), Some(b)) => Some(a.cmp(&b)),
+        (Some(a), None) => float_vs_int(y.as_f64()?, a).map(Ordering::reverse),
+        (None, Some(b)) => float_vs_int(x.as_f64()?, b),
+        (None, None) => x.as_f64()?.partial_cmp(&y.as_f64()?),
+    }
+}
+
+/// The order of float `f` against integer `i`, exactly.
+fn float_vs_int(f: f64, i: i128) -> Option<Ordering> {
+    if f.is_nan() {
+        return None;
+    }
+    // Every i64/u64 lies within ±2^64, where a float beyond is decided by
+    // its sign; within, the float's integer part converts to i128 exactly.
+    if f >= 1.8446744073709552e19 {
+        return Some(Ordering::Greater);
+    }
+    if f <= -1.8446744073709552e19 {
+        return Some(Ordering::Less);
+    }
+    let whole = f.trunc();
+    match (whole as i128).cmp(&i) {
+        Ordering::Equal if f > whole => Some(Ordering::Greater),
+        Ordering::Equal if f < whole => Some(Ordering::Less),
+        other => Some(other),
     }
 }
 
@@ -265,5 +345,46 @@ mod tests {
         assert!(Filter::parse(&json!({"age": {"$like": 3}})).is_err());
         assert!(Filter::parse(&json!({"age": {"$gt": [1]}})).is_err());
         assert!(Filter::new().ne("x", 1).matches(&json!({})));
+    }
+
+    #[test]
+    fn a_repeated_operator_keeps_both_conditions_in_json() {
+        let f = Filter::new().gt("n", 20).gt("n", 30).eq("c", "x");
+        let json = Value::from(f.clone());
+        assert_eq!(
+            json,
+            json!({"$and": [{"n": {"$gt": 20}, "c": {"$eq": "x"}}, {"n": {"$gt": 30}}]})
+        );
+        let back = Filter::parse(&json).unwrap();
+        assert!(!back.matches(&json!({"n": 25, "c": "x"})));
+        assert!(back.matches(&json!({"n": 35, "c": "x"})));
+        assert!(Filter::parse(&json!({"$and": {"n": 1}})).is_err());
+    }
+
+    #[test]
+    fn numbers_compare_by_exact_value_at_any_depth() {
+        let big = 9_007_199_254_740_993u64;
+        assert!(Filter::new().eq("id", big).matches(&json!({"id": big})));
+        assert!(!Filter::new().eq("id", big - 1).matches(&json!({"id": big})));
+        assert!(Filter::new().gt("id", big - 1).matches(&json!({"id": big})));
+        assert!(
+            Filter::new()
+                .lt("v", u64::MAX)
+                .matches(&json!({"v": u64::MAX - 1}))
+        );
+        assert!(
+            Filter::new()
+                .eq("v", json!([1]))
+                .matches(&json!({"v": [1.0]}))
+        );
+        assert!(
+            Filter::new()
+                .eq("w", json!({"x": 1}))
+                .matches(&json!({"w": {"x": 1.0}}))
+        );
+        assert!(Filter::new().gt("f", 2).matches(&json!({"f": 2.5})));
+        assert!(Filter::new().lt("f", 3).matches(&json!({"f": 2.5})));
+        assert!(!Filter::new().gt("f", 3).matches(&json!({"f": 2.5})));
+        assert!(Filter::new().eq("z", 0).matches(&json!({"z": -0.0})));
     }
 }

@@ -18,6 +18,10 @@ use crate::store::types::StoreConfig;
 /// it once and fails with
 /// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
 ///
+/// Batches on one store table run one at a time (a transaction-scoped
+/// advisory lock), as on SQLite: each is atomic, sees one consistent state,
+/// and concurrent batches never deadlock.
+///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> weaver::Result<()> {
 /// use weaver::migrate::{self, Adapter};
@@ -85,9 +89,20 @@ impl PostgresStore {
             .map(|_| ())
     }
 
-    /// Starts a transaction.
+    /// Starts a batch's transaction, holding the store's lock: batches run
+    /// one at a time, as SQLite's `BEGIN IMMEDIATE` makes them there. So two
+    /// batches that write the same items in opposite orders never deadlock,
+    /// and a batch's reads see one state, never half of another batch.
     async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Postgres>> {
-        self.pool.begin().await.map_err(|e| Error::storage(op, e))
+        let mut tx = self.pool.begin().await.map_err(|e| Error::storage(op, e))?;
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(hashtext('weaver.store:' || COALESCE(CAST($1 AS TEXT), CAST(current_schema() AS TEXT), '')))",
+        )
+        .bind(self.schema.as_deref())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| Error::storage(op, e))?;
+        Ok(tx)
     }
 }
 
