@@ -164,7 +164,10 @@ pub fn cp(thread: &str, id: &str, parent: Option<&str>, order: Option<u64>) -> N
 /// reads of stored records and the `lineages` calls, which go to the inner
 /// saver's own when `inner_lineages` is set. Logs each write call (`put`,
 /// `put_writes`, `put_ops` with its ops) in `writes`, and fails every
-/// `put_ops` with a storage error while `fail_groups` is set.
+/// `put_ops` with a storage error while `fail_groups` is set. While
+/// `intrude` is set, the next `put_many` is preceded by another writer's
+/// commit at its first entry's commit order (as when another process's
+/// turn lands between reading the head and writing), and `intrude` clears.
 #[derive(Debug)]
 pub struct Forwarding {
     pub inner: Arc<dyn Saver>,
@@ -174,6 +177,7 @@ pub struct Forwarding {
     pub lineages_calls: AtomicUsize,
     pub writes: Mutex<Vec<String>>,
     pub fail_groups: AtomicBool,
+    pub intrude: AtomicBool,
 }
 
 impl Default for Forwarding {
@@ -193,6 +197,7 @@ impl Forwarding {
             lineages_calls: AtomicUsize::new(0),
             writes: Mutex::new(Vec::new()),
             fail_groups: AtomicBool::new(false),
+            intrude: AtomicBool::new(false),
         }
     }
 
@@ -249,6 +254,15 @@ impl Saver for Forwarding {
             .await
     }
     async fn put_many(&self, entries: Vec<BatchEntry>) -> weaver::Result<Vec<CheckpointRef>> {
+        if let Some(first) = entries.first().map(|b| &b.checkpoint)
+            && self.intrude.swap(false, Ordering::SeqCst)
+        {
+            let mut other = first.clone();
+            other.checkpoint.id = format!("intruder-{}", first.checkpoint.id);
+            other.metadata.extra.clear();
+            other.metadata.source = CheckpointSource::Loop;
+            self.inner.put(other).await?;
+        }
         self.inner.put_many(entries).await
     }
     async fn fork_at(
@@ -292,4 +306,20 @@ impl Saver for Forwarding {
     fn supports_deltas(&self) -> bool {
         self.deltas
     }
+}
+
+/// W1's graph (START → node_a → node_b → END) on `saver`.
+pub fn two_step(saver: Arc<dyn Saver>) -> weaver::CompiledGraph<weaver_tests::states::Steps> {
+    use weaver::prelude::*;
+    use weaver_tests::states::{Steps, StepsUpdate};
+    Graph::<Steps>::new("two_step")
+        .add_node("node_a", |_: &Steps| {
+            StepsUpdate::default().foo("a").bar(["a"])
+        })
+        .add_node("node_b", |_: &Steps| {
+            StepsUpdate::default().foo("b").bar(["b"])
+        })
+        .add_sequence([START, "node_a", "node_b", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap()
 }

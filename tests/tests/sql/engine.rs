@@ -9,20 +9,7 @@ use weaver::checkpoint::ListFilter;
 use weaver::prelude::*;
 use weaver_tests::states::{Steps, StepsUpdate};
 
-use crate::common::{Forwarding, PgDb, SqliteDb};
-
-fn two_step(saver: Arc<dyn Saver>) -> CompiledGraph<Steps> {
-    Graph::<Steps>::new("CheckpointExample")
-        .add_node("node_a", |_: &Steps| {
-            StepsUpdate::default().foo("a").bar(["a"])
-        })
-        .add_node("node_b", |_: &Steps| {
-            StepsUpdate::default().foo("b").bar(["b"])
-        })
-        .add_sequence([START, "node_a", "node_b", END])
-        .compile(Compile::new().checkpointer_arc(saver))
-        .unwrap()
-}
+use crate::common::{Forwarding, PgDb, SqliteDb, two_step};
 
 /// W7's shape: 8 branches, `w3` fails once; counts every good run.
 fn fan_out(saver: Arc<dyn Saver>, good_runs: Arc<AtomicUsize>) -> CompiledGraph<Steps> {

@@ -16,7 +16,7 @@ use weaver::checkpoint::{
 use weaver::prelude::*;
 use weaver_tests::states::{Steps, StepsUpdate};
 
-use super::common::{PgDb, SqliteDb, cp};
+use super::common::{PgDb, SqliteDb, cp, two_step};
 
 // ---------------------------------------------------------------- helpers
 
@@ -171,19 +171,6 @@ fn finish(failures: Vec<String>) {
         failures.len(),
         failures.join("\n")
     );
-}
-
-fn two_step(saver: Arc<dyn Saver>) -> CompiledGraph<Steps> {
-    Graph::<Steps>::new("two_step")
-        .add_node("node_a", |_: &Steps| {
-            StepsUpdate::default().foo("a").bar(["a"])
-        })
-        .add_node("node_b", |_: &Steps| {
-            StepsUpdate::default().foo("b").bar(["b"])
-        })
-        .add_sequence([START, "node_a", "node_b", END])
-        .compile(Compile::new().checkpointer_arc(saver))
-        .unwrap()
 }
 
 #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

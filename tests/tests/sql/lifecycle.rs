@@ -5,20 +5,18 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_trait::async_trait;
 use serde_json::json;
 use sqlx::{AssertSqlSafe, Connection};
 use weaver::checkpoint::{
-    BatchEntry, CheckpointRef, CheckpointSource, CheckpointTuple, ForkOptions, LineageRequest,
-    ListFilter, NewCheckpoint, PendingWrite, PostgresSaver, PruneStrategy, SqliteSaver, ThreadInfo,
-    WriteOp,
+    BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, PendingWrite,
+    PostgresSaver, PruneStrategy, SqliteSaver,
 };
 use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::prelude::*;
 use weaver_tests::states::{Steps, StepsUpdate};
 
-use super::common::{PgDb, SqliteDb, cp};
+use super::common::{Forwarding, PgDb, SqliteDb, cp, two_step};
 
 const CK: &[Adapter] = &[Adapter::Checkpoint];
 
@@ -980,15 +978,6 @@ async fn encrypted_pending_writes_and_plaintext_rows() {
 
 // ---------------------------------------------------------------- concurrency
 
-fn two_step(saver: Arc<dyn Saver>) -> CompiledGraph<Steps> {
-    Graph::<Steps>::new("TwoStep")
-        .add_node("node_a", |_: &Steps| StepsUpdate::default().foo("a"))
-        .add_node("node_b", |_: &Steps| StepsUpdate::default().foo("b"))
-        .add_sequence([START, "node_a", "node_b", END])
-        .compile(Compile::new().checkpointer_arc(saver))
-        .unwrap()
-}
-
 /// Two savers on separate pools race `update_state` on the head and forks
 /// (`update_state` on the first checkpoint) of one thread: each call commits
 /// or fails with `VersionConflict`; commit orders stay 1..n without gaps;
@@ -1095,94 +1084,20 @@ async fn racing_update_state_on_separate_pools() {
     pg.drop_schema().await;
 }
 
-/// Forwards to `inner`; a group of `update` checkpoints it is asked to store
-/// is preceded by another writer's commit at the group's first commit order,
-/// as when a turn of another process lands between reading the head and
-/// writing.
-#[derive(Debug)]
-struct Intruder {
-    inner: Arc<dyn Saver>,
-    updates: AtomicUsize,
-}
-
-#[async_trait]
-impl Saver for Intruder {
-    async fn get_tuple(&self, t: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
-        self.inner.get_tuple(t).await
-    }
-    async fn list(&self, f: &ListFilter) -> weaver::Result<Vec<CheckpointTuple>> {
-        self.inner.list(f).await
-    }
-    async fn put(&self, c: NewCheckpoint) -> weaver::Result<CheckpointRef> {
-        self.inner.put(c).await
-    }
-    async fn put_writes(&self, t: &CheckpointRef, w: Vec<PendingWrite>) -> weaver::Result<()> {
-        self.inner.put_writes(t, w).await
-    }
-    async fn put_checkpoint_with_writes(
-        &self,
-        c: NewCheckpoint,
-        w: Vec<PendingWrite>,
-    ) -> weaver::Result<CheckpointRef> {
-        self.inner.put_checkpoint_with_writes(c, w).await
-    }
-    async fn put_many(&self, e: Vec<BatchEntry>) -> weaver::Result<Vec<CheckpointRef>> {
-        if let Some(first) = e.first().map(|b| &b.checkpoint)
-            && first.metadata.source == CheckpointSource::Update
-            && self.updates.fetch_add(1, Ordering::SeqCst) == 0
-        {
-            let mut other = first.clone();
-            other.checkpoint.id = format!("intruder-{}", first.checkpoint.id);
-            other.metadata.extra.clear();
-            other.metadata.source = CheckpointSource::Loop;
-            self.inner.put(other).await.unwrap();
-        }
-        self.inner.put_many(e).await
-    }
-    async fn put_ops(&self, ops: Vec<WriteOp>) -> weaver::Result<()> {
-        self.inner.put_ops(ops).await
-    }
-    async fn fork_at(
-        &self,
-        s: &CheckpointRef,
-        t: &str,
-        o: ForkOptions,
-    ) -> weaver::Result<CheckpointRef> {
-        self.inner.fork_at(s, t, o).await
-    }
-    async fn copy_thread(&self, s: &str, t: &str) -> weaver::Result<()> {
-        self.inner.copy_thread(s, t).await
-    }
-    async fn delete_thread(&self, t: &str) -> weaver::Result<()> {
-        self.inner.delete_thread(t).await
-    }
-    async fn prune(&self, t: &[String], s: PruneStrategy) -> weaver::Result<u64> {
-        self.inner.prune(t, s).await
-    }
-    async fn list_threads(&self, l: Option<usize>, o: usize) -> weaver::Result<Vec<ThreadInfo>> {
-        self.inner.list_threads(l, o).await
-    }
-    async fn lineages(&self, r: &[LineageRequest]) -> weaver::Result<Vec<Vec<CheckpointTuple>>> {
-        self.inner.lineages(r).await
-    }
-    fn supports_deltas(&self) -> bool {
-        self.inner.supports_deltas()
-    }
-}
-
 /// `bulk_update_state` that loses a race must leave nothing behind: a
 /// failed call that kept some of its steps is a half-written edit.
 #[tokio::test]
 async fn bulk_update_state_that_conflicts_writes_nothing() {
     let db = SqliteDb::new().await;
     let inner: Arc<dyn Saver> = Arc::new(db.saver().await);
-    let saver = Arc::new(Intruder {
-        inner: inner.clone(),
-        updates: AtomicUsize::new(0),
+    let saver = Arc::new(Forwarding {
+        deltas: inner.supports_deltas(),
+        ..Forwarding::on(inner.clone())
     });
-    let graph = two_step(saver);
+    let graph = two_step(saver.clone());
     let config = RunConfig::thread("b").durability(Durability::Exit);
     graph.invoke(Steps::default(), &config).await.unwrap();
+    saver.intrude.store(true, Ordering::SeqCst);
     let steps = (0..3)
         .map(|i| {
             vec![(
