@@ -7,3 +7,4 @@ mod engine;
 mod history;
 mod interrupts;
 mod pending;
+mod state_review;

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use syn::meta::ParseNestedMeta;
 use syn::{Data, DeriveInput, Fields};
 
 use crate::ast::state::State;
@@ -57,4 +58,82 @@ pub(crate) fn channels(state: &State<'_>, errors: &mut Errors) {
             );
         }
     }
+}
+
+/// Serde attributes that change which key a field is stored under, or drop
+/// it from the stored state, while the field stays a channel.
+const FIELD_SERDE: &[(&str, &str)] = &[
+    (
+        "rename",
+        "a channel is stored, updated and described under its field name; rename the field itself",
+    ),
+    (
+        "flatten",
+        "a channel is one field of the stored state; make the nested fields fields of the state",
+    ),
+    (
+        "skip",
+        "the field would be lost at every checkpoint (a resume, history, the next turn) while the \
+         channel still runs; keep data that is not state out of the state struct",
+    ),
+    (
+        "skip_serializing",
+        "the field would be lost at every checkpoint (a resume, history, the next turn) while the \
+         channel still runs; keep data that is not state out of the state struct",
+    ),
+    (
+        "skip_deserializing",
+        "the field would be lost at every checkpoint (a resume, history, the next turn) while the \
+         channel still runs; keep data that is not state out of the state struct",
+    ),
+    (
+        "skip_serializing_if",
+        "a checkpoint must store every channel; store the value and let a reducer or the node decide",
+    ),
+];
+
+/// Rejects serde attributes that would make the state's stored JSON
+/// disagree with its channels: container `rename_all`, field `rename`,
+/// `flatten` and the `skip` family. The update type, the schemas and the
+/// delta channels all key a channel by its field name.
+pub(crate) fn serde_attrs(input: &DeriveInput, errors: &mut Errors) {
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("serde")) {
+        let _ = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("rename_all") || meta.path.is_ident("rename_all_fields") {
+                errors.spanned(
+                    &meta.path,
+                    "`#[serde(rename_all)]` cannot be used on a graph state: a channel is stored, \
+                     updated and described under its field name; name the fields as they should \
+                     be stored",
+                );
+            }
+            skip_value(&meta)
+        });
+    }
+    let Data::Struct(data) = &input.data else {
+        return;
+    };
+    for field in &data.fields {
+        for attr in field.attrs.iter().filter(|a| a.path().is_ident("serde")) {
+            let _ = attr.parse_nested_meta(|meta| {
+                if let Some((name, why)) = FIELD_SERDE.iter().find(|(n, _)| meta.path.is_ident(n)) {
+                    errors.spanned(
+                        &meta.path,
+                        format!("`#[serde({name})]` cannot be used on a graph state field: {why}"),
+                    );
+                }
+                skip_value(&meta)
+            });
+        }
+    }
+}
+
+/// Consumes the rest of one serde meta item (`= value` or `(...)`).
+fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(syn::Token![=]) {
+        meta.value()?.parse::<syn::Expr>()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        meta.parse_nested_meta(|inner| skip_value(&inner))?;
+    }
+    Ok(())
 }

@@ -33,6 +33,7 @@ pub(crate) fn derive_graph_state(input: TokenStream) -> TokenStream {
         return errors.into_compile_errors();
     };
     check::state::channels(&state, &mut errors);
+    check::state::serde_attrs(&input, &mut errors);
     let update = update::expand(&state);
     let channels = channel::expand(&state);
     let state_impl = state::expand(&state);

@@ -127,7 +127,7 @@ fn fold(field: &Field<'_>) -> TokenStream {
             <#ty as ::weaver::__private::DeltaReducer>::reduce(&mut self.#fident, value);
         },
         Reducer::Add => quote_spanned! {ty.span()=>
-            <#ty as ::weaver::__private::AddReducer>::reduce(&mut self.#fident, value);
+            <#ty as ::weaver::__private::AddReducer>::reduce(&mut self.#fident, value, #name)?;
         },
         Reducer::Merge => quote_spanned! {ty.span()=>
             <#ty as ::weaver::__private::MergeReducer>::reduce(&mut self.#fident, value);

@@ -1,9 +1,8 @@
 //! The built-in reducers, one function each, shared by generated code and
 //! hand-written states so their semantics live in one place.
 
-use std::ops::AddAssign;
-
 use crate::error::{Error, Result};
+use crate::state::reducer::AddReducer;
 
 /// `#[reducer(append)]`: extends the collection with the written items, in order.
 pub fn append<C, I>(current: &mut C, update: I)
@@ -14,9 +13,11 @@ where
     current.extend(update);
 }
 
-/// `#[reducer(add)]`: adds the written value.
-pub fn add<T: AddAssign>(current: &mut T, update: T) {
-    *current += update;
+/// `#[reducer(add)]`: adds the written value. An integer or `Duration` sum
+/// that overflows is an [`Error::InvalidUpdate`] naming `channel` (in every
+/// build profile: never a panic, never a wrapped value).
+pub fn add<T: AddReducer>(current: &mut T, update: T, channel: &str) -> Result<()> {
+    T::reduce(current, update, channel)
 }
 
 /// `#[reducer(merge)]`: inserts every written entry, overwriting equal keys.
@@ -59,8 +60,14 @@ mod tests {
         append(&mut v, vec![2, 3]);
         assert_eq!(v, [1, 2, 3]);
         let mut n = 1.5;
-        add(&mut n, 2.0);
+        add(&mut n, 2.0, "n").unwrap();
         assert_eq!(n, 3.5);
+        let mut small = 200u8;
+        assert!(matches!(
+            add(&mut small, 100, "small"),
+            Err(Error::InvalidUpdate { ref channel, .. }) if channel == "small"
+        ));
+        assert_eq!(small, 200, "an overflowing sum leaves the value as it was");
         let mut m = BTreeMap::from([("a", 1), ("b", 2)]);
         merge(&mut m, BTreeMap::from([("b", 3), ("c", 4)]));
         assert_eq!(m, BTreeMap::from([("a", 1), ("b", 3), ("c", 4)]));

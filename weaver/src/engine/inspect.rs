@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Interrupt;
-use super::run::{decode_state_owned, next_tasks, replay_task, succeeded, task_id};
+use super::run::{apply_caught, decode_state_owned, next_tasks, replay_task, succeeded, task_id};
 use crate::channel::ChannelKind;
 use crate::checkpoint::delta::{self, ListedParents};
 use crate::checkpoint::{
@@ -168,7 +168,13 @@ fn snapshot_of<S: GraphState>(
         });
     }
     if !succeeded_updates.is_empty() {
-        values.apply(succeeded_updates)?;
+        let names = tasks
+            .iter()
+            .filter(|t| t.succeeded)
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        apply_caught(&mut values, succeeded_updates, || names)?;
     }
     Ok(StateSnapshot {
         values,

@@ -14,8 +14,9 @@ impl<S: GraphState> CompiledGraph<S> {
     /// Fixed edges are solid (`-->`), conditional edges and `Command`
     /// destinations dotted (`-.->`). Nodes appear sorted by name, then the
     /// edges of START and of each node in that order, so the output is
-    /// deterministic. Node ids are the names when they are plain words, and
-    /// `node_<i>` otherwise (the label always shows the real name).
+    /// deterministic. Node ids are the names when they are plain words (not
+    /// a Mermaid keyword such as `end`, nor of the form `node_<digits>`),
+    /// and `node_<i>` otherwise (the label always shows the real name).
     ///
     /// ```
     /// use weaver::prelude::*;
@@ -36,13 +37,7 @@ impl<S: GraphState> CompiledGraph<S> {
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let plain = !n.name.is_empty()
-                    && n.name
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_')
-                    && n.name != START
-                    && n.name != END;
-                if plain {
+                if plain_id(&n.name) {
                     n.name.clone()
                 } else {
                     format!("node_{i}")
@@ -55,7 +50,7 @@ impl<S: GraphState> CompiledGraph<S> {
         };
         let mut out = String::new();
         out.push_str("---\ntitle: ");
-        out.push_str(&escape(&spec.name));
+        out.push_str(&yaml_scalar(&spec.name));
         out.push_str("\n---\ngraph TD;\n");
         let _ = writeln!(out, "\t{START}([\"{START}\"]):::first");
         for (node, id) in spec.nodes.iter().zip(&ids) {
@@ -86,9 +81,61 @@ impl<S: GraphState> CompiledGraph<S> {
     }
 }
 
-/// Makes a name safe inside a quoted Mermaid label.
+/// Words a Mermaid flowchart reads as syntax, never as a node id.
+const KEYWORDS: &[&str] = &[
+    "end",
+    "graph",
+    "flowchart",
+    "subgraph",
+    "direction",
+    "style",
+    "class",
+    "classdef",
+    "click",
+    "linkstyle",
+    "default",
+    "call",
+    "href",
+];
+
+/// Whether `name` can be its own node id: a plain word that is neither
+/// START, END, a Mermaid keyword, nor of the form `node_<digits>` (the ids
+/// other nodes get, which it could collide with).
+fn plain_id(name: &str) -> bool {
+    let generated = name
+        .strip_prefix("node_")
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name != START
+        && name != END
+        && !generated
+        && !KEYWORDS.contains(&name.to_ascii_lowercase().as_str())
+}
+
+/// Makes a name safe inside a quoted Mermaid label: entity codes for the
+/// characters the syntax uses, a line break for a newline.
 fn escape(name: &str) -> String {
-    name.replace('"', "#quot;")
+    name.replace('#', "#35;")
+        .replace('"', "#quot;")
         .replace('<', "#lt;")
         .replace('>', "#gt;")
+        .replace("\r\n", "<br>")
+        .replace(['\n', '\r'], "<br>")
+}
+
+/// `text` as a YAML scalar for the front matter: as it is when it is plain
+/// words, else quoted (a JSON string is a valid double-quoted YAML scalar).
+fn yaml_scalar(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text.starts_with(|c: char| c.is_alphanumeric())
+        && text
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '_' | '-' | '.'))
+        && !text.ends_with(' ');
+    if plain {
+        text.to_owned()
+    } else {
+        serde_json::Value::String(text.to_owned()).to_string()
+    }
 }

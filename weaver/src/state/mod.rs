@@ -28,7 +28,7 @@
 //!     const CHANNELS: &'static [ChannelSpec] = &[ChannelSpec::new("total", ChannelKind::Add)];
 //!     fn apply(&mut self, updates: Vec<CounterUpdate>) -> weaver::Result<()> {
 //!         for u in updates {
-//!             if let Some(v) = u.total { reduce::add(&mut self.total, v); }
+//!             if let Some(v) = u.total { reduce::add(&mut self.total, v, "total")?; }
 //!         }
 //!         Ok(())
 //!     }

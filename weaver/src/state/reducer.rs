@@ -3,11 +3,12 @@
 //! the field's type, so a misfit is one error pointing at the field.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
 use std::hash::{BuildHasher, Hash};
-use std::ops::AddAssign;
 
 use super::SharedVec;
 use crate::channel::reduce;
+use crate::error::{Error, Result};
 
 /// A field type `#[reducer(append)]` can extend: a collection that is
 /// `IntoIterator` and `Extend`s with its own items (`Vec`, `VecDeque`,
@@ -68,20 +69,67 @@ impl<T: Clone> DeltaReducer for SharedVec<T> {
     }
 }
 
-/// A field type `#[reducer(add)]` can sum (`AddAssign`).
+/// A field type `#[reducer(add)]` can sum: the integers (a sum that
+/// overflows is an error), the floats and `Duration`.
 #[diagnostic::on_unimplemented(
     message = "`#[reducer(add)]` cannot add to a field of type `{Self}`",
     label = "`add` needs a number here",
-    note = "`add` works on types with `+=` (`AddAssign<Self>`): integers, floats, `Duration`; use `#[reducer(append)]` for collections"
+    note = "`add` works on integers, floats and `Duration`; use `#[reducer(append)]` for collections or a custom `#[reducer(path::to::func)]`"
 )]
 pub trait AddReducer: Sized {
-    /// Calls [`reduce::add`].
-    fn reduce(current: &mut Self, update: Self);
+    /// Adds `update` to `current`; an overflow is [`Error::InvalidUpdate`]
+    /// naming `channel`, and leaves `current` as it was.
+    fn reduce(current: &mut Self, update: Self, channel: &str) -> Result<()>;
 }
 
-impl<T: AddAssign> AddReducer for T {
-    fn reduce(current: &mut Self, update: Self) {
-        reduce::add(current, update);
+/// The overflow error of channel `channel`.
+fn overflow(channel: &str, current: &dyn Debug, update: &dyn Debug) -> Error {
+    Error::InvalidUpdate {
+        channel: channel.to_owned(),
+        reason: format!("adding {update:?} to {current:?} overflows"),
+    }
+}
+
+macro_rules! checked_add {
+    ($($t:ty),*) => {$(
+        impl AddReducer for $t {
+            fn reduce(current: &mut Self, update: Self, channel: &str) -> Result<()> {
+                *current = current
+                    .checked_add(update)
+                    .ok_or_else(|| overflow(channel, current, &update))?;
+                Ok(())
+            }
+        }
+    )*};
+}
+
+checked_add!(
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    std::time::Duration
+);
+
+impl AddReducer for f32 {
+    fn reduce(current: &mut Self, update: Self, _: &str) -> Result<()> {
+        *current += update;
+        Ok(())
+    }
+}
+
+impl AddReducer for f64 {
+    fn reduce(current: &mut Self, update: Self, _: &str) -> Result<()> {
+        *current += update;
+        Ok(())
     }
 }
 
