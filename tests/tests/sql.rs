@@ -27,6 +27,8 @@ mod inputs;
 mod lifecycle;
 #[path = "sql/listing.rs"]
 mod listing;
+#[path = "sql/maintenance.rs"]
+mod maintenance;
 #[path = "sql/migrations.rs"]
 mod migrations;
 #[path = "sql/typed_history.rs"]

@@ -1,6 +1,7 @@
 //! Runtime tests on the in-memory saver: one binary, one module per area.
 
 mod adversarial;
+mod api_review;
 mod common;
 mod conformance;
 mod engine;

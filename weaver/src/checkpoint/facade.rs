@@ -31,6 +31,91 @@ use crate::error::{Error, Result};
 pub struct Checkpointer {
     saver: Arc<dyn Saver>,
     cache: Arc<DeltaCache>,
+    flights: Arc<Flights>,
+}
+
+/// Background writers (`durability=async`) with operations queued and not
+/// yet stored, by thread: a read of a thread waits for them, so a run cut
+/// off while its last checkpoints were still queued (a dropped stream) is
+/// seen whole by the next call, never half.
+#[derive(Debug, Default)]
+struct Flights {
+    threads: std::sync::Mutex<std::collections::HashMap<String, Vec<Arc<Flight>>>>,
+}
+
+/// One background writer's operations queued and not yet stored.
+#[derive(Debug, Default)]
+pub(crate) struct Flight {
+    pending: std::sync::atomic::AtomicUsize,
+    landed: tokio::sync::Notify,
+}
+
+impl Flight {
+    /// `n` more operations are queued.
+    pub(crate) fn queued(&self, n: usize) {
+        self.pending
+            .fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// `n` queued operations were stored (or given up after a failure).
+    pub(crate) fn landed(&self, n: usize) {
+        let before = self
+            .pending
+            .fetch_sub(n, std::sync::atomic::Ordering::SeqCst);
+        if before <= n {
+            self.landed.notify_waiters();
+        }
+    }
+
+    /// Waits until nothing is queued.
+    async fn settled(&self) {
+        loop {
+            let landed = self.landed.notified();
+            tokio::pin!(landed);
+            landed.as_mut().enable();
+            if self.pending.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            landed.await;
+        }
+    }
+}
+
+/// Unregisters its flight (and wakes whoever waits on it) when dropped: the
+/// background writer ended, however it ended.
+#[derive(Debug)]
+pub(crate) struct FlightGuard {
+    flights: Arc<Flights>,
+    thread: String,
+    flight: Arc<Flight>,
+}
+
+impl FlightGuard {
+    /// The flight it keeps registered.
+    pub(crate) fn flight(&self) -> &Arc<Flight> {
+        &self.flight
+    }
+}
+
+impl Drop for FlightGuard {
+    fn drop(&mut self) {
+        let mut threads = self
+            .flights
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(list) = threads.get_mut(&self.thread) {
+            list.retain(|f| !Arc::ptr_eq(f, &self.flight));
+            if list.is_empty() {
+                threads.remove(&self.thread);
+            }
+        }
+        drop(threads);
+        self.flight
+            .pending
+            .store(0, std::sync::atomic::Ordering::SeqCst);
+        self.flight.landed.notify_waiters();
+    }
 }
 
 async fn traced<T>(
@@ -64,6 +149,43 @@ impl Checkpointer {
         Checkpointer {
             saver,
             cache: Arc::default(),
+            flights: Arc::default(),
+        }
+    }
+
+    /// Registers a background writer of `thread`; it stays registered until
+    /// the guard is dropped.
+    pub(crate) fn take_off(&self, thread: &str) -> FlightGuard {
+        let flight = Arc::new(Flight::default());
+        self.flights
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(thread.to_owned())
+            .or_default()
+            .push(flight.clone());
+        FlightGuard {
+            flights: self.flights.clone(),
+            thread: thread.to_owned(),
+            flight,
+        }
+    }
+
+    /// Waits until no background writer has operations of `thread` queued.
+    async fn settle(&self, thread: &str) {
+        let flights: Vec<Arc<Flight>> = {
+            let threads = self
+                .flights
+                .threads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            match threads.get(thread) {
+                Some(list) => list.clone(),
+                None => return,
+            }
+        };
+        for flight in flights {
+            flight.settled().await;
         }
     }
 
@@ -97,6 +219,7 @@ impl Checkpointer {
         &self,
         target: &CheckpointRef,
     ) -> Result<Option<CheckpointTuple>> {
+        self.settle(&target.thread_id).await;
         traced("get_tuple", &target.thread_id, self.saver.get_tuple(target)).await
     }
 
@@ -129,6 +252,9 @@ impl Checkpointer {
     /// [`Saver::list`]: the records as stored, delta channels not rebuilt
     /// ([`resolve_listed`](Checkpointer::resolve_listed) does that).
     pub(crate) async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        if let Some(thread) = &filter.thread_id {
+            self.settle(thread).await;
+        }
         let thread = filter.thread_id.as_deref().unwrap_or("*");
         traced("list", thread, self.saver.list(filter)).await
     }

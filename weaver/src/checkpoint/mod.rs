@@ -2,7 +2,7 @@
 //! [`Checkpointer`] facade and the in-memory saver.
 
 pub(crate) mod delta;
-mod facade;
+pub(crate) mod facade;
 pub(crate) mod id;
 pub mod limits;
 mod memory;

@@ -163,8 +163,10 @@ impl CheckpointSource {
 }
 
 /// Metadata stored with a checkpoint; its JSON form (with `extra` flattened)
-/// is what metadata filters match.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// is what metadata filters match. An `extra` key named like a field
+/// (`source`, `step`, `parents`) is left out of that form: the engine's
+/// fields win, as in LangGraph, and the stored JSON never repeats a key.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct CheckpointMetadata {
     /// Why it was written.
     pub source: CheckpointSource,
@@ -178,7 +180,28 @@ pub struct CheckpointMetadata {
     pub extra: Map<String, Value>,
 }
 
+impl Serialize for CheckpointMetadata {
+    fn serialize<Ser: serde::Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+        use serde::ser::SerializeMap;
+        let extra = self
+            .extra
+            .iter()
+            .filter(|(k, _)| !CheckpointMetadata::RESERVED.contains(&k.as_str()));
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("source", &self.source)?;
+        map.serialize_entry("step", &self.step)?;
+        map.serialize_entry("parents", &self.parents)?;
+        for (k, v) in extra {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
 impl CheckpointMetadata {
+    /// The keys of the fields, which `extra` cannot use.
+    pub const RESERVED: [&'static str; 3] = ["source", "step", "parents"];
+
     /// Metadata with no parents or extras.
     pub fn new(source: CheckpointSource, step: i64) -> Self {
         CheckpointMetadata {

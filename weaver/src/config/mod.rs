@@ -24,7 +24,10 @@ pub enum Durability {
     /// (nothing runs in between).
     Sync,
     /// Checkpoints are stored in the background while the next step runs;
-    /// `invoke` waits for them before it returns. The default.
+    /// `invoke` waits for them before it returns, and a read of the thread
+    /// (the next run, `get_state`) waits for any still queued. The default.
+    /// On an in-process saver (nothing to overlap) or outside a tokio
+    /// runtime (no task to write in), the run writes as `Sync` does.
     #[default]
     Async,
     /// Only the checkpoint where the run ends (or stops) is stored.
@@ -179,6 +182,9 @@ impl RunConfig {
     }
 
     /// Adds a key to the metadata stored with every checkpoint of the run.
+    /// The engine's own keys (`source`, `step`, `parents`,
+    /// [`CheckpointMetadata::RESERVED`](crate::checkpoint::CheckpointMetadata::RESERVED))
+    /// keep their values: a key of the same name is not stored.
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.metadata.insert(key.into(), value.into());
         self

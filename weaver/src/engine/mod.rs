@@ -143,7 +143,10 @@ pub enum StreamEvent<S: GraphState> {
         /// The state.
         values: S,
     },
-    /// One node's update in a step.
+    /// One node's update in a step, sent as soon as the node finishes (so a
+    /// node that finished is streamed even if a sibling then fails or
+    /// interrupts the step; a node whose output came from stored pending
+    /// writes on resume is streamed too).
     Update {
         /// The step the node ran in.
         step: i64,

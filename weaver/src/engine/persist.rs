@@ -1,8 +1,11 @@
 //! Durability: when the engine's checkpoint and write operations reach the saver.
 
+use std::sync::Arc;
+
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::checkpoint::facade::Flight;
 use crate::checkpoint::{CheckpointRef, Checkpointer, NewCheckpoint, PendingWrite, WriteOp};
 use crate::config::Durability;
 use crate::error::{Error, Result};
@@ -27,31 +30,43 @@ pub(crate) struct Writer {
     held: Option<(CheckpointRef, Vec<PendingWrite>)>,
 }
 
-/// The `async` mode's queue and the task draining it.
+/// The `async` mode's queue and the task draining it, registered with the
+/// checkpointer as a flight of the run's thread (reads of the thread wait
+/// until what is queued has landed).
 struct Background {
     queue: mpsc::UnboundedSender<WriteOp>,
+    flight: Arc<Flight>,
     task: JoinHandle<Result<()>>,
 }
 
 impl Background {
-    fn start(cp: Checkpointer) -> Self {
+    fn start(cp: Checkpointer, thread: &str) -> Self {
         let (queue, mut rx) = mpsc::unbounded_channel::<WriteOp>();
+        let guard = cp.take_off(thread);
+        let flight = guard.flight().clone();
         let task = tokio::spawn(async move {
+            let _guard = guard;
             let mut failed: Option<Error> = None;
             while let Some(op) = rx.recv().await {
                 let mut group = vec![op];
                 while let Ok(more) = rx.try_recv() {
                     group.push(more);
                 }
+                let n = group.len();
                 // After a failure nothing more is written: later ops build
                 // on what failed. The first error is the run's.
                 if failed.is_none() {
                     failed = store_group(&cp, group).await.err();
                 }
+                _guard.flight().landed(n);
             }
             failed.map_or(Ok(()), Err)
         });
-        Background { queue, task }
+        Background {
+            queue,
+            flight,
+            task,
+        }
     }
 }
 
@@ -107,12 +122,19 @@ impl Writer {
     async fn send(&mut self, op: WriteOp) -> Result<()> {
         if self.mode == Durability::Async {
             let cp = &self.cp;
-            let background = self
-                .background
-                .get_or_insert_with(|| Background::start(cp.clone()));
+            let background = self.background.get_or_insert_with(|| {
+                let thread = match &op {
+                    WriteOp::Put(c) => c.thread_id.as_str(),
+                    WriteOp::Writes(t, _) => t.thread_id.as_str(),
+                };
+                Background::start(cp.clone(), thread)
+            });
             // A send fails only if the task is gone (it panicked); `flush`
             // reports that from its join handle.
-            let _ = background.queue.send(op);
+            background.flight.queued(1);
+            if background.queue.send(op).is_err() {
+                background.flight.landed(1);
+            }
             return Ok(());
         }
         match op {
@@ -201,7 +223,7 @@ impl Writer {
     /// first failure.
     pub async fn flush(&mut self) -> Result<()> {
         self.release().await?;
-        let Some(Background { queue, task }) = self.background.take() else {
+        let Some(Background { queue, task, .. }) = self.background.take() else {
             return Ok(());
         };
         drop(queue);

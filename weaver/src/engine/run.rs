@@ -506,6 +506,13 @@ impl<S: GraphState> Loop<'_, S> {
     /// Writes the `input` checkpoint: unfinished tasks are discarded and the
     /// input waits in the START channel.
     async fn apply_input(&mut self, update: S::Update) -> Result<()> {
+        // Tasks of the latest checkpoint that succeeded before the run
+        // stopped (a crash between their writes and the step's checkpoint)
+        // keep their output, as `get_state` shows it: the input comes after
+        // it. The tasks left unfinished are discarded.
+        if !self.replaying && !self.pending.is_empty() {
+            apply_succeeded(self.spec, &mut self.current, &mut self.state, &self.pending)?;
+        }
         let mut next = self.current.successor_without_values();
         for t in next_tasks(self.spec, &self.current) {
             mark_seen(self.spec, &mut next, t);
@@ -710,7 +717,11 @@ impl<S: GraphState> Loop<'_, S> {
             let writes: Vec<&PendingWrite> =
                 self.pending.iter().filter(|w| &w.task_id == id).collect();
             if succeeded(&writes) {
-                outputs[k] = Some(replay_task(self.spec, tasks[k], &writes)?);
+                let output = replay_task(self.spec, tasks[k], &writes)?;
+                // Streamed as a task that finished (LangGraph streams cached
+                // writes too).
+                send_update(&self.sink, step, self.spec.name_of(tasks[k]), &output);
+                outputs[k] = Some(output);
             } else {
                 if let Some(r) = writes.iter().find(|w| w.channel == RESUME_CHANNEL) {
                     resume[k] = Vec::<Value>::deserialize(&r.value).unwrap_or_default();
@@ -738,6 +749,7 @@ impl<S: GraphState> Loop<'_, S> {
         {
             let state = &self.state;
             let spec = self.spec;
+            let sink = &self.sink;
             let input = self.current.channel_values.get(INPUT_CHANNEL);
             let target = self.thread.as_ref().map(|t| t.at(self.current.id.clone()));
             let current_saved = self.current_saved;
@@ -798,6 +810,9 @@ impl<S: GraphState> Loop<'_, S> {
                             } else {
                                 Vec::new()
                             };
+                            // Each task's update is streamed as it finishes,
+                            // even if a sibling then fails or interrupts.
+                            send_update(sink, step, name, &output);
                             outputs[k] = Some(output);
                             w
                         }
@@ -811,6 +826,21 @@ impl<S: GraphState> Loop<'_, S> {
                             w
                         }
                     },
+                    Err(NodeError(NodeErrorKind::Interrupt(signal)))
+                        if signal.unencodable.is_some() =>
+                    {
+                        let e = Error::encode(
+                            "interrupt value",
+                            signal.unencodable.unwrap_or_default(),
+                        );
+                        let w = PendingWrite::for_task(
+                            ids[k].as_str(),
+                            name,
+                            [(ERROR_CHANNEL.to_owned(), json!({"message": e.to_string()}))],
+                        );
+                        failures.push((k, failure(name, e)));
+                        w
+                    }
                     Err(NodeError(NodeErrorKind::Interrupt(signal))) => {
                         let i = Interrupt {
                             id: signal.id,
@@ -874,15 +904,6 @@ impl<S: GraphState> Loop<'_, S> {
             updates.push(o.update);
             written.push((o.channels, o.triggers));
         }
-        let events: Vec<(String, S::Update)> = if self.sink.is_some() {
-            tasks
-                .iter()
-                .zip(&updates)
-                .map(|(t, u)| (self.spec.name_of(*t).to_owned(), u.clone()))
-                .collect()
-        } else {
-            Vec::new()
-        };
         let spec = self.spec;
         apply_caught(&mut self.state, updates, || {
             tasks
@@ -916,19 +937,28 @@ impl<S: GraphState> Loop<'_, S> {
         next.channel_values = self.encode_state()?;
         self.commit(next, CheckpointSource::Loop, step).await?;
         if let Some(sink) = &self.sink {
-            for (node, update) in events {
-                let _ = sink.send(StreamItem::Event(StreamEvent::Update {
-                    step,
-                    node,
-                    update,
-                }));
-            }
             let _ = sink.send(StreamItem::Event(StreamEvent::Values {
                 step,
                 values: self.state.clone(),
             }));
         }
         Ok(None)
+    }
+}
+
+/// Streams a finished task's update (when the run is streamed).
+fn send_update<S: GraphState>(
+    sink: &Option<UnboundedSender<Event<S>>>,
+    step: i64,
+    node: &str,
+    output: &TaskOutput<S>,
+) {
+    if let Some(sink) = sink {
+        let _ = sink.send(StreamItem::Event(StreamEvent::Update {
+            step,
+            node: node.to_owned(),
+            update: output.update.clone(),
+        }));
     }
 }
 
@@ -990,6 +1020,58 @@ pub(crate) fn apply_caught<S: GraphState>(
             source: msg.into(),
         }),
     }
+}
+
+/// Applies to `checkpoint` and `state` the outputs of the checkpoint's tasks
+/// whose `writes` show they succeeded: each is marked as having run, the
+/// channels and triggers it wrote get a new version, and its update merges
+/// into the state in task order.
+pub(crate) fn apply_succeeded<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint: &mut Checkpoint,
+    state: &mut S,
+    writes: &[PendingWrite],
+) -> Result<()> {
+    let mut done = Vec::new();
+    for node in next_tasks(spec, checkpoint).into_iter().flatten() {
+        let id = task_id(&checkpoint.id, spec.name_of(Some(node)));
+        let own: Vec<&PendingWrite> = writes.iter().filter(|w| w.task_id == id).collect();
+        if succeeded(&own) {
+            done.push((node, replay_task(spec, Some(node), &own)?));
+        }
+    }
+    if done.is_empty() {
+        return Ok(());
+    }
+    let version = checkpoint
+        .channel_versions
+        .values()
+        .max()
+        .copied()
+        .unwrap_or(0)
+        + 1;
+    for (node, _) in &done {
+        mark_seen(spec, checkpoint, Some(*node));
+    }
+    for (_, out) in &done {
+        for ch in &out.channels {
+            checkpoint.channel_versions.insert(ch.clone(), version);
+        }
+        for t in &out.triggers {
+            if let Target::Node(i) = t {
+                checkpoint
+                    .channel_versions
+                    .insert(spec.nodes[*i].trigger.clone(), version);
+            }
+        }
+    }
+    let names: Vec<&str> = done.iter().map(|(n, _)| spec.name_of(Some(*n))).collect();
+    let names = names.join(", ");
+    apply_caught(
+        state,
+        done.into_iter().map(|(_, o)| o.update).collect(),
+        || names,
+    )
 }
 
 /// The targets a task triggers: static edges, routers (given the state with

@@ -85,6 +85,8 @@ impl Runtime {
     /// resumed; until then it returns an [`InterruptSignal`] that `?` turns
     /// into the node's result, which stops the run. On resume the node runs
     /// again from its start, so code before the call must be safe to repeat.
+    /// A value JSON cannot hold (a map with non-string keys, a NaN) fails
+    /// the node with an encode error instead of pausing.
     ///
     /// ```
     /// # use weaver::{Runtime, NodeError};
@@ -99,11 +101,19 @@ impl Runtime {
         if let Some(v) = self.resume.get(index) {
             return Ok(v.clone());
         }
-        let value = serde_json::to_value(value)
-            .unwrap_or_else(|e| Value::String(format!("unserializable interrupt value: {e}")));
+        // A value JSON cannot hold fails the node (as an encode error)
+        // instead of pausing with something else in its place.
+        let encoded = super::finite::check(&value)
+            .map_err(|e| e.to_string())
+            .and_then(|()| serde_json::to_value(&value).map_err(|e| e.to_string()));
+        let (value, unencodable) = match encoded {
+            Ok(v) => (v, None),
+            Err(e) => (Value::Null, Some(e)),
+        };
         Err(InterruptSignal {
             id: interrupt_id(&self.task_id, index),
             value,
+            unencodable,
         })
     }
 }
@@ -119,6 +129,9 @@ pub(crate) fn interrupt_id(task_id: &str, index: usize) -> String {
 pub struct InterruptSignal {
     pub(crate) id: String,
     pub(crate) value: Value,
+    /// Why the value given to `interrupt` could not be encoded, if it could
+    /// not: the node then fails instead of pausing.
+    pub(crate) unencodable: Option<String>,
 }
 
 impl InterruptSignal {

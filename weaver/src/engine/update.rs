@@ -1,8 +1,8 @@
 //! Editing a thread: `update_state` and `bulk_update_state`.
 
 use super::run::{
-    apply_caught, decode_state, delta_channels, encode_object, mark_seen, next_tasks, replay_task,
-    route, succeeded, task_id, trigger_of,
+    apply_caught, apply_succeeded, decode_state, delta_channels, encode_object, mark_seen,
+    next_tasks, route, trigger_of,
 };
 use crate::checkpoint::delta::{DeltaBase, compact};
 use crate::checkpoint::{
@@ -77,58 +77,6 @@ fn resolve_as_node<S: GraphState>(spec: &Spec<S>, name: &str) -> Result<Writer> 
                 node: name.to_owned(),
             }),
     }
-}
-
-/// Applies to `checkpoint` and `state` the outputs of the checkpoint's tasks
-/// whose `writes` show they succeeded: each is marked as having run, the
-/// channels and triggers it wrote get a new version, and its update merges
-/// into the state in task order.
-fn apply_succeeded<S: GraphState>(
-    spec: &Spec<S>,
-    checkpoint: &mut crate::checkpoint::Checkpoint,
-    state: &mut S,
-    writes: &[PendingWrite],
-) -> Result<()> {
-    let mut done = Vec::new();
-    for node in next_tasks(spec, checkpoint).into_iter().flatten() {
-        let id = task_id(&checkpoint.id, spec.name_of(Some(node)));
-        let own: Vec<&PendingWrite> = writes.iter().filter(|w| w.task_id == id).collect();
-        if succeeded(&own) {
-            done.push((node, replay_task(spec, Some(node), &own)?));
-        }
-    }
-    if done.is_empty() {
-        return Ok(());
-    }
-    let version = checkpoint
-        .channel_versions
-        .values()
-        .max()
-        .copied()
-        .unwrap_or(0)
-        + 1;
-    for (node, _) in &done {
-        mark_seen(spec, checkpoint, Some(*node));
-    }
-    for (_, out) in &done {
-        for ch in &out.channels {
-            checkpoint.channel_versions.insert(ch.clone(), version);
-        }
-        for t in &out.triggers {
-            if let Target::Node(i) = t {
-                checkpoint
-                    .channel_versions
-                    .insert(spec.nodes[*i].trigger.clone(), version);
-            }
-        }
-    }
-    let names: Vec<&str> = done.iter().map(|(n, _)| spec.name_of(Some(*n))).collect();
-    let names = names.join(", ");
-    apply_caught(
-        state,
-        done.into_iter().map(|(_, o)| o.update).collect(),
-        || names,
-    )
 }
 
 /// Writes one `update` checkpoint per step on top of the checkpoint `config`

@@ -195,14 +195,24 @@ impl<S: GraphState> CompiledGraph<S> {
 
     /// Runs like [`invoke`](CompiledGraph::invoke) in a background task and
     /// yields each node's update and the state after each step; the last item
-    /// is the run's result. Dropping the stream stops the run after its
-    /// current operation.
+    /// is the run's result. Dropping the stream stops the run at its next
+    /// await; checkpoints it queued are still written, and the next call on
+    /// the thread waits for them.
+    ///
+    /// The background task needs a tokio runtime: called outside one, the
+    /// stream's only item is `Done` with [`Error::InvalidArgument`].
     pub fn stream(&self, input: impl Into<Input<S>>, config: &RunConfig) -> RunStream<S> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            let _ = tx.send(StreamItem::Done(Err(Error::invalid_argument(
+                "`stream` runs the graph in a tokio task: call it within a tokio runtime, or use `invoke`",
+            ))));
+            return RunStream { rx, handle: None };
+        };
         let graph = self.clone();
         let config = config.clone();
         let input = input.into();
-        let handle = tokio::spawn(async move {
+        let handle = runtime.spawn(async move {
             let result = Loop::run(
                 &graph.inner.spec,
                 graph.inner.checkpointer.as_ref(),
@@ -214,7 +224,10 @@ impl<S: GraphState> CompiledGraph<S> {
             .await;
             let _ = tx.send(StreamItem::Done(result));
         });
-        RunStream { rx, handle }
+        RunStream {
+            rx,
+            handle: Some(handle),
+        }
     }
 }
 
@@ -228,7 +241,8 @@ impl<S: GraphState> From<S> for Input<S> {
 #[derive(Debug)]
 pub struct RunStream<S: GraphState> {
     rx: mpsc::UnboundedReceiver<StreamItem<S>>,
-    handle: JoinHandle<()>,
+    /// The run's task (none when there was no runtime to run it on).
+    handle: Option<JoinHandle<()>>,
 }
 
 impl<S: GraphState> futures_core::Stream for RunStream<S> {
@@ -241,6 +255,8 @@ impl<S: GraphState> futures_core::Stream for RunStream<S> {
 
 impl<S: GraphState> Drop for RunStream<S> {
     fn drop(&mut self) {
-        self.handle.abort();
+        if let Some(handle) = &self.handle {
+            handle.abort();
+        }
     }
 }

@@ -1032,8 +1032,12 @@ macro_rules! impl_sql_saver {
                         // it, one index range (which PostgreSQL plans well even
                         // before its tables have statistics), several per query.
                         // A line that leaves its range (a fork) follows the links.
+                        // `below` is a hint: one past what SQL stores (above
+                        // i64::MAX) is no commit order, and the links are followed.
                         let by_range = |q: &LineageRequest| {
-                            q.below.is_some() && q.count > 0 && q.from.checkpoint_id.is_some()
+                            q.below.is_some_and(|b| i64::try_from(b).is_ok())
+                                && q.count > 0
+                                && q.from.checkpoint_id.is_some()
                         };
                         let ranged: Vec<&LineageRequest> = requests.iter().filter(|q| by_range(q)).collect();
                         let mut found = Vec::with_capacity(ranged.len());
