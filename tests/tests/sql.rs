@@ -5,6 +5,8 @@
 
 #[path = "sql/codec.rs"]
 mod codec;
+#[path = "sql/codec_review.rs"]
+mod codec_review;
 #[path = "sql/common.rs"]
 mod common;
 #[path = "sql/concurrency.rs"]

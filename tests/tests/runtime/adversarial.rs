@@ -460,14 +460,15 @@ async fn a_dropped_stream_stops_the_run_and_the_thread_resumes() {
 
 #[tokio::test]
 async fn recursion_limit_at_the_boundary_and_resume_after_it() {
-    // The two-step graph takes three super-steps (START, node_a, node_b).
+    // The two-step graph takes two super-steps of nodes (node_a, node_b);
+    // taking in the input does not count, as in LangGraph.
     let graph = two_step(&InMemorySaver::new());
-    let ok = RunConfig::thread("ok").recursion_limit(3);
+    let ok = RunConfig::thread("ok").recursion_limit(2);
     let end = done(graph.invoke(Steps::default(), &ok).await);
     assert_eq!(end.bar, ["a", "b"]);
-    let short = RunConfig::thread("short").recursion_limit(2);
+    let short = RunConfig::thread("short").recursion_limit(1);
     let err = graph.invoke(Steps::default(), &short).await.unwrap_err();
-    assert!(matches!(err, Error::RecursionLimit { limit: 2 }), "{err}");
+    assert!(matches!(err, Error::RecursionLimit { limit: 1 }), "{err}");
     let snap = graph.get_state(&short).await.unwrap();
     assert_eq!(
         (&snap.next, &snap.values.bar),
@@ -475,10 +476,11 @@ async fn recursion_limit_at_the_boundary_and_resume_after_it() {
     );
     let end = done(graph.continue_run(&RunConfig::thread("short")).await);
     assert_eq!(end.bar, ["a", "b"]);
-    // Limit 0 runs nothing but is still a typed error.
+    // Limit 0 is refused before anything is written.
     let zero = RunConfig::thread("zero").recursion_limit(0);
     let err = graph.invoke(Steps::default(), &zero).await.unwrap_err();
-    assert!(matches!(err, Error::RecursionLimit { limit: 0 }), "{err}");
+    assert!(matches!(err, Error::InvalidConfig { .. }), "{err}");
+    assert!(graph.get_state(&zero).await.unwrap().metadata.is_none());
 }
 
 #[tokio::test]

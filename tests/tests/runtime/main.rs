@@ -5,6 +5,7 @@ mod api_review;
 mod common;
 mod conformance;
 mod engine;
+mod graph_review;
 mod history;
 mod interrupts;
 mod pending;

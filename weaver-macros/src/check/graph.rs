@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 
 use proc_macro2::Span;
 use syn::Ident;
+use syn::ext::IdentExt;
 
 use crate::ast::graph::{Endpoint, GraphDecl};
 use crate::ctxt::{Errors, closest};
@@ -42,7 +43,7 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
     // Node names.
     let mut index: HashMap<String, usize> = HashMap::new();
     for (i, node) in decl.nodes.iter().enumerate() {
-        let name = node.name.to_string();
+        let name = node.name.unraw().to_string();
         if name == "START" || name == "END" {
             errors.spanned(
                 &node.name,
@@ -61,7 +62,11 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
             );
         }
     }
-    let names: Vec<String> = decl.nodes.iter().map(|n| n.name.to_string()).collect();
+    let names: Vec<String> = decl
+        .nodes
+        .iter()
+        .map(|n| n.name.unraw().to_string())
+        .collect();
 
     // Edges: None = START as a source.
     let mut out: Vec<Vec<Target>> = vec![Vec::new(); decl.nodes.len()];
@@ -126,6 +131,14 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
     // Goto destinations count as edges: a node reached only through a
     // `Command` goto is reachable.
     for goto in &decl.gotos {
+        if let Endpoint::Start(ident) = &goto.from {
+            errors.spanned(
+                ident,
+                "START returns no `Command`, so it has no goto destinations; \
+                 use an edge or a conditional edge from START",
+            );
+            continue;
+        }
         let (s, _) = resolve(&goto.from, true, false, "goto", &index, &names, errors);
         if goto.targets.is_empty() {
             errors.at(
@@ -150,7 +163,7 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
         ("interrupt_after", &decl.interrupt_after),
     ] {
         for ident in list {
-            if !index.contains_key(&ident.to_string()) {
+            if !index.contains_key(&ident.unraw().to_string()) {
                 unknown_node(ident, &names, errors, &format!("`{option}` names"));
             }
         }
@@ -269,7 +282,7 @@ fn resolve(
             }
             (None, Some(Target::End))
         }
-        Endpoint::Node(ident) => match index.get(&ident.to_string()) {
+        Endpoint::Node(ident) => match index.get(&ident.unraw().to_string()) {
             Some(i) => (Some(Some(*i)), Some(Target::Node(*i))),
             None => {
                 let context = if as_target { "to" } else { "from" };

@@ -3,6 +3,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
+use syn::ext::IdentExt;
 
 use crate::ast::graph::{Endpoint, GraphDecl};
 use crate::check;
@@ -26,7 +27,7 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
         return quote!({ #errors ::weaver::Graph::<#state>::new(#name) });
     }
     let nodes = decl.nodes.iter().map(|node| {
-        let lit = node.name.to_string();
+        let lit = node.name.unraw().to_string();
         let func = &node.func;
         // Spanned at the node's name: a function that does not fit the state
         // is reported there, through `IntoNode`'s `on_unimplemented`.
@@ -60,7 +61,7 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
         (quote!(interrupt_after), &decl.interrupt_after),
     ] {
         if !list.is_empty() {
-            let names = list.iter().map(|i| i.to_string());
+            let names = list.iter().map(|i| i.unraw().to_string());
             interrupts.push(quote!(.#method([#(#names),*])));
         }
     }
@@ -95,7 +96,7 @@ fn endpoint(end: &Endpoint) -> TokenStream {
         Endpoint::Start(_) => quote!(::weaver::START),
         Endpoint::End(_) => quote!(::weaver::END),
         Endpoint::Node(ident) => {
-            let lit = ident.to_string();
+            let lit = ident.unraw().to_string();
             quote!(#lit)
         }
     }

@@ -137,11 +137,30 @@ const CACHE_ENTRIES: usize = 256;
 /// ...holding at most this many items in all.
 const CACHE_ITEMS: usize = 1 << 20;
 
+/// How many thread deletions (and deleting prunes) this process has made
+/// through any weaver saver. A checkpoint's record never changes while it
+/// exists, but a deleted thread's ids may be stored again with other
+/// records (a restore, a redaction): cached values are trusted only while
+/// no deletion happened since they were cached. Deletions made by another
+/// process are not seen; a tool there that rewrites records under existing
+/// ids must be followed by fresh checkpointers and graphs here.
+static DELETIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Records a deletion: every cache entry made before it is dropped on use.
+pub(crate) fn note_deletion() {
+    DELETIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The current deletion count, stored with each cache entry.
+pub(crate) fn deletions() -> u64 {
+    DELETIONS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Full values of delta channels at checkpoints this process stored or
 /// rebuilt lately, by (thread, namespace, checkpoint id), so that a thread's
 /// next read rebuilds from them instead of reading its lineage again. A
-/// stored checkpoint never changes, so an entry stays true until its thread
-/// is deleted (entries are dropped then) and its ids are reused.
+/// stored checkpoint never changes, so an entry stays true until a deletion
+/// ([`note_deletion`]) lets its ids be reused.
 #[derive(Default)]
 pub(crate) struct DeltaCache {
     inner: Mutex<CacheInner>,
@@ -163,6 +182,9 @@ struct CacheInner {
     map: HashMap<Key, Values>,
     order: VecDeque<Key>,
     items: usize,
+    /// [`deletions`] when the entries were made; a later deletion empties
+    /// the cache on its next use.
+    epoch: u64,
 }
 
 fn items_of(values: &Values) -> usize {
@@ -172,7 +194,15 @@ fn items_of(values: &Values) -> usize {
 impl DeltaCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
         // The map stays consistent whatever panicked while it was held.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        let mut c = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let now = deletions();
+        if c.epoch != now {
+            *c = CacheInner {
+                epoch: now,
+                ..CacheInner::default()
+            };
+        }
+        c
     }
 
     /// Remembers the full values of delta channels at checkpoint `at`.
@@ -206,7 +236,9 @@ impl DeltaCache {
     /// Drops every entry of `thread_id`.
     pub(crate) fn forget_thread(&self, thread_id: &str) {
         let mut c = self.lock();
-        let CacheInner { map, order, items } = &mut *c;
+        let CacheInner {
+            map, order, items, ..
+        } = &mut *c;
         map.retain(|k, v| {
             let keep = k.0 != thread_id;
             if !keep {

@@ -348,12 +348,14 @@ impl Checkpointer {
     /// [`Saver::delete_thread`].
     pub async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         self.cache.forget_thread(thread_id);
-        traced(
+        let out = traced(
             "delete_thread",
             thread_id,
             self.saver.delete_thread(thread_id),
         )
-        .await
+        .await;
+        delta::note_deletion();
+        out
     }
 
     /// [`Saver::prune`].
@@ -363,7 +365,11 @@ impl Checkpointer {
                 self.cache.forget_thread(t);
             }
         }
-        traced("prune", "*", self.saver.prune(thread_ids, strategy)).await
+        let out = traced("prune", "*", self.saver.prune(thread_ids, strategy)).await;
+        if strategy == PruneStrategy::Delete {
+            delta::note_deletion();
+        }
+        out
     }
 
     /// [`Saver::list_threads`].

@@ -58,6 +58,8 @@ pub struct RunConfig {
     recursion_limit: Option<usize>,
     durability: Option<Durability>,
     metadata: Map<String, Value>,
+    configurable: Map<String, Value>,
+    max_concurrency: Option<usize>,
     context: Option<Arc<dyn Any + Send + Sync>>,
 }
 
@@ -70,6 +72,8 @@ impl fmt::Debug for RunConfig {
             .field("recursion_limit", &self.recursion_limit)
             .field("durability", &self.durability)
             .field("metadata", &self.metadata)
+            .field("configurable", &self.configurable)
+            .field("max_concurrency", &self.max_concurrency)
             .field("context", &self.context.as_ref().map(|_| ".."))
             .finish()
     }
@@ -84,21 +88,26 @@ impl RunConfig {
         }
     }
 
-    /// Parses the LangGraph shape:
-    /// `{"configurable": {"thread_id", "checkpoint_ns", "checkpoint_id"}, "recursion_limit", "metadata"}`.
+    /// Parses the LangGraph shape: `{"configurable": {"thread_id",
+    /// "checkpoint_ns", "checkpoint_id", ...}, "recursion_limit",
+    /// "max_concurrency", "durability", "metadata"}`. As in LangGraph, a
+    /// `null` value means unset, other `configurable` keys are kept (see
+    /// [`get_configurable`](RunConfig::get_configurable)), and `tags`,
+    /// `run_name` and `callbacks` (tracing only) are accepted and ignored. A
+    /// value of the wrong type is [`Error::InvalidConfig`].
     pub fn from_json(value: &Value) -> Result<Self> {
         let bad = |reason: String| Error::InvalidConfig { reason };
         let obj = value
             .as_object()
             .ok_or_else(|| bad("expected a JSON object".into()))?;
         let mut config = RunConfig::default();
-        for (key, v) in obj {
+        for (key, v) in obj.iter().filter(|(_, v)| !v.is_null()) {
             match key.as_str() {
                 "configurable" => {
                     let conf = v
                         .as_object()
                         .ok_or_else(|| bad("`configurable` must be an object".into()))?;
-                    for (ck, cv) in conf {
+                    for (ck, cv) in conf.iter().filter(|(_, v)| !v.is_null()) {
                         let as_str = || {
                             cv.as_str()
                                 .map(str::to_owned)
@@ -108,7 +117,10 @@ impl RunConfig {
                             "thread_id" => config.thread_id = Some(as_str()?),
                             "checkpoint_ns" => config.checkpoint_ns = as_str()?,
                             "checkpoint_id" => config.checkpoint_id = Some(as_str()?),
-                            _ => {} // other configurable keys belong to the application
+                            // Other keys belong to the application.
+                            _ => {
+                                config.configurable.insert(ck.clone(), cv.clone());
+                            }
                         }
                     }
                 }
@@ -117,6 +129,12 @@ impl RunConfig {
                         bad("`recursion_limit` must be a positive integer".into())
                     })?;
                     config.recursion_limit = Some(n as usize);
+                }
+                "max_concurrency" => {
+                    let n = v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                        bad("`max_concurrency` must be a positive integer".into())
+                    })?;
+                    config.max_concurrency = Some(usize::try_from(n).unwrap_or(usize::MAX));
                 }
                 "durability" => {
                     config.durability = Some(
@@ -130,7 +148,13 @@ impl RunConfig {
                         .cloned()
                         .ok_or_else(|| bad("`metadata` must be an object".into()))?;
                 }
-                _ => {}
+                // Tracing only in LangGraph.
+                "tags" | "run_name" | "callbacks" | "run_id" => {}
+                other => {
+                    return Err(bad(format!(
+                        "`{other}` is not a run config key weaver knows (configurable, recursion_limit, max_concurrency, durability, metadata, tags, run_name, callbacks, run_id)"
+                    )));
+                }
             }
         }
         Ok(config)
@@ -146,10 +170,19 @@ impl RunConfig {
         if let Some(id) = &self.checkpoint_id {
             conf.insert("checkpoint_id".into(), json!(id));
         }
+        for (k, v) in &self.configurable {
+            conf.insert(k.clone(), v.clone());
+        }
         let mut out = Map::new();
         out.insert("configurable".into(), Value::Object(conf));
         if let Some(n) = self.recursion_limit {
             out.insert("recursion_limit".into(), json!(n));
+        }
+        if let Some(n) = self.max_concurrency {
+            out.insert("max_concurrency".into(), json!(n));
+        }
+        if let Some(d) = self.durability {
+            out.insert("durability".into(), json!(d));
         }
         if !self.metadata.is_empty() {
             out.insert("metadata".into(), Value::Object(self.metadata.clone()));
@@ -169,7 +202,8 @@ impl RunConfig {
         self
     }
 
-    /// Sets how many super-steps a run may take.
+    /// Sets how many super-steps of nodes a run may take (at least 1; the
+    /// step that takes in the input does not count, as in LangGraph).
     pub fn recursion_limit(mut self, limit: usize) -> Self {
         self.recursion_limit = Some(limit);
         self
@@ -179,6 +213,48 @@ impl RunConfig {
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = Some(durability);
         self
+    }
+
+    /// Sets an application key of `configurable` (LangGraph's
+    /// `config["configurable"][key]`): nodes read it with
+    /// [`get_configurable`](RunConfig::get_configurable) through their
+    /// `Runtime`'s config, and a string, number or boolean under a key not
+    /// starting with `__` is also stored in each checkpoint's metadata
+    /// (unless [`metadata`](RunConfig::metadata) sets that key), so history
+    /// can be filtered by it.
+    pub fn configurable(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.configurable.insert(key.into(), value.into());
+        self
+    }
+
+    /// The application keys of `configurable`.
+    pub fn get_configurable(&self) -> &Map<String, Value> {
+        &self.configurable
+    }
+
+    /// Runs at most `n` of a step's tasks at once (default: all of them).
+    pub fn max_concurrency(mut self, n: usize) -> Self {
+        self.max_concurrency = Some(n.max(1));
+        self
+    }
+
+    /// How many of a step's tasks may run at once.
+    pub fn get_max_concurrency(&self) -> usize {
+        self.max_concurrency.unwrap_or(usize::MAX)
+    }
+
+    /// The metadata a checkpoint of this run stores besides the engine's own
+    /// keys: [`metadata`](RunConfig::metadata), then the scalar
+    /// [`configurable`](RunConfig::configurable) keys it does not set.
+    pub(crate) fn checkpoint_extra(&self) -> Map<String, Value> {
+        let mut extra = self.metadata.clone();
+        for (k, v) in &self.configurable {
+            let scalar = v.is_string() || v.is_number() || v.is_boolean();
+            if scalar && !k.starts_with("__") && !extra.contains_key(k) {
+                extra.insert(k.clone(), v.clone());
+            }
+        }
+        extra
     }
 
     /// Adds a key to the metadata stored with every checkpoint of the run.

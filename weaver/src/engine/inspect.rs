@@ -302,11 +302,13 @@ pub(crate) async fn history<S: GraphState>(
 /// each recent history, and each checkpoint `get_state` read. The next
 /// history of the same thread starts from them, and the next `get_state` of
 /// the same checkpoint clones them, instead of rebuilding and decoding the
-/// whole value again. A checkpoint's values never change, so an entry is
-/// never stale; the cache holds [`SNAPSHOT_CACHE_ENTRIES`] at most, the
+/// whole value again. A checkpoint's values never change while it exists;
+/// a deletion in this process ([`delta::note_deletion`]) empties the cache,
+/// since a deleted thread's ids may be stored again. The cache holds [`SNAPSHOT_CACHE_ENTRIES`] at most, the
 /// oldest entry leaving first.
 pub(crate) struct SnapshotCache<S> {
-    entries: std::sync::Mutex<std::collections::VecDeque<(delta::Key, S)>>,
+    /// The entries, and [`delta::deletions`] when they were made.
+    entries: std::sync::Mutex<(u64, std::collections::VecDeque<(delta::Key, S)>)>,
 }
 
 /// How many snapshots a [`SnapshotCache`] keeps.
@@ -315,24 +317,33 @@ const SNAPSHOT_CACHE_ENTRIES: usize = 8;
 impl<S: Clone> SnapshotCache<S> {
     pub(crate) fn new() -> Self {
         SnapshotCache {
-            entries: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            entries: std::sync::Mutex::new((delta::deletions(), std::collections::VecDeque::new())),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(delta::Key, S)>> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, (u64, std::collections::VecDeque<(delta::Key, S)>)> {
         // Entries are whole values whatever panicked while it was held.
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let now = delta::deletions();
+        if entries.0 != now {
+            *entries = (now, std::collections::VecDeque::new());
+        }
+        entries
     }
 
     fn get(&self, key: &delta::Key) -> Option<S> {
         self.lock()
+            .1
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.clone())
     }
 
     fn remember(&self, key: delta::Key, values: &S) {
-        let mut entries = self.lock();
+        let mut guard = self.lock();
+        let entries = &mut guard.1;
         if entries.iter().any(|(k, _)| *k == key) {
             return;
         }

@@ -261,6 +261,12 @@ impl<'g, S: GraphState> Loop<'g, S> {
         sink: Option<UnboundedSender<Event<S>>>,
         store: Option<Arc<dyn crate::store::Store>>,
     ) -> Result<Outcome<S>> {
+        // Checked before anything is read or written.
+        if config.get_recursion_limit() == 0 {
+            return Err(Error::InvalidConfig {
+                reason: "recursion_limit must be at least 1".into(),
+            });
+        }
         let mut lp = Loop::load(spec, cp, config, sink, store).await?;
         let mut skip_before = false;
         match input {
@@ -378,7 +384,7 @@ impl<S: GraphState> Loop<'_, S> {
         step: i64,
     ) -> Result<()> {
         let mut metadata = CheckpointMetadata::new(source, step);
-        metadata.extra = self.config.get_metadata().clone();
+        metadata.extra = self.config.checkpoint_extra();
         let mut checkpoint = checkpoint;
         let mut saved = false;
         if let (Some(writer), Some(thread)) = (self.writer.as_mut(), &self.thread)
@@ -460,7 +466,7 @@ impl<S: GraphState> Loop<'_, S> {
         if !self.current_saved {
             if let Some(thread) = &self.thread {
                 let mut metadata = CheckpointMetadata::new(CheckpointSource::Loop, self.step);
-                metadata.extra = self.config.get_metadata().clone();
+                metadata.extra = self.config.checkpoint_extra();
                 if self.step == -1 || self.current.channel_values.contains_key(INPUT_CHANNEL) {
                     metadata.source = CheckpointSource::Input;
                 }
@@ -538,6 +544,23 @@ impl<S: GraphState> Loop<'_, S> {
         Ok(())
     }
 
+    /// Whether `id` is the id of a static stop (`interrupt_before`/`after`)
+    /// at the current checkpoint.
+    fn is_static_stop(&self, id: &str) -> bool {
+        let Some(stop) = id
+            .strip_suffix(self.current.id.as_str())
+            .and_then(|s| s.strip_suffix(':'))
+        else {
+            return false;
+        };
+        let (flags, node) = match stop.split_once(':') {
+            Some(("before", node)) => (&self.spec.interrupt_before, node),
+            Some(("after", node)) => (&self.spec.interrupt_after, node),
+            _ => return false,
+        };
+        self.spec.index.get(node).is_some_and(|i| flags[*i])
+    }
+
     /// Interrupts recorded on the current checkpoint and not answered yet:
     /// (task id, node, interrupt).
     fn pending_interrupts(&self) -> Vec<(String, String, Interrupt)> {
@@ -581,9 +604,19 @@ impl<S: GraphState> Loop<'_, S> {
             // A static interrupt leaves tasks to run but nothing to answer:
             // resuming it takes no value, and a value no `interrupt` asked
             // for is refused rather than dropped.
+            // A static stop's id (from `interrupt_before`/`after`) may key
+            // the map; other ids are unknown.
             let answers_nothing = match &resume {
                 Resume::Value(v) => v.is_null(),
-                Resume::Map(m) => m.is_empty(),
+                Resume::Map(m) => {
+                    if let Some(id) = m.keys().find(|id| !self.is_static_stop(id)) {
+                        return Err(Error::UnknownInterrupt {
+                            thread_id,
+                            interrupt_id: id.clone(),
+                        });
+                    }
+                    m.values().all(Value::is_null)
+                }
             };
             if next_tasks(self.spec, &self.current).is_empty() || !answers_nothing {
                 return Err(Error::NoPendingInterrupt { thread_id });
@@ -649,15 +682,21 @@ impl<S: GraphState> Loop<'_, S> {
                 }
             }
             skip_before = false;
-            if steps == limit {
-                return Err(Error::RecursionLimit { limit });
+            // The step that only takes in the input (START's) is not one of
+            // the limit's super-steps, as in LangGraph.
+            if tasks.iter().any(Option::is_some) {
+                if steps == limit {
+                    return Err(Error::RecursionLimit { limit });
+                }
+                steps += 1;
             }
-            steps += 1;
             if let Some(interrupts) = self.run_step(&tasks).await? {
                 return Ok(self.interrupted(interrupts));
             }
+            // Also after a step that leads to END: the node ran, and the
+            // caller asked to look at its result first.
             let stops = self.static_stops(&tasks, &self.spec.interrupt_after, InterruptWhen::After);
-            if !stops.is_empty() && !next_tasks(self.spec, &self.current).is_empty() {
+            if !stops.is_empty() {
                 return Ok(self.interrupted(stops));
             }
         }
@@ -750,6 +789,7 @@ impl<S: GraphState> Loop<'_, S> {
             let state = &self.state;
             let spec = self.spec;
             let sink = &self.sink;
+            let max_concurrency = self.config.get_max_concurrency();
             let input = self.current.channel_values.get(INPUT_CHANNEL);
             let target = self.thread.as_ref().map(|t| t.at(self.current.id.clone()));
             let current_saved = self.current_saved;
@@ -786,16 +826,28 @@ impl<S: GraphState> Loop<'_, S> {
             } else {
                 None
             };
+            // At most `max_concurrency` tasks run at once; each one that
+            // finishes lets the next start.
+            let mut queued = to_run.iter().copied();
             let mut running: FuturesUnordered<_> = if single.is_some() {
                 FuturesUnordered::new()
             } else {
-                to_run.iter().map(|k| run_task(*k)).collect()
+                queued
+                    .by_ref()
+                    .take(max_concurrency)
+                    .map(run_task)
+                    .collect()
             };
             loop {
                 let (k, result) = match single.take() {
                     Some(done) => done,
                     None => match running.next().await {
-                        Some(done) => done,
+                        Some(done) => {
+                            if let Some(next) = queued.next() {
+                                running.push(run_task(next));
+                            }
+                            done
+                        }
                         None => break,
                     },
                 };

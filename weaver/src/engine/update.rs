@@ -205,7 +205,7 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         next.channel_values = encode_object("state", &state)?;
         step = if step == -2 { -1 } else { step + 1 };
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step);
-        metadata.extra = config.get_metadata().clone();
+        metadata.extra = config.checkpoint_extra();
         let mut record = next.clone();
         let (record_base, cut) = compact(&mut record, &delta_channels, delta_base.as_ref());
         entries.push(BatchEntry {

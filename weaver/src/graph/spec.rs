@@ -203,6 +203,17 @@ pub(crate) fn build<S: GraphState>(graph: Graph<S>, options: &Compile) -> Result
     }
     for (from, targets) in &destinations {
         for to in targets {
+            // START only takes in the input: it never returns a `Command`,
+            // so a goto from it could never fire (and must not count as an
+            // entry point).
+            if from == START {
+                return Err(GraphError::InvalidEdge {
+                    from: from.to_owned(),
+                    to: to.clone(),
+                    reason: "START returns no `Command`, so it has no goto destinations; use an edge or a conditional edge from START",
+                }
+                .into());
+            }
             let s = source(from, to)?;
             let t = target(from, to)?;
             match s {

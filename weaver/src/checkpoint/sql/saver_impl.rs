@@ -112,6 +112,16 @@ macro_rules! impl_sql_saver {
                     || message.contains("has no column named")
             }
 
+            /// Notes a deletion ([`delta::note_deletion`]) when dropped,
+            /// however the deleting call ended.
+            struct DeletionNote;
+
+            impl Drop for DeletionNote {
+                fn drop(&mut self) {
+                    delta::note_deletion();
+                }
+            }
+
             impl $saver {
                 /// The outcome of `call` (one `Saver` operation), except that
                 /// a failure because a table or column is missing becomes the
@@ -960,6 +970,9 @@ macro_rules! impl_sql_saver {
                 }
 
                 async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+                    // Cached values of this process no longer hold once the
+                    // thread's ids may be stored again.
+                    let _deleted = DeletionNote;
                     self.rechecked(async {
                         let op = "delete_thread";
                         self.ensure_migrated().await?;
@@ -978,6 +991,7 @@ macro_rules! impl_sql_saver {
                 }
 
                 async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
+                    let _deleted = (strategy == PruneStrategy::Delete).then_some(DeletionNote);
                     self.rechecked(async {
                         let op = "prune";
                         self.ensure_migrated().await?;

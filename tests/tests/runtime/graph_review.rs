@@ -1,0 +1,471 @@
+//! Review: `graph!` against the equivalent builder graph, `Compile` options
+//! at run time, `RunConfig::from_json` and checkpoint namespaces.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weaver::InterruptWhen;
+use weaver::prelude::*;
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+struct Flow {
+    route: String,
+    #[reducer(append)]
+    log: Vec<String>,
+    #[reducer(add)]
+    hops: i64,
+}
+
+fn visit(name: &str) -> FlowUpdate {
+    FlowUpdate::default().log(vec![name.to_owned()]).hops(1)
+}
+fn a(_: &Flow) -> FlowUpdate {
+    visit("a")
+}
+async fn b(_: &Flow) -> FlowUpdate {
+    visit("b")
+}
+fn c(_: &Flow, rt: &Runtime) -> FlowUpdate {
+    visit(rt.node())
+}
+async fn d(_: &Flow, rt: &Runtime) -> Result<FlowUpdate, NodeError> {
+    Ok(visit(rt.node()))
+}
+fn e(s: &Flow) -> Result<Command<FlowUpdate>, NodeError> {
+    if s.route == "fail" {
+        return Err(NodeError::msg("e refuses"));
+    }
+    Ok(Command::update(visit("e")))
+}
+fn jump(_: &Flow) -> Command<FlowUpdate> {
+    Command::update(visit("jump")).goto("b").goto("c")
+}
+fn again(s: &Flow) -> &'static str {
+    if s.hops < 6 { "a" } else { END }
+}
+fn pick(s: &Flow) -> String {
+    s.route.replace("fail", "e")
+}
+fn spread(s: &Flow) -> Vec<&'static str> {
+    if s.hops > 3 {
+        vec!["finish"]
+    } else {
+        vec!["b", "c"]
+    }
+}
+fn r#loop(_: &Flow, rt: &Runtime) -> FlowUpdate {
+    visit(rt.node())
+}
+
+type Row = (Flow, Vec<String>, Option<&'static str>, Option<i64>);
+
+#[derive(Debug, PartialEq)]
+struct Trace {
+    names: Vec<String>,
+    result: String,
+    history: Vec<Row>,
+    mermaid: String,
+}
+
+async fn trace(graph: Graph<Flow>, compile: Compile, input: Flow) -> Trace {
+    let graph = graph
+        .compile(compile.checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    let result = match graph.invoke(input, &config).await {
+        Ok(Outcome::Complete(s)) => format!("{s:?}"),
+        Ok(Outcome::Interrupted(i)) => {
+            let at: Vec<_> = i.iter().map(|i| (&i.node, i.when)).collect();
+            format!("interrupted {at:?}")
+        }
+        Err(e) => format!("error {e}"),
+    };
+    let history = graph.get_state_history(&config, History::default());
+    let history = history.await.unwrap().into_iter();
+    Trace {
+        names: graph.node_names().iter().map(|n| n.to_string()).collect(),
+        result,
+        history: history
+            .map(|s| (s.values.clone(), s.next.clone(), s.source(), s.step()))
+            .collect(),
+        mermaid: graph.draw_mermaid(),
+    }
+}
+
+async fn same(macro_graph: Graph<Flow>, builder: Graph<Flow>, input: Flow) -> Trace {
+    let m = trace(macro_graph, Compile::new(), input.clone()).await;
+    assert_eq!(m, trace(builder, Compile::new(), input).await);
+    m
+}
+
+fn final_log(t: &Trace) -> Vec<String> {
+    t.history.first().map_or(vec![], |r| r.0.log.clone())
+}
+
+fn flow(route: &str) -> Flow {
+    Flow {
+        route: route.to_owned(),
+        ..Flow::default()
+    }
+}
+
+fn at(out: &Outcome<Flow>) -> Vec<(&str, InterruptWhen)> {
+    out.interrupts()
+        .iter()
+        .map(|i| (i.node.as_str(), i.when))
+        .collect()
+}
+
+#[tokio::test]
+async fn macro_equals_builder_for_a_conditional_loop_of_sync_async_and_runtime_nodes() {
+    let m = graph! {
+        name: "Loop",
+        state: Flow,
+        nodes: [a, b, c, d],
+        edges: [START -> a -> [b, c], [b, c] -> d],
+        conditional: [d => again ? [a, END]],
+    };
+    let builder = Graph::new("Loop")
+        .add_node("a", a)
+        .add_node("b", b)
+        .add_node("c", c)
+        .add_node("d", d)
+        .add_sequence([START, "a", "b", "d"])
+        .add_sequence(["a", "c", "d"])
+        .add_conditional_edges("d", again, ["a", END]);
+    let t = same(m, builder, Flow::default()).await;
+    assert_eq!(final_log(&t), ["a", "b", "c", "d", "a", "b", "c", "d"]);
+    let steps: Vec<_> = t.history.iter().rev().map(|r| r.3.unwrap()).collect();
+    assert_eq!(steps, (-1..=6).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn macro_equals_builder_for_start_routers_list_routers_goto_and_failing_results() {
+    for route in ["jump", "e", "fail", END] {
+        let m = graph! {
+            state: Flow,
+            nodes: [jump, b, c, e, finish = |_: &Flow| visit("finish")],
+            edges: [[b, c] -> e, finish -> END],
+            conditional: [
+                START => pick ? [jump, e, END],
+                e => |s: &Flow| spread(s) ? [b, c, finish],
+            ],
+            goto: [jump -> [b, c]],
+        };
+        let builder = Graph::new("Flow")
+            .add_node("jump", jump)
+            .add_node("b", b)
+            .add_node("c", c)
+            .add_node("e", e)
+            .add_node("finish", |_: &Flow| visit("finish"))
+            .add_sequence(["b", "e"])
+            .add_sequence(["c", "e"])
+            .add_sequence(["finish", END])
+            .add_conditional_edges(START, pick, ["jump", "e", END])
+            .add_conditional_edges("e", spread, ["b", "c", "finish"])
+            .add_destinations("jump", ["b", "c"]);
+        let t = same(m, builder, flow(route)).await;
+        let expected: &[&str] = match route {
+            "jump" => &["jump", "b", "c", "e", "finish"],
+            "e" => &["e", "b", "c", "e", "finish"],
+            _ => &[],
+        };
+        assert_eq!(final_log(&t), expected, "route {route}");
+        if route == "fail" {
+            assert!(t.result.starts_with("error"), "{}", t.result);
+        }
+    }
+}
+
+#[tokio::test]
+async fn macro_node_named_by_a_raw_identifier_is_named_like_the_function() {
+    let m = graph! { state: Flow, nodes: [r#loop], edges: [START -> r#loop -> END] };
+    let builder = Graph::new("Flow")
+        .add_node("loop", r#loop)
+        .add_sequence([START, "loop", END]);
+    let t = same(m, builder, Flow::default()).await;
+    assert_eq!(final_log(&t), ["loop"]);
+}
+
+#[tokio::test]
+async fn a_goto_from_start_is_not_an_entry_that_silently_runs_nothing() {
+    // `graph!` refuses `goto: [START -> a]` at compile time; the builder at
+    // `compile()`.
+    let compiled = Graph::<Flow>::new("Flow")
+        .add_node("a", a)
+        .add_edge("a", END)
+        .add_destinations(START, ["a"])
+        .compile(Compile::new());
+    match compiled {
+        Err(Error::InvalidGraph(_)) => {}
+        Err(other) => panic!("expected InvalidGraph, got {other}"),
+        Ok(graph) => {
+            let out = graph.invoke(Flow::default(), &RunConfig::default()).await;
+            let state = out.unwrap().complete().unwrap();
+            assert_eq!(state.log, ["a"], "compiled, but `a` never ran");
+        }
+    }
+}
+
+fn fan() -> Graph<Flow> {
+    graph! {
+        state: Flow,
+        nodes: [a, b, c, d],
+        edges: [START -> a -> [b, c], [b, c] -> d -> END],
+        interrupt_before: [c],
+    }
+}
+
+#[tokio::test]
+async fn interrupt_before_a_fan_out_member_named_three_times_pauses_once() {
+    let twice = Compile::new().interrupt_before(["c", "c"]);
+    let m = trace(fan(), twice, Flow::default()).await;
+    let builder = Graph::new("Flow")
+        .add_node("a", a)
+        .add_node("b", b)
+        .add_node("c", c)
+        .add_node("d", d)
+        .add_sequence([START, "a", "b", "d", END])
+        .add_sequence(["a", "c", "d"]);
+    let once = Compile::new().interrupt_before(["c"]);
+    assert_eq!(m, trace(builder, once, Flow::default()).await);
+    assert_eq!(m.result, r#"interrupted [("c", Before)]"#);
+
+    let saver = InMemorySaver::new();
+    let compile = Compile::new().checkpointer(saver).interrupt_before(["c"]);
+    let graph = fan().compile(compile).unwrap();
+    let config = RunConfig::thread("f");
+    graph.invoke(Flow::default(), &config).await.unwrap();
+    assert_eq!(graph.get_state(&config).await.unwrap().next, ["b", "c"]);
+    let done = graph.continue_run(&config).await.unwrap().complete();
+    assert_eq!(done.unwrap().log, ["a", "b", "c", "d"]);
+}
+
+#[tokio::test]
+async fn interrupts_on_a_goto_target_and_after_a_fan_out_member() {
+    let graph = graph! {
+        state: Flow,
+        nodes: [jump, b, c, d],
+        edges: [START -> jump, [b, c] -> d -> END],
+        goto: [jump -> [b, c]],
+        interrupt_before: [c],
+        interrupt_after: [b],
+    }
+    .compile(Compile::new().checkpointer(InMemorySaver::new()))
+    .unwrap();
+    let config = RunConfig::thread("g");
+    let out = graph.invoke(Flow::default(), &config).await.unwrap();
+    assert_eq!(at(&out), [("c", InterruptWhen::Before)]);
+    let out = graph.continue_run(&config).await.unwrap();
+    assert_eq!(at(&out), [("b", InterruptWhen::After)]);
+    assert_eq!(graph.get_state(&config).await.unwrap().next, ["d"]);
+    let done = graph.continue_run(&config).await.unwrap().complete();
+    assert_eq!(done.unwrap().log, ["jump", "b", "c", "d"]);
+}
+
+fn chain(compile: Compile) -> CompiledGraph<Flow> {
+    Graph::new("Chain")
+        .add_node("a", a)
+        .add_node("b", b)
+        .add_node("c", c)
+        .add_sequence([START, "a", "b", "c", END])
+        .compile(compile.checkpointer(InMemorySaver::new()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn interrupt_after_the_last_node_before_end_pauses() {
+    // LangGraph checks `interrupt_after` after every step, the last included.
+    let graph = chain(Compile::new().interrupt_after(["c"]));
+    let config = RunConfig::thread("last");
+    let out = graph.invoke(Flow::default(), &config).await.unwrap();
+    assert_eq!(at(&out), [("c", InterruptWhen::After)]);
+}
+
+#[tokio::test]
+async fn a_static_interrupt_answered_by_its_own_id_resumes() {
+    // `Interrupt::id` is documented as "key of the resume map", and the
+    // README answers every interrupt by id.
+    let graph = chain(Compile::new().interrupt_before(["b"]));
+    let config = RunConfig::thread("ids");
+    let out = graph.invoke(Flow::default(), &config).await.unwrap();
+    let ids = out.interrupts().iter().map(|i| (i.id.clone(), Value::Null));
+    let answers: Resume = ids.collect();
+    let done = graph.resume(answers, &config).await;
+    assert_eq!(done.unwrap().complete().unwrap().log, ["a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn recursion_limit_counts_node_steps_like_langgraph() {
+    // LangGraph: a limit of N lets N super-steps of nodes run; the input
+    // is not one of them.
+    let graph = chain(Compile::new());
+    let three = RunConfig::thread("three").recursion_limit(3);
+    let out = graph.invoke(Flow::default(), &three).await;
+    assert_eq!(out.unwrap().complete().unwrap().log, ["a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn recursion_limit_zero_is_refused_before_anything_is_written() {
+    let graph = chain(Compile::new());
+    let zero = RunConfig::thread("zero").recursion_limit(0);
+    let err = graph.invoke(Flow::default(), &zero).await.unwrap_err();
+    let typed = matches!(
+        err,
+        Error::RecursionLimit { .. } | Error::InvalidConfig { .. }
+    );
+    assert!(typed, "{err}");
+    let written = graph.get_state_history(&zero, History::default()).await;
+    let written = written.unwrap();
+    let steps: Vec<_> = written.iter().map(|s| (s.source(), s.step())).collect();
+    assert!(steps.is_empty(), "a refused run left checkpoints {steps:?}");
+}
+
+#[tokio::test]
+async fn huge_recursion_limits_are_accepted() {
+    let graph = chain(Compile::new());
+    let v = json!({"configurable": {"thread_id": "j"}, "recursion_limit": u64::MAX});
+    let max = RunConfig::thread("max").recursion_limit(usize::MAX);
+    for config in [max, RunConfig::from_json(&v).unwrap()] {
+        let out = graph.invoke(Flow::default(), &config).await.unwrap();
+        assert_eq!(out.complete().unwrap().log, ["a", "b", "c"]);
+    }
+}
+
+fn invalid(v: Value) {
+    let r = RunConfig::from_json(&v);
+    assert!(matches!(r, Err(Error::InvalidConfig { .. })), "{v}: {r:?}");
+}
+
+#[test]
+fn from_json_wrong_types_and_numbers_as_strings_are_typed_errors() {
+    for field in ["thread_id", "checkpoint_ns", "checkpoint_id"] {
+        invalid(json!({"configurable": {field: 7}}));
+        invalid(json!({"configurable": {field: ["x"]}}));
+    }
+    for limit in [json!("5"), json!(-1), json!(2.5), json!(0), json!(true)] {
+        invalid(json!({"recursion_limit": limit}));
+    }
+    invalid(json!({"metadata": ["x"]}));
+    invalid(json!({"configurable": "t"}));
+    invalid(json!({"durability": 3}));
+    invalid(json!("thread"));
+}
+
+#[test]
+fn from_json_null_fields_mean_unset_as_in_langgraph() {
+    // LangGraph's `ensure_config` skips `None` values, and a `None`
+    // checkpoint_id addresses the latest checkpoint.
+    let v = json!({
+        "configurable": {"thread_id": "t", "checkpoint_id": null, "checkpoint_ns": null},
+        "recursion_limit": null,
+        "metadata": null,
+    });
+    let config = RunConfig::from_json(&v).unwrap();
+    assert_eq!(config.get_checkpoint_id(), None);
+    assert_eq!(config.ns(), "");
+    assert_eq!(config.get_recursion_limit(), 25);
+}
+
+#[test]
+fn to_json_round_trips_durability() {
+    let config = RunConfig::thread("t").durability(Durability::Exit);
+    let back = RunConfig::from_json(&config.to_json()).unwrap();
+    assert_eq!(back.get_durability(), Durability::Exit);
+}
+
+#[tokio::test]
+async fn configurable_extras_are_kept_like_langgraph() {
+    let v = json!({"configurable": {"thread_id": "x", "user_id": "u1"}, "metadata": {"m": 1}});
+    let config = RunConfig::from_json(&v).unwrap();
+    let graph = chain(Compile::new());
+    graph.invoke(Flow::default(), &config).await.unwrap();
+    let latest = graph.get_state(&config).await.unwrap();
+    let extra = &latest.metadata.as_ref().unwrap().extra;
+    assert_eq!(extra.get("m"), Some(&json!(1)));
+    // LangGraph copies scalar `configurable` entries into checkpoint metadata
+    // (filterable in `get_state_history`) and keeps them in the config.
+    assert_eq!(extra.get("user_id"), Some(&json!("u1")), "{extra:?}");
+    assert_eq!(config.to_json()["configurable"]["user_id"], "u1");
+}
+
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+async fn slow(_: &Flow) -> FlowUpdate {
+    PEAK.fetch_max(RUNNING.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    RUNNING.fetch_sub(1, Ordering::SeqCst);
+    visit("slow")
+}
+
+#[tokio::test]
+async fn max_concurrency_is_honoured_or_refused() {
+    let graph = graph! {
+        state: Flow,
+        nodes: [a, w1 = slow, w2 = slow, w3 = slow],
+        edges: [START -> a -> [w1, w2, w3] -> END],
+    }
+    .compile(Compile::new())
+    .unwrap();
+    let Ok(config) = RunConfig::from_json(&json!({"max_concurrency": 1})) else {
+        return; // refused: a typed error is fine
+    };
+    graph.invoke(Flow::default(), &config).await.unwrap();
+    assert_eq!(PEAK.load(Ordering::SeqCst), 1, "max_concurrency dropped");
+}
+
+#[tokio::test]
+async fn checkpoint_namespaces_keep_separate_threads() {
+    let graph = chain(Compile::new());
+    let root = RunConfig::thread("t");
+    let v = json!({"configurable": {"thread_id": "t", "checkpoint_ns": "sub"}});
+    let sub = RunConfig::from_json(&v).unwrap();
+    for (config, route) in [(&root, "root"), (&sub, "sub")] {
+        graph.invoke(flow(route), config).await.unwrap();
+    }
+    for (config, route) in [(&root, "root"), (&sub, "sub")] {
+        let history = graph.get_state_history(config, History::default()).await;
+        let history = history.unwrap();
+        assert_eq!(history.len(), 5, "{route}");
+        for s in history.iter().filter(|s| s.step() >= Some(0)) {
+            let got = (s.values.route.as_str(), s.config.ns());
+            assert_eq!(got, (route, config.ns()));
+        }
+        let state = graph.get_state(config).await.unwrap();
+        assert_eq!((state.values.route.as_str(), state.values.hops), (route, 3));
+    }
+    // update_state in the namespace stays there.
+    let edit = FlowUpdate::default().route("edited");
+    let edited = graph.update_state(&sub, edit, None).await.unwrap();
+    assert_eq!(edited.ns(), "sub");
+    assert_eq!(graph.get_state(&sub).await.unwrap().values.route, "edited");
+    assert_eq!(graph.get_state(&root).await.unwrap().values.route, "root");
+    // A checkpoint id of one namespace is not found in the other.
+    let root_id = graph.get_state(&root).await.unwrap().config;
+    let root_id = root_id.get_checkpoint_id().unwrap().to_owned();
+    let wrong = sub.clone().checkpoint_id(root_id);
+    let err = graph.get_state(&wrong).await.unwrap_err();
+    assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
+    // A second run in the namespace continues that namespace only.
+    graph.invoke(FlowUpdate::default(), &sub).await.unwrap();
+    assert_eq!(graph.get_state(&sub).await.unwrap().values.hops, 6);
+    assert_eq!(graph.get_state(&root).await.unwrap().values.hops, 3);
+}
+
+#[tokio::test]
+async fn interrupt_options_naming_unknown_or_reserved_nodes_are_typed_errors() {
+    for bad in [END, START, "*", "nope", ""] {
+        for compile in [
+            Compile::new().interrupt_before([bad]),
+            Compile::new().interrupt_after([bad]),
+        ] {
+            let r = Graph::<Flow>::new("x")
+                .add_node("a", a)
+                .add_sequence([START, "a", END])
+                .compile(compile.checkpointer(InMemorySaver::new()));
+            assert!(matches!(r, Err(Error::InvalidGraph(_))), "{bad}: {r:?}");
+        }
+    }
+}
