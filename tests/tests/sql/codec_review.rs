@@ -14,7 +14,7 @@ use weaver::checkpoint::{
 use weaver::codec::{Codec, EncryptedCodec, EncryptionKey, RecordContext};
 use weaver::prelude::*;
 
-use super::common::{PgDb, SqliteDb, cp};
+use super::common::{Chat, ChatUpdate, PgDb, SqliteDb, chat, cp};
 
 fn key(id: &str, b: u8) -> EncryptionKey {
     EncryptionKey::new(id, [b; 32]).unwrap()
@@ -104,26 +104,6 @@ impl Db {
             d.drop_schema().await;
         }
     }
-}
-
-#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-struct Chat {
-    #[reducer(delta)]
-    messages: Vec<String>,
-    turns: u32,
-}
-
-fn chat(saver: Arc<dyn Saver>) -> CompiledGraph<Chat> {
-    Graph::<Chat>::new("chat")
-        .add_node("chat", |s: &Chat| {
-            let last = s.messages.last().cloned().unwrap_or_default();
-            ChatUpdate::default()
-                .messages(vec![format!("ai re {last}")])
-                .turns(s.turns + 1)
-        })
-        .add_sequence([START, "chat", END])
-        .compile(Compile::new().checkpointer_arc(saver))
-        .unwrap()
 }
 
 async fn turns(g: &CompiledGraph<Chat>, thread: &str, from: usize, to: usize) {

@@ -323,3 +323,29 @@ pub fn two_step(saver: Arc<dyn Saver>) -> weaver::CompiledGraph<weaver_tests::st
         .compile(Compile::new().checkpointer_arc(saver))
         .unwrap()
 }
+
+/// A chat state whose messages are a delta channel, and a turn count.
+#[derive(
+    weaver::GraphState, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize,
+)]
+pub struct Chat {
+    #[reducer(delta)]
+    pub messages: Vec<String>,
+    pub turns: u32,
+}
+
+/// One `chat` node that answers the last message (`ai re <it>`) and counts
+/// the turn, on `saver`.
+pub fn chat(saver: Arc<dyn Saver>) -> weaver::CompiledGraph<Chat> {
+    use weaver::prelude::*;
+    Graph::<Chat>::new("chat")
+        .add_node("chat", |s: &Chat| {
+            let last = s.messages.last().cloned().unwrap_or_default();
+            ChatUpdate::default()
+                .messages(vec![format!("ai re {last}")])
+                .turns(s.turns + 1)
+        })
+        .add_sequence([START, "chat", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap()
+}

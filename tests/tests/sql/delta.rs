@@ -12,27 +12,7 @@ use weaver::checkpoint::{
 use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::prelude::*;
 
-use crate::common::{Forwarding, PgDb, SqliteDb};
-
-#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-struct Chat {
-    #[reducer(delta)]
-    messages: Vec<String>,
-    turns: u32,
-}
-
-fn chat(saver: Arc<dyn Saver>) -> CompiledGraph<Chat> {
-    Graph::<Chat>::new("chat")
-        .add_node("chat", |s: &Chat| {
-            let last = s.messages.last().cloned().unwrap_or_default();
-            ChatUpdate::default()
-                .messages(vec![format!("ai re {last}")])
-                .turns(s.turns + 1)
-        })
-        .add_sequence([START, "chat", END])
-        .compile(Compile::new().checkpointer_arc(saver))
-        .unwrap()
-}
+use crate::common::{Chat, ChatUpdate, Forwarding, PgDb, SqliteDb, chat};
 
 fn user(i: usize) -> ChatUpdate {
     ChatUpdate::default().messages(vec![format!("user {i}")])

@@ -213,35 +213,27 @@ impl ser::SerializeMap for Floats {
     }
 }
 
-impl ser::SerializeStruct for Floats {
-    type Ok = ();
-    type Error = NonFinite;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        _: &'static str,
-        v: &T,
-    ) -> Result<(), NonFinite> {
-        v.serialize(Floats)
-    }
-    fn end(self) -> Result<(), NonFinite> {
-        Ok(())
-    }
+/// The struct serializers: each field is checked in turn.
+macro_rules! fields {
+    ($($trait:ident),* $(,)?) => {$(
+        impl ser::$trait for Floats {
+            type Ok = ();
+            type Error = NonFinite;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                _: &'static str,
+                v: &T,
+            ) -> Result<(), NonFinite> {
+                v.serialize(Floats)
+            }
+            fn end(self) -> Result<(), NonFinite> {
+                Ok(())
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Floats {
-    type Ok = ();
-    type Error = NonFinite;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        _: &'static str,
-        v: &T,
-    ) -> Result<(), NonFinite> {
-        v.serialize(Floats)
-    }
-    fn end(self) -> Result<(), NonFinite> {
-        Ok(())
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests {
