@@ -16,8 +16,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// Another writer already committed `attempted` on this thread: the
-    /// caller loaded an older head. Nothing was written; the engine never
-    /// retries, the host decides.
+    /// caller loaded an older head. The conflicting commit wrote nothing;
+    /// the engine never retries, the host decides. Under `Durability::Exit`
+    /// a run is one commit, so the whole turn left nothing behind; under
+    /// `Sync` or `Async` the run's earlier commits (its input, earlier
+    /// steps) may be stored, and another turn may already have built on
+    /// them: read the thread before sending the input again.
     #[error(
         "version conflict on thread `{thread_id}` (namespace `{checkpoint_ns}`): commit {attempted} already exists"
     )]

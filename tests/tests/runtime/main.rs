@@ -9,4 +9,5 @@ mod graph_review;
 mod history;
 mod interrupts;
 mod pending;
+mod seed_review;
 mod state_review;

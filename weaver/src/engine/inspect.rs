@@ -135,12 +135,14 @@ fn snapshot_of<S: GraphState>(
             .iter()
             .filter(|w| w.task_id == id)
             .collect();
-        // A task that succeeded on a later attempt keeps no error or
-        // interrupt of the earlier ones.
+        // In the latest state, a task that succeeded on a later attempt
+        // shows no error or interrupt of the earlier ones; history keeps
+        // them (where a run was interrupted stays findable after resume).
         let succeeded = succeeded(&writes);
+        let settled = succeeded && apply_pending;
         let error = writes
             .iter()
-            .find(|w| w.channel == ERROR_CHANNEL && !succeeded)
+            .find(|w| w.channel == ERROR_CHANNEL && !settled)
             .map(|w| {
                 w.value
                     .get("message")
@@ -150,7 +152,7 @@ fn snapshot_of<S: GraphState>(
             });
         let task_interrupts: Vec<Interrupt> = writes
             .iter()
-            .filter(|w| w.channel == INTERRUPT_CHANNEL && !succeeded)
+            .filter(|w| w.channel == INTERRUPT_CHANNEL && !settled)
             .filter_map(|w| Vec::<Interrupt>::deserialize(&w.value).ok())
             .flatten()
             .collect();
