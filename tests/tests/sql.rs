@@ -19,6 +19,8 @@ mod contract;
 mod delta;
 #[path = "sql/engine.rs"]
 mod engine;
+#[path = "sql/failures.rs"]
+mod failures;
 #[path = "sql/group.rs"]
 mod group;
 #[path = "sql/hot.rs"]

@@ -36,7 +36,7 @@ mod saver_impl;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]
-mod sqlite;
+pub(crate) mod sqlite;
 
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresSaver;

@@ -61,14 +61,14 @@ impl PostgresSaver {
     /// Connects to `url`, migrates the checkpoint tables (in the
     /// `search_path`) and returns a saver on them.
     ///
-    /// The pool does not ping a connection before handing it out: `sqlx`
-    /// already pings every connection when it returns to the pool, so a
-    /// second ping at checkout would only add a round trip to every
-    /// operation. Build the pool yourself ([`PostgresSaver::new`]) to choose
-    /// otherwise.
+    /// The pool pings a connection before handing it out (sqlx's default):
+    /// a session the server ended while the connection sat in the pool (a
+    /// restart, `pg_terminate_backend`) is replaced instead of failing the
+    /// call. Calls one after another use the saver's own connection and do
+    /// not pay that ping. Build the pool yourself ([`PostgresSaver::new`])
+    /// to choose otherwise.
     pub async fn connect(url: &str) -> Result<Self> {
         let pool = sqlx::postgres::PgPoolOptions::new()
-            .test_before_acquire(false)
             .connect(url)
             .await
             .map_err(|e| Error::storage("connect", e))?;

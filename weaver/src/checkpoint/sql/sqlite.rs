@@ -152,10 +152,7 @@ impl SqliteSaver {
 
     /// Starts a write transaction holding the database write lock.
     async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        self.pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| Error::storage(op, e))
+        begin_immediate(&self.pool, op).await
     }
 
     /// `BEGIN IMMEDIATE` already serializes writers.
@@ -180,3 +177,47 @@ fn close_now(conn: sqlx::SqliteConnection) {
 }
 
 impl_sql_saver!(SqliteSaver, Sqlite);
+
+/// `BEGIN IMMEDIATE` on a connection of `pool`, as a transaction.
+///
+/// SQLite rolls a transaction back on its own after some errors (a full
+/// disk, an I/O error); sqlx's rollback on drop then fails, and the
+/// connection goes back to the pool still counted as inside a transaction:
+/// every later `BEGIN` on it is refused (`InvalidSavePointStatement`). When
+/// that happens, the pool's idle connections are checked, the stuck ones
+/// closed, and the `BEGIN` tried once more.
+pub(crate) async fn begin_immediate(
+    pool: &SqlitePool,
+    op: &'static str,
+) -> Result<sqlx::Transaction<'static, Sqlite>> {
+    match pool.begin_with("BEGIN IMMEDIATE").await {
+        Err(sqlx::Error::InvalidSavePointStatement) => {
+            close_stuck_connections(pool).await;
+            pool.begin_with("BEGIN IMMEDIATE")
+                .await
+                .map_err(|e| Error::storage(op, e))
+        }
+        r => r.map_err(|e| Error::storage(op, e)),
+    }
+}
+
+/// Closes the idle connections of `pool` that refuse to begin a
+/// transaction (see [`begin_immediate`]).
+async fn close_stuck_connections(pool: &SqlitePool) {
+    let mut healthy = Vec::new();
+    while let Some(mut conn) = pool.try_acquire() {
+        let stuck = match sqlx::Connection::begin_with(&mut *conn, "BEGIN DEFERRED").await {
+            Ok(tx) => {
+                let _ = tx.rollback().await;
+                false
+            }
+            Err(e) => matches!(e, sqlx::Error::InvalidSavePointStatement),
+        };
+        if stuck {
+            let _ = conn.close().await;
+        } else {
+            healthy.push(conn);
+        }
+    }
+    drop(healthy);
+}

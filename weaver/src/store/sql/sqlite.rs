@@ -4,7 +4,7 @@ use sqlx::{Sqlite, SqlitePool};
 use tokio::sync::OnceCell;
 
 use super::{Queries, impl_sql_store};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::migrate::{self, Adapter};
 use crate::store::types::StoreConfig;
 
@@ -65,10 +65,7 @@ impl SqliteStore {
 
     /// Starts a transaction holding the database write lock.
     async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        self.pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| Error::storage(op, e))
+        crate::checkpoint::sql::sqlite::begin_immediate(&self.pool, op).await
     }
 }
 
