@@ -555,3 +555,60 @@ async fn replays_fork_new_branches_and_history_filters_see_them() {
         assert_eq!(latest.commit_order as usize, all.len(), "{label}");
     }
 }
+
+mod overflow {
+    use super::*;
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct Tally {
+        #[reducer(add)]
+        pub small: u8,
+        #[reducer(add)]
+        pub wraps: std::num::Wrapping<u8>,
+        pub calm: bool,
+    }
+
+    /// Two parallel writes whose sum overflows fail the step; both tasks'
+    /// writes stay stored and fail again on every replay. A new input
+    /// discards them (as it discards unfinished tasks), so the thread goes
+    /// on instead of failing forever.
+    #[tokio::test]
+    async fn a_step_that_cannot_merge_does_not_lock_the_thread() {
+        let graph = Graph::<Tally>::new("Tally")
+            .add_node("p", |s: &Tally| {
+                TallyUpdate::default().small(if s.calm { 1u8 } else { 200 })
+            })
+            .add_node("q", |s: &Tally| {
+                TallyUpdate::default().small(if s.calm { 1u8 } else { 100 })
+            })
+            .add_edge(START, "p")
+            .add_edge(START, "q")
+            .add_edge("p", END)
+            .add_edge("q", END)
+            .compile(Compile::new().checkpointer(InMemorySaver::new()))
+            .unwrap();
+        let config = RunConfig::thread("t");
+        let err = graph.invoke(Tally::default(), &config).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidUpdate { .. }), "{err}");
+        assert!(
+            graph.continue_run(&config).await.is_err(),
+            "the same merge fails again"
+        );
+        let out = graph
+            .invoke(TallyUpdate::default().calm(true), &config)
+            .await
+            .unwrap();
+        assert_eq!(out.complete().unwrap().small, 2);
+    }
+
+    #[test]
+    fn wrapping_fields_wrap() {
+        let mut t = Tally::default();
+        t.apply(vec![
+            TallyUpdate::default().wraps(std::num::Wrapping(200u8)),
+            TallyUpdate::default().wraps(std::num::Wrapping(100u8)),
+        ])
+        .unwrap();
+        assert_eq!(t.wraps.0, 44);
+    }
+}

@@ -469,3 +469,62 @@ async fn interrupt_options_naming_unknown_or_reserved_nodes_are_typed_errors() {
         }
     }
 }
+
+/// Follow-ups of the code review: LangGraph's handling of `configurable`
+/// keys and unknown top-level keys.
+#[tokio::test]
+async fn configurable_credentials_stay_out_of_metadata_and_unknown_keys_are_kept() {
+    let config = RunConfig::from_json(&json!({
+        "configurable": {"thread_id": "creds", "user_id": "u1", "openai_api_key": "sk-1", "Auth_Header": "x"},
+        "tenant": "acme",
+    }))
+    .unwrap();
+    let extras = config.get_configurable();
+    assert_eq!(
+        extras.get("tenant"),
+        Some(&json!("acme")),
+        "kept, as LangGraph's ensure_config"
+    );
+    assert_eq!(
+        extras.get("openai_api_key"),
+        Some(&json!("sk-1")),
+        "nodes still read it"
+    );
+    let graph = Graph::<Flow>::new("Flow")
+        .add_node("a", a)
+        .add_sequence([START, "a", END])
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    graph.invoke(Flow::default(), &config).await.unwrap();
+    let meta = graph.get_state(&config).await.unwrap().metadata.unwrap();
+    assert_eq!(meta.extra.get("user_id"), Some(&json!("u1")));
+    assert_eq!(meta.extra.get("tenant"), Some(&json!("acme")));
+    assert!(!meta.extra.contains_key("openai_api_key"), "{meta:?}");
+    assert!(!meta.extra.contains_key("Auth_Header"), "{meta:?}");
+    // The addressing keys set their fields, never application keys.
+    let routed = RunConfig::default().configurable("thread_id", "t9");
+    assert_eq!(routed.thread_id(), Some("t9"));
+    assert!(routed.get_configurable().is_empty());
+}
+
+/// A stop after a node that leads to END is resumed by its id, as any
+/// other static stop, and the run completes.
+#[tokio::test]
+async fn a_stop_after_the_last_node_resumes_by_its_id() {
+    let graph = Graph::<Flow>::new("Flow")
+        .add_node("a", a)
+        .add_sequence([START, "a", END])
+        .interrupt_after(["a"])
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("end-stop");
+    let Outcome::Interrupted(stops) = graph.invoke(Flow::default(), &config).await.unwrap() else {
+        panic!("expected a stop after `a`");
+    };
+    let answers = stops.iter().map(|i| (i.id.clone(), Value::Null)).collect();
+    let out = graph
+        .invoke(Input::Resume(weaver::Resume::Map(answers)), &config)
+        .await
+        .unwrap();
+    assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
+}

@@ -86,10 +86,6 @@ const FIELD_SERDE: &[(&str, &str)] = &[
         "the field would be lost at every checkpoint (a resume, history, the next turn) while the \
          channel still runs; keep data that is not state out of the state struct",
     ),
-    (
-        "skip_serializing_if",
-        "a checkpoint must store every channel; store the value and let a reducer or the node decide",
-    ),
 ];
 
 /// Rejects serde attributes that would make the state's stored JSON

@@ -138,29 +138,40 @@ const CACHE_ENTRIES: usize = 256;
 const CACHE_ITEMS: usize = 1 << 20;
 
 /// How many thread deletions (and deleting prunes) this process has made
-/// through any weaver saver. A checkpoint's record never changes while it
-/// exists, but a deleted thread's ids may be stored again with other
-/// records (a restore, a redaction): cached values are trusted only while
-/// no deletion happened since they were cached. Deletions made by another
-/// process are not seen; a tool there that rewrites records under existing
-/// ids must be followed by fresh checkpointers and graphs here.
-static DELETIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// through any weaver saver, in 64 buckets by a hash of the thread id. A
+/// checkpoint's record never changes while it exists, but a deleted
+/// thread's ids may be stored again with other records (a restore, a
+/// redaction): a cached value of a thread is trusted only while its bucket
+/// saw no deletion since it was cached. Deletions of other threads rarely
+/// touch it. Deletions made by another process are not seen; a tool there
+/// that rewrites records under existing ids must be followed by fresh
+/// checkpointers and graphs here.
+static DELETIONS: [std::sync::atomic::AtomicU64; 64] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 64];
 
-/// Records a deletion: every cache entry made before it is dropped on use.
-pub(crate) fn note_deletion() {
-    DELETIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+fn bucket(thread_id: &str) -> &'static std::sync::atomic::AtomicU64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    thread_id.hash(&mut h);
+    &DELETIONS[(h.finish() % 64) as usize]
 }
 
-/// The current deletion count, stored with each cache entry.
-pub(crate) fn deletions() -> u64 {
-    DELETIONS.load(std::sync::atomic::Ordering::SeqCst)
+/// Records a deletion of `thread_id`: cache entries of its bucket made
+/// before it are dropped on use.
+pub(crate) fn note_deletion(thread_id: &str) {
+    bucket(thread_id).fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The deletion count of `thread_id`'s bucket, stored with each cache entry.
+pub(crate) fn deletions(thread_id: &str) -> u64 {
+    bucket(thread_id).load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Full values of delta channels at checkpoints this process stored or
 /// rebuilt lately, by (thread, namespace, checkpoint id), so that a thread's
 /// next read rebuilds from them instead of reading its lineage again. A
 /// stored checkpoint never changes, so an entry stays true until a deletion
-/// ([`note_deletion`]) lets its ids be reused.
+/// of its thread ([`note_deletion`]) lets its ids be reused.
 #[derive(Default)]
 pub(crate) struct DeltaCache {
     inner: Mutex<CacheInner>,
@@ -179,12 +190,10 @@ impl std::fmt::Debug for DeltaCache {
 
 #[derive(Default)]
 struct CacheInner {
-    map: HashMap<Key, Values>,
+    /// The values, and [`deletions`] of their thread when they were cached.
+    map: HashMap<Key, (u64, Values)>,
     order: VecDeque<Key>,
     items: usize,
-    /// [`deletions`] when the entries were made; a later deletion empties
-    /// the cache on its next use.
-    epoch: u64,
 }
 
 fn items_of(values: &Values) -> usize {
@@ -194,15 +203,7 @@ fn items_of(values: &Values) -> usize {
 impl DeltaCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
         // The map stays consistent whatever panicked while it was held.
-        let mut c = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let now = deletions();
-        if c.epoch != now {
-            *c = CacheInner {
-                epoch: now,
-                ..CacheInner::default()
-            };
-        }
-        c
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Remembers the full values of delta channels at checkpoint `at`.
@@ -211,9 +212,10 @@ impl DeltaCache {
         if values.is_empty() || at.checkpoint_id.is_none() || size > CACHE_ITEMS {
             return;
         }
+        let epoch = deletions(&at.thread_id);
         let mut c = self.lock();
         let k = key(at);
-        if let Some(old) = c.map.insert(k.clone(), values) {
+        if let Some((_, old)) = c.map.insert(k.clone(), (epoch, values)) {
             c.items -= items_of(&old);
         } else {
             c.order.push_back(k);
@@ -223,23 +225,26 @@ impl DeltaCache {
             let Some(old) = c.order.pop_front() else {
                 break;
             };
-            if let Some(v) = c.map.remove(&old) {
+            if let Some((_, v)) = c.map.remove(&old) {
                 c.items -= items_of(&v);
             }
         }
     }
 
     fn get(&self, at: &CheckpointRef) -> Option<Values> {
-        self.lock().map.get(&key(at)).cloned()
+        let epoch = deletions(&at.thread_id);
+        self.lock()
+            .map
+            .get(&key(at))
+            .filter(|(e, _)| *e == epoch)
+            .map(|(_, v)| v.clone())
     }
 
     /// Drops every entry of `thread_id`.
     pub(crate) fn forget_thread(&self, thread_id: &str) {
         let mut c = self.lock();
-        let CacheInner {
-            map, order, items, ..
-        } = &mut *c;
-        map.retain(|k, v| {
+        let CacheInner { map, order, items } = &mut *c;
+        map.retain(|k, (_, v)| {
             let keep = k.0 != thread_id;
             if !keep {
                 *items -= items_of(v);
@@ -821,7 +826,10 @@ mod cache_tests {
         assert!(cache.get(&at("b", 0)).is_none());
         {
             let c = cache.lock();
-            assert_eq!(c.items, c.map.values().map(items_of).sum::<usize>());
+            assert_eq!(
+                c.items,
+                c.map.values().map(|(_, v)| items_of(v)).sum::<usize>()
+            );
             assert_eq!(c.order.len(), c.map.len());
         }
         assert!(format!("{cache:?}").starts_with("DeltaCache { checkpoints: "));

@@ -59,9 +59,16 @@ impl Flight {
 
     /// `n` queued operations were stored (or given up after a failure).
     pub(crate) fn landed(&self, n: usize) {
+        // Saturating: the guard may have set the count to 0 already (the
+        // writer ended), and a count that wrapped would never settle.
         let before = self
             .pending
-            .fetch_sub(n, std::sync::atomic::Ordering::SeqCst);
+            .fetch_update(
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+                |p| Some(p.saturating_sub(n)),
+            )
+            .unwrap_or(0);
         if before <= n {
             self.landed.notify_waiters();
         }
@@ -354,7 +361,7 @@ impl Checkpointer {
             self.saver.delete_thread(thread_id),
         )
         .await;
-        delta::note_deletion();
+        delta::note_deletion(thread_id);
         out
     }
 
@@ -367,7 +374,7 @@ impl Checkpointer {
         }
         let out = traced("prune", "*", self.saver.prune(thread_ids, strategy)).await;
         if strategy == PruneStrategy::Delete {
-            delta::note_deletion();
+            thread_ids.iter().for_each(|t| delta::note_deletion(t));
         }
         out
     }

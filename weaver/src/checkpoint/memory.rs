@@ -470,7 +470,7 @@ impl Saver for InMemorySaver {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         self.write().remove(thread_id);
-        delta::note_deletion();
+        delta::note_deletion(thread_id);
         Ok(())
     }
 
@@ -504,7 +504,7 @@ impl Saver for InMemorySaver {
                     if let Some(nss) = threads.remove(t) {
                         deleted += nss.values().map(|l| l.by_order.len() as u64).sum::<u64>();
                     }
-                    delta::note_deletion();
+                    delta::note_deletion(t);
                 }
                 PruneStrategy::KeepLatest => {
                     for log in threads.get_mut(t).into_iter().flat_map(|n| n.values_mut()) {

@@ -91,10 +91,12 @@ impl RunConfig {
     /// Parses the LangGraph shape: `{"configurable": {"thread_id",
     /// "checkpoint_ns", "checkpoint_id", ...}, "recursion_limit",
     /// "max_concurrency", "durability", "metadata"}`. As in LangGraph, a
-    /// `null` value means unset, other `configurable` keys are kept (see
+    /// `null` value means unset, other `configurable` keys and unknown
+    /// top-level keys are kept as application keys (see
     /// [`get_configurable`](RunConfig::get_configurable)), and `tags`,
-    /// `run_name` and `callbacks` (tracing only) are accepted and ignored. A
-    /// value of the wrong type is [`Error::InvalidConfig`].
+    /// `run_name`, `callbacks` and `run_id` (tracing only) are accepted and
+    /// ignored. A known key with a value of the wrong type is
+    /// [`Error::InvalidConfig`].
     pub fn from_json(value: &Value) -> Result<Self> {
         let bad = |reason: String| Error::InvalidConfig { reason };
         let obj = value
@@ -150,10 +152,10 @@ impl RunConfig {
                 }
                 // Tracing only in LangGraph.
                 "tags" | "run_name" | "callbacks" | "run_id" => {}
+                // As LangGraph's `ensure_config`: other top-level keys are
+                // the application's, kept under `configurable`.
                 other => {
-                    return Err(bad(format!(
-                        "`{other}` is not a run config key weaver knows (configurable, recursion_limit, max_concurrency, durability, metadata, tags, run_name, callbacks, run_id)"
-                    )));
+                    config.configurable.insert(other.to_owned(), v.clone());
                 }
             }
         }
@@ -215,15 +217,26 @@ impl RunConfig {
         self
     }
 
-    /// Sets an application key of `configurable` (LangGraph's
-    /// `config["configurable"][key]`): nodes read it with
+    /// Sets a key of `configurable` (LangGraph's
+    /// `config["configurable"][key]`). `thread_id`, `checkpoint_ns` and
+    /// `checkpoint_id` (given as strings) set those fields; any other key
+    /// belongs to the application: nodes read it with
     /// [`get_configurable`](RunConfig::get_configurable) through their
-    /// `Runtime`'s config, and a string, number or boolean under a key not
-    /// starting with `__` is also stored in each checkpoint's metadata
-    /// (unless [`metadata`](RunConfig::metadata) sets that key), so history
-    /// can be filtered by it.
+    /// `Runtime`'s config, and a string, number or boolean is also stored
+    /// in each checkpoint's metadata, so history can be filtered by it,
+    /// unless [`metadata`](RunConfig::metadata) sets that key, the key
+    /// starts with `__`, or it looks like a credential (it contains `key`,
+    /// `token`, `secret`, `password` or `auth`, as LangGraph leaves out).
     pub fn configurable(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
-        self.configurable.insert(key.into(), value.into());
+        let (key, value) = (key.into(), value.into());
+        match (key.as_str(), value.as_str()) {
+            ("thread_id", Some(v)) => self.thread_id = Some(v.to_owned()),
+            ("checkpoint_ns", Some(v)) => self.checkpoint_ns = v.to_owned(),
+            ("checkpoint_id", Some(v)) => self.checkpoint_id = Some(v.to_owned()),
+            _ => {
+                self.configurable.insert(key, value);
+            }
+        }
         self
     }
 
@@ -250,7 +263,7 @@ impl RunConfig {
         let mut extra = self.metadata.clone();
         for (k, v) in &self.configurable {
             let scalar = v.is_string() || v.is_number() || v.is_boolean();
-            if scalar && !k.starts_with("__") && !extra.contains_key(k) {
+            if scalar && !k.starts_with("__") && !secret_like(k) && !extra.contains_key(k) {
                 extra.insert(k.clone(), v.clone());
             }
         }
@@ -335,6 +348,15 @@ impl From<CheckpointRef> for RunConfig {
             ..RunConfig::default()
         }
     }
+}
+
+/// Whether a `configurable` key looks like a credential, which is never
+/// copied into checkpoint metadata (LangGraph leaves out the same words).
+fn secret_like(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["key", "token", "secret", "password", "auth"]
+        .iter()
+        .any(|w| key.contains(w))
 }
 
 #[cfg(test)]

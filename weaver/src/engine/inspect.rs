@@ -305,12 +305,13 @@ pub(crate) async fn history<S: GraphState>(
 /// history of the same thread starts from them, and the next `get_state` of
 /// the same checkpoint clones them, instead of rebuilding and decoding the
 /// whole value again. A checkpoint's values never change while it exists;
-/// a deletion in this process ([`delta::note_deletion`]) empties the cache,
-/// since a deleted thread's ids may be stored again. The cache holds [`SNAPSHOT_CACHE_ENTRIES`] at most, the
+/// an entry made before a deletion of its thread in this process
+/// ([`delta::note_deletion`]) is not used, since a deleted thread's ids may
+/// be stored again. The cache holds [`SNAPSHOT_CACHE_ENTRIES`] at most, the
 /// oldest entry leaving first.
 pub(crate) struct SnapshotCache<S> {
-    /// The entries, and [`delta::deletions`] when they were made.
-    entries: std::sync::Mutex<(u64, std::collections::VecDeque<(delta::Key, S)>)>,
+    /// The entries, each with [`delta::deletions`] of its thread when made.
+    entries: std::sync::Mutex<std::collections::VecDeque<(delta::Key, u64, S)>>,
 }
 
 /// How many snapshots a [`SnapshotCache`] keeps.
@@ -319,37 +320,28 @@ const SNAPSHOT_CACHE_ENTRIES: usize = 8;
 impl<S: Clone> SnapshotCache<S> {
     pub(crate) fn new() -> Self {
         SnapshotCache {
-            entries: std::sync::Mutex::new((delta::deletions(), std::collections::VecDeque::new())),
+            entries: std::sync::Mutex::new(std::collections::VecDeque::new()),
         }
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, (u64, std::collections::VecDeque<(delta::Key, S)>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(delta::Key, u64, S)>> {
         // Entries are whole values whatever panicked while it was held.
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let now = delta::deletions();
-        if entries.0 != now {
-            *entries = (now, std::collections::VecDeque::new());
-        }
-        entries
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn get(&self, key: &delta::Key) -> Option<S> {
+        let epoch = delta::deletions(&key.0);
         self.lock()
-            .1
             .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
+            .find(|(k, e, _)| k == key && *e == epoch)
+            .map(|(_, _, v)| v.clone())
     }
 
     fn remember(&self, key: delta::Key, values: &S) {
-        let mut guard = self.lock();
-        let entries = &mut guard.1;
-        if entries.iter().any(|(k, _)| *k == key) {
-            return;
-        }
-        entries.push_back((key, values.clone()));
+        let epoch = delta::deletions(&key.0);
+        let mut entries = self.lock();
+        entries.retain(|(k, _, _)| *k != key);
+        entries.push_back((key, epoch, values.clone()));
         while entries.len() > SNAPSHOT_CACHE_ENTRIES {
             entries.pop_front();
         }

@@ -516,8 +516,18 @@ impl<S: GraphState> Loop<'_, S> {
         // stopped (a crash between their writes and the step's checkpoint)
         // keep their output, as `get_state` shows it: the input comes after
         // it. The tasks left unfinished are discarded.
+        // If they cannot be applied (a reducer refuses them, they no longer
+        // decode), they are dropped as unfinished tasks are: the new input
+        // must stay a way out of a stuck step.
         if !self.replaying && !self.pending.is_empty() {
-            apply_succeeded(self.spec, &mut self.current, &mut self.state, &self.pending)?;
+            let (mut current, mut state) = (self.current.clone(), self.state.clone());
+            match apply_succeeded(self.spec, &mut current, &mut state, &self.pending) {
+                Ok(()) => (self.current, self.state) = (current, state),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "the stopped step's succeeded writes cannot be applied; the new input discards them"
+                ),
+            }
         }
         let mut next = self.current.successor_without_values();
         for t in next_tasks(self.spec, &self.current) {
@@ -606,8 +616,8 @@ impl<S: GraphState> Loop<'_, S> {
             // for is refused rather than dropped.
             // A static stop's id (from `interrupt_before`/`after`) may key
             // the map; other ids are unknown.
-            let answers_nothing = match &resume {
-                Resume::Value(v) => v.is_null(),
+            let (answers_nothing, names_a_stop) = match &resume {
+                Resume::Value(v) => (v.is_null(), false),
                 Resume::Map(m) => {
                     if let Some(id) = m.keys().find(|id| !self.is_static_stop(id)) {
                         return Err(Error::UnknownInterrupt {
@@ -615,10 +625,13 @@ impl<S: GraphState> Loop<'_, S> {
                             interrupt_id: id.clone(),
                         });
                     }
-                    m.values().all(Value::is_null)
+                    (m.values().all(Value::is_null), !m.is_empty())
                 }
             };
-            if next_tasks(self.spec, &self.current).is_empty() || !answers_nothing {
+            // A stop after a node that leads to END leaves no task: resumed
+            // by its id, the run completes.
+            let nothing_left = next_tasks(self.spec, &self.current).is_empty() && !names_a_stop;
+            if nothing_left || !answers_nothing {
                 return Err(Error::NoPendingInterrupt { thread_id });
             }
             return Ok(());

@@ -127,7 +127,12 @@ fn escape(name: &str) -> String {
 /// `text` as a YAML scalar for the front matter: as it is when it is plain
 /// words, else quoted (a JSON string is a valid double-quoted YAML scalar).
 fn yaml_scalar(text: &str) -> String {
+    // Words YAML reads as something other than a string stay quoted.
+    let typed = text.parse::<f64>().is_ok()
+        || ["true", "false", "null", "yes", "no", "on", "off", "~"]
+            .contains(&text.to_ascii_lowercase().as_str());
     let plain = !text.is_empty()
+        && !typed
         && text.starts_with(|c: char| c.is_alphanumeric())
         && text
             .chars()

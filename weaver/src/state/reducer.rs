@@ -70,11 +70,13 @@ impl<T: Clone> DeltaReducer for SharedVec<T> {
 }
 
 /// A field type `#[reducer(add)]` can sum: the integers (a sum that
-/// overflows is an error), the floats and `Duration`.
+/// overflows is an error), `Wrapping` and `Saturating` integers (their own
+/// arithmetic), the floats and `Duration`. Implement it for a type of your
+/// own to sum that.
 #[diagnostic::on_unimplemented(
     message = "`#[reducer(add)]` cannot add to a field of type `{Self}`",
     label = "`add` needs a number here",
-    note = "`add` works on integers, floats and `Duration`; use `#[reducer(append)]` for collections or a custom `#[reducer(path::to::func)]`"
+    note = "`add` works on integers (also `Wrapping`, `Saturating`), floats and `Duration`, or a type of yours implementing `AddReducer`; use `#[reducer(append)]` for collections or a custom `#[reducer(path::to::func)]`"
 )]
 pub trait AddReducer: Sized {
     /// Adds `update` to `current`; an overflow is [`Error::InvalidUpdate`]
@@ -118,6 +120,28 @@ checked_add!(
     usize,
     std::time::Duration
 );
+
+/// Wrapping arithmetic, chosen by the field's type: adds modulo its range.
+impl<T> AddReducer for std::num::Wrapping<T>
+where
+    std::num::Wrapping<T>: std::ops::AddAssign,
+{
+    fn reduce(current: &mut Self, update: Self, _: &str) -> Result<()> {
+        *current += update;
+        Ok(())
+    }
+}
+
+/// Saturating arithmetic, chosen by the field's type: adds up to its bounds.
+impl<T> AddReducer for std::num::Saturating<T>
+where
+    std::num::Saturating<T>: std::ops::AddAssign,
+{
+    fn reduce(current: &mut Self, update: Self, _: &str) -> Result<()> {
+        *current += update;
+        Ok(())
+    }
+}
 
 impl AddReducer for f32 {
     fn reduce(current: &mut Self, update: Self, _: &str) -> Result<()> {

@@ -16,7 +16,8 @@ pub const MAX_ITEM_ADDRESS_BYTES: usize = 2_000;
 /// Deepest a value's arrays and objects may nest (JSON readers, serde_json's
 /// included, stop at 128 levels).
 pub const MAX_VALUE_NESTING: usize = 100;
-/// Longest time to live an item may have (100 years of 365 days).
+/// Longest time to live an item gets (100 years of 365 days); a longer
+/// one is capped to it.
 pub const MAX_TTL: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
 /// Most operations one [`Store::batch`](super::Store::batch) may hold.
 pub const MAX_BATCH_OPS: usize = 1_000;

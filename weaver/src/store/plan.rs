@@ -77,18 +77,12 @@ fn time_of(micros: i64) -> SystemTime {
         .unwrap_or(UNIX_EPOCH)
 }
 
-/// A time to live in microseconds, at most [`MAX_TTL`]: expiry times
-/// (now plus the TTL, again on every refresh) then stay far inside an
-/// `i64` on every backend.
-fn micros_of(d: Duration) -> Result<i64> {
-    if d > MAX_TTL {
-        return Err(Error::LimitExceeded {
-            limit: "store ttl microseconds",
-            value: u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
-            ceiling: MAX_TTL.as_micros() as u64,
-        });
-    }
-    Ok(d.as_micros() as i64)
+/// A time to live in microseconds, capped at [`MAX_TTL`] (a longer one,
+/// such as "200 years" for "forever", means the same): expiry times (now
+/// plus the TTL, again on every refresh) then stay far inside an `i64` on
+/// every backend.
+fn micros_of(d: Duration) -> i64 {
+    d.min(MAX_TTL).as_micros() as i64
 }
 
 /// How deep `value`'s arrays and objects nest (a scalar is 0), counted
@@ -292,10 +286,7 @@ pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Pl
                 }
                 // The store's default applies only to puts, so only they
                 // check it.
-                let ttl = match options.ttl.or(config.default_ttl) {
-                    Some(t) => Some(micros_of(t)?),
-                    None => None,
-                };
+                let ttl = options.ttl.or(config.default_ttl).map(micros_of);
                 Plan::Put(PutPlan {
                     index_text: index_text(&value, options.index.as_deref()),
                     namespace: join(&namespace),

@@ -7,9 +7,11 @@ struct State {
     topic: String,
     #[serde(skip)]
     scratch: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[reducer(append)]
-    log: Vec<String>,
+    #[serde(flatten)]
+    extra: std::collections::BTreeMap<String, String>,
+    // Fine: an absent `Option` reads back as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
 }
 
 fn main() {}

@@ -510,12 +510,18 @@ pub(crate) fn follow_line<'r>(
 ) -> Option<Vec<usize>> {
     // `count` may be `usize::MAX` (the whole line): grow as rows are found.
     let mut line = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut want = Some(from);
     while let Some(id) = want {
         if line.len() == count {
             return Some(line);
         }
         let ix = lookup(id)?;
+        // Damaged parent links that loop: not a line (read it by links,
+        // whose query stops at a loop and reports the missing parent).
+        if !seen.insert(ix) {
+            return None;
+        }
         line.push(ix);
         want = parent(ix);
     }
@@ -918,5 +924,14 @@ mod tests {
         assert_eq!(line(&rows, "e", 2), None);
         assert_eq!(line(&rows, "missing", 1), None);
         assert_eq!(line(&rows, "e", 1), Some(vec!["e"]));
+    }
+
+    #[test]
+    fn parent_links_that_loop_are_not_a_line_even_for_the_whole_line() {
+        // Damaged rows: `a` and `b` name each other as parent.
+        let rows = [("a", Some("b")), ("b", Some("a"))];
+        assert_eq!(line(&rows, "a", usize::MAX), None);
+        assert_eq!(line(&rows, "a", 5), None);
+        assert_eq!(line(&rows, "a", 2), Some(vec!["a", "b"]));
     }
 }

@@ -112,13 +112,13 @@ macro_rules! impl_sql_saver {
                     || message.contains("has no column named")
             }
 
-            /// Notes a deletion ([`delta::note_deletion`]) when dropped,
-            /// however the deleting call ended.
-            struct DeletionNote;
+            /// Notes a deletion of its threads ([`delta::note_deletion`])
+            /// when dropped, however the deleting call ended.
+            struct DeletionNote<'t>(&'t [String]);
 
-            impl Drop for DeletionNote {
+            impl Drop for DeletionNote<'_> {
                 fn drop(&mut self) {
-                    delta::note_deletion();
+                    self.0.iter().for_each(|t| delta::note_deletion(t));
                 }
             }
 
@@ -972,7 +972,8 @@ macro_rules! impl_sql_saver {
                 async fn delete_thread(&self, thread_id: &str) -> Result<()> {
                     // Cached values of this process no longer hold once the
                     // thread's ids may be stored again.
-                    let _deleted = DeletionNote;
+                    let thread = [thread_id.to_owned()];
+                    let _deleted = DeletionNote(&thread);
                     self.rechecked(async {
                         let op = "delete_thread";
                         self.ensure_migrated().await?;
@@ -991,7 +992,7 @@ macro_rules! impl_sql_saver {
                 }
 
                 async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
-                    let _deleted = (strategy == PruneStrategy::Delete).then_some(DeletionNote);
+                    let _deleted = (strategy == PruneStrategy::Delete).then_some(DeletionNote(thread_ids));
                     self.rechecked(async {
                         let op = "prune";
                         self.ensure_migrated().await?;
