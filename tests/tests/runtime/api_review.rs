@@ -172,27 +172,33 @@ async fn a_dropped_stream_on_sqlite_can_be_continued_at_once() {
     // START → a → b; `b` hangs on the first run. The stream is dropped as
     // soon as the state after `a` is seen, and the thread is continued
     // straight away, as an application would. Ten threads, one at a time.
+    // Odd threads are continued by a second graph compiled over the same
+    // saver (as a server compiling per request would).
     let (_db, saver) = Db::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(saver);
     let runs = Runs::default();
     let hang = Arc::new(AtomicBool::new(true));
-    let (r1, h) = (runs.clone(), hang.clone());
-    let graph = Graph::<Steps>::new("Drop")
-        .add_node("a", move |_: &Steps, rt: &Runtime| {
-            r1.hit(rt.config().thread_id().unwrap());
-            StepsUpdate::default().bar(["a"])
-        })
-        .add_node("b", move |_: &Steps| {
-            let hang = h.load(Ordering::SeqCst);
-            async move {
-                if hang {
-                    tokio::time::sleep(Duration::from_secs(3600)).await;
+    let build = |saver: Arc<dyn Saver>| {
+        let (r1, h) = (runs.clone(), hang.clone());
+        Graph::<Steps>::new("Drop")
+            .add_node("a", move |_: &Steps, rt: &Runtime| {
+                r1.hit(rt.config().thread_id().unwrap());
+                StepsUpdate::default().bar(["a"])
+            })
+            .add_node("b", move |_: &Steps| {
+                let hang = h.load(Ordering::SeqCst);
+                async move {
+                    if hang {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                    }
+                    StepsUpdate::default().bar(["b"])
                 }
-                StepsUpdate::default().bar(["b"])
-            }
-        })
-        .add_sequence([START, "a", "b", END])
-        .compile(Compile::new().checkpointer(saver))
-        .unwrap();
+            })
+            .add_sequence([START, "a", "b", END])
+            .compile(Compile::new().checkpointer_arc(saver))
+            .unwrap()
+    };
+    let (graph, other) = (build(saver.clone()), build(saver));
     let mut bad = Vec::new();
     for t in 0..10 {
         let config = RunConfig::thread(format!("d{t}"));
@@ -205,7 +211,8 @@ async fn a_dropped_stream_on_sqlite_can_be_continued_at_once() {
         }
         drop(stream);
         hang.store(false, Ordering::SeqCst);
-        let end = graph.continue_run(&config).await;
+        let continuing = if t % 2 == 0 { &graph } else { &other };
+        let end = continuing.continue_run(&config).await;
         let end = end.map(|o| o.complete().unwrap().bar);
         let runs_of_a = runs.get(&format!("d{t}"));
         if !matches!(&end, Ok(bar) if bar == &["a", "b"]) || runs_of_a != 1 {

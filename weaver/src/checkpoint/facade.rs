@@ -31,16 +31,23 @@ use crate::error::{Error, Result};
 pub struct Checkpointer {
     saver: Arc<dyn Saver>,
     cache: Arc<DeltaCache>,
-    flights: Arc<Flights>,
 }
 
 /// Background writers (`durability=async`) with operations queued and not
-/// yet stored, by thread: a read of a thread waits for them, so a run cut
-/// off while its last checkpoints were still queued (a dropped stream) is
-/// seen whole by the next call, never half.
-#[derive(Debug, Default)]
-struct Flights {
-    threads: std::sync::Mutex<std::collections::HashMap<String, Vec<Arc<Flight>>>>,
+/// yet stored, by saver (its address) and thread, for the whole process: a
+/// read of a thread through the same saver waits for them, whichever graph
+/// or checkpointer wraps it, so a run cut off while its last checkpoints
+/// were still queued (a dropped stream) is seen whole by the next call,
+/// never half.
+type FlightKey = (usize, String);
+
+static FLIGHTS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<FlightKey, Vec<Arc<Flight>>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+fn flights()
+-> std::sync::MutexGuard<'static, std::collections::HashMap<FlightKey, Vec<Arc<Flight>>>> {
+    FLIGHTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One background writer's operations queued and not yet stored.
@@ -92,8 +99,7 @@ impl Flight {
 /// background writer ended, however it ended.
 #[derive(Debug)]
 pub(crate) struct FlightGuard {
-    flights: Arc<Flights>,
-    thread: String,
+    key: FlightKey,
     flight: Arc<Flight>,
 }
 
@@ -106,18 +112,14 @@ impl FlightGuard {
 
 impl Drop for FlightGuard {
     fn drop(&mut self) {
-        let mut threads = self
-            .flights
-            .threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(list) = threads.get_mut(&self.thread) {
+        let mut all = flights();
+        if let Some(list) = all.get_mut(&self.key) {
             list.retain(|f| !Arc::ptr_eq(f, &self.flight));
             if list.is_empty() {
-                threads.remove(&self.thread);
+                all.remove(&self.key);
             }
         }
-        drop(threads);
+        drop(all);
         self.flight
             .pending
             .store(0, std::sync::atomic::Ordering::SeqCst);
@@ -156,42 +158,36 @@ impl Checkpointer {
         Checkpointer {
             saver,
             cache: Arc::default(),
-            flights: Arc::default(),
         }
+    }
+
+    /// The key of `thread` through this saver in the flight registry.
+    fn flight_key(&self, thread: &str) -> FlightKey {
+        (
+            Arc::as_ptr(&self.saver) as *const () as usize,
+            thread.to_owned(),
+        )
     }
 
     /// Registers a background writer of `thread`; it stays registered until
     /// the guard is dropped.
     pub(crate) fn take_off(&self, thread: &str) -> FlightGuard {
         let flight = Arc::new(Flight::default());
-        self.flights
-            .threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(thread.to_owned())
+        let key = self.flight_key(thread);
+        flights()
+            .entry(key.clone())
             .or_default()
             .push(flight.clone());
-        FlightGuard {
-            flights: self.flights.clone(),
-            thread: thread.to_owned(),
-            flight,
-        }
+        FlightGuard { key, flight }
     }
 
     /// Waits until no background writer has operations of `thread` queued.
     async fn settle(&self, thread: &str) {
-        let flights: Vec<Arc<Flight>> = {
-            let threads = self
-                .flights
-                .threads
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            match threads.get(thread) {
-                Some(list) => list.clone(),
-                None => return,
-            }
+        let queued: Vec<Arc<Flight>> = match flights().get(&self.flight_key(thread)) {
+            Some(list) => list.clone(),
+            None => return,
         };
-        for flight in flights {
+        for flight in queued {
             flight.settled().await;
         }
     }
@@ -334,6 +330,7 @@ impl Checkpointer {
         target_thread: &str,
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
+        self.settle(&source.thread_id).await;
         traced(
             "fork_at",
             &source.thread_id,
@@ -344,6 +341,7 @@ impl Checkpointer {
 
     /// [`Saver::copy_thread`].
     pub async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
+        self.settle(source_thread).await;
         traced(
             "copy_thread",
             source_thread,
@@ -354,6 +352,8 @@ impl Checkpointer {
 
     /// [`Saver::delete_thread`].
     pub async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        // Writes still queued for the thread would bring it back.
+        self.settle(thread_id).await;
         self.cache.forget_thread(thread_id);
         let out = traced(
             "delete_thread",
@@ -367,6 +367,9 @@ impl Checkpointer {
 
     /// [`Saver::prune`].
     pub async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
+        for t in thread_ids {
+            self.settle(t).await;
+        }
         if strategy == PruneStrategy::Delete {
             for t in thread_ids {
                 self.cache.forget_thread(t);

@@ -25,7 +25,8 @@ pub enum Durability {
     Sync,
     /// Checkpoints are stored in the background while the next step runs;
     /// `invoke` waits for them before it returns, and a read of the thread
-    /// (the next run, `get_state`) waits for any still queued. The default.
+    /// through the same saver (the next run, `get_state`, from any graph
+    /// compiled with that saver) waits for any still queued. The default.
     /// On an in-process saver (nothing to overlap) or outside a tokio
     /// runtime (no task to write in), the run writes as `Sync` does.
     #[default]

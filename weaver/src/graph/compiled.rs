@@ -197,7 +197,7 @@ impl<S: GraphState> CompiledGraph<S> {
     /// yields each node's update and the state after each step; the last item
     /// is the run's result. Dropping the stream stops the run at its next
     /// await; checkpoints it queued are still written, and the next call on
-    /// the thread waits for them.
+    /// the thread through the same saver waits for them.
     ///
     /// The background task needs a tokio runtime: called outside one, the
     /// stream's only item is `Done` with [`Error::InvalidArgument`].
