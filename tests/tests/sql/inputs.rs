@@ -464,7 +464,12 @@ async fn metadata_filters_match_the_same_rows_as_the_in_memory_saver() {
         s.put(cp("f", "none", None, None)).await.unwrap();
     }
     let mut failures = Vec::new();
-    for want in stored.iter().chain([&json!(2), &json!("x")]) {
+    // `u64::MAX - 1` must not match the stored `u64::MAX` (SQLite reads both
+    // as the same float).
+    for want in stored
+        .iter()
+        .chain([&json!(2), &json!("x"), &json!(u64::MAX - 1)])
+    {
         let filter = ListFilter::thread("f").metadata("k", want.clone());
         let mut answers = Vec::new();
         for (name, s) in &savers {

@@ -565,7 +565,10 @@ pub(crate) fn list_where(
     for (key, value) in &filter.metadata {
         let k = push(&mut params, Param::Text(key.clone()));
         let v = push(&mut params, Param::Text(value.to_string()));
-        clauses.push(q.metadata_clause(k, v, value.is_number()));
+        // An integer past i64 is a float to SQLite's JSON functions, which
+        // would round it: compared as written, it is exact.
+        let beyond_i64 = value.is_u64() && value.as_i64().is_none();
+        clauses.push(q.metadata_clause(k, v, value.is_number() && !beyond_i64));
     }
     if clauses.is_empty() {
         clauses.push("1 = 1".to_owned());
