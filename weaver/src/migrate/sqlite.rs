@@ -17,10 +17,7 @@ impl sealed::Sealed for SqlitePool {}
 impl MigrationTarget for SqlitePool {
     async fn migrate(&self, adapters: &[Adapter], change: Change) -> Result<()> {
         let op = "migrate";
-        let mut tx = self
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(storage(op))?;
+        let mut tx = crate::checkpoint::sql::sqlite::begin_immediate(self, op).await?;
         sqlx::raw_sql(
             "CREATE TABLE IF NOT EXISTS weaver_schema_versions (
                 adapter TEXT PRIMARY KEY NOT NULL,
