@@ -45,6 +45,11 @@ static FLIGHTS: std::sync::LazyLock<
     std::sync::Mutex<std::collections::HashMap<FlightKey, Vec<Arc<Flight>>>>,
 > = std::sync::LazyLock::new(Default::default);
 
+/// How many flights are registered: while none is, a read skips the
+/// registry (no lock, no key) — the usual case, a run's writer being gone
+/// before the next read.
+static REGISTERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn flights()
 -> std::sync::MutexGuard<'static, std::collections::HashMap<FlightKey, Vec<Arc<Flight>>>> {
     FLIGHTS.lock().unwrap_or_else(|e| e.into_inner())
@@ -119,6 +124,7 @@ impl Drop for FlightGuard {
                 all.remove(&self.key);
             }
         }
+        REGISTERED.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         drop(all);
         self.flight
             .pending
@@ -174,15 +180,17 @@ impl Checkpointer {
     pub(crate) fn take_off(&self, thread: &str) -> FlightGuard {
         let flight = Arc::new(Flight::default());
         let key = self.flight_key(thread);
-        flights()
-            .entry(key.clone())
-            .or_default()
-            .push(flight.clone());
+        let mut all = flights();
+        all.entry(key.clone()).or_default().push(flight.clone());
+        REGISTERED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         FlightGuard { key, flight }
     }
 
     /// Waits until no background writer has operations of `thread` queued.
     async fn settle(&self, thread: &str) {
+        if REGISTERED.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            return;
+        }
         let queued: Vec<Arc<Flight>> = match flights().get(&self.flight_key(thread)) {
             Some(list) => list.clone(),
             None => return,

@@ -232,14 +232,11 @@ impl From<Filter> for Value {
             let free = parts.iter().position(
                 |p| !matches!(p.get(&c.field), Some(Value::Object(ops)) if ops.contains_key(op)),
             );
-            let part = match free {
-                Some(i) => &mut parts[i],
-                None => {
-                    parts.push(Map::new());
-                    parts.last_mut().expect("just pushed")
-                }
-            };
-            let entry = part
+            let i = free.unwrap_or_else(|| {
+                parts.push(Map::new());
+                parts.len() - 1
+            });
+            let entry = parts[i]
                 .entry(c.field)
                 .or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(ops) = entry {
