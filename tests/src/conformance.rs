@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use weaver::Error;
 use weaver::checkpoint::{
     BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, ERROR_CHANNEL,
-    ForkOptions, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, Saver, limits,
+    ForkOptions, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, Saver, ThreadInfo, limits,
 };
 
 /// Runs every check, each on a fresh saver from `make`.
@@ -47,6 +47,8 @@ where
     fork_at_rejects_missing_parent_and_existing_target(make().await).await;
     copy_delete_and_list_threads(make().await).await;
     prune_keeps_latest_or_deletes(make().await).await;
+    prune_keeps_the_last_n_per_namespace(make().await).await;
+    thread_info_and_commit_order_lookup(make().await).await;
     returned_values_are_copies(make().await).await;
     put_ops_applies_a_group_in_order(make().await).await;
     put_ops_group_fails_as_a_whole(make().await).await;
@@ -1034,6 +1036,174 @@ async fn prune_keeps_latest_or_deletes(saver: Arc<dyn Saver>) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+async fn prune_keeps_the_last_n_per_namespace(saver: Arc<dyn Saver>) {
+    // Thread "a": a chain of 6 (orders 1-6), then a branch off order 2 at 7;
+    // namespace "sub" holds 2; thread "b" holds 4.
+    let a = chain(saver.as_ref(), "a", 6).await;
+    let branch = saver
+        .put(new_on("a", Some(&a[1]), Some(7), 1, json!("branch")))
+        .await
+        .unwrap();
+    let mut sub = Vec::new();
+    for i in 0..2u64 {
+        let mut c = new_on(
+            "a",
+            sub.last().map(String::as_str),
+            Some(i + 1),
+            0,
+            json!(i),
+        );
+        c.checkpoint_ns = "sub".into();
+        sub.push(c.checkpoint.id.clone());
+        saver.put(c).await.unwrap();
+    }
+    chain(saver.as_ref(), "b", 4).await;
+    let at = |id: &str| CheckpointRef::latest("a").at(id.to_owned());
+    saver
+        .put_writes(&at(&a[2]), vec![write("gone", "v", json!(1))])
+        .await
+        .unwrap();
+    saver
+        .put_writes(&at(&a[4]), vec![write("kept", "v", json!(2))])
+        .await
+        .unwrap();
+
+    let untouched = || async {
+        let mut all = saver.list(&ListFilter::thread("a")).await.unwrap();
+        all.extend(saver.list(&ListFilter::thread("b")).await.unwrap());
+        all.iter()
+            .map(|t| (t.checkpoint.id.clone(), t.pending_writes.len()))
+            .collect::<Vec<_>>()
+    };
+    let before = untouched().await;
+    assert!(matches!(
+        saver
+            .prune(&["a".to_owned()], PruneStrategy::KeepLast(0))
+            .await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(
+        saver
+            .prune(
+                &["a".to_owned(), "b".to_owned()],
+                PruneStrategy::KeepLast(7)
+            )
+            .await
+            .unwrap(),
+        0,
+        "keeping more than a namespace holds deletes nothing"
+    );
+    assert_eq!(untouched().await, before, "nothing changed");
+
+    let deleted = saver
+        .prune(&["a".to_owned()], PruneStrategy::KeepLast(3))
+        .await
+        .unwrap();
+    assert_eq!(deleted, 4, "orders 1-4 of the root namespace");
+    let kept = saver.list(&ListFilter::thread("a").ns("")).await.unwrap();
+    assert_eq!(
+        ids_of(&kept),
+        [
+            branch.checkpoint_id.clone().unwrap(),
+            a[5].clone(),
+            a[4].clone()
+        ],
+        "the 3 highest commit orders, whichever branch"
+    );
+    let orders: Vec<u64> = kept.iter().map(|t| t.commit_order).collect();
+    assert_eq!(orders, [7, 6, 5], "commit orders are kept");
+    assert_eq!(kept[2].pending_writes.len(), 1, "kept writes stay");
+    assert_eq!(kept[0].checkpoint.channel_values["v"], json!("branch"));
+    assert!(saver.get_tuple(&at(&a[2])).await.unwrap().is_none());
+    assert!(
+        matches!(
+            saver
+                .put_writes(&at(&a[2]), vec![write("late", "v", json!(3))])
+                .await,
+            Err(Error::CheckpointNotFound { .. })
+        ),
+        "a pruned checkpoint takes no writes"
+    );
+    assert_eq!(
+        saver
+            .list(&ListFilter::thread("a").ns("sub"))
+            .await
+            .unwrap()
+            .len(),
+        2,
+        "each namespace keeps its own 3"
+    );
+    assert_eq!(
+        saver.list(&ListFilter::thread("b")).await.unwrap().len(),
+        4,
+        "threads not named are untouched"
+    );
+    // The thread goes on after the kept head; KeepLatest is KeepLast(1).
+    saver
+        .put(new_on("a", Some(&a[5]), None, 5, json!("next")))
+        .await
+        .unwrap();
+    assert_eq!(
+        saver
+            .prune(&["a".to_owned()], PruneStrategy::KeepLatest)
+            .await
+            .unwrap(),
+        4
+    );
+    let kept = saver.list(&ListFilter::thread("a")).await.unwrap();
+    let orders: Vec<(String, u64)> = kept
+        .iter()
+        .map(|t| (t.config.checkpoint_ns.clone(), t.commit_order))
+        .collect();
+    assert_eq!(orders, [(String::new(), 8), ("sub".to_owned(), 2)]);
+}
+
+async fn thread_info_and_commit_order_lookup(saver: Arc<dyn Saver>) {
+    assert_eq!(saver.thread_info("a").await.unwrap(), None);
+    assert_eq!(saver.at_commit_order("a", "", 1).await.unwrap(), None);
+    let a = chain(saver.as_ref(), "a", 3).await;
+    let mut c = new_on("a", None, Some(1), 0, json!("sub"));
+    c.checkpoint_ns = "sub".into();
+    let sub = c.checkpoint.id.clone();
+    saver.put(c).await.unwrap();
+    chain(saver.as_ref(), "b", 1).await;
+    assert_eq!(
+        saver.thread_info("a").await.unwrap(),
+        Some(ThreadInfo {
+            thread_id: "a".into(),
+            checkpoints: 4
+        }),
+        "every namespace counts"
+    );
+    let found = saver.at_commit_order("a", "", 2).await.unwrap().unwrap();
+    assert_eq!(found, CheckpointRef::latest("a").at(a[1].clone()));
+    let found = saver.at_commit_order("a", "sub", 1).await.unwrap().unwrap();
+    assert_eq!(found.checkpoint_ns, "sub");
+    assert_eq!(found.checkpoint_id.as_deref(), Some(sub.as_str()));
+    for (ns, order) in [("", 4), ("", 0), ("", u64::MAX), ("other", 1)] {
+        assert_eq!(
+            saver.at_commit_order("a", ns, order).await.unwrap(),
+            None,
+            "{ns:?} {order}"
+        );
+    }
+    saver
+        .prune(&["a".to_owned()], PruneStrategy::KeepLatest)
+        .await
+        .unwrap();
+    assert_eq!(saver.at_commit_order("a", "", 2).await.unwrap(), None);
+    assert_eq!(
+        saver.thread_info("a").await.unwrap().unwrap().checkpoints,
+        2
+    );
+    saver.delete_thread("a").await.unwrap();
+    assert_eq!(saver.thread_info("a").await.unwrap(), None);
+    assert_eq!(
+        saver.thread_info("b").await.unwrap().unwrap().checkpoints,
+        1
     );
 }
 

@@ -233,11 +233,28 @@ async fn a_fresh_process_continues_the_thread_with_numbered_versions() {
         "every save is a new version, newest first"
     );
     // Restore a specific version: version 4 is the end of the first turn.
-    let v4 = h.iter().find(|s| s.commit_order == 4).unwrap();
+    let v4 = again.at_version(&session, 4).await.unwrap().unwrap();
     assert_eq!(
-        again.get_state(&v4.config).await.unwrap().values.bar,
-        ["a", "b"]
+        v4.get_checkpoint_id(),
+        h.iter()
+            .find(|s| s.commit_order == 4)
+            .unwrap()
+            .config
+            .get_checkpoint_id()
     );
+    assert_eq!(again.get_state(&v4).await.unwrap().values.bar, ["a", "b"]);
+    assert!(again.at_version(&session, 9).await.unwrap().is_none());
+    // getSnapshotCount and flowExists.
+    let cp = again.checkpointer().unwrap();
+    assert_eq!(
+        cp.thread_info("session-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .checkpoints,
+        8
+    );
+    assert!(cp.thread_info("session-2").await.unwrap().is_none());
     // A new thread id is a separate conversation.
     let other = RunConfig::thread("session-2");
     let fresh = run(&again, &other).await;
@@ -335,11 +352,28 @@ async fn prune_is_never_automatic_and_keeps_the_thread_resumable() {
         "nothing prunes for you"
     );
     let cp = graph.checkpointer().unwrap();
+    // pruneHistory(flowId, keepLast: 5): the five newest versions stay.
+    let deleted = cp
+        .prune(&["thread-1".into()], PruneStrategy::KeepLast(5))
+        .await
+        .unwrap();
+    assert_eq!(deleted, 7);
+    let h = history(&graph, &t).await;
+    let orders: Vec<u64> = h.iter().map(|s| s.commit_order).collect();
+    assert_eq!(orders, [12, 11, 10, 9, 8]);
+    assert_eq!(
+        cp.thread_info("thread-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .checkpoints,
+        5
+    );
     let deleted = cp
         .prune(&["thread-1".into()], PruneStrategy::default())
         .await
         .unwrap();
-    assert_eq!(deleted, 11);
+    assert_eq!(deleted, 4);
     let h = history(&graph, &t).await;
     assert_eq!(h.len(), 1);
     assert_eq!(h[0].values.bar.len(), 6);

@@ -39,3 +39,13 @@ async fn conformance_postgres() {
         db.drop_schema().await;
     }
 }
+
+/// A saver over the in-memory one that leaves `lineage`, `thread_info` and
+/// `at_commit_order` to the trait's defaults.
+#[tokio::test]
+async fn the_saver_trait_defaults_conform() {
+    run_saver_conformance(|| async {
+        Arc::new(crate::common::Forwarding::default()) as Arc<dyn Saver>
+    })
+    .await;
+}

@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 
 use sqlx::AssertSqlSafe;
 use weaver::checkpoint::{
-    CheckpointRef, CheckpointTuple, DELTA_SNAPSHOT_EVERY, ForkOptions, ListFilter, PruneStrategy,
+    ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple,
+    DELTA_SNAPSHOT_EVERY, ForkOptions, ListFilter, NewCheckpoint, PruneStrategy,
 };
 use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::prelude::*;
@@ -40,6 +41,7 @@ async fn full_records(saver: &dyn Saver, thread: &str) -> usize {
 }
 
 async fn deltas_on(saver: Arc<dyn Saver>) {
+    keep_last_on(saver.clone()).await;
     let graph = chat(saver.clone());
     let config = RunConfig::thread("t");
     let turns = 40;
@@ -204,6 +206,126 @@ async fn deltas_on(saver: Arc<dyn Saver>) {
             full_records(saver.as_ref(), &thread).await < raw(saver.as_ref(), &thread).await.len()
         );
     }
+}
+
+/// `KeepLast(n)` on a forked thread with delta channels: each kept record
+/// whose parent goes is stored in full first (the others are not rewritten),
+/// so a reader with no cached values reads every kept checkpoint as before,
+/// and both branches go on.
+async fn keep_last_on(saver: Arc<dyn Saver>) {
+    let graph = chat(saver.clone());
+    let config = RunConfig::thread("k");
+    for i in 0..20 {
+        graph.invoke(user(i), &config).await.unwrap(); // orders 1-60
+    }
+    let main_head = graph.get_state(&config).await.unwrap().config;
+    let old = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let branch = graph
+        .update_state(
+            &old[40].config,
+            ChatUpdate::default().messages(vec!["edited".to_owned()]),
+            Some("chat"),
+        )
+        .await
+        .unwrap(); // order 61, parent order 20
+    graph.invoke(user(90), &main_head).await.unwrap(); // orders 62-64, from 60
+    let before: std::collections::HashMap<String, Chat> = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.config.get_checkpoint_id().unwrap().to_owned(), s.values))
+        .collect();
+    let stored_before = raw(saver.as_ref(), "k").await;
+    assert!(
+        stored_before[..5]
+            .iter()
+            .all(|t| !t.checkpoint.deltas.is_empty())
+    );
+
+    let deleted = saver
+        .prune(&["k".to_owned()], PruneStrategy::KeepLast(5))
+        .await
+        .unwrap();
+    assert_eq!(deleted, 59);
+    let stored = raw(saver.as_ref(), "k").await;
+    let orders: Vec<u64> = stored.iter().map(|t| t.commit_order).collect();
+    assert_eq!(orders, [64, 63, 62, 61, 60]);
+    for (t, was) in stored.iter().zip(&stored_before) {
+        assert_eq!(t.checkpoint.id, was.checkpoint.id);
+        let lost_parent = t.commit_order <= 61;
+        assert_eq!(
+            t.checkpoint.deltas.is_empty(),
+            lost_parent,
+            "order {}: only records whose parent went are rewritten",
+            t.commit_order
+        );
+    }
+
+    // A reader with no cached values (another process) reads the same.
+    let fresh = chat(saver.clone());
+    let after = fresh
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 5);
+    for s in &after {
+        let id = s.config.get_checkpoint_id().unwrap();
+        assert_eq!(s.values, before[id], "checkpoint {id}");
+    }
+    // Both branches go on.
+    let mut want = before[branch.get_checkpoint_id().unwrap()].messages.clone();
+    want.extend(["user 91".to_owned(), "ai re user 91".to_owned()]);
+    let on_branch = fresh.invoke(user(91), &branch).await.unwrap();
+    assert_eq!(on_branch.complete().unwrap().messages, want);
+    let latest = fresh.get_state(&config).await.unwrap();
+    assert_eq!(latest.values.messages, want);
+    let fresh = chat(saver.clone());
+    assert_eq!(
+        fresh.get_state(&config).await.unwrap().values,
+        latest.values
+    );
+
+    // A kept record that cannot be rebuilt fails the call; nothing changes.
+    let mut parent = Checkpoint::empty();
+    parent
+        .channel_values
+        .insert("turns".into(), serde_json::json!(0));
+    let parent_id = parent.id.clone();
+    let mut child = Checkpoint::empty();
+    child.v = weaver::checkpoint::DELTA_CHECKPOINT_FORMAT;
+    child.deltas.insert(
+        "messages".into(),
+        ChannelDelta {
+            depth: 1,
+            items: vec![serde_json::json!("orphan")],
+        },
+    );
+    for (c, parent) in [(parent, None), (child, Some(parent_id))] {
+        saver
+            .put(NewCheckpoint {
+                thread_id: "bad".into(),
+                checkpoint_ns: String::new(),
+                parent_id: parent,
+                checkpoint: c,
+                metadata: CheckpointMetadata::new(CheckpointSource::Loop, 0),
+                commit_order: None,
+            })
+            .await
+            .unwrap();
+    }
+    let refused = saver
+        .prune(
+            &["k".to_owned(), "bad".to_owned()],
+            PruneStrategy::KeepLast(1),
+        )
+        .await;
+    assert!(matches!(refused, Err(Error::Decode { .. })), "{refused:?}");
+    assert_eq!(raw(saver.as_ref(), "bad").await.len(), 2);
+    assert_eq!(raw(saver.as_ref(), "k").await.len(), 8, "nothing pruned");
 }
 
 /// Drops the record of `thread` that the head's messages are rebuilt from

@@ -390,6 +390,39 @@ impl Checkpointer {
         out
     }
 
+    /// [`Saver::thread_info`]: how many checkpoints the thread holds, `None`
+    /// when it holds none (writes still queued for it are stored first).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::checkpoint::{Checkpointer, InMemorySaver};
+    /// let cp = Checkpointer::new(InMemorySaver::new());
+    /// assert!(cp.thread_info("nobody").await.unwrap().is_none());
+    /// # });
+    /// ```
+    pub async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
+        self.settle(thread_id).await;
+        traced("thread_info", thread_id, self.saver.thread_info(thread_id)).await
+    }
+
+    /// [`Saver::at_commit_order`]: where the checkpoint numbered
+    /// `commit_order` in `thread_id`'s namespace `checkpoint_ns` is, `None`
+    /// when there is none. Its [`RunConfig`](crate::RunConfig) (`.into()`)
+    /// restores that version with `get_state`, continues from it with
+    /// `invoke`, or forks it with `update_state`.
+    pub async fn at_commit_order(
+        &self,
+        thread_id: &str,
+        checkpoint_ns: &str,
+        commit_order: u64,
+    ) -> Result<Option<CheckpointRef>> {
+        self.settle(thread_id).await;
+        let found = self
+            .saver
+            .at_commit_order(thread_id, checkpoint_ns, commit_order);
+        traced("at_commit_order", thread_id, found).await
+    }
+
     /// [`Saver::list_threads`].
     pub async fn list_threads(
         &self,

@@ -85,16 +85,39 @@ impl Log {
 
     /// The head with its delta channels stored in full, when it has any: what
     /// it must become before its ancestors are removed.
-    fn materialized_head(&self, thread_id: &str, ns: &str) -> Result<Option<Checkpoint>> {
-        let Some(head) = self.by_order.values().next_back() else {
-            return Ok(None);
+    /// The lowest commit order kept when only the `keep` newest records
+    /// stay; `None` when there are no more than `keep`.
+    fn cutoff(&self, keep: usize) -> Option<u64> {
+        self.by_order.keys().rev().nth(keep).map(|o| o + 1)
+    }
+
+    /// What pruning to the `keep` newest records must rewrite first: each
+    /// kept record that stores delta channels and whose parent goes, with
+    /// its channels rebuilt in full, by commit order.
+    fn materialized_boundary(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        keep: usize,
+    ) -> Result<Vec<(u64, Checkpoint)>> {
+        let Some(cut) = self.cutoff(keep) else {
+            return Ok(Vec::new());
         };
-        if head.checkpoint.deltas.is_empty() {
-            return Ok(None);
+        let mut out = Vec::new();
+        for (&order, s) in self.by_order.range(cut..) {
+            let parent_kept = s
+                .parent_id
+                .as_ref()
+                .and_then(|p| self.by_id.get(p))
+                .is_some_and(|&p| p >= cut);
+            if s.checkpoint.deltas.is_empty() || parent_kept {
+                continue;
+            }
+            let count = delta::lineage_len(&s.checkpoint);
+            let chain = self.lineage(thread_id, ns, &s.checkpoint.id, count);
+            out.push((order, delta::materialize(chain, count)?));
         }
-        let count = delta::lineage_len(&head.checkpoint);
-        let chain = self.lineage(thread_id, ns, &head.checkpoint.id, count);
-        delta::materialize(chain, count).map(Some)
+        Ok(out)
     }
 }
 
@@ -475,47 +498,49 @@ impl Saver for InMemorySaver {
     }
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
+        let keep = strategy.keep()?;
         let mut threads = self.write();
-        let mut deleted = 0u64;
-        // Heads that keep delta channels are rebuilt in full before anything
-        // is removed, so that a bad record fails the call with nothing changed.
-        let mut rebuilt = Vec::new();
-        if strategy == PruneStrategy::KeepLatest {
+        let Some(keep) = keep else {
+            let mut deleted = 0u64;
             for t in thread_ids {
-                for (ns, log) in threads.get(t).into_iter().flatten() {
-                    if let Some(full) = log.materialized_head(t, ns)? {
-                        rebuilt.push((t.clone(), ns.clone(), full));
-                    }
+                if let Some(nss) = threads.remove(t) {
+                    deleted += nss.values().map(|l| l.by_order.len() as u64).sum::<u64>();
+                }
+                delta::note_deletion(t);
+            }
+            return Ok(deleted);
+        };
+        // Kept records that lose their parent are rebuilt in full before
+        // anything is removed, so that a bad record fails the call with
+        // nothing changed.
+        let mut rebuilt = Vec::new();
+        for t in thread_ids {
+            for (ns, log) in threads.get(t).into_iter().flatten() {
+                for (order, full) in log.materialized_boundary(t, ns, keep)? {
+                    rebuilt.push((t.clone(), ns.clone(), order, full));
                 }
             }
         }
-        for (t, ns, full) in rebuilt {
-            let head = threads
+        for (t, ns, order, full) in rebuilt {
+            let kept = threads
                 .get_mut(&t)
                 .and_then(|n| n.get_mut(&ns))
-                .and_then(|l| l.by_order.values_mut().next_back());
-            if let Some(head) = head {
-                head.checkpoint = full;
+                .and_then(|l| l.by_order.get_mut(&order));
+            if let Some(kept) = kept {
+                kept.checkpoint = full;
             }
         }
+        let mut deleted = 0u64;
         for t in thread_ids {
-            match strategy {
-                PruneStrategy::Delete => {
-                    if let Some(nss) = threads.remove(t) {
-                        deleted += nss.values().map(|l| l.by_order.len() as u64).sum::<u64>();
-                    }
-                    delta::note_deletion(t);
-                }
-                PruneStrategy::KeepLatest => {
-                    for log in threads.get_mut(t).into_iter().flat_map(|n| n.values_mut()) {
-                        let head = log.head();
-                        let old: Vec<u64> = log.by_order.range(..head).map(|(o, _)| *o).collect();
-                        for o in old {
-                            if let Some(s) = log.by_order.remove(&o) {
-                                log.by_id.remove(&s.checkpoint.id);
-                                deleted += 1;
-                            }
-                        }
+            for log in threads.get_mut(t).into_iter().flat_map(|n| n.values_mut()) {
+                let Some(cut) = log.cutoff(keep) else {
+                    continue;
+                };
+                let old: Vec<u64> = log.by_order.range(..cut).map(|(o, _)| *o).collect();
+                for o in old {
+                    if let Some(s) = log.by_order.remove(&o) {
+                        log.by_id.remove(&s.checkpoint.id);
+                        deleted += 1;
                     }
                 }
             }
@@ -535,6 +560,35 @@ impl Saver for InMemorySaver {
                 checkpoints: nss.values().map(|l| l.by_order.len() as u64).sum(),
             })
             .collect())
+    }
+
+    async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
+        let threads = self.read();
+        let checkpoints = threads
+            .get(thread_id)
+            .map_or(0, |nss| nss.values().map(|l| l.by_order.len() as u64).sum());
+        Ok((checkpoints > 0).then(|| ThreadInfo {
+            thread_id: thread_id.to_owned(),
+            checkpoints,
+        }))
+    }
+
+    async fn at_commit_order(
+        &self,
+        thread_id: &str,
+        checkpoint_ns: &str,
+        commit_order: u64,
+    ) -> Result<Option<CheckpointRef>> {
+        let threads = self.read();
+        let found = threads
+            .get(thread_id)
+            .and_then(|n| n.get(checkpoint_ns))
+            .and_then(|l| l.by_order.get(&commit_order));
+        Ok(found.map(|s| CheckpointRef {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: checkpoint_ns.to_owned(),
+            checkpoint_id: Some(s.checkpoint.id.clone()),
+        }))
     }
 
     async fn lineage(

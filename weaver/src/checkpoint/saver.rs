@@ -89,12 +89,47 @@ pub trait Saver: Debug + Send + Sync {
     /// thread is not an error.
     async fn delete_thread(&self, thread_id: &str) -> Result<()>;
 
-    /// Applies `strategy` to each thread; returns how many checkpoints were deleted.
+    /// Applies `strategy` to each thread; returns how many checkpoints were
+    /// deleted. All threads in one atomic step: a kept checkpoint whose
+    /// parent goes is first stored with its delta channels in full, and one
+    /// that cannot be rebuilt fails the call with nothing deleted.
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64>;
 
     /// Lists threads with at least one checkpoint, ordered by thread id,
     /// skipping `offset` and returning at most `limit`.
     async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>>;
+
+    /// How many checkpoints `thread_id` holds (all namespaces); `None` when
+    /// it holds none (the seed's `flowExists` and `getSnapshotCount`).
+    ///
+    /// The default lists the whole thread; weaver's savers count instead.
+    async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
+        let checkpoints = self.list(&ListFilter::thread(thread_id)).await?.len() as u64;
+        Ok((checkpoints > 0).then(|| ThreadInfo {
+            thread_id: thread_id.to_owned(),
+            checkpoints,
+        }))
+    }
+
+    /// Where the checkpoint of `thread_id` and `checkpoint_ns` whose commit
+    /// order is `commit_order` is (the seed's numbered versions), or `None`
+    /// when there is none (never committed, or pruned).
+    ///
+    /// The default lists the namespace; weaver's savers look it up.
+    async fn at_commit_order(
+        &self,
+        thread_id: &str,
+        checkpoint_ns: &str,
+        commit_order: u64,
+    ) -> Result<Option<CheckpointRef>> {
+        let listed = self
+            .list(&ListFilter::thread(thread_id).ns(checkpoint_ns))
+            .await?;
+        Ok(listed
+            .into_iter()
+            .find(|t| t.commit_order == commit_order)
+            .map(|t| t.config))
+    }
 
     /// Stores `ops` in the order given, as one group commit: each op follows
     /// the rules of [`put`](Saver::put) or [`put_writes`](Saver::put_writes).

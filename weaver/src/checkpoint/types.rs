@@ -487,14 +487,43 @@ pub(crate) fn is_plain_identifier(name: &str) -> bool {
 }
 
 /// What [`prune`](super::Saver::prune) does to each thread.
+///
+/// Nothing prunes on its own: history grows by one checkpoint per step until
+/// a call like this one. A kept checkpoint keeps its id, commit order,
+/// metadata and pending writes, and reads back the same values: one whose
+/// parent is pruned is stored in full first (it may have stored only what its
+/// delta channels appended), in the same atomic step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum PruneStrategy {
-    /// Keep only the latest checkpoint (and its pending writes) per namespace.
+    /// Keep only the latest checkpoint (and its pending writes) per namespace:
+    /// `KeepLast(1)`.
     #[default]
     KeepLatest,
+    /// Keep the `n` checkpoints with the highest commit orders per namespace
+    /// (the seed's `pruneHistory(flowId, keepLast)`), whichever branch of a
+    /// forked thread they are on, with their pending writes; delete the older
+    /// ones and their writes. `n` must be at least 1
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument) otherwise:
+    /// [`Delete`](PruneStrategy::Delete) removes a thread).
+    KeepLast(usize),
     /// Delete the thread's checkpoints and writes entirely.
     Delete,
+}
+
+impl PruneStrategy {
+    /// How many checkpoints per namespace the strategy keeps (`None`: it
+    /// deletes the thread), or why it is invalid.
+    pub(crate) fn keep(self) -> crate::error::Result<Option<usize>> {
+        match self {
+            PruneStrategy::KeepLatest => Ok(Some(1)),
+            PruneStrategy::KeepLast(0) => Err(crate::Error::invalid_argument(
+                "PruneStrategy::KeepLast(0) would keep nothing; use PruneStrategy::Delete to delete a thread",
+            )),
+            PruneStrategy::KeepLast(n) => Ok(Some(n)),
+            PruneStrategy::Delete => Ok(None),
+        }
+    }
 }
 
 /// One read of [`Saver::lineages`](super::Saver::lineages): the arguments

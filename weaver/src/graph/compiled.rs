@@ -160,6 +160,54 @@ impl<S: GraphState> CompiledGraph<S> {
         engine::history(&self.inner.spec, cp, built, config, options).await
     }
 
+    /// The config of the checkpoint numbered `commit_order` on `config`'s
+    /// thread and namespace (the seed's numbered versions: every checkpoint
+    /// is a new one, see [`StateSnapshot::commit_order`]), keeping the rest of
+    /// `config`; `None` when there is no such checkpoint (never written, or
+    /// pruned). Pass it to [`get_state`](Self::get_state) to restore that
+    /// version, to [`invoke`](Self::invoke) to continue from it, or to
+    /// [`update_state`](Self::update_state) to fork it.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Count {
+    ///     #[reducer(add)]
+    ///     n: u64,
+    /// }
+    ///
+    /// let graph = Graph::<Count>::new("count")
+    ///     .add_node("inc", |_: &Count| CountUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
+    ///     .unwrap();
+    /// let config = RunConfig::thread("t");
+    /// // Each run writes its input, then the start step, then `inc`'s step.
+    /// graph.invoke(Count::default(), &config).await.unwrap(); // versions 1 to 3
+    /// graph.invoke(Count::default(), &config).await.unwrap(); // versions 4 to 6
+    /// let first_turn = graph.at_version(&config, 3).await.unwrap().unwrap();
+    /// assert_eq!(graph.get_state(&first_turn).await.unwrap().values.n, 1);
+    /// assert_eq!(graph.get_state(&config).await.unwrap().values.n, 2);
+    /// assert!(graph.at_version(&config, 9).await.unwrap().is_none());
+    /// # });
+    /// ```
+    pub async fn at_version(
+        &self,
+        config: &RunConfig,
+        commit_order: u64,
+    ) -> Result<Option<RunConfig>> {
+        let cp = self.require_checkpointer("at_version")?;
+        let thread = config.thread_id().ok_or(Error::MissingThreadId)?;
+        let found = cp
+            .at_commit_order(thread, config.ns(), commit_order)
+            .await?;
+        Ok(found
+            .and_then(|r| r.checkpoint_id)
+            .map(|id| config.clone().checkpoint_id(id)))
+    }
+
     /// Writes a new checkpoint (`source: update`) on top of the one `config`
     /// addresses, merging `update` through the reducers as if node `as_node`
     /// had returned it; the next nodes are that node's successors. Without

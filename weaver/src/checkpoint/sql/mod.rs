@@ -99,12 +99,14 @@ pub(crate) struct Queries {
     pub(crate) thread_writes: String,
     pub(crate) delete_writes: String,
     pub(crate) delete_cps: String,
-    pub(crate) prune_writes: String,
-    pub(crate) prune_cps: String,
+    pub(crate) namespaces_of_thread: String,
+    pub(crate) nth_newest: String,
+    pub(crate) orphans_from: String,
+    pub(crate) thread_count: String,
+    pub(crate) id_at_order: String,
     pub(crate) list_threads: String,
     pub(crate) lineage: String,
     pub(crate) lineage_writes: String,
-    pub(crate) heads_of_thread: String,
     pub(crate) set_payload: String,
     pub(crate) meta_out: &'static str,
 }
@@ -119,9 +121,6 @@ impl Queries {
         };
         let older = format!(
             "SELECT checkpoint_id FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order < $3"
-        );
-        let not_latest = format!(
-            "commit_order < (SELECT MAX(c2.commit_order) FROM {cps} AS c2 WHERE c2.thread_id = {cps}.thread_id AND c2.checkpoint_ns = {cps}.checkpoint_ns)"
         );
         // A parent commits before its child, so each step goes to a lower
         // commit order: damaged parent links that loop end the line (its
@@ -175,10 +174,19 @@ impl Queries {
             ),
             delete_writes: format!("DELETE FROM {writes} WHERE thread_id = $1"),
             delete_cps: format!("DELETE FROM {cps} WHERE thread_id = $1"),
-            prune_writes: format!(
-                "DELETE FROM {writes} WHERE thread_id = $1 AND EXISTS (SELECT 1 FROM {cps} WHERE {cps}.thread_id = {writes}.thread_id AND {cps}.checkpoint_ns = {writes}.checkpoint_ns AND {cps}.checkpoint_id = {writes}.checkpoint_id AND {not_latest})"
+            namespaces_of_thread: format!(
+                "SELECT DISTINCT checkpoint_ns FROM {cps} WHERE thread_id = $1 ORDER BY checkpoint_ns"
             ),
-            prune_cps: format!("DELETE FROM {cps} WHERE thread_id = $1 AND {not_latest}"),
+            nth_newest: format!(
+                "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 ORDER BY commit_order DESC LIMIT 1 OFFSET $3"
+            ),
+            orphans_from: format!(
+                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} AS c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.commit_order >= $3 AND NOT EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = c.parent_checkpoint_id AND p.commit_order >= $3) ORDER BY c.commit_order"
+            ),
+            thread_count: format!("SELECT COUNT(*) FROM {cps} WHERE thread_id = $1"),
+            id_at_order: format!(
+                "SELECT checkpoint_id FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order = $3"
+            ),
             list_threads: format!(
                 "SELECT thread_id, COUNT(*) AS n FROM {cps} GROUP BY thread_id ORDER BY thread_id LIMIT $1 OFFSET $2"
             ),
@@ -194,9 +202,6 @@ impl Queries {
                  SELECT w.checkpoint_id, w.task_id, w.idx, w.channel, w.task_path, w.value
                    FROM lineage AS l JOIN {writes} AS w
                      ON w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.checkpoint_id = l.checkpoint_id"
-            ),
-            heads_of_thread: format!(
-                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} WHERE thread_id = $1 AND commit_order = (SELECT MAX(c2.commit_order) FROM {cps} AS c2 WHERE c2.thread_id = {cps}.thread_id AND c2.checkpoint_ns = {cps}.checkpoint_ns)"
             ),
             set_payload: format!(
                 "UPDATE {cps} SET checkpoint = $4 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"

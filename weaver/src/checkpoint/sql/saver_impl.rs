@@ -297,35 +297,72 @@ macro_rules! impl_sql_saver {
                     delta::materialize(chain, count)
                 }
 
-                /// Before `prune` keeps only the heads of `thread`: stores the
-                /// delta channels of each head in full, inside `tx`.
-                async fn materialize_heads(&self, tx: &mut Tx, thread: &str, op: &'static str) -> Result<()> {
+                /// Prunes `thread` to the `keep` newest checkpoints of each
+                /// namespace, inside `tx`: a kept record whose parent goes is
+                /// first stored with its delta channels in full. Returns how
+                /// many checkpoints were deleted.
+                async fn keep_last(&self, tx: &mut Tx, thread: &str, keep: usize, op: &'static str) -> Result<u64> {
                     let q = &self.settings.q;
-                    let heads = ::sqlx::query(AssertSqlSafe(q.heads_of_thread.clone()))
+                    let namespaces: Vec<String> = ::sqlx::query_scalar(AssertSqlSafe(q.namespaces_of_thread.clone()))
                         .bind(thread)
                         .fetch_all(&mut **tx)
                         .await
                         .map_err(storage(op))?;
-                    for row in &heads {
-                        let ns: String = get(row, "checkpoint_ns", op)?;
-                        let head = self.decode_record(row, thread, &ns, op)?;
-                        if head.checkpoint.deltas.is_empty() {
-                            continue;
-                        }
-                        let full = self.materialized(&mut **tx, &head, op).await?;
-                        let ctx = RecordContext::checkpoint(thread, &ns, &full.id);
-                        let payload = self.settings.codec.encode_checkpoint(&full, &ctx)?;
-                        $crate::codec::check_size("checkpoint record bytes", &payload, self.settings.max_record_bytes)?;
-                        ::sqlx::query(AssertSqlSafe(q.set_payload.clone()))
+                    let skip = i64::try_from(keep).unwrap_or(i64::MAX);
+                    let mut deleted = 0;
+                    for ns in &namespaces {
+                        let newest_pruned: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.nth_newest.clone()))
                             .bind(thread)
-                            .bind(&ns)
-                            .bind(&full.id)
-                            .bind(payload)
+                            .bind(ns)
+                            .bind(skip)
+                            .fetch_optional(&mut **tx)
+                            .await
+                            .map_err(storage(op))?;
+                        let Some(cut) = newest_pruned.map(|o| o + 1) else {
+                            continue;
+                        };
+                        let orphans = ::sqlx::query(AssertSqlSafe(q.orphans_from.clone()))
+                            .bind(thread)
+                            .bind(ns)
+                            .bind(cut)
+                            .fetch_all(&mut **tx)
+                            .await
+                            .map_err(storage(op))?;
+                        for row in &orphans {
+                            let kept = self.decode_record(row, thread, ns, op)?;
+                            if kept.checkpoint.deltas.is_empty() {
+                                continue;
+                            }
+                            let full = self.materialized(&mut **tx, &kept, op).await?;
+                            let ctx = RecordContext::checkpoint(thread, ns, &full.id);
+                            let payload = self.settings.codec.encode_checkpoint(&full, &ctx)?;
+                            $crate::codec::check_size("checkpoint record bytes", &payload, self.settings.max_record_bytes)?;
+                            ::sqlx::query(AssertSqlSafe(q.set_payload.clone()))
+                                .bind(thread)
+                                .bind(ns)
+                                .bind(&full.id)
+                                .bind(payload)
+                                .execute(&mut **tx)
+                                .await
+                                .map_err(storage(op))?;
+                        }
+                        ::sqlx::query(AssertSqlSafe(q.shallow_delete_writes.clone()))
+                            .bind(thread)
+                            .bind(ns)
+                            .bind(cut)
                             .execute(&mut **tx)
                             .await
                             .map_err(storage(op))?;
+                        deleted += ::sqlx::query(AssertSqlSafe(q.shallow_delete_cps.clone()))
+                            .bind(thread)
+                            .bind(ns)
+                            .bind(cut)
+                            .execute(&mut **tx)
+                            .await
+                            .map_err(storage(op))?
+                            .rows_affected();
                     }
-                    Ok(())
+                    Ok(deleted)
                 }
 
                 /// The head commit order of `(thread, ns)`.
@@ -992,27 +1029,25 @@ macro_rules! impl_sql_saver {
                 }
 
                 async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
-                    let _deleted = (strategy == PruneStrategy::Delete).then_some(DeletionNote(thread_ids));
+                    let keep = strategy.keep()?;
+                    let _deleted = keep.is_none().then_some(DeletionNote(thread_ids));
                     self.rechecked(async {
                         let op = "prune";
                         self.ensure_migrated().await?;
                         let q = &self.settings.q;
-                        let (writes_sql, cps_sql) = match strategy {
-                            PruneStrategy::Delete => (&q.delete_writes, &q.delete_cps),
-                            _ => (&q.prune_writes, &q.prune_cps),
-                        };
                         let mut tx = self.begin_write(op).await?;
                         let mut deleted = 0u64;
                         for t in thread_ids {
-                            if strategy == PruneStrategy::KeepLatest {
-                                self.materialize_heads(&mut tx, t, op).await?;
+                            if let Some(keep) = keep {
+                                deleted += self.keep_last(&mut tx, t, keep, op).await?;
+                                continue;
                             }
-                            ::sqlx::query(AssertSqlSafe(writes_sql.clone()))
+                            ::sqlx::query(AssertSqlSafe(q.delete_writes.clone()))
                                 .bind(t)
                                 .execute(&mut *tx)
                                 .await
                                 .map_err(storage(op))?;
-                            deleted += ::sqlx::query(AssertSqlSafe(cps_sql.clone()))
+                            deleted += ::sqlx::query(AssertSqlSafe(q.delete_cps.clone()))
                                 .bind(t)
                                 .execute(&mut *tx)
                                 .await
@@ -1095,6 +1130,53 @@ macro_rules! impl_sql_saver {
                                 })
                             })
                             .collect()
+                    })
+                    .await
+                }
+
+                async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
+                    self.rechecked(async {
+                        let op = "thread_info";
+                        self.ensure_migrated().await?;
+                        let n: i64 = ::sqlx::query_scalar(AssertSqlSafe(self.settings.q.thread_count.clone()))
+                            .bind(thread_id)
+                            .fetch_one(&self.pool)
+                            .await
+                            .map_err(storage(op))?;
+                        let checkpoints = u64::try_from(n).unwrap_or(0);
+                        Ok((checkpoints > 0).then(|| ThreadInfo {
+                            thread_id: thread_id.to_owned(),
+                            checkpoints,
+                        }))
+                    })
+                    .await
+                }
+
+                async fn at_commit_order(
+                    &self,
+                    thread_id: &str,
+                    checkpoint_ns: &str,
+                    commit_order: u64,
+                ) -> Result<Option<CheckpointRef>> {
+                    self.rechecked(async {
+                        let op = "at_commit_order";
+                        self.ensure_migrated().await?;
+                        // SQL stores commit orders up to i64::MAX: none is above.
+                        let Ok(order) = i64::try_from(commit_order) else {
+                            return Ok(None);
+                        };
+                        let id: Option<String> = ::sqlx::query_scalar(AssertSqlSafe(self.settings.q.id_at_order.clone()))
+                            .bind(thread_id)
+                            .bind(checkpoint_ns)
+                            .bind(order)
+                            .fetch_optional(&self.pool)
+                            .await
+                            .map_err(storage(op))?;
+                        Ok(id.map(|id| CheckpointRef {
+                            thread_id: thread_id.to_owned(),
+                            checkpoint_ns: checkpoint_ns.to_owned(),
+                            checkpoint_id: Some(id),
+                        }))
                     })
                     .await
                 }
