@@ -144,14 +144,19 @@ fn every_prefix_and_garbage_envelope_is_a_decrypt_error() {
         let tail = (head.len()..len.max(head.len())).map(|i| (i * 131 + 7) as u8);
         head.iter().copied().chain(tail).collect::<Vec<u8>>()
     };
-    let mut cases = vec![longer, b"WVE1\xff".to_vec(), b"WVE1\x00".to_vec()];
-    cases.push([b"WVE1\x02\xff\xfe".as_slice(), &[0u8; 40][..]].concat());
-    cases.push([b"WVE1\x00".as_slice(), &[0u8; 28][..]].concat());
-    cases.push([b"WVE1\x02k1".as_slice(), &[0u8; 12][..]].concat());
-    for len in [1, 5, 17, 33, 300, 70_000] {
-        cases.push(garbage(len, b""));
-        cases.push(garbage(len, b"WVE1"));
-        cases.push(garbage(len, b"WVE1\x02k1"));
+    let mut cases = vec![longer];
+    // Both envelope formats: the current one and the first, still read.
+    for magic in [b"WVE2", b"WVE1"] {
+        let with = |rest: &[u8]| [magic.as_slice(), rest].concat();
+        cases.extend([with(b"\xff"), with(b"\x00")]);
+        cases.push(with(&[b"\x02\xff\xfe".as_slice(), &[0u8; 40][..]].concat()));
+        cases.push(with(&[b"\x00".as_slice(), &[0u8; 28][..]].concat()));
+        cases.push(with(&[b"\x02k1".as_slice(), &[0u8; 12][..]].concat()));
+        for len in [1, 5, 17, 33, 300, 70_000] {
+            cases.push(garbage(len, b""));
+            cases.push(garbage(len, magic));
+            cases.push(garbage(len, &with(b"\x02k1")));
+        }
     }
     for (i, case) in cases.iter().enumerate() {
         let r = c.decode_checkpoint(case, &ctx);
@@ -283,7 +288,7 @@ async fn encrypted_maintenance_agrees_with_memory_and_leaves_nothing_in_the_clea
         let mut stored = db.blobs("SELECT checkpoint FROM {cps}").await;
         stored.extend(db.blobs("SELECT value FROM {writes}").await);
         assert_eq!(stored.len(), 12 + 13, "{n}");
-        let sealed = stored.iter().all(|p| p.starts_with(b"WVE1\x02k1"));
+        let sealed = stored.iter().all(|p| p.starts_with(b"WVE2\x02k1"));
         assert!(sealed, "{n}: a payload not sealed by k1");
         // Another process with the keys in another order reads the same.
         let other = db.saver(&[("k1", 1), ("old", 3)], usize::MAX).await;

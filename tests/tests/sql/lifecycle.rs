@@ -789,12 +789,12 @@ fn key(id: &str, b: u8) -> EncryptionKey {
     EncryptionKey::new(id, [b; 32]).unwrap()
 }
 
-/// Key ids of the stored checkpoint envelopes (`WVE1 | len | id | ...`).
+/// Key ids of the stored checkpoint envelopes (`WVE2 | len | id | ...`).
 fn key_ids(payloads: Vec<Vec<u8>>) -> Vec<String> {
     payloads
         .into_iter()
         .map(|p| {
-            assert_eq!(&p[..4], b"WVE1", "stored in the clear");
+            assert_eq!(&p[..4], b"WVE2", "stored in the clear");
             String::from_utf8(p[5..5 + p[4] as usize].to_vec()).unwrap()
         })
         .collect()
@@ -911,7 +911,7 @@ async fn encrypted_pending_writes_and_plaintext_rows() {
         .unwrap();
     assert!(!values.is_empty());
     assert!(
-        values.iter().all(|v| v.starts_with(b"WVE1")),
+        values.iter().all(|v| v.starts_with(b"WVE2")),
         "a pending write stored in the clear"
     );
     // Tampering one write makes the thread unreadable, typed.
@@ -934,6 +934,30 @@ async fn encrypted_pending_writes_and_plaintext_rows() {
     let r = graph.get_state(&config).await;
     assert!(matches!(r, Err(Error::Decrypt { .. })), "{r:?}");
     set(&original).await;
+    // The sealed value stays, its row's channel or task path is changed:
+    // refused too (both are bound as associated data).
+    for (column, relinked) in [("channel", "foo"), ("task_path", "w1")] {
+        let update = async |v: String| {
+            let sql = format!("UPDATE weaver_checkpoint_writes SET {column} = $1 WHERE rowid = $2");
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(v)
+                .bind(rowid)
+                .execute(&db.pool)
+                .await
+                .unwrap();
+        };
+        let sql = format!("SELECT {column} FROM weaver_checkpoint_writes WHERE rowid = $1");
+        let was: String = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(rowid)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_ne!(was, relinked);
+        update(relinked.to_owned()).await;
+        let r = graph.get_state(&config).await;
+        assert!(matches!(r, Err(Error::Decrypt { .. })), "{column}: {r:?}");
+        update(was).await;
+    }
     let done = graph
         .continue_run(&config)
         .await
@@ -942,6 +966,37 @@ async fn encrypted_pending_writes_and_plaintext_rows() {
         .unwrap();
     assert_eq!(done.bar.len(), 4);
     assert_eq!(good.load(Ordering::SeqCst), 3);
+    // A record relinked to another parent (its grandparent) is refused.
+    let (id, parent): (String, String) = sqlx::query_as(
+        "SELECT checkpoint_id, parent_checkpoint_id FROM weaver_checkpoints
+          WHERE thread_id = 'f' ORDER BY commit_order DESC LIMIT 1",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let grandparent: String = sqlx::query_scalar(
+        "SELECT parent_checkpoint_id FROM weaver_checkpoints WHERE thread_id = 'f' AND checkpoint_id = $1",
+    )
+    .bind(&parent)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let relink = async |to: &str| {
+        sqlx::query(
+            "UPDATE weaver_checkpoints SET parent_checkpoint_id = $1 WHERE checkpoint_id = $2",
+        )
+        .bind(to)
+        .bind(&id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    };
+    relink(&grandparent).await;
+    let head = CheckpointRef::latest("f").at(id.clone());
+    let r = enc.get_tuple(&head).await;
+    assert!(matches!(r, Err(Error::Decrypt { .. })), "{r:?}");
+    relink(&parent).await;
+    assert!(enc.get_tuple(&head).await.unwrap().is_some());
     // A thread written in the clear is refused by the encrypted saver.
     base.put(cp("plain", "a", None, Some(1))).await.unwrap();
     for r in [

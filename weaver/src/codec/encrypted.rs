@@ -11,8 +11,12 @@ use super::{Codec, JsonCodec, RecordContext};
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 
-/// Envelope magic: identifies an encrypted payload (format 1).
-const MAGIC: &[u8; 4] = b"WVE1";
+/// Envelope magic of the format this build writes: the associated data is
+/// the whole [`RecordContext::associated_data`].
+const MAGIC: &[u8; 4] = b"WVE2";
+/// Envelope magic of the first format, still read: its associated data is
+/// the row's identity only (no parent, channel or task path).
+const MAGIC_V1: &[u8; 4] = b"WVE1";
 const NONCE_LEN: usize = 12;
 
 /// A named 256-bit key. The id is stored in each envelope so that a payload
@@ -56,12 +60,19 @@ impl EncryptionKey {
 /// Encrypts what another codec produces with AES-256-GCM.
 ///
 /// * a fresh random 96-bit nonce per record;
-/// * the envelope is `WVE1 | key-id length | key id | nonce | ciphertext+tag`;
+/// * the envelope is `WVE2 | key-id length | key id | nonce | ciphertext+tag`;
 /// * the newest key (the last given) encrypts, any known key decrypts, so
 ///   keys rotate by appending a new one and keeping the old;
-/// * the record's thread id, namespace, checkpoint id (and for writes the
-///   task id and index) and the key id are associated data: a ciphertext
-///   moved to another row fails to decrypt.
+/// * the record's thread id, namespace, checkpoint id and key id are
+///   associated data, with a checkpoint record's parent id, and a write's
+///   task id, index, channel and task path: a ciphertext moved to another
+///   row, or left in its row while the row is relinked to another parent or
+///   its value to another channel, fails to decrypt.
+///
+/// Envelopes of the first format (`WVE1`, from before parents and
+/// channels were bound) still decrypt, bound to the row's identity only;
+/// rewriting a record (a new checkpoint, `prune`, `copy_thread`) seals it in
+/// the current format.
 ///
 /// A wrong or unknown key, a tampered byte, or a plaintext payload is
 /// [`Error::Decrypt`].
@@ -126,8 +137,13 @@ impl EncryptedCodec {
         EncryptedCodec::new(JsonCodec, keys)
     }
 
-    fn aad(key_id: &str, ctx: &RecordContext<'_>) -> Vec<u8> {
-        let mut aad = ctx.associated_data();
+    /// The associated data of an envelope of format `magic`.
+    fn aad(magic: &[u8; 4], key_id: &str, ctx: &RecordContext<'_>) -> Vec<u8> {
+        let mut aad = if magic == MAGIC_V1 {
+            ctx.identity_data()
+        } else {
+            ctx.associated_data()
+        };
         aad.extend_from_slice(key_id.as_bytes());
         aad
     }
@@ -138,7 +154,7 @@ impl EncryptedCodec {
             return Err(Error::encode(ctx.describe(), "no encryption key"));
         };
         let nonce = Nonce::generate();
-        let aad = Self::aad(&key.id, ctx);
+        let aad = Self::aad(MAGIC, &key.id, ctx);
         let sealed = key
             .cipher
             .encrypt(
@@ -163,9 +179,12 @@ impl EncryptedCodec {
             what: ctx.describe(),
             reason: reason.to_owned(),
         };
-        let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| {
-            fail("the stored payload is not encrypted, but encryption is required")
-        })?;
+        let (magic, rest) = [MAGIC, MAGIC_V1]
+            .into_iter()
+            .find_map(|m| Some((m, bytes.strip_prefix(m.as_slice())?)))
+            .ok_or_else(|| {
+                fail("the stored payload is not encrypted, but encryption is required")
+            })?;
         let (&id_len, rest) = rest
             .split_first()
             .ok_or_else(|| fail("truncated envelope"))?;
@@ -182,7 +201,7 @@ impl EncryptedCodec {
             .find(|k| k.id == id)
             .ok_or_else(|| fail(&format!("unknown key id `{id}`")))?;
         let nonce = Nonce::try_from(nonce).map_err(|_| fail("malformed nonce"))?;
-        let aad = Self::aad(id, ctx);
+        let aad = Self::aad(magic, id, ctx);
         key.cipher
             .decrypt(&nonce, Payload { msg: sealed, aad: &aad })
             .map_err(|_| {
@@ -210,5 +229,95 @@ impl Codec for EncryptedCodec {
 
     fn decode_value(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Value> {
         self.inner.decode_value(&self.open(bytes, ctx)?, ctx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn codec() -> EncryptedCodec {
+        EncryptedCodec::json([EncryptionKey::new("k1", [7; 32]).unwrap()]).unwrap()
+    }
+
+    /// An envelope of the first format, built by hand as weaver wrote them
+    /// before parents and channels were bound: `WVE1 | 2 | "k1" | nonce |
+    /// ciphertext+tag`, the associated data being the row's identity and the
+    /// key id.
+    fn first_format(plain: &[u8], ctx: &RecordContext<'_>) -> Vec<u8> {
+        let cipher = Aes256Gcm::new_from_slice(&[7; 32]).unwrap();
+        let nonce = Nonce::try_from(&[9u8; NONCE_LEN][..]).unwrap();
+        let mut aad = ctx.identity_data();
+        aad.extend_from_slice(b"k1");
+        let msg = Payload {
+            msg: plain,
+            aad: &aad,
+        };
+        let sealed = cipher.encrypt(&nonce, msg).unwrap();
+        [b"WVE1\x02k1".as_slice(), nonce.as_slice(), &sealed].concat()
+    }
+
+    #[test]
+    fn the_parent_channel_and_task_path_are_bound() {
+        let c = codec();
+        let cp = Checkpoint::empty();
+        let row = RecordContext::checkpoint("t", "", &cp.id);
+        let sealed = c.encode_checkpoint(&cp, &row.parent(Some("p"))).unwrap();
+        assert!(sealed.starts_with(b"WVE2"));
+        assert_eq!(
+            c.decode_checkpoint(&sealed, &row.parent(Some("p")))
+                .unwrap(),
+            cp
+        );
+        for other in [None, Some("q"), Some("")] {
+            let r = c.decode_checkpoint(&sealed, &row.parent(other));
+            assert!(matches!(r, Err(Error::Decrypt { .. })), "{other:?}");
+        }
+        let write = row.write("task", 0);
+        let v = json!(["x"]);
+        let sealed = c.encode_value(&v, &write.channel("a", "p0")).unwrap();
+        assert_eq!(
+            c.decode_value(&sealed, &write.channel("a", "p0")).unwrap(),
+            v
+        );
+        // A write's context ignores the checkpoint's parent.
+        let with_parent = row.parent(Some("p")).write("task", 0).channel("a", "p0");
+        assert_eq!(c.decode_value(&sealed, &with_parent).unwrap(), v);
+        for other in [
+            write.channel("b", "p0"),
+            write.channel("a", "p1"),
+            write.channel("ap", "0"),
+            write,
+        ] {
+            let r = c.decode_value(&sealed, &other);
+            assert!(matches!(r, Err(Error::Decrypt { .. })), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn first_format_envelopes_still_decrypt_bound_to_the_row() {
+        let c = codec();
+        let cp = Checkpoint::empty();
+        let row = RecordContext::checkpoint("t", "", &cp.id);
+        let plain = serde_json::to_vec(&cp).unwrap();
+        let old = first_format(&plain, &row);
+        // Read wherever its parent now points: the first format did not bind it.
+        for parent in [None, Some("p")] {
+            assert_eq!(c.decode_checkpoint(&old, &row.parent(parent)).unwrap(), cp);
+        }
+        let elsewhere = RecordContext::checkpoint("u", "", &cp.id);
+        let r = c.decode_checkpoint(&old, &elsewhere);
+        assert!(matches!(r, Err(Error::Decrypt { .. })), "{r:?}");
+        // The same bytes under the current magic are refused: the formats
+        // do not stand in for each other.
+        let relabelled = [b"WVE2".as_slice(), &old[4..]].concat();
+        let r = c.decode_checkpoint(&relabelled, &row);
+        assert!(matches!(r, Err(Error::Decrypt { .. })), "{r:?}");
+        let write = row.write("task", 3);
+        let old = first_format(b"[1]", &write);
+        let any_channel = write.channel("whatever", "p");
+        assert_eq!(c.decode_value(&old, &any_channel).unwrap(), json!([1]));
     }
 }

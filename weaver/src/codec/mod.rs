@@ -4,9 +4,10 @@
 //! A [`Codec`] turns the two payload kinds a saver stores — checkpoint
 //! records and pending-write values — into bytes and back. Every call gets a
 //! [`RecordContext`] naming where the record lives (thread, namespace,
-//! checkpoint id, and for writes the task and index), which an encrypting
-//! codec binds as associated data so that a ciphertext moved to another row
-//! does not decrypt.
+//! checkpoint id and parent, and for writes the task, index, channel and task
+//! path), which an encrypting codec binds as associated data so that a
+//! ciphertext moved to another row, or whose row is relinked, does not
+//! decrypt.
 //!
 //! Metadata is not passed through the codec: it stays plain JSON so that
 //! metadata filters run inside the database.
@@ -39,6 +40,12 @@ pub use encrypted::{EncryptedCodec, EncryptionKey};
 pub const MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
 
 /// Where a payload is stored: bound as associated data by encrypting codecs.
+///
+/// Besides the row's identity, a checkpoint record's context names its parent
+/// (what its delta channels are rebuilt on) and a pending write's names the
+/// channel and task path stored beside it, so that a ciphertext kept in its
+/// row but relinked to another parent, or a value moved to another channel,
+/// fails to decrypt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordContext<'a> {
     /// The thread.
@@ -47,25 +54,47 @@ pub struct RecordContext<'a> {
     pub checkpoint_ns: &'a str,
     /// The checkpoint the payload belongs to.
     pub checkpoint_id: &'a str,
+    /// For a checkpoint record: its parent's id (`None` for a first record).
+    pub parent_id: Option<&'a str>,
     /// For a pending write: the task id and write index; `None` for the checkpoint record.
     pub write: Option<(&'a str, i64)>,
+    /// For a pending write: the channel and the task path stored with it.
+    pub channel: Option<(&'a str, &'a str)>,
 }
 
 impl<'a> RecordContext<'a> {
-    /// The context of a checkpoint record.
+    /// The context of a checkpoint record (with no parent: see
+    /// [`parent`](RecordContext::parent)).
     pub fn checkpoint(thread_id: &'a str, checkpoint_ns: &'a str, checkpoint_id: &'a str) -> Self {
         RecordContext {
             thread_id,
             checkpoint_ns,
             checkpoint_id,
+            parent_id: None,
             write: None,
+            channel: None,
         }
     }
 
-    /// The context of the pending write `(task_id, idx)` of a checkpoint.
+    /// The context of a checkpoint record whose parent is `parent_id`.
+    pub fn parent(self, parent_id: Option<&'a str>) -> Self {
+        RecordContext { parent_id, ..self }
+    }
+
+    /// The context of the pending write `(task_id, idx)` of a checkpoint
+    /// (the checkpoint's parent is not part of it).
     pub fn write(self, task_id: &'a str, idx: i64) -> Self {
         RecordContext {
+            parent_id: None,
             write: Some((task_id, idx)),
+            ..self
+        }
+    }
+
+    /// The context of a pending write stored for `channel` with `task_path`.
+    pub fn channel(self, channel: &'a str, task_path: &'a str) -> Self {
+        RecordContext {
+            channel: Some((channel, task_path)),
             ..self
         }
     }
@@ -84,14 +113,35 @@ impl<'a> RecordContext<'a> {
         }
     }
 
-    /// A canonical byte encoding of the context (length-prefixed fields),
-    /// used as AEAD associated data.
+    /// A canonical byte encoding of the whole context (length-prefixed
+    /// fields, absent ones marked), used as AEAD associated data.
     pub fn associated_data(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64);
-        let mut field = |b: &[u8]| {
-            out.extend_from_slice(&(b.len() as u64).to_be_bytes());
-            out.extend_from_slice(b);
+        let mut out = self.identity_data();
+        let mut field = |b: &[u8]| push_field(&mut out, b);
+        let mut optional = |b: Option<&[u8]>| match b {
+            None => field(&[0]),
+            Some(b) => {
+                field(&[1]);
+                field(b);
+            }
         };
+        match self.write {
+            None => optional(self.parent_id.map(str::as_bytes)),
+            Some(_) => {
+                let (channel, path) = self.channel.unzip();
+                optional(channel.map(str::as_bytes));
+                optional(path.map(str::as_bytes));
+            }
+        }
+        out
+    }
+
+    /// The row's identity alone: thread, namespace, checkpoint, and for a
+    /// write its task and index. What envelopes written before parents and
+    /// channels were bound (`WVE1`) were sealed with.
+    pub(crate) fn identity_data(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        let mut field = |b: &[u8]| push_field(&mut out, b);
         field(self.thread_id.as_bytes());
         field(self.checkpoint_ns.as_bytes());
         field(self.checkpoint_id.as_bytes());
@@ -105,6 +155,12 @@ impl<'a> RecordContext<'a> {
         }
         out
     }
+}
+
+/// Appends `b` to `out`, prefixed by its length.
+fn push_field(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u64).to_be_bytes());
+    out.extend_from_slice(b);
 }
 
 /// Turns stored payloads into bytes and back.

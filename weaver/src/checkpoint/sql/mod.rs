@@ -628,7 +628,8 @@ impl Settings {
         writes: Vec<PendingWrite>,
     ) -> Result<EncodedEntry> {
         let ctx = RecordContext::checkpoint(&new.thread_id, &new.checkpoint_ns, &new.checkpoint.id);
-        let payload = self.codec.encode_checkpoint(&new.checkpoint, &ctx)?;
+        let record = ctx.parent(new.parent_id.as_deref());
+        let payload = self.codec.encode_checkpoint(&new.checkpoint, &record)?;
         check_size("checkpoint record bytes", &payload, self.max_record_bytes)?;
         let metadata = serde_json::to_string(&new.metadata)
             .map_err(|e| Error::encode(format!("metadata of {ctx}"), e))?;
@@ -655,9 +656,11 @@ impl Settings {
         writes
             .into_iter()
             .map(|w| {
-                let value = self
-                    .codec
-                    .encode_value(&w.value, &ctx.write(&w.task_id, w.idx))?;
+                let value = self.codec.encode_value(
+                    &w.value,
+                    &ctx.write(&w.task_id, w.idx)
+                        .channel(&w.channel, &w.task_path),
+                )?;
                 check_size("pending write bytes", &value, self.max_record_bytes)?;
                 Ok(EncodedWrite { write: w, value })
             })
@@ -676,7 +679,8 @@ impl Settings {
         metadata: &str,
         commit_order: i64,
     ) -> Result<CheckpointTuple> {
-        let ctx = RecordContext::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
+        let ctx = RecordContext::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id)
+            .parent(parent_id.as_deref());
         let checkpoint = self.codec.decode_checkpoint(payload, &ctx)?;
         // The payload names its checkpoint: one copied from another row
         // (the encrypting codec's associated data catches that, plain JSON
@@ -737,8 +741,9 @@ impl Settings {
         task_path: String,
         value: &[u8],
     ) -> Result<PendingWrite> {
-        let ctx =
-            RecordContext::checkpoint(thread_id, checkpoint_ns, checkpoint_id).write(&task_id, idx);
+        let ctx = RecordContext::checkpoint(thread_id, checkpoint_ns, checkpoint_id)
+            .write(&task_id, idx)
+            .channel(&channel, &task_path);
         let value = self.codec.decode_value(value, &ctx)?;
         Ok(PendingWrite {
             task_id,

@@ -334,7 +334,8 @@ macro_rules! impl_sql_saver {
                                 continue;
                             }
                             let full = self.materialized(&mut **tx, &kept, op).await?;
-                            let ctx = RecordContext::checkpoint(thread, ns, &full.id);
+                            let parent = kept.parent_config.as_ref().and_then(|p| p.checkpoint_id.as_deref());
+                            let ctx = RecordContext::checkpoint(thread, ns, &full.id).parent(parent);
                             let payload = self.settings.codec.encode_checkpoint(&full, &ctx)?;
                             $crate::codec::check_size("checkpoint record bytes", &payload, self.settings.max_record_bytes)?;
                             ::sqlx::query(AssertSqlSafe(q.set_payload.clone()))
