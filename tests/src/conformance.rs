@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use weaver::Error;
 use weaver::checkpoint::{
     BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, ERROR_CHANNEL,
-    ForkOptions, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, Saver, ThreadInfo, limits,
+    ForkOptions, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, Saver, ThreadInfo,
+    WriteOp, limits,
 };
 
 /// Runs every check, each on a fresh saver from `make`.
@@ -35,6 +36,7 @@ where
     list_rejects_filter_keys_that_are_not_identifiers(make().await).await;
     put_rejects_taken_commit_order_and_writes_nothing(make().await).await;
     put_rejects_missing_parent(make().await).await;
+    put_rejects_a_child_ordered_before_its_parent(make().await).await;
     put_without_commit_order_takes_next(make().await).await;
     put_writes_is_idempotent_per_task_and_index(make().await).await;
     put_writes_needs_existing_checkpoint(make().await).await;
@@ -430,6 +432,67 @@ async fn put_rejects_missing_parent(saver: Arc<dyn Saver>) {
             .unwrap()
             .is_empty()
     );
+}
+
+/// Parents commit before their children: an explicit commit order at or
+/// below the parent's is refused by every write path, writing nothing.
+async fn put_rejects_a_child_ordered_before_its_parent(saver: Arc<dyn Saver>) {
+    let first = new_on("t", None, Some(1), 0, json!(0));
+    let first_id = first.checkpoint.id.clone();
+    saver.put(first).await.unwrap();
+    let late = new_on("t", Some(&first_id), Some(5), 1, json!(5));
+    let late_id = late.checkpoint.id.clone();
+    saver.put(late).await.unwrap();
+    let early = || new_on("t", Some(&late_id), Some(3), 2, json!(3));
+    let refused = |r: Result<(), Error>, how: &str| {
+        assert!(
+            matches!(&r, Err(Error::InvalidArgument { reason }) if reason.contains("commit order 3") && reason.contains("commit order 5")),
+            "{how}: {r:?}"
+        );
+    };
+    refused(saver.put(early()).await.map(drop), "put");
+    refused(
+        saver
+            .put_checkpoint_with_writes(early(), vec![write("t", "v", json!(1))])
+            .await
+            .map(drop),
+        "put_checkpoint_with_writes",
+    );
+    refused(
+        saver
+            .put_many(vec![BatchEntry {
+                checkpoint: early(),
+                writes: Vec::new(),
+            }])
+            .await
+            .map(drop),
+        "put_many",
+    );
+    refused(saver.put_ops(vec![WriteOp::Put(early())]).await, "put_ops");
+    // A parent earlier in the same batch or group, committing later.
+    let parent = new_on("t", Some(&late_id), Some(9), 2, json!(9));
+    let child = new_on("t", Some(&parent.checkpoint.id), Some(8), 3, json!(8));
+    let r = saver
+        .put_many(vec![
+            BatchEntry {
+                checkpoint: parent.clone(),
+                writes: Vec::new(),
+            },
+            BatchEntry {
+                checkpoint: child.clone(),
+                writes: Vec::new(),
+            },
+        ])
+        .await;
+    assert!(matches!(r, Err(Error::InvalidArgument { .. })), "{r:?}");
+    let r = saver
+        .put_ops(vec![WriteOp::Put(parent), WriteOp::Put(child)])
+        .await;
+    assert!(matches!(r, Err(Error::InvalidArgument { .. })), "{r:?}");
+    let stored = saver.list(&ListFilter::thread("t")).await.unwrap();
+    let orders: Vec<u64> = stored.iter().map(|t| t.commit_order).collect();
+    assert_eq!(orders, [5, 1], "nothing written");
+    assert!(stored.iter().all(|t| t.pending_writes.is_empty()));
 }
 
 async fn put_without_commit_order_takes_next(saver: Arc<dyn Saver>) {
@@ -1223,7 +1286,6 @@ async fn returned_values_are_copies(saver: Arc<dyn Saver>) {
 }
 
 async fn put_ops_applies_a_group_in_order(saver: Arc<dyn Saver>) {
-    use weaver::checkpoint::WriteOp;
     let first = new_on("t", None, Some(1), -1, json!("first"));
     let first_ref = first.config();
     let second = new_on("t", Some(&first.checkpoint.id), Some(2), 0, json!("second"));
@@ -1276,7 +1338,6 @@ async fn stored(saver: &dyn Saver, thread: &str) -> Vec<(u64, usize)> {
 /// with the error the op gives alone, nothing of it is stored, and the
 /// saver goes on working.
 async fn put_ops_group_fails_as_a_whole(saver: Arc<dyn Saver>) {
-    use weaver::checkpoint::WriteOp;
     let a = new_on("g", None, Some(1), -1, json!("a"));
     let b = new_on("g", Some(&a.checkpoint.id), Some(2), 0, json!("b"));
     let w = |task: &str, v: i64| PendingWrite::for_task(task, "n", [("v".to_owned(), json!(v))]);
@@ -1368,7 +1429,6 @@ async fn put_ops_group_fails_as_a_whole(saver: Arc<dyn Saver>) {
 
 /// A group larger than one statement can carry (thousands of rows).
 async fn put_ops_takes_large_groups(saver: Arc<dyn Saver>) {
-    use weaver::checkpoint::WriteOp;
     let mut ops = Vec::new();
     let mut parent: Option<String> = None;
     for i in 0..600u64 {

@@ -200,14 +200,18 @@ fn insert(
             attempted: order,
         });
     }
-    if let Some(parent) = &new.parent_id
-        && !existing.is_some_and(|l| l.by_id.contains_key(parent))
-    {
-        return Err(Error::CheckpointNotFound {
-            thread_id: new.thread_id,
-            checkpoint_ns: new.checkpoint_ns,
-            checkpoint_id: parent.clone(),
-        });
+    if let Some(parent) = &new.parent_id {
+        match existing.and_then(|l| l.by_id.get(parent)) {
+            None => {
+                return Err(Error::CheckpointNotFound {
+                    thread_id: new.thread_id,
+                    checkpoint_ns: new.checkpoint_ns,
+                    checkpoint_id: parent.clone(),
+                });
+            }
+            Some(&p) if p >= order => return Err(new.after_parent_error(order, p)),
+            Some(_) => {}
+        }
     }
     let config = new.config();
     let log = threads

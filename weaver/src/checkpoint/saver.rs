@@ -40,7 +40,10 @@ pub trait Saver: Debug + Send + Sync {
     /// [`Error::VersionConflict`](crate::Error::VersionConflict) when its
     /// explicit `commit_order` is taken (or the id already exists on the
     /// thread), and [`Error::CheckpointNotFound`](crate::Error::CheckpointNotFound)
-    /// when the parent is missing; nothing is written then. Returns where it is.
+    /// when the parent is missing, and
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when its
+    /// explicit `commit_order` is not above its parent's (parents commit
+    /// before their children); nothing is written then. Returns where it is.
     async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef>;
 
     /// Stores pending writes of tasks started from checkpoint `target` (which

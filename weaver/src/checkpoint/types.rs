@@ -363,6 +363,18 @@ pub struct NewCheckpoint {
 }
 
 impl NewCheckpoint {
+    /// The error for storing this checkpoint at commit order `order` while
+    /// its parent is at `parent_order`, not below it: parents commit before
+    /// their children (every listing and lineage relies on it).
+    pub(crate) fn after_parent_error(&self, order: u64, parent_order: u64) -> crate::Error {
+        crate::Error::invalid_argument(format!(
+            "checkpoint `{}` of thread `{}` would take commit order {order}, but its parent `{}` has commit order {parent_order}: a parent commits before its children",
+            self.checkpoint.id,
+            self.thread_id,
+            self.parent_id.as_deref().unwrap_or_default()
+        ))
+    }
+
     /// Where this checkpoint will be once stored.
     pub fn config(&self) -> CheckpointRef {
         CheckpointRef {

@@ -12,7 +12,7 @@
 //! back and stores the group again statement by statement, which reports
 //! the precise error (or, for idempotent writes, succeeds).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use super::{EncodedEntry, EncodedWrite, Queries};
@@ -230,17 +230,21 @@ impl<'a> GroupPlan<'a> {
 /// earlier row of the same statement (a statement does not see its own rows).
 fn checkpoint_statement<'a>(entries: &[&'a EncodedEntry]) -> Statement<'a> {
     let mut args = Vec::with_capacity(entries.len() * CP_PARAMS);
-    let mut earlier: HashSet<(&str, &str, &str)> = HashSet::with_capacity(entries.len());
+    let mut earlier: HashMap<(&str, &str, &str), i64> = HashMap::with_capacity(entries.len());
     for e in entries {
         let n = &e.new;
-        let parent_here = n.parent_id.as_deref().is_some_and(|p| {
-            earlier.contains(&(n.thread_id.as_str(), n.checkpoint_ns.as_str(), p))
-        });
-        earlier.insert((&n.thread_id, &n.checkpoint_ns, &n.checkpoint.id));
         let order = n
             .commit_order
             .and_then(|o| i64::try_from(o).ok())
             .unwrap_or_default();
+        // A parent earlier in the statement counts only when it commits
+        // before its child: otherwise the row is not inserted, the guard
+        // fails the group, and the statement path reports why.
+        let parent_here = n.parent_id.as_deref().is_some_and(|p| {
+            let key = (n.thread_id.as_str(), n.checkpoint_ns.as_str(), p);
+            earlier.get(&key).is_some_and(|&parent| parent < order)
+        });
+        earlier.insert((&n.thread_id, &n.checkpoint_ns, &n.checkpoint.id), order);
         args.extend([
             Arg::Text(&n.thread_id),
             Arg::Text(&n.checkpoint_ns),
@@ -313,7 +317,8 @@ impl Queries {
                        FROM (VALUES {values}) AS v
                       WHERE column4 IS NULL OR column8 = 1
                          OR EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = v.column1
-                                    AND p.checkpoint_ns = v.column2 AND p.checkpoint_id = v.column4{probe})"
+                                    AND p.checkpoint_ns = v.column2 AND p.checkpoint_id = v.column4
+                                    AND p.commit_order < v.column7{probe})"
                 )
             }
             Kind::Writes { replace } => {

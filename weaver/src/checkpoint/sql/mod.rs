@@ -154,7 +154,7 @@ impl Queries {
                 "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) VALUES ($1, $2, $3, $4, $5, {meta_in}, $7)"
             ),
             insert_cp_child: format!(
-                "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) SELECT $1, $2, $3, $4, $5, {meta_in}, $7 WHERE EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4)"
+                "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) SELECT $1, $2, $3, $4, $5, {meta_in}, $7 WHERE EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4 AND p.commit_order < $7)"
             ),
             shallow_delete_writes: format!(
                 "DELETE FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id IN ({older})"

@@ -510,8 +510,9 @@ macro_rules! impl_sql_saver {
                     match inserted {
                         Ok(r) if r.rows_affected() > 0 => {}
                         Ok(_) => {
-                            // No row: the parent is missing. A taken number
-                            // still reports as a conflict first.
+                            // No row: the parent is missing, or commits at or
+                            // after this order. A taken number still reports
+                            // as a conflict first.
                             let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.taken.clone()))
                                 .bind(thread)
                                 .bind(ns)
@@ -523,7 +524,18 @@ macro_rules! impl_sql_saver {
                             if taken.is_some() {
                                 return Err(conflict(new, order));
                             }
-                            return Err(not_found(&new.config(), new.parent_id.as_deref().unwrap_or_default()));
+                            let parent = new.parent_id.as_deref().unwrap_or_default();
+                            let parent_order: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.order_of.clone()))
+                                .bind(thread)
+                                .bind(ns)
+                                .bind(parent)
+                                .fetch_optional(&mut *conn)
+                                .await
+                                .map_err(storage(op))?;
+                            return Err(match parent_order {
+                                Some(p) => new.after_parent_error(order, u64::try_from(p).unwrap_or(0)),
+                                None => not_found(&new.config(), parent),
+                            });
                         }
                         Err(err) if is_unique_violation(&err) => return Err(conflict(new, order)),
                         Err(err) => return Err(Error::storage(op, err)),
