@@ -139,15 +139,16 @@ async fn pg_sessions_killed_between_invokes() {
         let config = RunConfig::thread(format!("between-{mode:?}")).durability(mode);
         t(graph.invoke(Steps::default(), &config)).await.unwrap();
         assert!(kill(&db.pool, &app).await > 0);
+        // The run starts with a read, which finds the saver's connection
+        // gone and reads again through the pool: the run goes through.
         let r = t(graph.invoke(Steps::default(), &config)).await;
-        storage(&r, "invoke after the kill");
+        assert!(r.is_ok(), "{mode:?}: invoke after the kill: {r:?}");
         let again = t(graph.invoke(Steps::default(), &config)).await;
         let state = again
             .expect("the second invoke after the kill failed")
             .complete()
             .unwrap();
-        let runs = if r.is_ok() { 3 } else { 2 };
-        assert_eq!(state.bar.len(), 2 * runs, "{mode:?}: {:?}", state.bar);
+        assert_eq!(state.bar.len(), 6, "{mode:?}: {:?}", state.bar);
         one_chain(&*saver, &format!("between-{mode:?}")).await;
     }
     drop((graph, saver));
@@ -188,8 +189,8 @@ async fn pg_sessions_killed_inside_a_node() {
 }
 
 /// `PostgresSaver::connect` builds its own pool: after the server drops
-/// its sessions (a restart, a failover), calls work again at once, or
-/// after one typed failure on the saver's own connection.
+/// its sessions (a restart, a failover), reads work again at once (one that
+/// finds the saver's own connection gone reads again through the pool).
 #[tokio::test]
 async fn pg_connect_saver_recovers_after_sessions_are_killed() {
     let db = PgDb::new().await;
@@ -224,7 +225,7 @@ async fn pg_connect_saver_recovers_after_sessions_are_killed() {
         );
     }
     assert!(
-        outcomes[1..].iter().all(|o| o.is_ok()),
+        outcomes.iter().all(|o| o.is_ok()),
         "{killed} sessions killed; calls after: {outcomes:#?}"
     );
     drop(saver);

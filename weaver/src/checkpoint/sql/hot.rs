@@ -22,7 +22,9 @@
 //! before it serves again, and one older than the pool's `max_lifetime` is
 //! closed, so a connection the server dropped while the saver was idle (a
 //! restart, an idle-session timeout) is not handed to a call unchecked; if
-//! the ping fails the call goes through the pool.
+//! the ping fails the call goes through the pool. A read that still finds
+//! the connection gone (dropped within that interval) is read again once
+//! through the pool; a write is not repeated, since it may have committed.
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -199,6 +201,25 @@ impl<DB: Database> Lease<'_, DB> {
     /// transaction, no unread result): it may serve the next call.
     pub(crate) fn done(&mut self) {
         self.done = true;
+    }
+
+    /// Whether it lends the saver's own connection (not one from the pool).
+    pub(crate) fn is_own(&self) -> bool {
+        matches!(self.held, Some(Held::Own(..)))
+    }
+}
+
+/// Whether `e` says the connection itself is gone: an I/O or protocol
+/// failure, or PostgreSQL's connection-exception (`08…`) or shutdown
+/// (`57P01`–`57P03`) codes. What failed that way never reached the database
+/// or was cut off with the session.
+pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
+        _ => false,
     }
 }
 

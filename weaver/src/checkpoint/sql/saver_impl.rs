@@ -156,23 +156,45 @@ macro_rules! impl_sql_saver {
                 }
 
                 /// [`fetch_dynamic`](Self::fetch_dynamic), with the database's error.
+                ///
+                /// A read that loses the saver's own connection (the server
+                /// restarted, failed over or ended the session while the
+                /// connection sat idle for less than the ping interval) is
+                /// read again once, on a connection from the pool: a read is
+                /// safe to repeat, and the pool's connection then becomes the
+                /// saver's own.
                 async fn fetch_dynamic_raw(
                     &self,
                     sql: String,
                     params: Vec<Param>,
                 ) -> ::std::result::Result<Vec<<$db as ::sqlx::Database>::Row>, ::sqlx::Error> {
-                    let mut query = ::sqlx::query(AssertSqlSafe(sql));
-                    for p in params {
-                        query = match p {
-                            Param::Text(s) => query.bind(s),
-                            Param::Int(i) => query.bind(i),
-                        };
-                    }
+                    let bound = |sql: String| {
+                        let mut query = ::sqlx::query(AssertSqlSafe(sql));
+                        for p in &params {
+                            query = match p {
+                                Param::Text(s) => query.bind(s.as_str()),
+                                Param::Int(i) => query.bind(*i),
+                            };
+                        }
+                        query
+                    };
                     let mut lease = self.hot.lease(&self.pool).await?;
+                    let own = lease.is_own();
                     // A failed read may have lost its connection (a server
                     // shutting it down reports that as a database error too):
                     // only a successful one leaves it for the next call.
-                    let rows = self.settings.spin(query.fetch_all(&mut *lease)).await?;
+                    let again = own.then(|| sql.clone());
+                    let rows = match self.settings.spin(bound(sql).fetch_all(&mut *lease)).await {
+                        Ok(rows) => rows,
+                        Err(e) => match again.filter(|_| $crate::checkpoint::sql::hot::connection_lost(&e)) {
+                            Some(sql) => {
+                                drop(lease);
+                                lease = self.hot.lease(&self.pool).await?;
+                                self.settings.spin(bound(sql).fetch_all(&mut *lease)).await?
+                            }
+                            None => return Err(e),
+                        },
+                    };
                     lease.done();
                     Ok(rows)
                 }

@@ -26,7 +26,11 @@ use crate::migrate::{self, Adapter, Dialect};
 /// check `sqlx` makes whenever a connection goes back to the pool; calls that
 /// overlap it use the pool. So it may hold one connection more than the
 /// pool's maximum. After 10 s unused it is pinged before it serves again,
-/// and past the pool's `max_lifetime` it is closed; dropping the saver (its
+/// and past the pool's `max_lifetime` it is closed; a read that finds it
+/// gone all the same (a session the server ended within those 10 s) is read
+/// again once through the pool, while a write that finds it gone fails with
+/// [`Error::Storage`](crate::Error::Storage), since it may have committed;
+/// dropping the saver (its
 /// last clone) closes it too. Closing the pool stops the saver: its
 /// connection is then closed and every call fails with
 /// [`Error::Storage`](crate::Error::Storage).
