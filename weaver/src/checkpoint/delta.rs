@@ -206,13 +206,15 @@ impl DeltaCache {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Remembers the full values of delta channels at checkpoint `at`.
-    pub(crate) fn remember(&self, at: &CheckpointRef, values: Values) {
+    /// Remembers the full values of delta channels at checkpoint `at`, read
+    /// (or written) when [`deletions`] of its thread was `epoch`: values read
+    /// before a deletion are never served after it, however late they
+    /// arrive.
+    pub(crate) fn remember(&self, at: &CheckpointRef, values: Values, epoch: u64) {
         let size = items_of(&values);
         if values.is_empty() || at.checkpoint_id.is_none() || size > CACHE_ITEMS {
             return;
         }
-        let epoch = deletions(&at.thread_id);
         let mut c = self.lock();
         let k = key(at);
         if let Some((_, old)) = c.map.insert(k.clone(), (epoch, values)) {
@@ -381,6 +383,12 @@ pub(crate) async fn resolve(
     if listed_parents == ListedParents::Leave && all_parents_listed(tuples) {
         return Ok(());
     }
+    // Taken before anything is read: what a read caches is tagged with the
+    // deletions of its thread as they stood before it.
+    let epochs: Vec<u64> = tuples
+        .iter()
+        .map(|t| deletions(&t.config.thread_id))
+        .collect();
     let order = oldest_first(tuples);
     let index: HashMap<Key, usize> = tuples
         .iter()
@@ -471,7 +479,7 @@ pub(crate) async fn resolve(
                     }
                 }
                 apply(&mut tuples[i], |ch| values.get(ch).map(|v| (**v).clone()))?;
-                cache.remember(&parent, values);
+                cache.remember(&parent, values, epochs[i]);
             }
         }
     }
@@ -810,17 +818,17 @@ mod cache_tests {
         let cache = DeltaCache::default();
         let at = |t: &str, i: usize| CheckpointRef::latest(t).at(format!("c{i}"));
         for i in 0..CACHE_ENTRIES + 10 {
-            cache.remember(&at("a", i), values(1));
+            cache.remember(&at("a", i), values(1), deletions("a"));
         }
         assert!(cache.get(&at("a", 0)).is_none());
         assert!(cache.get(&at("a", CACHE_ENTRIES + 9)).is_some());
         assert_eq!(cache.lock().items, CACHE_ENTRIES);
         // Too many items in all: the oldest go first.
-        cache.remember(&at("b", 0), values(CACHE_ITEMS - 5));
+        cache.remember(&at("b", 0), values(CACHE_ITEMS - 5), deletions("b"));
         assert!(cache.get(&at("b", 0)).is_some());
         assert!(cache.lock().items <= CACHE_ITEMS);
         // A value larger than the whole cache is not kept.
-        cache.remember(&at("b", 1), values(CACHE_ITEMS + 1));
+        cache.remember(&at("b", 1), values(CACHE_ITEMS + 1), deletions("b"));
         assert!(cache.get(&at("b", 1)).is_none());
         cache.forget_thread("b");
         assert!(cache.get(&at("b", 0)).is_none());
@@ -833,5 +841,19 @@ mod cache_tests {
             assert_eq!(c.order.len(), c.map.len());
         }
         assert!(format!("{cache:?}").starts_with("DeltaCache { checkpoints: "));
+    }
+
+    #[test]
+    fn values_read_before_a_deletion_are_never_served_after_it() {
+        let cache = DeltaCache::default();
+        let at = CheckpointRef::latest("raced").at("c0");
+        // A read starts, the thread is deleted (its ids may be stored
+        // again), then the read's values arrive.
+        let read_started = deletions("raced");
+        note_deletion("raced");
+        cache.remember(&at, values(3), read_started);
+        assert!(cache.get(&at).is_none());
+        cache.remember(&at, values(3), deletions("raced"));
+        assert!(cache.get(&at).is_some());
     }
 }

@@ -201,9 +201,10 @@ impl Checkpointer {
     }
 
     /// Remembers the full values of delta channels at checkpoint `at`
-    /// (what compacting its child cut off).
-    pub(crate) fn remember_deltas(&self, at: &CheckpointRef, values: delta::Values) {
-        self.cache.remember(at, values);
+    /// (what compacting its child cut off), known since the thread's
+    /// [`delta::deletions`] were `epoch` (when the caller read the thread).
+    pub(crate) fn remember_deltas(&self, at: &CheckpointRef, values: delta::Values, epoch: u64) {
+        self.cache.remember(at, values, epoch);
     }
 
     /// The saver behind the facade.

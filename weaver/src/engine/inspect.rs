@@ -205,6 +205,7 @@ pub(crate) async fn get_state<S: GraphState>(
 ) -> Result<StateSnapshot<S>> {
     let target = config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
     let latest = target.checkpoint_id.is_none();
+    let epoch = delta::deletions(&target.thread_id);
     let stored = cp.get_stored(&target).await?;
     if let Some(t) = &stored {
         // A record of a newer format (or with damaged deltas) is an error
@@ -223,7 +224,7 @@ pub(crate) async fn get_state<S: GraphState>(
             cp.resolve_listed(&mut one, ListedParents::Rebuild).await?;
             let [mut t] = one;
             let values: S = decode_state_owned(std::mem::take(&mut t.checkpoint.channel_values))?;
-            built.remember(key, &values);
+            built.remember(key, &values, epoch);
             snapshot_of(spec, t, values, latest)
         }
         Some(t) => snapshot(spec, t, latest),
@@ -256,6 +257,7 @@ pub(crate) async fn history<S: GraphState>(
     options: History,
 ) -> Result<Vec<StateSnapshot<S>>> {
     let thread = config.thread_id().ok_or(Error::MissingThreadId)?;
+    let epoch = delta::deletions(thread);
     let mut filter = ListFilter::thread(thread).ns(config.ns());
     filter.before = options.before;
     filter.limit = options.limit;
@@ -278,7 +280,7 @@ pub(crate) async fn history<S: GraphState>(
     if !typed {
         cp.resolve_listed(&mut tuples, ListedParents::Rebuild)
             .await?;
-        return snapshots_from_parents(spec, tuples, Vec::new(), built);
+        return snapshots_from_parents(spec, tuples, Vec::new(), built, epoch);
     }
     // A record an earlier history built takes those values; its delta
     // channels need nothing more.
@@ -296,7 +298,7 @@ pub(crate) async fn history<S: GraphState>(
     // A record whose parent is listed too is built from the parent's
     // snapshot: its delta channels copy the parent's typed values.
     cp.resolve_listed(&mut tuples, ListedParents::Leave).await?;
-    snapshots_from_parents(spec, tuples, known, built)
+    snapshots_from_parents(spec, tuples, known, built, epoch)
 }
 
 /// Typed values (pending writes not applied) of checkpoints this graph
@@ -337,8 +339,9 @@ impl<S: Clone> SnapshotCache<S> {
             .map(|(_, _, v)| v.clone())
     }
 
-    fn remember(&self, key: delta::Key, values: &S) {
-        let epoch = delta::deletions(&key.0);
+    /// Remembers `values` of the checkpoint `key`, read when
+    /// [`delta::deletions`] of its thread was `epoch`.
+    fn remember(&self, key: delta::Key, values: &S, epoch: u64) {
         let mut entries = self.lock();
         entries.retain(|(k, _, _)| *k != key);
         entries.push_back((key, epoch, values.clone()));
@@ -353,12 +356,13 @@ impl<S: Clone> SnapshotCache<S> {
 /// them, and each one `known` holds values for (by index; `known` may be
 /// shorter than `tuples`) taking those. The oldest
 /// snapshot decoded from its record is remembered in `built` for the next
-/// history.
+/// history, tagged with `epoch` (the thread's deletions before it was read).
 fn snapshots_from_parents<S: GraphState>(
     spec: &Spec<S>,
     tuples: Vec<CheckpointTuple>,
     mut known: Vec<Option<S>>,
     built: &SnapshotCache<S>,
+    epoch: u64,
 ) -> Result<Vec<StateSnapshot<S>>> {
     if known.iter().all(Option::is_none) && !tuples.iter().any(|t| delta::unresolved(&t.checkpoint))
     {
@@ -389,7 +393,7 @@ fn snapshots_from_parents<S: GraphState>(
             let key = delta::key(&t.config);
             let snap = snapshot(spec, t, false)?;
             if std::mem::take(&mut remember) {
-                built.remember(key, &snap.values);
+                built.remember(key, &snap.values, epoch);
             }
             snaps[i] = Some(snap);
             continue;
@@ -421,4 +425,21 @@ fn snapshots_from_parents<S: GraphState>(
         snaps[i] = Some(snap);
     }
     Ok(snaps.into_iter().flatten().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_read_before_a_deletion_are_never_served_after_it() {
+        let built: SnapshotCache<Vec<u32>> = SnapshotCache::new();
+        let key: delta::Key = ("raced-snapshot".into(), String::new(), "c0".into());
+        let read_started = delta::deletions(&key.0);
+        crate::checkpoint::delta::note_deletion(&key.0);
+        built.remember(key.clone(), &vec![1, 2], read_started);
+        assert_eq!(built.get(&key), None);
+        built.remember(key.clone(), &vec![3], delta::deletions(&key.0));
+        assert_eq!(built.get(&key), Some(vec![3]));
+    }
 }

@@ -14,7 +14,7 @@ use super::persist::Writer;
 use super::runtime::Runtime;
 use super::{Input, Interrupt, InterruptWhen, Outcome, Resume, StreamEvent, StreamItem};
 use crate::channel::ChannelKind;
-use crate::checkpoint::delta::{DeltaBase, compact};
+use crate::checkpoint::delta::{self, DeltaBase, compact};
 use crate::checkpoint::{
     Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple, Checkpointer,
     ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite,
@@ -64,6 +64,10 @@ pub(crate) struct Loop<'g, S: GraphState> {
     /// The delta channels of the `last_saved` checkpoint, which the next
     /// stored checkpoint is compacted against.
     delta_base: Option<DeltaBase>,
+    /// [`delta::deletions`] of the thread before it was read: the values
+    /// this run caches are tagged with it, so none outlives a deletion of
+    /// the thread during the run.
+    epoch: u64,
 }
 
 /// The state's delta channels, when `cp` stores them as deltas (none when it
@@ -322,10 +326,12 @@ impl<'g, S: GraphState> Loop<'g, S> {
             config: Arc::new(config),
             delta_channels: Vec::new(),
             delta_base: None,
+            epoch: 0,
         };
         let Some(cp) = cp else { return Ok(lp) };
         lp.delta_channels = delta_channels::<S>(cp);
         let target = lp.config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
+        lp.epoch = delta::deletions(&target.thread_id);
         let latest = CheckpointRef {
             checkpoint_id: None,
             ..target.clone()
@@ -424,7 +430,7 @@ impl<S: GraphState> Loop<'_, S> {
             if let Some(parent) = self.last_saved.as_ref().filter(|_| !cut.is_empty()) {
                 writer
                     .checkpointer()
-                    .remember_deltas(&thread.at(parent.clone()), cut);
+                    .remember_deltas(&thread.at(parent.clone()), cut, self.epoch);
             }
             self.last_saved = Some(kept.id.clone());
             self.delta_base = Some(base);
@@ -491,9 +497,11 @@ impl<S: GraphState> Loop<'_, S> {
                     .await?;
                 self.next_order += 1;
                 if let Some(parent) = self.last_saved.as_ref().filter(|_| !cut.is_empty()) {
-                    writer
-                        .checkpointer()
-                        .remember_deltas(&thread.at(parent.clone()), cut);
+                    writer.checkpointer().remember_deltas(
+                        &thread.at(parent.clone()),
+                        cut,
+                        self.epoch,
+                    );
                 }
                 self.last_saved = Some(self.current.id.clone());
                 self.delta_base = Some(base);
