@@ -198,6 +198,76 @@ mod derive {
         assert_eq!(state.foo, "b");
         assert_eq!(state.bar, ["b"]);
     }
+
+    /// Fields whose UpperCamelCase name would be the keyword `Self`, beside
+    /// `crate_` and `super_`, whose `Crate` and `Super` are no keywords.
+    #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    struct Keywords {
+        self_: String,
+        #[reducer(append)]
+        crate_: Vec<String>,
+        #[reducer(add)]
+        super_: u64,
+    }
+
+    #[tokio::test]
+    async fn a_field_named_self_derives_runs_and_round_trips() {
+        assert_eq!(KeywordsChannel::Self_.name(), "self_");
+        assert_eq!(KeywordsChannel::Crate.name(), "crate_");
+        assert_eq!(KeywordsChannel::Super.name(), "super_");
+        assert_eq!(
+            KeywordsChannel::ALL,
+            [
+                KeywordsChannel::Self_,
+                KeywordsChannel::Crate,
+                KeywordsChannel::Super
+            ]
+        );
+        assert_eq!(
+            KeywordsChannel::Self_.kind(),
+            weaver::channel::ChannelKind::LastValue
+        );
+
+        let saver = InMemorySaver::new();
+        let graph = Graph::<Keywords>::new("Keywords")
+            .add_node("me", |s: &Keywords| {
+                KeywordsUpdate::default()
+                    .self_(format!("{}!", s.self_))
+                    .crate_(vec!["me".to_owned()])
+                    .super_(1u64)
+            })
+            .add_sequence([START, "me", END])
+            .compile(Compile::new().checkpointer(saver))
+            .unwrap();
+        let config = RunConfig::thread("k");
+        let input = Keywords {
+            self_: "hi".into(),
+            ..Keywords::default()
+        };
+        let end = graph
+            .invoke(input, &config)
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        let want = Keywords {
+            self_: "hi!".into(),
+            crate_: vec!["me".into()],
+            super_: 1,
+        };
+        assert_eq!(end, want);
+        // Stored and read back through the checkpoint.
+        assert_eq!(graph.get_state(&config).await.unwrap().values, want);
+        // The state and its update round-trip through JSON under the field names.
+        let json = serde_json::to_value(&want).unwrap();
+        assert_eq!(json["self_"], "hi!");
+        assert_eq!(serde_json::from_value::<Keywords>(json).unwrap(), want);
+        let update = KeywordsUpdate::default().self_("x");
+        let json = serde_json::to_value(&update).unwrap();
+        assert_eq!(json, serde_json::json!({ "self_": "x" }));
+        let back = serde_json::from_value::<KeywordsUpdate>(json).unwrap();
+        assert_eq!(back.self_.as_deref(), Some("x"));
+    }
 }
 
 /// A `graph!` graph and the equivalent builder graph behave identically.

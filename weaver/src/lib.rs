@@ -33,7 +33,7 @@ pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
 pub use engine::{
     Input, Interrupt, InterruptSignal, InterruptWhen, Outcome, Resume, Runtime, StreamEvent,
-    StreamItem,
+    StreamItem, StreamMode,
 };
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, START};

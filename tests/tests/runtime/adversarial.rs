@@ -443,10 +443,11 @@ async fn a_dropped_stream_stops_the_run_and_the_thread_resumes() {
     let graph = hanging(&runs, hang.clone(), Arc::new(InMemorySaver::new()));
     let config = RunConfig::thread("s");
     let mut stream = graph.stream(Steps::default(), &config);
+    // The run has started: the state after taking in the input comes first.
     let first = stream.next().await.unwrap();
     assert!(matches!(
         first,
-        StreamItem::Event(StreamEvent::Update { .. })
+        StreamItem::Event(StreamEvent::Values { step: 0, .. })
     ));
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop(stream);

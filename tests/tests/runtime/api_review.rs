@@ -11,12 +11,11 @@ use std::time::Duration;
 use futures_util::{FutureExt, StreamExt};
 use serde_json::json;
 use weaver::checkpoint::SqliteSaver;
-use weaver::graph::RunStream;
 use weaver::prelude::*;
 use weaver::{Saver, StreamEvent, StreamItem};
 use weaver_tests::states::{Steps, StepsUpdate};
 
-use crate::common::{Runs, two_step};
+use crate::common::{Runs, collect, two_step};
 
 /// An SQLite file, removed on drop.
 struct Db(String);
@@ -46,32 +45,6 @@ async fn savers() -> Vec<(&'static str, Arc<dyn Saver>, Option<Db>)> {
         ("memory", memory, None),
         ("sqlite", Arc::new(sqlite), Some(db)),
     ]
-}
-
-/// Every event as a short string, then the result; fails if the stream ends
-/// without `Done` or yields anything after it.
-async fn collect(mut s: RunStream<Steps>) -> (Vec<String>, weaver::Result<Outcome<Steps>>) {
-    let mut seen = Vec::new();
-    while let Some(item) = s.next().await {
-        match item {
-            StreamItem::Event(StreamEvent::Update { step, node, .. }) => {
-                seen.push(format!("u{step}:{node}"))
-            }
-            StreamItem::Event(StreamEvent::Values { step, values }) => {
-                seen.push(format!("v{step}:{}", values.bar.join(",")))
-            }
-            StreamItem::Event(StreamEvent::Interrupted(i)) => {
-                let nodes: Vec<&str> = i.iter().map(|i| i.node.as_str()).collect();
-                seen.push(format!("i:{}", nodes.join(",")))
-            }
-            StreamItem::Done(result) => {
-                let rest = tokio::time::timeout(Duration::from_secs(5), s.next()).await;
-                assert!(matches!(rest, Ok(None)), "after Done: {rest:?} ({seen:?})");
-                return (seen, result);
-            }
-        }
-    }
-    panic!("the stream ended without Done after {seen:?}");
 }
 
 /// START → [p, q] → join → END. `q` waits 50 ms, then fails or interrupts
@@ -104,7 +77,7 @@ fn fan(q_mode: &'static str) -> CompiledGraph<Steps> {
 #[tokio::test]
 async fn stream_of_a_fan_out_orders_updates_values_and_ends_with_done() {
     let (seen, result) = collect(fan("ok").stream(Steps::default(), &RunConfig::thread("f"))).await;
-    let want = "u0:__start__ v0: u1:p u1:q v1:p,q u2:join v2:p,q,join";
+    let want = "v0: u1:p u1:q v1:p,q u2:join v2:p,q,join";
     assert_eq!(seen.join(" "), want);
     assert_eq!(result.unwrap().complete().unwrap().bar, ["p", "q", "join"]);
 }
@@ -156,7 +129,7 @@ async fn streamed_interrupt_then_streamed_resume() {
     let graph = asking(&["ok?"], Arc::new(InMemorySaver::new()), &runs);
     let config = RunConfig::thread("a");
     let (seen, result) = collect(graph.stream(Steps::default(), &config)).await;
-    let want = "u0:__start__ v0: u1:draft v1:draft i:ask";
+    let want = "v0: u1:draft v1:draft i:ask";
     assert_eq!(seen.join(" "), want);
     let pending = result.unwrap().interrupts().to_vec();
     assert_eq!(pending.len(), 1);
@@ -468,7 +441,7 @@ async fn recursion_limit_while_streaming_ends_the_stream_and_the_thread_continue
     let config = RunConfig::thread("r").recursion_limit(3);
     let (seen, result) = collect(graph.stream(Steps::default(), &config)).await;
     // Three super-steps of nodes (taking in the input does not count).
-    let want = "u0:__start__ v0: u1:spin v1:s u2:spin v2:s,s u3:spin v3:s,s,s";
+    let want = "v0: u1:spin v1:s u2:spin v2:s,s u3:spin v3:s,s,s";
     assert_eq!(seen.join(" "), want);
     assert!(
         matches!(result, Err(Error::RecursionLimit { limit: 3 })),

@@ -1,9 +1,13 @@
-//! Graphs shared by the runtime tests.
+//! Graphs and helpers shared by the runtime tests.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use futures_util::StreamExt;
+use weaver::graph::RunStream;
 use weaver::prelude::*;
+use weaver::{StreamEvent, StreamItem};
 use weaver_tests::states::{Steps, StepsUpdate};
 
 pub fn node_a(_: &Steps) -> StepsUpdate {
@@ -40,4 +44,30 @@ impl Runs {
     pub fn total(&self) -> usize {
         self.0.lock().unwrap().values().sum()
     }
+}
+
+/// Every event as a short string, then the result; fails if the stream ends
+/// without `Done` or yields anything after it.
+pub async fn collect(mut s: RunStream<Steps>) -> (Vec<String>, weaver::Result<Outcome<Steps>>) {
+    let mut seen = Vec::new();
+    while let Some(item) = s.next().await {
+        match item {
+            StreamItem::Event(StreamEvent::Update { step, node, .. }) => {
+                seen.push(format!("u{step}:{node}"))
+            }
+            StreamItem::Event(StreamEvent::Values { step, values }) => {
+                seen.push(format!("v{step}:{}", values.bar.join(",")))
+            }
+            StreamItem::Event(StreamEvent::Interrupted(i)) => {
+                let nodes: Vec<&str> = i.iter().map(|i| i.node.as_str()).collect();
+                seen.push(format!("i:{}", nodes.join(",")))
+            }
+            StreamItem::Done(result) => {
+                let rest = tokio::time::timeout(Duration::from_secs(5), s.next()).await;
+                assert!(matches!(rest, Ok(None)), "after Done: {rest:?} ({seen:?})");
+                return (seen, result);
+            }
+        }
+    }
+    panic!("the stream ended without Done after {seen:?}");
 }

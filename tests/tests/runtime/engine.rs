@@ -466,7 +466,6 @@ async fn stream_yields_updates_then_values_then_the_result() {
     assert_eq!(
         seen,
         [
-            "update:__start__",
             "values:0:",
             "update:node_a",
             "values:1:a",

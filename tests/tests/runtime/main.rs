@@ -11,3 +11,4 @@ mod interrupts;
 mod pending;
 mod seed_review;
 mod state_review;
+mod stream_modes;

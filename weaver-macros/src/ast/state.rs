@@ -63,7 +63,9 @@ impl<'a> State<'a> {
 }
 
 impl Field<'_> {
-    /// The channel enum's variant: the field name in UpperCamelCase.
+    /// The channel enum's variant: the field name in UpperCamelCase, with a
+    /// `C` before a leading digit, and a trailing `_` when it would be a
+    /// keyword (`self_` gives `Self_`, not `Self`).
     pub(crate) fn variant(&self) -> Ident {
         let mut out = String::new();
         let mut upper = true;
@@ -79,6 +81,12 @@ impl Field<'_> {
         }
         if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
             out.insert(0, 'C');
+        }
+        // `Self` is the one keyword in UpperCamelCase today; asking syn, which
+        // knows them all, keeps this right if another one comes. No field
+        // maps to the name with `_` otherwise (underscores are dropped above).
+        if syn::parse_str::<Ident>(&out).is_err() {
+            out.push('_');
         }
         Ident::new(&out, self.ident.span())
     }

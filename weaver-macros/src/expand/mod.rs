@@ -99,6 +99,29 @@ mod tests {
     }
 
     #[test]
+    fn a_field_whose_variant_would_be_a_keyword_gets_a_trailing_underscore() {
+        let out = text(derive_graph_state(quote! {
+            struct State { self_: String, crate_: u8, super_: u8 }
+        }));
+        assert!(out.contains("enum StateChannel {"), "{out}");
+        assert!(
+            out.contains("Self_ , # [doc = \"Channel `crate_`.\"] Crate ,"),
+            "{out}"
+        );
+        assert!(out.contains("StateChannel :: Self_ => \"self_\""), "{out}");
+        assert!(!out.contains("compile_error"), "{out}");
+        // Two fields that both give `Self_` are named in one error.
+        let out = text(derive_graph_state(quote! {
+            struct State { self_: String, _self: String }
+        }));
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(
+            out.contains("both name the channel variant `Self_`"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn derive_on_an_enum_is_one_error_and_a_stub() {
         let out = text(derive_graph_state(quote! { enum State { A, B } }));
         assert_eq!(out.matches("compile_error").count(), 1);

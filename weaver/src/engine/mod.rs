@@ -18,7 +18,7 @@ use crate::state::GraphState;
 
 pub use inspect::{History, StateSnapshot, TaskInfo};
 pub(crate) use inspect::{SnapshotCache, get_state, history};
-pub(crate) use run::Loop;
+pub(crate) use run::{Loop, Sink};
 pub use runtime::{InterruptSignal, Runtime};
 pub use update::StepUpdate;
 pub(crate) use update::bulk_update_state;
@@ -133,10 +133,49 @@ impl<S: GraphState> Input<S> {
     }
 }
 
-/// One event of [`CompiledGraph::stream`](crate::CompiledGraph::stream).
+/// Which events a streamed run yields: LangGraph's `stream_mode`.
+///
+/// Whatever the mode, a run that pauses yields
+/// [`StreamEvent::Interrupted`], and the last item is always
+/// [`StreamItem::Done`]. Pass it to
+/// [`CompiledGraph::stream_with_mode`](crate::CompiledGraph::stream_with_mode);
+/// [`CompiledGraph::stream`](crate::CompiledGraph::stream) uses the default,
+/// [`ValuesAndUpdates`](StreamMode::ValuesAndUpdates).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StreamMode {
+    /// Only the full state after each step ([`StreamEvent::Values`]), as
+    /// LangGraph's `stream_mode="values"`.
+    Values,
+    /// Only each node's update ([`StreamEvent::Update`]), as LangGraph's
+    /// `stream_mode="updates"`.
+    Updates,
+    /// Both, in the order they happen: each node's update as it finishes,
+    /// then the state once its step ends (LangGraph's
+    /// `stream_mode=["updates", "values"]`).
+    #[default]
+    ValuesAndUpdates,
+}
+
+impl StreamMode {
+    /// Whether the mode yields [`StreamEvent::Values`].
+    pub(crate) fn has_values(self) -> bool {
+        matches!(self, StreamMode::Values | StreamMode::ValuesAndUpdates)
+    }
+
+    /// Whether the mode yields [`StreamEvent::Update`].
+    pub(crate) fn has_updates(self) -> bool {
+        matches!(self, StreamMode::Updates | StreamMode::ValuesAndUpdates)
+    }
+}
+
+/// One event of [`CompiledGraph::stream`](crate::CompiledGraph::stream);
+/// which ones come depends on the [`StreamMode`].
 #[derive(Debug, Clone)]
 pub enum StreamEvent<S: GraphState> {
-    /// The full state after a step (`step` as in checkpoint metadata).
+    /// The full state after a step (`step` as in checkpoint metadata). The
+    /// first one is the state once the input is taken in (step 0 of a new
+    /// thread).
     Values {
         /// The step.
         step: i64,
@@ -146,7 +185,9 @@ pub enum StreamEvent<S: GraphState> {
     /// One node's update in a step, sent as soon as the node finishes (so a
     /// node that finished is streamed even if a sibling then fails or
     /// interrupts the step; a node whose output came from stored pending
-    /// writes on resume is streamed too).
+    /// writes on resume is streamed too). Taking in the input is not a node:
+    /// as in LangGraph, it has no update event (it shows in the first
+    /// `Values`).
     Update {
         /// The step the node ran in.
         step: i64,

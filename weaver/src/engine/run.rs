@@ -12,7 +12,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::persist::Writer;
 use super::runtime::Runtime;
-use super::{Input, Interrupt, InterruptWhen, Outcome, Resume, StreamEvent, StreamItem};
+use super::{
+    Input, Interrupt, InterruptWhen, Outcome, Resume, StreamEvent, StreamItem, StreamMode,
+};
 use crate::channel::ChannelKind;
 use crate::checkpoint::delta::{self, DeltaBase, compact};
 use crate::checkpoint::{
@@ -27,7 +29,24 @@ use crate::graph::node::{Command, NodeError, NodeErrorKind};
 use crate::graph::spec::{INPUT_CHANNEL, START_TRIGGER, Spec, Target};
 use crate::state::GraphState;
 
-type Event<S> = StreamItem<S>;
+/// Where a streamed run sends its events, and which ones it wants.
+pub(crate) struct Sink<S: GraphState> {
+    tx: UnboundedSender<StreamItem<S>>,
+    mode: StreamMode,
+}
+
+impl<S: GraphState> Sink<S> {
+    /// Sends the events `mode` asks for to `tx`.
+    pub fn new(tx: UnboundedSender<StreamItem<S>>, mode: StreamMode) -> Self {
+        Sink { tx, mode }
+    }
+
+    /// Sends an event; a stream dropped meanwhile is no error (the run then
+    /// stops at its next await).
+    fn send(&self, event: StreamEvent<S>) {
+        let _ = self.tx.send(StreamItem::Event(event));
+    }
+}
 
 /// A task of a step: `None` is the START pseudo-task that applies the input.
 pub(crate) type TaskNode = Option<usize>;
@@ -55,7 +74,7 @@ pub(crate) struct Loop<'g, S: GraphState> {
     pending: Vec<PendingWrite>,
     /// Writes not yet sent to the saver (`exit` durability).
     unsaved_writes: Vec<PendingWrite>,
-    sink: Option<UnboundedSender<Event<S>>>,
+    sink: Option<Sink<S>>,
     /// The run started from a checkpoint older than the thread's head.
     replaying: bool,
     store: Option<Arc<dyn crate::store::Store>>,
@@ -262,7 +281,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         cp: Option<&Checkpointer>,
         config: RunConfig,
         input: Input<S>,
-        sink: Option<UnboundedSender<Event<S>>>,
+        sink: Option<Sink<S>>,
         store: Option<Arc<dyn crate::store::Store>>,
     ) -> Result<Outcome<S>> {
         // Checked before anything is read or written.
@@ -305,7 +324,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         spec: &'g Spec<S>,
         cp: Option<&Checkpointer>,
         config: RunConfig,
-        sink: Option<UnboundedSender<Event<S>>>,
+        sink: Option<Sink<S>>,
         store: Option<Arc<dyn crate::store::Store>>,
     ) -> Result<Self> {
         let mut lp = Loop {
@@ -725,9 +744,7 @@ impl<S: GraphState> Loop<'_, S> {
 
     fn interrupted(&self, interrupts: Vec<Interrupt>) -> Outcome<S> {
         if let Some(sink) = &self.sink {
-            let _ = sink.send(StreamItem::Event(StreamEvent::Interrupted(
-                interrupts.clone(),
-            )));
+            sink.send(StreamEvent::Interrupted(interrupts.clone()));
         }
         Outcome::Interrupted(interrupts)
     }
@@ -780,7 +797,7 @@ impl<S: GraphState> Loop<'_, S> {
                 let output = replay_task(self.spec, tasks[k], &writes)?;
                 // Streamed as a task that finished (LangGraph streams cached
                 // writes too).
-                send_update(&self.sink, step, self.spec.name_of(tasks[k]), &output);
+                send_update(&self.sink, step, self.spec, tasks[k], &output);
                 outputs[k] = Some(output);
             } else {
                 if let Some(r) = writes.iter().find(|w| w.channel == RESUME_CHANNEL) {
@@ -885,7 +902,7 @@ impl<S: GraphState> Loop<'_, S> {
                             };
                             // Each task's update is streamed as it finishes,
                             // even if a sibling then fails or interrupts.
-                            send_update(sink, step, name, &output);
+                            send_update(sink, step, spec, node, &output);
                             outputs[k] = Some(output);
                             w
                         }
@@ -1009,30 +1026,38 @@ impl<S: GraphState> Loop<'_, S> {
         }
         next.channel_values = self.encode_state()?;
         self.commit(next, CheckpointSource::Loop, step).await?;
-        if let Some(sink) = &self.sink {
-            let _ = sink.send(StreamItem::Event(StreamEvent::Values {
+        // The state is cloned only for a stream that asked for it.
+        if let Some(sink) = self.sink.as_ref().filter(|s| s.mode.has_values()) {
+            sink.send(StreamEvent::Values {
                 step,
                 values: self.state.clone(),
-            }));
+            });
         }
         Ok(None)
     }
 }
 
-/// Streams a finished task's update (when the run is streamed).
+/// Streams a finished task's update, when the run is streamed with a mode
+/// that wants updates. The START pseudo-task only takes in the input, which
+/// LangGraph does not stream as a node's update: it is skipped.
 fn send_update<S: GraphState>(
-    sink: &Option<UnboundedSender<Event<S>>>,
+    sink: &Option<Sink<S>>,
     step: i64,
-    node: &str,
+    spec: &Spec<S>,
+    node: TaskNode,
     output: &TaskOutput<S>,
 ) {
-    if let Some(sink) = sink {
-        let _ = sink.send(StreamItem::Event(StreamEvent::Update {
-            step,
-            node: node.to_owned(),
-            update: output.update.clone(),
-        }));
+    let Some(sink) = sink.as_ref().filter(|s| s.mode.has_updates()) else {
+        return;
+    };
+    if node.is_none() {
+        return;
     }
+    sink.send(StreamEvent::Update {
+        step,
+        node: spec.name_of(node).to_owned(),
+        update: output.update.clone(),
+    });
 }
 
 /// Stores writes of a task started from the current checkpoint, or keeps them

@@ -14,7 +14,8 @@ use super::spec::Spec;
 use crate::checkpoint::Checkpointer;
 use crate::config::RunConfig;
 use crate::engine::{
-    self, History, Input, Loop, Outcome, Resume, StateSnapshot, StepUpdate, StreamItem,
+    self, History, Input, Loop, Outcome, Resume, Sink, StateSnapshot, StepUpdate, StreamItem,
+    StreamMode,
 };
 use crate::error::{Error, Result};
 use crate::state::GraphState;
@@ -247,9 +248,72 @@ impl<S: GraphState> CompiledGraph<S> {
     /// await; checkpoints it queued are still written, and the next call on
     /// the thread through the same saver waits for them.
     ///
+    /// The same as [`stream_with_mode`](Self::stream_with_mode) with
+    /// [`StreamMode::ValuesAndUpdates`].
+    ///
     /// The background task needs a tokio runtime: called outside one, the
     /// stream's only item is `Done` with [`Error::InvalidArgument`].
     pub fn stream(&self, input: impl Into<Input<S>>, config: &RunConfig) -> RunStream<S> {
+        self.stream_with_mode(input, config, StreamMode::default())
+    }
+
+    /// Runs like [`stream`](Self::stream), yielding only the events `mode`
+    /// names (LangGraph's `stream_mode`): [`StreamMode::Values`], the state
+    /// after each step; [`StreamMode::Updates`], each node's update. An
+    /// interrupt is yielded in every mode, and the last item is always
+    /// [`StreamItem::Done`] with the run's result. Events the mode leaves out
+    /// are never built.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use futures_util::StreamExt;
+    /// use weaver::prelude::*;
+    /// use weaver::{StreamEvent, StreamItem, StreamMode};
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Count {
+    ///     #[reducer(add)]
+    ///     n: u64,
+    /// }
+    ///
+    /// let graph = Graph::<Count>::new("count")
+    ///     .add_node("inc", |_: &Count| CountUpdate::default().n(1u64))
+    ///     .add_node("double", |s: &Count| CountUpdate::default().n(s.n))
+    ///     .add_sequence([START, "inc", "double", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
+    ///     .unwrap();
+    ///
+    /// // The node updates only: the input is not a node's update.
+    /// let config = RunConfig::thread("updates");
+    /// let mut stream = graph.stream_with_mode(Count::default(), &config, StreamMode::Updates);
+    /// let mut nodes = Vec::new();
+    /// while let Some(item) = stream.next().await {
+    ///     match item {
+    ///         StreamItem::Event(StreamEvent::Update { node, .. }) => nodes.push(node),
+    ///         StreamItem::Event(other) => panic!("not asked for: {other:?}"),
+    ///         StreamItem::Done(result) => assert_eq!(result.unwrap().complete().unwrap().n, 2),
+    ///     }
+    /// }
+    /// assert_eq!(nodes, ["inc", "double"]);
+    ///
+    /// // The state after each step, from the input on.
+    /// let config = RunConfig::thread("values");
+    /// let mut stream = graph.stream_with_mode(Count::default(), &config, StreamMode::Values);
+    /// let mut states = Vec::new();
+    /// while let Some(item) = stream.next().await {
+    ///     if let StreamItem::Event(StreamEvent::Values { values, .. }) = item {
+    ///         states.push(values.n);
+    ///     }
+    /// }
+    /// assert_eq!(states, [0, 1, 2]);
+    /// # });
+    /// ```
+    pub fn stream_with_mode(
+        &self,
+        input: impl Into<Input<S>>,
+        config: &RunConfig,
+        mode: StreamMode,
+    ) -> RunStream<S> {
         let (tx, rx) = mpsc::unbounded_channel();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             let _ = tx.send(StreamItem::Done(Err(Error::invalid_argument(
@@ -266,7 +330,7 @@ impl<S: GraphState> CompiledGraph<S> {
                 graph.inner.checkpointer.as_ref(),
                 config,
                 input,
-                Some(tx.clone()),
+                Some(Sink::new(tx.clone(), mode)),
                 graph.inner.store.clone(),
             )
             .await;
@@ -285,7 +349,8 @@ impl<S: GraphState> From<S> for Input<S> {
     }
 }
 
-/// The stream returned by [`CompiledGraph::stream`]: events, then the result.
+/// The stream returned by [`CompiledGraph::stream`] and
+/// [`CompiledGraph::stream_with_mode`]: events, then the result.
 #[derive(Debug)]
 pub struct RunStream<S: GraphState> {
     rx: mpsc::UnboundedReceiver<StreamItem<S>>,
