@@ -77,7 +77,8 @@ impl Queries {
                                       ELSE weaver_store_items.created_at END,
                     updated_at = excluded.updated_at,
                     expires_at = excluded.expires_at,
-                    ttl_micros = excluded.ttl_micros"
+                    ttl_micros = excluded.ttl_micros
+                 RETURNING created_at, updated_at"
             ),
             delete: format!("DELETE FROM {t} WHERE namespace = $1 AND key = $2"),
             sweep: format!("DELETE FROM {t} WHERE expires_at IS NOT NULL AND expires_at <= $1"),
@@ -310,8 +311,11 @@ macro_rules! impl_sql_store {
                             Plan::Put(put) => {
                                 let value = serde_json::to_string(&put.value)
                                     .map_err(|e| Error::encode("store value", e))?;
-                                let record = put.record(now, None);
-                                sqlx::query(AssertSqlSafe(self.queries.upsert.clone()))
+                                let mut record = put.record(now, None);
+                                // The times as written (`created_at` may be
+                                // the overwritten item's), in the same round
+                                // trip, so the put and a later get agree.
+                                let row = sqlx::query(AssertSqlSafe(self.queries.upsert.clone()))
                                     .bind(&record.namespace)
                                     .bind(&record.key)
                                     .bind(value)
@@ -320,10 +324,13 @@ macro_rules! impl_sql_store {
                                     .bind(now)
                                     .bind(record.expires_at)
                                     .bind(record.ttl)
-                                    .execute(&mut *tx)
+                                    .fetch_one(&mut *tx)
                                     .await
                                     .map_err(storage("store put"))?;
-                                OpResult::Put
+                                let col = |e: sqlx::Error| Error::decode("stored item times", e);
+                                record.created_at = row.try_get(0).map_err(col)?;
+                                record.updated_at = row.try_get(1).map_err(col)?;
+                                OpResult::Put(record.to_item(None))
                             }
                             Plan::Delete { namespace, key } => {
                                 sqlx::query(AssertSqlSafe(self.queries.delete.clone()))
