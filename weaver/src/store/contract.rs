@@ -30,8 +30,9 @@ pub trait Store: Debug + Send + Sync {
     /// Runs `ops` in order and returns one result per op, in the same order.
     /// Every op is validated (and every embedding computed) before anything
     /// is written, so a bad op fails the batch with nothing written; the
-    /// writes are applied atomically (one lock or one transaction), and a
-    /// later op sees an earlier op's writes. At most
+    /// writes are applied atomically (one lock or one transaction), a later
+    /// op sees an earlier op's writes, and the reads see one state, never
+    /// half of a concurrent batch. At most
     /// [`MAX_BATCH_OPS`](super::limits::MAX_BATCH_OPS) operations.
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>>;
 
