@@ -66,7 +66,7 @@ where
 async fn put_get_delete(store: &dyn Store) {
     let ns = ["users", "u1", "memories"];
     assert!(store.get(&ns, "food").await.unwrap().is_none());
-    store
+    let put = store
         .put(&ns, "food", json!({"memory": "User likes pizza"}))
         .await
         .unwrap();
@@ -76,9 +76,10 @@ async fn put_get_delete(store: &dyn Store) {
     assert_eq!(first.value, json!({"memory": "User likes pizza"}));
     assert_eq!(first.score, None);
     assert_eq!(first.created_at, first.updated_at);
+    assert_eq!(put, first, "a put returns the item a get then returns");
 
     tokio::time::sleep(Duration::from_millis(5)).await;
-    store
+    let overwrite = store
         .put(&ns, "food", json!({"memory": "User likes sushi"}))
         .await
         .unwrap();
@@ -96,11 +97,22 @@ async fn put_get_delete(store: &dyn Store) {
         second.updated_at > first.updated_at,
         "overwrite moves updated_at"
     );
+    assert_eq!(
+        overwrite, second,
+        "an overwriting put returns the kept created_at and its own updated_at"
+    );
+    let with = store
+        .put_with(&ns, "food", json!(3), PutOptions::new().not_indexed())
+        .await
+        .unwrap();
+    assert_eq!(with.created_at, first.created_at);
+    assert_eq!(Some(with), store.get(&ns, "food").await.unwrap());
 
     // Values of every JSON kind come back as they went in.
     let odd = json!({"n": 1.5, "i": -7, "big": 9007199254740993u64, "s": "é\u{1F355}\"'\\%_", "a": [null, true], "o": {}});
-    store.put(&ns, "odd", odd.clone()).await.unwrap();
-    assert_eq!(store.get(&ns, "odd").await.unwrap().unwrap().value, odd);
+    let put = store.put(&ns, "odd", odd.clone()).await.unwrap();
+    assert_eq!(put.value, odd);
+    assert_eq!(Some(put), store.get(&ns, "odd").await.unwrap());
     store.put(&ns, "scalar", json!(42)).await.unwrap();
     assert_eq!(
         store.get(&ns, "scalar").await.unwrap().unwrap().value,
@@ -546,18 +558,51 @@ async fn batches(store: &dyn Store) {
         .await
         .unwrap();
     assert_eq!(results.len(), 7);
-    assert_eq!(results[0], OpResult::Put);
+    let OpResult::Put(put_x) = &results[0] else {
+        panic!("put in a batch: {:?}", results[0]);
+    };
+    assert_eq!(put_x.namespace, ns);
+    assert_eq!(put_x.key, "x");
+    assert_eq!(put_x.value, json!({"v": 1}));
+    assert_eq!(put_x.created_at, put_x.updated_at);
     match &results[1] {
-        OpResult::Got(Some(item)) => assert_eq!(item.value, json!({"v": 1})),
+        OpResult::Got(Some(item)) => assert_eq!(item, put_x, "get after put in the same batch"),
         other => panic!("get after put in the same batch: {other:?}"),
     }
+    let OpResult::Put(put_y) = &results[2] else {
+        panic!("put after a get in a batch: {:?}", results[2]);
+    };
+    assert_eq!(put_y.key, "y");
     match &results[3] {
-        OpResult::Found(items) => assert_eq!(keys(items), ["b/x", "b/y"]),
+        OpResult::Found(items) => {
+            assert_eq!(keys(items), ["b/x", "b/y"]);
+            assert_eq!(&items[1], put_y, "search sees the put's item");
+        }
         other => panic!("search: {other:?}"),
     }
+    assert_eq!(Some(put_y.clone()), store.get(&ns, "y").await.unwrap());
     assert_eq!(results[4], OpResult::Deleted);
     assert_eq!(results[5], OpResult::Got(None));
     assert_eq!(results[6], OpResult::Namespaces(vec![vec!["b".to_owned()]]));
+
+    // A put overwriting inside a later batch keeps created_at.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let later = store
+        .batch(vec![
+            Op::get(&ns, "nothing"),
+            Op::put(&ns, "y", json!({"v": 3})),
+            Op::delete(&ns, "nothing"),
+        ])
+        .await
+        .unwrap();
+    match &later[1] {
+        OpResult::Put(item) => {
+            assert_eq!(item.created_at, put_y.created_at, "overwrite in a batch");
+            assert!(item.updated_at > put_y.updated_at);
+            assert_eq!(Some(item.clone()), store.get(&ns, "y").await.unwrap());
+        }
+        other => panic!("overwriting put in a batch: {other:?}"),
+    }
 
     // One bad op fails the batch before anything is written.
     let err = store
@@ -634,9 +679,11 @@ async fn ttl_and_sweep(store: &dyn Store) {
         .unwrap();
     let old = store.get(&ns, "d").await.unwrap().unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    store.put(&ns, "d", json!(2)).await.unwrap();
+    let put = store.put(&ns, "d", json!(2)).await.unwrap();
     let new = store.get(&ns, "d").await.unwrap().unwrap();
     assert!(new.created_at > old.created_at);
+    assert_eq!(put.created_at, put.updated_at, "a put over an expired item");
+    assert_eq!(put, new);
     // Overwriting without a TTL makes it permanent.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(store.get(&ns, "d").await.unwrap().is_some());

@@ -297,11 +297,15 @@ mod sqlite {
 
 mod postgres {
     use std::sync::{Arc, Mutex};
+    use std::time::Duration;
 
-    use sqlx::PgPool;
+    use serde_json::{Value, json};
     use sqlx::postgres::PgPoolOptions;
+    use sqlx::{Connection, PgConnection, PgPool};
     use weaver::migrate::{self, Adapter, PgSchema};
-    use weaver::store::{PostgresStore, Store, StoreConfig};
+    use weaver::store::{
+        ListNamespaces, Op, OpResult, PostgresStore, PutOptions, Search, Store, StoreConfig,
+    };
     use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
 
     /// Fresh schemas on the test server, dropped by [`Server::cleanup`].
@@ -329,6 +333,17 @@ mod postgres {
 
         /// A store in a fresh, migrated schema.
         pub async fn fresh(&self, config: StoreConfig) -> Arc<dyn Store> {
+            let schema = self.schema().await;
+            Arc::new(
+                PostgresStore::new(self.pool.clone())
+                    .with_prefix(&schema)
+                    .unwrap()
+                    .with_config(config),
+            )
+        }
+
+        /// The name of a fresh schema with the store's table migrated.
+        pub async fn schema(&self) -> String {
             let schema = super::unique("weaver_store");
             migrate::up(
                 &PgSchema::new(&self.pool, &schema).unwrap(),
@@ -338,12 +353,7 @@ mod postgres {
             .await
             .unwrap();
             self.schemas.lock().unwrap().push(schema.clone());
-            Arc::new(
-                PostgresStore::new(self.pool.clone())
-                    .with_prefix(&schema)
-                    .unwrap()
-                    .with_config(config),
-            )
+            schema
         }
 
         /// Drops the schemas this server handed out.
@@ -403,6 +413,207 @@ mod postgres {
         assert!(
             store.get(&["a"], "k").await.unwrap().is_none(),
             "down dropped the items"
+        );
+        server.cleanup().await;
+    }
+
+    /// The item a batch result holds, or a panic naming what it got.
+    #[track_caller]
+    fn got(result: &OpResult) -> Option<Value> {
+        match result {
+            OpResult::Got(item) => item.as_ref().map(|i| i.value.clone()),
+            other => panic!("expected a get's result, got {other:?}"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn read_only_batches_do_not_wait_for_the_write_lock() {
+        let server = Server::connect().await;
+        let schema = server.schema().await;
+        // Enough connections for every batch below to wait at once.
+        let pool = PgPoolOptions::new()
+            .max_connections(10)
+            .connect(&super::database_url())
+            .await
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(
+            PostgresStore::new(pool.clone())
+                .with_prefix(&schema)
+                .unwrap(),
+        );
+        let ns = ["locked"];
+        let long = PutOptions::new().ttl(Duration::from_secs(600));
+        store.put(&ns, "a", json!(1)).await.unwrap();
+        store.put(&ns, "gone", json!(0)).await.unwrap();
+        store.put_with(&ns, "ttl", json!(2), long).await.unwrap();
+        let short = PutOptions::new().ttl(Duration::from_millis(1));
+        store
+            .put_with(&ns, "expired", json!(3), short)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        // Another session holds the store's write lock, as a writing batch
+        // does while it runs.
+        let mut holder = PgConnection::connect(&super::database_url()).await.unwrap();
+        let mut held = holder.begin().await.unwrap();
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('weaver.store:' || $1))")
+            .bind(&schema)
+            .execute(&mut *held)
+            .await
+            .unwrap();
+
+        let reads = || {
+            vec![
+                Op::get(&ns, "a"),
+                Op::get(&ns, "missing"),
+                Op::search(&ns, Search::query("x").limit(20)),
+                Op::search(&ns, Search::new().filter(json!({"v": {"$ne": 5}}))),
+                Op::ListNamespaces(ListNamespaces::new()),
+            ]
+        };
+        let done = tokio::time::timeout(Duration::from_secs(5), store.batch(reads()))
+            .await
+            .expect("a read-only batch waited for the write lock")
+            .unwrap();
+        assert_eq!(got(&done[0]), Some(json!(1)));
+        assert_eq!(got(&done[1]), None);
+        assert_eq!(
+            done[4],
+            OpResult::Namespaces(vec![vec!["locked".to_owned()]])
+        );
+
+        // Batches that write wait for the lock, reads that write included.
+        let writes = [
+            ("a put", vec![Op::put(&ns, "b", json!(4))]),
+            ("a delete", vec![Op::delete(&ns, "gone")]),
+            (
+                "a get restarting a TTL",
+                vec![Op::Get {
+                    namespace: vec!["locked".to_owned()],
+                    key: "ttl".to_owned(),
+                    refresh_ttl: Some(true),
+                }],
+            ),
+            (
+                "a search restarting TTLs",
+                vec![Op::search(&ns, Search::new().refresh_ttl(true))],
+            ),
+            (
+                "a get meeting an expired item",
+                vec![Op::get(&ns, "a"), Op::get(&ns, "expired")],
+            ),
+        ];
+        let waiting: Vec<_> = writes
+            .into_iter()
+            .map(|(what, ops)| {
+                let store = store.clone();
+                (what, tokio::spawn(async move { store.batch(ops).await }))
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for (what, task) in &waiting {
+            assert!(!task.is_finished(), "{what} did not wait for the lock");
+        }
+        // Nor do reads queue behind the waiting writers.
+        tokio::time::timeout(Duration::from_secs(5), store.batch(reads()))
+            .await
+            .expect("a read-only batch waited behind writing batches")
+            .unwrap();
+
+        held.commit().await.unwrap();
+        for (what, task) in waiting {
+            let results = tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .unwrap_or_else(|_| panic!("{what} still waits after the lock's release"))
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            if what == "a get meeting an expired item" {
+                assert_eq!(got(&results[0]), Some(json!(1)));
+                assert_eq!(got(&results[1]), None, "an expired item is not returned");
+            }
+        }
+        assert_eq!(
+            got(&store.batch(vec![Op::get(&ns, "b")]).await.unwrap()[0]),
+            Some(json!(4))
+        );
+        assert!(store.get(&ns, "gone").await.unwrap().is_none());
+        assert_eq!(
+            store.sweep().await.unwrap(),
+            0,
+            "the get that met the expired item deleted it"
+        );
+        pool.close().await;
+        server.cleanup().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn read_only_batches_never_see_half_of_a_writing_batch() {
+        let server = Server::connect().await;
+        let store = server.fresh(StoreConfig::new()).await;
+        let pair = ["snap", "pair"];
+        store
+            .batch(vec![
+                Op::put(&pair, "a", json!({"v": 0})),
+                Op::put(&pair, "b", json!({"v": 0})),
+            ])
+            .await
+            .unwrap();
+        // Batch `i` writes `a`, a new namespace, then `b`: state `i` has
+        // a = b = i, i + 1 namespaces and i + 2 items.
+        let writer = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 1..=150 {
+                    let fresh = ["snap".to_owned(), format!("n{i:03}")];
+                    store
+                        .batch(vec![
+                            Op::put(&pair, "a", json!({ "v": i })),
+                            Op::put(&fresh, "k", json!({ "v": i })),
+                            Op::put(&pair, "b", json!({ "v": i })),
+                        ])
+                        .await
+                        .unwrap();
+                }
+            })
+        };
+        let (mut reads, mut torn) = (0, Vec::new());
+        while !writer.is_finished() {
+            let r = store
+                .batch(vec![
+                    Op::get(&pair, "a"),
+                    Op::ListNamespaces(ListNamespaces::new().prefix(&["snap"]).limit(1000)),
+                    Op::search(
+                        &["snap"],
+                        Search::new().filter(json!({"v": {"$gte": 0}})).limit(1000),
+                    ),
+                    Op::get(&pair, "b"),
+                ])
+                .await
+                .unwrap();
+            let version = |r: &OpResult| got(r).and_then(|v| v["v"].as_u64());
+            let (a, b) = (version(&r[0]), version(&r[3]));
+            let namespaces = match &r[1] {
+                OpResult::Namespaces(ns) => ns.len() as u64,
+                other => panic!("listing: {other:?}"),
+            };
+            let items = match &r[2] {
+                OpResult::Found(items) => items.len() as u64,
+                other => panic!("search: {other:?}"),
+            };
+            reads += 1;
+            let state = a.unwrap_or(u64::MAX);
+            if b != a || namespaces != state + 1 || items != state + 2 {
+                torn.push((a, namespaces, items, b));
+            }
+        }
+        writer.await.unwrap();
+        assert!(reads > 0);
+        assert!(
+            torn.is_empty(),
+            "{} of {reads} read-only batches saw half of a batch, e.g. (a, namespaces, items, b) = {:?}",
+            torn.len(),
+            torn[0]
         );
         server.cleanup().await;
     }

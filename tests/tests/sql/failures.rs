@@ -476,7 +476,7 @@ async fn sqlite_store_locked_then_full() {
     let mut n = 0;
     let err = loop {
         match t(store.put(&["big"], &format!("k{n}"), serde_json::json!(noise))).await {
-            Ok(()) => n += 1,
+            Ok(_) => n += 1,
             Err(e) => break e,
         }
         assert!(n < 100, "the page cap was not reached");

@@ -224,9 +224,10 @@ async fn values_round_trip_exactly_and_filter_alike() {
             let key = format!("v{i}");
             let put = s.put(&["vals"], &key, v.clone()).await;
             match (put, s.get(&["vals"], &key).await) {
-                (Ok(()), Ok(Some(item))) if item.value == v => {}
+                (Ok(put), Ok(Some(item))) if item.value == v && put == item => {}
                 (p, g) => problems.push(format!(
-                    "{name}: put {v:.80}: {p:?}, get returned {:?}",
+                    "{name}: put {v:.80}: {:?}, get returned {:?}",
+                    p.map(|i| (i.value == v, i.created_at, i.updated_at)),
                     g.map(|o| o.map(|i| if i.value.to_string().len() > 80 {
                         json!("<long>")
                     } else {
@@ -258,7 +259,7 @@ async fn deeply_nested_value_is_stored_readably_or_rejected() {
             s.put(&["deep", "neighbour"], "n", json!(1)).await.unwrap();
             let state = match s.put(&ns, "k", v.clone()).await {
                 Err(e) => format!("put rejected: {}", err_name(&e)),
-                Ok(()) => match s.get(&ns, "k").await {
+                Ok(_) => match s.get(&ns, "k").await {
                     Ok(Some(item)) if item.value == v => "round trip".to_owned(),
                     other => {
                         let search = keys(s, &["deep"], Search::new()).await;

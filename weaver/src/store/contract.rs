@@ -30,8 +30,9 @@ pub trait Store: Debug + Send + Sync {
     /// Runs `ops` in order and returns one result per op, in the same order.
     /// Every op is validated (and every embedding computed) before anything
     /// is written, so a bad op fails the batch with nothing written; the
-    /// writes are applied atomically (one lock or one transaction), and a
-    /// later op sees an earlier op's writes. At most
+    /// writes are applied atomically (one lock or one transaction), a later
+    /// op sees an earlier op's writes, and the reads see one state, never
+    /// half of a concurrent batch. At most
     /// [`MAX_BATCH_OPS`](super::limits::MAX_BATCH_OPS) operations.
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>>;
 
@@ -65,23 +66,45 @@ pub trait Store: Debug + Send + Sync {
     }
 
     /// Stores `value` at `namespace`/`key`, indexing the whole value, with
-    /// the store's default TTL. Overwriting keeps `created_at`.
-    async fn put(&self, namespace: &[&str], key: &str, value: Value) -> Result<()> {
+    /// the store's default TTL, and returns the stored item.
+    ///
+    /// Overwriting a live item keeps its `created_at`; overwriting an
+    /// expired one starts a new item. The returned `created_at` and
+    /// `updated_at` (the time of this write) are exactly those a later
+    /// [`get`](Store::get) returns; `score` is `None`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> weaver::Result<()> {
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Store};
+    ///
+    /// let store = InMemoryStore::new();
+    /// let ns = ["users", "u1", "memories"];
+    /// let first = store.put(&ns, "food", json!({"memory": "likes pizza"})).await?;
+    /// let second = store.put(&ns, "food", json!({"memory": "likes sushi"})).await?;
+    /// assert_eq!(second.created_at, first.created_at);
+    /// assert_eq!(store.get(&ns, "food").await?, Some(second));
+    /// # Ok(())
+    /// # }
+    /// ```
+    async fn put(&self, namespace: &[&str], key: &str, value: Value) -> Result<Item> {
         self.put_with(namespace, key, value, PutOptions::default())
             .await
     }
 
-    /// [`put`](Store::put) with index fields and a TTL.
+    /// [`put`](Store::put) with index fields and a TTL; returns the stored
+    /// item.
     async fn put_with(
         &self,
         namespace: &[&str],
         key: &str,
         value: Value,
         options: PutOptions,
-    ) -> Result<()> {
+    ) -> Result<Item> {
         let op = Op::put_with(namespace, key, value, options);
         match single(self.batch(vec![op]).await?)? {
-            OpResult::Put => Ok(()),
+            OpResult::Put(item) => Ok(item),
             other => Err(mismatch("put", &other)),
         }
     }

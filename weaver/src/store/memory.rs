@@ -182,8 +182,10 @@ impl Store for InMemoryStore {
                             .get(&k)
                             .filter(|r| r.is_live(now))
                             .map(|r| r.created_at);
-                        items.insert(k, put.record(now, created));
-                        OpResult::Put
+                        let record = put.record(now, created);
+                        let item = record.to_item(None);
+                        items.insert(k, record);
+                        OpResult::Put(item)
                     }
                     Plan::Delete { namespace, key } => {
                         items.remove(&(namespace, key));

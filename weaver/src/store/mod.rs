@@ -12,13 +12,14 @@
 //! use weaver::store::{InMemoryStore, Search, Store};
 //!
 //! let store = InMemoryStore::new();
-//! store
+//! let stored = store
 //!     .put(&["users", "user-123", "memories"], "food", json!({"memory": "User likes pizza"}))
 //!     .await?;
 //! let items = store
 //!     .search(&["users", "user-123"], Search::query("pizza").limit(3))
 //!     .await?;
 //! assert_eq!(items[0].key, "food");
+//! assert_eq!(items[0].updated_at, stored.updated_at);
 //! assert!(items[0].score.is_some());
 //! # Ok(())
 //! # }

@@ -182,6 +182,21 @@ pub(crate) enum Plan {
     List(ListPlan),
 }
 
+impl Plan {
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    /// Whether the op writes whatever it meets: a put, a delete, a read that
+    /// restarts TTLs. A get that meets an expired item also deletes it; the
+    /// backend finds that out only when it meets one.
+    pub fn writes(&self) -> bool {
+        match self {
+            Plan::Put(_) | Plan::Delete { .. } => true,
+            Plan::Get { refresh, .. } => *refresh,
+            Plan::Search(search) => search.refresh,
+            Plan::List(_) => false,
+        }
+    }
+}
+
 /// The text indexed for `value` under `fields` (`None`: whole value):
 /// string leaves as they are, numbers and booleans printed, in document
 /// order, one per line (NUL characters become spaces). `None` when

@@ -322,8 +322,10 @@ impl Op {
 pub enum OpResult {
     /// Of a get: the item, or `None` when absent or expired.
     Got(Option<Item>),
-    /// Of a put.
-    Put,
+    /// Of a put: the item as stored, with its `created_at` (kept from the
+    /// live item it overwrote) and `updated_at` (this write) exactly as a
+    /// later get returns them; `score` is `None`.
+    Put(Item),
     /// Of a delete.
     Deleted,
     /// Of a search: the page of items.

@@ -4,6 +4,9 @@
 //!
 //! The table comes from [`crate::migrate`] as [`Adapter::Store`](crate::migrate::Adapter::Store);
 //! see `migrate/store.rs` for the schema. A batch runs in one transaction.
+//! Writing batches hold the store's write lock (`BEGIN IMMEDIATE` on
+//! SQLite, an advisory lock on PostgreSQL); on PostgreSQL a batch that only
+//! reads runs without it, in one read-only snapshot.
 //! Validation, ranking and ordering are the shared rules of every store, so
 //! results agree with [`InMemoryStore`](super::InMemoryStore). Queries are
 //! pushed down only where the database gives the same answer: the prefix
@@ -77,7 +80,8 @@ impl Queries {
                                       ELSE weaver_store_items.created_at END,
                     updated_at = excluded.updated_at,
                     expires_at = excluded.expires_at,
-                    ttl_micros = excluded.ttl_micros"
+                    ttl_micros = excluded.ttl_micros
+                 RETURNING created_at, updated_at"
             ),
             delete: format!("DELETE FROM {t} WHERE namespace = $1 AND key = $2"),
             sweep: format!("DELETE FROM {t} WHERE expires_at IS NOT NULL AND expires_at <= $1"),
@@ -106,8 +110,9 @@ pub(crate) fn prefix_binds(prefix: &str) -> (String, String, String) {
 }
 
 /// Implements [`Store`](crate::store::Store) for a SQL store type with
-/// fields `pool`, `queries`, `config`, and methods `ensure_migrated` and
-/// `begin_write`, on database `$db`.
+/// fields `pool`, `queries`, `config`, and methods `ensure_migrated`,
+/// `begin_write` and `begin_read` (`None`: reads take the write lock too),
+/// on database `$db`.
 macro_rules! impl_sql_store {
     ($store:ty, $db:ty) => {
         const _: () = {
@@ -127,6 +132,15 @@ macro_rules! impl_sql_store {
 
             type Tx = sqlx::Transaction<'static, $db>;
             type DbRow = <$db as sqlx::Database>::Row;
+
+            /// Whether a batch's transaction may write.
+            #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+            enum Mode {
+                /// Holds the store's write lock.
+                Write,
+                /// A snapshot without the lock: stops at the first write.
+                ReadOnly,
+            }
 
             fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
                 move |e| Error::storage(op, e)
@@ -158,36 +172,41 @@ macro_rules! impl_sql_store {
                 async fn get_in(
                     &self,
                     tx: &mut Tx,
-                    namespace: String,
-                    key: String,
+                    namespace: &str,
+                    key: &str,
                     refresh: bool,
                     now: i64,
-                ) -> Result<OpResult> {
+                    mode: Mode,
+                ) -> Result<Option<OpResult>> {
                     let op = "store get";
                     let row = sqlx::query(AssertSqlSafe(self.queries.get.clone()))
-                        .bind(&namespace)
-                        .bind(&key)
+                        .bind(namespace)
+                        .bind(key)
                         .fetch_optional(&mut **tx)
                         .await
                         .map_err(storage(op))?;
                     let Some(row) = row else {
-                        return Ok(OpResult::Got(None));
+                        return Ok(Some(OpResult::Got(None)));
                     };
                     let mut record = decode(&row)?;
                     if !record.is_live(now) {
+                        if mode == Mode::ReadOnly {
+                            // Deleting it is a write: the batch needs the lock.
+                            return Ok(None);
+                        }
                         sqlx::query(AssertSqlSafe(self.queries.delete_expired_one.clone()))
-                            .bind(&namespace)
-                            .bind(&key)
+                            .bind(namespace)
+                            .bind(key)
                             .bind(now)
                             .execute(&mut **tx)
                             .await
                             .map_err(storage(op))?;
-                        return Ok(OpResult::Got(None));
+                        return Ok(Some(OpResult::Got(None)));
                     }
                     if refresh && record.refresh(now) {
                         self.refresh_in(tx, &record, now).await?;
                     }
-                    Ok(OpResult::Got(Some(record.to_item(None))))
+                    Ok(Some(OpResult::Got(Some(record.to_item(None)))))
                 }
 
                 async fn refresh_in(&self, tx: &mut Tx, record: &Record, now: i64) -> Result<()> {
@@ -297,8 +316,37 @@ macro_rules! impl_sql_store {
                         return Ok(Vec::new());
                     }
                     self.ensure_migrated().await?;
+                    if !plans.iter().any(Plan::writes) {
+                        if let Some(mut tx) = self.begin_read("store batch").await? {
+                            let now = now_micros();
+                            let results = self.apply(&mut tx, &plans, now, Mode::ReadOnly).await?;
+                            tx.commit().await.map_err(storage("store batch"))?;
+                            if let Some(results) = results {
+                                return Ok(results);
+                            }
+                            // A get met an expired item: run the batch again
+                            // as a write, which deletes it.
+                        }
+                    }
                     let mut tx = self.begin_write("store batch").await?;
                     let now = now_micros();
+                    let results = self.apply(&mut tx, &plans, now, Mode::Write).await?;
+                    tx.commit().await.map_err(storage("store batch"))?;
+                    // Only a read-only batch stops for a write.
+                    results.ok_or_else(|| {
+                        Error::storage("store batch", "stopped for a write under the write lock")
+                    })
+                }
+
+                /// Runs `plans` in `tx` at time `now`; `None` when a
+                /// [`Mode::ReadOnly`] batch meets something it must write.
+                async fn apply(
+                    &self,
+                    tx: &mut Tx,
+                    plans: &[Plan],
+                    now: i64,
+                    mode: Mode,
+                ) -> Result<Option<Vec<OpResult>>> {
                     let mut results = Vec::with_capacity(plans.len());
                     for plan in plans {
                         results.push(match plan {
@@ -306,12 +354,21 @@ macro_rules! impl_sql_store {
                                 namespace,
                                 key,
                                 refresh,
-                            } => self.get_in(&mut tx, namespace, key, refresh, now).await?,
+                            } => {
+                                let got = self.get_in(tx, namespace, key, *refresh, now, mode);
+                                match got.await? {
+                                    Some(result) => result,
+                                    None => return Ok(None),
+                                }
+                            }
                             Plan::Put(put) => {
                                 let value = serde_json::to_string(&put.value)
                                     .map_err(|e| Error::encode("store value", e))?;
-                                let record = put.record(now, None);
-                                sqlx::query(AssertSqlSafe(self.queries.upsert.clone()))
+                                let mut record = put.record(now, None);
+                                // The times as written (`created_at` may be
+                                // the overwritten item's), in the same round
+                                // trip, so the put and a later get agree.
+                                let row = sqlx::query(AssertSqlSafe(self.queries.upsert.clone()))
                                     .bind(&record.namespace)
                                     .bind(&record.key)
                                     .bind(value)
@@ -320,26 +377,28 @@ macro_rules! impl_sql_store {
                                     .bind(now)
                                     .bind(record.expires_at)
                                     .bind(record.ttl)
-                                    .execute(&mut *tx)
+                                    .fetch_one(&mut **tx)
                                     .await
                                     .map_err(storage("store put"))?;
-                                OpResult::Put
+                                let col = |e: sqlx::Error| Error::decode("stored item times", e);
+                                record.created_at = row.try_get(0).map_err(col)?;
+                                record.updated_at = row.try_get(1).map_err(col)?;
+                                OpResult::Put(record.to_item(None))
                             }
                             Plan::Delete { namespace, key } => {
                                 sqlx::query(AssertSqlSafe(self.queries.delete.clone()))
                                     .bind(namespace)
                                     .bind(key)
-                                    .execute(&mut *tx)
+                                    .execute(&mut **tx)
                                     .await
                                     .map_err(storage("store delete"))?;
                                 OpResult::Deleted
                             }
-                            Plan::Search(plan) => self.search_in(&mut tx, &plan, now).await?,
-                            Plan::List(plan) => self.list_in(&mut tx, &plan, now).await?,
+                            Plan::Search(plan) => self.search_in(tx, plan, now).await?,
+                            Plan::List(plan) => self.list_in(tx, plan, now).await?,
                         });
                     }
-                    tx.commit().await.map_err(storage("store batch"))?;
-                    Ok(results)
+                    Ok(Some(results))
                 }
             }
 

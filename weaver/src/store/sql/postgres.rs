@@ -18,9 +18,15 @@ use crate::store::types::StoreConfig;
 /// it once and fails with
 /// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
 ///
-/// Batches on one store table run one at a time (a transaction-scoped
-/// advisory lock), as on SQLite: each is atomic, sees one consistent state,
-/// and concurrent batches never deadlock.
+/// Batches that write on one store table run one at a time (a
+/// transaction-scoped advisory lock), as on SQLite: each is atomic, sees one
+/// consistent state, and concurrent batches never deadlock. A batch made
+/// only of reads — gets and searches that do not restart TTLs, namespace
+/// listings — takes no lock: it runs in one `REPEATABLE READ, READ ONLY`
+/// transaction, so it proceeds while a writing batch holds the lock and
+/// still sees one snapshot, all of a concurrent batch or none of it. A get
+/// that meets an expired item deletes it, which is a write: a read-only
+/// batch that meets one runs again as a writing batch.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> weaver::Result<()> {
@@ -89,10 +95,11 @@ impl PostgresStore {
             .map(|_| ())
     }
 
-    /// Starts a batch's transaction, holding the store's lock: batches run
-    /// one at a time, as SQLite's `BEGIN IMMEDIATE` makes them there. So two
-    /// batches that write the same items in opposite orders never deadlock,
-    /// and a batch's reads see one state, never half of another batch.
+    /// Starts a writing batch's transaction, holding the store's lock:
+    /// writing batches run one at a time, as SQLite's `BEGIN IMMEDIATE`
+    /// makes them there. So two batches that write the same items in
+    /// opposite orders never deadlock, and a batch's reads see one state,
+    /// never half of another batch.
     async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Postgres>> {
         let mut tx = self.pool.begin().await.map_err(|e| Error::storage(op, e))?;
         sqlx::query(
@@ -103,6 +110,22 @@ impl PostgresStore {
         .await
         .map_err(|e| Error::storage(op, e))?;
         Ok(tx)
+    }
+
+    /// Starts a read-only batch's transaction without the store's lock: one
+    /// snapshot (`REPEATABLE READ`) for all its statements, so it never sees
+    /// half of a writing batch that commits meanwhile; `READ ONLY`, so the
+    /// database refuses a write that slipped in.
+    async fn begin_read(
+        &self,
+        op: &'static str,
+    ) -> Result<Option<sqlx::Transaction<'static, Postgres>>> {
+        let tx = self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await
+            .map_err(|e| Error::storage(op, e))?;
+        Ok(Some(tx))
     }
 }
 

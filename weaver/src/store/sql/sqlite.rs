@@ -67,6 +67,14 @@ impl SqliteStore {
     async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
         crate::checkpoint::sql::sqlite::begin_immediate(&self.pool, op).await
     }
+
+    /// `None`: a read-only batch takes the write lock like any other.
+    async fn begin_read(
+        &self,
+        _op: &'static str,
+    ) -> Result<Option<sqlx::Transaction<'static, Sqlite>>> {
+        Ok(None)
+    }
 }
 
 impl_sql_store!(SqliteStore, Sqlite);
