@@ -83,8 +83,6 @@ impl Log {
         out
     }
 
-    /// The head with its delta channels stored in full, when it has any: what
-    /// it must become before its ancestors are removed.
     /// The lowest commit order kept when only the `keep` newest records
     /// stay; `None` when there are no more than `keep`.
     fn cutoff(&self, keep: usize) -> Option<u64> {
