@@ -199,13 +199,19 @@ mod sqlite {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+    use sqlx::Connection;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePoolOptions};
     use weaver::migrate::{self, Adapter};
     use weaver::store::{SqliteStore, Store, StoreConfig};
     use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
 
     /// A store on a fresh SQLite file in the temp directory.
     pub async fn fresh(config: StoreConfig) -> Arc<dyn Store> {
+        fresh_file(config).await.0
+    }
+
+    /// [`fresh`], with the file's path.
+    async fn fresh_file(config: StoreConfig) -> (Arc<dyn Store>, std::path::PathBuf) {
         let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
         let pool = SqlitePoolOptions::new()
             .connect_with(
@@ -217,7 +223,34 @@ mod sqlite {
             .await
             .expect("open a SQLite temp file");
         migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
-        Arc::new(SqliteStore::new(pool).with_config(config))
+        (Arc::new(SqliteStore::new(pool).with_config(config)), path)
+    }
+
+    /// Another connection holds the database's write lock (`BEGIN
+    /// IMMEDIATE`, with a write of its own not committed): reads go on
+    /// (WAL), writes wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn read_only_batches_do_not_wait_for_the_write_lock() {
+        let (store, path) = fresh_file(StoreConfig::new()).await;
+        super::locking::reads_skip_the_write_lock(store, async || {
+            let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+            let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+            tokio::spawn(async move {
+                let options = SqliteConnectOptions::new().filename(&path);
+                let mut holder = SqliteConnection::connect_with(&options).await.unwrap();
+                let mut held = holder.begin_with("BEGIN IMMEDIATE").await.unwrap();
+                sqlx::query("DELETE FROM weaver_store_items WHERE key = 'a'")
+                    .execute(&mut *held)
+                    .await
+                    .unwrap();
+                held_tx.send(()).unwrap();
+                let _ = release_rx.await;
+                held.rollback().await.unwrap();
+            });
+            held_rx.await.expect("the lock holder failed");
+            release_tx
+        })
+        .await;
     }
 
     #[tokio::test]
@@ -297,15 +330,12 @@ mod sqlite {
 
 mod postgres {
     use std::sync::{Arc, Mutex};
-    use std::time::Duration;
 
     use serde_json::{Value, json};
     use sqlx::postgres::PgPoolOptions;
     use sqlx::{Connection, PgConnection, PgPool};
     use weaver::migrate::{self, Adapter, PgSchema};
-    use weaver::store::{
-        ListNamespaces, Op, OpResult, PostgresStore, PutOptions, Search, Store, StoreConfig,
-    };
+    use weaver::store::{ListNamespaces, Op, OpResult, PostgresStore, Search, Store, StoreConfig};
     use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
 
     /// Fresh schemas on the test server, dropped by [`Server::cleanup`].
@@ -441,108 +471,26 @@ mod postgres {
                 .with_prefix(&schema)
                 .unwrap(),
         );
-        let ns = ["locked"];
-        let long = PutOptions::new().ttl(Duration::from_secs(600));
-        store.put(&ns, "a", json!(1)).await.unwrap();
-        store.put(&ns, "gone", json!(0)).await.unwrap();
-        store.put_with(&ns, "ttl", json!(2), long).await.unwrap();
-        let short = PutOptions::new().ttl(Duration::from_millis(1));
-        store
-            .put_with(&ns, "expired", json!(3), short)
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-
-        // Another session holds the store's write lock, as a writing batch
-        // does while it runs.
-        let mut holder = PgConnection::connect(&super::database_url()).await.unwrap();
-        let mut held = holder.begin().await.unwrap();
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('weaver.store:' || $1))")
-            .bind(&schema)
-            .execute(&mut *held)
-            .await
-            .unwrap();
-
-        let reads = || {
-            vec![
-                Op::get(&ns, "a"),
-                Op::get(&ns, "missing"),
-                Op::search(&ns, Search::query("x").limit(20)),
-                Op::search(&ns, Search::new().filter(json!({"v": {"$ne": 5}}))),
-                Op::ListNamespaces(ListNamespaces::new()),
-            ]
-        };
-        let done = tokio::time::timeout(Duration::from_secs(5), store.batch(reads()))
-            .await
-            .expect("a read-only batch waited for the write lock")
-            .unwrap();
-        assert_eq!(got(&done[0]), Some(json!(1)));
-        assert_eq!(got(&done[1]), None);
-        assert_eq!(
-            done[4],
-            OpResult::Namespaces(vec![vec!["locked".to_owned()]])
-        );
-
-        // Batches that write wait for the lock, reads that write included.
-        let writes = [
-            ("a put", vec![Op::put(&ns, "b", json!(4))]),
-            ("a delete", vec![Op::delete(&ns, "gone")]),
-            (
-                "a get restarting a TTL",
-                vec![Op::Get {
-                    namespace: vec!["locked".to_owned()],
-                    key: "ttl".to_owned(),
-                    refresh_ttl: Some(true),
-                }],
-            ),
-            (
-                "a search restarting TTLs",
-                vec![Op::search(&ns, Search::new().refresh_ttl(true))],
-            ),
-            (
-                "a get meeting an expired item",
-                vec![Op::get(&ns, "a"), Op::get(&ns, "expired")],
-            ),
-        ];
-        let waiting: Vec<_> = writes
-            .into_iter()
-            .map(|(what, ops)| {
-                let store = store.clone();
-                (what, tokio::spawn(async move { store.batch(ops).await }))
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        for (what, task) in &waiting {
-            assert!(!task.is_finished(), "{what} did not wait for the lock");
-        }
-        // Nor do reads queue behind the waiting writers.
-        tokio::time::timeout(Duration::from_secs(5), store.batch(reads()))
-            .await
-            .expect("a read-only batch waited behind writing batches")
-            .unwrap();
-
-        held.commit().await.unwrap();
-        for (what, task) in waiting {
-            let results = tokio::time::timeout(Duration::from_secs(10), task)
-                .await
-                .unwrap_or_else(|_| panic!("{what} still waits after the lock's release"))
-                .unwrap()
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            if what == "a get meeting an expired item" {
-                assert_eq!(got(&results[0]), Some(json!(1)));
-                assert_eq!(got(&results[1]), None, "an expired item is not returned");
-            }
-        }
-        assert_eq!(
-            got(&store.batch(vec![Op::get(&ns, "b")]).await.unwrap()[0]),
-            Some(json!(4))
-        );
-        assert!(store.get(&ns, "gone").await.unwrap().is_none());
-        assert_eq!(
-            store.sweep().await.unwrap(),
-            0,
-            "the get that met the expired item deleted it"
-        );
+        super::locking::reads_skip_the_write_lock(store, async || {
+            let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+            let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+            let (url, schema) = (super::database_url(), schema.clone());
+            tokio::spawn(async move {
+                let mut holder = PgConnection::connect(&url).await.unwrap();
+                let mut held = holder.begin().await.unwrap();
+                sqlx::query("SELECT pg_advisory_xact_lock(hashtext('weaver.store:' || $1))")
+                    .bind(&schema)
+                    .execute(&mut *held)
+                    .await
+                    .unwrap();
+                held_tx.send(()).unwrap();
+                let _ = release_rx.await;
+                held.commit().await.unwrap();
+            });
+            held_rx.await.expect("the lock holder failed");
+            release_tx
+        })
+        .await;
         pool.close().await;
         server.cleanup().await;
     }
@@ -740,5 +688,130 @@ mod agreement {
         let postgres = answers(server.fresh(StoreConfig::new()).await).await;
         server.cleanup().await;
         assert_eq!(memory, postgres, "PostgreSQL disagrees with memory");
+    }
+}
+
+/// The write lock of SQL stores: batches that only read take a snapshot
+/// instead, on both databases.
+mod locking {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+    use tokio::sync::oneshot;
+    use weaver::store::{ListNamespaces, Op, OpResult, PutOptions, Search, Store};
+
+    fn got(result: &OpResult) -> Option<Value> {
+        match result {
+            OpResult::Got(item) => item.as_ref().map(|i| i.value.clone()),
+            other => panic!("expected a get's result, got {other:?}"),
+        }
+    }
+
+    /// While another session holds `store`'s write lock (`hold` takes it and
+    /// returns what releases it), read-only batches go through, from one
+    /// snapshot; batches that write (a put, a delete, reads that restart a
+    /// TTL or delete an expired item) wait, and go through once it is
+    /// released.
+    pub async fn reads_skip_the_write_lock(
+        store: Arc<dyn Store>,
+        hold: impl AsyncFnOnce() -> oneshot::Sender<()>,
+    ) {
+        let ns = ["locked"];
+        let long = PutOptions::new().ttl(Duration::from_secs(600));
+        store.put(&ns, "a", json!(1)).await.unwrap();
+        store.put(&ns, "gone", json!(0)).await.unwrap();
+        store.put_with(&ns, "ttl", json!(2), long).await.unwrap();
+        let short = PutOptions::new().ttl(Duration::from_millis(1));
+        store
+            .put_with(&ns, "expired", json!(3), short)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        // Another session holds the store's write lock, as a writing batch
+        // does while it runs.
+        let release = hold().await;
+
+        let reads = || {
+            vec![
+                Op::get(&ns, "a"),
+                Op::get(&ns, "missing"),
+                Op::search(&ns, Search::query("x").limit(20)),
+                Op::search(&ns, Search::new().filter(json!({"v": {"$ne": 5}}))),
+                Op::ListNamespaces(ListNamespaces::new()),
+            ]
+        };
+        let done = tokio::time::timeout(Duration::from_secs(5), store.batch(reads()))
+            .await
+            .expect("a read-only batch waited for the write lock")
+            .unwrap();
+        assert_eq!(got(&done[0]), Some(json!(1)));
+        assert_eq!(got(&done[1]), None);
+        assert_eq!(
+            done[4],
+            OpResult::Namespaces(vec![vec!["locked".to_owned()]])
+        );
+
+        // Batches that write wait for the lock, reads that write included.
+        let writes = [
+            ("a put", vec![Op::put(&ns, "b", json!(4))]),
+            ("a delete", vec![Op::delete(&ns, "gone")]),
+            (
+                "a get restarting a TTL",
+                vec![Op::Get {
+                    namespace: vec!["locked".to_owned()],
+                    key: "ttl".to_owned(),
+                    refresh_ttl: Some(true),
+                }],
+            ),
+            (
+                "a search restarting TTLs",
+                vec![Op::search(&ns, Search::new().refresh_ttl(true))],
+            ),
+            (
+                "a get meeting an expired item",
+                vec![Op::get(&ns, "a"), Op::get(&ns, "expired")],
+            ),
+        ];
+        let waiting: Vec<_> = writes
+            .into_iter()
+            .map(|(what, ops)| {
+                let store = store.clone();
+                (what, tokio::spawn(async move { store.batch(ops).await }))
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for (what, task) in &waiting {
+            assert!(!task.is_finished(), "{what} did not wait for the lock");
+        }
+        // Nor do reads queue behind the waiting writers.
+        tokio::time::timeout(Duration::from_secs(5), store.batch(reads()))
+            .await
+            .expect("a read-only batch waited behind writing batches")
+            .unwrap();
+
+        release.send(()).expect("the lock holder is gone");
+        for (what, task) in waiting {
+            let results = tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .unwrap_or_else(|_| panic!("{what} still waits after the lock's release"))
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            if what == "a get meeting an expired item" {
+                assert_eq!(got(&results[0]), Some(json!(1)));
+                assert_eq!(got(&results[1]), None, "an expired item is not returned");
+            }
+        }
+        assert_eq!(
+            got(&store.batch(vec![Op::get(&ns, "b")]).await.unwrap()[0]),
+            Some(json!(4))
+        );
+        assert!(store.get(&ns, "gone").await.unwrap().is_none());
+        assert_eq!(
+            store.sweep().await.unwrap(),
+            0,
+            "the get that met the expired item deleted it"
+        );
     }
 }

@@ -151,8 +151,10 @@ impl Store for InMemoryStore {
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
         traced("batch", ops.len(), async {
             let plans = prepare(ops, &self.config).await?;
-            let now = now_micros();
             let mut items = self.lock();
+            // Read under the lock: batches apply in the order of their
+            // times, so an item is never updated before it was created.
+            let now = now_micros();
             let results = plans
                 .into_iter()
                 .map(|plan| match plan {

@@ -117,7 +117,9 @@ pub(crate) struct PutPlan {
 }
 
 impl PutPlan {
-    /// The record written at `now`, keeping `created_at` of what it replaces.
+    /// The record written at `now`, keeping `created_at` of what it replaces
+    /// (never later than `now`: a wall clock set back does not leave an item
+    /// created after its last update).
     pub fn record(&self, now: i64, previous_created: Option<i64>) -> Record {
         Record {
             namespace: self.namespace.clone(),
@@ -125,7 +127,7 @@ impl PutPlan {
             value: self.value.clone(),
             index_text: self.index_text.clone(),
             embedding: self.embedding.clone(),
-            created_at: previous_created.unwrap_or(now),
+            created_at: previous_created.map_or(now, |c| c.min(now)),
             updated_at: now,
             expires_at: self.ttl.map(|t| now.saturating_add(t)),
             ttl: self.ttl,

@@ -182,7 +182,8 @@ fn close_now(conn: sqlx::SqliteConnection) {
 
 impl_sql_saver!(SqliteSaver, Sqlite);
 
-/// `BEGIN IMMEDIATE` on a connection of `pool`, as a transaction.
+/// `BEGIN IMMEDIATE` on a connection of `pool`, as a transaction: it holds
+/// the database's write lock from the start.
 ///
 /// SQLite rolls a transaction back on its own after some errors (a full
 /// disk, an I/O error); sqlx's rollback on drop then fails, and the
@@ -194,10 +195,30 @@ pub(crate) async fn begin_immediate(
     pool: &SqlitePool,
     op: &'static str,
 ) -> Result<sqlx::Transaction<'static, Sqlite>> {
-    match pool.begin_with("BEGIN IMMEDIATE").await {
+    begin_healing(pool, "BEGIN IMMEDIATE", op).await
+}
+
+/// `BEGIN DEFERRED` on a connection of `pool`, as [`begin_immediate`] does:
+/// a transaction that takes no lock until it reads, and then reads one
+/// snapshot (in WAL mode, while a writer holds the write lock).
+pub(crate) async fn begin_deferred(
+    pool: &SqlitePool,
+    op: &'static str,
+) -> Result<sqlx::Transaction<'static, Sqlite>> {
+    begin_healing(pool, "BEGIN DEFERRED", op).await
+}
+
+/// `begin` on a connection of `pool`, healing stuck connections once (see
+/// [`begin_immediate`]).
+async fn begin_healing(
+    pool: &SqlitePool,
+    begin: &'static str,
+    op: &'static str,
+) -> Result<sqlx::Transaction<'static, Sqlite>> {
+    match pool.begin_with(begin).await {
         Err(sqlx::Error::InvalidSavePointStatement) => {
             close_stuck_connections(pool).await;
-            pool.begin_with("BEGIN IMMEDIATE")
+            pool.begin_with(begin)
                 .await
                 .map_err(|e| Error::storage(op, e))
         }

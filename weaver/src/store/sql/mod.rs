@@ -5,8 +5,9 @@
 //! The table comes from [`crate::migrate`] as [`Adapter::Store`](crate::migrate::Adapter::Store);
 //! see `migrate/store.rs` for the schema. A batch runs in one transaction.
 //! Writing batches hold the store's write lock (`BEGIN IMMEDIATE` on
-//! SQLite, an advisory lock on PostgreSQL); on PostgreSQL a batch that only
-//! reads runs without it, in one read-only snapshot.
+//! SQLite, an advisory lock on PostgreSQL); a batch that only reads runs
+//! without it, in one snapshot (`BEGIN DEFERRED` on SQLite, `REPEATABLE
+//! READ, READ ONLY` on PostgreSQL).
 //! Validation, ranking and ordering are the shared rules of every store, so
 //! results agree with [`InMemoryStore`](super::InMemoryStore). Queries are
 //! pushed down only where the database gives the same answer: the prefix
@@ -76,6 +77,7 @@ impl Queries {
                     index_text = excluded.index_text,
                     embedding = excluded.embedding,
                     created_at = CASE WHEN weaver_store_items.expires_at <= excluded.updated_at
+                                        OR weaver_store_items.created_at > excluded.updated_at
                                       THEN excluded.created_at
                                       ELSE weaver_store_items.created_at END,
                     updated_at = excluded.updated_at,
@@ -111,7 +113,7 @@ pub(crate) fn prefix_binds(prefix: &str) -> (String, String, String) {
 
 /// Implements [`Store`](crate::store::Store) for a SQL store type with
 /// fields `pool`, `queries`, `config`, and methods `ensure_migrated`,
-/// `begin_write` and `begin_read` (`None`: reads take the write lock too),
+/// `begin_write` and `begin_read` (a read-only snapshot without the lock),
 /// on database `$db`.
 macro_rules! impl_sql_store {
     ($store:ty, $db:ty) => {
@@ -317,16 +319,15 @@ macro_rules! impl_sql_store {
                     }
                     self.ensure_migrated().await?;
                     if !plans.iter().any(Plan::writes) {
-                        if let Some(mut tx) = self.begin_read("store batch").await? {
-                            let now = now_micros();
-                            let results = self.apply(&mut tx, &plans, now, Mode::ReadOnly).await?;
-                            tx.commit().await.map_err(storage("store batch"))?;
-                            if let Some(results) = results {
-                                return Ok(results);
-                            }
-                            // A get met an expired item: run the batch again
-                            // as a write, which deletes it.
+                        let mut tx = self.begin_read("store batch").await?;
+                        let now = now_micros();
+                        let results = self.apply(&mut tx, &plans, now, Mode::ReadOnly).await?;
+                        tx.commit().await.map_err(storage("store batch"))?;
+                        if let Some(results) = results {
+                            return Ok(results);
                         }
+                        // A get met an expired item: run the batch again as
+                        // a write, which deletes it.
                     }
                     let mut tx = self.begin_write("store batch").await?;
                     let now = now_micros();

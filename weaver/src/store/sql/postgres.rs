@@ -116,16 +116,13 @@ impl PostgresStore {
     /// snapshot (`REPEATABLE READ`) for all its statements, so it never sees
     /// half of a writing batch that commits meanwhile; `READ ONLY`, so the
     /// database refuses a write that slipped in.
-    async fn begin_read(
-        &self,
-        op: &'static str,
-    ) -> Result<Option<sqlx::Transaction<'static, Postgres>>> {
+    async fn begin_read(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Postgres>> {
         let tx = self
             .pool
             .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .await
             .map_err(|e| Error::storage(op, e))?;
-        Ok(Some(tx))
+        Ok(tx)
     }
 }
 

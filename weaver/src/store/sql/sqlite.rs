@@ -9,7 +9,13 @@ use crate::migrate::{self, Adapter};
 use crate::store::types::StoreConfig;
 
 /// A [`Store`](crate::store::Store) on SQLite, through a user-supplied `sqlx`
-/// pool. Each batch is one `BEGIN IMMEDIATE` transaction.
+/// pool. Each batch is one transaction: `BEGIN IMMEDIATE` (the database's
+/// write lock, so writing batches run one at a time) for a batch that
+/// writes, `BEGIN DEFERRED` (one snapshot, no lock: in WAL mode it reads
+/// while a writing batch holds the lock) for one that only reads (gets and
+/// searches that restart no TTL, namespace listings); a read-only batch
+/// whose get meets an expired item runs again as a writing batch, which
+/// deletes it.
 ///
 /// The table must be migrated (`migrate::up(&pool, &[Adapter::Store], None)`);
 /// the first operation checks it once and fails with
@@ -68,12 +74,12 @@ impl SqliteStore {
         crate::checkpoint::sql::sqlite::begin_immediate(&self.pool, op).await
     }
 
-    /// `None`: a read-only batch takes the write lock like any other.
-    async fn begin_read(
-        &self,
-        _op: &'static str,
-    ) -> Result<Option<sqlx::Transaction<'static, Sqlite>>> {
-        Ok(None)
+    /// Starts a read-only batch's transaction without the write lock
+    /// (`BEGIN DEFERRED`): its statements read one snapshot, taken at the
+    /// first read, so it never sees half of a writing batch, and in WAL mode
+    /// it proceeds while a writing batch holds the lock.
+    async fn begin_read(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
+        crate::checkpoint::sql::sqlite::begin_deferred(&self.pool, op).await
     }
 }
 
