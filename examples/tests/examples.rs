@@ -58,7 +58,7 @@ fn human_in_the_loop_pauses_and_resumes() {
 }
 
 #[test]
-fn time_travel_replays_and_forks() {
+fn time_travel_replays_forks_restores_and_prunes() {
     let out = run(env!("CARGO_BIN_EXE_time_travel"), &[]);
     assert!(
         out.contains(
@@ -72,6 +72,15 @@ fn time_travel_replays_and_forks() {
     );
     assert!(
         out.contains(r#"original branch unchanged: ["researched otters", "wrote about otters"]"#),
+        "{out}"
+    );
+    assert!(out.contains(r#"version 3: ["researched otters"]"#), "{out}");
+    assert!(
+        out.contains("8 checkpoints on the thread; kept the newest 4 of them, deleted 4"),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"latest after pruning: ["researched otters", "wrote about beavers"]"#),
         "{out}"
     );
 }

@@ -36,7 +36,9 @@ pub use engine::{
     StreamItem, StreamMode,
 };
 pub use error::{BoxError, Error, GraphError, Result};
-pub use graph::{Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, START};
+pub use graph::{
+    Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, RunStream, START,
+};
 pub use schemars::JsonSchema;
 pub use state::{GraphState, StateSchema, Update};
 pub use store::{InMemoryStore, Store};

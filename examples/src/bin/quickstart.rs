@@ -44,10 +44,7 @@ async fn main() -> weaver::Result<()> {
     .compile(Compile::new().checkpointer(saver))?;
 
     let config = RunConfig::thread("thread-1");
-    let before = graph
-        .get_state_history(&config, History::default())
-        .await?
-        .len();
+    let before = checkpoints(&graph, "thread-1").await?;
     println!("== run (thread-1 had {before} checkpoints in {path})");
     let state = graph.invoke(State::default(), &config).await?.complete()?;
     println!("final state: foo={:?} bar={:?}", state.foo, state.bar);
@@ -94,10 +91,7 @@ async fn main() -> weaver::Result<()> {
         "  resumed state: foo={:?} bar={:?}",
         resumed.foo, resumed.bar
     );
-    let total = graph
-        .get_state_history(&config, History::default())
-        .await?
-        .len();
+    let total = checkpoints(&graph, "thread-1").await?;
     println!("\nthread-1 now has {total} checkpoints; the original branch is unchanged:");
     let original = graph.get_state(&history[0].config).await?;
     println!(
@@ -107,4 +101,12 @@ async fn main() -> weaver::Result<()> {
         original.values.bar
     );
     Ok(())
+}
+
+/// How many checkpoints `thread` holds (the seed's `getSnapshotCount`).
+async fn checkpoints(graph: &CompiledGraph<State>, thread: &str) -> weaver::Result<u64> {
+    let Some(cp) = graph.checkpointer() else {
+        return Ok(0);
+    };
+    Ok(cp.thread_info(thread).await?.map_or(0, |t| t.checkpoints))
 }

@@ -1,11 +1,14 @@
 //! Time travel: list a thread's history, replay from an old checkpoint (a
 //! `fork` checkpoint is written and later nodes run again), and fork by
-//! editing an old checkpoint; the original branch stays readable.
+//! editing an old checkpoint; the original branch stays readable. Then
+//! restore a version by its number and prune the history to its newest
+//! checkpoints.
 //!
 //! ```text
 //! cargo run -p weaver-examples --bin time_travel
 //! ```
 
+use weaver::checkpoint::PruneStrategy;
 use weaver::prelude::*;
 
 /// A tiny pipeline's state.
@@ -79,12 +82,30 @@ async fn main() -> weaver::Result<()> {
 
     let original = graph.get_state(&history[0].config).await?;
     println!("original branch unchanged: {:?}", original.values.steps);
+    // Every checkpoint is a numbered version (its commit order): restore one
+    // by its number. Version 3 is the first run's step after `research`.
+    let v3 = graph
+        .at_version(&config, 3)
+        .await?
+        .ok_or_else(|| Error::invalid_argument("no version 3"))?;
+    println!("version 3: {:?}", graph.get_state(&v3).await?.values.steps);
+
+    // Nothing prunes for you: keep the newest 4 checkpoints of the thread.
+    let cp = graph
+        .checkpointer()
+        .ok_or_else(|| Error::invalid_argument("compiled without a checkpointer"))?;
+    let count = async || -> weaver::Result<u64> {
+        Ok(cp.thread_info("tt").await?.map_or(0, |t| t.checkpoints))
+    };
+    let before = count().await?;
+    let deleted = cp
+        .prune(&["tt".to_owned()], PruneStrategy::KeepLast(4))
+        .await?;
     println!(
-        "{} checkpoints on the thread",
-        graph
-            .get_state_history(&config, History::default())
-            .await?
-            .len()
+        "{before} checkpoints on the thread; kept the newest {} of them, deleted {deleted}",
+        count().await?
     );
+    let latest = graph.get_state(&config).await?;
+    println!("latest after pruning: {:?}", latest.values.steps);
     Ok(())
 }
