@@ -199,6 +199,27 @@ mod derive {
         assert_eq!(state.bar, ["b"]);
     }
 
+    /// Field names that go on, after a leading `_`, with a character that
+    /// cannot start an identifier (an Arabic-Indic digit), beside non-ASCII
+    /// letters. The derive panicked on `_٣` ("`٣_` is not a valid Ident").
+    #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    struct Digits {
+        _٣: u8,
+        über_größe: String,
+    }
+
+    #[test]
+    fn a_field_going_on_with_a_non_ascii_digit_derives() {
+        assert_eq!(DigitsChannel::C٣.name(), "_٣");
+        assert_eq!(DigitsChannel::ÜberGröße.name(), "über_größe");
+        let mut state = Digits::default();
+        state
+            .apply(vec![DigitsUpdate::default()._٣(3u8).über_größe("xl")])
+            .unwrap();
+        assert_eq!(state._٣, 3);
+        assert_eq!(state.über_größe, "xl");
+    }
+
     /// Fields whose UpperCamelCase name would be the keyword `Self`, beside
     /// `crate_` and `super_`, whose `Crate` and `Super` are no keywords.
     #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -79,7 +79,14 @@ impl Field<'_> {
                 out.push(c);
             }
         }
-        if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        // After a leading `_`, a field name may go on with any character
+        // that continues an identifier but cannot start one: a digit of any
+        // script (`_٣`), a combining mark. Such a name gets the `C` too.
+        let starts = out
+            .chars()
+            .next()
+            .is_some_and(|c| syn::parse_str::<Ident>(c.encode_utf8(&mut [0; 4])).is_ok());
+        if !starts {
             out.insert(0, 'C');
         }
         // `Self` is the one keyword in UpperCamelCase today; asking syn, which
@@ -88,6 +95,26 @@ impl Field<'_> {
         if syn::parse_str::<Ident>(&out).is_err() {
             out.push('_');
         }
+        // Upper-casing a character that continues an identifier should give
+        // one that does too; should it not, the variant spells the name's
+        // code points in ASCII rather than make the derive panic.
+        if syn::parse_str::<Ident>(&out).is_err() {
+            out = ascii_variant(&out);
+        }
         Ident::new(&out, self.ident.span())
     }
+}
+
+/// `name` in ASCII: letters and digits kept, any other character as `U`
+/// and its code point in hex; always an identifier, never a keyword.
+fn ascii_variant(name: &str) -> String {
+    let mut out = String::from("C");
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else {
+            out.push_str(&format!("U{:X}", u32::from(c)));
+        }
+    }
+    out
 }

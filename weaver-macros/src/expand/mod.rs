@@ -122,6 +122,28 @@ mod tests {
     }
 
     #[test]
+    fn a_field_going_on_with_a_non_ascii_digit_or_mark_gets_a_leading_c() {
+        // `_٣` (an Arabic-Indic digit) and `_\u{301}` (a combining acute) are
+        // field names: the upper-cased rest cannot start a variant. The derive
+        // panicked ("\"٣_\" is not a valid Ident").
+        let tokens: proc_macro2::TokenStream =
+            "struct State { _\u{663}: u8, _\u{301}x: u8, über_größe: u8 }"
+                .parse()
+                .unwrap();
+        let out = text(derive_graph_state(tokens));
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains("StateChannel :: C\u{663} => \"_\u{663}\""),
+            "{out}"
+        );
+        assert!(out.contains("StateChannel :: C\u{301}x =>"), "{out}");
+        assert!(
+            out.contains("StateChannel :: ÜberGröße => \"über_größe\""),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn derive_on_an_enum_is_one_error_and_a_stub() {
         let out = text(derive_graph_state(quote! { enum State { A, B } }));
         assert_eq!(out.matches("compile_error").count(), 1);
