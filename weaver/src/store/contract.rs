@@ -71,7 +71,9 @@ pub trait Store: Debug + Send + Sync {
     /// Overwriting a live item keeps its `created_at`; overwriting an
     /// expired one starts a new item. The returned `created_at` and
     /// `updated_at` (the time of this write) are exactly those a later
-    /// [`get`](Store::get) returns; `score` is `None`.
+    /// [`get`](Store::get) returns while the item lives; `score` is `None`.
+    /// A TTL under a microsecond expires the item as it is written: the put
+    /// returns it, later reads do not.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
