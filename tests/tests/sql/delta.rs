@@ -703,3 +703,106 @@ async fn racing_turns_on_postgres() {
     racing_turns(Arc::new(db.saver().await)).await;
     db.drop_schema().await;
 }
+
+/// A checkpoint stored on a parent while a `KeepLast` prune that deletes that
+/// parent is under way: either it is refused (its parent is gone) or, once
+/// both are done, it reads back whole. PostgreSQL runs the prune and the put
+/// concurrently (READ COMMITTED): here the prune is held, after it chose the
+/// records to rebuild and before it deletes, by a lock another session holds
+/// on a pending write it will delete, while a fork of a pruned checkpoint is
+/// stored.
+#[tokio::test]
+async fn a_fork_stored_during_a_prune_is_refused_or_kept_whole_on_postgres() {
+    let db = PgDb::new().await;
+    let schema = db.schema.clone();
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let graph = chat(saver.clone());
+    let config = RunConfig::thread("race");
+    for i in 0..4 {
+        graph.invoke(user(i), &config).await.unwrap(); // orders 1-12
+    }
+    let history = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let order = |o: u64| {
+        history
+            .iter()
+            .find(|s| s.commit_order == o)
+            .unwrap()
+            .clone()
+    };
+    // KeepLast(3) keeps orders 10-12 and deletes 1-9, among them order 5
+    // (forked below) and order 2 (whose write the other session locks).
+    let forked = order(5);
+    let locked = order(2).config.checkpoint_ref().unwrap();
+    saver
+        .put_writes(
+            &locked,
+            weaver::checkpoint::PendingWrite::for_task(
+                "task",
+                "p",
+                [("turns".to_owned(), serde_json::json!(1))],
+            ),
+        )
+        .await
+        .unwrap();
+    let mut blocker = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT 1 FROM \"{schema}\".weaver_checkpoint_writes WHERE checkpoint_id = $1 FOR UPDATE"
+    )))
+    .bind(locked.checkpoint_id.as_deref().unwrap())
+    .fetch_all(&mut *blocker)
+    .await
+    .unwrap();
+    let pruning = {
+        let saver = saver.clone();
+        tokio::spawn(async move {
+            saver
+                .prune(&["race".to_owned()], PruneStrategy::KeepLast(3))
+                .await
+        })
+    };
+    // Wait until the prune waits for that lock.
+    let waiting = format!(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}%weaver_checkpoint_writes%'"
+    );
+    for _ in 0..500 {
+        let n: i64 = sqlx::query_scalar(AssertSqlSafe(waiting.clone()))
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if n > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let forking = {
+        let graph = chat(saver.clone());
+        let at = forked.config.clone();
+        tokio::spawn(async move {
+            graph
+                .update_state(
+                    &at,
+                    ChatUpdate::default().messages(vec!["edited".to_owned()]),
+                    Some("chat"),
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    blocker.rollback().await.unwrap();
+    let pruned = pruning.await.unwrap().unwrap();
+    assert_eq!(pruned, 9);
+    match forking.await.unwrap() {
+        Ok(fork) => {
+            let mut want = forked.values.messages.clone();
+            want.push("edited".to_owned());
+            let fresh = chat(saver.clone());
+            let got = fresh.get_state(&fork).await;
+            assert_eq!(got.unwrap().values.messages, want);
+        }
+        Err(e) => assert!(matches!(e, Error::CheckpointNotFound { .. }), "{e:?}"),
+    }
+    db.drop_schema().await;
+}

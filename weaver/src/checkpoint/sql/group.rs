@@ -305,6 +305,12 @@ impl Queries {
             Dialect::Sqlite => "",
             Dialect::Postgres => " OFFSET 0",
         };
+        // A parent found is share-locked (PostgreSQL), as by the one-row
+        // child insert: a concurrent prune cannot delete it unseen.
+        let parent_probe = match self.dialect {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => " OFFSET 0 FOR KEY SHARE",
+        };
         match kind {
             Kind::Checkpoints => {
                 let metadata = match self.dialect {
@@ -318,7 +324,7 @@ impl Queries {
                       WHERE column4 IS NULL OR column8 = 1
                          OR EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = v.column1
                                     AND p.checkpoint_ns = v.column2 AND p.checkpoint_id = v.column4
-                                    AND p.commit_order < v.column7{probe})"
+                                    AND p.commit_order < v.column7{parent_probe})"
                 )
             }
             Kind::Writes { replace } => {

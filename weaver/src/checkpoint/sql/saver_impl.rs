@@ -343,6 +343,19 @@ macro_rules! impl_sql_saver {
                         let Some(cut) = newest_pruned.map(|o| o + 1) else {
                             continue;
                         };
+                        // Before reading what to rebuild: a child stored
+                        // concurrently on a record about to go has committed
+                        // (and is read below), or waits and finds its parent
+                        // gone (PostgreSQL; SQLite writers take turns).
+                        if let Some(lock) = &q.lock_pruned {
+                            ::sqlx::query(AssertSqlSafe(lock.clone()))
+                                .bind(thread)
+                                .bind(ns)
+                                .bind(cut)
+                                .execute(&mut **tx)
+                                .await
+                                .map_err(storage(op))?;
+                        }
                         let orphans = ::sqlx::query(AssertSqlSafe(q.orphans_from.clone()))
                             .bind(thread)
                             .bind(ns)
