@@ -806,3 +806,80 @@ async fn a_fork_stored_during_a_prune_is_refused_or_kept_whole_on_postgres() {
     }
     db.drop_schema().await;
 }
+
+/// Pending writes stored for a checkpoint while a `KeepLast` prune that
+/// deletes it is under way (PostgreSQL, READ COMMITTED): either they are
+/// refused (the checkpoint is gone) or the prune deletes them with it; no
+/// write row outlives its checkpoint. The prune is held as in
+/// [`a_fork_stored_during_a_prune_is_refused_or_kept_whole_on_postgres`].
+#[tokio::test]
+async fn writes_stored_during_a_prune_never_outlive_their_checkpoint_on_postgres() {
+    let db = PgDb::new().await;
+    let schema = db.schema.clone();
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let graph = chat(saver.clone());
+    let config = RunConfig::thread("race");
+    for i in 0..4 {
+        graph.invoke(user(i), &config).await.unwrap(); // orders 1-12
+    }
+    let locked = saver.at_commit_order("race", "", 2).await.unwrap().unwrap();
+    let written = saver.at_commit_order("race", "", 5).await.unwrap().unwrap();
+    let write = |task: &str| {
+        weaver::checkpoint::PendingWrite::for_task(
+            task,
+            "p",
+            [("turns".to_owned(), serde_json::json!(1))],
+        )
+    };
+    saver.put_writes(&locked, write("lock")).await.unwrap();
+    let mut blocker = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT 1 FROM \"{schema}\".weaver_checkpoint_writes WHERE checkpoint_id = $1 FOR UPDATE"
+    )))
+    .bind(locked.checkpoint_id.as_deref().unwrap())
+    .fetch_all(&mut *blocker)
+    .await
+    .unwrap();
+    let pruning = {
+        let saver = saver.clone();
+        tokio::spawn(async move {
+            saver
+                .prune(&["race".to_owned()], PruneStrategy::KeepLast(3))
+                .await
+        })
+    };
+    let waiting = format!(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}%weaver_checkpoint_writes%'"
+    );
+    for _ in 0..500 {
+        let n: i64 = sqlx::query_scalar(AssertSqlSafe(waiting.clone()))
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if n > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let writing = {
+        let saver = saver.clone();
+        let written = written.clone();
+        let w = write("late");
+        tokio::spawn(async move { saver.put_writes(&written, w).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    blocker.rollback().await.unwrap();
+    assert_eq!(pruning.await.unwrap().unwrap(), 9);
+    if let Err(e) = writing.await.unwrap() {
+        assert!(matches!(e, Error::CheckpointNotFound { .. }), "{e:?}");
+    }
+    let left: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM \"{schema}\".weaver_checkpoint_writes WHERE checkpoint_id = $1"
+    )))
+    .bind(written.checkpoint_id.as_deref().unwrap())
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0, "write rows of a pruned checkpoint");
+    db.drop_schema().await;
+}

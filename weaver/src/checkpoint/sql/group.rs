@@ -300,14 +300,10 @@ impl Queries {
         // call then scans the table (measured: a writes-only group took
         // 0.25 ms at 1,000 checkpoints, 0.66 ms at 6,000). `OFFSET 0` keeps
         // the subquery as it is, probed through an index per row (a flat
-        // 0.18 ms).
+        // 0.18 ms). The parent (or, for writes, the checkpoint) found is
+        // share-locked, as by the one-row inserts: a concurrent prune cannot
+        // delete it unseen.
         let probe = match self.dialect {
-            Dialect::Sqlite => "",
-            Dialect::Postgres => " OFFSET 0",
-        };
-        // A parent found is share-locked (PostgreSQL), as by the one-row
-        // child insert: a concurrent prune cannot delete it unseen.
-        let parent_probe = match self.dialect {
             Dialect::Sqlite => "",
             Dialect::Postgres => " OFFSET 0 FOR KEY SHARE",
         };
@@ -324,7 +320,7 @@ impl Queries {
                       WHERE column4 IS NULL OR column8 = 1
                          OR EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = v.column1
                                     AND p.checkpoint_ns = v.column2 AND p.checkpoint_id = v.column4
-                                    AND p.commit_order < v.column7{parent_probe})"
+                                    AND p.commit_order < v.column7{probe})"
                 )
             }
             Kind::Writes { replace } => {

@@ -274,10 +274,17 @@ impl Queries {
         } else {
             "DO NOTHING"
         };
+        // The checkpoint found is share-locked (PostgreSQL): a prune
+        // deleting it concurrently deletes these writes with it, or they
+        // wait for it and find the checkpoint gone.
+        let key_share = match self.dialect {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => " FOR KEY SHARE",
+        };
         format!(
             "INSERT INTO {writes} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value)
              SELECT * FROM (VALUES {values}) AS v
-              WHERE EXISTS (SELECT 1 FROM {cps} AS c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3)
+              WHERE EXISTS (SELECT 1 FROM {cps} AS c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3{key_share})
              ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {action}"
         )
     }
