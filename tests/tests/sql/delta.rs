@@ -883,3 +883,85 @@ async fn writes_stored_during_a_prune_never_outlive_their_checkpoint_on_postgres
     assert_eq!(left, 0, "write rows of a pruned checkpoint");
     db.drop_schema().await;
 }
+
+/// A child stored while its thread is deleted (PostgreSQL, READ COMMITTED):
+/// the deletion leaves nothing of the thread behind, or the child is
+/// refused. Here the child's insert holds its parent (found and
+/// share-locked) while it waits on another session's uncommitted row that
+/// takes the same commit order; the deletion then waits for the child.
+#[tokio::test]
+async fn a_child_stored_while_its_thread_is_deleted_leaves_nothing_on_postgres() {
+    for delete_with_prune in [false, true] {
+        let db = PgDb::new().await;
+        let schema = db.schema.clone();
+        let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+        let graph = chat(saver.clone());
+        let config = RunConfig::thread("gone");
+        graph.invoke(user(0), &config).await.unwrap(); // orders 1-3
+        let head = saver.at_commit_order("gone", "", 3).await.unwrap().unwrap();
+        let mut blocker = db.pool.begin().await.unwrap();
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO \"{schema}\".weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) VALUES ('gone', '', 'blocker', NULL, '\\x00', '{{}}', 4)"
+        )))
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+        let waiting = |n: i64| {
+            let pool = db.pool.clone();
+            let sql = format!(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}%'"
+            );
+            async move {
+                for _ in 0..500 {
+                    let now: i64 = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                        .fetch_one(&pool)
+                        .await
+                        .unwrap();
+                    if now >= n {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        };
+        let putting = {
+            let saver = saver.clone();
+            let child = NewCheckpoint {
+                thread_id: "gone".into(),
+                checkpoint_ns: String::new(),
+                parent_id: head.checkpoint_id.clone(),
+                checkpoint: Checkpoint::empty(),
+                metadata: CheckpointMetadata::new(CheckpointSource::Loop, 9),
+                commit_order: Some(4),
+            };
+            tokio::spawn(async move { saver.put(child).await })
+        };
+        waiting(1).await;
+        let deleting = {
+            let saver = saver.clone();
+            tokio::spawn(async move {
+                if delete_with_prune {
+                    saver
+                        .prune(&["gone".to_owned()], PruneStrategy::Delete)
+                        .await
+                        .map(drop)
+                } else {
+                    saver.delete_thread("gone").await
+                }
+            })
+        };
+        waiting(2).await;
+        blocker.rollback().await.unwrap();
+        deleting.await.unwrap().unwrap();
+        if let Err(e) = putting.await.unwrap() {
+            assert!(matches!(e, Error::CheckpointNotFound { .. }), "{e:?}");
+        }
+        let left = raw(saver.as_ref(), "gone").await;
+        assert!(
+            left.is_empty(),
+            "prune: {delete_with_prune}; left: {:?}",
+            left.iter().map(|t| t.commit_order).collect::<Vec<_>>()
+        );
+        db.drop_schema().await;
+    }
+}

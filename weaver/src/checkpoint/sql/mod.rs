@@ -104,6 +104,10 @@ pub(crate) struct Queries {
     /// order, which a prune is about to delete (`None` on SQLite, whose
     /// writers take turns).
     pub(crate) lock_pruned: Option<String>,
+    /// PostgreSQL: locks every checkpoint of a thread about to be deleted,
+    /// so that a child inserted meanwhile has committed (and is deleted
+    /// too) or waits and finds its parent gone (`None` on SQLite).
+    pub(crate) lock_thread_rows: Option<String>,
     pub(crate) nth_newest: String,
     pub(crate) orphans_from: String,
     pub(crate) thread_count: String,
@@ -191,6 +195,12 @@ impl Queries {
             namespaces_of_thread: format!(
                 "SELECT DISTINCT checkpoint_ns FROM {cps} WHERE thread_id = $1 ORDER BY checkpoint_ns"
             ),
+            lock_thread_rows: match dialect {
+                Dialect::Sqlite => None,
+                Dialect::Postgres => Some(format!(
+                    "SELECT 1 FROM {cps} WHERE thread_id = $1 ORDER BY checkpoint_ns, commit_order FOR UPDATE"
+                )),
+            },
             lock_pruned: match dialect {
                 Dialect::Sqlite => None,
                 Dialect::Postgres => Some(format!("{older} ORDER BY commit_order FOR UPDATE")),
