@@ -51,6 +51,7 @@ where
     prune_keeps_latest_or_deletes(make().await).await;
     prune_keeps_the_last_n_per_namespace(make().await).await;
     thread_info_and_commit_order_lookup(make().await).await;
+    keep_last_at_the_extremes(make().await).await;
     returned_values_are_copies(make().await).await;
     put_ops_applies_a_group_in_order(make().await).await;
     put_ops_group_fails_as_a_whole(make().await).await;
@@ -1222,6 +1223,63 @@ async fn prune_keeps_the_last_n_per_namespace(saver: Arc<dyn Saver>) {
         .map(|t| (t.config.checkpoint_ns.clone(), t.commit_order))
         .collect();
     assert_eq!(orders, [(String::new(), 8), ("sub".to_owned(), 2)]);
+}
+
+/// `KeepLast` with the largest `n` deletes nothing, and pruning a thread whose
+/// commit orders end at `i64::MAX` (the highest every saver stores) keeps the
+/// newest ones, which `at_commit_order` still finds.
+async fn keep_last_at_the_extremes(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "small", 3).await;
+    assert_eq!(
+        saver
+            .prune(&["small".to_owned()], PruneStrategy::KeepLast(usize::MAX))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        ids_of(&saver.list(&ListFilter::thread("small")).await.unwrap()).len(),
+        ids.len()
+    );
+    let top = i64::MAX as u64;
+    let mut high: Vec<String> = Vec::new();
+    for order in [top - 3, top - 2, top - 1, top] {
+        let c = new_on(
+            "high",
+            high.last().map(String::as_str),
+            Some(order),
+            0,
+            json!(order.to_string()),
+        );
+        high.push(c.checkpoint.id.clone());
+        saver.put(c).await.unwrap();
+    }
+    assert_eq!(
+        saver
+            .prune(&["high".to_owned()], PruneStrategy::KeepLast(2))
+            .await
+            .unwrap(),
+        2
+    );
+    let kept = saver.list(&ListFilter::thread("high")).await.unwrap();
+    assert_eq!(ids_of(&kept), [high[3].clone(), high[2].clone()]);
+    assert_eq!(
+        saver.at_commit_order("high", "", top).await.unwrap(),
+        Some(CheckpointRef::latest("high").at(high[3].clone()))
+    );
+    assert_eq!(
+        saver.at_commit_order("high", "", top - 2).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        saver
+            .thread_info("high")
+            .await
+            .unwrap()
+            .unwrap()
+            .checkpoints,
+        2
+    );
 }
 
 async fn thread_info_and_commit_order_lookup(saver: Arc<dyn Saver>) {

@@ -703,3 +703,265 @@ async fn racing_turns_on_postgres() {
     racing_turns(Arc::new(db.saver().await)).await;
     db.drop_schema().await;
 }
+
+/// A checkpoint stored on a parent while a `KeepLast` prune that deletes that
+/// parent is under way: either it is refused (its parent is gone) or, once
+/// both are done, it reads back whole. PostgreSQL runs the prune and the put
+/// concurrently (READ COMMITTED): here the prune is held, after it chose the
+/// records to rebuild and before it deletes, by a lock another session holds
+/// on a pending write it will delete, while a fork of a pruned checkpoint is
+/// stored.
+#[tokio::test]
+async fn a_fork_stored_during_a_prune_is_refused_or_kept_whole_on_postgres() {
+    let db = PgDb::new().await;
+    let schema = db.schema.clone();
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let graph = chat(saver.clone());
+    let config = RunConfig::thread("race");
+    for i in 0..4 {
+        graph.invoke(user(i), &config).await.unwrap(); // orders 1-12
+    }
+    let history = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let order = |o: u64| {
+        history
+            .iter()
+            .find(|s| s.commit_order == o)
+            .unwrap()
+            .clone()
+    };
+    // KeepLast(3) keeps orders 10-12 and deletes 1-9, among them order 5
+    // (forked below) and order 2 (whose write the other session locks).
+    let forked = order(5);
+    let locked = order(2).config.checkpoint_ref().unwrap();
+    saver
+        .put_writes(
+            &locked,
+            weaver::checkpoint::PendingWrite::for_task(
+                "task",
+                "p",
+                [("turns".to_owned(), serde_json::json!(1))],
+            ),
+        )
+        .await
+        .unwrap();
+    let mut blocker = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT 1 FROM \"{schema}\".weaver_checkpoint_writes WHERE checkpoint_id = $1 FOR UPDATE"
+    )))
+    .bind(locked.checkpoint_id.as_deref().unwrap())
+    .fetch_all(&mut *blocker)
+    .await
+    .unwrap();
+    let pruning = {
+        let saver = saver.clone();
+        tokio::spawn(async move {
+            saver
+                .prune(&["race".to_owned()], PruneStrategy::KeepLast(3))
+                .await
+        })
+    };
+    // Wait until the prune waits for that lock.
+    let waiting = format!(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}%weaver_checkpoint_writes%'"
+    );
+    for _ in 0..500 {
+        let n: i64 = sqlx::query_scalar(AssertSqlSafe(waiting.clone()))
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if n > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let forking = {
+        let graph = chat(saver.clone());
+        let at = forked.config.clone();
+        tokio::spawn(async move {
+            graph
+                .update_state(
+                    &at,
+                    ChatUpdate::default().messages(vec!["edited".to_owned()]),
+                    Some("chat"),
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    blocker.rollback().await.unwrap();
+    let pruned = pruning.await.unwrap().unwrap();
+    assert_eq!(pruned, 9);
+    match forking.await.unwrap() {
+        Ok(fork) => {
+            let mut want = forked.values.messages.clone();
+            want.push("edited".to_owned());
+            let fresh = chat(saver.clone());
+            let got = fresh.get_state(&fork).await;
+            assert_eq!(got.unwrap().values.messages, want);
+        }
+        Err(e) => assert!(matches!(e, Error::CheckpointNotFound { .. }), "{e:?}"),
+    }
+    db.drop_schema().await;
+}
+
+/// Pending writes stored for a checkpoint while a `KeepLast` prune that
+/// deletes it is under way (PostgreSQL, READ COMMITTED): either they are
+/// refused (the checkpoint is gone) or the prune deletes them with it; no
+/// write row outlives its checkpoint. The prune is held as in
+/// [`a_fork_stored_during_a_prune_is_refused_or_kept_whole_on_postgres`].
+#[tokio::test]
+async fn writes_stored_during_a_prune_never_outlive_their_checkpoint_on_postgres() {
+    let db = PgDb::new().await;
+    let schema = db.schema.clone();
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let graph = chat(saver.clone());
+    let config = RunConfig::thread("race");
+    for i in 0..4 {
+        graph.invoke(user(i), &config).await.unwrap(); // orders 1-12
+    }
+    let locked = saver.at_commit_order("race", "", 2).await.unwrap().unwrap();
+    let written = saver.at_commit_order("race", "", 5).await.unwrap().unwrap();
+    let write = |task: &str| {
+        weaver::checkpoint::PendingWrite::for_task(
+            task,
+            "p",
+            [("turns".to_owned(), serde_json::json!(1))],
+        )
+    };
+    saver.put_writes(&locked, write("lock")).await.unwrap();
+    let mut blocker = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT 1 FROM \"{schema}\".weaver_checkpoint_writes WHERE checkpoint_id = $1 FOR UPDATE"
+    )))
+    .bind(locked.checkpoint_id.as_deref().unwrap())
+    .fetch_all(&mut *blocker)
+    .await
+    .unwrap();
+    let pruning = {
+        let saver = saver.clone();
+        tokio::spawn(async move {
+            saver
+                .prune(&["race".to_owned()], PruneStrategy::KeepLast(3))
+                .await
+        })
+    };
+    let waiting = format!(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}%weaver_checkpoint_writes%'"
+    );
+    for _ in 0..500 {
+        let n: i64 = sqlx::query_scalar(AssertSqlSafe(waiting.clone()))
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if n > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let writing = {
+        let saver = saver.clone();
+        let written = written.clone();
+        let w = write("late");
+        tokio::spawn(async move { saver.put_writes(&written, w).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    blocker.rollback().await.unwrap();
+    assert_eq!(pruning.await.unwrap().unwrap(), 9);
+    if let Err(e) = writing.await.unwrap() {
+        assert!(matches!(e, Error::CheckpointNotFound { .. }), "{e:?}");
+    }
+    let left: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM \"{schema}\".weaver_checkpoint_writes WHERE checkpoint_id = $1"
+    )))
+    .bind(written.checkpoint_id.as_deref().unwrap())
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0, "write rows of a pruned checkpoint");
+    db.drop_schema().await;
+}
+
+/// A child stored while its thread is deleted (PostgreSQL, READ COMMITTED):
+/// the deletion leaves nothing of the thread behind, or the child is
+/// refused. Here the child's insert holds its parent (found and
+/// share-locked) while it waits on another session's uncommitted row that
+/// takes the same commit order; the deletion then waits for the child.
+#[tokio::test]
+async fn a_child_stored_while_its_thread_is_deleted_leaves_nothing_on_postgres() {
+    for delete_with_prune in [false, true] {
+        let db = PgDb::new().await;
+        let schema = db.schema.clone();
+        let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+        let graph = chat(saver.clone());
+        let config = RunConfig::thread("gone");
+        graph.invoke(user(0), &config).await.unwrap(); // orders 1-3
+        let head = saver.at_commit_order("gone", "", 3).await.unwrap().unwrap();
+        let mut blocker = db.pool.begin().await.unwrap();
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO \"{schema}\".weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) VALUES ('gone', '', 'blocker', NULL, '\\x00', '{{}}', 4)"
+        )))
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+        let waiting = |n: i64| {
+            let pool = db.pool.clone();
+            let sql = format!(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}%'"
+            );
+            async move {
+                for _ in 0..500 {
+                    let now: i64 = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                        .fetch_one(&pool)
+                        .await
+                        .unwrap();
+                    if now >= n {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        };
+        let putting = {
+            let saver = saver.clone();
+            let child = NewCheckpoint {
+                thread_id: "gone".into(),
+                checkpoint_ns: String::new(),
+                parent_id: head.checkpoint_id.clone(),
+                checkpoint: Checkpoint::empty(),
+                metadata: CheckpointMetadata::new(CheckpointSource::Loop, 9),
+                commit_order: Some(4),
+            };
+            tokio::spawn(async move { saver.put(child).await })
+        };
+        waiting(1).await;
+        let deleting = {
+            let saver = saver.clone();
+            tokio::spawn(async move {
+                if delete_with_prune {
+                    saver
+                        .prune(&["gone".to_owned()], PruneStrategy::Delete)
+                        .await
+                        .map(drop)
+                } else {
+                    saver.delete_thread("gone").await
+                }
+            })
+        };
+        waiting(2).await;
+        blocker.rollback().await.unwrap();
+        deleting.await.unwrap().unwrap();
+        if let Err(e) = putting.await.unwrap() {
+            assert!(matches!(e, Error::CheckpointNotFound { .. }), "{e:?}");
+        }
+        let left = raw(saver.as_ref(), "gone").await;
+        assert!(
+            left.is_empty(),
+            "prune: {delete_with_prune}; left: {:?}",
+            left.iter().map(|t| t.commit_order).collect::<Vec<_>>()
+        );
+        db.drop_schema().await;
+    }
+}

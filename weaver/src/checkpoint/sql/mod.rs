@@ -100,6 +100,14 @@ pub(crate) struct Queries {
     pub(crate) delete_writes: String,
     pub(crate) delete_cps: String,
     pub(crate) namespaces_of_thread: String,
+    /// PostgreSQL: locks the checkpoints of `(thread, ns)` below a commit
+    /// order, which a prune is about to delete (`None` on SQLite, whose
+    /// writers take turns).
+    pub(crate) lock_pruned: Option<String>,
+    /// PostgreSQL: locks every checkpoint of a thread about to be deleted,
+    /// so that a child inserted meanwhile has committed (and is deleted
+    /// too) or waits and finds its parent gone (`None` on SQLite).
+    pub(crate) lock_thread_rows: Option<String>,
     pub(crate) nth_newest: String,
     pub(crate) orphans_from: String,
     pub(crate) thread_count: String,
@@ -118,6 +126,16 @@ impl Queries {
         let (meta_in, meta_out) = match dialect {
             Dialect::Sqlite => ("$6", "metadata"),
             Dialect::Postgres => ("CAST($6 AS JSONB)", "CAST(metadata AS TEXT)"),
+        };
+        // PostgreSQL runs a child's insert and a prune side by side (READ
+        // COMMITTED): the insert share-locks the parent it found, and a
+        // prune locks what it deletes before it reads what it must rebuild,
+        // so a child either waits for the prune and finds its parent gone,
+        // or commits first and is seen (and rebuilt) by the prune. SQLite
+        // serializes writers on its own.
+        let key_share = match dialect {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => " FOR KEY SHARE",
         };
         let older = format!(
             "SELECT checkpoint_id FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order < $3"
@@ -154,7 +172,7 @@ impl Queries {
                 "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) VALUES ($1, $2, $3, $4, $5, {meta_in}, $7)"
             ),
             insert_cp_child: format!(
-                "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) SELECT $1, $2, $3, $4, $5, {meta_in}, $7 WHERE EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4 AND p.commit_order < $7)"
+                "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) SELECT $1, $2, $3, $4, $5, {meta_in}, $7 WHERE EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4 AND p.commit_order < $7{key_share})"
             ),
             shallow_delete_writes: format!(
                 "DELETE FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id IN ({older})"
@@ -177,6 +195,16 @@ impl Queries {
             namespaces_of_thread: format!(
                 "SELECT DISTINCT checkpoint_ns FROM {cps} WHERE thread_id = $1 ORDER BY checkpoint_ns"
             ),
+            lock_thread_rows: match dialect {
+                Dialect::Sqlite => None,
+                Dialect::Postgres => Some(format!(
+                    "SELECT 1 FROM {cps} WHERE thread_id = $1 ORDER BY checkpoint_ns, commit_order FOR UPDATE"
+                )),
+            },
+            lock_pruned: match dialect {
+                Dialect::Sqlite => None,
+                Dialect::Postgres => Some(format!("{older} ORDER BY commit_order FOR UPDATE")),
+            },
             nth_newest: format!(
                 "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 ORDER BY commit_order DESC LIMIT 1 OFFSET $3"
             ),
@@ -256,10 +284,17 @@ impl Queries {
         } else {
             "DO NOTHING"
         };
+        // The checkpoint found is share-locked (PostgreSQL): a prune
+        // deleting it concurrently deletes these writes with it, or they
+        // wait for it and find the checkpoint gone.
+        let key_share = match self.dialect {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => " FOR KEY SHARE",
+        };
         format!(
             "INSERT INTO {writes} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value)
              SELECT * FROM (VALUES {values}) AS v
-              WHERE EXISTS (SELECT 1 FROM {cps} AS c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3)
+              WHERE EXISTS (SELECT 1 FROM {cps} AS c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3{key_share})
              ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {action}"
         )
     }

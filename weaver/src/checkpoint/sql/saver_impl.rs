@@ -343,6 +343,19 @@ macro_rules! impl_sql_saver {
                         let Some(cut) = newest_pruned.map(|o| o + 1) else {
                             continue;
                         };
+                        // Before reading what to rebuild: a child stored
+                        // concurrently on a record about to go has committed
+                        // (and is read below), or waits and finds its parent
+                        // gone (PostgreSQL; SQLite writers take turns).
+                        if let Some(lock) = &q.lock_pruned {
+                            ::sqlx::query(AssertSqlSafe(lock.clone()))
+                                .bind(thread)
+                                .bind(ns)
+                                .bind(cut)
+                                .execute(&mut **tx)
+                                .await
+                                .map_err(storage(op))?;
+                        }
                         let orphans = ::sqlx::query(AssertSqlSafe(q.orphans_from.clone()))
                             .bind(thread)
                             .bind(ns)
@@ -386,6 +399,21 @@ macro_rules! impl_sql_saver {
                             .rows_affected();
                     }
                     Ok(deleted)
+                }
+
+                /// Before deleting `thread` inside `tx`: locks its checkpoints
+                /// (PostgreSQL), so that a child being stored on one of them
+                /// commits first (and is deleted too) or waits and finds its
+                /// parent gone. SQLite writers take turns already.
+                async fn lock_thread_rows(&self, tx: &mut Tx, thread: &str, op: &'static str) -> Result<()> {
+                    if let Some(lock) = &self.settings.q.lock_thread_rows {
+                        ::sqlx::query(AssertSqlSafe(lock.clone()))
+                            .bind(thread)
+                            .execute(&mut **tx)
+                            .await
+                            .map_err(storage(op))?;
+                    }
+                    Ok(())
                 }
 
                 /// The head commit order of `(thread, ns)`.
@@ -1051,6 +1079,7 @@ macro_rules! impl_sql_saver {
                         self.ensure_migrated().await?;
                         let q = &self.settings.q;
                         let mut tx = self.begin_write(op).await?;
+                        self.lock_thread_rows(&mut tx, thread_id, op).await?;
                         for sql in [&q.delete_writes, &q.delete_cps] {
                             ::sqlx::query(AssertSqlSafe(sql.clone()))
                                 .bind(thread_id)
@@ -1077,6 +1106,7 @@ macro_rules! impl_sql_saver {
                                 deleted += self.keep_last(&mut tx, t, keep, op).await?;
                                 continue;
                             }
+                            self.lock_thread_rows(&mut tx, t, op).await?;
                             ::sqlx::query(AssertSqlSafe(q.delete_writes.clone()))
                                 .bind(t)
                                 .execute(&mut *tx)
