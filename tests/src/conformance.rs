@@ -1280,6 +1280,21 @@ async fn keep_last_at_the_extremes(saver: Arc<dyn Saver>) {
             .checkpoints,
         2
     );
+    // Commit orders stop at i64::MAX on every saver (what SQL stores): one
+    // past it, given or next after that head, is refused and writes nothing.
+    let past = new_on("high", Some(&high[3]), Some(top + 1), 1, json!("past"));
+    let next = new_on("high", Some(&high[3]), None, 1, json!("next"));
+    for (what, c) in [("explicit", past), ("next", next)] {
+        let r = saver.put(c).await;
+        assert!(
+            matches!(&r, Err(Error::InvalidArgument { reason }) if reason.contains("out of range")),
+            "{what}: {r:?}"
+        );
+    }
+    assert_eq!(
+        saver.list(&ListFilter::thread("high")).await.unwrap().len(),
+        2
+    );
 }
 
 async fn thread_info_and_commit_order_lookup(saver: Arc<dyn Saver>) {

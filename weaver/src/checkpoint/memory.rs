@@ -185,9 +185,16 @@ fn insert(
     let existing = threads
         .get(&new.thread_id)
         .and_then(|n| n.get(&new.checkpoint_ns));
+    // Commit orders stop at i64::MAX, as in the SQL savers (so `head + 1`
+    // cannot overflow either).
     let order = new
         .commit_order
         .unwrap_or_else(|| existing.map_or(0, Log::head) + 1);
+    if i64::try_from(order).is_err() {
+        return Err(Error::invalid_argument(format!(
+            "commit_order {order} is out of range"
+        )));
+    }
     let taken = existing.is_some_and(|l| {
         l.by_order.contains_key(&order) || l.by_id.contains_key(&new.checkpoint.id)
     });

@@ -137,9 +137,14 @@ impl<'a> RecordContext<'a> {
     }
 
     /// The row's identity alone: thread, namespace, checkpoint, and for a
-    /// write its task and index. What envelopes written before parents and
-    /// channels were bound (`WVE1`) were sealed with.
-    pub(crate) fn identity_data(&self) -> Vec<u8> {
+    /// write its task and index, in the encoding of
+    /// [`associated_data`](RecordContext::associated_data).
+    ///
+    /// Before parents, channels and task paths were part of the context,
+    /// `associated_data` returned exactly this: weaver's first envelopes
+    /// (`WVE1`) were sealed with it, and a codec of your own that sealed with
+    /// `associated_data` then can open its older records with this.
+    pub fn identity_data(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         let mut field = |b: &[u8]| push_field(&mut out, b);
         field(self.thread_id.as_bytes());
