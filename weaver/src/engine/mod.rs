@@ -175,7 +175,9 @@ impl StreamMode {
 pub enum StreamEvent<S: GraphState> {
     /// The full state after a step (`step` as in checkpoint metadata). The
     /// first one is the state once the input is taken in (step 0 of a new
-    /// thread).
+    /// thread); a run that continues or resumes from a checkpoint
+    /// (`Input::Continue`, `Input::Resume`) first yields the state it starts
+    /// from, as LangGraph does.
     Values {
         /// The step.
         step: i64,

@@ -294,13 +294,17 @@ impl<'g, S: GraphState> Loop<'g, S> {
         let mut skip_before = false;
         match input {
             Input::Update(update) => lp.apply_input(update).await?,
+            // A run that goes on from a checkpoint first streams the state it
+            // starts from, as LangGraph does when resuming.
             Input::Continue => {
                 lp.require_history("continuing a run")?;
                 lp.fork_if_replaying().await?;
+                lp.send_state(lp.step);
                 skip_before = true;
             }
             Input::Resume(resume) => {
                 lp.require_history("resuming a run")?;
+                lp.send_state(lp.step);
                 lp.apply_resume(resume).await?;
                 skip_before = true;
             }
@@ -1026,14 +1030,19 @@ impl<S: GraphState> Loop<'_, S> {
         }
         next.channel_values = self.encode_state()?;
         self.commit(next, CheckpointSource::Loop, step).await?;
-        // The state is cloned only for a stream that asked for it.
+        self.send_state(step);
+        Ok(None)
+    }
+
+    /// Streams the state as it is now, at `step`, when the run is streamed
+    /// with a mode that wants states (the state is cloned only then).
+    fn send_state(&self, step: i64) {
         if let Some(sink) = self.sink.as_ref().filter(|s| s.mode.has_values()) {
             sink.send(StreamEvent::Values {
                 step,
                 values: self.state.clone(),
             });
         }
-        Ok(None)
     }
 }
 
