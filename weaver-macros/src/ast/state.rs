@@ -65,7 +65,8 @@ impl<'a> State<'a> {
 impl Field<'_> {
     /// The channel enum's variant: the field name in UpperCamelCase, with a
     /// `C` before a leading digit, and a trailing `_` when it would be a
-    /// keyword (`self_` gives `Self_`, not `Self`).
+    /// keyword (`self_` gives `Self_`, not `Self`) or the enum's `ALL`
+    /// constant (`a_l_l` gives `ALL_`).
     pub(crate) fn variant(&self) -> Ident {
         let mut out = String::new();
         let mut upper = true;
@@ -92,7 +93,9 @@ impl Field<'_> {
         // `Self` is the one keyword in UpperCamelCase today; asking syn, which
         // knows them all, keeps this right if another one comes. No field
         // maps to the name with `_` otherwise (underscores are dropped above).
-        if syn::parse_str::<Ident>(&out).is_err() {
+        // `ALL` is taken too: the channel enum's associated constant of that
+        // name would clash with a variant (a field `a_l_l`).
+        if syn::parse_str::<Ident>(&out).is_err() || out == "ALL" {
             out.push('_');
         }
         // Upper-casing a character that continues an identifier should give

@@ -122,6 +122,16 @@ mod tests {
     }
 
     #[test]
+    fn a_field_whose_variant_would_be_the_all_constant_gets_a_trailing_underscore() {
+        let out = text(derive_graph_state(quote! {
+            struct State { a_l_l: u8, all: u8 }
+        }));
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(out.contains("StateChannel :: ALL_ => \"a_l_l\""), "{out}");
+        assert!(out.contains("StateChannel :: All => \"all\""), "{out}");
+    }
+
+    #[test]
     fn a_field_going_on_with_a_non_ascii_digit_or_mark_gets_a_leading_c() {
         // `_٣` (an Arabic-Indic digit) and `_\u{301}` (a combining acute) are
         // field names: the upper-cased rest cannot start a variant. The derive
