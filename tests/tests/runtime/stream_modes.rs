@@ -188,3 +188,44 @@ async fn an_updates_stream_does_not_copy_the_state_for_values_nobody_asked_for()
     let both = clones(Some(StreamMode::ValuesAndUpdates), "both").await;
     assert_eq!(both, invoked + 5, "both");
 }
+
+#[tokio::test]
+async fn a_refused_resume_streams_no_state() {
+    // A resume the run refuses before it starts (nothing to answer, an
+    // interrupt id nobody asked for, a resume of an older checkpoint) runs
+    // nothing: the stream is its error alone, as when it was not streamed.
+    let graph = pausing("node");
+    let config = RunConfig::thread("refused");
+    let (_, result) = collect(graph.stream(Steps::default(), &config)).await;
+    assert!(result.unwrap().is_interrupted());
+    let older = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap()[1]
+        .config
+        .clone();
+    let refusals: [(Input<Steps>, &RunConfig); 3] = [
+        (
+            Input::Resume(
+                [("nobody-asked".to_owned(), json!("x"))]
+                    .into_iter()
+                    .collect(),
+            ),
+            &config,
+        ),
+        (Input::Resume(json!("x").into()), &older),
+        (Input::Resume(json!("x").into()), &config),
+    ];
+    for (i, (input, at)) in refusals.into_iter().enumerate() {
+        if i == 2 {
+            // Answered: nothing is left to resume.
+            let (_, done) = collect(graph.stream(Input::Resume(json!("y").into()), &config)).await;
+            assert!(!done.unwrap().is_interrupted());
+        }
+        for mode in MODES {
+            let (seen, result) = collect(graph.stream_with_mode(input.clone(), at, mode)).await;
+            assert!(result.is_err(), "{i}/{mode:?}: {result:?}");
+            assert!(seen.is_empty(), "{i}/{mode:?}: {seen:?}");
+        }
+    }
+}

@@ -295,7 +295,9 @@ impl<'g, S: GraphState> Loop<'g, S> {
         match input {
             Input::Update(update) => lp.apply_input(update).await?,
             // A run that goes on from a checkpoint first streams the state it
-            // starts from, as LangGraph does when resuming.
+            // starts from, as LangGraph does when resuming; a resume that is
+            // refused runs nothing and streams nothing (answering interrupts
+            // changes no state, so it is streamed once they are taken).
             Input::Continue => {
                 lp.require_history("continuing a run")?;
                 lp.fork_if_replaying().await?;
@@ -304,8 +306,8 @@ impl<'g, S: GraphState> Loop<'g, S> {
             }
             Input::Resume(resume) => {
                 lp.require_history("resuming a run")?;
-                lp.send_state(lp.step);
                 lp.apply_resume(resume).await?;
+                lp.send_state(lp.step);
                 skip_before = true;
             }
         }
