@@ -253,6 +253,69 @@ mod sqlite {
         .await;
     }
 
+    /// Read-only batches (no lock, `BEGIN DEFERRED`) beside writing ones on
+    /// one pool, in every journal mode a user may choose: WAL, a rollback
+    /// journal, and a shared-cache in-memory database. None fails.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn deferred_reads_beside_writes_never_fail_in_any_journal_mode() {
+        use sqlx::sqlite::SqliteJournalMode;
+        use weaver::store::{ListNamespaces, Op};
+        for mode in ["wal", "delete", "shared-memory"] {
+            let name = super::unique("weaver_store");
+            let options = match mode {
+                "wal" => SqliteConnectOptions::new()
+                    .filename(std::env::temp_dir().join(format!("{name}.db")))
+                    .create_if_missing(true),
+                "delete" => SqliteConnectOptions::new()
+                    .filename(std::env::temp_dir().join(format!("{name}.db")))
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Delete),
+                _ => format!("sqlite:file:{name}?mode=memory&cache=shared")
+                    .parse::<SqliteConnectOptions>()
+                    .unwrap(),
+            }
+            .busy_timeout(Duration::from_secs(10));
+            let pool = SqlitePoolOptions::new()
+                .max_connections(6)
+                .min_connections(1)
+                .connect_with(options)
+                .await
+                .unwrap();
+            migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
+            let store: Arc<dyn Store> = Arc::new(SqliteStore::new(pool));
+            let mut tasks = Vec::new();
+            for w in 0..6 {
+                let store = store.clone();
+                tasks.push(tokio::spawn(async move {
+                    for i in 0..60 {
+                        let key = format!("k{}", i % 5);
+                        if w % 2 == 0 {
+                            store
+                                .put(&["ns", &format!("w{w}")], &key, serde_json::json!(i))
+                                .await
+                                .map(|_| ())?;
+                        } else {
+                            store
+                                .batch(vec![
+                                    Op::Get {
+                                        namespace: vec!["ns".into(), "w0".into()],
+                                        key,
+                                        refresh_ttl: Some(false),
+                                    },
+                                    Op::ListNamespaces(ListNamespaces::default()),
+                                ])
+                                .await?;
+                        }
+                    }
+                    Ok::<(), weaver::Error>(())
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap().unwrap_or_else(|e| panic!("{mode}: {e:?}"));
+            }
+        }
+    }
+
     #[tokio::test]
     async fn conformance() {
         run_store_conformance(|| fresh(StoreConfig::new())).await;

@@ -177,7 +177,8 @@ pub enum StreamEvent<S: GraphState> {
     /// first one is the state once the input is taken in (step 0 of a new
     /// thread); a run that continues or resumes from a checkpoint
     /// (`Input::Continue`, `Input::Resume`) first yields the state it starts
-    /// from, as LangGraph does.
+    /// from, as LangGraph does (a resume that is refused, running nothing,
+    /// yields only its error).
     Values {
         /// The step.
         step: i64,
