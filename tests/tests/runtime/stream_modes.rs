@@ -229,3 +229,33 @@ async fn a_refused_resume_streams_no_state() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_replay_streams_the_replayed_checkpoints_state_first() {
+    // Continue from an older checkpoint (after node_a, step 1): the stream
+    // starts with that checkpoint's state and step, not the head's.
+    let graph = two_step(&InMemorySaver::new());
+    let config = RunConfig::thread("replay");
+    let (_, result) = collect(graph.stream(Steps::default(), &config)).await;
+    assert!(!result.unwrap().is_interrupted());
+    let history = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let after_a = history
+        .iter()
+        .find(|s| s.metadata.as_ref().is_some_and(|m| m.step == 1))
+        .unwrap()
+        .config
+        .clone();
+    for mode in MODES {
+        let (seen, result) = collect(graph.stream_with_mode(Input::Continue, &after_a, mode)).await;
+        let want = match mode {
+            StreamMode::Values => "v1:a v2:a,b",
+            StreamMode::Updates => "u2:node_b",
+            _ => "v1:a u2:node_b v2:a,b",
+        };
+        assert_eq!(seen.join(" "), want, "{mode:?}");
+        assert!(!result.unwrap().is_interrupted());
+    }
+}
