@@ -3,6 +3,17 @@
 #[path = "store/review.rs"]
 mod review;
 
+use serde_json::Value;
+use weaver::store::OpResult;
+
+/// The value a get's result holds (`None`: absent); panics on another result.
+fn got(result: &OpResult) -> Option<Value> {
+    match result {
+        OpResult::Got(item) => item.as_ref().map(|i| i.value.clone()),
+        other => panic!("expected a get's result, got {other:?}"),
+    }
+}
+
 mod memory {
     use std::sync::Arc;
 
@@ -394,7 +405,7 @@ mod sqlite {
 mod postgres {
     use std::sync::{Arc, Mutex};
 
-    use serde_json::{Value, json};
+    use serde_json::json;
     use sqlx::postgres::PgPoolOptions;
     use sqlx::{Connection, PgConnection, PgPool};
     use weaver::migrate::{self, Adapter, PgSchema};
@@ -512,13 +523,6 @@ mod postgres {
 
     /// The item a batch result holds, or a panic naming what it got.
     #[track_caller]
-    fn got(result: &OpResult) -> Option<Value> {
-        match result {
-            OpResult::Got(item) => item.as_ref().map(|i| i.value.clone()),
-            other => panic!("expected a get's result, got {other:?}"),
-        }
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn read_only_batches_do_not_wait_for_the_write_lock() {
         let server = Server::connect().await;
@@ -602,7 +606,7 @@ mod postgres {
                 ])
                 .await
                 .unwrap();
-            let version = |r: &OpResult| got(r).and_then(|v| v["v"].as_u64());
+            let version = |r: &OpResult| super::got(r).and_then(|v| v["v"].as_u64());
             let (a, b) = (version(&r[0]), version(&r[3]));
             let namespaces = match &r[1] {
                 OpResult::Namespaces(ns) => ns.len() as u64,
@@ -760,16 +764,9 @@ mod locking {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use serde_json::{Value, json};
+    use serde_json::json;
     use tokio::sync::oneshot;
     use weaver::store::{ListNamespaces, Op, OpResult, PutOptions, Search, Store};
-
-    fn got(result: &OpResult) -> Option<Value> {
-        match result {
-            OpResult::Got(item) => item.as_ref().map(|i| i.value.clone()),
-            other => panic!("expected a get's result, got {other:?}"),
-        }
-    }
 
     /// While another session holds `store`'s write lock (`hold` takes it and
     /// returns what releases it), read-only batches go through, from one
@@ -809,8 +806,8 @@ mod locking {
             .await
             .expect("a read-only batch waited for the write lock")
             .unwrap();
-        assert_eq!(got(&done[0]), Some(json!(1)));
-        assert_eq!(got(&done[1]), None);
+        assert_eq!(super::got(&done[0]), Some(json!(1)));
+        assert_eq!(super::got(&done[1]), None);
         assert_eq!(
             done[4],
             OpResult::Namespaces(vec![vec!["locked".to_owned()]])
@@ -862,12 +859,16 @@ mod locking {
                 .unwrap()
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             if what == "a get meeting an expired item" {
-                assert_eq!(got(&results[0]), Some(json!(1)));
-                assert_eq!(got(&results[1]), None, "an expired item is not returned");
+                assert_eq!(super::got(&results[0]), Some(json!(1)));
+                assert_eq!(
+                    super::got(&results[1]),
+                    None,
+                    "an expired item is not returned"
+                );
             }
         }
         assert_eq!(
-            got(&store.batch(vec![Op::get(&ns, "b")]).await.unwrap()[0]),
+            super::got(&store.batch(vec![Op::get(&ns, "b")]).await.unwrap()[0]),
             Some(json!(4))
         );
         assert!(store.get(&ns, "gone").await.unwrap().is_none());

@@ -337,9 +337,15 @@ pub struct Chat {
 /// One `chat` node that answers the last message (`ai re <it>`) and counts
 /// the turn, on `saver`.
 pub fn chat(saver: Arc<dyn Saver>) -> weaver::CompiledGraph<Chat> {
+    chat_counting(saver, Arc::default())
+}
+
+/// [`chat`], with `runs` counting the runs of its node.
+pub fn chat_counting(saver: Arc<dyn Saver>, runs: Arc<AtomicUsize>) -> weaver::CompiledGraph<Chat> {
     use weaver::prelude::*;
     Graph::<Chat>::new("chat")
-        .add_node("chat", |s: &Chat| {
+        .add_node("chat", move |s: &Chat| {
+            runs.fetch_add(1, Ordering::SeqCst);
             let last = s.messages.last().cloned().unwrap_or_default();
             ChatUpdate::default()
                 .messages(vec![format!("ai re {last}")])
@@ -348,4 +354,16 @@ pub fn chat(saver: Arc<dyn Saver>) -> weaver::CompiledGraph<Chat> {
         .add_sequence([START, "chat", END])
         .compile(Compile::new().checkpointer_arc(saver))
         .unwrap()
+}
+
+/// A user turn of [`chat`]: the message `user <i>`.
+pub fn user(i: usize) -> ChatUpdate {
+    ChatUpdate::default().messages(vec![format!("user {i}")])
+}
+
+/// [`chat`]'s messages after `turns` turns of [`user`] messages.
+pub fn transcript(turns: usize) -> Vec<String> {
+    (0..turns)
+        .flat_map(|i| [format!("user {i}"), format!("ai re user {i}")])
+        .collect()
 }

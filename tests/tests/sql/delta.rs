@@ -13,18 +13,7 @@ use weaver::checkpoint::{
 use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::prelude::*;
 
-use crate::common::{Chat, ChatUpdate, Forwarding, PgDb, SqliteDb, chat};
-
-fn user(i: usize) -> ChatUpdate {
-    ChatUpdate::default().messages(vec![format!("user {i}")])
-}
-
-/// The messages after `turns` turns.
-fn transcript(turns: usize) -> Vec<String> {
-    (0..turns)
-        .flat_map(|i| [format!("user {i}"), format!("ai re user {i}")])
-        .collect()
-}
+use crate::common::{Chat, ChatUpdate, Forwarding, PgDb, SqliteDb, chat, transcript, user};
 
 /// Raw records of a thread, as the saver stores them (newest first).
 async fn raw(saver: &dyn Saver, thread: &str) -> Vec<CheckpointTuple> {
@@ -704,6 +693,58 @@ async fn racing_turns_on_postgres() {
     db.drop_schema().await;
 }
 
+/// Waits (up to 5 s) until `n` sessions wait for a lock in a statement on
+/// `db`'s schema whose text contains `table`.
+async fn lock_waits(db: &PgDb, table: &str, n: i64) {
+    let sql = format!(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{}%{table}%'",
+        db.schema
+    );
+    for _ in 0..500 {
+        let now: i64 = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if now >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Starts `prune(KeepLast(3))` of thread `race` and holds it before it
+/// deletes anything: another session (the returned transaction; roll it back
+/// to release) locks the pending writes of `locked`, a checkpoint the prune
+/// deletes. Returns once the prune waits for that lock.
+async fn paused_prune(
+    db: &PgDb,
+    saver: &Arc<dyn Saver>,
+    locked: &CheckpointRef,
+) -> (
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    tokio::task::JoinHandle<weaver::Result<u64>>,
+) {
+    let mut blocker = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT 1 FROM \"{}\".weaver_checkpoint_writes WHERE checkpoint_id = $1 FOR UPDATE",
+        db.schema
+    )))
+    .bind(locked.checkpoint_id.as_deref().unwrap())
+    .fetch_all(&mut *blocker)
+    .await
+    .unwrap();
+    let pruning = {
+        let saver = saver.clone();
+        tokio::spawn(async move {
+            saver
+                .prune(&["race".to_owned()], PruneStrategy::KeepLast(3))
+                .await
+        })
+    };
+    lock_waits(db, "weaver_checkpoint_writes", 1).await;
+    (blocker, pruning)
+}
+
 /// A checkpoint stored on a parent while a `KeepLast` prune that deletes that
 /// parent is under way: either it is refused (its parent is gone) or, once
 /// both are done, it reads back whole. PostgreSQL runs the prune and the put
@@ -714,7 +755,6 @@ async fn racing_turns_on_postgres() {
 #[tokio::test]
 async fn a_fork_stored_during_a_prune_is_refused_or_kept_whole_on_postgres() {
     let db = PgDb::new().await;
-    let schema = db.schema.clone();
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
     let graph = chat(saver.clone());
     let config = RunConfig::thread("race");
@@ -747,36 +787,7 @@ async fn a_fork_stored_during_a_prune_is_refused_or_kept_whole_on_postgres() {
         )
         .await
         .unwrap();
-    let mut blocker = db.pool.begin().await.unwrap();
-    sqlx::query(AssertSqlSafe(format!(
-        "SELECT 1 FROM \"{schema}\".weaver_checkpoint_writes WHERE checkpoint_id = $1 FOR UPDATE"
-    )))
-    .bind(locked.checkpoint_id.as_deref().unwrap())
-    .fetch_all(&mut *blocker)
-    .await
-    .unwrap();
-    let pruning = {
-        let saver = saver.clone();
-        tokio::spawn(async move {
-            saver
-                .prune(&["race".to_owned()], PruneStrategy::KeepLast(3))
-                .await
-        })
-    };
-    // Wait until the prune waits for that lock.
-    let waiting = format!(
-        "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}%weaver_checkpoint_writes%'"
-    );
-    for _ in 0..500 {
-        let n: i64 = sqlx::query_scalar(AssertSqlSafe(waiting.clone()))
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-        if n > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let (blocker, pruning) = paused_prune(&db, &saver, &locked).await;
     let forking = {
         let graph = chat(saver.clone());
         let at = forked.config.clone();
@@ -832,35 +843,7 @@ async fn writes_stored_during_a_prune_never_outlive_their_checkpoint_on_postgres
         )
     };
     saver.put_writes(&locked, write("lock")).await.unwrap();
-    let mut blocker = db.pool.begin().await.unwrap();
-    sqlx::query(AssertSqlSafe(format!(
-        "SELECT 1 FROM \"{schema}\".weaver_checkpoint_writes WHERE checkpoint_id = $1 FOR UPDATE"
-    )))
-    .bind(locked.checkpoint_id.as_deref().unwrap())
-    .fetch_all(&mut *blocker)
-    .await
-    .unwrap();
-    let pruning = {
-        let saver = saver.clone();
-        tokio::spawn(async move {
-            saver
-                .prune(&["race".to_owned()], PruneStrategy::KeepLast(3))
-                .await
-        })
-    };
-    let waiting = format!(
-        "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}%weaver_checkpoint_writes%'"
-    );
-    for _ in 0..500 {
-        let n: i64 = sqlx::query_scalar(AssertSqlSafe(waiting.clone()))
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-        if n > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let (blocker, pruning) = paused_prune(&db, &saver, &locked).await;
     let writing = {
         let saver = saver.clone();
         let written = written.clone();
@@ -906,24 +889,6 @@ async fn a_child_stored_while_its_thread_is_deleted_leaves_nothing_on_postgres()
         .execute(&mut *blocker)
         .await
         .unwrap();
-        let waiting = |n: i64| {
-            let pool = db.pool.clone();
-            let sql = format!(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{schema}%'"
-            );
-            async move {
-                for _ in 0..500 {
-                    let now: i64 = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
-                        .fetch_one(&pool)
-                        .await
-                        .unwrap();
-                    if now >= n {
-                        return;
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
-            }
-        };
         let putting = {
             let saver = saver.clone();
             let child = NewCheckpoint {
@@ -936,7 +901,7 @@ async fn a_child_stored_while_its_thread_is_deleted_leaves_nothing_on_postgres()
             };
             tokio::spawn(async move { saver.put(child).await })
         };
-        waiting(1).await;
+        lock_waits(&db, "", 1).await;
         let deleting = {
             let saver = saver.clone();
             tokio::spawn(async move {
@@ -950,7 +915,7 @@ async fn a_child_stored_while_its_thread_is_deleted_leaves_nothing_on_postgres()
                 }
             })
         };
-        waiting(2).await;
+        lock_waits(&db, "", 2).await;
         blocker.rollback().await.unwrap();
         deleting.await.unwrap().unwrap();
         if let Err(e) = putting.await.unwrap() {

@@ -14,42 +14,12 @@ use weaver::checkpoint::{
 };
 use weaver::prelude::*;
 
-use super::common::{PgDb, SqliteDb, cp, pg_url};
-
-#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-struct Chat {
-    #[reducer(delta)]
-    messages: Vec<String>,
-    turns: u32,
-}
-
-/// The chat graph; `runs` counts the runs of its node.
-fn chat(saver: Arc<dyn Saver>, runs: Arc<AtomicUsize>) -> CompiledGraph<Chat> {
-    Graph::<Chat>::new("chat")
-        .add_node("chat", move |s: &Chat| {
-            runs.fetch_add(1, Ordering::SeqCst);
-            let last = s.messages.last().cloned().unwrap_or_default();
-            ChatUpdate::default()
-                .messages(vec![format!("ai re {last}")])
-                .turns(s.turns + 1)
-        })
-        .add_sequence([START, "chat", END])
-        .compile(Compile::new().checkpointer_arc(saver))
-        .unwrap()
-}
+use super::common::{
+    Chat, ChatUpdate, PgDb, SqliteDb, chat, chat_counting, cp, pg_url, transcript, user,
+};
 
 fn cold(saver: &Arc<dyn Saver>) -> CompiledGraph<Chat> {
-    chat(saver.clone(), Arc::default())
-}
-
-fn user(i: usize) -> ChatUpdate {
-    ChatUpdate::default().messages(vec![format!("user {i}")])
-}
-
-fn transcript(turns: usize) -> Vec<String> {
-    (0..turns)
-        .flat_map(|i| [format!("user {i}"), format!("ai re user {i}")])
-        .collect()
+    chat(saver.clone())
 }
 
 fn show<T: std::fmt::Debug>(r: &weaver::Result<T>) -> String {
@@ -666,7 +636,7 @@ async fn crash_rounds(spec: &str, saver: Arc<dyn Saver>) {
         }
         // Every checkpoint reads whole on a cold graph.
         let runs = Arc::new(AtomicUsize::new(0));
-        let g = chat(saver.clone(), runs.clone());
+        let g = chat_counting(saver.clone(), runs.clone());
         let state = g
             .get_state(&config)
             .await

@@ -576,10 +576,7 @@ impl Saver for InMemorySaver {
         let checkpoints = threads
             .get(thread_id)
             .map_or(0, |nss| nss.values().map(|l| l.by_order.len() as u64).sum());
-        Ok((checkpoints > 0).then(|| ThreadInfo {
-            thread_id: thread_id.to_owned(),
-            checkpoints,
-        }))
+        Ok(ThreadInfo::counted(thread_id, checkpoints))
     }
 
     async fn at_commit_order(

@@ -108,10 +108,7 @@ pub trait Saver: Debug + Send + Sync {
     /// The default lists the whole thread; weaver's savers count instead.
     async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
         let checkpoints = self.list(&ListFilter::thread(thread_id)).await?.len() as u64;
-        Ok((checkpoints > 0).then(|| ThreadInfo {
-            thread_id: thread_id.to_owned(),
-            checkpoints,
-        }))
+        Ok(ThreadInfo::counted(thread_id, checkpoints))
     }
 
     /// Where the checkpoint of `thread_id` and `checkpoint_ns` whose commit

@@ -601,6 +601,17 @@ pub struct ThreadInfo {
     pub checkpoints: u64,
 }
 
+impl ThreadInfo {
+    /// [`Saver::thread_info`](super::Saver::thread_info)'s answer for a
+    /// thread holding `checkpoints`: `None` when it holds none.
+    pub(crate) fn counted(thread_id: &str, checkpoints: u64) -> Option<Self> {
+        (checkpoints > 0).then(|| ThreadInfo {
+            thread_id: thread_id.to_owned(),
+            checkpoints,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

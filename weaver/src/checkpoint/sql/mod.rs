@@ -91,8 +91,8 @@ pub(crate) struct Queries {
     pub(crate) order_of: String,
     pub(crate) insert_cp: String,
     pub(crate) insert_cp_child: String,
-    pub(crate) shallow_delete_writes: String,
-    pub(crate) shallow_delete_cps: String,
+    pub(crate) delete_writes_below: String,
+    pub(crate) delete_cps_below: String,
     pub(crate) thread_has_any: String,
     pub(crate) thread_ns_has_any: String,
     pub(crate) thread_rows: String,
@@ -174,10 +174,10 @@ impl Queries {
             insert_cp_child: format!(
                 "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) SELECT $1, $2, $3, $4, $5, {meta_in}, $7 WHERE EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4 AND p.commit_order < $7{key_share})"
             ),
-            shallow_delete_writes: format!(
+            delete_writes_below: format!(
                 "DELETE FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id IN ({older})"
             ),
-            shallow_delete_cps: format!(
+            delete_cps_below: format!(
                 "DELETE FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order < $3"
             ),
             thread_has_any: format!("SELECT CAST(1 AS BIGINT) FROM {cps} WHERE thread_id = $1 LIMIT 1"),

@@ -348,13 +348,7 @@ macro_rules! impl_sql_saver {
                         // (and is read below), or waits and finds its parent
                         // gone (PostgreSQL; SQLite writers take turns).
                         if let Some(lock) = &q.lock_pruned {
-                            ::sqlx::query(AssertSqlSafe(lock.clone()))
-                                .bind(thread)
-                                .bind(ns)
-                                .bind(cut)
-                                .execute(&mut **tx)
-                                .await
-                                .map_err(storage(op))?;
+                            Self::exec_below(&mut **tx, lock, thread, ns, cut, op).await?;
                         }
                         let orphans = ::sqlx::query(AssertSqlSafe(q.orphans_from.clone()))
                             .bind(thread)
@@ -382,23 +376,58 @@ macro_rules! impl_sql_saver {
                                 .await
                                 .map_err(storage(op))?;
                         }
-                        ::sqlx::query(AssertSqlSafe(q.shallow_delete_writes.clone()))
-                            .bind(thread)
-                            .bind(ns)
-                            .bind(cut)
-                            .execute(&mut **tx)
-                            .await
-                            .map_err(storage(op))?;
-                        deleted += ::sqlx::query(AssertSqlSafe(q.shallow_delete_cps.clone()))
-                            .bind(thread)
-                            .bind(ns)
-                            .bind(cut)
-                            .execute(&mut **tx)
-                            .await
-                            .map_err(storage(op))?
-                            .rows_affected();
+                        deleted += self.delete_below(&mut **tx, thread, ns, cut, op).await?;
                     }
                     Ok(deleted)
+                }
+
+                /// Runs `sql` with the parameters thread, namespace and commit
+                /// order; returns the rows it changed.
+                async fn exec_below(
+                    conn: &mut Conn,
+                    sql: &str,
+                    thread: &str,
+                    ns: &str,
+                    order: i64,
+                    op: &'static str,
+                ) -> Result<u64> {
+                    ::sqlx::query(AssertSqlSafe(sql.to_owned()))
+                        .bind(thread)
+                        .bind(ns)
+                        .bind(order)
+                        .execute(&mut *conn)
+                        .await
+                        .map(|r| r.rows_affected())
+                        .map_err(storage(op))
+                }
+
+                /// Deletes the checkpoints of `(thread, ns)` committed before
+                /// `order`, with their pending writes; returns how many
+                /// checkpoints went.
+                async fn delete_below(&self, conn: &mut Conn, thread: &str, ns: &str, order: i64, op: &'static str) -> Result<u64> {
+                    let q = &self.settings.q;
+                    Self::exec_below(conn, &q.delete_writes_below, thread, ns, order, op).await?;
+                    Self::exec_below(conn, &q.delete_cps_below, thread, ns, order, op).await
+                }
+
+                /// Deletes every checkpoint and write of `thread` inside `tx`,
+                /// its rows locked first (see
+                /// [`lock_thread_rows`](Self::lock_thread_rows)); returns how
+                /// many checkpoints went.
+                async fn delete_thread_in(&self, tx: &mut Tx, thread: &str, op: &'static str) -> Result<u64> {
+                    let q = &self.settings.q;
+                    self.lock_thread_rows(tx, thread, op).await?;
+                    ::sqlx::query(AssertSqlSafe(q.delete_writes.clone()))
+                        .bind(thread)
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(storage(op))?;
+                    ::sqlx::query(AssertSqlSafe(q.delete_cps.clone()))
+                        .bind(thread)
+                        .execute(&mut **tx)
+                        .await
+                        .map(|r| r.rows_affected())
+                        .map_err(storage(op))
                 }
 
                 /// Before deleting `thread` inside `tx`: locks its checkpoints
@@ -594,15 +623,7 @@ macro_rules! impl_sql_saver {
                         self.insert_writes(conn, thread, ns, id, &e.writes, op).await?;
                     }
                     if self.settings.shallow {
-                        for sql in [&q.shallow_delete_writes, &q.shallow_delete_cps] {
-                            ::sqlx::query(AssertSqlSafe(sql.clone()))
-                                .bind(thread)
-                                .bind(ns)
-                                .bind(order_db)
-                                .execute(&mut *conn)
-                                .await
-                                .map_err(storage(op))?;
-                        }
+                        self.delete_below(conn, thread, ns, order_db, op).await?;
                     }
                     Ok(order)
                 }
@@ -1077,16 +1098,8 @@ macro_rules! impl_sql_saver {
                     self.rechecked(async {
                         let op = "delete_thread";
                         self.ensure_migrated().await?;
-                        let q = &self.settings.q;
                         let mut tx = self.begin_write(op).await?;
-                        self.lock_thread_rows(&mut tx, thread_id, op).await?;
-                        for sql in [&q.delete_writes, &q.delete_cps] {
-                            ::sqlx::query(AssertSqlSafe(sql.clone()))
-                                .bind(thread_id)
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(storage(op))?;
-                        }
+                        self.delete_thread_in(&mut tx, thread_id, op).await?;
                         tx.commit().await.map_err(storage(op))
                     })
                     .await
@@ -1098,26 +1111,13 @@ macro_rules! impl_sql_saver {
                     self.rechecked(async {
                         let op = "prune";
                         self.ensure_migrated().await?;
-                        let q = &self.settings.q;
                         let mut tx = self.begin_write(op).await?;
                         let mut deleted = 0u64;
                         for t in thread_ids {
-                            if let Some(keep) = keep {
-                                deleted += self.keep_last(&mut tx, t, keep, op).await?;
-                                continue;
-                            }
-                            self.lock_thread_rows(&mut tx, t, op).await?;
-                            ::sqlx::query(AssertSqlSafe(q.delete_writes.clone()))
-                                .bind(t)
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(storage(op))?;
-                            deleted += ::sqlx::query(AssertSqlSafe(q.delete_cps.clone()))
-                                .bind(t)
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(storage(op))?
-                                .rows_affected();
+                            deleted += match keep {
+                                Some(keep) => self.keep_last(&mut tx, t, keep, op).await?,
+                                None => self.delete_thread_in(&mut tx, t, op).await?,
+                            };
                         }
                         tx.commit().await.map_err(storage(op))?;
                         Ok(deleted)
@@ -1208,11 +1208,7 @@ macro_rules! impl_sql_saver {
                             .fetch_one(&self.pool)
                             .await
                             .map_err(storage(op))?;
-                        let checkpoints = u64::try_from(n).unwrap_or(0);
-                        Ok((checkpoints > 0).then(|| ThreadInfo {
-                            thread_id: thread_id.to_owned(),
-                            checkpoints,
-                        }))
+                        Ok(ThreadInfo::counted(thread_id, u64::try_from(n).unwrap_or(0)))
                     })
                     .await
                 }
