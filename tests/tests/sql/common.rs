@@ -116,6 +116,25 @@ impl PgDb {
 
     /// A saver on a pool of its own (built from `pool`, connecting with
     /// `options`) on the migrated schema; `saver.pool()` reaches it.
+    /// Waits (up to 5 s) until `n` sessions wait for a lock in a statement
+    /// on this schema whose text contains `table`.
+    pub async fn lock_waits(&self, table: &str, n: i64) {
+        let sql = format!(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{}%{table}%'",
+            self.schema
+        );
+        for _ in 0..500 {
+            let now: i64 = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                .fetch_one(&self.pool)
+                .await
+                .unwrap();
+            if now >= n {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     pub async fn saver_on(&self, pool: PgPoolOptions, options: PgConnectOptions) -> PostgresSaver {
         migrate::up(&self.target(), &[Adapter::Checkpoint], None)
             .await

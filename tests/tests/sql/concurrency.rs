@@ -4,7 +4,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use weaver::checkpoint::{CheckpointRef, ListFilter, PendingWrite};
+use sqlx::AssertSqlSafe;
+use weaver::checkpoint::{CheckpointRef, ListFilter, PendingWrite, PruneStrategy};
 use weaver::{Error, Saver};
 
 use crate::common::{PgDb, SqliteDb, cp};
@@ -231,4 +232,90 @@ async fn two_processes_one_conversation() {
         );
     }
     db.drop_schema().await;
+}
+
+/// Which maintenance call [`cancelled_by_a_deadlock`] runs.
+#[derive(Clone, Copy, Debug)]
+enum Maintenance {
+    KeepLast3,
+    DeleteThread,
+}
+
+/// Runs `call` on a thread of six checkpoints while another session locks
+/// its checkpoints in the opposite order, as a group insert of two children
+/// does: that session share-locks order 2, the call locks order 1 and waits
+/// for order 2, then the session asks for order 1. PostgreSQL cancels the
+/// call (it waited first) to break the deadlock; the saver runs it again and
+/// it succeeds once the session is done. Returns the saver's history left.
+async fn cancelled_by_a_deadlock(call: Maintenance) -> Vec<u64> {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let mut parent = None;
+    for order in 1..=6u64 {
+        let id = format!("c{order}");
+        saver
+            .put(cp("race", &id, parent.as_deref(), Some(order)))
+            .await
+            .unwrap();
+        parent = Some(id);
+    }
+    let lock = |order: i64| {
+        format!(
+            "SELECT 1 FROM \"{}\".weaver_checkpoints WHERE thread_id = 'race' AND commit_order = {order} FOR KEY SHARE",
+            db.schema
+        )
+    };
+    let mut session = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(lock(2)))
+        .execute(&mut *session)
+        .await
+        .unwrap();
+    let running = {
+        let saver = saver.clone();
+        tokio::spawn(async move {
+            match call {
+                Maintenance::KeepLast3 => saver
+                    .prune(&["race".to_owned()], PruneStrategy::KeepLast(3))
+                    .await
+                    .map(|_| ()),
+                Maintenance::DeleteThread => saver.delete_thread("race").await,
+            }
+        })
+    };
+    db.lock_waits("weaver_checkpoints", 1).await;
+    // Completes the cycle; returns once PostgreSQL has cancelled the call.
+    sqlx::query(AssertSqlSafe(lock(1)))
+        .execute(&mut *session)
+        .await
+        .expect("the other side of the deadlock is the one cancelled");
+    session.rollback().await.unwrap();
+    running
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{call:?} after a deadlock: {e}"));
+    let left = saver
+        .list(&ListFilter::thread("race"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.commit_order)
+        .collect();
+    db.drop_schema().await;
+    left
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_cancelled_by_a_deadlock_runs_again_on_postgres() {
+    assert_eq!(
+        cancelled_by_a_deadlock(Maintenance::KeepLast3).await,
+        vec![6, 5, 4]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_delete_cancelled_by_a_deadlock_runs_again_on_postgres() {
+    assert_eq!(
+        cancelled_by_a_deadlock(Maintenance::DeleteThread).await,
+        Vec::<u64>::new()
+    );
 }

@@ -693,25 +693,6 @@ async fn racing_turns_on_postgres() {
     db.drop_schema().await;
 }
 
-/// Waits (up to 5 s) until `n` sessions wait for a lock in a statement on
-/// `db`'s schema whose text contains `table`.
-async fn lock_waits(db: &PgDb, table: &str, n: i64) {
-    let sql = format!(
-        "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{}%{table}%'",
-        db.schema
-    );
-    for _ in 0..500 {
-        let now: i64 = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-        if now >= n {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-}
-
 /// Starts `prune(KeepLast(3))` of thread `race` and holds it before it
 /// deletes anything: another session (the returned transaction; roll it back
 /// to release) locks the pending writes of `locked`, a checkpoint the prune
@@ -741,7 +722,7 @@ async fn paused_prune(
                 .await
         })
     };
-    lock_waits(db, "weaver_checkpoint_writes", 1).await;
+    db.lock_waits("weaver_checkpoint_writes", 1).await;
     (blocker, pruning)
 }
 
@@ -901,7 +882,7 @@ async fn a_child_stored_while_its_thread_is_deleted_leaves_nothing_on_postgres()
             };
             tokio::spawn(async move { saver.put(child).await })
         };
-        lock_waits(&db, "", 1).await;
+        db.lock_waits("", 1).await;
         let deleting = {
             let saver = saver.clone();
             tokio::spawn(async move {
@@ -915,7 +896,7 @@ async fn a_child_stored_while_its_thread_is_deleted_leaves_nothing_on_postgres()
                 }
             })
         };
-        lock_waits(&db, "", 2).await;
+        db.lock_waits("", 2).await;
         blocker.rollback().await.unwrap();
         deleting.await.unwrap().unwrap();
         if let Err(e) = putting.await.unwrap() {

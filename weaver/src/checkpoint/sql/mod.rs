@@ -883,6 +883,54 @@ pub(crate) fn shallow_error(operation: impl Into<String>) -> Error {
     }
 }
 
+/// How many times a write transaction the database cancelled to break a
+/// deadlock, or as a serialization failure, runs again before the error is
+/// returned.
+const TRANSIENT_RETRIES: u32 = 4;
+
+/// Whether `e` is a PostgreSQL `deadlock_detected` (40P01) or
+/// `serialization_failure` (40001): the database rolled the transaction
+/// back, nothing of it was stored, and running it again can succeed. (A
+/// child insert share-locks its parents and a prune locks what it deletes,
+/// so a group insert and a prune of the same thread can lock rows in
+/// opposite orders.)
+pub(crate) fn is_transient(e: &Error) -> bool {
+    let Error::Storage { source, .. } = e else {
+        return false;
+    };
+    source
+        .downcast_ref::<sqlx::Error>()
+        .and_then(|e| e.as_database_error())
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "40P01" || c == "40001")
+}
+
+/// Runs `attempt` (one whole write transaction) and, while it fails with a
+/// [transient](is_transient) error, runs it again after a short pause, at
+/// most [`TRANSIENT_RETRIES`] more times.
+pub(crate) async fn retried<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut tries = 0;
+    loop {
+        match attempt().await {
+            Err(e) if tries < TRANSIENT_RETRIES && is_transient(&e) => {
+                tries += 1;
+                // Spread the retries of the two sides of a deadlock apart.
+                let jitter = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::from(d.subsec_nanos()) % 7);
+                let pause = std::time::Duration::from_millis(u64::from(tries) * 5 + jitter);
+                tracing::debug!(tries, ?pause, error = %e, "retrying a cancelled transaction");
+                tokio::time::sleep(pause).await;
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Converts a commit order to the database's integer type.
 pub(crate) fn order_i64(order: u64) -> Result<i64> {
     i64::try_from(order)

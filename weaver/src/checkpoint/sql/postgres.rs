@@ -16,7 +16,12 @@ use crate::migrate::{self, Adapter, Dialect, PgSchema};
 /// Concurrent writers are serialized by the unique constraint on
 /// `(thread_id, checkpoint_ns, commit_order)`: the loser of a race for the
 /// same number gets [`Error::VersionConflict`](crate::Error::VersionConflict)
-/// and its transaction writes nothing.
+/// and its transaction writes nothing. A write that PostgreSQL cancels to
+/// break a deadlock (a prune or a thread delete locking rows a group insert
+/// of the same thread share-locks in the other order) or as a serialization
+/// failure wrote nothing either; the saver runs it again, up to four times
+/// after short pauses, before returning that
+/// [`Error::Storage`](crate::Error::Storage).
 ///
 /// The saver keeps one connection of its own beside the pool (taken from it
 /// once and detached), which serves calls one after another without the

@@ -19,7 +19,7 @@ macro_rules! impl_sql_saver {
             use $crate::checkpoint::sql::hot::Lease;
             use $crate::checkpoint::sql::{
                 EncodedEntry, KeyOrder, LINEAGES_PER_QUERY, Param, TupleAssembler, conflict, follow_line,
-                list_where, merge_ranges, not_found, order_i64, shallow_error, write_batches,
+                list_where, merge_ranges, not_found, order_i64, retried, shallow_error, write_batches,
             };
             use $crate::checkpoint::{
                 BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, LineageRequest,
@@ -684,7 +684,12 @@ macro_rules! impl_sql_saver {
                 /// in one transaction.
                 async fn write_entries(&self, entries: Vec<EncodedEntry>, op: &'static str) -> Result<Vec<CheckpointRef>> {
                     self.ensure_migrated().await?;
-                    if let [e] = &entries[..]
+                    retried(|| self.write_entries_once(&entries, op)).await
+                }
+
+                /// One attempt of [`write_entries`](Self::write_entries).
+                async fn write_entries_once(&self, entries: &[EncodedEntry], op: &'static str) -> Result<Vec<CheckpointRef>> {
+                    if let [e] = entries
                         && e.writes.is_empty()
                         && e.new.commit_order.is_some()
                         && !self.settings.shallow
@@ -701,7 +706,7 @@ macro_rules! impl_sql_saver {
                     }
                     let mut tx = self.begin_write(op).await?;
                     let mut out = Vec::with_capacity(entries.len());
-                    for e in &entries {
+                    for e in entries {
                         self.insert_entry(&mut *tx, e, op).await?;
                         out.push(e.new.config());
                     }
@@ -812,17 +817,21 @@ macro_rules! impl_sql_saver {
                         let op = "put_writes";
                         let encoded = self.encode_target_writes(target, writes)?;
                         self.ensure_migrated().await?;
-                        // One statement (the usual case: one task's ordinary
-                        // writes) is atomic on its own; more run in a transaction.
-                        if write_batches(&encoded.1).len() <= 1 {
-                            let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
-                            let r = self.insert_writes_checked(&mut *lease, target, &encoded, op).await;
-                            settle(&mut lease, &r);
-                            return r;
-                        }
-                        let mut tx = self.begin_write(op).await?;
-                        self.insert_writes_checked(&mut *tx, target, &encoded, op).await?;
-                        tx.commit().await.map_err(storage(op))
+                        let encoded = &encoded;
+                        retried(|| async move {
+                            // One statement (the usual case: one task's ordinary
+                            // writes) is atomic on its own; more run in a transaction.
+                            if write_batches(&encoded.1).len() <= 1 {
+                                let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
+                                let r = self.insert_writes_checked(&mut *lease, target, encoded, op).await;
+                                settle(&mut lease, &r);
+                                return r;
+                            }
+                            let mut tx = self.begin_write(op).await?;
+                            self.insert_writes_checked(&mut *tx, target, encoded, op).await?;
+                            tx.commit().await.map_err(storage(op))
+                        })
+                        .await
                     })
                     .await
                 }
@@ -858,19 +867,23 @@ macro_rules! impl_sql_saver {
                                 },
                             })
                             .collect();
-                        if self.try_group(&items, op).await? {
-                            return Ok(());
-                        }
-                        let mut tx = self.begin_write(op).await?;
-                        for e in &encoded {
-                            match e {
-                                Encoded::Put(e) => {
-                                    self.insert_entry(&mut *tx, e, op).await?;
-                                }
-                                Encoded::Writes(t, w) => self.insert_writes_checked(&mut *tx, t, w, op).await?,
+                        let (items, encoded) = (&items, &encoded);
+                        retried(|| async move {
+                            if self.try_group(items, op).await? {
+                                return Ok(());
                             }
-                        }
-                        tx.commit().await.map_err(storage(op))
+                            let mut tx = self.begin_write(op).await?;
+                            for e in encoded {
+                                match e {
+                                    Encoded::Put(e) => {
+                                        self.insert_entry(&mut *tx, e, op).await?;
+                                    }
+                                    Encoded::Writes(t, w) => self.insert_writes_checked(&mut *tx, t, w, op).await?,
+                                }
+                            }
+                            tx.commit().await.map_err(storage(op))
+                        })
+                        .await
                     })
                     .await
                 }
@@ -1008,20 +1021,24 @@ macro_rules! impl_sql_saver {
                             };
                             encoded.push(self.settings.encode_entry(new, writes.remove(&cid).unwrap_or_default())?);
                         }
-                        let mut tx = self.begin_write(op).await?;
-                        let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_ns_has_any.clone()))
-                            .bind(target_thread)
-                            .bind(ns)
-                            .fetch_optional(&mut *tx)
-                            .await
-                            .map_err(storage(op))?;
-                        if taken.is_some() {
-                            return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
-                        }
-                        for e in &encoded {
-                            self.insert_raw(&mut tx, e, op).await?;
-                        }
-                        tx.commit().await.map_err(storage(op))?;
+                        let encoded = &encoded;
+                        retried(|| async move {
+                            let mut tx = self.begin_write(op).await?;
+                            let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_ns_has_any.clone()))
+                                .bind(target_thread)
+                                .bind(ns)
+                                .fetch_optional(&mut *tx)
+                                .await
+                                .map_err(storage(op))?;
+                            if taken.is_some() {
+                                return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
+                            }
+                            for e in encoded {
+                                self.insert_raw(&mut tx, e, op).await?;
+                            }
+                            tx.commit().await.map_err(storage(op))
+                        })
+                        .await?;
                         Ok(CheckpointRef {
                             thread_id: target_thread.to_owned(),
                             checkpoint_ns: ns.clone(),
@@ -1036,56 +1053,59 @@ macro_rules! impl_sql_saver {
                         let op = "copy_thread";
                         self.ensure_migrated().await?;
                         let q = &self.settings.q;
-                        let mut tx = self.begin_write(op).await?;
-                        let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_has_any.clone()))
-                            .bind(target_thread)
-                            .fetch_optional(&mut *tx)
-                            .await
-                            .map_err(storage(op))?;
-                        if taken.is_some() {
-                            return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
-                        }
-                        let rows = ::sqlx::query(AssertSqlSafe(q.thread_rows.clone()))
-                            .bind(source_thread)
-                            .fetch_all(&mut *tx)
-                            .await
-                            .map_err(storage(op))?;
-                        if rows.is_empty() {
-                            return Err(Error::ThreadNotFound { thread_id: source_thread.to_owned() });
-                        }
-                        let write_rows = ::sqlx::query(AssertSqlSafe(q.thread_writes.clone()))
-                            .bind(source_thread)
-                            .fetch_all(&mut *tx)
-                            .await
-                            .map_err(storage(op))?;
-                        let mut writes: std::collections::HashMap<(String, String), Vec<PendingWrite>> = Default::default();
-                        for row in &write_rows {
-                            let ns: String = get(row, "checkpoint_ns", op)?;
-                            let cid: String = get(row, "checkpoint_id", op)?;
-                            let w = self.settings.decode_write(
-                                source_thread, &ns, &cid,
-                                get(row, "task_id", op)?, get(row, "idx", op)?,
-                                get(row, "channel", op)?, get(row, "task_path", op)?,
-                                &get::<Vec<u8>>(row, "value", op)?,
-                            )?;
-                            writes.entry((ns, cid)).or_default().push(w);
-                        }
-                        for row in &rows {
-                            let ns: String = get(row, "checkpoint_ns", op)?;
-                            let t = self.decode_record(row, source_thread, &ns, op)?;
-                            let cid = t.config.checkpoint_id.clone().unwrap_or_default();
-                            let new = NewCheckpoint {
-                                thread_id: target_thread.to_owned(),
-                                checkpoint_ns: ns.clone(),
-                                parent_id: t.parent_config.and_then(|p| p.checkpoint_id),
-                                checkpoint: t.checkpoint,
-                                metadata: t.metadata,
-                                commit_order: Some(t.commit_order),
-                            };
-                            let e = self.settings.encode_entry(new, writes.remove(&(ns, cid)).unwrap_or_default())?;
-                            self.insert_raw(&mut tx, &e, op).await?;
-                        }
-                        tx.commit().await.map_err(storage(op))
+                        retried(|| async move {
+                            let mut tx = self.begin_write(op).await?;
+                            let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_has_any.clone()))
+                                .bind(target_thread)
+                                .fetch_optional(&mut *tx)
+                                .await
+                                .map_err(storage(op))?;
+                            if taken.is_some() {
+                                return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
+                            }
+                            let rows = ::sqlx::query(AssertSqlSafe(q.thread_rows.clone()))
+                                .bind(source_thread)
+                                .fetch_all(&mut *tx)
+                                .await
+                                .map_err(storage(op))?;
+                            if rows.is_empty() {
+                                return Err(Error::ThreadNotFound { thread_id: source_thread.to_owned() });
+                            }
+                            let write_rows = ::sqlx::query(AssertSqlSafe(q.thread_writes.clone()))
+                                .bind(source_thread)
+                                .fetch_all(&mut *tx)
+                                .await
+                                .map_err(storage(op))?;
+                            let mut writes: std::collections::HashMap<(String, String), Vec<PendingWrite>> = Default::default();
+                            for row in &write_rows {
+                                let ns: String = get(row, "checkpoint_ns", op)?;
+                                let cid: String = get(row, "checkpoint_id", op)?;
+                                let w = self.settings.decode_write(
+                                    source_thread, &ns, &cid,
+                                    get(row, "task_id", op)?, get(row, "idx", op)?,
+                                    get(row, "channel", op)?, get(row, "task_path", op)?,
+                                    &get::<Vec<u8>>(row, "value", op)?,
+                                )?;
+                                writes.entry((ns, cid)).or_default().push(w);
+                            }
+                            for row in &rows {
+                                let ns: String = get(row, "checkpoint_ns", op)?;
+                                let t = self.decode_record(row, source_thread, &ns, op)?;
+                                let cid = t.config.checkpoint_id.clone().unwrap_or_default();
+                                let new = NewCheckpoint {
+                                    thread_id: target_thread.to_owned(),
+                                    checkpoint_ns: ns.clone(),
+                                    parent_id: t.parent_config.and_then(|p| p.checkpoint_id),
+                                    checkpoint: t.checkpoint,
+                                    metadata: t.metadata,
+                                    commit_order: Some(t.commit_order),
+                                };
+                                let e = self.settings.encode_entry(new, writes.remove(&(ns, cid)).unwrap_or_default())?;
+                                self.insert_raw(&mut tx, &e, op).await?;
+                            }
+                            tx.commit().await.map_err(storage(op))
+                        })
+                        .await
                     })
                     .await
                 }
@@ -1098,9 +1118,12 @@ macro_rules! impl_sql_saver {
                     self.rechecked(async {
                         let op = "delete_thread";
                         self.ensure_migrated().await?;
-                        let mut tx = self.begin_write(op).await?;
-                        self.delete_thread_in(&mut tx, thread_id, op).await?;
-                        tx.commit().await.map_err(storage(op))
+                        retried(|| async move {
+                            let mut tx = self.begin_write(op).await?;
+                            self.delete_thread_in(&mut tx, thread_id, op).await?;
+                            tx.commit().await.map_err(storage(op))
+                        })
+                        .await
                     })
                     .await
                 }
@@ -1111,16 +1134,19 @@ macro_rules! impl_sql_saver {
                     self.rechecked(async {
                         let op = "prune";
                         self.ensure_migrated().await?;
-                        let mut tx = self.begin_write(op).await?;
-                        let mut deleted = 0u64;
-                        for t in thread_ids {
-                            deleted += match keep {
-                                Some(keep) => self.keep_last(&mut tx, t, keep, op).await?,
-                                None => self.delete_thread_in(&mut tx, t, op).await?,
-                            };
-                        }
-                        tx.commit().await.map_err(storage(op))?;
-                        Ok(deleted)
+                        retried(|| async move {
+                            let mut tx = self.begin_write(op).await?;
+                            let mut deleted = 0u64;
+                            for t in thread_ids {
+                                deleted += match keep {
+                                    Some(keep) => self.keep_last(&mut tx, t, keep, op).await?,
+                                    None => self.delete_thread_in(&mut tx, t, op).await?,
+                                };
+                            }
+                            tx.commit().await.map_err(storage(op))?;
+                            Ok(deleted)
+                        })
+                        .await
                     })
                     .await
                 }
