@@ -521,8 +521,8 @@ mod postgres {
         server.cleanup().await;
     }
 
-    /// The item a batch result holds, or a panic naming what it got.
-    #[track_caller]
+    /// [`super::locking::reads_skip_the_write_lock`] with the store's
+    /// advisory lock held by another session.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn read_only_batches_do_not_wait_for_the_write_lock() {
         let server = Server::connect().await;
@@ -841,10 +841,15 @@ mod locking {
                 (what, tokio::spawn(async move { store.batch(ops).await }))
             })
             .collect();
+        let sweeping = {
+            let store = store.clone();
+            tokio::spawn(async move { store.sweep().await })
+        };
         tokio::time::sleep(Duration::from_millis(500)).await;
         for (what, task) in &waiting {
             assert!(!task.is_finished(), "{what} did not wait for the lock");
         }
+        assert!(!sweeping.is_finished(), "a sweep did not wait for the lock");
         // Nor do reads queue behind the waiting writers.
         tokio::time::timeout(Duration::from_secs(5), store.batch(reads()))
             .await
@@ -867,6 +872,13 @@ mod locking {
                 );
             }
         }
+        // It deleted the expired item, or the get above had.
+        let swept = tokio::time::timeout(Duration::from_secs(10), sweeping)
+            .await
+            .expect("a sweep still waits after the lock's release")
+            .unwrap()
+            .unwrap();
+        assert!(swept <= 1, "{swept} items swept");
         assert_eq!(
             super::got(&store.batch(vec![Op::get(&ns, "b")]).await.unwrap()[0]),
             Some(json!(4))

@@ -36,7 +36,8 @@ pub trait Store: Debug + Send + Sync {
     /// [`MAX_BATCH_OPS`](super::limits::MAX_BATCH_OPS) operations.
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>>;
 
-    /// Deletes every expired item now; returns how many were deleted.
+    /// Deletes every expired item now, as one writing batch would (a batch
+    /// never sees a sweep halfway through); returns how many were deleted.
     async fn sweep(&self) -> Result<u64>;
 
     /// The item at `namespace`/`key`; `None` when absent or expired (an

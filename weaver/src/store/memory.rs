@@ -204,8 +204,8 @@ impl Store for InMemoryStore {
 
     async fn sweep(&self) -> Result<u64> {
         traced("sweep", 0, async {
-            let now = now_micros();
             let mut items = self.lock();
+            let now = now_micros();
             let before = items.len();
             items.retain(|_, r| r.is_live(now));
             Ok((before - items.len()) as u64)

@@ -412,11 +412,16 @@ macro_rules! impl_sql_store {
                 async fn sweep(&self) -> Result<u64> {
                     traced("sweep", 0, async {
                         self.ensure_migrated().await?;
+                        // Under the store's write lock, as a writing batch:
+                        // a batch never sees an item it read (and may be
+                        // restarting the TTL of) swept halfway through.
+                        let mut tx = self.begin_write("store sweep").await?;
                         let done = sqlx::query(AssertSqlSafe(self.queries.sweep.clone()))
                             .bind(now_micros())
-                            .execute(&self.pool)
+                            .execute(&mut *tx)
                             .await
                             .map_err(storage("store sweep"))?;
+                        tx.commit().await.map_err(storage("store sweep"))?;
                         Ok(done.rows_affected())
                     })
                     .await
