@@ -289,6 +289,51 @@ mod derive {
         let back = serde_json::from_value::<KeywordsUpdate>(json).unwrap();
         assert_eq!(back.self_.as_deref(), Some("x"));
     }
+
+    /// Fields named after the methods an update is used through.
+    #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    struct Methods {
+        default: String,
+        from: String,
+        #[reducer(add)]
+        clone: u64,
+        #[reducer(append)]
+        into: Vec<String>,
+    }
+
+    #[test]
+    fn fields_named_default_from_clone_into_keep_the_updates_own_methods() {
+        // `default()`, `from(state)`, `clone()` and `into()` are still the
+        // traits' methods; the setters of these fields end in `_`.
+        let update = MethodsUpdate::default()
+            .default_("d")
+            .from_("f")
+            .clone_(2u64)
+            .into_(vec!["i".to_owned()]);
+        let copy = update.clone();
+        let input: weaver::Input<Methods> = copy.into();
+        assert!(matches!(input, weaver::Input::Update(_)));
+        let whole = MethodsUpdate::from(Methods {
+            clone: 5,
+            ..Methods::default()
+        });
+        assert_eq!(whole.clone, Some(5));
+        let mut state = Methods::default();
+        state.apply(vec![update.clone()]).unwrap();
+        state.apply(vec![update]).unwrap();
+        assert_eq!(
+            state,
+            Methods {
+                default: "d".into(),
+                from: "f".into(),
+                clone: 4,
+                into: vec!["i".into(), "i".into()],
+            }
+        );
+        // Stored under the field names.
+        let json = serde_json::to_value(MethodsUpdate::default().default_("x")).unwrap();
+        assert_eq!(json, serde_json::json!({ "default": "x" }));
+    }
 }
 
 /// A `graph!` graph and the equivalent builder graph behave identically.

@@ -1,10 +1,14 @@
 //! The model of a `#[derive(GraphState)]` struct.
 
+use quote::format_ident;
 use syn::ext::IdentExt;
 use syn::{Attribute, Data, DeriveInput, Fields, Ident, Type, Visibility};
 
 use crate::attr::{self, Reducer};
 use crate::ctxt::Errors;
+
+/// Field names whose setter gets a trailing `_` ([`Field::setter`]).
+const SHADOWING_SETTERS: &[&str] = &["default", "from", "clone", "into"];
 
 /// A state struct: its name, visibility and channels.
 pub(crate) struct State<'a> {
@@ -63,6 +67,20 @@ impl<'a> State<'a> {
 }
 
 impl Field<'_> {
+    /// The update's setter for this field: the field's own name, except
+    /// that `default`, `from`, `clone` and `into` get a trailing `_`, since
+    /// an inherent method of that name would hide `Update::default()`,
+    /// `Update::from(state)`, `update.clone()` and `update.into()`. (A field
+    /// `default_` beside `default` is refused: both name the channel variant
+    /// `Default`.)
+    pub(crate) fn setter(&self) -> Ident {
+        if SHADOWING_SETTERS.contains(&self.name.as_str()) {
+            format_ident!("{}_", self.name, span = self.ident.span())
+        } else {
+            self.ident.clone()
+        }
+    }
+
     /// The channel enum's variant: the field name in UpperCamelCase, with a
     /// `C` before a leading digit, and a trailing `_` when it would be a
     /// keyword (`self_` gives `Self_`, not `Self`) or the enum's `ALL`

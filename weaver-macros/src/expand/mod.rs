@@ -122,6 +122,30 @@ mod tests {
     }
 
     #[test]
+    fn a_field_named_like_an_updates_method_gets_a_setter_with_a_trailing_underscore() {
+        let out = text(derive_graph_state(quote! {
+            struct State { default: u8, from: u8, clone: u8, into: u8, fold: u8 }
+        }));
+        assert!(!out.contains("compile_error"), "{out}");
+        for setter in ["default_", "from_", "clone_", "into_", "fold"] {
+            assert!(
+                out.contains(&format!("fn {setter} (mut self")),
+                "{setter}: {out}"
+            );
+        }
+        // A field `default_` beside `default` would get the same setter;
+        // both name the variant `Default` too, the one error given.
+        let out = text(derive_graph_state(quote! {
+            struct State { default: u8, default_: u8 }
+        }));
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(
+            out.contains("both name the channel variant `Default`"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn a_field_whose_variant_would_be_the_all_constant_gets_a_trailing_underscore() {
         let out = text(derive_graph_state(quote! {
             struct State { a_l_l: u8, all: u8 }

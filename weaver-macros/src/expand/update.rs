@@ -35,12 +35,13 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
     });
     let setters = state.fields.iter().map(|f| {
         let fident = f.ident;
+        let setter = f.setter();
         let ty = f.ty;
         let doc = format!("Writes channel `{}`.", f.name);
         quote! {
             #[doc = #doc]
             #[must_use]
-            #vis fn #fident(mut self, value: impl ::core::convert::Into<#ty>) -> Self {
+            #vis fn #setter(mut self, value: impl ::core::convert::Into<#ty>) -> Self {
                 self.#fident = ::core::option::Option::Some(value.into());
                 self
             }
