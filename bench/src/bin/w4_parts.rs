@@ -9,7 +9,11 @@
 //! - `saver_list_any_ns`: the same without naming the namespace (the
 //!   per-namespace listing);
 //! - `history`: `get_state_history(limit 20)` (the listing, rebuilding the
-//!   delta channels and building typed snapshots).
+//!   delta channels and building typed snapshots);
+//! - `get_tuple`, `get_state`, `get_state_10th`: `Saver::get_tuple` of the
+//!   latest checkpoint, and W2's and W4's `get_state` (latest, 10th-oldest);
+//! - `select_1`: `SELECT 1` on a connection from the pool, the round trip
+//!   through `sqlx`'s SQLite worker thread that every read pays.
 //!
 //! ```text
 //! cargo run --release -p weaver-bench --bin w4_parts [shared-vec|vec-string]
@@ -113,6 +117,29 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
             .map(drop)
     })
     .await?;
+    let latest = weaver::checkpoint::CheckpointRef::latest("w2");
+    let get_tuple = median_ms(|| async { saver.get_tuple(&latest).await.map(drop) }).await?;
+    let get_state = median_ms(|| async { graph.get_state(&config).await.map(drop) }).await?;
+    let all = graph.get_state_history(&config, History::default()).await?;
+    let tenth = all[all.len() - 10].config.clone();
+    let get_state_10th = median_ms(|| async { graph.get_state(&tenth).await.map(drop) }).await?;
+    let mut conn = saver
+        .pool()
+        .acquire()
+        .await
+        .map_err(|e| Error::storage("acquire", e))?;
+    let mut times = Vec::new();
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        sqlx::query("SELECT 1")
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| Error::storage("select", e))?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let select_1 = times[ROUNDS / 2];
+    drop(conn);
     saver.pool().close().await;
     std::fs::remove_dir_all(&dir).map_err(|e| Error::storage("temp dir", e))?;
     Ok(json!({
@@ -121,6 +148,10 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
         "saver_list_ms": saver_list,
         "saver_list_any_ns_ms": saver_list_any_ns,
         "history_ms": history,
+        "get_tuple_ms": get_tuple,
+        "select_1_ms": select_1,
+        "get_state_ms": get_state,
+        "get_state_10th_ms": get_state_10th,
     }))
 }
 
