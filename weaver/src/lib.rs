@@ -23,8 +23,6 @@ pub mod config;
 pub mod engine;
 mod error;
 pub mod graph;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub mod migrate;
 pub mod state;
 pub mod store;

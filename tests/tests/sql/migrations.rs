@@ -2,7 +2,7 @@
 
 use sqlx::AssertSqlSafe;
 use weaver::checkpoint::{CheckpointRef, ForkOptions, ListFilter};
-use weaver::migrate::{self, Adapter};
+use weaver::migrate::{self, Adapter, Change, Dialect};
 use weaver::{Error, Saver};
 
 use crate::common::{PgDb, SqliteDb, cp};
@@ -63,6 +63,34 @@ async fn check_upgraded(saver: &dyn Saver) {
     ));
 }
 
+/// [`V1_ROWS`] and a pending write of `mm-third`, as a version-1 SQLite
+/// writer stored them.
+async fn sqlite_v1_rows(db: &SqliteDb) {
+    for (thread, id, parent) in V1_ROWS {
+        let c = cp(thread, id, *parent, None);
+        sqlx::query("INSERT INTO weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata) VALUES ($1, '', $2, $3, $4, $5)")
+            .bind(thread).bind(id).bind(parent).bind(serde_json::to_vec(&c.checkpoint).unwrap())
+            .bind(serde_json::to_string(&c.metadata).unwrap())
+            .execute(&db.pool).await.unwrap();
+    }
+    sqlx::query("INSERT INTO weaver_checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value) VALUES ('t1', '', 'mm-third', 'task', 0, 'foo', 'n', '1')")
+        .execute(&db.pool).await.unwrap();
+}
+
+/// [`sqlite_v1_rows`] on PostgreSQL, in `db`'s schema.
+async fn postgres_v1_rows(db: &PgDb) {
+    let s = &db.schema;
+    for (thread, id, parent) in V1_ROWS {
+        let c = cp(thread, id, *parent, None);
+        sqlx::query(AssertSqlSafe(format!("INSERT INTO \"{s}\".weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata) VALUES ($1, '', $2, $3, $4, CAST($5 AS JSONB))")))
+            .bind(thread).bind(id).bind(parent).bind(serde_json::to_vec(&c.checkpoint).unwrap())
+            .bind(serde_json::to_string(&c.metadata).unwrap())
+            .execute(&db.pool).await.unwrap();
+    }
+    sqlx::query(AssertSqlSafe(format!("INSERT INTO \"{s}\".weaver_checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value) VALUES ('t1', '', 'mm-third', 'task', 0, 'foo', 'n', '1')")))
+        .execute(&db.pool).await.unwrap();
+}
+
 #[tokio::test]
 async fn sqlite_v1_data_survives_upgrade() {
     let db = SqliteDb::new().await;
@@ -77,18 +105,7 @@ async fn sqlite_v1_data_survives_upgrade() {
             ..
         })
     ));
-    let json = weaver::codec::JsonCodec;
-    for (thread, id, parent) in V1_ROWS {
-        let c = cp(thread, id, *parent, None);
-        let payload = serde_json::to_vec(&c.checkpoint).unwrap();
-        let _ = &json;
-        sqlx::query("INSERT INTO weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata) VALUES ($1, '', $2, $3, $4, $5)")
-            .bind(thread).bind(id).bind(parent).bind(payload)
-            .bind(serde_json::to_string(&c.metadata).unwrap())
-            .execute(&db.pool).await.unwrap();
-    }
-    sqlx::query("INSERT INTO weaver_checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value) VALUES ('t1', '', 'mm-third', 'task', 0, 'foo', 'n', '1')")
-        .execute(&db.pool).await.unwrap();
+    sqlite_v1_rows(&db).await;
     migrate::up(&db.pool, CK, None).await.unwrap();
     migrate::up(&db.pool, CK, None).await.unwrap(); // idempotent
     migrate::verify_migrated(&db.pool, CK).await.unwrap();
@@ -132,15 +149,7 @@ async fn postgres_v1_data_survives_upgrade() {
     let target = db.target();
     migrate::up(&target, CK, Some(1)).await.unwrap();
     let s = &db.schema;
-    for (thread, id, parent) in V1_ROWS {
-        let c = cp(thread, id, *parent, None);
-        sqlx::query(AssertSqlSafe(format!("INSERT INTO \"{s}\".weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata) VALUES ($1, '', $2, $3, $4, CAST($5 AS JSONB))")))
-            .bind(thread).bind(id).bind(parent).bind(serde_json::to_vec(&c.checkpoint).unwrap())
-            .bind(serde_json::to_string(&c.metadata).unwrap())
-            .execute(&db.pool).await.unwrap();
-    }
-    sqlx::query(AssertSqlSafe(format!("INSERT INTO \"{s}\".weaver_checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value) VALUES ('t1', '', 'mm-third', 'task', 0, 'foo', 'n', '1')")))
-        .execute(&db.pool).await.unwrap();
+    postgres_v1_rows(&db).await;
     let err = migrate::verify_migrated(&target, CK).await.unwrap_err();
     assert!(
         matches!(
@@ -253,4 +262,195 @@ async fn postgres_v3_stores_payloads_uncompressed() {
     assert_eq!(payload_storage(&db).await, ["x", "x"]);
     drop(saver);
     db.drop_schema().await;
+}
+
+/// Runs `statements` in one transaction, as a foreign migration tool would
+/// (an Ecto migration's `execute/1` calls); the first failure is returned.
+async fn run_script<'c, DB>(
+    pool: &sqlx::Pool<DB>,
+    statements: Vec<String>,
+) -> Result<(), sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+{
+    let mut tx = pool.begin().await?;
+    for statement in statements {
+        sqlx::raw_sql(AssertSqlSafe(statement))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await
+}
+
+const UP: Change = Change::Up { target: None };
+
+#[tokio::test]
+async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let script = |current, change| {
+        migrate::script(Dialect::Sqlite, Adapter::Checkpoint, current, change, None).unwrap()
+    };
+    run_script(&db.pool, script(0, Change::Up { target: Some(1) }))
+        .await
+        .unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [1]);
+    sqlite_v1_rows(&db).await;
+    run_script(&db.pool, script(1, UP)).await.unwrap();
+    migrate::verify_migrated(&db.pool, CK).await.unwrap();
+    check_upgraded(&weaver::checkpoint::SqliteSaver::new(db.pool.clone())).await;
+    // The same script again finds version 3, not 1: refused, nothing changed.
+    let err = run_script(&db.pool, script(1, UP)).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("weaver_checkpoint_schema_is_at_version_1"),
+        "{err}"
+    );
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
+    // weaver's own `up` sees the script's marker: nothing left to do.
+    migrate::up(&db.pool, CK, None).await.unwrap();
+    // Down to nothing: the tables go; the empty marker reads as version 0,
+    // and weaver migrates up from there.
+    run_script(&db.pool, script(3, Change::Down { version: 1 }))
+        .await
+        .unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [0]);
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name LIKE 'weaver_%'")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(tables, ["weaver_schema_versions"]);
+    migrate::up(&db.pool, CK, None).await.unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
+}
+
+#[tokio::test]
+async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_postgres() {
+    let db = PgDb::new().await;
+    let target = db.target();
+    let schema = db.schema.clone();
+    let script = |current, change| {
+        migrate::script(
+            Dialect::Postgres,
+            Adapter::Checkpoint,
+            current,
+            change,
+            Some(&schema),
+        )
+        .unwrap()
+    };
+    run_script(&db.pool, script(0, Change::Up { target: Some(1) }))
+        .await
+        .unwrap();
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [1]);
+    postgres_v1_rows(&db).await;
+    run_script(&db.pool, script(1, UP)).await.unwrap();
+    migrate::verify_migrated(&target, CK).await.unwrap();
+    let saver = weaver::checkpoint::PostgresSaver::new(db.pool.clone())
+        .with_prefix(&db.schema)
+        .unwrap();
+    check_upgraded(&saver).await;
+    let err = run_script(&db.pool, script(1, UP)).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("weaver schema `checkpoint` is at version 3, not 1"),
+        "{err}"
+    );
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [3]);
+    migrate::up(&target, CK, None).await.unwrap();
+    // Down to nothing removes every table, the marker with the last adapter.
+    run_script(&db.pool, script(3, Change::Down { version: 1 }))
+        .await
+        .unwrap();
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [0]);
+    let left: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
+    )
+    .bind(&db.schema)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0);
+    // With the store still installed, the marker stays for it.
+    migrate::up(&target, &[Adapter::Checkpoint, Adapter::Store], None)
+        .await
+        .unwrap();
+    run_script(&db.pool, script(3, Change::Down { version: 1 }))
+        .await
+        .unwrap();
+    assert_eq!(
+        migrate::versions(&target, &[Adapter::Checkpoint, Adapter::Store])
+            .await
+            .unwrap(),
+        [0, 1]
+    );
+    drop(saver);
+    db.drop_schema().await;
+}
+
+#[test]
+fn scripts_refuse_what_weaver_refuses() {
+    let sqlite = |current, change, schema| {
+        migrate::script(
+            Dialect::Sqlite,
+            Adapter::Checkpoint,
+            current,
+            change,
+            schema,
+        )
+    };
+    let postgres = |current, change, schema| {
+        migrate::script(
+            Dialect::Postgres,
+            Adapter::Checkpoint,
+            current,
+            change,
+            schema,
+        )
+    };
+    assert!(matches!(
+        sqlite(0, UP, Some("tenant")),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        postgres(0, UP, Some("bad-name\"; DROP")),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        postgres(0, Change::Up { target: Some(4) }, None),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        sqlite(3, Change::Down { version: 0 }, None),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        postgres(9, UP, None),
+        Err(Error::MigrationRequired { found: 9, .. })
+    ));
+    // Nothing to change: no statements, not even the version check.
+    assert_eq!(sqlite(3, UP, None).unwrap(), Vec::<String>::new());
+    assert_eq!(
+        postgres(1, Change::Up { target: Some(1) }, None).unwrap(),
+        Vec::<String>::new()
+    );
+    // Named schemas are quoted; the search path leaves names bare.
+    let named = postgres(0, UP, Some("tenant_a")).unwrap();
+    assert!(
+        named
+            .iter()
+            .any(|s| s.contains("CREATE TABLE \"tenant_a\".weaver_checkpoints"))
+    );
+    assert!(
+        named[0].contains("'weaver.migrate:' || 'tenant_a'"),
+        "{}",
+        named[0]
+    );
+    let bare = postgres(0, UP, None).unwrap();
+    assert!(
+        bare.iter()
+            .any(|s| s.contains("CREATE TABLE weaver_checkpoints"))
+    );
+    assert!(!bare.iter().any(|s| s.contains("\"tenant_a\"")));
 }

@@ -16,7 +16,6 @@ pub use facade::Checkpointer;
 pub use id::{new_checkpoint_id, now_rfc3339};
 pub use memory::InMemorySaver;
 pub use saver::Saver;
-#[cfg(feature = "postgres")]
 pub(crate) use types::is_plain_identifier;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,

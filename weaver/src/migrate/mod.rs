@@ -9,6 +9,12 @@
 //! `pg_advisory_xact_lock`, SQLite `BEGIN IMMEDIATE`), so two processes
 //! migrating at once are safe, and running `up` again is a no-op.
 //!
+//! [`script`] gives the same migration as SQL text, marker included, for
+//! another tool to run: an application whose schema is owned by Ecto
+//! (the `weaver-ecto-compat` crate writes the migration module), Flyway or
+//! a DBA. The migration targets (`SqlitePool`, `PgPool`, [`PgSchema`]) need
+//! the `sqlite` or `postgres` feature; [`script`] needs neither.
+//!
 //! ```no_run
 //! # #[cfg(feature = "sqlite")]
 //! # async fn demo() -> weaver::Result<()> {
@@ -35,9 +41,12 @@ use crate::error::{Error, Result};
 pub(crate) mod checkpoint;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+mod script;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 pub(crate) mod store;
+
+pub use script::script;
 
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
@@ -91,12 +100,13 @@ pub(crate) struct Migration {
     pub(crate) down: &'static [&'static str],
 }
 
-/// Which SQL dialect a statement list is written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialect {
+/// A database weaver's schema is written for: the SQL of [`script`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// SQLite (3.35 or later: the savers write `RETURNING`).
     Sqlite,
-    // Only constructed with the `postgres` feature.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    /// PostgreSQL (tested on version 15).
     Postgres,
 }
 
@@ -273,16 +283,10 @@ pub(crate) fn plan(
     }
 }
 
-/// Substitutes the table prefix into a statement.
-pub(crate) fn render(statement: &str, prefix: &str) -> String {
-    statement.replace("{p}", prefix)
-}
-
 /// Whether `name` is a plain SQL identifier (`[A-Za-z_][A-Za-z0-9_]*`, at
 /// most 63 bytes): the only names weaver ever puts into SQL text.
 #[cfg(feature = "postgres")]
 pub(crate) use crate::checkpoint::is_plain_identifier;
 
 /// The name of the version marker table.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) const MARKER_TABLE: &str = "weaver_schema_versions";

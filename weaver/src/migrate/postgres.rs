@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, PgPool};
 
-use super::{Adapter, Change, Dialect, MigrationTarget, is_plain_identifier, plan, render, sealed};
+use super::script::preamble;
+use super::{Adapter, Change, Dialect, MigrationTarget, is_plain_identifier, script, sealed};
 use crate::error::{Error, Result};
 
 fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
@@ -77,90 +78,45 @@ impl MigrationTarget for PgPool {
 impl MigrationTarget for PgSchema<'_> {
     async fn migrate(&self, adapters: &[Adapter], change: Change) -> Result<()> {
         let op = "migrate";
-        let p = table_prefix(self.schema.as_deref());
+        let schema = self.schema.as_deref();
+        let p = table_prefix(schema);
         let mut tx = self.pool.begin().await.map_err(storage(op))?;
-        // Keyed on the schema the tables land in, whether it was named or
-        // comes from the search path: two migrations of the same tables
-        // take the same lock however each caller reached them.
-        sqlx::query(
-            "SELECT pg_advisory_xact_lock(hashtext('weaver.migrate:' || COALESCE(CAST($1 AS TEXT), CAST(current_schema() AS TEXT), ''))::bigint)",
-        )
-        .bind(self.schema.as_deref())
-        .execute(&mut *tx)
-            .await
-            .map_err(storage(op))?;
-        if let Some(schema) = &self.schema {
-            sqlx::raw_sql(AssertSqlSafe(format!(
-                "CREATE SCHEMA IF NOT EXISTS \"{schema}\""
-            )))
-            .execute(&mut *tx)
-            .await
-            .map_err(storage(op))?;
+        for statement in preamble(Dialect::Postgres, schema) {
+            sqlx::raw_sql(AssertSqlSafe(statement))
+                .execute(&mut *tx)
+                .await
+                .map_err(storage(op))?;
         }
-        sqlx::raw_sql(AssertSqlSafe(format!(
-            "CREATE TABLE IF NOT EXISTS {p}weaver_schema_versions (
-                adapter TEXT PRIMARY KEY,
-                version INTEGER NOT NULL
-            )"
-        )))
-        .execute(&mut *tx)
-        .await
-        .map_err(storage(op))?;
+        // Every adapter's version first: a script that reverts the last
+        // adapter in the marker drops it.
+        let mut current = Vec::with_capacity(adapters.len());
         for adapter in adapters {
-            let current: Option<i32> = sqlx::query_scalar(AssertSqlSafe(format!(
+            let found: Option<i32> = sqlx::query_scalar(AssertSqlSafe(format!(
                 "SELECT version FROM {p}weaver_schema_versions WHERE adapter = $1"
             )))
             .bind(adapter.name())
             .fetch_optional(&mut *tx)
             .await
             .map_err(storage(op))?;
-            let current = u32::try_from(current.unwrap_or(0)).unwrap_or(0);
-            let steps = plan(*adapter, Dialect::Postgres, current, change)?;
-            let Some(last) = steps.last().map(|s| s.version_after) else {
-                continue;
-            };
-            for step in &steps {
-                for statement in step.statements {
-                    sqlx::raw_sql(AssertSqlSafe(render(statement, &p)))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(storage(op))?;
-                }
-            }
-            if last == 0 {
-                sqlx::query(AssertSqlSafe(format!(
-                    "DELETE FROM {p}weaver_schema_versions WHERE adapter = $1"
-                )))
-                .bind(adapter.name())
-                .execute(&mut *tx)
-                .await
-                .map_err(storage(op))?;
-            } else {
-                sqlx::query(AssertSqlSafe(format!(
-                    "INSERT INTO {p}weaver_schema_versions (adapter, version) VALUES ($1, $2)
-                     ON CONFLICT (adapter) DO UPDATE SET version = excluded.version"
-                )))
-                .bind(adapter.name())
-                .bind(i32::try_from(last).unwrap_or(i32::MAX))
-                .execute(&mut *tx)
-                .await
-                .map_err(storage(op))?;
+            current.push(u32::try_from(found.unwrap_or(0)).unwrap_or(0));
+        }
+        for (adapter, current) in adapters.iter().zip(current) {
+            for statement in script(Dialect::Postgres, *adapter, current, change, schema)? {
+                sqlx::raw_sql(AssertSqlSafe(statement))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(storage(op))?;
             }
         }
-        let left: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT COUNT(*) FROM {p}weaver_schema_versions"
+        // A call that changed nothing leaves no empty marker behind.
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "DO $$ BEGIN IF to_regclass('{p}weaver_schema_versions') IS NOT NULL THEN \
+             IF NOT EXISTS (SELECT 1 FROM {p}weaver_schema_versions) \
+             THEN DROP TABLE {p}weaver_schema_versions; END IF; END IF; END $$"
         )))
-        .fetch_one(&mut *tx)
+        .execute(&mut *tx)
         .await
         .map_err(storage(op))?;
-        if left == 0 {
-            sqlx::raw_sql(AssertSqlSafe(format!(
-                "DROP TABLE {p}weaver_schema_versions"
-            )))
-            .execute(&mut *tx)
-            .await
-            .map_err(storage(op))?;
-        }
         tx.commit().await.map_err(storage(op))
     }
 

@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, SqlitePool};
 
-use super::{Adapter, Change, Dialect, MARKER_TABLE, MigrationTarget, plan, render, sealed};
+use super::script::preamble;
+use super::{Adapter, Change, Dialect, MARKER_TABLE, MigrationTarget, script, sealed};
 use crate::error::{Error, Result};
 
 fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
@@ -18,15 +19,12 @@ impl MigrationTarget for SqlitePool {
     async fn migrate(&self, adapters: &[Adapter], change: Change) -> Result<()> {
         let op = "migrate";
         let mut tx = crate::checkpoint::sql::sqlite::begin_immediate(self, op).await?;
-        sqlx::raw_sql(
-            "CREATE TABLE IF NOT EXISTS weaver_schema_versions (
-                adapter TEXT PRIMARY KEY NOT NULL,
-                version INTEGER NOT NULL
-            )",
-        )
-        .execute(&mut *tx)
-        .await
-        .map_err(storage(op))?;
+        for statement in preamble(Dialect::Sqlite, None) {
+            sqlx::raw_sql(AssertSqlSafe(statement))
+                .execute(&mut *tx)
+                .await
+                .map_err(storage(op))?;
+        }
         for adapter in adapters {
             let current: Option<i64> =
                 sqlx::query_scalar("SELECT version FROM weaver_schema_versions WHERE adapter = $1")
@@ -35,34 +33,11 @@ impl MigrationTarget for SqlitePool {
                     .await
                     .map_err(storage(op))?;
             let current = u32::try_from(current.unwrap_or(0)).unwrap_or(0);
-            let steps = plan(*adapter, Dialect::Sqlite, current, change)?;
-            let Some(last) = steps.last().map(|s| s.version_after) else {
-                continue;
-            };
-            for step in &steps {
-                for statement in step.statements {
-                    sqlx::raw_sql(AssertSqlSafe(render(statement, "")))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(storage(op))?;
-                }
-            }
-            if last == 0 {
-                sqlx::query("DELETE FROM weaver_schema_versions WHERE adapter = $1")
-                    .bind(adapter.name())
+            for statement in script(Dialect::Sqlite, *adapter, current, change, None)? {
+                sqlx::raw_sql(AssertSqlSafe(statement))
                     .execute(&mut *tx)
                     .await
                     .map_err(storage(op))?;
-            } else {
-                sqlx::query(
-                    "INSERT INTO weaver_schema_versions (adapter, version) VALUES ($1, $2)
-                     ON CONFLICT (adapter) DO UPDATE SET version = excluded.version",
-                )
-                .bind(adapter.name())
-                .bind(i64::from(last))
-                .execute(&mut *tx)
-                .await
-                .map_err(storage(op))?;
             }
         }
         let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM weaver_schema_versions")
