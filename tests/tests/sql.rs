@@ -17,6 +17,8 @@ mod conformance;
 mod contract;
 #[path = "sql/delta.rs"]
 mod delta;
+#[path = "sql/ecto.rs"]
+mod ecto;
 #[path = "sql/engine.rs"]
 mod engine;
 #[path = "sql/failures.rs"]

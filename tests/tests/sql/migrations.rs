@@ -266,7 +266,7 @@ async fn postgres_v3_stores_payloads_uncompressed() {
 
 /// Runs `statements` in one transaction, as a foreign migration tool would
 /// (an Ecto migration's `execute/1` calls); the first failure is returned.
-async fn run_script<'c, DB>(
+pub(crate) async fn run_script<DB>(
     pool: &sqlx::Pool<DB>,
     statements: Vec<String>,
 ) -> Result<(), sqlx::Error>

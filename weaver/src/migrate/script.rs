@@ -123,24 +123,66 @@ pub(crate) fn preamble(dialect: Dialect, schema: Option<&str>) -> Vec<String> {
             if let Some(s) = schema {
                 out.push(format!("CREATE SCHEMA IF NOT EXISTS \"{s}\""));
             }
-            out.push(format!(
+            out.push(tidy(&format!(
                 "CREATE TABLE IF NOT EXISTS {prefix}{MARKER_TABLE} (
-                adapter TEXT PRIMARY KEY,
-                version INTEGER NOT NULL
-            )"
-            ));
+                    adapter TEXT PRIMARY KEY,
+                    version INTEGER NOT NULL
+                )"
+            )));
             out
         }
-        Dialect::Sqlite => vec![format!(
+        Dialect::Sqlite => vec![tidy(&format!(
             "CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (
                 adapter TEXT PRIMARY KEY NOT NULL,
                 version INTEGER NOT NULL
             )"
-        )],
+        ))],
     }
 }
 
-/// Substitutes the table prefix into a statement.
+/// Substitutes the table prefix into a statement, laid out by [`tidy`].
 pub(crate) fn render(statement: &str, prefix: &str) -> String {
-    statement.replace("{p}", prefix)
+    tidy(&statement.replace("{p}", prefix))
+}
+
+/// `statement` with its continuation lines indented by four spaces more than
+/// the least indented of them (whatever indentation the Rust source gave
+/// them), and no trailing spaces: the same SQL, readable in a script.
+fn tidy(statement: &str) -> String {
+    let mut lines = statement.lines();
+    let mut out = lines.next().unwrap_or_default().trim_end().to_owned();
+    let rest: Vec<&str> = lines.collect();
+    let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    let common = rest
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| indent(l))
+        .min()
+        .unwrap_or(0);
+    for line in rest {
+        out.push('\n');
+        if !line.trim().is_empty() {
+            out.push_str("    ");
+            // The first `common` bytes are spaces.
+            out.push_str(line[common..].trim_end());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tidy;
+
+    #[test]
+    fn continuation_lines_are_indented_by_four_past_the_least_indented() {
+        let sql =
+            "CREATE TABLE t (\n                a TEXT,  \n\n                b TEXT\n            )";
+        assert_eq!(
+            tidy(sql),
+            "CREATE TABLE t (\n        a TEXT,\n\n        b TEXT\n    )"
+        );
+        assert_eq!(tidy("DROP TABLE t"), "DROP TABLE t");
+        assert_eq!(tidy(""), "");
+    }
 }
