@@ -116,6 +116,15 @@ impl PgDb {
 
     /// A saver on a pool of its own (built from `pool`, connecting with
     /// `options`) on the migrated schema; `saver.pool()` reaches it.
+    /// How many tables this schema holds.
+    pub async fn table_count(&self) -> i64 {
+        sqlx::query_scalar("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1")
+            .bind(&self.schema)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
+
     /// Waits (up to 5 s) until `n` sessions wait for a lock in a statement
     /// on this schema whose text contains `table`.
     pub async fn lock_waits(&self, table: &str, n: i64) {

@@ -141,13 +141,7 @@ async fn a_module_migrates_a_postgres_schema_up_and_down() {
     migrate::up(&target, BOTH, None).await.unwrap();
     run_script(&db.pool, down).await.unwrap();
     assert_eq!(migrate::versions(&target, BOTH).await.unwrap(), [0, 0]);
-    let left: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
-    )
-    .bind(&db.schema)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let left = db.table_count().await;
     assert_eq!(left, 0, "every table, the marker too, is gone");
     drop(saver);
     db.drop_schema().await;

@@ -174,13 +174,7 @@ async fn postgres_v1_data_survives_upgrade() {
     migrate::up(&target, CK, None).await.unwrap();
     migrate::down(&target, CK, 1).await.unwrap();
     assert_eq!(migrate::versions(&target, CK).await.unwrap(), [0]);
-    let left: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
-    )
-    .bind(s)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let left = db.table_count().await;
     assert_eq!(left, 0);
     assert!(weaver::migrate::PgSchema::new(&db.pool, "bad-name; DROP").is_err());
     db.drop_schema().await;
@@ -364,13 +358,7 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_postgres() {
         .await
         .unwrap();
     assert_eq!(migrate::versions(&target, CK).await.unwrap(), [0]);
-    let left: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
-    )
-    .bind(&db.schema)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let left = db.table_count().await;
     assert_eq!(left, 0);
     // With the store still installed, the marker stays for it.
     migrate::up(&target, &[Adapter::Checkpoint, Adapter::Store], None)
