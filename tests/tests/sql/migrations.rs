@@ -303,6 +303,31 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_sqlite() {
     assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
     // weaver's own `up` sees the script's marker: nothing left to do.
     migrate::up(&db.pool, CK, None).await.unwrap();
+    // A stale script run statement by statement, outside a transaction,
+    // stops at its check and leaves the check's table on the connection;
+    // the next script on that connection runs all the same.
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut failed = false;
+    for statement in script(2, UP) {
+        if sqlx::raw_sql(AssertSqlSafe(statement))
+            .execute(&mut *conn)
+            .await
+            .is_err()
+        {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the check let a stale script through");
+    for statement in script(3, Change::Down { version: 3 }) {
+        sqlx::raw_sql(AssertSqlSafe(statement))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+    drop(conn);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [2]);
+    migrate::up(&db.pool, CK, None).await.unwrap();
     // Down to nothing: the tables go; the empty marker reads as version 0,
     // and weaver migrates up from there.
     run_script(&db.pool, script(3, Change::Down { version: 1 }))

@@ -73,6 +73,10 @@ pub fn script(
     let name = adapter.name();
     let marker = format!("{prefix}{MARKER_TABLE}");
     let found = format!("COALESCE((SELECT version FROM {marker} WHERE adapter = '{name}'), 0)");
+    if dialect == Dialect::Sqlite {
+        // Left on this connection by a run outside a transaction that failed.
+        out.push("DROP TABLE IF EXISTS temp.weaver_migration_guard".to_owned());
+    }
     out.push(match dialect {
         Dialect::Postgres => format!(
             "DO $$ BEGIN IF {found} <> {current} THEN RAISE EXCEPTION 'weaver schema `{name}` is at version %, not {current} as this migration expects', {found}; END IF; END $$"
