@@ -12,7 +12,7 @@
 //! [`script`] gives the same migration as SQL text, marker included, for
 //! another tool to run: an application whose schema is owned by Ecto
 //! (the `weaver-ecto-compat` crate writes the migration module), Flyway or
-//! a DBA. The migration targets (`SqlitePool`, `PgPool`, [`PgSchema`]) need
+//! a DBA. The migration targets (`SqlitePool`, `PgPool`, `PgSchema`) need
 //! the `sqlite` or `postgres` feature; [`script`] needs neither.
 //!
 //! ```no_run
@@ -128,7 +128,8 @@ pub enum Change {
 
 /// A database that migrations run against: a `sqlx::SqlitePool`, a
 /// `sqlx::PgPool` (tables in the connection's `search_path`), or a
-/// [`PgSchema`] (tables in a named PostgreSQL schema, one set per tenant).
+/// `PgSchema` (tables in a named PostgreSQL schema, one set per tenant;
+/// feature `postgres`).
 ///
 /// Sealed: implemented by weaver only.
 #[async_trait]

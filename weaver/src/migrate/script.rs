@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 /// migrations accept the result.
 ///
 /// `schema` puts the tables (and the marker) in a named PostgreSQL schema,
-/// created if missing, as [`PgSchema`](super::PgSchema) does; `None` uses
+/// created if missing, as `PgSchema` does; `None` uses
 /// the connection's `search_path`. SQLite has no schemas: `schema` must be
 /// `None` there.
 ///

@@ -92,7 +92,7 @@ impl SqliteSaver {
     }
 
     /// Passes payloads through `codec` (e.g. an
-    /// [`EncryptedCodec`](crate::codec::EncryptedCodec)).
+    /// `EncryptedCodec`, feature `encryption`).
     pub fn with_codec(mut self, codec: impl Codec + 'static) -> Self {
         self.settings.codec = Arc::new(codec);
         self
