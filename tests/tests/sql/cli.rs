@@ -1,0 +1,253 @@
+//! The `weaver` command-line inspector (`weaver-cli`), run in process
+//! against a real SQLite file and the real PostgreSQL.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use weaver::Saver;
+use weaver::codec::{EncryptedCodec, EncryptionKey, JsonCodec};
+use weaver::prelude::*;
+use weaver_cli::Outcome;
+
+use crate::common::{PgDb, SqliteDb, chat, pg_url, transcript, user};
+
+/// What `weaver <args>` printed, or its error.
+async fn weaver(args: &[&str]) -> weaver::Result<String> {
+    weaver_with_env(args, &|_| None).await
+}
+
+/// [`weaver`] with `env` as its environment.
+async fn weaver_with_env(
+    args: &[&str],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> weaver::Result<String> {
+    let mut out = Vec::new();
+    let outcome = weaver_cli::run(
+        std::iter::once("weaver").chain(args.iter().copied()),
+        env,
+        &mut out,
+    )
+    .await?;
+    assert_eq!(outcome, Outcome::Done);
+    Ok(String::from_utf8(out).unwrap())
+}
+
+/// Runs `turns` chat turns on thread `talk`: 3 checkpoints a turn, the
+/// transcript a delta channel (stored in full every 32 checkpoints).
+async fn talk(saver: Arc<dyn Saver>, turns: usize) {
+    let graph = chat(saver);
+    let config = RunConfig::thread("talk");
+    for i in 0..turns {
+        graph.invoke(user(i), &config).await.unwrap();
+    }
+}
+
+/// Every command on one database (`db` is `--db URL`, plus `--schema S`
+/// on PostgreSQL).
+async fn inspect(db: &[&str]) {
+    let with =
+        |more: &[&str]| -> Vec<String> { db.iter().chain(more).map(|s| s.to_string()).collect() };
+    let run = async |more: &[&str]| {
+        let args = with(more);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        weaver(&args).await
+    };
+    assert_eq!(run(&["threads"]).await.unwrap(), "talk\t60\n");
+
+    let history = run(&["history", "talk", "--limit", "4"]).await.unwrap();
+    let lines: Vec<&str> = history.lines().collect();
+    assert_eq!(lines.len(), 5, "{history}");
+    assert!(lines[0].starts_with("version\tcheckpoint"));
+    assert!(lines[1].starts_with("60\t"), "{history}");
+    assert!(lines[4].starts_with("57\t"), "{history}");
+    let json = run(&["history", "talk", "--json"]).await.unwrap();
+    let rows: Vec<Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 60);
+    assert_eq!(rows[59]["source"], "input");
+    assert_eq!(rows[59]["parent"], Value::Null);
+    assert_eq!(rows[0]["parent"], rows[1]["checkpoint_id"]);
+
+    // The latest record stores only what it appended: shown whole.
+    let latest: Value = serde_json::from_str(&run(&["show", "talk"]).await.unwrap()).unwrap();
+    assert_eq!(latest["version"], 60);
+    let messages: Vec<String> =
+        serde_json::from_value(latest["values"]["messages"].clone()).unwrap();
+    assert_eq!(messages, transcript(20));
+    let by_id = run(&[
+        "show",
+        "talk",
+        "--checkpoint",
+        latest["checkpoint_id"].as_str().unwrap(),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&by_id).unwrap(), latest);
+    let third: Value =
+        serde_json::from_str(&run(&["show", "talk", "--version", "3"]).await.unwrap()).unwrap();
+    assert_eq!(third["values"]["turns"], 1);
+
+    let diff = run(&["diff", "talk", "@3", "@6"]).await.unwrap();
+    assert!(diff.starts_with("version 3 ("), "{diff}");
+    assert!(
+        diff.contains("~ messages: +2 items [\"user 1\",\"ai re user 1\"]"),
+        "{diff}"
+    );
+    assert!(diff.contains("~ turns: 1 -> 2"), "{diff}");
+    assert!(
+        run(&["diff", "talk", "@6", "@6"])
+            .await
+            .unwrap()
+            .ends_with("(no channel differs)\n")
+    );
+
+    // Missing things are typed errors.
+    assert!(matches!(
+        run(&["show", "talk", "--version", "99"]).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        run(&["show", "talk", "--checkpoint", "nope"]).await,
+        Err(Error::CheckpointNotFound { .. })
+    ));
+    assert!(matches!(
+        run(&["show", "nobody"]).await,
+        Err(Error::ThreadNotFound { .. })
+    ));
+
+    assert_eq!(
+        run(&["prune", "talk", "--keep-last", "5"]).await.unwrap(),
+        "deleted 55 checkpoints\n"
+    );
+    assert_eq!(run(&["threads"]).await.unwrap(), "talk\t5\n");
+    // Kept records whose parent went were stored whole: still shown whole.
+    let latest: Value = serde_json::from_str(&run(&["show", "talk"]).await.unwrap()).unwrap();
+    assert_eq!(latest["values"]["messages"].as_array().unwrap().len(), 40);
+    assert_eq!(
+        run(&["migrate", "status"]).await.unwrap(),
+        "checkpoint\t3\t(newest 3)\nstore\t0\t(newest 1)\n"
+    );
+    assert_eq!(
+        run(&["migrate", "up", "--adapter", "store"]).await.unwrap(),
+        "store\t1\n"
+    );
+    assert_eq!(
+        run(&["migrate", "script"]).await.unwrap(),
+        "",
+        "nothing to do"
+    );
+    assert_eq!(
+        run(&["prune", "talk", "--delete"]).await.unwrap(),
+        "deleted 5 checkpoints\n"
+    );
+    assert_eq!(run(&["threads"]).await.unwrap(), "");
+}
+
+#[tokio::test]
+async fn the_inspector_reads_and_maintains_sqlite() {
+    let db = SqliteDb::new().await;
+    talk(Arc::new(db.saver().await), 20).await;
+    let url = format!("sqlite://{}", db.path.display());
+    inspect(&["--db", &url]).await;
+}
+
+#[tokio::test]
+async fn the_inspector_reads_and_maintains_a_postgres_schema() {
+    let db = PgDb::new().await;
+    talk(Arc::new(db.saver().await), 20).await;
+    inspect(&["--db", &pg_url(), "--schema", &db.schema]).await;
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn the_inspector_migrates_and_prints_scripts() {
+    let db = SqliteDb::new().await;
+    let url = format!("sqlite://{}", db.path.display());
+    let run = async |more: &[&str]| {
+        let args: Vec<&str> = ["--db", url.as_str()].iter().chain(more).copied().collect();
+        weaver(&args).await
+    };
+    // Nothing migrates behind the user's back.
+    assert!(matches!(
+        run(&["threads"]).await,
+        Err(Error::MigrationRequired {
+            found: 0,
+            required: 3,
+            ..
+        })
+    ));
+    assert_eq!(
+        run(&["migrate", "up", "--to", "1"]).await.unwrap(),
+        "checkpoint\t1\n"
+    );
+    let script = run(&["migrate", "script"]).await.unwrap();
+    assert!(
+        script.contains("ALTER TABLE weaver_checkpoints ADD COLUMN commit_order INTEGER;"),
+        "{script}"
+    );
+    assert!(script.contains("VALUES ('checkpoint', 3)"), "{script}");
+    assert_eq!(
+        run(&["migrate", "status"]).await.unwrap(),
+        "checkpoint\t1\t(newest 3)\nstore\t0\t(newest 1)\n",
+        "printing a script changes nothing"
+    );
+    assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t3\n");
+    assert_eq!(
+        run(&["migrate", "down", "1"]).await.unwrap(),
+        "checkpoint\t0\n"
+    );
+    assert!(matches!(
+        run(&["migrate", "down", "0"]).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        weaver(&["--db", &url, "--schema", "s", "threads"]).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        weaver(&["--db", "mysql://x", "threads"]).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    let missing = format!("sqlite://{}.missing", db.path.display());
+    assert!(matches!(
+        weaver(&["--db", &missing, "threads"]).await,
+        Err(Error::Storage { .. })
+    ));
+    assert!(
+        !std::path::Path::new(&format!("{}.missing", db.path.display())).exists(),
+        "the inspector created a database file"
+    );
+}
+
+#[tokio::test]
+async fn the_inspector_reads_an_encrypted_database_with_its_keys() {
+    let db = SqliteDb::new().await;
+    let key = EncryptionKey::new("k1", [7u8; 32]).unwrap();
+    let codec = EncryptedCodec::new(JsonCodec, [key]).unwrap();
+    talk(Arc::new(db.saver().await.with_codec(codec)), 2).await;
+    let url = format!("sqlite://{}", db.path.display());
+    // Without the key the records do not decode.
+    let err = weaver(&["--db", &url, "show", "talk"]).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Decode { .. } | Error::Decrypt { .. }),
+        "{err:?}"
+    );
+    let keys = |value: &'static str| move |name: &str| (name == "KEYS").then(|| value.to_owned());
+    let args = ["--db", url.as_str(), "--keys-env", "KEYS", "show", "talk"];
+    let right = "k1=0707070707070707070707070707070707070707070707070707070707070707";
+    let shown = weaver_with_env(&args, &keys(right)).await.unwrap();
+    let shown: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["values"]["messages"].as_array().unwrap().len(), 4);
+    let wrong = "k1=0808080808080808080808080808080808080808080808080808080808080808";
+    assert!(weaver_with_env(&args, &keys(wrong)).await.is_err());
+    assert!(matches!(
+        weaver_with_env(&args, &keys("k1=short")).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        weaver(&["--db", &url, "--keys-env", "UNSET", "show", "talk"]).await,
+        Err(Error::InvalidArgument { .. })
+    ));
+}

@@ -1,0 +1,663 @@
+//! `weaver`, the command-line inspector for weaver checkpoint databases:
+//! list threads, read a thread's history, show or compare checkpoints,
+//! prune, and migrate the schema, on SQLite and PostgreSQL.
+//!
+//! ```text
+//! weaver --db sqlite://weaver-quickstart.db threads
+//! weaver --db sqlite://weaver-quickstart.db history quickstart --limit 5
+//! weaver --db sqlite://weaver-quickstart.db show quickstart --version 2
+//! weaver --db sqlite://weaver-quickstart.db diff quickstart @1 @3
+//! weaver --db postgres://postgres@127.0.0.1/test --schema tenant_a migrate status
+//! ```
+//!
+//! Checkpoints read through [`weaver::Checkpointer`], so delta channels
+//! show their whole values. An encrypted database needs its keys in the
+//! environment variable named by `--keys-env` (`id=<64 hex digits>`,
+//! comma-separated, oldest first). Nothing is migrated unless `migrate`
+//! says so: a database at another schema version fails with weaver's
+//! [`Error::MigrationRequired`](weaver::Error::MigrationRequired).
+//!
+//! [`run`] is the whole program, for tests and embedding; the binary calls
+//! it with the process's arguments.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::io::Write;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+use sqlx::{PgPool, SqlitePool};
+use weaver::checkpoint::{
+    CheckpointRef, CheckpointTuple, ListFilter, PostgresSaver, PruneStrategy, SqliteSaver,
+};
+use weaver::codec::{EncryptedCodec, EncryptionKey, JsonCodec};
+use weaver::migrate::{self, Adapter, Change, Dialect, MigrationTarget, PgSchema};
+use weaver::{Checkpointer, Error, Result};
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "weaver",
+    version,
+    about = "Inspect and maintain weaver checkpoint databases"
+)]
+struct Cli {
+    /// The database: `sqlite://path/to/file.db` or `postgres://user@host/db`.
+    #[arg(long, env = "WEAVER_DB")]
+    db: String,
+    /// PostgreSQL schema holding weaver's tables (default: the search path).
+    #[arg(long)]
+    schema: Option<String>,
+    /// Environment variable holding the encryption keys (`id=<64 hex>`, comma-separated, oldest first).
+    #[arg(long)]
+    keys_env: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List threads with how many checkpoints each holds.
+    Threads {
+        /// At most this many threads.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Skip this many threads first.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+    },
+    /// A thread's checkpoints, newest first.
+    History {
+        /// The thread id.
+        thread: String,
+        #[command(flatten)]
+        ns: Ns,
+        /// At most this many checkpoints.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One checkpoint as JSON: values, metadata, pending writes.
+    Show {
+        /// The thread id.
+        thread: String,
+        #[command(flatten)]
+        ns: Ns,
+        /// The checkpoint id (default: the latest).
+        #[arg(long, conflicts_with = "version")]
+        checkpoint: Option<String>,
+        /// The checkpoint numbered this (its commit order).
+        #[arg(long)]
+        version: Option<u64>,
+    },
+    /// What changed in each channel between two checkpoints (`@N` is version N, anything else an id).
+    Diff {
+        /// The thread id.
+        thread: String,
+        /// The older checkpoint.
+        from: String,
+        /// The newer checkpoint.
+        to: String,
+        #[command(flatten)]
+        ns: Ns,
+    },
+    /// Delete old checkpoints of threads: keep the newest N, or delete the threads.
+    Prune {
+        /// The thread ids.
+        #[arg(required = true)]
+        threads: Vec<String>,
+        /// Keep this many newest checkpoints per namespace.
+        #[arg(long, conflicts_with = "delete", required_unless_present = "delete")]
+        keep_last: Option<usize>,
+        /// Delete the threads entirely.
+        #[arg(long)]
+        delete: bool,
+    },
+    /// The schema: its versions, migrate it, or print the SQL.
+    Migrate {
+        #[command(subcommand)]
+        action: Migrate,
+    },
+}
+
+/// The namespace option.
+#[derive(Debug, Args)]
+struct Ns {
+    /// The checkpoint namespace (default: the root graph's).
+    #[arg(long, default_value = "")]
+    ns: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Migrate {
+    /// The version each adapter is at, and the newest this build knows.
+    Status,
+    /// Migrate up (to the newest version unless `--to`).
+    Up {
+        /// The adapters (default: checkpoint).
+        #[arg(long, value_parser = adapter, num_args = 1.., default_value = "checkpoint")]
+        adapter: Vec<Adapter>,
+        /// The version to reach.
+        #[arg(long)]
+        to: Option<u32>,
+    },
+    /// Revert VERSION and every version above it (1 removes the tables).
+    Down {
+        /// The lowest version to revert.
+        version: u32,
+        /// The adapters (default: checkpoint).
+        #[arg(long, value_parser = adapter, num_args = 1.., default_value = "checkpoint")]
+        adapter: Vec<Adapter>,
+    },
+    /// Print the SQL `up` would run from the database's current version (nothing is changed).
+    Script {
+        /// The adapter.
+        #[arg(long, value_parser = adapter, default_value = "checkpoint")]
+        adapter: Adapter,
+        /// The version to reach.
+        #[arg(long)]
+        to: Option<u32>,
+    },
+}
+
+fn adapter(name: &str) -> std::result::Result<Adapter, String> {
+    match name {
+        "checkpoint" => Ok(Adapter::Checkpoint),
+        "store" => Ok(Adapter::Store),
+        other => Err(format!("unknown adapter `{other}` (checkpoint or store)")),
+    }
+}
+
+/// An open database.
+enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool, Option<String>),
+}
+
+impl Db {
+    async fn open(url: &str, schema: Option<String>) -> Result<Db> {
+        if url.starts_with("sqlite:") {
+            if schema.is_some() {
+                return Err(Error::invalid_argument("--schema is for PostgreSQL only"));
+            }
+            // Never creates a file: inspecting a mistyped path fails.
+            let pool = SqlitePool::connect(url)
+                .await
+                .map_err(|e| Error::storage("open the SQLite database", e))?;
+            Ok(Db::Sqlite(pool))
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            let pool = PgPool::connect(url)
+                .await
+                .map_err(|e| Error::storage("connect to PostgreSQL", e))?;
+            Ok(Db::Postgres(pool, schema))
+        } else {
+            Err(Error::invalid_argument(format!(
+                "`{url}` is neither a sqlite:// nor a postgres:// URL"
+            )))
+        }
+    }
+
+    fn dialect(&self) -> Dialect {
+        match self {
+            Db::Sqlite(_) => Dialect::Sqlite,
+            Db::Postgres(..) => Dialect::Postgres,
+        }
+    }
+
+    /// A checkpointer on this database, through `codec`'s keys if any.
+    fn checkpointer(&self, keys: Option<Vec<EncryptionKey>>) -> Result<Checkpointer> {
+        let codec = keys
+            .map(|k| EncryptedCodec::new(JsonCodec, k))
+            .transpose()?;
+        Ok(match self {
+            Db::Sqlite(pool) => {
+                let saver = SqliteSaver::new(pool.clone());
+                match codec {
+                    Some(c) => Checkpointer::new(saver.with_codec(c)),
+                    None => Checkpointer::new(saver),
+                }
+            }
+            Db::Postgres(pool, schema) => {
+                let mut saver = PostgresSaver::new(pool.clone());
+                if let Some(s) = schema {
+                    saver = saver.with_prefix(s)?;
+                }
+                match codec {
+                    Some(c) => Checkpointer::new(saver.with_codec(c)),
+                    None => Checkpointer::new(saver),
+                }
+            }
+        })
+    }
+
+    async fn with_target<T>(
+        &self,
+        f: impl AsyncFnOnce(&dyn MigrationTarget) -> Result<T>,
+    ) -> Result<T> {
+        match self {
+            Db::Sqlite(pool) => f(pool).await,
+            Db::Postgres(pool, None) => f(pool).await,
+            Db::Postgres(pool, Some(s)) => f(&PgSchema::new(pool, s)?).await,
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Db::Sqlite(pool) => pool.close().await,
+            Db::Postgres(pool, _) => pool.close().await,
+        }
+    }
+}
+
+/// Parses `id=<64 hex digits>,…` (oldest first).
+fn parse_keys(var: &str, text: &str) -> Result<Vec<EncryptionKey>> {
+    text.split(',')
+        .map(|entry| {
+            let bad = |why: &str| {
+                Error::invalid_argument(format!(
+                    "{var}: key `{}`: {why}",
+                    entry.split('=').next().unwrap_or("")
+                ))
+            };
+            let (id, hex) = entry
+                .trim()
+                .split_once('=')
+                .ok_or_else(|| bad("expected id=<64 hex digits>"))?;
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(bad("the key must be 64 hex digits (32 bytes)"));
+            }
+            let mut key = [0u8; 32];
+            for (i, byte) in key.iter_mut().enumerate() {
+                *byte =
+                    u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad("not hex"))?;
+            }
+            EncryptionKey::new(id, key)
+        })
+        .collect()
+}
+
+/// Runs the command line `args` (the program name first), writing what it
+/// prints to `out`; `env` looks up the environment variable `--keys-env`
+/// names (the binary passes the process environment). Usage errors,
+/// `--help` and `--version` come back as [`Outcome::Usage`] with clap's
+/// text; failures as a [`weaver::Error`].
+pub async fn run<I, T>(
+    args: I,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut dyn Write,
+) -> Result<Outcome>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let ok = !e.use_stderr();
+            return Ok(Outcome::Usage {
+                text: e.render().to_string(),
+                ok,
+            });
+        }
+    };
+    let keys = match &cli.keys_env {
+        None => None,
+        Some(var) => {
+            let text = env(var).ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "--keys-env: environment variable `{var}` is not set"
+                ))
+            })?;
+            Some(parse_keys(var, &text)?)
+        }
+    };
+    let db = Db::open(&cli.db, cli.schema).await?;
+    let result = execute(&db, keys, cli.command, out).await;
+    db.close().await;
+    result.map(|()| Outcome::Done)
+}
+
+/// How [`run`] ended without a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command ran.
+    Done,
+    /// The command line was not run: `text` is clap's help, version or
+    /// usage error; `ok` is true for help and version.
+    Usage {
+        /// What to print.
+        text: String,
+        /// Whether it is an answer (help, version) rather than an error.
+        ok: bool,
+    },
+}
+
+fn io(e: std::io::Error) -> Error {
+    Error::storage("write the output", e)
+}
+
+async fn execute(
+    db: &Db,
+    keys: Option<Vec<EncryptionKey>>,
+    command: Command,
+    out: &mut dyn Write,
+) -> Result<()> {
+    match command {
+        Command::Migrate { action } => migrate_command(db, action, out).await,
+        Command::Threads { limit, offset } => {
+            let cp = db.checkpointer(keys)?;
+            for t in cp.list_threads(limit, offset).await? {
+                writeln!(out, "{}\t{}", t.thread_id, t.checkpoints).map_err(io)?;
+            }
+            Ok(())
+        }
+        Command::History {
+            thread,
+            ns,
+            limit,
+            json,
+        } => {
+            let cp = db.checkpointer(keys)?;
+            let mut filter = ListFilter::thread(&thread).ns(&ns.ns);
+            if let Some(n) = limit {
+                filter = filter.limit(n);
+            }
+            let records = cp.list_records(&filter).await?;
+            if !json {
+                writeln!(out, "version\tcheckpoint\tstep\tsource\tparent\tcreated").map_err(io)?;
+            }
+            for t in &records {
+                let parent = t
+                    .parent_config
+                    .as_ref()
+                    .and_then(|p| p.checkpoint_id.as_deref())
+                    .unwrap_or("-");
+                let source = serde_json::to_value(t.metadata.source)
+                    .map_err(|e| Error::encode("source", e))?;
+                let source = source.as_str().unwrap_or("?").to_owned();
+                if json {
+                    let line = json!({
+                        "version": t.commit_order,
+                        "checkpoint_id": t.checkpoint.id,
+                        "step": t.metadata.step,
+                        "source": source,
+                        "parent": t.parent_config.as_ref().and_then(|p| p.checkpoint_id.clone()),
+                        "created": t.checkpoint.ts,
+                    });
+                    writeln!(out, "{line}").map_err(io)?;
+                } else {
+                    writeln!(
+                        out,
+                        "{}\t{}\t{}\t{}\t{}\t{}",
+                        t.commit_order,
+                        t.checkpoint.id,
+                        t.metadata.step,
+                        source,
+                        parent,
+                        t.checkpoint.ts
+                    )
+                    .map_err(io)?;
+                }
+            }
+            Ok(())
+        }
+        Command::Show {
+            thread,
+            ns,
+            checkpoint,
+            version,
+        } => {
+            let cp = db.checkpointer(keys)?;
+            let selector = match (checkpoint, version) {
+                (Some(id), _) => Selector::Id(id),
+                (None, Some(v)) => Selector::Version(v),
+                (None, None) => Selector::Latest,
+            };
+            let t = find(&cp, &thread, &ns.ns, &selector).await?;
+            let shown = json!({
+                "thread_id": t.config.thread_id,
+                "checkpoint_ns": t.config.checkpoint_ns,
+                "checkpoint_id": t.checkpoint.id,
+                "version": t.commit_order,
+                "parent": t.parent_config.as_ref().and_then(|p| p.checkpoint_id.clone()),
+                "created": t.checkpoint.ts,
+                "metadata": t.metadata,
+                "values": t.checkpoint.channel_values,
+                "pending_writes": t.pending_writes,
+            });
+            let text =
+                serde_json::to_string_pretty(&shown).map_err(|e| Error::encode("checkpoint", e))?;
+            writeln!(out, "{text}").map_err(io)
+        }
+        Command::Diff {
+            thread,
+            from,
+            to,
+            ns,
+        } => {
+            let cp = db.checkpointer(keys)?;
+            let a = find(&cp, &thread, &ns.ns, &Selector::parse(&from)).await?;
+            let b = find(&cp, &thread, &ns.ns, &Selector::parse(&to)).await?;
+            writeln!(
+                out,
+                "version {} ({}) -> version {} ({})",
+                a.commit_order, a.checkpoint.id, b.commit_order, b.checkpoint.id
+            )
+            .map_err(io)?;
+            for line in diff(&a.checkpoint.channel_values, &b.checkpoint.channel_values) {
+                writeln!(out, "{line}").map_err(io)?;
+            }
+            Ok(())
+        }
+        Command::Prune {
+            threads,
+            keep_last,
+            delete,
+        } => {
+            let cp = db.checkpointer(keys)?;
+            let strategy = match (keep_last, delete) {
+                (_, true) => PruneStrategy::Delete,
+                (Some(n), false) => PruneStrategy::KeepLast(n),
+                (None, false) => {
+                    return Err(Error::invalid_argument("give --keep-last N or --delete"));
+                }
+            };
+            let deleted = cp.prune(&threads, strategy).await?;
+            writeln!(out, "deleted {deleted} checkpoints").map_err(io)
+        }
+    }
+}
+
+async fn migrate_command(db: &Db, action: Migrate, out: &mut dyn Write) -> Result<()> {
+    match action {
+        Migrate::Status => {
+            let adapters = [Adapter::Checkpoint, Adapter::Store];
+            let found = db
+                .with_target(async |t| migrate::versions(t, &adapters).await)
+                .await?;
+            for (a, v) in adapters.iter().zip(found) {
+                writeln!(out, "{}\t{v}\t(newest {})", a.name(), a.latest()).map_err(io)?;
+            }
+            Ok(())
+        }
+        Migrate::Up { adapter, to } => {
+            db.with_target(async |t| migrate::up(t, &adapter, to).await)
+                .await?;
+            report_versions(db, &adapter, out).await
+        }
+        Migrate::Down { version, adapter } => {
+            db.with_target(async |t| migrate::down(t, &adapter, version).await)
+                .await?;
+            report_versions(db, &adapter, out).await
+        }
+        Migrate::Script { adapter, to } => {
+            let current = db
+                .with_target(async |t| migrate::versions(t, &[adapter]).await)
+                .await?[0];
+            let schema = match db {
+                Db::Postgres(_, s) => s.as_deref(),
+                Db::Sqlite(_) => None,
+            };
+            let statements = migrate::script(
+                db.dialect(),
+                adapter,
+                current,
+                Change::Up { target: to },
+                schema,
+            )?;
+            for s in statements {
+                writeln!(out, "{s};\n").map_err(io)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn report_versions(db: &Db, adapters: &[Adapter], out: &mut dyn Write) -> Result<()> {
+    let found = db
+        .with_target(async |t| migrate::versions(t, adapters).await)
+        .await?;
+    for (a, v) in adapters.iter().zip(found) {
+        writeln!(out, "{}\t{v}", a.name()).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Which checkpoint of a thread.
+enum Selector {
+    Latest,
+    Id(String),
+    Version(u64),
+}
+
+impl Selector {
+    /// `@N`: version N; anything else: a checkpoint id.
+    fn parse(text: &str) -> Selector {
+        match text.strip_prefix('@').and_then(|n| n.parse().ok()) {
+            Some(n) => Selector::Version(n),
+            None => Selector::Id(text.to_owned()),
+        }
+    }
+}
+
+async fn find(
+    cp: &Checkpointer,
+    thread: &str,
+    ns: &str,
+    selector: &Selector,
+) -> Result<CheckpointTuple> {
+    let latest = CheckpointRef::latest(thread).ns(ns);
+    let target = match selector {
+        Selector::Latest => latest,
+        Selector::Id(id) => latest.at(id),
+        Selector::Version(v) => cp.at_commit_order(thread, ns, *v).await?.ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "thread `{thread}` has no version {v} in namespace `{ns}`"
+            ))
+        })?,
+    };
+    match cp.get_tuple(&target).await? {
+        Some(t) => Ok(t),
+        None => match selector {
+            Selector::Latest => Err(Error::ThreadNotFound {
+                thread_id: thread.to_owned(),
+            }),
+            _ => Err(Error::CheckpointNotFound {
+                thread_id: thread.to_owned(),
+                checkpoint_ns: ns.to_owned(),
+                checkpoint_id: target.checkpoint_id.unwrap_or_default(),
+            }),
+        },
+    }
+}
+
+/// One line per channel that differs: `+ ch = v` (only in the newer), `- ch`
+/// (only in the older), `~ ch: +N items [..]` (a list that grew by
+/// appending), `~ ch: old -> new` otherwise.
+fn diff(a: &serde_json::Map<String, Value>, b: &serde_json::Map<String, Value>) -> Vec<String> {
+    let mut channels: Vec<&String> = a.keys().chain(b.keys()).collect();
+    channels.sort();
+    channels.dedup();
+    let mut out = Vec::new();
+    for ch in channels {
+        match (a.get(ch), b.get(ch)) {
+            (Some(x), Some(y)) if x == y => {}
+            (None, Some(y)) => out.push(format!("+ {ch} = {}", short(y))),
+            (Some(_), None) => out.push(format!("- {ch}")),
+            (Some(Value::Array(x)), Some(Value::Array(y)))
+                if y.len() > x.len() && y[..x.len()] == x[..] =>
+            {
+                let added = Value::Array(y[x.len()..].to_vec());
+                out.push(format!(
+                    "~ {ch}: +{} items {}",
+                    y.len() - x.len(),
+                    short(&added)
+                ));
+            }
+            (Some(x), Some(y)) => out.push(format!("~ {ch}: {} -> {}", short(x), short(y))),
+            (None, None) => {}
+        }
+    }
+    if out.is_empty() {
+        out.push("(no channel differs)".to_owned());
+    }
+    out
+}
+
+/// `value` as compact JSON, cut to 200 characters.
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Selector, diff, parse_keys, short};
+
+    #[test]
+    fn diffs_name_added_removed_appended_and_changed_channels() {
+        let a = json!({"foo": "a", "bar": ["x"], "gone": 1, "same": true});
+        let b = json!({"foo": "b", "bar": ["x", "y"], "new": 2, "same": true});
+        let lines = diff(a.as_object().unwrap(), b.as_object().unwrap());
+        assert_eq!(
+            lines,
+            [
+                "~ bar: +1 items [\"y\"]",
+                "~ foo: \"a\" -> \"b\"",
+                "- gone",
+                "+ new = 2"
+            ]
+        );
+        assert_eq!(
+            diff(a.as_object().unwrap(), a.as_object().unwrap()),
+            ["(no channel differs)"]
+        );
+    }
+
+    #[test]
+    fn long_values_are_cut_on_a_character_boundary() {
+        let text = short(&json!("é".repeat(300)));
+        assert_eq!(text.chars().count(), 201);
+        assert!(text.ends_with('…'));
+    }
+
+    #[test]
+    fn selectors_and_keys_parse() {
+        assert!(matches!(Selector::parse("@12"), Selector::Version(12)));
+        assert!(matches!(Selector::parse("@x"), Selector::Id(ref s) if s == "@x"));
+        assert!(matches!(Selector::parse("1f0c"), Selector::Id(_)));
+        let hex = "00".repeat(31) + "ff";
+        let keys = parse_keys("K", &format!("old={hex}, new={hex}")).unwrap();
+        assert_eq!(keys.len(), 2);
+        for bad in ["nokey", "k=abc", &format!("k={}", "zz".repeat(32))] {
+            assert!(parse_keys("K", bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! The `weaver` binary: exit codes and where it prints (no database needed).
+
+use std::process::Command;
+
+fn weaver(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_weaver"))
+        .args(args)
+        .env_remove("WEAVER_DB")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn help_succeeds_on_stdout() {
+    let out = weaver(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for command in ["threads", "history", "show", "diff", "prune", "migrate"] {
+        assert!(text.contains(command), "{command} missing from\n{text}");
+    }
+}
+
+#[test]
+fn a_usage_error_exits_2_on_stderr() {
+    let out = weaver(&["--db", "sqlite://x.db", "bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8(out.stderr).unwrap().contains("bogus"));
+    // `--db` is required (or WEAVER_DB).
+    assert_eq!(weaver(&["threads"]).status.code(), Some(2));
+}
+
+#[test]
+fn a_failure_exits_1_naming_the_error() {
+    let dir = std::env::temp_dir().join(format!("weaver-cli-{}", std::process::id()));
+    let url = format!("sqlite://{}/none.db", dir.display());
+    let out = weaver(&["--db", &url, "threads"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("weaver: storage failure"), "{err}");
+    assert!(!dir.exists(), "nothing was created");
+}
