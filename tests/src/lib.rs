@@ -18,3 +18,36 @@ pub async fn task_id_of<S: weaver::GraphState>(
         .map(|t| t.id.clone())
         .unwrap_or_else(|| panic!("no pending task `{node}`"))
 }
+
+/// A path for a SQLite database in the temp directory, unique to the call;
+/// the file and its `-wal`, `-shm` and `-journal` files are removed on drop.
+#[derive(Debug)]
+pub struct TempSqlite {
+    /// The database file.
+    pub path: std::path::PathBuf,
+}
+
+impl TempSqlite {
+    /// A fresh path whose file name starts with `tag`.
+    pub fn new(tag: &str) -> Self {
+        let name = format!("{tag}-{}.db", uuid::Uuid::now_v7());
+        TempSqlite {
+            path: std::env::temp_dir().join(name),
+        }
+    }
+
+    /// `sqlite://<path>`.
+    pub fn url(&self) -> String {
+        format!("sqlite://{}", self.path.display())
+    }
+}
+
+impl Drop for TempSqlite {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = self.path.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

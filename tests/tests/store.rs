@@ -213,7 +213,8 @@ mod sqlite {
     use sqlx::Connection;
     use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePoolOptions};
     use weaver::migrate::{self, Adapter};
-    use weaver::store::{SqliteStore, Store, StoreConfig};
+    use weaver::store::{Op, OpResult, SqliteStore, Store, StoreConfig};
+    use weaver_tests::TempSqlite;
     use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
 
     /// A store on a fresh SQLite file in the temp directory.
@@ -221,20 +222,43 @@ mod sqlite {
         fresh_file(config).await.0
     }
 
+    /// A SQLite store whose file is removed when the store is dropped.
+    #[derive(Debug)]
+    struct FileStore {
+        store: SqliteStore,
+        _file: TempSqlite,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for FileStore {
+        async fn batch(&self, ops: Vec<Op>) -> weaver::Result<Vec<OpResult>> {
+            self.store.batch(ops).await
+        }
+
+        async fn sweep(&self) -> weaver::Result<u64> {
+            self.store.sweep().await
+        }
+    }
+
     /// [`fresh`], with the file's path.
     async fn fresh_file(config: StoreConfig) -> (Arc<dyn Store>, std::path::PathBuf) {
-        let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
+        let file = TempSqlite::new("weaver-store");
         let pool = SqlitePoolOptions::new()
             .connect_with(
                 SqliteConnectOptions::new()
-                    .filename(&path)
+                    .filename(&file.path)
                     .create_if_missing(true)
                     .busy_timeout(Duration::from_secs(10)),
             )
             .await
             .expect("open a SQLite temp file");
         migrate::up(&pool, &[Adapter::Store], None).await.unwrap();
-        (Arc::new(SqliteStore::new(pool).with_config(config)), path)
+        let path = file.path.clone();
+        let store = FileStore {
+            store: SqliteStore::new(pool).with_config(config),
+            _file: file,
+        };
+        (Arc::new(store), path)
     }
 
     /// Another connection holds the database's write lock (`BEGIN
@@ -273,12 +297,13 @@ mod sqlite {
         use weaver::store::{ListNamespaces, Op};
         for mode in ["wal", "delete", "shared-memory"] {
             let name = super::unique("weaver_store");
+            let file = TempSqlite::new("weaver-store");
             let options = match mode {
                 "wal" => SqliteConnectOptions::new()
-                    .filename(std::env::temp_dir().join(format!("{name}.db")))
+                    .filename(&file.path)
                     .create_if_missing(true),
                 "delete" => SqliteConnectOptions::new()
-                    .filename(std::env::temp_dir().join(format!("{name}.db")))
+                    .filename(&file.path)
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Delete),
                 _ => format!("sqlite:file:{name}?mode=memory&cache=shared")
@@ -344,11 +369,11 @@ mod sqlite {
 
     #[tokio::test]
     async fn store_schema_migrates_up_and_down() {
-        let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
+        let file = TempSqlite::new("weaver-store");
         let pool = SqlitePoolOptions::new()
             .connect_with(
                 SqliteConnectOptions::new()
-                    .filename(&path)
+                    .filename(&file.path)
                     .create_if_missing(true),
             )
             .await
@@ -384,11 +409,11 @@ mod sqlite {
 
     #[tokio::test]
     async fn unmigrated_database_is_a_typed_error() {
-        let path = std::env::temp_dir().join(format!("{}.db", super::unique("weaver_store")));
+        let file = TempSqlite::new("weaver-store");
         let pool = SqlitePoolOptions::new()
             .connect_with(
                 SqliteConnectOptions::new()
-                    .filename(&path)
+                    .filename(&file.path)
                     .create_if_missing(true),
             )
             .await

@@ -15,6 +15,7 @@ use weaver::checkpoint::{
 };
 use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::{InMemorySaver, Saver};
+use weaver_tests::TempSqlite;
 
 /// The PostgreSQL the tests use.
 pub fn pg_url() -> String {
@@ -26,18 +27,22 @@ pub fn pg_url() -> String {
 pub struct SqliteDb {
     pub path: PathBuf,
     pub pool: SqlitePool,
+    _file: TempSqlite,
 }
 
 impl SqliteDb {
     pub async fn new() -> Self {
-        let path = std::env::temp_dir().join(format!("weaver-test-{}.db", uuid::Uuid::now_v7()));
-        let url = format!("sqlite://{}", path.display());
+        let file = TempSqlite::new("weaver-test");
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
-            .connect_with(SqliteSaver::connect_options(&url).unwrap())
+            .connect_with(SqliteSaver::connect_options(&file.url()).unwrap())
             .await
             .unwrap();
-        SqliteDb { path, pool }
+        SqliteDb {
+            path: file.path.clone(),
+            pool,
+            _file: file,
+        }
     }
 
     /// A saver on the migrated database.
@@ -65,16 +70,6 @@ impl SqliteDb {
             .await
             .unwrap();
         SqliteSaver::new(pool)
-    }
-}
-
-impl Drop for SqliteDb {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = self.path.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
-        }
     }
 }
 

@@ -52,8 +52,8 @@ async fn identifiers_of_any_characters_read_back_as_written_on_sqlite() {
 async fn a_utf16_database_is_listed_row_by_row_and_reads_back_the_same() {
     // The encoding is fixed when the file gets its first table: make one
     // before the pool (whose options switch to WAL) opens it.
-    let path = std::env::temp_dir().join(format!("weaver-utf16-{}.db", uuid::Uuid::now_v7()));
-    let url = format!("sqlite://{}", path.display());
+    let file = weaver_tests::TempSqlite::new("weaver-utf16");
+    let url = file.url();
     let create = SqliteConnectOptions::from_str(&url)
         .unwrap()
         .create_if_missing(true);
@@ -75,8 +75,8 @@ async fn a_utf16_database_is_listed_row_by_row_and_reads_back_the_same() {
     migrate::up(&pool, &[Adapter::Checkpoint], None)
         .await
         .unwrap();
-    identifiers_read_back(&SqliteSaver::new(pool)).await;
-    let _ = std::fs::remove_file(&path);
+    identifiers_read_back(&SqliteSaver::new(pool.clone())).await;
+    pool.close().await;
 }
 
 /// Stores checkpoints and writes whose identifiers hold the packed frames'

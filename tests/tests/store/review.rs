@@ -4,7 +4,6 @@
 //! shows every divergence.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,15 +33,15 @@ struct Trio {
     stores: Vec<(&'static str, Arc<dyn Store>)>,
     lite: SqlitePool,
     pg: PgPool,
-    path: PathBuf,
+    _file: weaver_tests::TempSqlite,
     schema: String,
 }
 
 impl Trio {
     async fn new(config: StoreConfig) -> Trio {
-        let path = std::env::temp_dir().join(format!("{}.db", unique()));
+        let file = weaver_tests::TempSqlite::new("weaver-store-review");
         let opts = SqliteConnectOptions::new()
-            .filename(&path)
+            .filename(&file.path)
             .create_if_missing(true);
         let lite = SqlitePoolOptions::new()
             .max_connections(4)
@@ -79,7 +78,7 @@ impl Trio {
             stores,
             lite,
             pg,
-            path,
+            _file: file,
             schema,
         }
     }
@@ -91,9 +90,6 @@ impl Trio {
 
 impl Drop for Trio {
     fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
-        }
         let schema = self.schema.clone();
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
