@@ -2,6 +2,7 @@
 //! the losers get `VersionConflict`, nothing is lost, history is one chain.
 
 use std::collections::HashSet;
+use std::str::FromStr;
 use std::sync::Arc;
 
 use sqlx::AssertSqlSafe;
@@ -245,11 +246,22 @@ enum Maintenance {
 /// its checkpoints in the opposite order, as a group insert of two children
 /// does: that session share-locks order 2, the call locks order 1 and waits
 /// for order 2, then the session asks for order 1. PostgreSQL cancels the
-/// call (it waited first) to break the deadlock; the saver runs it again and
-/// it succeeds once the session is done. Returns the saver's history left.
+/// call to break the deadlock; the saver runs it again and it succeeds once
+/// the session is done. Returns the saver's history left.
+///
+/// PostgreSQL looks for a deadlock once, `deadlock_timeout` after a session
+/// starts waiting, and cancels the session that finds it: the saver's
+/// sessions look after 3 s (the session has asked for order 1 by then, even
+/// on a loaded machine), the other session only after a minute.
 async fn cancelled_by_a_deadlock(call: Maintenance) -> Vec<u64> {
     let db = PgDb::new().await;
-    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let options = sqlx::postgres::PgConnectOptions::from_str(&crate::common::pg_url())
+        .unwrap()
+        .options([("deadlock_timeout", "3s")]);
+    let saver: Arc<dyn Saver> = Arc::new(
+        db.saver_on(sqlx::postgres::PgPoolOptions::new(), options)
+            .await,
+    );
     let mut parent = None;
     for order in 1..=6u64 {
         let id = format!("c{order}");
@@ -266,6 +278,10 @@ async fn cancelled_by_a_deadlock(call: Maintenance) -> Vec<u64> {
         )
     };
     let mut session = db.pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL deadlock_timeout = '60s'")
+        .execute(&mut *session)
+        .await
+        .unwrap();
     sqlx::query(AssertSqlSafe(lock(2)))
         .execute(&mut *session)
         .await

@@ -73,23 +73,19 @@ pub fn script(
     let name = adapter.name();
     let marker = format!("{prefix}{MARKER_TABLE}");
     let found = format!("COALESCE((SELECT version FROM {marker} WHERE adapter = '{name}'), 0)");
-    if dialect == Dialect::Sqlite {
-        // Left on this connection by a run outside a transaction that failed.
-        out.push("DROP TABLE IF EXISTS temp.weaver_migration_guard".to_owned());
-    }
-    out.push(match dialect {
-        Dialect::Postgres => format!(
+    match dialect {
+        Dialect::Postgres => out.push(format!(
             "DO $$ BEGIN IF {found} <> {current} THEN RAISE EXCEPTION 'weaver schema `{name}` is at version %, not {current} as this migration expects', {found}; END IF; END $$"
-        ),
-        Dialect::Sqlite => format!(
-            "CREATE TEMP TABLE weaver_migration_guard (ok INTEGER CONSTRAINT weaver_{name}_schema_is_at_version_{current} CHECK (ok = 1))"
-        ),
-    });
-    if dialect == Dialect::Sqlite {
-        out.push(format!(
-            "INSERT INTO temp.weaver_migration_guard (ok) SELECT {found} = {current}"
-        ));
-        out.push("DROP TABLE temp.weaver_migration_guard".to_owned());
+        )),
+        Dialect::Sqlite => out.extend([
+            // Left on this connection by a run outside a transaction that failed.
+            "DROP TABLE IF EXISTS temp.weaver_migration_guard".to_owned(),
+            format!(
+                "CREATE TEMP TABLE weaver_migration_guard (ok INTEGER CONSTRAINT weaver_{name}_schema_is_at_version_{current} CHECK (ok = 1))"
+            ),
+            format!("INSERT INTO temp.weaver_migration_guard (ok) SELECT {found} = {current}"),
+            "DROP TABLE temp.weaver_migration_guard".to_owned(),
+        ]),
     }
     for step in &steps {
         out.extend(step.statements.iter().map(|s| render(s, &prefix)));
