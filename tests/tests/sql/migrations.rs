@@ -467,3 +467,27 @@ fn scripts_refuse_what_weaver_refuses() {
     );
     assert!(!bare.iter().any(|s| s.contains("\"tenant_a\"")));
 }
+
+/// An adapter listed twice in one call (two components' lists joined) is
+/// migrated once, on both databases: `up` stays a no-op for what is done,
+/// and `down` does not trip over the version its first run left.
+#[tokio::test]
+async fn an_adapter_listed_twice_migrates_once() {
+    let both = &[Adapter::Checkpoint, Adapter::Store];
+    let up_twice = &[Adapter::Checkpoint, Adapter::Store, Adapter::Checkpoint];
+    let down_twice = &[Adapter::Store, Adapter::Checkpoint, Adapter::Store];
+    let db = PgDb::new().await;
+    let target = db.target();
+    migrate::up(&target, up_twice, None).await.unwrap();
+    assert_eq!(migrate::versions(&target, both).await.unwrap(), [3, 1]);
+    migrate::up(&target, up_twice, None).await.unwrap();
+    migrate::down(&target, down_twice, 1).await.unwrap();
+    assert_eq!(migrate::versions(&target, both).await.unwrap(), [0, 0]);
+    assert_eq!(db.table_count().await, 0);
+    db.drop_schema().await;
+    let lite = SqliteDb::new().await;
+    migrate::up(&lite.pool, up_twice, None).await.unwrap();
+    assert_eq!(migrate::versions(&lite.pool, both).await.unwrap(), [3, 1]);
+    migrate::down(&lite.pool, down_twice, 1).await.unwrap();
+    assert_eq!(migrate::versions(&lite.pool, both).await.unwrap(), [0, 0]);
+}

@@ -970,3 +970,55 @@ async fn paging_extremes_agree() {
         json!("LimitExceeded(store search limit)")
     );
 }
+
+/// A stored TTL past `limits::MAX_TTL` (written by another writer: weaver
+/// caps its own) is bad data a refreshing read must survive without making
+/// things worse: the item stays readable, refreshed or not, and its
+/// namespace searchable. (The refresh used to compute `now + ttl_micros` in
+/// SQL: PostgreSQL failed the read with "bigint out of range", and SQLite
+/// stored a `REAL` expiry that every later get and search of the namespace
+/// then failed to decode.)
+#[tokio::test]
+async fn a_stored_ttl_past_the_cap_survives_refreshing_reads() {
+    let t = Trio::new(StoreConfig::new()).await;
+    let mut problems = Vec::new();
+    for (name, s) in t.all().skip(1) {
+        let ns = ["huge_ttl"];
+        let opts = PutOptions::new().ttl(Duration::from_secs(60));
+        s.put_with(&ns, "k", json!(1), opts).await.unwrap();
+        let corrupt = "UPDATE {t} SET ttl_micros = 9223372036854775807";
+        let done = if name == "sqlite" {
+            let sql = corrupt.replace("{t}", "weaver_store_items");
+            sqlx::raw_sql(AssertSqlSafe(sql))
+                .execute(&t.lite)
+                .await
+                .map(|r| r.rows_affected())
+        } else {
+            let sql = corrupt.replace("{t}", &format!("\"{}\".weaver_store_items", t.schema));
+            sqlx::raw_sql(AssertSqlSafe(sql))
+                .execute(&t.pg)
+                .await
+                .map(|r| r.rows_affected())
+        };
+        assert_eq!(done.unwrap(), 1, "{name}");
+        for round in 0..2 {
+            let refreshed = s.get_with(&ns, "k", Some(true)).await;
+            if !matches!(&refreshed, Ok(Some(i)) if i.value == json!(1)) {
+                problems.push(format!("{name}: refreshing get #{round}: {refreshed:?}"));
+            }
+            let found = keys(s, &ns, Search::new().refresh_ttl(true)).await;
+            if found != Ok(vec!["k".to_owned()]) {
+                problems.push(format!("{name}: refreshing search #{round}: {found:?}"));
+            }
+        }
+        let plain = s.get_with(&ns, "k", Some(false)).await;
+        if !matches!(&plain, Ok(Some(i)) if i.value == json!(1)) {
+            problems.push(format!("{name}: get after the refreshes: {plain:?}"));
+        }
+        let found = keys(s, &ns, Search::new()).await;
+        if found != Ok(vec!["k".to_owned()]) {
+            problems.push(format!("{name}: search after the refreshes: {found:?}"));
+        }
+    }
+    report(problems);
+}

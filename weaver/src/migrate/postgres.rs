@@ -100,7 +100,13 @@ impl MigrationTarget for PgSchema<'_> {
             .map_err(storage(op))?;
             current.push(u32::try_from(found.unwrap_or(0)).unwrap_or(0));
         }
-        for (adapter, current) in adapters.iter().zip(current) {
+        for (i, (adapter, current)) in adapters.iter().zip(current).enumerate() {
+            // An adapter listed again is where its first run left it, which
+            // the version read above no longer says: nothing more to do (as
+            // on SQLite, which reads each version just before its run).
+            if adapters[..i].contains(adapter) {
+                continue;
+            }
             for statement in script(Dialect::Postgres, *adapter, current, change, schema)? {
                 sqlx::raw_sql(AssertSqlSafe(statement))
                     .execute(&mut *tx)

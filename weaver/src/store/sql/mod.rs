@@ -66,8 +66,9 @@ impl Queries {
             delete_expired_one: format!(
                 "DELETE FROM {t} WHERE namespace = $1 AND key = $2 AND expires_at <= $3"
             ),
+            // $1 = the new expiry, computed (saturating) as the record's.
             refresh: format!(
-                "UPDATE {t} SET expires_at = $1 + ttl_micros
+                "UPDATE {t} SET expires_at = $1
                   WHERE namespace = $2 AND key = $3 AND ttl_micros IS NOT NULL"
             ),
             upsert: format!(
@@ -206,14 +207,19 @@ macro_rules! impl_sql_store {
                         return Ok(Some(OpResult::Got(None)));
                     }
                     if refresh && record.refresh(now) {
-                        self.refresh_in(tx, &record, now).await?;
+                        self.refresh_in(tx, &record).await?;
                     }
                     Ok(Some(OpResult::Got(Some(record.to_item(None)))))
                 }
 
-                async fn refresh_in(&self, tx: &mut Tx, record: &Record, now: i64) -> Result<()> {
+                /// Stores the expiry [`Record::refresh`] computed, not
+                /// `now + ttl_micros` in SQL: a stored TTL past
+                /// [`MAX_TTL`](crate::store::limits::MAX_TTL) (another
+                /// writer's) would overflow there (PostgreSQL fails the
+                /// read; SQLite stores a `REAL` that no read decodes again).
+                async fn refresh_in(&self, tx: &mut Tx, record: &Record) -> Result<()> {
                     sqlx::query(AssertSqlSafe(self.queries.refresh.clone()))
-                        .bind(now)
+                        .bind(record.expires_at)
                         .bind(&record.namespace)
                         .bind(&record.key)
                         .execute(&mut **tx)
@@ -277,7 +283,7 @@ macro_rules! impl_sql_store {
                     if plan.refresh {
                         for (record, _) in &mut page {
                             if record.refresh(now) {
-                                self.refresh_in(tx, record, now).await?;
+                                self.refresh_in(tx, record).await?;
                             }
                         }
                     }
