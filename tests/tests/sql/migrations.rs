@@ -491,3 +491,49 @@ async fn an_adapter_listed_twice_migrates_once() {
     migrate::down(&lite.pool, down_twice, 1).await.unwrap();
     assert_eq!(migrate::versions(&lite.pool, both).await.unwrap(), [0, 0]);
 }
+
+/// A marker row holding no schema version (written by hand or another tool)
+/// is a decode error naming it, not a version 0 that asks for `up`; `up`
+/// itself changes nothing then.
+#[tokio::test]
+async fn a_marker_holding_no_version_is_a_decode_error() {
+    let db = SqliteDb::new().await;
+    migrate::up(&db.pool, CK, None).await.unwrap();
+    for bad in [-3i64, 1 << 33] {
+        sqlx::query("UPDATE weaver_schema_versions SET version = $1 WHERE adapter = 'checkpoint'")
+            .bind(bad)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        for err in [
+            migrate::versions(&db.pool, CK).await.unwrap_err(),
+            migrate::verify_migrated(&db.pool, CK).await.unwrap_err(),
+            migrate::up(&db.pool, CK, None).await.unwrap_err(),
+        ] {
+            assert!(
+                matches!(&err, Error::Decode { .. }) && err.to_string().contains(&bad.to_string()),
+                "{err}"
+            );
+        }
+    }
+    let pg = PgDb::new().await;
+    let target = pg.target();
+    migrate::up(&target, CK, None).await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE \"{}\".weaver_schema_versions SET version = -1",
+        pg.schema
+    )))
+    .execute(&pg.pool)
+    .await
+    .unwrap();
+    assert!(matches!(
+        migrate::versions(&target, CK).await,
+        Err(Error::Decode { .. })
+    ));
+    assert!(matches!(
+        migrate::down(&target, CK, 1).await,
+        Err(Error::Decode { .. })
+    ));
+    assert_eq!(pg.table_count().await, 3, "nothing was dropped");
+    pg.drop_schema().await;
+}

@@ -289,5 +289,20 @@ pub(crate) fn plan(
 #[cfg(feature = "postgres")]
 pub(crate) use crate::checkpoint::is_plain_identifier;
 
+/// The version the marker stores for `adapter` (`None`: no row, version 0).
+/// A stored value that is no schema version (negative, or past `u32`,
+/// written by hand or by another tool) is a [`Error::Decode`] naming it,
+/// rather than a version 0 that would send the caller to run `up`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn stored_version(adapter: Adapter, stored: Option<i64>) -> Result<u32> {
+    let stored = stored.unwrap_or(0);
+    u32::try_from(stored).map_err(|_| {
+        Error::decode(
+            format!("{MARKER_TABLE} row of `{}`", adapter.name()),
+            format!("{stored} is not a schema version"),
+        )
+    })
+}
+
 /// The name of the version marker table.
 pub(crate) const MARKER_TABLE: &str = "weaver_schema_versions";

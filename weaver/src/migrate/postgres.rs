@@ -5,7 +5,9 @@ use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, PgPool};
 
 use super::script::preamble;
-use super::{Adapter, Change, Dialect, MigrationTarget, is_plain_identifier, script, sealed};
+use super::{
+    Adapter, Change, Dialect, MigrationTarget, is_plain_identifier, script, sealed, stored_version,
+};
 use crate::error::{Error, Result};
 
 fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
@@ -98,7 +100,7 @@ impl MigrationTarget for PgSchema<'_> {
             .fetch_optional(&mut *tx)
             .await
             .map_err(storage(op))?;
-            current.push(u32::try_from(found.unwrap_or(0)).unwrap_or(0));
+            current.push(stored_version(*adapter, found.map(i64::from))?);
         }
         for (i, (adapter, current)) in adapters.iter().zip(current).enumerate() {
             // An adapter listed again is where its first run left it, which
@@ -146,7 +148,7 @@ impl MigrationTarget for PgSchema<'_> {
                 .await
                 .map_err(storage(op))?,
             };
-            out.push(u32::try_from(v.unwrap_or(0)).unwrap_or(0));
+            out.push(stored_version(*adapter, v.map(i64::from))?);
         }
         Ok(out)
     }

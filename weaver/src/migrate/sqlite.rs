@@ -5,7 +5,9 @@ use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, SqlitePool};
 
 use super::script::preamble;
-use super::{Adapter, Change, Dialect, MARKER_TABLE, MigrationTarget, script, sealed};
+use super::{
+    Adapter, Change, Dialect, MARKER_TABLE, MigrationTarget, script, sealed, stored_version,
+};
 use crate::error::{Error, Result};
 
 fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
@@ -32,7 +34,7 @@ impl MigrationTarget for SqlitePool {
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(storage(op))?;
-            let current = u32::try_from(current.unwrap_or(0)).unwrap_or(0);
+            let current = stored_version(*adapter, current)?;
             for statement in script(Dialect::Sqlite, *adapter, current, change, None)? {
                 sqlx::raw_sql(AssertSqlSafe(statement))
                     .execute(&mut *tx)
@@ -73,7 +75,7 @@ impl MigrationTarget for SqlitePool {
                 .await
                 .map_err(storage(op))?,
             };
-            out.push(u32::try_from(v.unwrap_or(0)).unwrap_or(0));
+            out.push(stored_version(*adapter, v)?);
         }
         Ok(out)
     }
