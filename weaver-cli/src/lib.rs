@@ -26,6 +26,9 @@ use std::io::Write;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
+use std::str::FromStr;
+
+use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{PgPool, SqlitePool};
 use weaver::checkpoint::{
     CheckpointRef, CheckpointTuple, ListFilter, PostgresSaver, PruneStrategy, SqliteSaver,
@@ -182,8 +185,14 @@ impl Db {
             if schema.is_some() {
                 return Err(Error::invalid_argument("--schema is for PostgreSQL only"));
             }
-            // Never creates a file: inspecting a mistyped path fails.
-            let pool = SqlitePool::connect(url)
+            // Never creates a file (inspecting a mistyped path fails) nor
+            // changes the journal mode; waits for a busy writer as the
+            // saver does.
+            let options = SqliteConnectOptions::from_str(url)
+                .map_err(|e| Error::invalid_argument(format!("bad SQLite url `{url}`: {e}")))?
+                .create_if_missing(false)
+                .busy_timeout(std::time::Duration::from_secs(30));
+            let pool = SqlitePool::connect_with(options)
                 .await
                 .map_err(|e| Error::storage("open the SQLite database", e))?;
             Ok(Db::Sqlite(pool))
