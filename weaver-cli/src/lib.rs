@@ -23,10 +23,10 @@
 #![deny(missing_docs)]
 
 use std::io::Write;
+use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
-use std::str::FromStr;
 
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{PgPool, SqlitePool};
