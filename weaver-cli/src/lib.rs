@@ -27,7 +27,6 @@ use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
-
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{PgPool, SqlitePool};
 use weaver::checkpoint::{
