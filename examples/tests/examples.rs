@@ -38,6 +38,10 @@ fn quickstart_runs_twice_on_one_sqlite_file() {
     );
     assert!(first.contains(r#"foo="forked" next=["node_b"]"#), "{first}");
     assert!(first.contains("thread-1 now has 6 checkpoints"), "{first}");
+    assert!(
+        first.contains(&format!("--db sqlite://{db} history thread-1")),
+        "{first}"
+    );
     // A second process extends the same thread from the file.
     let second = run(env!("CARGO_BIN_EXE_quickstart"), &[&db]);
     assert!(second.contains("thread-1 had 6 checkpoints"), "{second}");

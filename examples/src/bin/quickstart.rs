@@ -100,6 +100,9 @@ async fn main() -> weaver::Result<()> {
         original.values.foo,
         original.values.bar
     );
+    println!(
+        "\ninspect the file: cargo run -p weaver-cli -- --db sqlite://{path} history thread-1"
+    );
     Ok(())
 }
 
