@@ -201,8 +201,13 @@ impl Db {
                 .map_err(|e| Error::storage("connect to PostgreSQL", e))?;
             Ok(Db::Postgres(pool, schema))
         } else {
+            // Only the scheme: the rest may hold a password.
+            let shown = match url.split_once("://") {
+                Some((scheme, _)) => format!("{scheme}://…"),
+                None => url.to_owned(),
+            };
             Err(Error::invalid_argument(format!(
-                "`{url}` is neither a sqlite:// nor a postgres:// URL"
+                "`{shown}` is neither a sqlite:// nor a postgres:// URL"
             )))
         }
     }
