@@ -201,8 +201,13 @@ impl Db {
                 .map_err(|e| Error::storage("connect to PostgreSQL", e))?;
             Ok(Db::Postgres(pool, schema))
         } else {
+            // Only the scheme: the rest may hold a password.
+            let shown = match url.split_once("://") {
+                Some((scheme, _)) => format!("{scheme}://…"),
+                None => url.to_owned(),
+            };
             Err(Error::invalid_argument(format!(
-                "`{url}` is neither a sqlite:// nor a postgres:// URL"
+                "`{shown}` is neither a sqlite:// nor a postgres:// URL"
             )))
         }
     }
@@ -259,20 +264,26 @@ impl Db {
     }
 }
 
-/// Parses `id=<64 hex digits>,…` (oldest first).
+/// Parses `id=<64 hex digits>,…` (oldest first). An error names the entry
+/// by its position, and by its id only when that cannot be key material:
+/// a key pasted without its id, or with id and key swapped, never reaches
+/// the message (which ends up on a terminal or in a log).
 fn parse_keys(var: &str, text: &str) -> Result<Vec<EncryptionKey>> {
-    text.split(',')
-        .map(|entry| {
+    let entries: Vec<&str> = text.split(',').map(str::trim).collect();
+    let n = entries.len();
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let split = entry.split_once('=');
             let bad = |why: &str| {
-                Error::invalid_argument(format!(
-                    "{var}: key `{}`: {why}",
-                    entry.split('=').next().unwrap_or("")
-                ))
+                let named = match split {
+                    Some((id, _)) if !hex_like(id) => format!(" (`{id}`)"),
+                    _ => String::new(),
+                };
+                Error::invalid_argument(format!("{var}: key {} of {n}{named}: {why}", i + 1))
             };
-            let (id, hex) = entry
-                .trim()
-                .split_once('=')
-                .ok_or_else(|| bad("expected id=<64 hex digits>"))?;
+            let (id, hex) = split.ok_or_else(|| bad("expected id=<64 hex digits>"))?;
             if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(bad("the key must be 64 hex digits (32 bytes)"));
             }
@@ -284,6 +295,12 @@ fn parse_keys(var: &str, text: &str) -> Result<Vec<EncryptionKey>> {
             EncryptionKey::new(id, key)
         })
         .collect()
+}
+
+/// Whether `text` could be (part of) a key written in hex: 16 or more hex
+/// digits.
+fn hex_like(text: &str) -> bool {
+    text.len() >= 16 && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Runs the command line `args` (the program name first), writing what it
@@ -667,5 +684,25 @@ mod tests {
         for bad in ["nokey", "k=abc", &format!("k={}", "zz".repeat(32))] {
             assert!(parse_keys("K", bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn key_errors_never_print_key_material() {
+        let secret = "0123456789abcdef".repeat(4);
+        let good = format!("old={}", "00".repeat(32));
+        for text in [
+            // The id forgotten, a key cut short, id and key swapped.
+            secret.clone(),
+            format!("{good},{secret}"),
+            format!("k={}", &secret[..63]),
+            format!("{secret}=k1"),
+            format!("{}=k1", &secret[..40]),
+        ] {
+            let err = parse_keys("KEYS", &text).unwrap_err().to_string();
+            assert!(!err.contains(&secret[..16]), "{err}");
+            assert!(err.starts_with("invalid argument: KEYS: key "), "{err}");
+        }
+        let err = parse_keys("KEYS", &format!("{good},k2=abc")).unwrap_err();
+        assert!(err.to_string().contains("key 2 of 2 (`k2`)"), "{err}");
     }
 }

@@ -40,3 +40,30 @@ fn a_failure_exits_1_naming_the_error() {
     assert!(err.starts_with("weaver: storage failure"), "{err}");
     assert!(!dir.exists(), "nothing was created");
 }
+
+/// `/dev/full` as standard output: every write fails (ENOSPC).
+#[cfg(target_os = "linux")]
+fn to_full_disk(args: &[&str]) -> std::process::Output {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_weaver"))
+        .args(args)
+        .env_remove("WEAVER_DB")
+        .stdout(full)
+        .output()
+        .unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn output_that_cannot_be_written_fails_with_1_not_a_panic() {
+    for args in [&["--help"][..], &["--version"][..]] {
+        let out = to_full_disk(args);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.starts_with("weaver: cannot write the output"), "{err}");
+    }
+}

@@ -251,3 +251,21 @@ async fn the_inspector_reads_an_encrypted_database_with_its_keys() {
         Err(Error::InvalidArgument { .. })
     ));
 }
+
+#[tokio::test]
+async fn a_url_of_another_database_is_refused_without_printing_its_password() {
+    let err = weaver(&[
+        "--db",
+        "postgresql+psycopg://app:s3cr3t-pw@db.internal/prod",
+        "threads",
+    ])
+    .await
+    .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(!text.contains("s3cr3t-pw"), "{text}");
+    assert!(text.contains("postgresql+psycopg://"), "{text}");
+    // A bare path has nothing to hide and is named whole.
+    let err = weaver(&["--db", "weaver.db", "threads"]).await.unwrap_err();
+    assert!(err.to_string().contains("`weaver.db`"), "{err}");
+}
