@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use serde_json::json;
 use sqlx::AssertSqlSafe;
 use weaver::checkpoint::{CheckpointRef, ListFilter, PendingWrite, PruneStrategy};
 use weaver::{Error, Saver};
@@ -334,4 +335,99 @@ async fn a_thread_delete_cancelled_by_a_deadlock_runs_again_on_postgres() {
         cancelled_by_a_deadlock(Maintenance::DeleteThread).await,
         Vec::<u64>::new()
     );
+}
+
+/// Which copying call [`copied_while_the_source_is_deleted`] runs.
+#[derive(Clone, Copy, Debug)]
+enum Copying {
+    CopyThread,
+    ForkAt,
+}
+
+/// `call` copies thread `src` (three checkpoints, each with a pending write)
+/// while another session deletes `src` between the copy's read of the
+/// checkpoints and its read of their writes (that session holds the writes
+/// table until it has deleted and committed). The copy reads one snapshot:
+/// every copied checkpoint keeps its write. At READ COMMITTED each read saw
+/// its own snapshot, and the copy lost every write.
+async fn copied_while_the_source_is_deleted(call: Copying) {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let mut parent = None;
+    for order in 1..=3u64 {
+        let id = format!("c{order}");
+        let at = saver
+            .put(cp("src", &id, parent.as_deref(), Some(order)))
+            .await
+            .unwrap();
+        let write = PendingWrite::for_task("task", "n", [("foo".to_owned(), json!(order))]);
+        saver.put_writes(&at, write).await.unwrap();
+        parent = Some(id);
+    }
+    let s = &db.schema;
+    let mut session = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "LOCK TABLE \"{s}\".weaver_checkpoint_writes IN ACCESS EXCLUSIVE MODE"
+    )))
+    .execute(&mut *session)
+    .await
+    .unwrap();
+    let copying = {
+        let saver = saver.clone();
+        tokio::spawn(async move {
+            match call {
+                Copying::CopyThread => saver.copy_thread("src", "dst").await,
+                Copying::ForkAt => saver
+                    .fork_at(
+                        &CheckpointRef::latest("src").at("c3"),
+                        "dst",
+                        weaver::checkpoint::ForkOptions::default(),
+                    )
+                    .await
+                    .map(drop),
+            }
+        })
+    };
+    db.lock_waits("weaver_checkpoint_writes", 1).await;
+    for table in ["weaver_checkpoint_writes", "weaver_checkpoints"] {
+        sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM \"{s}\".{table} WHERE thread_id = 'src'"
+        )))
+        .execute(&mut *session)
+        .await
+        .unwrap();
+    }
+    session.commit().await.unwrap();
+    copying
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{call:?}: {e}"));
+    let copied = saver.list(&ListFilter::thread("dst")).await.unwrap();
+    assert_eq!(copied.len(), 3, "{call:?}");
+    for t in &copied {
+        assert_eq!(
+            t.pending_writes.len(),
+            1,
+            "{call:?}: checkpoint {} lost its write",
+            t.checkpoint.id
+        );
+    }
+    assert!(
+        saver
+            .list(&ListFilter::thread("src"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_copied_while_it_is_deleted_keeps_its_writes_on_postgres() {
+    copied_while_the_source_is_deleted(Copying::CopyThread).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_made_while_its_source_is_deleted_keeps_its_writes_on_postgres() {
+    copied_while_the_source_is_deleted(Copying::ForkAt).await;
 }

@@ -165,6 +165,30 @@ impl PostgresSaver {
         self.pool.begin().await.map_err(|e| Error::storage(op, e))
     }
 
+    /// Starts a write transaction whose reads all see one snapshot
+    /// (`REPEATABLE READ`; READ COMMITTED gives each statement its own, so a
+    /// prune committing between two reads would be seen by one only).
+    async fn begin_write_snapshot(
+        &self,
+        op: &'static str,
+    ) -> Result<sqlx::Transaction<'static, Postgres>> {
+        self.pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            .await
+            .map_err(|e| Error::storage(op, e))
+    }
+
+    /// Starts a read-only transaction whose reads all see one snapshot.
+    async fn begin_snapshot(
+        &self,
+        op: &'static str,
+    ) -> Result<sqlx::Transaction<'static, Postgres>> {
+        self.pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await
+            .map_err(|e| Error::storage(op, e))
+    }
+
     /// Serializes writers that take "the next free" commit order on one
     /// thread and namespace (explicit orders rely on the unique constraint).
     async fn lock_thread(

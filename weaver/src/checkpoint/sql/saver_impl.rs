@@ -1,13 +1,15 @@
 //! The [`Saver`](crate::checkpoint::Saver) implementation shared by the SQL
 //! savers, written once as a macro over the `sqlx` database type: only DDL,
 //! locking and a few casts differ, and those live in `Queries` and in each
-//! backend's `begin_write` / `lock_thread` / `ensure_migrated`.
+//! backend's `begin_write` / `begin_write_snapshot` / `begin_snapshot` /
+//! `lock_thread` / `ensure_migrated`.
 
 /// Implements `Saver` for `$saver`, which has fields `pool: sqlx::Pool<$db>`,
 /// `hot: Arc<HotSlot<$db>>` and `settings: Settings`, and inherent async methods
 /// `ensure_migrated(&self)` (checks the schema once), `check_schema(&self)`
-/// (checks it now), `begin_write(&self, op)` and
-/// `lock_thread(&self, tx, thread_id, ns, op)`.
+/// (checks it now), `begin_write(&self, op)`, `begin_write_snapshot(&self,
+/// op)`, `begin_snapshot(&self, op)` and `lock_thread(&self, tx, thread_id,
+/// ns, op)`.
 macro_rules! impl_sql_saver {
     ($saver:ty, $db:ty) => {
         const _: () = {
@@ -931,12 +933,16 @@ macro_rules! impl_sql_saver {
                         let ns = &source.checkpoint_ns;
                         // Shallow: only the kept checkpoint can be forked, and only it is copied.
                         let depth = if self.settings.shallow { 0 } else { options.max_checkpoints };
+                        // The lineage and its writes from one snapshot: a
+                        // prune committing between the two reads would
+                        // otherwise leave checkpoints without their writes.
+                        let mut snapshot = self.begin_snapshot(op).await?;
                         let rows = ::sqlx::query(AssertSqlSafe(q.lineage.clone()))
                             .bind(&source.thread_id)
                             .bind(ns)
                             .bind(id)
                             .bind(i64::try_from(depth).unwrap_or(i64::MAX))
-                            .fetch_all(&self.pool)
+                            .fetch_all(&mut *snapshot)
                             .await
                             .map_err(storage(op))?;
                         if rows.is_empty() {
@@ -986,17 +992,17 @@ macro_rules! impl_sql_saver {
                             .first_mut()
                             .filter(|t| self.settings.shallow && delta::unresolved(&t.checkpoint))
                         {
-                            let mut conn = self.pool.acquire().await.map_err(storage(op))?;
-                            t.checkpoint = self.materialized(&mut *conn, t, op).await?;
+                            t.checkpoint = self.materialized(&mut *snapshot, t, op).await?;
                         }
                         let write_rows = ::sqlx::query(AssertSqlSafe(q.lineage_writes.clone()))
                             .bind(&source.thread_id)
                             .bind(ns)
                             .bind(id)
                             .bind(i64::try_from(depth).unwrap_or(i64::MAX))
-                            .fetch_all(&self.pool)
+                            .fetch_all(&mut *snapshot)
                             .await
                             .map_err(storage(op))?;
+                        snapshot.commit().await.map_err(storage(op))?;
                         let mut writes: std::collections::HashMap<String, Vec<PendingWrite>> = Default::default();
                         for row in &write_rows {
                             let cid: String = get(row, "checkpoint_id", op)?;
@@ -1054,7 +1060,8 @@ macro_rules! impl_sql_saver {
                         self.ensure_migrated().await?;
                         let q = &self.settings.q;
                         retried(|| async move {
-                            let mut tx = self.begin_write(op).await?;
+                            // One snapshot for every read (see fork_at).
+                            let mut tx = self.begin_write_snapshot(op).await?;
                             let taken: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.thread_has_any.clone()))
                                 .bind(target_thread)
                                 .fetch_optional(&mut *tx)

@@ -159,6 +159,21 @@ impl SqliteSaver {
         begin_immediate(&self.pool, op).await
     }
 
+    /// Starts a write transaction whose reads all see one snapshot: on
+    /// SQLite, any write transaction.
+    async fn begin_write_snapshot(
+        &self,
+        op: &'static str,
+    ) -> Result<sqlx::Transaction<'static, Sqlite>> {
+        begin_immediate(&self.pool, op).await
+    }
+
+    /// Starts a transaction for reads that must see one snapshot (WAL: no
+    /// lock until it reads, then one snapshot while writers go on).
+    async fn begin_snapshot(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
+        begin_deferred(&self.pool, op).await
+    }
+
     /// `BEGIN IMMEDIATE` already serializes writers.
     async fn lock_thread(
         &self,
