@@ -267,6 +267,19 @@ pub(crate) fn succeeded(writes: &[&PendingWrite]) -> bool {
         .any(|w| w.idx >= 0 || w.channel == NO_WRITES_CHANNEL)
 }
 
+/// Whether the interrupt `id` of task `task_id` is answered already: the
+/// task's stored resume values hold an answer for its index. An interrupt
+/// write outlives its answer when the attempt that took the answer failed
+/// instead of finishing; that interrupt is history, not pending.
+pub(crate) fn answered(task_id: &str, writes: &[&PendingWrite], id: &str) -> bool {
+    let answers = writes
+        .iter()
+        .find(|w| w.channel == RESUME_CHANNEL)
+        .and_then(|w| w.value.as_array())
+        .map_or(0, Vec::len);
+    (0..answers).any(|k| super::runtime::interrupt_id(task_id, k) == id)
+}
+
 fn failure(node: &str, source: impl Into<BoxError>) -> Error {
     Error::NodeFailed {
         node: node.to_owned(),
@@ -625,6 +638,9 @@ impl<S: GraphState> Loop<'_, S> {
                 continue;
             };
             for i in list {
+                if answered(&w.task_id, &task, &i.id) {
+                    continue;
+                }
                 out.push((w.task_id.clone(), w.task_path.clone(), i));
             }
         }
