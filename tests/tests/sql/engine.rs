@@ -187,3 +187,47 @@ async fn a_failed_sync_group_still_stores_the_tasks_writes() {
     let done = graph.invoke(Input::Continue, &config).await.unwrap();
     assert_eq!(done.complete().unwrap().bar, ["a", "b"]);
 }
+
+#[tokio::test]
+async fn a_stream_dropped_at_its_interrupt_finds_the_pause_stored_under_exit() {
+    // A consumer that stops reading at the pause (shows the question, ends
+    // the request) drops the stream there: the run must have stored it.
+    use futures_util::StreamExt;
+    use weaver::{StreamEvent, StreamItem};
+    let db = SqliteDb::new().await;
+    let saver = Arc::new(Forwarding::on(Arc::new(db.saver().await)));
+    saver.slow_final.store(true, Ordering::SeqCst);
+    let graph = Graph::<Steps>::new("AskOnExit")
+        .add_node("a", |_: &Steps| StepsUpdate::default().bar(["a"]))
+        .add_node(
+            "ask",
+            |_: &Steps, rt: &Runtime| -> Result<StepsUpdate, NodeError> {
+                let answer = rt.interrupt("go on?")?;
+                Ok(StepsUpdate::default().bar([answer.as_str().unwrap_or("?").to_owned()]))
+            },
+        )
+        .add_sequence([START, "a", "ask", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("ask-on-exit").durability(Durability::Exit);
+    let mut stream = graph.stream(Steps::default(), &config);
+    let mut paused = Vec::new();
+    while let Some(item) = stream.next().await {
+        if let StreamItem::Event(StreamEvent::Interrupted(i)) = item {
+            paused = i;
+            break;
+        }
+    }
+    drop(stream);
+    assert_eq!(paused.len(), 1);
+    let snap = graph.get_state(&config).await.unwrap();
+    assert_eq!(snap.next, ["ask"]);
+    assert_eq!(snap.interrupts, paused);
+    let done = graph
+        .resume(serde_json::json!("yes"), &config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.bar, ["a", "yes"]);
+}

@@ -328,6 +328,12 @@ impl<'g, S: GraphState> Loop<'g, S> {
         match result {
             Ok(outcome) => {
                 lp.finish().await?;
+                // Only now: a consumer that stops at the pause (drops the
+                // stream) must find it stored, which `exit` durability does
+                // in `finish`.
+                if let (Outcome::Interrupted(interrupts), Some(sink)) = (&outcome, &lp.sink) {
+                    sink.send(StreamEvent::Interrupted(interrupts.clone()));
+                }
                 Ok(outcome)
             }
             Err(e) => {
@@ -764,10 +770,9 @@ impl<S: GraphState> Loop<'_, S> {
         }
     }
 
+    /// The outcome of a run that pauses; [`Loop::run`] streams it once the
+    /// run's writes are stored.
     fn interrupted(&self, interrupts: Vec<Interrupt>) -> Outcome<S> {
-        if let Some(sink) = &self.sink {
-            sink.send(StreamEvent::Interrupted(interrupts.clone()));
-        }
         Outcome::Interrupted(interrupts)
     }
 
