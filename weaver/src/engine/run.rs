@@ -65,6 +65,9 @@ pub(crate) struct Loop<'g, S: GraphState> {
     writer: Option<Writer>,
     thread: Option<CheckpointRef>,
     current: Checkpoint,
+    /// Why `current` was written (its metadata's `source`, stored with it
+    /// when `exit` durability stores it at the end).
+    source: CheckpointSource,
     current_saved: bool,
     last_saved: Option<String>,
     next_order: u64,
@@ -357,6 +360,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             writer: None,
             thread: None,
             current: Checkpoint::empty(),
+            source: CheckpointSource::Loop,
             current_saved: false,
             last_saved: None,
             next_order: 1,
@@ -482,6 +486,7 @@ impl<S: GraphState> Loop<'_, S> {
             checkpoint = kept;
         }
         // Only now: a failed put leaves the run at its last stored checkpoint.
+        self.source = source;
         self.current_saved = saved;
         self.current = checkpoint;
         self.step = step;
@@ -515,11 +520,8 @@ impl<S: GraphState> Loop<'_, S> {
         let writes = std::mem::take(&mut self.unsaved_writes);
         if !self.current_saved {
             if let Some(thread) = &self.thread {
-                let mut metadata = CheckpointMetadata::new(CheckpointSource::Loop, self.step);
+                let mut metadata = CheckpointMetadata::new(self.source, self.step);
                 metadata.extra = self.config.checkpoint_extra();
-                if self.step == -1 || self.current.channel_values.contains_key(INPUT_CHANNEL) {
-                    metadata.source = CheckpointSource::Input;
-                }
                 let mut checkpoint = self.current.clone();
                 let (base, cut) = compact(
                     &mut checkpoint,
