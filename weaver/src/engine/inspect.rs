@@ -161,7 +161,7 @@ fn snapshot_of<S: GraphState>(
             // that took the answer then failed) waits for nothing.
             .filter(|i| !(apply_pending && answered(&id, &writes, &i.id)))
             .collect();
-        if succeeded && apply_pending && node.is_some() {
+        if succeeded && apply_pending {
             let update = replay_task(spec, node, &writes)?.update;
             succeeded_updates.push(update);
         }

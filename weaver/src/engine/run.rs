@@ -1165,11 +1165,12 @@ pub(crate) fn apply_succeeded<S: GraphState>(
     writes: &[PendingWrite],
 ) -> Result<()> {
     let mut done = Vec::new();
-    for node in next_tasks(spec, checkpoint).into_iter().flatten() {
-        let id = task_id(&checkpoint.id, spec.name_of(Some(node)));
+    // START's task too: the input it took in is its output.
+    for node in next_tasks(spec, checkpoint) {
+        let id = task_id(&checkpoint.id, spec.name_of(node));
         let own: Vec<&PendingWrite> = writes.iter().filter(|w| w.task_id == id).collect();
         if succeeded(&own) {
-            done.push((node, replay_task(spec, Some(node), &own)?));
+            done.push((node, replay_task(spec, node, &own)?));
         }
     }
     if done.is_empty() {
@@ -1183,7 +1184,7 @@ pub(crate) fn apply_succeeded<S: GraphState>(
         .unwrap_or(0)
         + 1;
     for (node, _) in &done {
-        mark_seen(spec, checkpoint, Some(*node));
+        mark_seen(spec, checkpoint, *node);
     }
     for (_, out) in &done {
         for ch in &out.channels {
@@ -1197,7 +1198,7 @@ pub(crate) fn apply_succeeded<S: GraphState>(
             }
         }
     }
-    let names: Vec<&str> = done.iter().map(|(n, _)| spec.name_of(Some(*n))).collect();
+    let names: Vec<&str> = done.iter().map(|(n, _)| spec.name_of(*n)).collect();
     let names = names.join(", ");
     apply_caught(
         state,
