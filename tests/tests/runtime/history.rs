@@ -358,3 +358,40 @@ async fn bulk_update_state_writes_one_checkpoint_per_step() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn update_state_on_a_turns_input_checkpoint_keeps_the_input_for_start() {
+    // Time travel to where turn two's input waits for START, edit the state,
+    // run on: START still takes in that input, as LangGraph's fork keeps it.
+    let graph = two_step(&InMemorySaver::new());
+    let config = ran(&graph, "fork-input").await;
+    let turn_two = StepsUpdate::default().bar(["turn2"]);
+    graph.invoke(turn_two, &config).await.unwrap();
+    let history = graph
+        .get_state_history(&config, History::default().filter("source", "input"))
+        .await
+        .unwrap();
+    let waiting = history.iter().find(|s| s.step() > Some(-1)).unwrap();
+    assert_eq!(waiting.next, ["__start__"]);
+
+    for (k, as_node) in [None, Some("node_b")].into_iter().enumerate() {
+        let edit = StepsUpdate::default().foo(format!("edited{k}"));
+        let fork = graph
+            .update_state(&waiting.config, edit, as_node)
+            .await
+            .unwrap();
+        let snap = graph.get_state(&fork).await.unwrap();
+        assert_eq!(snap.next, ["__start__"], "{as_node:?}");
+        assert_eq!(snap.values.foo, format!("edited{k}"));
+        let state = graph.continue_run(&fork).await.unwrap().complete().unwrap();
+        assert_eq!(state.bar, ["a", "b", "turn2", "a", "b"], "{as_node:?}");
+    }
+
+    // An update that takes START's place consumes the input instead.
+    let fork = graph
+        .update_state(&waiting.config, StepsUpdate::default(), Some(START))
+        .await
+        .unwrap();
+    let state = graph.continue_run(&fork).await.unwrap().complete().unwrap();
+    assert_eq!(state.bar, ["a", "b", "a", "b"]);
+}

@@ -225,3 +225,67 @@ async fn static_interrupts_before_and_after() {
     assert_eq!(done.bar, ["a", "b"]);
     assert_eq!((runs.get("node_a"), runs.get("node_b")), (1, 1));
 }
+
+#[tokio::test]
+async fn an_interrupt_answered_before_its_node_failed_takes_no_second_answer() {
+    // `ask` takes its answer, then fails once (a flaky call after the
+    // question): the answer is stored, the interrupt is not pending any more.
+    let runs = Runs::default();
+    let r = runs.clone();
+    let graph = Graph::<Steps>::new("AnsweredThenFailed")
+        .add_node(
+            "ask",
+            move |_: &Steps, rt: &Runtime| -> Result<StepsUpdate, NodeError> {
+                let answer = rt.interrupt("ok?")?;
+                r.hit("answered");
+                if r.get("answered") == 1 {
+                    return Err(NodeError::msg("flaky call after the answer"));
+                }
+                Ok(StepsUpdate::default().bar([answer.as_str().unwrap_or("?").to_owned()]))
+            },
+        )
+        .add_sequence([START, "ask", END])
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("answered-then-failed");
+    let first = graph.invoke(Steps::default(), &config).await.unwrap();
+    let id = first.interrupts()[0].id.clone();
+    let err = graph.resume(json!("yes"), &config).await.unwrap_err();
+    assert!(matches!(err, Error::NodeFailed { .. }), "{err}");
+    assert_eq!(runs.get("answered"), 1);
+
+    // The latest state waits for no answer: the task is left to run again.
+    let snap = graph.get_state(&config).await.unwrap();
+    assert_eq!(snap.next, ["ask"]);
+    assert!(snap.interrupts.is_empty(), "{:?}", snap.interrupts);
+    assert!(snap.tasks[0].interrupts.is_empty());
+    assert!(snap.tasks[0].error.is_some());
+    // History still shows where the run paused.
+    let at = graph
+        .get_state(
+            &config
+                .clone()
+                .checkpoint_id(snap.config.get_checkpoint_id().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(at.interrupts[0].id, id);
+
+    // A second answer, by value or by the answered id, reaches no
+    // `interrupt`: refused, not stored and dropped.
+    let err = graph.resume(json!("no"), &config).await.unwrap_err();
+    assert!(matches!(err, Error::NoPendingInterrupt { .. }), "{err}");
+    let by_id = Resume::Map(BTreeMap::from([(id, json!("no"))]));
+    let err = graph.resume(by_id, &config).await.unwrap_err();
+    assert!(matches!(err, Error::UnknownInterrupt { .. }), "{err}");
+    assert_eq!(runs.get("answered"), 1, "a refused resume runs nothing");
+
+    // Continuing runs the node again with the answer it took.
+    let done = graph
+        .continue_run(&config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.bar, ["yes"]);
+}

@@ -210,3 +210,49 @@ async fn two_runs_racing_on_one_thread_one_wins_the_other_conflicts() {
         state.bar
     );
 }
+
+#[tokio::test]
+async fn a_replay_that_stops_at_its_fork_stores_it_as_a_fork_in_every_mode() {
+    // Replaying the checkpoint before node_b forks it; node_b then fails, so
+    // the fork is where the replay stops. Under `exit` it is the one
+    // checkpoint the replay stores: still a `fork`, as the other modes say.
+    for mode in [Durability::Sync, Durability::Async, Durability::Exit] {
+        let down = Arc::new(AtomicBool::new(false));
+        let d = down.clone();
+        let graph = Graph::<Steps>::new("Replay")
+            .add_node("node_a", |_: &Steps| StepsUpdate::default().bar(["a"]))
+            .add_node(
+                "node_b",
+                move |_: &Steps| -> Result<StepsUpdate, NodeError> {
+                    if d.load(Ordering::SeqCst) {
+                        return Err(NodeError::msg("down"));
+                    }
+                    Ok(StepsUpdate::default().bar(["b"]))
+                },
+            )
+            .add_sequence([START, "node_a", "node_b", END])
+            .compile(Compile::new().checkpointer(InMemorySaver::new()))
+            .unwrap();
+        let config = RunConfig::thread("replay");
+        graph.invoke(Steps::default(), &config).await.unwrap();
+        let history = graph
+            .get_state_history(&config, History::default())
+            .await
+            .unwrap();
+        let before_b = history.iter().find(|s| s.next == ["node_b"]).unwrap();
+        down.store(true, Ordering::SeqCst);
+        let replay = before_b.config.clone().durability(mode);
+        let err = graph.continue_run(&replay).await.unwrap_err();
+        assert!(matches!(err, Error::NodeFailed { .. }), "{mode:?}: {err}");
+
+        let head = graph.get_state(&config).await.unwrap();
+        assert_eq!(head.source(), Some("fork"), "{mode:?}");
+        assert_eq!(head.step(), before_b.step(), "{mode:?}");
+        assert_eq!(head.next, ["node_b"], "{mode:?}");
+        let forks = graph
+            .get_state_history(&config, History::default().filter("source", "fork"))
+            .await
+            .unwrap();
+        assert_eq!(forks.len(), 1, "{mode:?}");
+    }
+}

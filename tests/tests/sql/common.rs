@@ -191,6 +191,9 @@ pub fn cp(thread: &str, id: &str, parent: Option<&str>, order: Option<u64>) -> N
 /// `intrude` is set, the next `put_many` is preceded by another writer's
 /// commit at its first entry's commit order (as when another process's
 /// turn lands between reading the head and writing), and `intrude` clears.
+/// While `slow_final` is set, `put_checkpoint_with_writes` (the `exit`
+/// durability's write when a run stops) first waits 50 ms, as a saver
+/// waiting for a busy database does.
 #[derive(Debug)]
 pub struct Forwarding {
     pub inner: Arc<dyn Saver>,
@@ -201,6 +204,7 @@ pub struct Forwarding {
     pub writes: Mutex<Vec<String>>,
     pub fail_groups: AtomicBool,
     pub intrude: AtomicBool,
+    pub slow_final: AtomicBool,
 }
 
 impl Default for Forwarding {
@@ -221,6 +225,7 @@ impl Forwarding {
             writes: Mutex::new(Vec::new()),
             fail_groups: AtomicBool::new(false),
             intrude: AtomicBool::new(false),
+            slow_final: AtomicBool::new(false),
         }
     }
 
@@ -272,6 +277,9 @@ impl Saver for Forwarding {
         checkpoint: NewCheckpoint,
         writes: Vec<PendingWrite>,
     ) -> weaver::Result<CheckpointRef> {
+        if self.slow_final.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         self.inner
             .put_checkpoint_with_writes(checkpoint, writes)
             .await

@@ -142,7 +142,13 @@ async fn deltas_on(saver: Arc<dyn Saver>) {
         .await
         .unwrap();
     let fork = graph.get_state(&RunConfig::thread("t-fork")).await.unwrap();
-    assert_eq!(fork.values, history[5].values);
+    let copied = graph.get_state(&fork.config).await.unwrap();
+    assert_eq!(copied.values, history[5].values);
+    // history[5] is turn 38's input checkpoint, whose START task had left
+    // its writes: the fork's latest state applies them, as the original
+    // thread's next checkpoint did.
+    assert_eq!(history[5].source(), Some("input"));
+    assert_eq!(fork.values, history[4].values);
 
     // Pruning to the latest stores it in full, and the thread goes on.
     assert!(

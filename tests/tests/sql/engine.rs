@@ -187,3 +187,90 @@ async fn a_failed_sync_group_still_stores_the_tasks_writes() {
     let done = graph.invoke(Input::Continue, &config).await.unwrap();
     assert_eq!(done.complete().unwrap().bar, ["a", "b"]);
 }
+
+#[tokio::test]
+async fn a_stream_dropped_at_its_interrupt_finds_the_pause_stored_under_exit() {
+    // A consumer that stops reading at the pause (shows the question, ends
+    // the request) drops the stream there: the run must have stored it.
+    use futures_util::StreamExt;
+    use weaver::{StreamEvent, StreamItem};
+    let db = SqliteDb::new().await;
+    let saver = Arc::new(Forwarding::on(Arc::new(db.saver().await)));
+    saver.slow_final.store(true, Ordering::SeqCst);
+    let graph = Graph::<Steps>::new("AskOnExit")
+        .add_node("a", |_: &Steps| StepsUpdate::default().bar(["a"]))
+        .add_node(
+            "ask",
+            |_: &Steps, rt: &Runtime| -> Result<StepsUpdate, NodeError> {
+                let answer = rt.interrupt("go on?")?;
+                Ok(StepsUpdate::default().bar([answer.as_str().unwrap_or("?").to_owned()]))
+            },
+        )
+        .add_sequence([START, "a", "ask", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("ask-on-exit").durability(Durability::Exit);
+    let mut stream = graph.stream(Steps::default(), &config);
+    let mut paused = Vec::new();
+    while let Some(item) = stream.next().await {
+        if let StreamItem::Event(StreamEvent::Interrupted(i)) = item {
+            paused = i;
+            break;
+        }
+    }
+    drop(stream);
+    assert_eq!(paused.len(), 1);
+    let snap = graph.get_state(&config).await.unwrap();
+    assert_eq!(snap.next, ["ask"]);
+    assert_eq!(snap.interrupts, paused);
+    let done = graph
+        .resume(serde_json::json!("yes"), &config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.bar, ["a", "yes"]);
+}
+
+#[tokio::test]
+async fn an_input_taken_in_before_its_step_failed_to_commit_is_kept() {
+    // Sync durability stores START's writes with step 0's checkpoint in one
+    // group; that group fails, so START's writes are stored on their own and
+    // the thread's head is the input checkpoint with START succeeded. Its
+    // output (the input) is applied as any succeeded task's is: by
+    // get_state, by a new input, by update_state, by continue_run.
+    let db = SqliteDb::new().await;
+    let saver = Arc::new(Forwarding::on(Arc::new(db.saver().await)));
+    let graph = two_step(saver.clone());
+    for next in ["continue", "new input", "update_state"] {
+        let config = RunConfig::thread(next).durability(Durability::Sync);
+        saver.fail_groups.store(true, Ordering::SeqCst);
+        let input = StepsUpdate::default().bar(["in"]);
+        let err = graph.invoke(input, &config).await.unwrap_err();
+        assert!(matches!(err, Error::Storage { .. }), "{next}: {err}");
+        saver.fail_groups.store(false, Ordering::SeqCst);
+        let snap = graph.get_state(&config).await.unwrap();
+        assert_eq!(snap.source(), Some("input"), "{next}");
+        assert!(snap.tasks[0].succeeded, "{next}");
+        assert_eq!(snap.values.bar, ["in"], "{next}");
+
+        let state = match next {
+            "continue" => graph.continue_run(&config).await,
+            "new input" => {
+                let second = StepsUpdate::default().bar(["second"]);
+                graph.invoke(second, &config).await
+            }
+            _ => {
+                let edit = StepsUpdate::default().foo("edited");
+                graph.update_state(&config, edit, None).await.unwrap();
+                assert_eq!(graph.get_state(&config).await.unwrap().next, ["node_a"]);
+                graph.continue_run(&config).await
+            }
+        };
+        let bar = state.unwrap().complete().unwrap().bar;
+        match next {
+            "new input" => assert_eq!(bar, ["in", "second", "a", "b"]),
+            _ => assert_eq!(bar, ["in", "a", "b"], "{next}"),
+        }
+    }
+}

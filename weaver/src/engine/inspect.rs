@@ -6,7 +6,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Interrupt;
-use super::run::{apply_caught, decode_state_owned, next_tasks, replay_task, succeeded, task_id};
+use super::run::{
+    answered, apply_caught, decode_state_owned, next_tasks, replay_task, succeeded, task_id,
+};
 use crate::channel::ChannelKind;
 use crate::checkpoint::delta::{self, ListedParents};
 use crate::checkpoint::{
@@ -155,8 +157,11 @@ fn snapshot_of<S: GraphState>(
             .filter(|w| w.channel == INTERRUPT_CHANNEL && !settled)
             .filter_map(|w| Vec::<Interrupt>::deserialize(&w.value).ok())
             .flatten()
+            // In the latest state, an interrupt answered already (the attempt
+            // that took the answer then failed) waits for nothing.
+            .filter(|i| !(apply_pending && answered(&id, &writes, &i.id)))
             .collect();
-        if succeeded && apply_pending && node.is_some() {
+        if succeeded && apply_pending {
             let update = replay_task(spec, node, &writes)?.update;
             succeeded_updates.push(update);
         }

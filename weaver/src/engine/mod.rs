@@ -199,7 +199,8 @@ pub enum StreamEvent<S: GraphState> {
         /// What it wrote.
         update: S::Update,
     },
-    /// The run paused.
+    /// The run paused. Sent once what the run wrote is stored (under any
+    /// durability), so a consumer may stop reading here and resume later.
     Interrupted(Vec<Interrupt>),
 }
 

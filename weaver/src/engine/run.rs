@@ -65,6 +65,9 @@ pub(crate) struct Loop<'g, S: GraphState> {
     writer: Option<Writer>,
     thread: Option<CheckpointRef>,
     current: Checkpoint,
+    /// Why `current` was written (its metadata's `source`, stored with it
+    /// when `exit` durability stores it at the end).
+    source: CheckpointSource,
     current_saved: bool,
     last_saved: Option<String>,
     next_order: u64,
@@ -267,6 +270,19 @@ pub(crate) fn succeeded(writes: &[&PendingWrite]) -> bool {
         .any(|w| w.idx >= 0 || w.channel == NO_WRITES_CHANNEL)
 }
 
+/// Whether the interrupt `id` of task `task_id` is answered already: the
+/// task's stored resume values hold an answer for its index. An interrupt
+/// write outlives its answer when the attempt that took the answer failed
+/// instead of finishing; that interrupt is history, not pending.
+pub(crate) fn answered(task_id: &str, writes: &[&PendingWrite], id: &str) -> bool {
+    let answers = writes
+        .iter()
+        .find(|w| w.channel == RESUME_CHANNEL)
+        .and_then(|w| w.value.as_array())
+        .map_or(0, Vec::len);
+    (0..answers).any(|k| super::runtime::interrupt_id(task_id, k) == id)
+}
+
 fn failure(node: &str, source: impl Into<BoxError>) -> Error {
     Error::NodeFailed {
         node: node.to_owned(),
@@ -315,6 +331,12 @@ impl<'g, S: GraphState> Loop<'g, S> {
         match result {
             Ok(outcome) => {
                 lp.finish().await?;
+                // Only now: a consumer that stops at the pause (drops the
+                // stream) must find it stored, which `exit` durability does
+                // in `finish`.
+                if let (Outcome::Interrupted(interrupts), Some(sink)) = (&outcome, &lp.sink) {
+                    sink.send(StreamEvent::Interrupted(interrupts.clone()));
+                }
                 Ok(outcome)
             }
             Err(e) => {
@@ -338,6 +360,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             writer: None,
             thread: None,
             current: Checkpoint::empty(),
+            source: CheckpointSource::Loop,
             current_saved: false,
             last_saved: None,
             next_order: 1,
@@ -463,6 +486,7 @@ impl<S: GraphState> Loop<'_, S> {
             checkpoint = kept;
         }
         // Only now: a failed put leaves the run at its last stored checkpoint.
+        self.source = source;
         self.current_saved = saved;
         self.current = checkpoint;
         self.step = step;
@@ -496,11 +520,8 @@ impl<S: GraphState> Loop<'_, S> {
         let writes = std::mem::take(&mut self.unsaved_writes);
         if !self.current_saved {
             if let Some(thread) = &self.thread {
-                let mut metadata = CheckpointMetadata::new(CheckpointSource::Loop, self.step);
+                let mut metadata = CheckpointMetadata::new(self.source, self.step);
                 metadata.extra = self.config.checkpoint_extra();
-                if self.step == -1 || self.current.channel_values.contains_key(INPUT_CHANNEL) {
-                    metadata.source = CheckpointSource::Input;
-                }
                 let mut checkpoint = self.current.clone();
                 let (base, cut) = compact(
                     &mut checkpoint,
@@ -625,6 +646,9 @@ impl<S: GraphState> Loop<'_, S> {
                 continue;
             };
             for i in list {
+                if answered(&w.task_id, &task, &i.id) {
+                    continue;
+                }
                 out.push((w.task_id.clone(), w.task_path.clone(), i));
             }
         }
@@ -748,10 +772,9 @@ impl<S: GraphState> Loop<'_, S> {
         }
     }
 
+    /// The outcome of a run that pauses; [`Loop::run`] streams it once the
+    /// run's writes are stored.
     fn interrupted(&self, interrupts: Vec<Interrupt>) -> Outcome<S> {
-        if let Some(sink) = &self.sink {
-            sink.send(StreamEvent::Interrupted(interrupts.clone()));
-        }
         Outcome::Interrupted(interrupts)
     }
 
@@ -1142,11 +1165,12 @@ pub(crate) fn apply_succeeded<S: GraphState>(
     writes: &[PendingWrite],
 ) -> Result<()> {
     let mut done = Vec::new();
-    for node in next_tasks(spec, checkpoint).into_iter().flatten() {
-        let id = task_id(&checkpoint.id, spec.name_of(Some(node)));
+    // START's task too: the input it took in is its output.
+    for node in next_tasks(spec, checkpoint) {
+        let id = task_id(&checkpoint.id, spec.name_of(node));
         let own: Vec<&PendingWrite> = writes.iter().filter(|w| w.task_id == id).collect();
         if succeeded(&own) {
-            done.push((node, replay_task(spec, Some(node), &own)?));
+            done.push((node, replay_task(spec, node, &own)?));
         }
     }
     if done.is_empty() {
@@ -1160,7 +1184,7 @@ pub(crate) fn apply_succeeded<S: GraphState>(
         .unwrap_or(0)
         + 1;
     for (node, _) in &done {
-        mark_seen(spec, checkpoint, Some(*node));
+        mark_seen(spec, checkpoint, *node);
     }
     for (_, out) in &done {
         for ch in &out.channels {
@@ -1174,7 +1198,7 @@ pub(crate) fn apply_succeeded<S: GraphState>(
             }
         }
     }
-    let names: Vec<&str> = done.iter().map(|(n, _)| spec.name_of(Some(*n))).collect();
+    let names: Vec<&str> = done.iter().map(|(n, _)| spec.name_of(*n)).collect();
     let names = names.join(", ");
     apply_caught(
         state,

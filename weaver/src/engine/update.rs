@@ -12,7 +12,7 @@ use crate::checkpoint::{
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
 use crate::graph::node::Command;
-use crate::graph::spec::{Spec, Target};
+use crate::graph::spec::{INPUT_CHANNEL, Spec, Target};
 use crate::graph::{END, START};
 use crate::state::GraphState;
 
@@ -206,6 +206,14 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
             || writers.join(", "),
         )?;
         next.channel_values = encode_object("state", &state)?;
+        // An input START has not taken in yet waits for it in the new
+        // checkpoint too, unless the update consumed START's trigger.
+        if let Some(input) = checkpoint.channel_values.get(INPUT_CHANNEL)
+            && next_tasks(spec, &next).contains(&None)
+        {
+            next.channel_values
+                .insert(INPUT_CHANNEL.to_owned(), input.clone());
+        }
         step = if step == -2 { -1 } else { step + 1 };
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step);
         metadata.extra = config.checkpoint_extra();
