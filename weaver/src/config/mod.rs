@@ -31,7 +31,11 @@ pub enum Durability {
     /// runtime (no task to write in), the run writes as `Sync` does.
     #[default]
     Async,
-    /// Only the checkpoint where the run ends (or stops) is stored.
+    /// Only the checkpoint where the run ends (or stops: an interrupt, a
+    /// failed node) is stored, when the run returns. A run cancelled before
+    /// that (its `invoke` future or its stream dropped) stores nothing: the
+    /// thread stays where it was. A stream's `Interrupted` event comes once
+    /// the pause is stored.
     Exit,
 }
 
