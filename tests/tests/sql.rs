@@ -39,5 +39,7 @@ mod listing;
 mod maintenance;
 #[path = "sql/migrations.rs"]
 mod migrations;
+#[path = "sql/stored_json.rs"]
+mod stored_json;
 #[path = "sql/typed_history.rs"]
 mod typed_history;

@@ -39,6 +39,12 @@ pub use encrypted::{EncryptedCodec, EncryptionKey};
 /// after encoding: 64 MiB. Savers check it before writing anything.
 pub const MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
 
+/// Most arrays and objects nested in one another that a stored JSON document
+/// may hold, the document itself counted: serde_json refuses to read a
+/// deeper one (its recursion limit), so such a payload is refused when it is
+/// written rather than stored where no read can decode it.
+pub const MAX_JSON_DEPTH: usize = 127;
+
 /// Where a payload is stored: bound as associated data by encrypting codecs.
 ///
 /// Besides the row's identity, a checkpoint record's context names its parent
@@ -221,7 +227,9 @@ impl Codec for JsonCodec {
         checkpoint: &Checkpoint,
         ctx: &RecordContext<'_>,
     ) -> Result<Vec<u8>> {
-        serde_json::to_vec(checkpoint).map_err(|e| Error::encode(ctx.describe(), e))
+        let bytes = serde_json::to_vec(checkpoint).map_err(|e| Error::encode(ctx.describe(), e))?;
+        check_json_depth(&bytes)?;
+        Ok(bytes)
     }
 
     fn decode_checkpoint(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Checkpoint> {
@@ -229,7 +237,9 @@ impl Codec for JsonCodec {
     }
 
     fn encode_value(&self, value: &Value, ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
-        serde_json::to_vec(value).map_err(|e| Error::encode(ctx.describe(), e))
+        let bytes = serde_json::to_vec(value).map_err(|e| Error::encode(ctx.describe(), e))?;
+        check_json_depth(&bytes)?;
+        Ok(bytes)
     }
 
     fn decode_value(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Value> {
@@ -250,8 +260,70 @@ pub(crate) fn check_size(limit: &'static str, bytes: &[u8], ceiling: usize) -> R
     Ok(())
 }
 
+/// Checks that the JSON text `json` (as serde_json writes it) nests no
+/// deeper than [`MAX_JSON_DEPTH`], which serde_json can read back.
+pub(crate) fn check_json_depth(json: &[u8]) -> Result<()> {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_JSON_DEPTH {
+        return Err(Error::LimitExceeded {
+            limit: "JSON nesting depth",
+            value: deepest as u64,
+            ceiling: MAX_JSON_DEPTH as u64,
+        });
+    }
+    Ok(())
+}
+
 impl fmt::Display for RecordContext<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.describe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    #[test]
+    fn nesting_is_counted_outside_strings_only() {
+        let brackets = "[{\\\"\\\\".repeat(200);
+        let doc = serde_json::to_vec(&json!({ "s": brackets, "a": [[1]] })).unwrap();
+        check_json_depth(&doc).unwrap();
+        let mut deep = json!("]\"[");
+        for _ in 0..MAX_JSON_DEPTH {
+            deep = Value::Array(vec![deep]);
+        }
+        let ctx = RecordContext::checkpoint("t", "", "c");
+        let bytes = JsonCodec.encode_value(&deep, &ctx).unwrap();
+        assert_eq!(JsonCodec.decode_value(&bytes, &ctx).unwrap(), deep);
+        let deeper = Value::Array(vec![deep]);
+        let r = JsonCodec.encode_value(&deeper, &ctx);
+        assert!(
+            matches!(r, Err(Error::LimitExceeded { value, .. }) if value == MAX_JSON_DEPTH as u64 + 1),
+            "{r:?}"
+        );
     }
 }

@@ -23,7 +23,9 @@ use std::sync::Arc;
 use super::types::{
     CheckpointMetadata, CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint, PendingWrite,
 };
-use crate::codec::{Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, check_size};
+use crate::codec::{
+    Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, check_json_depth, check_size,
+};
 use crate::error::{Error, Result};
 use crate::migrate::Dialect;
 
@@ -673,6 +675,8 @@ impl Settings {
             metadata.as_bytes(),
             self.max_record_bytes,
         )?;
+        // Read back through serde_json, which refuses deeper documents.
+        check_json_depth(metadata.as_bytes())?;
         let writes = self.encode_writes(&ctx, writes)?;
         Ok(EncodedEntry {
             new,
