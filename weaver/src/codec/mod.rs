@@ -264,19 +264,24 @@ pub(crate) fn check_size(limit: &'static str, bytes: &[u8], ceiling: usize) -> R
 /// deeper than [`MAX_JSON_DEPTH`], which serde_json can read back.
 pub(crate) fn check_json_depth(json: &[u8]) -> Result<()> {
     let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in json {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    let mut i = 0;
+    while let Some(&b) = json.get(i) {
+        i += 1;
         match b {
-            b'"' => in_string = true,
+            // A string: jump from quote or backslash to the next (most of
+            // a checkpoint's bytes are string contents).
+            b'"' => loop {
+                let Some(at) = memchr::memchr2(b'"', b'\\', &json[i.min(json.len())..]) else {
+                    i = json.len();
+                    break;
+                };
+                i += at + 1;
+                if json[i - 1] == b'"' {
+                    break;
+                }
+                // The escaped character.
+                i += 1;
+            },
             b'[' | b'{' => {
                 depth += 1;
                 deepest = deepest.max(depth);
