@@ -7,6 +7,7 @@ use syn::{Data, DeriveInput, Fields};
 
 use crate::ast::state::State;
 use crate::ctxt::Errors;
+use crate::symbol::RESERVED_CHANNELS;
 
 /// Checks that the input is a non-generic struct with named fields.
 /// Returns `false` (with the error recorded) for any other shape.
@@ -42,10 +43,20 @@ pub(crate) fn shape(input: &DeriveInput, errors: &mut Errors) -> bool {
 }
 
 /// Checks that two fields do not map to the same channel enum variant
-/// (`foo_bar` and `foo__bar`).
+/// (`foo_bar` and `foo__bar`), and that no field is named like a channel
+/// of the runtime's own (`__start__`, `__error__`, ...).
 pub(crate) fn channels(state: &State<'_>, errors: &mut Errors) {
     let mut seen: HashMap<String, &str> = HashMap::new();
     for field in &state.fields {
+        if let Some((name, holds)) = RESERVED_CHANNELS.iter().find(|(n, _)| *n == field.name) {
+            errors.spanned(
+                field.ident,
+                format!(
+                    "a graph state cannot have a field named `{name}`: weaver stores {holds} \
+                     in a checkpoint under that name, beside the state's channels; rename the field"
+                ),
+            );
+        }
         let variant = field.variant().to_string();
         if let Some(first) = seen.insert(variant.clone(), &field.name) {
             errors.spanned(

@@ -178,6 +178,45 @@ mod tests {
     }
 
     #[test]
+    fn a_field_named_like_a_runtime_channel_is_refused() {
+        // `__start__` shared the pending input's channel: a run completed,
+        // but its checkpoint no longer decoded ("missing field `__start__`").
+        let out = text(derive_graph_state(quote! {
+            struct State { __start__: String, __error__: Vec<String>, __started__: u8 }
+        }));
+        assert_eq!(out.matches("compile_error").count(), 2, "{out}");
+        assert!(
+            out.contains(
+                "cannot have a field named `__start__`: weaver stores a run's pending input"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("field named `__error__`"), "{out}");
+        assert!(!out.contains("field named `__started__`"), "{out}");
+    }
+
+    #[test]
+    fn the_reserved_channels_are_the_runtimes() {
+        use weaver::checkpoint::{
+            ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, RESUME_CHANNEL,
+        };
+        let names: Vec<&str> = crate::symbol::RESERVED_CHANNELS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                weaver::START,
+                ERROR_CHANNEL,
+                INTERRUPT_CHANNEL,
+                RESUME_CHANNEL,
+                NO_WRITES_CHANNEL
+            ]
+        );
+    }
+
+    #[test]
     fn derive_on_an_enum_is_one_error_and_a_stub() {
         let out = text(derive_graph_state(quote! { enum State { A, B } }));
         assert_eq!(out.matches("compile_error").count(), 1);
