@@ -261,6 +261,27 @@ mod tests {
     }
 
     #[test]
+    fn a_node_named_like_start_or_end_is_refused() {
+        // `__start__` and `__end__` are what START and END stand for:
+        // `Graph::compile` refused the expanded graph at run time
+        // (`InvalidNodeName`) after `graph!` had accepted it.
+        let out = text(graph(quote! {
+            state: State,
+            nodes: [a, __start__ = a, __end__ = a],
+            edges: [START -> a -> __start__ -> __end__ -> END],
+        }));
+        assert!(
+            out.contains("`__start__` is reserved for the graph's entry"),
+            "{out}"
+        );
+        assert!(
+            out.contains("`__end__` is reserved for the graph's exit"),
+            "{out}"
+        );
+        assert!(!out.contains("add_node"), "{out}");
+    }
+
+    #[test]
     fn graph_errors_are_collected_and_the_stub_keeps_its_type() {
         let out = text(graph(quote! {
             state: State,
