@@ -127,13 +127,16 @@ fn escape(name: &str) -> String {
 /// `text` as a YAML scalar for the front matter: as it is when it is plain
 /// words, else quoted (a JSON string is a valid double-quoted YAML scalar).
 fn yaml_scalar(text: &str) -> String {
-    // Words YAML reads as something other than a string stay quoted.
+    // Words YAML reads as something other than a string stay quoted. So
+    // does anything starting with a digit: besides what Rust reads as a
+    // float, YAML reads `0x10`, `0o17` and `0b1` as integers and `1_000` as
+    // a float (Mermaid's front matter then shows `16`, or no title for `0x0`).
     let typed = text.parse::<f64>().is_ok()
         || ["true", "false", "null", "yes", "no", "on", "off", "~"]
             .contains(&text.to_ascii_lowercase().as_str());
     let plain = !text.is_empty()
         && !typed
-        && text.starts_with(|c: char| c.is_alphanumeric())
+        && text.starts_with(|c: char| c.is_alphabetic())
         && text
             .chars()
             .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '_' | '-' | '.'))
@@ -142,5 +145,38 @@ fn yaml_scalar(text: &str) -> String {
         text.to_owned()
     } else {
         serde_json::Value::String(text.to_owned()).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::yaml_scalar;
+
+    #[test]
+    fn titles_yaml_reads_as_numbers_are_quoted() {
+        // `0x10` was written plain, and YAML (js-yaml, Mermaid's front
+        // matter parser) reads it as the integer 16; `0x0` as 0, no title.
+        for number in [
+            "0x10",
+            "0x0",
+            "0o17",
+            "0b1",
+            "1_000",
+            "1e3",
+            "42",
+            "2024-01-01",
+        ] {
+            assert_eq!(
+                yaml_scalar(number),
+                format!("\"{number}\""),
+                "{number} must stay a string"
+            );
+        }
+        for word in ["Flow", "Review v2", "my-graph.v1", "über_flow"] {
+            assert_eq!(yaml_scalar(word), word);
+        }
+        for typed in ["true", "NULL", "Off", "~", "", "a: b", " lead"] {
+            assert!(yaml_scalar(typed).starts_with('"'), "{typed}");
+        }
     }
 }
