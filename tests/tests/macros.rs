@@ -372,6 +372,32 @@ mod derive {
     }
 }
 
+/// A field named as its channel must be stored (`userID`: the derive refuses
+/// `#[serde(rename)]`), with the lint allowed on the state. The update's
+/// field and setter repeated the name without the `allow`: `non_snake_case`
+/// warnings the user could not silence on the state, here denied.
+#[deny(non_snake_case)]
+mod stored_names {
+    use super::*;
+
+    #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[allow(non_snake_case)]
+    pub struct Account {
+        pub userID: String,
+    }
+
+    #[test]
+    fn a_field_allowed_a_non_snake_case_name_derives_without_warnings() {
+        let update = AccountUpdate::default().userID("u1");
+        let json = serde_json::to_value(&update).unwrap();
+        assert_eq!(json, serde_json::json!({ "userID": "u1" }));
+        let mut account = Account::default();
+        account.apply(vec![update]).unwrap();
+        assert_eq!(account.userID, "u1");
+        assert_eq!(AccountChannel::UserID.name(), "userID");
+    }
+}
+
 /// A `graph!` graph and the equivalent builder graph behave identically.
 mod equivalence {
     use super::*;

@@ -63,12 +63,16 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
         )]
         #[serde(crate = "::weaver::__private::serde")]
         #[schemars(crate = "::weaver::__private::schemars")]
+        // The fields and setters repeat the state's field names; a name
+        // that is not snake case is linted (or allowed) on the state itself.
+        #[allow(non_snake_case)]
         #vis struct #update {
             #(#fields,)*
         }
 
         const _: () = {
             #[automatically_derived]
+            #[allow(non_snake_case)]
             impl #update {
                 #(#setters)*
             }
