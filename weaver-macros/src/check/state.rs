@@ -100,7 +100,7 @@ const FIELD_SERDE: &[(&str, &str)] = &[
 ];
 
 /// Rejects serde attributes that would make the state's stored JSON
-/// disagree with its channels: container `rename_all`, field `rename`,
+/// disagree with its channels: container `rename_all` and `transparent`, field `rename`,
 /// `flatten` and the `skip` family. The update type, the schemas and the
 /// delta channels all key a channel by its field name.
 pub(crate) fn serde_attrs(input: &DeriveInput, errors: &mut Errors) {
@@ -112,6 +112,13 @@ pub(crate) fn serde_attrs(input: &DeriveInput, errors: &mut Errors) {
                     "`#[serde(rename_all)]` cannot be used on a graph state: a channel is stored, \
                      updated and described under its field name; name the fields as they should \
                      be stored",
+                );
+            } else if meta.path.is_ident("transparent") {
+                errors.spanned(
+                    &meta.path,
+                    "`#[serde(transparent)]` cannot be used on a graph state: a state is stored as \
+                     a JSON object keyed by its channels' names, and a transparent struct is \
+                     stored as its one field's value",
                 );
             }
             skip_value(&meta)

@@ -196,6 +196,21 @@ mod tests {
     }
 
     #[test]
+    fn a_transparent_state_is_refused() {
+        // It ran without a checkpointer; with one, every run failed with
+        // `Encode { what: "state", reason: "expected a JSON object, got []" }`.
+        let out = text(derive_graph_state(quote! {
+            #[serde(transparent)]
+            struct State { #[reducer(append)] log: Vec<String> }
+        }));
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(
+            out.contains("`#[serde(transparent)]` cannot be used on a graph state"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn the_reserved_channels_are_the_runtimes() {
         use weaver::checkpoint::{
             ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, RESUME_CHANNEL,
