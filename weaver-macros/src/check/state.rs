@@ -7,7 +7,7 @@ use syn::{Data, DeriveInput, Fields};
 
 use crate::ast::state::State;
 use crate::ctxt::Errors;
-use crate::symbol::RESERVED_CHANNELS;
+use crate::symbol::{REDUCER, RESERVED_CHANNELS};
 
 /// Checks that the input is a non-generic struct with named fields.
 /// Returns `false` (with the error recorded) for any other shape.
@@ -68,6 +68,19 @@ pub(crate) fn channels(state: &State<'_>, errors: &mut Errors) {
                 ),
             );
         }
+    }
+}
+
+/// Rejects `#[reducer(...)]` on the struct itself: a reducer belongs to
+/// one field, and the derive reads it only there, so the attribute would
+/// otherwise be ignored without a word.
+pub(crate) fn struct_reducer(input: &DeriveInput, errors: &mut Errors) {
+    for attr in input.attrs.iter().filter(|a| *a.path() == REDUCER) {
+        errors.spanned(
+            attr,
+            "`#[reducer]` goes on a field, not on the state struct: each channel has its own \
+             reducer, and a field without one keeps the last value",
+        );
     }
 }
 

@@ -34,6 +34,7 @@ pub(crate) fn derive_graph_state(input: TokenStream) -> TokenStream {
     };
     check::state::channels(&state, &mut errors);
     check::state::serde_attrs(&input, &mut errors);
+    check::state::struct_reducer(&input, &mut errors);
     let update = update::expand(&state);
     let channels = channel::expand(&state);
     let state_impl = state::expand(&state);
@@ -193,6 +194,21 @@ mod tests {
         );
         assert!(out.contains("field named `__error__`"), "{out}");
         assert!(!out.contains("field named `__started__`"), "{out}");
+    }
+
+    #[test]
+    fn a_reducer_on_the_struct_is_refused() {
+        // It was ignored: every field kept its own reducer (here none, the
+        // last value), silently.
+        let out = text(derive_graph_state(quote! {
+            #[reducer(append)]
+            struct State { log: Vec<String> }
+        }));
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(
+            out.contains("`#[reducer]` goes on a field, not on the state struct"),
+            "{out}"
+        );
     }
 
     #[test]
