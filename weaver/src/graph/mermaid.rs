@@ -125,7 +125,8 @@ fn escape(name: &str) -> String {
 }
 
 /// `text` as a YAML scalar for the front matter: as it is when it is plain
-/// words, else quoted (a JSON string is a valid double-quoted YAML scalar).
+/// words, else double-quoted (a JSON string, with the characters YAML
+/// refuses unescaped escaped too).
 fn yaml_scalar(text: &str) -> String {
     // Words YAML reads as something other than a string stay quoted. So
     // does anything starting with a digit: besides what Rust reads as a
@@ -142,10 +143,21 @@ fn yaml_scalar(text: &str) -> String {
             .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '_' | '-' | '.'))
         && !text.ends_with(' ');
     if plain {
-        text.to_owned()
-    } else {
-        serde_json::Value::String(text.to_owned()).to_string()
+        return text.to_owned();
     }
+    // JSON escapes the C0 controls only; YAML also refuses DEL, the C1
+    // controls and U+FFFE/U+FFFF unescaped (Mermaid's parser then rejects
+    // the whole front matter, and the drawing does not render).
+    let json = serde_json::Value::String(text.to_owned()).to_string();
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if matches!(c, '\u{7f}'..='\u{9f}' | '\u{fffe}' | '\u{ffff}') {
+            let _ = write!(out, "\\u{:04X}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -175,6 +187,12 @@ mod tests {
         for word in ["Flow", "Review v2", "my-graph.v1", "über_flow"] {
             assert_eq!(yaml_scalar(word), word);
         }
+        // YAML refuses these characters unescaped, where JSON does not.
+        assert_eq!(
+            yaml_scalar("a\u{7f}b\u{85}c\u{9f}\u{ffff}"),
+            r#""a\u007Fb\u0085c\u009F\uFFFF""#
+        );
+        assert_eq!(yaml_scalar("tab\there"), r#""tab\there""#);
         for typed in ["true", "NULL", "Off", "~", "", "a: b", " lead"] {
             assert!(yaml_scalar(typed).starts_with('"'), "{typed}");
         }
