@@ -114,7 +114,12 @@ fn plain_id(name: &str) -> bool {
 }
 
 /// Makes a name safe inside a quoted Mermaid label: entity codes for the
-/// characters the syntax uses, a line break for a newline.
+/// characters the syntax uses, a line break for a newline, and the `d` of
+/// `direction` as an entity code. Mermaid's flowchart lexer tries
+/// `.*direction\s+TB[^\n]*` (and `BT`, `RL`, `LR`) at the start of every
+/// line, before the quotes are seen: a node named `turn direction LR` made
+/// its whole line a `direction LR` statement, the node lost its label and
+/// the layout changed.
 fn escape(name: &str) -> String {
     name.replace('#', "#35;")
         .replace('"', "#quot;")
@@ -122,6 +127,7 @@ fn escape(name: &str) -> String {
         .replace('>', "#gt;")
         .replace("\r\n", "<br>")
         .replace(['\n', '\r'], "<br>")
+        .replace("direction", "#100;irection")
 }
 
 /// `text` as a YAML scalar for the front matter: as it is when it is plain
@@ -162,7 +168,20 @@ fn yaml_scalar(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::yaml_scalar;
+    use super::{escape, yaml_scalar};
+
+    #[test]
+    fn a_label_never_reads_as_a_direction_statement() {
+        // Mermaid lexes a line matching `.*direction\s+(TB|BT|RL|LR)` as a
+        // `direction` statement, whatever the quotes around it.
+        for name in ["turn direction LR", "direction\tTB", "a#direction RL"] {
+            let label = escape(name);
+            assert!(!label.contains("direction"), "{name:?} gave {label:?}");
+        }
+        assert_eq!(escape("turn direction LR"), "turn #100;irection LR");
+        assert_eq!(escape("a#direction RL"), "a#35;#100;irection RL");
+        assert_eq!(escape("Direction TB"), "Direction TB");
+    }
 
     #[test]
     fn titles_yaml_reads_as_numbers_are_quoted() {
