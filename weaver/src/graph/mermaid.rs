@@ -119,9 +119,12 @@ fn plain_id(name: &str) -> bool {
 /// `.*direction\s+TB[^\n]*` (and `BT`, `RL`, `LR`) at the start of every
 /// line, before the quotes are seen: a node named `turn direction LR` made
 /// its whole line a `direction LR` statement, the node lost its label and
-/// the layout changed.
+/// the layout changed. `%` is an entity code too: Mermaid reads a
+/// `%%{init: ...}%%` directive anywhere in the text, labels included, and
+/// applies its configuration.
 fn escape(name: &str) -> String {
     name.replace('#', "#35;")
+        .replace('%', "#37;")
         .replace('"', "#quot;")
         .replace('<', "#lt;")
         .replace('>', "#gt;")
@@ -181,6 +184,15 @@ mod tests {
         assert_eq!(escape("turn direction LR"), "turn #100;irection LR");
         assert_eq!(escape("a#direction RL"), "a#35;#100;irection RL");
         assert_eq!(escape("Direction TB"), "Direction TB");
+    }
+
+    #[test]
+    fn a_label_never_holds_a_directive() {
+        // Mermaid applies a `%%{init: ...}%%` directive found anywhere in the
+        // text, and removes it from the label.
+        let label = escape("x %%{init: {'theme': 'forest'}}%%");
+        assert!(!label.contains('%'), "{label}");
+        assert_eq!(escape("50% done"), "50#37; done");
     }
 
     #[test]
