@@ -334,6 +334,68 @@ mod derive {
         let json = serde_json::to_value(MethodsUpdate::default().default_("x")).unwrap();
         assert_eq!(json, serde_json::json!({ "default": "x" }));
     }
+
+    /// A recursive state whose field types name it as `Self`. The update
+    /// copied the types as written, where `Self` is the update: its field
+    /// was `Option<Vec<TreeUpdate>>`, and the derive did not compile.
+    #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    struct Tree {
+        label: String,
+        #[reducer(append)]
+        kids: Vec<Self>,
+        parent: Option<Box<Self>>,
+    }
+
+    #[test]
+    fn a_field_type_naming_self_is_the_state() {
+        let leaf = Tree {
+            label: "leaf".into(),
+            ..Tree::default()
+        };
+        let update = TreeUpdate::default()
+            .kids(vec![leaf.clone()])
+            .parent(Some(Box::new(leaf.clone())));
+        let mut tree = Tree::default();
+        tree.apply(vec![update.clone()]).unwrap();
+        tree.apply(vec![TreeUpdate::default().kids(vec![leaf.clone()])])
+            .unwrap();
+        assert_eq!(tree.kids, [leaf.clone(), leaf.clone()]);
+        assert_eq!(tree.parent.as_deref(), Some(&leaf));
+        let json = serde_json::to_value(&update).unwrap();
+        let back: TreeUpdate = serde_json::from_value(json).unwrap();
+        assert_eq!(back.kids, Some(vec![leaf]));
+        let schema = Tree::update_schema();
+        assert_eq!(
+            schema["properties"]["kids"]["items"]["$ref"],
+            "#/$defs/Tree"
+        );
+    }
+}
+
+/// A field named as its channel must be stored (`userID`: the derive refuses
+/// `#[serde(rename)]`), with the lint allowed on the state. The update's
+/// field and setter repeated the name without the `allow`: `non_snake_case`
+/// warnings the user could not silence on the state, here denied.
+#[deny(non_snake_case)]
+mod stored_names {
+    use super::*;
+
+    #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[allow(non_snake_case)]
+    pub struct Account {
+        pub userID: String,
+    }
+
+    #[test]
+    fn a_field_allowed_a_non_snake_case_name_derives_without_warnings() {
+        let update = AccountUpdate::default().userID("u1");
+        let json = serde_json::to_value(&update).unwrap();
+        assert_eq!(json, serde_json::json!({ "userID": "u1" }));
+        let mut account = Account::default();
+        account.apply(vec![update]).unwrap();
+        assert_eq!(account.userID, "u1");
+        assert_eq!(AccountChannel::UserID.name(), "userID");
+    }
 }
 
 /// A `graph!` graph and the equivalent builder graph behave identically.

@@ -17,6 +17,18 @@ pub(crate) const REPLACE: Symbol = Symbol("replace");
 pub(crate) const DELTA: Symbol = Symbol("delta");
 /// The built-in reducers, in the order error messages list them.
 pub(crate) const REDUCERS: [Symbol; 5] = [APPEND, DELTA, ADD, MERGE, REPLACE];
+/// The channels the runtime keeps beside the state's in a checkpoint and
+/// its pending writes, with what each holds: `weaver::START` (the pending
+/// input), `weaver::checkpoint::ERROR_CHANNEL`, `INTERRUPT_CHANNEL`,
+/// `RESUME_CHANNEL` and `NO_WRITES_CHANNEL`. A field of one of these names
+/// would share its channel.
+pub(crate) const RESERVED_CHANNELS: [(&str, &str); 5] = [
+    ("__start__", "a run's pending input"),
+    ("__error__", "a failed task's error"),
+    ("__interrupt__", "a task's interrupts"),
+    ("__resume__", "the values a task is resumed with"),
+    ("__no_writes__", "the mark of a task that wrote nothing"),
+];
 
 // `graph!`
 pub(crate) const NAME: Symbol = Symbol("name");

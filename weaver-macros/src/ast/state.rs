@@ -1,6 +1,7 @@
 //! The model of a `#[derive(GraphState)]` struct.
 
-use quote::format_ident;
+use proc_macro2::{Group, TokenStream, TokenTree};
+use quote::{ToTokens, format_ident};
 use syn::ext::IdentExt;
 use syn::{Attribute, Data, DeriveInput, Fields, Ident, Type, Visibility};
 
@@ -23,7 +24,9 @@ pub(crate) struct Field<'a> {
     /// The channel name: the field name without `r#`.
     pub name: String,
     pub vis: &'a Visibility,
-    pub ty: &'a Type,
+    /// The field's type, with `Self` spelled as the state's name
+    /// ([`own_self`]).
+    pub ty: Type,
     /// `///` doc attributes, forwarded to generated items.
     pub docs: Vec<&'a Attribute>,
     pub reducer: Reducer,
@@ -48,7 +51,7 @@ impl<'a> State<'a> {
                     ident,
                     name: ident.unraw().to_string(),
                     vis: &f.vis,
-                    ty: &f.ty,
+                    ty: own_self(&f.ty, &input.ident),
                     docs: f
                         .attrs
                         .iter()
@@ -64,6 +67,33 @@ impl<'a> State<'a> {
             fields,
         })
     }
+}
+
+/// `ty` with every `Self` replaced by `state`. The field's type is also
+/// written in the generated update (its fields, setters and schema), where
+/// `Self` would name the update instead of the state: a field
+/// `kids: Vec<Self>` became `Option<Vec<StateUpdate>>` there.
+fn own_self(ty: &Type, state: &Ident) -> Type {
+    fn walk(tokens: TokenStream, state: &Ident) -> TokenStream {
+        tokens
+            .into_iter()
+            .map(|tt| match tt {
+                TokenTree::Ident(i) if i == "Self" => {
+                    let mut name = state.clone();
+                    name.set_span(i.span());
+                    TokenTree::Ident(name)
+                }
+                TokenTree::Group(g) => {
+                    let mut inner = Group::new(g.delimiter(), walk(g.stream(), state));
+                    inner.set_span(g.span());
+                    TokenTree::Group(inner)
+                }
+                other => other,
+            })
+            .collect()
+    }
+    // An identifier replacing an identifier leaves a type a type.
+    syn::parse2(walk(ty.to_token_stream(), state)).unwrap_or_else(|_| ty.clone())
 }
 
 impl Field<'_> {

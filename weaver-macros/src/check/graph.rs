@@ -44,11 +44,13 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
     let mut index: HashMap<String, usize> = HashMap::new();
     for (i, node) in decl.nodes.iter().enumerate() {
         let name = node.name.unraw().to_string();
-        if name == "START" || name == "END" {
+        // `__start__` and `__end__` are the names START and END stand for
+        // (`weaver::START`, `weaver::END`): `Graph::compile` refuses them too.
+        if matches!(name.as_str(), "START" | "END" | "__start__" | "__end__") {
             errors.spanned(
                 &node.name,
                 format!("`{name}` is reserved for the graph's {} and cannot name a node; rename it with `other_name = {name}`",
-                    if name == "START" { "entry" } else { "exit" }),
+                    if name.to_ascii_uppercase().contains("START") { "entry" } else { "exit" }),
             );
         } else if let std::collections::hash_map::Entry::Vacant(slot) = index.entry(name.clone()) {
             slot.insert(i);

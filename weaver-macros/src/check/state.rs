@@ -7,6 +7,7 @@ use syn::{Data, DeriveInput, Fields};
 
 use crate::ast::state::State;
 use crate::ctxt::Errors;
+use crate::symbol::{REDUCER, RESERVED_CHANNELS};
 
 /// Checks that the input is a non-generic struct with named fields.
 /// Returns `false` (with the error recorded) for any other shape.
@@ -42,10 +43,20 @@ pub(crate) fn shape(input: &DeriveInput, errors: &mut Errors) -> bool {
 }
 
 /// Checks that two fields do not map to the same channel enum variant
-/// (`foo_bar` and `foo__bar`).
+/// (`foo_bar` and `foo__bar`), and that no field is named like a channel
+/// of the runtime's own (`__start__`, `__error__`, ...).
 pub(crate) fn channels(state: &State<'_>, errors: &mut Errors) {
     let mut seen: HashMap<String, &str> = HashMap::new();
     for field in &state.fields {
+        if let Some((name, holds)) = RESERVED_CHANNELS.iter().find(|(n, _)| *n == field.name) {
+            errors.spanned(
+                field.ident,
+                format!(
+                    "a graph state cannot have a field named `{name}`: weaver stores {holds} \
+                     in a checkpoint under that name, beside the state's channels; rename the field"
+                ),
+            );
+        }
         let variant = field.variant().to_string();
         if let Some(first) = seen.insert(variant.clone(), &field.name) {
             errors.spanned(
@@ -57,6 +68,19 @@ pub(crate) fn channels(state: &State<'_>, errors: &mut Errors) {
                 ),
             );
         }
+    }
+}
+
+/// Rejects `#[reducer(...)]` on the struct itself: a reducer belongs to
+/// one field, and the derive reads it only there, so the attribute would
+/// otherwise be ignored without a word.
+pub(crate) fn struct_reducer(input: &DeriveInput, errors: &mut Errors) {
+    for attr in input.attrs.iter().filter(|a| *a.path() == REDUCER) {
+        errors.spanned(
+            attr,
+            "`#[reducer]` goes on a field, not on the state struct: each channel has its own \
+             reducer, and a field without one keeps the last value",
+        );
     }
 }
 
@@ -89,7 +113,7 @@ const FIELD_SERDE: &[(&str, &str)] = &[
 ];
 
 /// Rejects serde attributes that would make the state's stored JSON
-/// disagree with its channels: container `rename_all`, field `rename`,
+/// disagree with its channels: container `rename_all` and `transparent`, field `rename`,
 /// `flatten` and the `skip` family. The update type, the schemas and the
 /// delta channels all key a channel by its field name.
 pub(crate) fn serde_attrs(input: &DeriveInput, errors: &mut Errors) {
@@ -101,6 +125,13 @@ pub(crate) fn serde_attrs(input: &DeriveInput, errors: &mut Errors) {
                     "`#[serde(rename_all)]` cannot be used on a graph state: a channel is stored, \
                      updated and described under its field name; name the fields as they should \
                      be stored",
+                );
+            } else if meta.path.is_ident("transparent") {
+                errors.spanned(
+                    &meta.path,
+                    "`#[serde(transparent)]` cannot be used on a graph state: a state is stored as \
+                     a JSON object keyed by its channels' names, and a transparent struct is \
+                     stored as its one field's value",
                 );
             }
             skip_value(&meta)

@@ -34,6 +34,7 @@ pub(crate) fn derive_graph_state(input: TokenStream) -> TokenStream {
     };
     check::state::channels(&state, &mut errors);
     check::state::serde_attrs(&input, &mut errors);
+    check::state::struct_reducer(&input, &mut errors);
     let update = update::expand(&state);
     let channels = channel::expand(&state);
     let state_impl = state::expand(&state);
@@ -178,6 +179,75 @@ mod tests {
     }
 
     #[test]
+    fn a_field_named_like_a_runtime_channel_is_refused() {
+        // `__start__` shared the pending input's channel: a run completed,
+        // but its checkpoint no longer decoded ("missing field `__start__`").
+        let out = text(derive_graph_state(quote! {
+            struct State { __start__: String, __error__: Vec<String>, __started__: u8 }
+        }));
+        assert_eq!(out.matches("compile_error").count(), 2, "{out}");
+        assert!(
+            out.contains(
+                "cannot have a field named `__start__`: weaver stores a run's pending input"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("field named `__error__`"), "{out}");
+        assert!(!out.contains("field named `__started__`"), "{out}");
+    }
+
+    #[test]
+    fn a_reducer_on_the_struct_is_refused() {
+        // It was ignored: every field kept its own reducer (here none, the
+        // last value), silently.
+        let out = text(derive_graph_state(quote! {
+            #[reducer(append)]
+            struct State { log: Vec<String> }
+        }));
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(
+            out.contains("`#[reducer]` goes on a field, not on the state struct"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_transparent_state_is_refused() {
+        // It ran without a checkpointer; with one, every run failed with
+        // `Encode { what: "state", reason: "expected a JSON object, got []" }`.
+        let out = text(derive_graph_state(quote! {
+            #[serde(transparent)]
+            struct State { #[reducer(append)] log: Vec<String> }
+        }));
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(
+            out.contains("`#[serde(transparent)]` cannot be used on a graph state"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_reserved_channels_are_the_runtimes() {
+        use weaver::checkpoint::{
+            ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, RESUME_CHANNEL,
+        };
+        let names: Vec<&str> = crate::symbol::RESERVED_CHANNELS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                weaver::START,
+                ERROR_CHANNEL,
+                INTERRUPT_CHANNEL,
+                RESUME_CHANNEL,
+                NO_WRITES_CHANNEL
+            ]
+        );
+    }
+
+    #[test]
     fn derive_on_an_enum_is_one_error_and_a_stub() {
         let out = text(derive_graph_state(quote! { enum State { A, B } }));
         assert_eq!(out.matches("compile_error").count(), 1);
@@ -219,6 +289,27 @@ mod tests {
         ] {
             assert!(out.contains(call), "missing {call} in {out}");
         }
+    }
+
+    #[test]
+    fn a_node_named_like_start_or_end_is_refused() {
+        // `__start__` and `__end__` are what START and END stand for:
+        // `Graph::compile` refused the expanded graph at run time
+        // (`InvalidNodeName`) after `graph!` had accepted it.
+        let out = text(graph(quote! {
+            state: State,
+            nodes: [a, __start__ = a, __end__ = a],
+            edges: [START -> a -> __start__ -> __end__ -> END],
+        }));
+        assert!(
+            out.contains("`__start__` is reserved for the graph's entry"),
+            "{out}"
+        );
+        assert!(
+            out.contains("`__end__` is reserved for the graph's exit"),
+            "{out}"
+        );
+        assert!(!out.contains("add_node"), "{out}");
     }
 
     #[test]

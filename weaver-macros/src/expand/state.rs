@@ -85,7 +85,7 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
 fn extend(field: &Field<'_>) -> TokenStream {
     let fident = field.ident;
     let name = &field.name;
-    let ty = field.ty;
+    let ty = &field.ty;
     quote_spanned! {ty.span()=>
         #name => {
             let items: #ty = ::weaver::__private::serde_json::from_value(
@@ -109,7 +109,7 @@ fn written_flag(field: &Field<'_>) -> syn::Ident {
 fn fold(field: &Field<'_>) -> TokenStream {
     let fident = field.ident;
     let name = &field.name;
-    let ty = field.ty;
+    let ty = &field.ty;
     let call = match &field.reducer {
         Reducer::LastValue => {
             let flag = written_flag(field);

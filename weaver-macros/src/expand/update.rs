@@ -20,7 +20,7 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
         let docs = &f.docs;
         let fvis = f.vis;
         let fident = f.ident;
-        let ty = f.ty;
+        let ty = &f.ty;
         let ty_string = ty.to_token_stream().to_string();
         quote! {
             #(#docs)*
@@ -36,7 +36,7 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
     let setters = state.fields.iter().map(|f| {
         let fident = f.ident;
         let setter = f.setter();
-        let ty = f.ty;
+        let ty = &f.ty;
         let doc = format!("Writes channel `{}`.", f.name);
         quote! {
             #[doc = #doc]
@@ -63,12 +63,16 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
         )]
         #[serde(crate = "::weaver::__private::serde")]
         #[schemars(crate = "::weaver::__private::schemars")]
+        // The fields and setters repeat the state's field names; a name
+        // that is not snake case is linted (or allowed) on the state itself.
+        #[allow(non_snake_case)]
         #vis struct #update {
             #(#fields,)*
         }
 
         const _: () = {
             #[automatically_derived]
+            #[allow(non_snake_case)]
             impl #update {
                 #(#setters)*
             }

@@ -114,33 +114,118 @@ fn plain_id(name: &str) -> bool {
 }
 
 /// Makes a name safe inside a quoted Mermaid label: entity codes for the
-/// characters the syntax uses, a line break for a newline.
+/// characters the syntax uses, a line break for a newline, and the `d` of
+/// `direction` as an entity code. Mermaid's flowchart lexer tries
+/// `.*direction\s+TB[^\n]*` (and `BT`, `RL`, `LR`) at the start of every
+/// line, before the quotes are seen: a node named `turn direction LR` made
+/// its whole line a `direction LR` statement, the node lost its label and
+/// the layout changed. `%` is an entity code too: Mermaid reads a
+/// `%%{init: ...}%%` directive anywhere in the text, labels included, and
+/// applies its configuration.
 fn escape(name: &str) -> String {
     name.replace('#', "#35;")
+        .replace('%', "#37;")
         .replace('"', "#quot;")
         .replace('<', "#lt;")
         .replace('>', "#gt;")
         .replace("\r\n", "<br>")
         .replace(['\n', '\r'], "<br>")
+        .replace("direction", "#100;irection")
 }
 
 /// `text` as a YAML scalar for the front matter: as it is when it is plain
-/// words, else quoted (a JSON string is a valid double-quoted YAML scalar).
+/// words, else double-quoted (a JSON string, with the characters YAML
+/// refuses unescaped escaped too).
 fn yaml_scalar(text: &str) -> String {
-    // Words YAML reads as something other than a string stay quoted.
+    // Words YAML reads as something other than a string stay quoted. So
+    // does anything starting with a digit: besides what Rust reads as a
+    // float, YAML reads `0x10`, `0o17` and `0b1` as integers and `1_000` as
+    // a float (Mermaid's front matter then shows `16`, or no title for `0x0`).
     let typed = text.parse::<f64>().is_ok()
         || ["true", "false", "null", "yes", "no", "on", "off", "~"]
             .contains(&text.to_ascii_lowercase().as_str());
     let plain = !text.is_empty()
         && !typed
-        && text.starts_with(|c: char| c.is_alphanumeric())
+        && text.starts_with(|c: char| c.is_alphabetic())
         && text
             .chars()
             .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '_' | '-' | '.'))
         && !text.ends_with(' ');
     if plain {
-        text.to_owned()
-    } else {
-        serde_json::Value::String(text.to_owned()).to_string()
+        return text.to_owned();
+    }
+    // JSON escapes the C0 controls only; YAML also refuses DEL, the C1
+    // controls and U+FFFE/U+FFFF unescaped (Mermaid's parser then rejects
+    // the whole front matter, and the drawing does not render).
+    let json = serde_json::Value::String(text.to_owned()).to_string();
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if matches!(c, '\u{7f}'..='\u{9f}' | '\u{fffe}' | '\u{ffff}') {
+            let _ = write!(out, "\\u{:04X}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{escape, yaml_scalar};
+
+    #[test]
+    fn a_label_never_reads_as_a_direction_statement() {
+        // Mermaid lexes a line matching `.*direction\s+(TB|BT|RL|LR)` as a
+        // `direction` statement, whatever the quotes around it.
+        for name in ["turn direction LR", "direction\tTB", "a#direction RL"] {
+            let label = escape(name);
+            assert!(!label.contains("direction"), "{name:?} gave {label:?}");
+        }
+        assert_eq!(escape("turn direction LR"), "turn #100;irection LR");
+        assert_eq!(escape("a#direction RL"), "a#35;#100;irection RL");
+        assert_eq!(escape("Direction TB"), "Direction TB");
+    }
+
+    #[test]
+    fn a_label_never_holds_a_directive() {
+        // Mermaid applies a `%%{init: ...}%%` directive found anywhere in the
+        // text, and removes it from the label.
+        let label = escape("x %%{init: {'theme': 'forest'}}%%");
+        assert!(!label.contains('%'), "{label}");
+        assert_eq!(escape("50% done"), "50#37; done");
+    }
+
+    #[test]
+    fn titles_yaml_reads_as_numbers_are_quoted() {
+        // `0x10` was written plain, and YAML (js-yaml, Mermaid's front
+        // matter parser) reads it as the integer 16; `0x0` as 0, no title.
+        for number in [
+            "0x10",
+            "0x0",
+            "0o17",
+            "0b1",
+            "1_000",
+            "1e3",
+            "42",
+            "2024-01-01",
+        ] {
+            assert_eq!(
+                yaml_scalar(number),
+                format!("\"{number}\""),
+                "{number} must stay a string"
+            );
+        }
+        for word in ["Flow", "Review v2", "my-graph.v1", "über_flow"] {
+            assert_eq!(yaml_scalar(word), word);
+        }
+        // YAML refuses these characters unescaped, where JSON does not.
+        assert_eq!(
+            yaml_scalar("a\u{7f}b\u{85}c\u{9f}\u{ffff}"),
+            r#""a\u007Fb\u0085c\u009F\uFFFF""#
+        );
+        assert_eq!(yaml_scalar("tab\there"), r#""tab\there""#);
+        for typed in ["true", "NULL", "Off", "~", "", "a: b", " lead"] {
+            assert!(yaml_scalar(typed).starts_with('"'), "{typed}");
+        }
     }
 }
