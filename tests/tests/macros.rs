@@ -299,6 +299,9 @@ mod derive {
         clone: u64,
         #[reducer(append)]
         into: Vec<String>,
+        try_from: u8,
+        try_into: u8,
+        to_owned: bool,
     }
 
     #[test]
@@ -313,6 +316,19 @@ mod derive {
         let copy = update.clone();
         let input: weaver::Input<Methods> = copy.into();
         assert!(matches!(input, weaver::Input::Update(_)));
+        let owned = update
+            .to_owned()
+            .try_from_(1u8)
+            .try_into_(2u8)
+            .to_owned_(true);
+        // The trait's `try_into`, which the setter no longer hides.
+        #[allow(clippy::unnecessary_fallible_conversions)]
+        let again: weaver::Input<Methods> = owned.clone().try_into().unwrap();
+        assert!(matches!(again, weaver::Input::Update(_)));
+        assert_eq!(
+            (owned.try_from, owned.try_into, owned.to_owned),
+            (Some(1), Some(2), Some(true))
+        );
         let whole = MethodsUpdate::from(Methods {
             clone: 5,
             ..Methods::default()
@@ -328,6 +344,7 @@ mod derive {
                 from: "f".into(),
                 clone: 4,
                 into: vec!["i".into(), "i".into()],
+                ..Methods::default()
             }
         );
         // Stored under the field names.

@@ -9,7 +9,9 @@ use crate::attr::{self, Reducer};
 use crate::ctxt::Errors;
 
 /// Field names whose setter gets a trailing `_` ([`Field::setter`]).
-const SHADOWING_SETTERS: &[&str] = &["default", "from", "clone", "into"];
+const SHADOWING_SETTERS: &[&str] = &[
+    "default", "from", "clone", "into", "try_from", "try_into", "to_owned",
+];
 
 /// A state struct: its name, visibility and channels.
 pub(crate) struct State<'a> {
@@ -98,9 +100,10 @@ fn own_self(ty: &Type, state: &Ident) -> Type {
 
 impl Field<'_> {
     /// The update's setter for this field: the field's own name, except
-    /// that `default`, `from`, `clone` and `into` get a trailing `_`, since
-    /// an inherent method of that name would hide `Update::default()`,
-    /// `Update::from(state)`, `update.clone()` and `update.into()`. (A field
+    /// that `default`, `from`, `clone`, `into`, `try_from`, `try_into` and
+    /// `to_owned` get a trailing `_`, since an inherent method of that name
+    /// would hide the trait's (`Update::default()`, `Update::from(state)`,
+    /// `update.clone()`, `update.into()`, …). (A field
     /// `default_` beside `default` is refused: both name the channel variant
     /// `Default`.)
     pub(crate) fn setter(&self) -> Ident {

@@ -125,10 +125,22 @@ mod tests {
     #[test]
     fn a_field_named_like_an_updates_method_gets_a_setter_with_a_trailing_underscore() {
         let out = text(derive_graph_state(quote! {
-            struct State { default: u8, from: u8, clone: u8, into: u8, fold: u8 }
+            struct State {
+                default: u8, from: u8, clone: u8, into: u8,
+                try_from: u8, try_into: u8, to_owned: u8, fold: u8,
+            }
         }));
         assert!(!out.contains("compile_error"), "{out}");
-        for setter in ["default_", "from_", "clone_", "into_", "fold"] {
+        for setter in [
+            "default_",
+            "from_",
+            "clone_",
+            "into_",
+            "try_from_",
+            "try_into_",
+            "to_owned_",
+            "fold",
+        ] {
             assert!(
                 out.contains(&format!("fn {setter} (mut self")),
                 "{setter}: {out}"
