@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use sqlx::AssertSqlSafe;
 use weaver::checkpoint::{
     ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple,
-    DELTA_SNAPSHOT_EVERY, ForkOptions, ListFilter, NewCheckpoint, PruneStrategy,
+    DELTA_SNAPSHOT_EVERY, ForkOptions, ListFilter, NewCheckpoint, PruneStrategy, SqliteSaver,
 };
 use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::prelude::*;
@@ -916,4 +916,64 @@ async fn a_child_stored_while_its_thread_is_deleted_leaves_nothing_on_postgres()
         );
         db.drop_schema().await;
     }
+}
+
+/// A shallow saver forking a record that a full saver stored with delta
+/// channels copies it in full: `fork_at`'s byte ceiling holds for that full
+/// copy, not for the smaller stored delta.
+#[tokio::test]
+async fn a_shallow_fork_checks_its_byte_ceiling_on_the_full_copy() {
+    let db = SqliteDb::new().await;
+    let full: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let graph = chat(full.clone());
+    let config = RunConfig::thread("long");
+    for i in 0..20 {
+        graph.invoke(user(i), &config).await.unwrap();
+    }
+    let stored = raw(full.as_ref(), "long").await.remove(0);
+    assert!(
+        !stored.checkpoint.deltas.is_empty(),
+        "the latest is a delta"
+    );
+    let delta_size = weaver::checkpoint::limits::record_size(&stored.checkpoint).unwrap();
+    let whole = weaver::Checkpointer::from_arc(full.clone())
+        .get_tuple(&stored.config)
+        .await
+        .unwrap()
+        .unwrap();
+    let full_size = weaver::checkpoint::limits::record_size(&whole.checkpoint).unwrap();
+    assert!(full_size > delta_size + 200, "{full_size} vs {delta_size}");
+    let shallow = SqliteSaver::new(db.pool.clone()).shallow();
+    let between = ForkOptions::default().max_bytes((delta_size + full_size) / 2);
+    let err = shallow
+        .fork_at(&stored.config, "copy", between)
+        .await
+        .unwrap_err();
+    // The size refused is the full record's (as rebuilt for the copy),
+    // above the ceiling the stored delta fits under.
+    let Error::LimitExceeded {
+        limit: "fork_at bytes",
+        value: copied_size,
+        ..
+    } = err
+    else {
+        panic!("{err:?}");
+    };
+    assert!(
+        copied_size as usize > (delta_size + full_size) / 2,
+        "{err:?}"
+    );
+    assert!(raw(&shallow, "copy").await.is_empty(), "nothing was copied");
+    // With room for the full record the fork goes through, whole.
+    let roomy = ForkOptions::default().max_bytes(copied_size as usize);
+    shallow
+        .fork_at(&stored.config, "copy", roomy)
+        .await
+        .unwrap();
+    let copied = raw(&shallow, "copy").await;
+    assert_eq!(copied.len(), 1);
+    assert_eq!(
+        copied[0].checkpoint.channel_values,
+        whole.checkpoint.channel_values
+    );
 }

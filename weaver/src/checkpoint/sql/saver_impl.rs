@@ -993,6 +993,16 @@ macro_rules! impl_sql_saver {
                             .filter(|t| self.settings.shallow && delta::unresolved(&t.checkpoint))
                         {
                             t.checkpoint = self.materialized(&mut *snapshot, t, op).await?;
+                            // The copy is the record in full: the byte
+                            // ceiling holds for what is written.
+                            let size = limits::record_size(&t.checkpoint)?;
+                            if size > options.max_bytes {
+                                return Err(Error::LimitExceeded {
+                                    limit: "fork_at bytes",
+                                    value: size as u64,
+                                    ceiling: options.max_bytes as u64,
+                                });
+                            }
                         }
                         let write_rows = ::sqlx::query(AssertSqlSafe(q.lineage_writes.clone()))
                             .bind(&source.thread_id)
