@@ -150,7 +150,12 @@ impl<S: GraphState> CompiledGraph<S> {
         engine::get_state(&self.inner.spec, cp, &self.inner.snapshots, config).await
     }
 
-    /// The thread's checkpoints as snapshots, newest first.
+    /// The thread's checkpoints (in `config`'s namespace) as snapshots,
+    /// newest first; `options` filters by metadata, starts
+    /// [`before`](History::before) a checkpoint and limits the count. A
+    /// `checkpoint_id` in `config` does not narrow the listing (LangGraph's
+    /// savers list only that checkpoint then): read one checkpoint with
+    /// [`get_state`](Self::get_state).
     pub async fn get_state_history(
         &self,
         config: &RunConfig,
