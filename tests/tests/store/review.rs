@@ -277,6 +277,40 @@ async fn deeply_nested_value_is_stored_readably_or_rejected() {
     report(problems);
 }
 
+/// A value nested far past `limits::MAX_VALUE_NESTING` (a few thousand
+/// levels: one the caller can build and drop) is `LimitExceeded` on every
+/// backend, alone or in a batch, with nothing written. (The put measured
+/// the value's serialized bytes before its nesting; serializing recurses
+/// once per level, and overflowed the stack: the process aborted.)
+#[tokio::test]
+async fn far_too_deeply_nested_value_is_rejected_not_a_crash() {
+    // Built and dropped without recursion deeper than the caller's own.
+    let deep = || (0..3_000).fold(json!("core"), |v, _| Value::Array(vec![v]));
+    let t = Trio::new(StoreConfig::new()).await;
+    let mut problems = Vec::new();
+    for (name, s) in t.all() {
+        let alone = s.put(&["deep"], "k", deep()).await;
+        if !matches!(&alone, Err(Error::LimitExceeded { limit, .. }) if *limit == "store value nesting")
+        {
+            problems.push(format!("{name}: put: {:?}", alone.map(|_| ())));
+        }
+        let batch = s
+            .batch(vec![
+                Op::put(&["deep"], "ok", json!(1)),
+                Op::put(&["deep"], "k", deep()),
+            ])
+            .await;
+        if !matches!(&batch, Err(Error::LimitExceeded { .. })) {
+            problems.push(format!("{name}: batch: {:?}", batch.map(|_| ())));
+        }
+        let left = keys(s, &["deep"], Search::new()).await;
+        if left != Ok(vec![]) {
+            problems.push(format!("{name}: written anyway: {left:?}"));
+        }
+    }
+    report(problems);
+}
+
 #[tokio::test]
 async fn near_infinite_ttl_survives_refresh_on_read() {
     let t = Trio::new(StoreConfig::new()).await;

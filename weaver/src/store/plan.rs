@@ -275,6 +275,17 @@ pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Pl
             } => {
                 validate_namespace(&namespace)?;
                 validate_key(&key)?;
+                // Nesting first, without recursion: serializing (to count
+                // the bytes) recurses once per level, and a value a few
+                // thousand levels deep overflows the stack there.
+                let depth = nesting(&value);
+                if depth > MAX_VALUE_NESTING {
+                    return Err(Error::LimitExceeded {
+                        limit: "store value nesting",
+                        value: depth as u64,
+                        ceiling: MAX_VALUE_NESTING as u64,
+                    });
+                }
                 let bytes = serde_json::to_vec(&value)
                     .map_err(|e| Error::encode("store value", e))?
                     .len();
@@ -283,14 +294,6 @@ pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Pl
                         limit: "store value bytes",
                         value: bytes as u64,
                         ceiling: MAX_VALUE_BYTES as u64,
-                    });
-                }
-                let depth = nesting(&value);
-                if depth > MAX_VALUE_NESTING {
-                    return Err(Error::LimitExceeded {
-                        limit: "store value nesting",
-                        value: depth as u64,
-                        ceiling: MAX_VALUE_NESTING as u64,
                     });
                 }
                 let address = namespace.iter().map(|l| l.len() + 1).sum::<usize>() + key.len();
