@@ -311,6 +311,56 @@ async fn far_too_deeply_nested_value_is_rejected_not_a_crash() {
     report(problems);
 }
 
+/// A filter nested thousands of levels deep (one the caller can build and
+/// drop) is `LimitExceeded` on every backend, whatever its shape; a filter
+/// whose operand is as deep as a storable value still matches, also inside
+/// many `$and` levels. (Parsing it recursed once per level: through `$and`
+/// lists, copying a deep operand, or quoting a bad operand or a non-object
+/// filter in the error message. It overflowed the stack: the process
+/// aborted.)
+#[tokio::test]
+async fn far_too_deeply_nested_filter_is_rejected_not_a_crash() {
+    let deep = |depth: usize| (0..depth).fold(json!("core"), |v, _| Value::Array(vec![v]));
+    let obj = |k: &str, v: Value| Value::Object([(k.to_owned(), v)].into_iter().collect());
+    let and =
+        |levels: usize, f: Value| (0..levels).fold(f, |f, _| obj("$and", Value::Array(vec![f])));
+    let shapes = || {
+        [
+            ("not an object", deep(3_000)),
+            ("bad $gt operand", obj("a", obj("$gt", deep(3_000)))),
+            ("$and not a list", obj("$and", obj("x", deep(3_000)))),
+            ("nested $and", and(1_500, json!({"a": 1}))),
+            ("deep operand", obj("a", deep(6_000))),
+        ]
+    };
+    let storable = deep(limits::MAX_VALUE_NESTING - 1);
+    let t = Trio::new(StoreConfig::new()).await;
+    let mut problems = Vec::new();
+    for (name, s) in t.all() {
+        s.put(&["f"], "k", obj("a", storable.clone()))
+            .await
+            .unwrap();
+        for (what, filter) in shapes() {
+            let r = s.search(&["f"], Search::new().filter(filter)).await;
+            if !matches!(&r, Err(Error::LimitExceeded { limit, .. }) if *limit == "store filter nesting")
+            {
+                problems.push(format!("{name}, {what}: {:?}", r.map(|_| ())));
+            }
+        }
+        let exact = obj("a", obj("$eq", storable.clone()));
+        for (what, filter) in [
+            ("deepest operand", exact.clone()),
+            ("in 40 $and", and(40, exact)),
+        ] {
+            let found = keys(s, &["f"], Search::new().filter(filter)).await;
+            if found != Ok(vec!["k".to_owned()]) {
+                problems.push(format!("{name}, {what}: {found:?}"));
+            }
+        }
+    }
+    report(problems);
+}
+
 #[tokio::test]
 async fn near_infinite_ttl_survives_refresh_on_read() {
     let t = Trio::new(StoreConfig::new()).await;

@@ -6,6 +6,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::limits::MAX_FILTER_NESTING;
+use super::plan::nesting;
 use crate::error::{Error, Result};
 
 /// A comparison of a value field with an operand.
@@ -155,8 +157,24 @@ impl Filter {
     /// Parses the JSON form. A non-object filter, an unknown operator, an
     /// object mixing operators and plain keys, or an ordering operator
     /// (`$gt`…) whose operand is neither a number nor a string is
-    /// [`Error::InvalidArgument`].
+    /// [`Error::InvalidArgument`]; a form nested deeper than
+    /// [`MAX_FILTER_NESTING`](super::limits::MAX_FILTER_NESTING) is
+    /// [`Error::LimitExceeded`].
     pub fn parse(json: &Value) -> Result<Filter> {
+        // Counted without recursion, before anything recurses into the form
+        // (the `$and` parts, copying operands, quoting them in errors).
+        let depth = nesting(json, MAX_FILTER_NESTING);
+        if depth > MAX_FILTER_NESTING {
+            return Err(Error::LimitExceeded {
+                limit: "store filter nesting",
+                value: depth as u64,
+                ceiling: MAX_FILTER_NESTING as u64,
+            });
+        }
+        Filter::parse_bounded(json)
+    }
+
+    fn parse_bounded(json: &Value) -> Result<Filter> {
         let Value::Object(fields) = json else {
             return Err(Error::invalid_argument(format!(
                 "a filter is a JSON object of field conditions, not `{json}`"
@@ -171,7 +189,9 @@ impl Filter {
                     )));
                 };
                 for part in all {
-                    filter.conditions.extend(Filter::parse(part)?.conditions);
+                    filter
+                        .conditions
+                        .extend(Filter::parse_bounded(part)?.conditions);
                 }
                 continue;
             }

@@ -19,6 +19,10 @@ pub const MAX_VALUE_NESTING: usize = 100;
 /// Longest time to live an item gets (100 years of 365 days); a longer
 /// one is capped to it.
 pub const MAX_TTL: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
+/// Deepest a search filter's JSON form may nest: room for any operand a
+/// stored value (at most [`MAX_VALUE_NESTING`] deep) can hold, inside field
+/// objects and `$and` lists.
+pub const MAX_FILTER_NESTING: usize = 2 * MAX_VALUE_NESTING;
 /// Most operations one [`Store::batch`](super::Store::batch) may hold.
 pub const MAX_BATCH_OPS: usize = 1_000;
 /// Largest `limit` a search or a namespace listing may ask for.

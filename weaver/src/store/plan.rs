@@ -86,8 +86,8 @@ fn micros_of(d: Duration) -> i64 {
 }
 
 /// How deep `value`'s arrays and objects nest (a scalar is 0), counted
-/// without recursion; stops counting past `MAX_VALUE_NESTING`.
-fn nesting(value: &Value) -> usize {
+/// without recursion; stops counting past `ceiling`.
+pub(crate) fn nesting(value: &Value, ceiling: usize) -> usize {
     let mut deepest = 0;
     let mut stack = vec![(value, 0usize)];
     while let Some((v, depth)) = stack.pop() {
@@ -97,7 +97,7 @@ fn nesting(value: &Value) -> usize {
             _ => continue,
         };
         deepest = deepest.max(depth + 1);
-        if deepest > MAX_VALUE_NESTING {
+        if deepest > ceiling {
             break;
         }
         stack.extend(children.map(|c| (c, depth + 1)));
@@ -278,7 +278,7 @@ pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Pl
                 // Nesting first, without recursion: serializing (to count
                 // the bytes) recurses once per level, and a value a few
                 // thousand levels deep overflows the stack there.
-                let depth = nesting(&value);
+                let depth = nesting(&value, MAX_VALUE_NESTING);
                 if depth > MAX_VALUE_NESTING {
                     return Err(Error::LimitExceeded {
                         limit: "store value nesting",
