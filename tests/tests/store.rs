@@ -55,6 +55,26 @@ mod memory {
         assert_eq!(store.sweep().await.unwrap(), 0);
         sweeper.abort();
     }
+
+    /// A zero period sweeps (every millisecond) instead of killing the
+    /// sweeper's task with a panic.
+    #[tokio::test]
+    async fn a_sweeper_with_a_zero_period_still_sweeps() {
+        use std::time::Duration;
+        use weaver::store::{PutOptions, spawn_sweeper};
+
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+        let ttl = PutOptions::new().ttl(Duration::from_millis(30));
+        store
+            .put_with(&["s"], "k", serde_json::json!(1), ttl)
+            .await
+            .unwrap();
+        let sweeper = spawn_sweeper(store.clone(), Duration::ZERO);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!sweeper.is_finished(), "the sweeper's task ended");
+        assert_eq!(store.sweep().await.unwrap(), 0, "the sweeper swept");
+        sweeper.abort();
+    }
 }
 
 mod graph {

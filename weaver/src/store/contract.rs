@@ -178,10 +178,14 @@ pub(crate) async fn traced<T>(
     out
 }
 
-/// Sweeps `store` every `every` in a background task until the handle is
-/// aborted; a failed sweep is logged (`tracing` warning) and retried at the
-/// next tick. Needs a tokio runtime.
+/// Sweeps `store` every `every` (at least every millisecond: a zero period
+/// is taken as 1 ms) in a background task until the handle is aborted; a
+/// failed sweep is logged (`tracing` warning) and retried at the next tick.
+/// Needs a tokio runtime.
 pub fn spawn_sweeper(store: Arc<dyn Store>, every: Duration) -> tokio::task::JoinHandle<()> {
+    // `tokio::time::interval` panics on a zero period, which would end the
+    // task before its first sweep, unnoticed.
+    let every = every.max(Duration::from_millis(1));
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
         loop {
