@@ -547,6 +547,35 @@ async fn a_float_filter_does_not_match_an_integer_past_i64_that_rounds_to_it() {
     finish(failures);
 }
 
+/// A whole float filter past 2^53 matches the stored integer it equals:
+/// PostgreSQL read the filter 2^60 as its shortest decimal text
+/// `1152921504606847000`, and missed the stored integer 2^60 that SQLite and
+/// the in-memory saver return (the same for 2^63 and -2^63). A float stored
+/// with the same value still matches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_float_filter_matches_the_integer_it_equals() {
+    let two = |e: i32| 2f64.powi(e);
+    let stored = [
+        json!(1u64 << 60),
+        json!(two(60)),
+        json!(1u64 << 63),
+        json!(i64::MIN),
+        json!(-two(63)),
+        json!((1u64 << 60) + 1),
+        json!(1e16),
+    ];
+    let wants = [
+        json!(two(60)),
+        json!(two(63)),
+        json!(-two(63)),
+        json!(two(61)),
+        json!(1e16),
+        json!(10_000_000_000_000_000u64),
+    ];
+    let failures = filter_disagreements(&stored, &wants).await;
+    finish(failures);
+}
+
 /// Listing arguments at their edges behave as on the in-memory saver:
 /// `limit(0)`, `before` naming a checkpoint of another thread, of another
 /// namespace or none, namespaces that sort oddly, filter keys that are not

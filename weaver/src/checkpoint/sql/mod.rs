@@ -267,7 +267,14 @@ impl Queries {
             (Dialect::Sqlite, FilterValue::Json) => {
                 format!("(metadata -> ${key_param}) = json(${value_param})")
             }
-            // JSONB compares numbers by value.
+            // JSONB compares numbers by value, in decimal: a float is bound
+            // as its shortest text, which for a whole float past 2^53 is not
+            // its value (2^60 is `1.152921504606847e18`), so it also
+            // matches the integer it equals exactly. (A float stored past
+            // 2^53 is kept as that text, hence both.)
+            (Dialect::Postgres, FilterValue::Float { exact: Some(e) }) => format!(
+                "((metadata -> ${key_param}) = CAST(${value_param} AS JSONB) OR (metadata -> ${key_param}) = CAST(${e} AS JSONB))"
+            ),
             (Dialect::Postgres, _) => {
                 format!("(metadata -> ${key_param}) = CAST(${value_param} AS JSONB)")
             }
