@@ -57,6 +57,7 @@ where
     put_ops_group_fails_as_a_whole(make().await).await;
     put_ops_takes_large_groups(make().await).await;
     a_failed_put_leaves_no_trace_of_the_thread(make().await).await;
+    extra_metadata_named_like_a_field_is_not_stored(make().await).await;
 }
 
 /// A checkpoint whose single channel `v` holds `value`.
@@ -1550,6 +1551,64 @@ async fn a_failed_put_leaves_no_trace_of_the_thread(saver: Arc<dyn Saver>) {
             .await
             .unwrap()
             .len(),
+        1
+    );
+}
+
+/// An `extra` metadata key named like a field (`source`, `step`,
+/// `parents`) is not stored: the checkpoint reads back (by `get_tuple`,
+/// `list`, `put_many` and `copy_thread` alike) with the engine's fields
+/// only, as its JSON form has them, and a filter on such a key matches the
+/// field.
+async fn extra_metadata_named_like_a_field_is_not_stored(saver: Arc<dyn Saver>) {
+    let with_reserved = |thread: &str| {
+        let mut new = new_on(thread, None, None, 3, json!(0));
+        new.metadata.parents.insert("outer".into(), "p1".into());
+        for (k, v) in [
+            ("source", json!("mine")),
+            ("step", json!(99)),
+            ("parents", json!({"x": "y"})),
+            ("user", json!("ann")),
+        ] {
+            new.metadata.extra.insert(k.into(), v);
+        }
+        new
+    };
+    saver.put(with_reserved("r")).await.unwrap();
+    saver
+        .put_many(vec![BatchEntry {
+            checkpoint: with_reserved("b"),
+            writes: Vec::new(),
+        }])
+        .await
+        .unwrap();
+    saver.copy_thread("r", "c").await.unwrap();
+    for thread in ["r", "b", "c"] {
+        let got = saver
+            .get_tuple(&CheckpointRef::latest(thread))
+            .await
+            .unwrap()
+            .unwrap();
+        let listed = saver.list(&ListFilter::thread(thread)).await.unwrap();
+        for m in [&got.metadata, &listed[0].metadata] {
+            assert_eq!(
+                m.extra.keys().collect::<Vec<_>>(),
+                ["user"],
+                "thread {thread}: {m:?}"
+            );
+            assert_eq!(m.step, 3);
+            assert_eq!(m.source, CheckpointSource::Loop);
+            assert_eq!(m.parents.len(), 1);
+        }
+    }
+    let count = |filter: ListFilter| {
+        let saver = saver.clone();
+        async move { saver.list(&filter).await.unwrap().len() }
+    };
+    assert_eq!(count(ListFilter::thread("r").metadata("step", 3)).await, 1);
+    assert_eq!(count(ListFilter::thread("r").metadata("step", 99)).await, 0);
+    assert_eq!(
+        count(ListFilter::thread("r").metadata("user", "ann")).await,
         1
     );
 }

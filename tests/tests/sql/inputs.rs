@@ -490,6 +490,92 @@ async fn metadata_filters_match_the_same_rows_as_the_in_memory_saver() {
     finish(failures);
 }
 
+/// The filter values of `wants` select the same checkpoints of thread `f`
+/// (one per value of `stored`, under key `k`) on SQLite, PostgreSQL and the
+/// in-memory saver; the disagreements, one line each.
+async fn filter_disagreements(stored: &[Value], wants: &[Value]) -> Vec<String> {
+    let memory: Arc<dyn Saver> = Arc::new(InMemorySaver::new());
+    let mut fxs = Fx::both().await;
+    let mut savers: Vec<(&str, Arc<dyn Saver>)> = vec![("memory", memory)];
+    savers.extend(fxs.iter().map(|f| (f.name(), f.saver.clone())));
+    for (_, s) in &savers {
+        for (i, v) in stored.iter().enumerate() {
+            let mut new = cp("f", &format!("c{i:02}"), None, None);
+            new.metadata.extra.insert("k".into(), v.clone());
+            s.put(new).await.unwrap();
+        }
+    }
+    let mut failures = Vec::new();
+    for want in wants {
+        let filter = ListFilter::thread("f").metadata("k", want.clone());
+        let mut answers = Vec::new();
+        for (name, s) in &savers {
+            let got = s.list(&filter).await.map(|l| {
+                let mut v = ids(&l);
+                v.sort();
+                v
+            });
+            answers.push((name, format!("{got:?}")));
+        }
+        if answers.iter().any(|a| a.1 != answers[0].1) {
+            failures.push(format!("filter k = {want}: {answers:?}"));
+        }
+    }
+    for fx in fxs.drain(..) {
+        fx.done().await;
+    }
+    failures
+}
+
+/// A float filter does not match a stored integer past `i64` that only
+/// rounds to it: SQLite's `->>` reads `u64::MAX` as the float 2^64, which
+/// matched the filter 2^64 there (the in-memory saver and PostgreSQL compare
+/// exactly). A float stored as 2^64 still matches it, and an integer past
+/// `i64` still matches the float it equals exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_float_filter_does_not_match_an_integer_past_i64_that_rounds_to_it() {
+    let two_64 = 18_446_744_073_709_551_616.0_f64;
+    let stored = [
+        json!(u64::MAX),
+        json!(u64::MAX - 1),
+        json!(two_64),
+        json!(1e20),
+        json!(0.5),
+    ];
+    let wants = [json!(two_64), json!(u64::MAX), json!(1e20), json!(0.5)];
+    let failures = filter_disagreements(&stored, &wants).await;
+    finish(failures);
+}
+
+/// A whole float filter past 2^53 matches the stored integer it equals:
+/// PostgreSQL read the filter 2^60 as its shortest decimal text
+/// `1152921504606847000`, and missed the stored integer 2^60 that SQLite and
+/// the in-memory saver return (the same for 2^63 and -2^63). A float stored
+/// with the same value still matches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_float_filter_matches_the_integer_it_equals() {
+    let two = |e: i32| 2f64.powi(e);
+    let stored = [
+        json!(1u64 << 60),
+        json!(two(60)),
+        json!(1u64 << 63),
+        json!(i64::MIN),
+        json!(-two(63)),
+        json!((1u64 << 60) + 1),
+        json!(1e16),
+    ];
+    let wants = [
+        json!(two(60)),
+        json!(two(63)),
+        json!(-two(63)),
+        json!(two(61)),
+        json!(1e16),
+        json!(10_000_000_000_000_000u64),
+    ];
+    let failures = filter_disagreements(&stored, &wants).await;
+    finish(failures);
+}
+
 /// Listing arguments at their edges behave as on the in-memory saver:
 /// `limit(0)`, `before` naming a checkpoint of another thread, of another
 /// namespace or none, namespaces that sort oddly, filter keys that are not

@@ -219,6 +219,12 @@ fn insert(
         }
     }
     let config = new.config();
+    // What the SQL savers store, the metadata's JSON form, leaves out an
+    // `extra` key named like a field: so does this one.
+    let mut metadata = new.metadata;
+    metadata
+        .extra
+        .retain(|k, _| !CheckpointMetadata::RESERVED.contains(&k.as_str()));
     let log = threads
         .entry(new.thread_id)
         .or_default()
@@ -226,7 +232,7 @@ fn insert(
         .or_default();
     let mut stored = Stored {
         checkpoint: new.checkpoint,
-        metadata: new.metadata,
+        metadata,
         parent_id: new.parent_id,
         writes: BTreeMap::new(),
     };

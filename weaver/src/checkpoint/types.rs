@@ -225,7 +225,9 @@ impl CheckpointMetadata {
     /// number by its value (`1` matches `1.0`, `0.0` matches `-0.0`), any
     /// other value as JSON (inside arrays and objects, numbers as written).
     /// The SQL savers filter by the same rule, except that PostgreSQL also
-    /// compares numbers inside arrays and objects by value.
+    /// compares numbers inside arrays and objects by value, and stores a
+    /// float past 2^53 as its shortest decimal text (2^60 as
+    /// `1152921504606847000`), the value it then compares and reads back.
     pub fn matches(&self, filter: &Map<String, Value>) -> bool {
         if filter.is_empty() {
             return true;

@@ -243,18 +243,39 @@ impl Queries {
     }
 
     /// The condition that the metadata value at key `$key_param` equals the
-    /// JSON text bound to `$value_param`, a number (`number`) by its value
-    /// (`1` matches `1.0`) as [`CheckpointMetadata::matches`](crate::checkpoint::CheckpointMetadata::matches) compares.
-    fn metadata_clause(&self, key_param: usize, value_param: usize, number: bool) -> String {
-        match self.dialect {
+    /// JSON text bound to `$value_param`, a number by its value (`1` matches
+    /// `1.0`) as [`CheckpointMetadata::matches`](crate::checkpoint::CheckpointMetadata::matches) compares.
+    fn metadata_clause(&self, key_param: usize, value_param: usize, value: FilterValue) -> String {
+        match (self.dialect, value) {
             // SQL numbers compare by value; `->>` gives `true` as 1, hence
             // the type check.
-            Dialect::Sqlite if number => format!(
+            (Dialect::Sqlite, FilterValue::Integer) => format!(
                 "(json_type(metadata -> ${key_param}) IN ('integer', 'real') AND (metadata ->> ${key_param}) = (${value_param} ->> '$'))"
             ),
-            Dialect::Sqlite => format!("(metadata -> ${key_param}) = json(${value_param})"),
-            // JSONB compares numbers by value.
-            Dialect::Postgres => {
+            // `->>` reads a stored integer past i64 as the nearest float:
+            // compared with a float that would be a match by rounding
+            // (`u64::MAX` equal to 2^64), so such an integer matches a
+            // float only by its exact text.
+            (Dialect::Sqlite, FilterValue::Float { exact }) => {
+                let exact = exact
+                    .map(|e| format!(" OR (metadata -> ${key_param}) = json(${e})"))
+                    .unwrap_or_default();
+                format!(
+                    "((json_type(metadata -> ${key_param}) IN ('integer', 'real') AND (metadata ->> ${key_param}) = (${value_param} ->> '$') AND NOT (json_type(metadata -> ${key_param}) = 'integer' AND typeof(metadata ->> ${key_param}) = 'real')){exact})"
+                )
+            }
+            (Dialect::Sqlite, FilterValue::Json) => {
+                format!("(metadata -> ${key_param}) = json(${value_param})")
+            }
+            // JSONB compares numbers by value, in decimal: a float is bound
+            // as its shortest text, which for a whole float past 2^53 is not
+            // its value (2^60 is `1.152921504606847e18`), so it also
+            // matches the integer it equals exactly. (A float stored past
+            // 2^53 is kept as that text, hence both.)
+            (Dialect::Postgres, FilterValue::Float { exact: Some(e) }) => format!(
+                "((metadata -> ${key_param}) = CAST(${value_param} AS JSONB) OR (metadata -> ${key_param}) = CAST(${e} AS JSONB))"
+            ),
+            (Dialect::Postgres, _) => {
                 format!("(metadata -> ${key_param}) = CAST(${value_param} AS JSONB)")
             }
         }
@@ -607,15 +628,40 @@ pub(crate) fn list_where(
     for (key, value) in &filter.metadata {
         let k = push(&mut params, Param::Text(key.clone()));
         let v = push(&mut params, Param::Text(value.to_string()));
-        // An integer past i64 is a float to SQLite's JSON functions, which
-        // would round it: compared as written, it is exact.
-        let beyond_i64 = value.is_u64() && value.as_i64().is_none();
-        clauses.push(q.metadata_clause(k, v, value.is_number() && !beyond_i64));
+        let kind = match value {
+            // An integer past i64 is a float to SQLite's JSON functions, which
+            // would round it: compared as written, it is exact.
+            serde_json::Value::Number(n) if n.is_u64() && n.as_i64().is_none() => FilterValue::Json,
+            serde_json::Value::Number(n) if n.is_i64() => FilterValue::Integer,
+            serde_json::Value::Number(n) => {
+                // A whole float within the integers JSON holds (|f| < 2^64)
+                // also as the integer it equals exactly.
+                let exact = n
+                    .as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 18_446_744_073_709_551_616.0)
+                    .map(|f| push(&mut params, Param::Text((f as i128).to_string())));
+                FilterValue::Float { exact }
+            }
+            _ => FilterValue::Json,
+        };
+        clauses.push(q.metadata_clause(k, v, kind));
     }
     if clauses.is_empty() {
         clauses.push("1 = 1".to_owned());
     }
     Ok((clauses.join(" AND "), params))
+}
+
+/// How [`list_where`] compares a metadata filter value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FilterValue {
+    /// Not a number, or an integer past i64: compared as JSON.
+    Json,
+    /// An integer within i64, by its value.
+    Integer,
+    /// A float, by its value; `exact` is the parameter holding the integer
+    /// it equals, when it is whole and within the integers JSON holds.
+    Float { exact: Option<usize> },
 }
 
 /// A checkpoint ready to insert: payloads encoded, sizes checked.
