@@ -38,8 +38,10 @@ mod memory {
         super::graph::cross_thread_memory(Arc::new(InMemoryStore::new())).await;
     }
 
-    #[tokio::test]
-    async fn background_sweeper_deletes_expired_items() {
+    /// An item expiring after 30 ms, with a sweeper every `period` started;
+    /// 200 ms later, nothing read the item, so only the sweeper can have
+    /// deleted it.
+    async fn swept_by(period: std::time::Duration) -> tokio::task::JoinHandle<()> {
         use std::time::Duration;
         use weaver::store::{PutOptions, spawn_sweeper};
 
@@ -49,30 +51,23 @@ mod memory {
             .put_with(&["s"], "k", serde_json::json!(1), ttl)
             .await
             .unwrap();
-        let sweeper = spawn_sweeper(store.clone(), Duration::from_millis(50));
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        // Nothing read the item, so only the sweeper can have deleted it.
-        assert_eq!(store.sweep().await.unwrap(), 0);
-        sweeper.abort();
+        let sweeper = spawn_sweeper(store.clone(), period);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(store.sweep().await.unwrap(), 0, "the sweeper swept");
+        sweeper
+    }
+
+    #[tokio::test]
+    async fn background_sweeper_deletes_expired_items() {
+        swept_by(std::time::Duration::from_millis(50)).await.abort();
     }
 
     /// A zero period sweeps (every millisecond) instead of killing the
     /// sweeper's task with a panic.
     #[tokio::test]
     async fn a_sweeper_with_a_zero_period_still_sweeps() {
-        use std::time::Duration;
-        use weaver::store::{PutOptions, spawn_sweeper};
-
-        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-        let ttl = PutOptions::new().ttl(Duration::from_millis(30));
-        store
-            .put_with(&["s"], "k", serde_json::json!(1), ttl)
-            .await
-            .unwrap();
-        let sweeper = spawn_sweeper(store.clone(), Duration::ZERO);
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let sweeper = swept_by(std::time::Duration::ZERO).await;
         assert!(!sweeper.is_finished(), "the sweeper's task ended");
-        assert_eq!(store.sweep().await.unwrap(), 0, "the sweeper swept");
         sweeper.abort();
     }
 }
