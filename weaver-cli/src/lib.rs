@@ -4,9 +4,9 @@
 //!
 //! ```text
 //! weaver --db sqlite://weaver-quickstart.db threads
-//! weaver --db sqlite://weaver-quickstart.db history quickstart --limit 5
-//! weaver --db sqlite://weaver-quickstart.db show quickstart --version 2
-//! weaver --db sqlite://weaver-quickstart.db diff quickstart @1 @3
+//! weaver --db sqlite://weaver-quickstart.db history thread-1 --limit 5
+//! weaver --db sqlite://weaver-quickstart.db show thread-1 --version 2
+//! weaver --db sqlite://weaver-quickstart.db diff thread-1 @1 @3
 //! weaver --db postgres://postgres@127.0.0.1/test --schema tenant_a migrate status
 //! ```
 //!

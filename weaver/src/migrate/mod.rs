@@ -289,6 +289,19 @@ pub(crate) fn plan(
 #[cfg(feature = "postgres")]
 pub(crate) use crate::checkpoint::is_plain_identifier;
 
+/// `adapters` in order, each once: an adapter listed again (two
+/// components' lists joined) is migrated by its first listing.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn distinct(adapters: &[Adapter]) -> Vec<Adapter> {
+    let mut out: Vec<Adapter> = Vec::with_capacity(adapters.len());
+    for a in adapters {
+        if !out.contains(a) {
+            out.push(*a);
+        }
+    }
+    out
+}
+
 /// The version the marker stores for `adapter` (`None`: no row, version 0).
 /// A stored value that is no schema version (negative, or past `u32`,
 /// written by hand or by another tool) is a [`Error::Decode`] naming it,

@@ -6,7 +6,8 @@ use sqlx::{AssertSqlSafe, PgPool};
 
 use super::script::preamble;
 use super::{
-    Adapter, Change, Dialect, MigrationTarget, is_plain_identifier, script, sealed, stored_version,
+    Adapter, Change, Dialect, MigrationTarget, distinct, is_plain_identifier, script, sealed,
+    stored_version,
 };
 use crate::error::{Error, Result};
 
@@ -91,8 +92,9 @@ impl MigrationTarget for PgSchema<'_> {
         }
         // Every adapter's version first: a script that reverts the last
         // adapter in the marker drops it.
+        let adapters = distinct(adapters);
         let mut current = Vec::with_capacity(adapters.len());
-        for adapter in adapters {
+        for adapter in &adapters {
             let found: Option<i32> = sqlx::query_scalar(AssertSqlSafe(format!(
                 "SELECT version FROM {p}weaver_schema_versions WHERE adapter = $1"
             )))
@@ -102,13 +104,7 @@ impl MigrationTarget for PgSchema<'_> {
             .map_err(storage(op))?;
             current.push(stored_version(*adapter, found.map(i64::from))?);
         }
-        for (i, (adapter, current)) in adapters.iter().zip(current).enumerate() {
-            // An adapter listed again is where its first run left it, which
-            // the version read above no longer says: nothing more to do (as
-            // on SQLite, which reads each version just before its run).
-            if adapters[..i].contains(adapter) {
-                continue;
-            }
+        for (adapter, current) in adapters.iter().zip(current) {
             for statement in script(Dialect::Postgres, *adapter, current, change, schema)? {
                 sqlx::raw_sql(AssertSqlSafe(statement))
                     .execute(&mut *tx)

@@ -6,7 +6,8 @@ use sqlx::{AssertSqlSafe, SqlitePool};
 
 use super::script::preamble;
 use super::{
-    Adapter, Change, Dialect, MARKER_TABLE, MigrationTarget, script, sealed, stored_version,
+    Adapter, Change, Dialect, MARKER_TABLE, MigrationTarget, distinct, script, sealed,
+    stored_version,
 };
 use crate::error::{Error, Result};
 
@@ -27,7 +28,7 @@ impl MigrationTarget for SqlitePool {
                 .await
                 .map_err(storage(op))?;
         }
-        for adapter in adapters {
+        for adapter in &distinct(adapters) {
             let current: Option<i64> =
                 sqlx::query_scalar("SELECT version FROM weaver_schema_versions WHERE adapter = $1")
                     .bind(adapter.name())
