@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use weaver::Error;
 use weaver::checkpoint::{
     BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, ERROR_CHANNEL,
-    ForkOptions, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, Saver, ThreadInfo,
-    WriteOp, limits,
+    ForkOptions, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, RESUME_CHANNEL, Saver,
+    ThreadInfo, WriteCheck, WriteOp, limits,
 };
 
 /// Runs every check, each on a fresh saver from `make`.
@@ -58,6 +58,7 @@ where
     put_ops_takes_large_groups(make().await).await;
     a_failed_put_leaves_no_trace_of_the_thread(make().await).await;
     extra_metadata_named_like_a_field_is_not_stored(make().await).await;
+    put_ops_checks_a_write_before_storing(make().await).await;
 }
 
 /// A checkpoint whose single channel `v` holds `value`.
@@ -1610,5 +1611,131 @@ async fn extra_metadata_named_like_a_field_is_not_stored(saver: Arc<dyn Saver>) 
     assert_eq!(
         count(ListFilter::thread("r").metadata("user", "ann")).await,
         1
+    );
+}
+
+/// A [`WriteCheck`] holds the group to what the writer read: a special
+/// write absent or holding exactly the value it read. When it does not hold,
+/// the group fails with `VersionConflict` (the checked checkpoint's commit
+/// order plus one) and nothing of it is stored; a check reads what the ops
+/// before it in the group stored.
+async fn put_ops_checks_a_write_before_storing(saver: Arc<dyn Saver>) {
+    let root = new_on("c", None, Some(1), -1, json!("root"));
+    let at = root.config();
+    saver.put(root).await.unwrap();
+    let answer =
+        |values: Value| PendingWrite::for_task("task", "n", [(RESUME_CHANNEL.to_owned(), values)]);
+    let idx = answer(json!([])).remove(0).idx;
+    let check =
+        |value: Option<Value>| WriteOp::Check(WriteCheck::new(at.clone(), "task", idx, value));
+    let resume_values = |saver: Arc<dyn Saver>| {
+        let at = at.clone();
+        async move {
+            let t = saver.get_tuple(&at).await.unwrap().unwrap();
+            t.pending_writes
+                .iter()
+                .find(|w| w.task_id == "task" && w.channel == RESUME_CHANNEL)
+                .map(|w| w.value.clone())
+        }
+    };
+    // Nothing stored yet: a check for nothing holds.
+    saver
+        .put_ops(vec![
+            check(None),
+            WriteOp::Writes(at.clone(), answer(json!(["a"]))),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(resume_values(saver.clone()).await, Some(json!(["a"])));
+    // A second writer that read nothing, as the first did, is refused.
+    let late = vec![
+        check(None),
+        WriteOp::Writes(at.clone(), answer(json!(["b"]))),
+        WriteOp::Put(new_on(
+            "c",
+            Some(&at.checkpoint_id.clone().unwrap()),
+            Some(2),
+            0,
+            json!("late"),
+        )),
+    ];
+    let err = saver.put_ops(late).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::VersionConflict { attempted: 2, thread_id, .. } if thread_id == "c"),
+        "{err}"
+    );
+    assert_eq!(
+        resume_values(saver.clone()).await,
+        Some(json!(["a"])),
+        "nothing of the group"
+    );
+    assert_eq!(stored(saver.as_ref(), "c").await, [(1, 1)]);
+    // A value that differs in any way is refused.
+    for read in [json!(["b"]), json!("a"), json!(["a", null])] {
+        let err = saver
+            .put_ops(vec![
+                check(Some(read.clone())),
+                WriteOp::Writes(at.clone(), answer(json!(["x"]))),
+            ])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::VersionConflict { .. }),
+            "{read}: {err}"
+        );
+    }
+    // What was read holds: the next answer is stored.
+    saver
+        .put_ops(vec![
+            check(Some(json!(["a"]))),
+            WriteOp::Writes(at.clone(), answer(json!(["a", "b"]))),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(resume_values(saver.clone()).await, Some(json!(["a", "b"])));
+    // Another task's write, or another index, is not the one checked.
+    let other = PendingWrite::for_task("other", "n", [(RESUME_CHANNEL.to_owned(), json!(["z"]))]);
+    saver.put_writes(&at, other).await.unwrap();
+    saver
+        .put_ops(vec![WriteOp::Check(WriteCheck::new(
+            at.clone(),
+            "task",
+            0,
+            None,
+        ))])
+        .await
+        .unwrap();
+    // A check sees the ops before it in its group.
+    saver
+        .put_ops(vec![
+            WriteOp::Writes(at.clone(), answer(json!(["a", "b", "c"]))),
+            check(Some(json!(["a", "b", "c"]))),
+        ])
+        .await
+        .unwrap();
+    // A missing checkpoint, or a check without a checkpoint id.
+    let err = saver
+        .put_ops(vec![WriteOp::Check(WriteCheck::new(
+            at.at("ghost"),
+            "task",
+            idx,
+            None,
+        ))])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CheckpointNotFound { .. }), "{err}");
+    let err = saver
+        .put_ops(vec![WriteOp::Check(WriteCheck::new(
+            CheckpointRef::latest("c"),
+            "task",
+            idx,
+            None,
+        ))])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    assert_eq!(
+        resume_values(saver.clone()).await,
+        Some(json!(["a", "b", "c"]))
     );
 }

@@ -23,7 +23,7 @@ pub enum Error {
     /// steps) may be stored, and another turn may already have built on
     /// them: read the thread before sending the input again.
     #[error(
-        "version conflict on thread `{thread_id}` (namespace `{checkpoint_ns}`): commit {attempted} already exists"
+        "version conflict on thread `{thread_id}` (namespace `{checkpoint_ns}`): commit {attempted} is taken by another writer"
     )]
     VersionConflict {
         /// The thread written to.

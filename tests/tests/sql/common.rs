@@ -193,7 +193,10 @@ pub fn cp(thread: &str, id: &str, parent: Option<&str>, order: Option<u64>) -> N
 /// turn lands between reading the head and writing), and `intrude` clears.
 /// While `slow_final` is set, `put_checkpoint_with_writes` (the `exit`
 /// durability's write when a run stops) first waits 50 ms, as a saver
-/// waiting for a busy database does.
+/// waiting for a busy database does. After [`gate`](Forwarding::gate)`(n)`,
+/// the next `n` reads of a thread's latest checkpoint wait until all `n`
+/// have read it (runs racing on one thread, each having read the same
+/// head before any of them writes).
 #[derive(Debug)]
 pub struct Forwarding {
     pub inner: Arc<dyn Saver>,
@@ -205,6 +208,7 @@ pub struct Forwarding {
     pub fail_groups: AtomicBool,
     pub intrude: AtomicBool,
     pub slow_final: AtomicBool,
+    pub latest_gate: Mutex<Option<(Arc<tokio::sync::Barrier>, usize)>>,
 }
 
 impl Default for Forwarding {
@@ -226,7 +230,14 @@ impl Forwarding {
             fail_groups: AtomicBool::new(false),
             intrude: AtomicBool::new(false),
             slow_final: AtomicBool::new(false),
+            latest_gate: Mutex::new(None),
         }
+    }
+
+    /// Makes the next `n` reads of a latest checkpoint wait for each other.
+    pub fn gate(&self, n: usize) {
+        *self.latest_gate.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Arc::new(tokio::sync::Barrier::new(n)), n));
     }
 
     fn log(&self, call: String) {
@@ -255,7 +266,18 @@ impl Saver for Forwarding {
     }
     async fn get_tuple(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.get_tuple(target).await
+        let read = self.inner.get_tuple(target).await;
+        let barrier = match &mut *self.latest_gate.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((barrier, left)) if target.checkpoint_id.is_none() && *left > 0 => {
+                *left -= 1;
+                Some(barrier.clone())
+            }
+            _ => None,
+        };
+        if let Some(barrier) = barrier {
+            barrier.wait().await;
+        }
+        read
     }
     async fn list(&self, filter: &ListFilter) -> weaver::Result<Vec<CheckpointTuple>> {
         self.inner.list(filter).await
@@ -326,6 +348,7 @@ impl Saver for Forwarding {
             .map(|op| match op {
                 WriteOp::Put(_) => "put",
                 WriteOp::Writes(..) => "writes",
+                WriteOp::Check(..) => "check",
             })
             .collect();
         self.log(format!("put_ops[{}]", names.join(", ")));

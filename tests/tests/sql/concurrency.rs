@@ -10,7 +10,7 @@ use sqlx::AssertSqlSafe;
 use weaver::checkpoint::{CheckpointRef, ListFilter, PendingWrite, PruneStrategy};
 use weaver::{Error, Saver};
 
-use crate::common::{PgDb, SqliteDb, cp};
+use crate::common::{Forwarding, PgDb, SqliteDb, cp};
 
 /// `tasks` tokio tasks each run `turns` read-head/write-head+1 attempts.
 pub async fn race(saver: Arc<dyn Saver>, tasks: usize, turns: usize) {
@@ -430,4 +430,91 @@ async fn a_thread_copied_while_it_is_deleted_keeps_its_writes_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_made_while_its_source_is_deleted_keeps_its_writes_on_postgres() {
     copied_while_the_source_is_deleted(Copying::ForkAt).await;
+}
+
+/// Two runs resume the same pause at once, each having read it before
+/// either stores its answer: one goes on, the other gets `VersionConflict`
+/// and stores nothing, whether the winner pauses again (a second
+/// `interrupt` in the node) or completes, in every durability mode. Before
+/// the answers were stored under a check, both returned `Ok` and the later
+/// answer replaced the earlier.
+async fn racing_resumes(saver: Arc<Forwarding>) {
+    use weaver::prelude::*;
+    use weaver_tests::states::{Steps, StepsUpdate};
+    let graph = Graph::<Steps>::new("AskTwice")
+        .add_node(
+            "ask",
+            |_: &Steps, rt: &Runtime| -> Result<StepsUpdate, NodeError> {
+                let first = rt.interrupt("first?")?;
+                let mut bar = vec![first.as_str().unwrap_or("?").to_owned()];
+                if first == "again" {
+                    let second = rt.interrupt("second?")?;
+                    bar.push(second.as_str().unwrap_or("?").to_owned());
+                }
+                Ok(StepsUpdate::default().bar(bar))
+            },
+        )
+        .add_sequence([START, "ask", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    for mode in [Durability::Sync, Durability::Async, Durability::Exit] {
+        for (a, b) in [("again", "again"), ("again", "done"), ("done", "done")] {
+            let config = RunConfig::thread(format!("{mode:?}-{a}-{b}")).durability(mode);
+            let paused = graph.invoke(Steps::default(), &config).await.unwrap();
+            assert_eq!(paused.interrupts().len(), 1);
+            let count = || async {
+                let h = graph.get_state_history(&config, History::default()).await;
+                h.unwrap().len()
+            };
+            let before = count().await;
+            saver.gate(2);
+            let (ra, rb) = tokio::join!(
+                graph.resume(serde_json::json!(a), &config),
+                graph.resume(serde_json::json!(b), &config)
+            );
+            let case = format!("{mode:?}, {a} against {b}");
+            let (won, lost) = match (ra, rb) {
+                (Ok(o), Err(e)) => ((a, o), e),
+                (Err(e), Ok(o)) => ((b, o), e),
+                (ra, rb) => panic!("{case}: one resume must win, one lose: {ra:?} / {rb:?}"),
+            };
+            assert!(
+                matches!(lost, Error::VersionConflict { .. }),
+                "{case}: {lost}"
+            );
+            let snap = graph.get_state(&config).await.unwrap();
+            match won {
+                ("again", outcome) => {
+                    assert_eq!(outcome.interrupts().len(), 1, "{case}");
+                    assert_eq!(snap.interrupts, outcome.interrupts(), "{case}");
+                    assert_eq!(count().await, before, "{case}: nothing of the loser stored");
+                    let done = graph.resume(serde_json::json!("z"), &config).await.unwrap();
+                    assert_eq!(done.complete().unwrap().bar, ["again", "z"], "{case}");
+                }
+                (_, outcome) => {
+                    assert_eq!(outcome.complete().unwrap().bar, ["done"], "{case}");
+                    assert!(snap.next.is_empty(), "{case}");
+                    assert_eq!(count().await, before + 1, "{case}: only the winner's step");
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_resumes_in_memory() {
+    racing_resumes(Arc::new(Forwarding::default())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_resumes_sqlite() {
+    let db = SqliteDb::new().await;
+    racing_resumes(Arc::new(Forwarding::on(Arc::new(db.saver().await)))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_resumes_postgres() {
+    let db = PgDb::new().await;
+    racing_resumes(Arc::new(Forwarding::on(Arc::new(db.saver().await)))).await;
+    db.drop_schema().await;
 }

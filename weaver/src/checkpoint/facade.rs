@@ -319,10 +319,8 @@ impl Checkpointer {
 
     /// [`Saver::put_ops`].
     pub async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
-        let thread = match ops.first() {
-            Some(WriteOp::Put(c)) => c.thread_id.clone(),
-            Some(WriteOp::Writes(t, _)) => t.thread_id.clone(),
-            None => return Ok(()),
+        let Some(thread) = ops.first().map(|op| op.thread_id().to_owned()) else {
+            return Ok(());
         };
         traced("put_ops", &thread, self.saver.put_ops(ops)).await
     }

@@ -10,7 +10,7 @@ use super::limits;
 use super::saver::Saver;
 use super::types::{
     BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointTuple, ForkOptions,
-    ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
+    ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteCheck, WriteOp,
 };
 use crate::error::{Error, Result};
 
@@ -276,6 +276,27 @@ fn stored_mut<'t>(threads: &'t mut Threads, target: &CheckpointRef) -> Result<&'
     find_mut(threads, target).ok_or_else(|| not_found(target, id))
 }
 
+/// Applies a [`WriteCheck`] to what `threads` holds.
+fn check(threads: &Threads, check: &WriteCheck) -> Result<()> {
+    let id = check.checkpoint_id()?;
+    let target = &check.target;
+    let log = threads
+        .get(&target.thread_id)
+        .and_then(|n| n.get(&target.checkpoint_ns));
+    let Some((order, stored)) = log.and_then(|l| {
+        let order = *l.by_id.get(id)?;
+        Some((order, l.by_order.get(&order)?))
+    }) else {
+        return Err(not_found(target, id));
+    };
+    let found = stored.writes.get(&(check.task_id.clone(), check.idx));
+    if check.holds(found.map(|w| &w.value)) {
+        Ok(())
+    } else {
+        Err(check.conflict(order))
+    }
+}
+
 fn not_found(target: &CheckpointRef, id: &str) -> Error {
     Error::CheckpointNotFound {
         thread_id: target.thread_id.clone(),
@@ -375,6 +396,10 @@ impl Saver for InMemorySaver {
                         Undo::Writes(target, before)
                     })
                 }
+                WriteOp::Check(c) => match check(&threads, &c) {
+                    Ok(()) => continue,
+                    Err(e) => Err(e),
+                },
             };
             match done {
                 Ok(u) => undo.push(u),

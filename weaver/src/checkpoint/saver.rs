@@ -132,12 +132,16 @@ pub trait Saver: Debug + Send + Sync {
     }
 
     /// Stores `ops` in the order given, as one group commit: each op follows
-    /// the rules of [`put`](Saver::put) or [`put_writes`](Saver::put_writes).
+    /// the rules of [`put`](Saver::put) or [`put_writes`](Saver::put_writes),
+    /// or is a [`WriteCheck`](super::WriteCheck) on what is stored.
     /// weaver's savers apply a group all or nothing (the SQL savers in one
-    /// transaction: one sync to disk instead of one per op): a failed op
-    /// fails the group with that op's error and nothing of it is stored.
+    /// transaction: one sync to disk instead of one per op), a check and the
+    /// ops after it atomically: a failed op fails the group with that op's
+    /// error and nothing of it is stored.
     /// The default, for savers that cannot do better, applies the ops one by
-    /// one and stops at the first failure, keeping the ops before it. The
+    /// one and stops at the first failure, keeping the ops before it (its
+    /// checks read with [`get_tuple`](Saver::get_tuple), so another writer
+    /// can slip in between a check and the ops after it). The
     /// engine sends what queued up while the backend was busy, under
     /// [`Durability::Async`](crate::Durability::Async).
     async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
@@ -147,6 +151,25 @@ pub trait Saver: Debug + Send + Sync {
                     self.put(checkpoint).await?;
                 }
                 WriteOp::Writes(target, writes) => self.put_writes(&target, writes).await?,
+                WriteOp::Check(check) => {
+                    let id = check.checkpoint_id()?;
+                    let target = check.target.at(id.to_owned());
+                    let found = self.get_tuple(&target).await?.ok_or_else(|| {
+                        crate::Error::CheckpointNotFound {
+                            thread_id: target.thread_id.clone(),
+                            checkpoint_ns: target.checkpoint_ns.clone(),
+                            checkpoint_id: id.to_owned(),
+                        }
+                    })?;
+                    let stored = found
+                        .pending_writes
+                        .iter()
+                        .find(|w| w.task_id == check.task_id && w.idx == check.idx)
+                        .map(|w| &w.value);
+                    if !check.holds(stored) {
+                        return Err(check.conflict(found.commit_order));
+                    }
+                }
             }
         }
         Ok(())

@@ -416,6 +416,88 @@ pub enum WriteOp {
     Put(NewCheckpoint),
     /// [`put_writes`](super::Saver::put_writes) of a stored checkpoint.
     Writes(CheckpointRef, Vec<PendingWrite>),
+    /// A condition on what the group finds stored: see [`WriteCheck`].
+    Check(WriteCheck),
+}
+
+impl WriteOp {
+    /// The thread the op writes to or checks.
+    pub fn thread_id(&self) -> &str {
+        match self {
+            WriteOp::Put(c) => &c.thread_id,
+            WriteOp::Writes(t, _) => &t.thread_id,
+            WriteOp::Check(c) => &c.target.thread_id,
+        }
+    }
+}
+
+/// A condition of a [`put_ops`](super::Saver::put_ops) group: checkpoint
+/// `target` holds the pending write `(task_id, idx)` with exactly `value`
+/// (no such write when `value` is `None`), as the group finds it where the
+/// check stands (ops before it in the group count).
+///
+/// When it does not, the group fails with
+/// [`Error::VersionConflict`](crate::Error::VersionConflict) (`attempted` is
+/// the checkpoint's commit order plus one: another writer has gone on from
+/// it) and stores nothing. A missing checkpoint fails the group with
+/// [`Error::CheckpointNotFound`](crate::Error::CheckpointNotFound).
+///
+/// The engine puts one before the write answering an interrupt: two runs
+/// resuming the same pause read the same stored answers, and only the first
+/// to store its own goes on; the other gets `VersionConflict`, as a turn
+/// racing another turn does, instead of replacing the first's answer.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WriteCheck {
+    /// The checkpoint (its `checkpoint_id` must be set).
+    pub target: CheckpointRef,
+    /// The write's task.
+    pub task_id: String,
+    /// The write's index in its task (special writes are negative).
+    pub idx: i64,
+    /// The value the write must hold; `None`: there must be no such write.
+    pub value: Option<Value>,
+}
+
+impl WriteCheck {
+    /// The condition that `target`'s write `(task_id, idx)` holds `value`
+    /// (`None`: that it is absent).
+    pub fn new(
+        target: CheckpointRef,
+        task_id: impl Into<String>,
+        idx: i64,
+        value: Option<Value>,
+    ) -> Self {
+        WriteCheck {
+            target,
+            task_id: task_id.into(),
+            idx,
+            value,
+        }
+    }
+
+    /// The id of the checkpoint checked, or
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) without one.
+    pub fn checkpoint_id(&self) -> crate::Result<&str> {
+        self.target
+            .checkpoint_id
+            .as_deref()
+            .ok_or_else(|| crate::Error::invalid_argument("a write check needs a checkpoint id"))
+    }
+
+    /// Whether `stored` (the value of the write found, if any) satisfies it.
+    pub fn holds(&self, stored: Option<&Value>) -> bool {
+        stored == self.value.as_ref()
+    }
+
+    /// The error of a failed check on a checkpoint at `commit_order`.
+    pub fn conflict(&self, commit_order: u64) -> crate::Error {
+        crate::Error::VersionConflict {
+            thread_id: self.target.thread_id.clone(),
+            checkpoint_ns: self.target.checkpoint_ns.clone(),
+            attempted: commit_order.saturating_add(1),
+        }
+    }
 }
 
 /// Which checkpoints [`list`](super::Saver::list) returns.

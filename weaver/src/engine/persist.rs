@@ -6,7 +6,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::checkpoint::facade::Flight;
-use crate::checkpoint::{CheckpointRef, Checkpointer, NewCheckpoint, PendingWrite, WriteOp};
+use crate::checkpoint::{
+    CheckpointRef, Checkpointer, NewCheckpoint, PendingWrite, WriteCheck, WriteOp,
+};
 use crate::config::Durability;
 use crate::error::{Error, Result};
 
@@ -122,13 +124,9 @@ impl Writer {
     async fn send(&mut self, op: WriteOp) -> Result<()> {
         if self.mode == Durability::Async {
             let cp = &self.cp;
-            let background = self.background.get_or_insert_with(|| {
-                let thread = match &op {
-                    WriteOp::Put(c) => c.thread_id.as_str(),
-                    WriteOp::Writes(t, _) => t.thread_id.as_str(),
-                };
-                Background::start(cp.clone(), thread)
-            });
+            let background = self
+                .background
+                .get_or_insert_with(|| Background::start(cp.clone(), op.thread_id()));
             // A send fails only if the task is gone (it panicked); `flush`
             // reports that from its join handle.
             background.flight.queued(1);
@@ -160,7 +158,16 @@ impl Writer {
                 self.release().await?;
                 self.cp.put_writes(&target, w).await
             }
+            check @ WriteOp::Check(_) => self.put_ops_now(vec![check]).await,
         }
+    }
+
+    /// Stores `ops` as one group, now, after everything issued before it,
+    /// in any mode: a group with a [`WriteCheck`](crate::checkpoint::WriteCheck)
+    /// must be known to hold before the run goes on.
+    pub async fn put_ops_now(&mut self, ops: Vec<WriteOp>) -> Result<()> {
+        self.flush().await?;
+        self.cp.put_ops(ops).await
     }
 
     /// Stores the held writes, if any, on their own.
@@ -206,17 +213,34 @@ impl Writer {
 
     /// Stores a checkpoint with its writes atomically, after everything
     /// queued before it (used when the run stops with a checkpoint not yet
-    /// stored: `exit` mode).
+    /// stored: `exit` mode). `answers`: the checks and writes of the answers
+    /// the run resumed with, stored to their checkpoint in the same group.
     pub async fn put_final(
         &mut self,
+        answers: Option<(Vec<WriteCheck>, CheckpointRef, Vec<PendingWrite>)>,
         checkpoint: NewCheckpoint,
         writes: Vec<PendingWrite>,
     ) -> Result<()> {
         self.flush().await?;
-        self.cp
-            .put_checkpoint_with_writes(checkpoint, writes)
-            .await
-            .map(drop)
+        let Some((checks, target, answers)) = answers else {
+            return self
+                .cp
+                .put_checkpoint_with_writes(checkpoint, writes)
+                .await
+                .map(drop);
+        };
+        let stored_at = CheckpointRef {
+            thread_id: checkpoint.thread_id.clone(),
+            checkpoint_ns: checkpoint.checkpoint_ns.clone(),
+            checkpoint_id: Some(checkpoint.checkpoint.id.clone()),
+        };
+        let mut ops: Vec<WriteOp> = checks.into_iter().map(WriteOp::Check).collect();
+        ops.push(WriteOp::Writes(target, answers));
+        ops.push(WriteOp::Put(checkpoint));
+        if !writes.is_empty() {
+            ops.push(WriteOp::Writes(stored_at, writes));
+        }
+        self.cp.put_ops(ops).await
     }
 
     /// Waits until every operation issued has reached the saver; returns the

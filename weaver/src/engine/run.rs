@@ -20,7 +20,7 @@ use crate::checkpoint::delta::{self, DeltaBase, compact};
 use crate::checkpoint::{
     Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple, Checkpointer,
     ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite,
-    RESUME_CHANNEL,
+    RESUME_CHANNEL, WriteCheck, WriteOp,
 };
 use crate::config::{Durability, RunConfig};
 use crate::error::{BoxError, Error, Result};
@@ -77,6 +77,10 @@ pub(crate) struct Loop<'g, S: GraphState> {
     pending: Vec<PendingWrite>,
     /// Writes not yet sent to the saver (`exit` durability).
     unsaved_writes: Vec<PendingWrite>,
+    /// Under `exit` durability, the answers this run resumed with and the
+    /// stored answers they were added to: stored, checked, with whatever
+    /// the run stores at its end (see [`WriteCheck`]).
+    unsaved_resume: Option<(Vec<WriteCheck>, CheckpointRef, Vec<PendingWrite>)>,
     sink: Option<Sink<S>>,
     /// The run started from a checkpoint older than the thread's head.
     replaying: bool,
@@ -368,6 +372,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             state: S::default(),
             pending: Vec::new(),
             unsaved_writes: Vec::new(),
+            unsaved_resume: None,
             sink,
             replaying: false,
             store,
@@ -498,20 +503,6 @@ impl<S: GraphState> Loop<'_, S> {
         Ok(())
     }
 
-    /// Stores the writes of a task started from the current checkpoint.
-    async fn save_writes(&mut self, writes: Vec<PendingWrite>) -> Result<()> {
-        let target = self.thread.as_ref().map(|t| t.at(self.current.id.clone()));
-        store_writes(
-            self.writer.as_mut(),
-            &mut self.unsaved_writes,
-            target,
-            self.current_saved,
-            writes,
-            false,
-        )
-        .await
-    }
-
     /// Stores whatever the run has not stored yet, and waits for the saver.
     async fn finish(&mut self) -> Result<()> {
         let Some(writer) = self.writer.as_mut() else {
@@ -530,6 +521,7 @@ impl<S: GraphState> Loop<'_, S> {
                 );
                 writer
                     .put_final(
+                        self.unsaved_resume.take(),
                         NewCheckpoint {
                             thread_id: thread.thread_id.clone(),
                             checkpoint_ns: thread.checkpoint_ns.clone(),
@@ -556,9 +548,17 @@ impl<S: GraphState> Loop<'_, S> {
         } else if !writes.is_empty()
             && let Some(thread) = &self.thread
         {
-            writer
-                .put_writes(thread.at(self.current.id.clone()), writes)
-                .await?;
+            // The answers are among `writes`: checked, they are stored
+            // with them.
+            let target = thread.at(self.current.id.clone());
+            match self.unsaved_resume.take() {
+                Some((checks, _, _)) => {
+                    let mut ops: Vec<WriteOp> = checks.into_iter().map(WriteOp::Check).collect();
+                    ops.push(WriteOp::Writes(target, writes));
+                    writer.put_ops_now(ops).await?;
+                }
+                None => writer.put_writes(target, writes).await?,
+            }
         }
         writer.flush().await
     }
@@ -714,25 +714,60 @@ impl<S: GraphState> Loop<'_, S> {
             }
         }
         let mut writes = Vec::new();
+        let mut stored = Vec::new();
         for (task, node, interrupt) in &pending {
             let Some(answer) = answers.get(&interrupt.id) else {
                 continue;
             };
-            let mut values: Vec<Value> = self
+            let earlier = self
                 .pending
                 .iter()
-                .find(|w| &w.task_id == task && w.channel == RESUME_CHANNEL)
+                .find(|w| &w.task_id == task && w.channel == RESUME_CHANNEL);
+            let mut values: Vec<Value> = earlier
                 .and_then(|w| Vec::<Value>::deserialize(&w.value).ok())
                 .unwrap_or_default();
             values.push(answer.clone());
             let write =
                 PendingWrite::for_task(task, node, [(RESUME_CHANNEL.to_owned(), json!(values))]);
+            if let Some(w) = write.first() {
+                stored.push(((w.task_id.clone(), w.idx), earlier.map(|e| e.value.clone())));
+            }
             self.pending
                 .retain(|w| !(&w.task_id == task && w.channel == RESUME_CHANNEL));
             self.pending.extend(write.iter().cloned());
             writes.extend(write);
         }
-        self.save_writes(writes).await
+        self.save_answers(stored, writes).await
+    }
+
+    /// Stores the writes answering interrupts, provided the answers stored
+    /// (`earlier`: each task's resume write as the run read it) are still
+    /// what the run read: two runs resuming one pause both read it, and
+    /// the second to store its answers gets [`Error::VersionConflict`]
+    /// instead of replacing the first's. Under `exit` durability they are
+    /// stored, so checked, at the end of the run (with its last checkpoint,
+    /// if it ends with one).
+    async fn save_answers(
+        &mut self,
+        earlier: Vec<((String, i64), Option<Value>)>,
+        writes: Vec<PendingWrite>,
+    ) -> Result<()> {
+        let (Some(writer), Some(thread)) = (self.writer.as_mut(), &self.thread) else {
+            return Ok(());
+        };
+        let target = thread.at(self.current.id.clone());
+        let checks: Vec<WriteCheck> = earlier
+            .into_iter()
+            .map(|((task, idx), value)| WriteCheck::new(target.clone(), task, idx, value))
+            .collect();
+        if writer.mode() == Durability::Exit {
+            self.unsaved_writes.extend(writes.iter().cloned());
+            self.unsaved_resume = Some((checks, target, writes));
+            return Ok(());
+        }
+        let mut ops: Vec<WriteOp> = checks.into_iter().map(WriteOp::Check).collect();
+        ops.push(WriteOp::Writes(target, writes));
+        writer.put_ops_now(ops).await
     }
 
     /// Runs steps until END, an interrupt, a failure or the recursion limit.

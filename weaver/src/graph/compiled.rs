@@ -128,6 +128,11 @@ impl<S: GraphState> CompiledGraph<S> {
     /// again from their start. A single value needs exactly one pending
     /// interrupt ([`Error::AmbiguousResume`] otherwise); a map is keyed by
     /// interrupt id.
+    ///
+    /// Of two runs resuming the same pause at once, the first to store its
+    /// answers goes on; the other fails with [`Error::VersionConflict`] and
+    /// stores nothing (under [`Durability::Exit`](crate::Durability::Exit),
+    /// the answers are stored, and checked, when the run ends).
     pub async fn resume(
         &self,
         resume: impl Into<Resume>,

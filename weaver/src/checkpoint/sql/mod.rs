@@ -118,6 +118,12 @@ pub(crate) struct Queries {
     pub(crate) lineage: String,
     pub(crate) lineage_writes: String,
     pub(crate) set_payload: String,
+    /// The commit order of a checkpoint, locking it on PostgreSQL against
+    /// another [`WriteCheck`](crate::checkpoint::WriteCheck) of it until the
+    /// transaction ends (SQLite's writers take turns).
+    pub(crate) lock_checked: String,
+    /// One pending write of a checkpoint, by task and index.
+    pub(crate) one_write: String,
     pub(crate) meta_out: &'static str,
 }
 
@@ -235,6 +241,16 @@ impl Queries {
             ),
             set_payload: format!(
                 "UPDATE {cps} SET checkpoint = $4 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
+            ),
+            lock_checked: format!(
+                "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3{}",
+                match dialect {
+                    Dialect::Sqlite => "",
+                    Dialect::Postgres => " FOR NO KEY UPDATE",
+                }
+            ),
+            one_write: format!(
+                "SELECT channel, task_path, value FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND task_id = $4 AND idx = $5"
             ),
             meta_out,
             cps,

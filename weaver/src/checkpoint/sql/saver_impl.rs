@@ -538,6 +538,57 @@ macro_rules! impl_sql_saver {
                     Ok(())
                 }
 
+                /// Applies a [`WriteCheck`]($crate::checkpoint::WriteCheck)
+                /// on `conn`, a write transaction: on PostgreSQL the
+                /// checkpoint stays locked against other checks until it ends.
+                async fn check_write(
+                    &self,
+                    conn: &mut Conn,
+                    check: &$crate::checkpoint::WriteCheck,
+                    op: &'static str,
+                ) -> Result<()> {
+                    let q = &self.settings.q;
+                    let id = check.checkpoint_id()?;
+                    let (thread, ns) = (&check.target.thread_id, &check.target.checkpoint_ns);
+                    let order: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.lock_checked.clone()))
+                        .bind(thread)
+                        .bind(ns)
+                        .bind(id)
+                        .fetch_optional(&mut *conn)
+                        .await
+                        .map_err(storage(op))?;
+                    let Some(order) = order else {
+                        return Err(not_found(&check.target, id));
+                    };
+                    let row = ::sqlx::query(AssertSqlSafe(q.one_write.clone()))
+                        .bind(thread)
+                        .bind(ns)
+                        .bind(id)
+                        .bind(&check.task_id)
+                        .bind(check.idx)
+                        .fetch_optional(&mut *conn)
+                        .await
+                        .map_err(storage(op))?;
+                    let stored = match &row {
+                        Some(row) => Some(self.settings.decode_write(
+                            thread,
+                            ns,
+                            id,
+                            check.task_id.clone(),
+                            check.idx,
+                            get(row, "channel", op)?,
+                            get(row, "task_path", op)?,
+                            get(row, "value", op)?,
+                        )?),
+                        None => None,
+                    };
+                    if check.holds(stored.as_ref().map(|w| &w.value)) {
+                        Ok(())
+                    } else {
+                        Err(check.conflict(u64::try_from(order).unwrap_or(0)))
+                    }
+                }
+
                 /// Inserts one encoded checkpoint (and its writes) on `conn`
                 /// (a transaction unless it is a single statement),
                 /// enforcing the conflict and parent rules; returns its commit order.
@@ -846,6 +897,7 @@ macro_rules! impl_sql_saver {
                         enum Encoded {
                             Put(Box<EncodedEntry>),
                             Writes(CheckpointRef, (String, Vec<$crate::checkpoint::sql::EncodedWrite>)),
+                            Check($crate::checkpoint::WriteCheck),
                         }
                         let encoded = ops
                             .into_iter()
@@ -855,23 +907,32 @@ macro_rules! impl_sql_saver {
                                     let e = self.encode_target_writes(&t, w)?;
                                     Ok(Encoded::Writes(t, e))
                                 }
+                                WriteOp::Check(c) => {
+                                    c.checkpoint_id()?;
+                                    Ok(Encoded::Check(c))
+                                }
                             })
                             .collect::<Result<Vec<_>>>()?;
                         self.ensure_migrated().await?;
-                        let items: Vec<GroupItem<'_>> = encoded
+                        // A group with a check reads before it writes: it
+                        // runs op by op in a transaction.
+                        let items: Option<Vec<GroupItem<'_>>> = encoded
                             .iter()
                             .map(|e| match e {
-                                Encoded::Put(e) => GroupItem::Entry(e),
-                                Encoded::Writes(target, (checkpoint_id, writes)) => GroupItem::Writes {
+                                Encoded::Put(e) => Some(GroupItem::Entry(e)),
+                                Encoded::Writes(target, (checkpoint_id, writes)) => Some(GroupItem::Writes {
                                     target,
                                     checkpoint_id,
                                     writes,
-                                },
+                                }),
+                                Encoded::Check(_) => None,
                             })
                             .collect();
                         let (items, encoded) = (&items, &encoded);
                         retried(|| async move {
-                            if self.try_group(items, op).await? {
+                            if let Some(items) = items
+                                && self.try_group(items, op).await?
+                            {
                                 return Ok(());
                             }
                             let mut tx = self.begin_write(op).await?;
@@ -881,6 +942,7 @@ macro_rules! impl_sql_saver {
                                         self.insert_entry(&mut *tx, e, op).await?;
                                     }
                                     Encoded::Writes(t, w) => self.insert_writes_checked(&mut *tx, t, w, op).await?,
+                                    Encoded::Check(c) => self.check_write(&mut *tx, c, op).await?,
                                 }
                             }
                             tx.commit().await.map_err(storage(op))
