@@ -437,6 +437,12 @@ async fn filters(store: &dyn Store) {
         json!(["age"]),
         json!("age > 3"),
         json!({"": 1}),
+        // Logical operators other than `$and` are refused, not read as a
+        // field named `$or` (which would silently match nothing).
+        json!({"$or": [{"age": 30}, {"age": 40}]}),
+        json!({"$nor": [{"age": 30}]}),
+        json!({"$not": {"age": 30}}),
+        json!({"$and": [{"$or": [{"age": 30}]}]}),
     ] {
         assert_invalid(
             store.search(&ns, Search::new().filter(bad.clone())).await,

@@ -1,8 +1,10 @@
 //! The built-in lexical ranking: BM25 over an item's indexed text.
 //!
-//! **Tokenizer.** Text is lower-cased (Unicode `to_lowercase`) and split at
-//! every character that is not alphanumeric (Unicode `char::is_alphanumeric`);
-//! empty pieces are dropped. There is no stemming and no stop-word list, so
+//! **Tokenizer.** Text is split at every character that is not alphanumeric
+//! (Unicode `char::is_alphanumeric`), empty pieces are dropped, and each
+//! piece is lower-cased (Unicode `to_lowercase`, which may leave a
+//! combining mark in it: `"İ"` gives `"i\u{307}"`). There is no stemming
+//! and no stop-word list, so
 //! `"Pizza!"` and `"pizza"` match but `"pizzas"` does not.
 //!
 //! **Scoring.** Okapi BM25 with `k1 = 1.2`, `b = 0.75` and the non-negative
@@ -22,6 +24,8 @@ pub const B: f64 = 0.75;
 /// ```
 /// assert_eq!(weaver::store::bm25::tokenize("User likes Pizza, not sushi!"),
 ///            ["user", "likes", "pizza", "not", "sushi"]);
+/// // Split first, then lower-cased: the dot `İ` leaves stays in the token.
+/// assert_eq!(weaver::store::bm25::tokenize("İzmir"), ["i\u{307}zmir"]);
 /// ```
 pub fn tokenize(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())

@@ -73,6 +73,10 @@ impl fmt::Display for FilterOp {
     }
 }
 
+/// Logical operators of other filter languages (MongoDB's) that a filter
+/// refuses instead of reading them as field paths.
+const UNSUPPORTED_LOGICAL: [&str; 3] = ["$or", "$nor", "$not"];
+
 /// One condition: `field op value`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Condition {
@@ -155,7 +159,8 @@ impl Filter {
     }
 
     /// Parses the JSON form. A non-object filter, an unknown operator, an
-    /// object mixing operators and plain keys, or an ordering operator
+    /// object mixing operators and plain keys, a key `$or`, `$nor` or `$not`
+    /// (only `$and` combines conditions), or an ordering operator
     /// (`$gt`…) whose operand is neither a number nor a string is
     /// [`Error::InvalidArgument`]; a form nested deeper than
     /// [`MAX_FILTER_NESTING`](super::limits::MAX_FILTER_NESTING) is
@@ -197,6 +202,12 @@ impl Filter {
             }
             if field.is_empty() {
                 return Err(Error::invalid_argument("filter field path cannot be empty"));
+            }
+            if UNSUPPORTED_LOGICAL.contains(&field.as_str()) {
+                return Err(Error::invalid_argument(format!(
+                    "`{field}` is not supported: conditions combine only with `$and` \
+                     (run one search per alternative for `$or`)"
+                )));
             }
             match cond {
                 Value::Object(ops) if ops.keys().any(|k| k.starts_with('$')) => {
