@@ -479,6 +479,48 @@ async fn limits_are_typed(store: &dyn Store) {
         .map(|i| Op::put(&["many"], format!("k{i}"), json!(i)))
         .collect();
     assert_limit(store.batch(ops).await, "batch size");
+    // Index paths that reach one string again and again: the text would
+    // be 100 times the value (`a.0`, `a.00`, … all name element 0).
+    let paths: Vec<String> = (1..=100).map(|n| format!("a.{}", "0".repeat(n))).collect();
+    let long = json!({ "a": ["x".repeat(limits::MAX_VALUE_BYTES / 2)] });
+    let put = |index: Vec<String>| {
+        store.put_with(
+            &["indexed"],
+            "k",
+            long.clone(),
+            PutOptions::new().index(index),
+        )
+    };
+    assert_limit(put(paths.clone()).await.map(drop), "index text");
+    assert_limit(
+        put(vec!["a".to_owned(); limits::MAX_INDEX_FIELDS + 1])
+            .await
+            .map(drop),
+        "index fields",
+    );
+    assert!(store.get(&["indexed"], "k").await.unwrap().is_none());
+    // Within the limits the same paths index the text each time.
+    put(paths[..4].to_vec()).await.unwrap();
+    assert_limit(
+        put(vec!["a".to_owned(); limits::MAX_INDEX_FIELDS])
+            .await
+            .map(drop),
+        "index fields that fit, text that does not",
+    );
+    store
+        .put_with(
+            &["indexed"],
+            "k",
+            json!({"a": ["pizza"]}),
+            PutOptions::new().index(vec!["a".to_owned(); limits::MAX_INDEX_FIELDS]),
+        )
+        .await
+        .unwrap();
+    let found = store
+        .search(&["indexed"], Search::query("pizza"))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
     assert!(
         store
             .search(&["many"], Search::new())

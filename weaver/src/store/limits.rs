@@ -23,6 +23,13 @@ pub const MAX_TTL: std::time::Duration = std::time::Duration::from_secs(100 * 36
 /// stored value (at most [`MAX_VALUE_NESTING`] deep) can hold, inside field
 /// objects and `$and` lists.
 pub const MAX_FILTER_NESTING: usize = 2 * MAX_VALUE_NESTING;
+/// Most field paths a put's [`PutOptions::index`](super::PutOptions::index)
+/// may list.
+pub const MAX_INDEX_FIELDS: usize = 1_000;
+/// Most bytes of text one item may index: paths that reach the same part
+/// of a value (`"a"` and `"$"`, `"a.0"` and `"a.00"`) index it again, so
+/// the text can outgrow the value; past this it is refused.
+pub const MAX_INDEX_TEXT_BYTES: usize = 4 * MAX_VALUE_BYTES;
 /// Most operations one [`Store::batch`](super::Store::batch) may hold.
 pub const MAX_BATCH_OPS: usize = 1_000;
 /// Largest `limit` a search or a namespace listing may ask for.

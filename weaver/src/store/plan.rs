@@ -12,7 +12,8 @@ use super::bm25;
 use super::embed::{cosine, embed_checked};
 use super::filter::{Filter, field};
 use super::limits::{
-    MAX_BATCH_OPS, MAX_ITEM_ADDRESS_BYTES, MAX_RESULTS, MAX_TTL, MAX_VALUE_BYTES, MAX_VALUE_NESTING,
+    MAX_BATCH_OPS, MAX_INDEX_FIELDS, MAX_INDEX_TEXT_BYTES, MAX_ITEM_ADDRESS_BYTES, MAX_RESULTS,
+    MAX_TTL, MAX_VALUE_BYTES, MAX_VALUE_NESTING,
 };
 use super::namespace::{in_prefix, join, split, validate_key, validate_namespace, validate_prefix};
 use super::types::{Item, ListNamespaces, Op, OpResult, Search, StoreConfig};
@@ -202,32 +203,52 @@ impl Plan {
 /// The text indexed for `value` under `fields` (`None`: whole value):
 /// string leaves as they are, numbers and booleans printed, in document
 /// order, one per line (NUL characters become spaces). `None` when
-/// `fields` is empty.
-fn index_text(value: &Value, fields: Option<&[String]>) -> Option<String> {
-    fn leaves(v: &Value, out: &mut Vec<String>) {
-        match v {
+/// `fields` is empty. More than [`MAX_INDEX_FIELDS`] fields, or text past
+/// [`MAX_INDEX_TEXT_BYTES`], is [`Error::LimitExceeded`], found before the
+/// text is built.
+fn index_text(value: &Value, fields: Option<&[String]>) -> Result<Option<String>> {
+    fn leaves(v: &Value, out: &mut Vec<String>, bytes: &mut usize) -> Result<()> {
+        let leaf = match v {
             // NUL cannot be stored in PostgreSQL text; it never forms a token.
-            Value::String(s) => out.push(s.replace('\0', " ")),
-            Value::Number(n) => out.push(n.to_string()),
-            Value::Bool(b) => out.push(b.to_string()),
-            Value::Array(a) => a.iter().for_each(|x| leaves(x, out)),
-            Value::Object(m) => m.values().for_each(|x| leaves(x, out)),
-            Value::Null => {}
+            Value::String(s) => s.replace('\0', " "),
+            Value::Number(n) => n.to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::Array(a) => return a.iter().try_for_each(|x| leaves(x, out, bytes)),
+            Value::Object(m) => return m.values().try_for_each(|x| leaves(x, out, bytes)),
+            Value::Null => return Ok(()),
+        };
+        *bytes += leaf.len() + 1;
+        if *bytes > MAX_INDEX_TEXT_BYTES + 1 {
+            return Err(Error::LimitExceeded {
+                limit: "store index text bytes",
+                value: *bytes as u64 - 1,
+                ceiling: MAX_INDEX_TEXT_BYTES as u64,
+            });
         }
+        out.push(leaf);
+        Ok(())
     }
     let mut out = Vec::new();
+    let mut bytes = 0;
     match fields {
-        None => leaves(value, &mut out),
-        Some([]) => return None,
+        None => leaves(value, &mut out, &mut bytes)?,
+        Some([]) => return Ok(None),
+        Some(fields) if fields.len() > MAX_INDEX_FIELDS => {
+            return Err(Error::LimitExceeded {
+                limit: "store index fields",
+                value: fields.len() as u64,
+                ceiling: MAX_INDEX_FIELDS as u64,
+            });
+        }
         Some(fields) => {
             for f in fields {
                 if let Some(v) = field(value, f) {
-                    leaves(v, &mut out);
+                    leaves(v, &mut out, &mut bytes)?;
                 }
             }
         }
     }
-    Some(out.join("\n"))
+    Ok(Some(out.join("\n")))
 }
 
 fn check_page(what: &'static str, limit: usize) -> Result<()> {
@@ -308,7 +329,7 @@ pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Pl
                 // check it.
                 let ttl = options.ttl.or(config.default_ttl).map(micros_of);
                 Plan::Put(PutPlan {
-                    index_text: index_text(&value, options.index.as_deref()),
+                    index_text: index_text(&value, options.index.as_deref())?,
                     namespace: join(&namespace),
                     key,
                     value,

@@ -36,7 +36,10 @@ pub struct PutOptions {
     /// Which fields of the value are indexed for a query: `None` indexes the
     /// whole value, `Some(vec![])` makes the item unsearchable by query (it
     /// is still found by a search without one). A field is a dotted path
-    /// (`"profile.name"`, `"tags.0"`); `"$"` is the whole value.
+    /// (`"profile.name"`, `"tags.0"`); `"$"` is the whole value. At most
+    /// [`MAX_INDEX_FIELDS`](super::limits::MAX_INDEX_FIELDS) paths and
+    /// [`MAX_INDEX_TEXT_BYTES`](super::limits::MAX_INDEX_TEXT_BYTES) of
+    /// indexed text (a part reached by two paths counts twice).
     pub index: Option<Vec<String>>,
     /// How long the item lives after this write; `None` uses the store's
     /// [`StoreConfig::default_ttl`] (no expiry when that is unset).
