@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use weaver::Saver;
 use weaver::checkpoint::ListFilter;
 use weaver::prelude::*;
 use weaver_tests::states::{Steps, StepsUpdate};
@@ -273,4 +274,65 @@ async fn an_input_taken_in_before_its_step_failed_to_commit_is_kept() {
             _ => assert_eq!(bar, ["in", "a", "b"], "{next}"),
         }
     }
+}
+
+/// Under exit durability a resumed run stores once, at its end: the answer
+/// (checked against what the run read) on the paused checkpoint, then the
+/// checkpoint the run ends with and that checkpoint's own writes (here the
+/// next node's interrupt), in one group.
+async fn exit_run_stores_its_answers_with_its_last_checkpoint(inner: Arc<dyn Saver>) {
+    let saver = Arc::new(Forwarding::on(inner));
+    let ask = |question: &'static str| {
+        move |_: &Steps, rt: &Runtime| -> Result<StepsUpdate, NodeError> {
+            let answer = rt.interrupt(question)?;
+            Ok(StepsUpdate::default().bar([answer.as_str().unwrap_or("?").to_owned()]))
+        }
+    };
+    let graph = Graph::<Steps>::new("AskThenConfirm")
+        .add_node("ask", ask("name?"))
+        .add_node("confirm", ask("sure?"))
+        .add_sequence([START, "ask", "confirm", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("exit").durability(Durability::Exit);
+    graph.invoke(Steps::default(), &config).await.unwrap();
+    saver.writes.lock().unwrap().clear();
+    let paused = graph
+        .resume(serde_json::json!("ada"), &config)
+        .await
+        .unwrap();
+    assert_eq!(paused.interrupts()[0].value, "sure?");
+    let calls = std::mem::take(&mut *saver.writes.lock().unwrap());
+    assert_eq!(calls, ["put_ops[check, writes, put, writes]"]);
+    let stored = stored_shape(saver.as_ref(), "exit").await;
+    assert_eq!(stored.len(), 2);
+    let (asked, confirming) = (&stored[0].1, &stored[1].1);
+    assert!(
+        asked
+            .iter()
+            .any(|w| w.contains("__resume__") && w.contains("ada")),
+        "{asked:?}"
+    );
+    assert!(
+        confirming.iter().any(|w| w.contains("sure?")),
+        "{confirming:?}"
+    );
+    let done = graph
+        .resume(serde_json::json!("yes"), &config)
+        .await
+        .unwrap();
+    assert_eq!(done.complete().unwrap().bar, ["ada", "yes"]);
+}
+
+#[tokio::test]
+async fn exit_run_stores_its_answers_with_its_last_checkpoint_sqlite() {
+    let db = SqliteDb::new().await;
+    exit_run_stores_its_answers_with_its_last_checkpoint(Arc::new(db.saver().await)).await;
+}
+
+#[tokio::test]
+async fn exit_run_stores_its_answers_with_its_last_checkpoint_postgres() {
+    let db = PgDb::new().await;
+    exit_run_stores_its_answers_with_its_last_checkpoint(Arc::new(db.saver().await)).await;
+    db.drop_schema().await;
 }
