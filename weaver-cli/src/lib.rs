@@ -45,7 +45,8 @@ use weaver::{Checkpointer, Error, Result};
 )]
 struct Cli {
     /// The database: `sqlite://path/to/file.db` or `postgres://user@host/db`.
-    #[arg(long, env = "WEAVER_DB")]
+    // The value is never shown in `--help`: it may hold a password.
+    #[arg(long, env = "WEAVER_DB", hide_env_values = true)]
     db: String,
     /// PostgreSQL schema holding weaver's tables (default: the search path).
     #[arg(long)]
