@@ -203,9 +203,12 @@ impl Db {
             Ok(Db::Postgres(pool, schema))
         } else {
             // Only the scheme: the rest may hold a password.
-            let shown = match url.split_once("://") {
-                Some((scheme, _)) => format!("{scheme}://…"),
-                None => url.to_owned(),
+            // A scheme mistyped without `://` may still be followed by
+            // `user:password@`: only what follows the `@` is shown.
+            let shown = match (url.split_once("://"), url.rsplit_once('@')) {
+                (Some((scheme, _)), _) => format!("{scheme}://…"),
+                (None, Some((_, host))) => format!("…@{host}"),
+                (None, None) => url.to_owned(),
             };
             Err(Error::invalid_argument(format!(
                 "`{shown}` is neither a sqlite:// nor a postgres:// URL"
