@@ -45,7 +45,8 @@ use weaver::{Checkpointer, Error, Result};
 )]
 struct Cli {
     /// The database: `sqlite://path/to/file.db` or `postgres://user@host/db`.
-    #[arg(long, env = "WEAVER_DB")]
+    // The value is never shown in `--help`: it may hold a password.
+    #[arg(long, env = "WEAVER_DB", hide_env_values = true)]
     db: String,
     /// PostgreSQL schema holding weaver's tables (default: the search path).
     #[arg(long)]
@@ -202,9 +203,12 @@ impl Db {
             Ok(Db::Postgres(pool, schema))
         } else {
             // Only the scheme: the rest may hold a password.
-            let shown = match url.split_once("://") {
-                Some((scheme, _)) => format!("{scheme}://…"),
-                None => url.to_owned(),
+            // A scheme mistyped without `://` may still be followed by
+            // `user:password@`: only what follows the `@` is shown.
+            let shown = match (url.split_once("://"), url.rsplit_once('@')) {
+                (Some((scheme, _)), _) => format!("{scheme}://…"),
+                (None, Some((_, host))) => format!("…@{host}"),
+                (None, None) => url.to_owned(),
             };
             Err(Error::invalid_argument(format!(
                 "`{shown}` is neither a sqlite:// nor a postgres:// URL"

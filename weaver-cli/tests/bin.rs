@@ -67,3 +67,20 @@ fn output_that_cannot_be_written_fails_with_1_not_a_panic() {
         assert!(err.starts_with("weaver: cannot write the output"), "{err}");
     }
 }
+
+#[test]
+fn help_never_prints_the_password_of_weaver_db() {
+    for args in [&["--help"][..], &["migrate", "--help"][..], &["-h"][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_weaver"))
+            .args(args)
+            .env("WEAVER_DB", "postgres://app:s3cr3t-pw@db.internal/prod")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(!text.contains("s3cr3t-pw"), "{args:?}: {text}");
+        if args[0] != "migrate" {
+            assert!(text.contains("WEAVER_DB"), "{args:?}: {text}");
+        }
+    }
+}

@@ -265,6 +265,17 @@ async fn a_url_of_another_database_is_refused_without_printing_its_password() {
     let text = err.to_string();
     assert!(!text.contains("s3cr3t-pw"), "{text}");
     assert!(text.contains("postgresql+psycopg://"), "{text}");
+    // A scheme mistyped without `://` still hides the credentials.
+    for url in [
+        "postgres//app:s3cr3t-pw@db.internal/prod",
+        "app:s3cr3t-pw@db.internal/prod",
+    ] {
+        let err = weaver(&["--db", url, "threads"]).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(!text.contains("s3cr3t-pw"), "{text}");
+        assert!(text.contains("db.internal/prod"), "{text}");
+    }
     // A bare path has nothing to hide and is named whole.
     let err = weaver(&["--db", "weaver.db", "threads"]).await.unwrap_err();
     assert!(err.to_string().contains("`weaver.db`"), "{err}");

@@ -537,3 +537,28 @@ async fn a_marker_holding_no_version_is_a_decode_error() {
     assert_eq!(pg.table_count().await, 3, "nothing was dropped");
     pg.drop_schema().await;
 }
+
+/// The "what to run" of an unmigrated PostgreSQL schema names that schema:
+/// `up(&pool, …)` would migrate the search path instead, and the saver on
+/// the schema would still find no tables.
+#[tokio::test]
+async fn the_hint_for_an_unmigrated_schema_names_the_schema() {
+    let db = PgDb::new().await;
+    let err = migrate::verify_migrated(&db.target(), CK)
+        .await
+        .unwrap_err();
+    let Error::MigrationRequired { ref hint, .. } = err else {
+        panic!("{err:?}");
+    };
+    let expected = format!("PgSchema::new(&pool, \"{}\")", db.schema);
+    assert!(hint.contains(&expected), "{hint}");
+    // Without a schema the pool itself is the target, on both databases.
+    let lite = SqliteDb::new().await;
+    let err = migrate::verify_migrated(&lite.pool, CK).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("weaver::migrate::up(&pool, &[Adapter::Checkpoint], None)"),
+        "{err}"
+    );
+    db.drop_schema().await;
+}

@@ -143,7 +143,13 @@ pub trait MigrationTarget: Send + Sync + sealed::Sealed {
 
 pub(crate) mod sealed {
     /// Keeps [`MigrationTarget`](super::MigrationTarget) implementable only here.
-    pub trait Sealed {}
+    pub trait Sealed {
+        /// The Rust expression naming this target in a hint: `&pool`, or
+        /// `&PgSchema::new(&pool, "tenant_a")?` for tables in a schema.
+        fn hint_expr(&self) -> String {
+            "&pool".to_owned()
+        }
+    }
 }
 
 /// Applies every version of `adapters` up to `target` (the latest when
@@ -186,19 +192,20 @@ pub async fn verify_migrated<T: MigrationTarget + ?Sized>(
 ) -> Result<()> {
     let found = db.versions(adapters).await?;
     for (adapter, found) in adapters.iter().zip(found) {
-        check_version(*adapter, found)?;
+        check_version(*adapter, found, &db.hint_expr())?;
     }
     Ok(())
 }
 
-pub(crate) fn check_version(adapter: Adapter, found: u32) -> Result<()> {
+/// `target` is how the hint names the migration target (`&pool`).
+pub(crate) fn check_version(adapter: Adapter, found: u32, target: &str) -> Result<()> {
     let required = adapter.latest();
     if found == required {
         return Ok(());
     }
     let hint = if found < required {
         format!(
-            "run `weaver::migrate::up(&pool, &[Adapter::{adapter:?}], None)` (for example from an application migration) before starting the saver"
+            "run `weaver::migrate::up({target}, &[Adapter::{adapter:?}], None)` (for example from an application migration) before starting the saver"
         )
     } else {
         newer_hint(found)

@@ -64,7 +64,14 @@ pub(crate) fn table_prefix(schema: Option<&str>) -> String {
 }
 
 impl sealed::Sealed for PgPool {}
-impl sealed::Sealed for PgSchema<'_> {}
+impl sealed::Sealed for PgSchema<'_> {
+    fn hint_expr(&self) -> String {
+        match &self.schema {
+            Some(s) => format!("&PgSchema::new(&pool, \"{s}\")?"),
+            None => "&pool".to_owned(),
+        }
+    }
+}
 
 #[async_trait]
 impl MigrationTarget for PgPool {
