@@ -536,12 +536,49 @@ async fn migrate_command(db: &Db, action: Migrate, out: &mut dyn Write) -> Resul
                 Change::Up { target: to },
                 schema,
             )?;
-            for s in statements {
-                writeln!(out, "{s};\n").map_err(io)?;
-            }
-            Ok(())
+            write_script(db.dialect(), adapter, current, &statements, out)
         }
     }
+}
+
+/// Prints `statements` as a script safe to pipe into `psql` or `sqlite3`:
+/// in one transaction (`BEGIN;` … `COMMIT;`), so its version check and the
+/// migration lock it takes hold for the whole of it. After a failed
+/// statement PostgreSQL refuses every further one until `COMMIT`, which
+/// then rolls back; the `sqlite3` shell goes on and would commit what
+/// followed the failure, so a SQLite script starts with a comment saying to
+/// run it with `sqlite3 -bail`. Nothing is printed when there is nothing to
+/// do. ([`migrate::script`] itself stays bare statements: `migrate::up`
+/// and an Ecto migration run them in a transaction of their own.)
+fn write_script(
+    dialect: Dialect,
+    adapter: Adapter,
+    current: u32,
+    statements: &[String],
+    out: &mut dyn Write,
+) -> Result<()> {
+    if statements.is_empty() {
+        return Ok(());
+    }
+    let name = adapter.name();
+    writeln!(
+        out,
+        "-- weaver: migrates the `{name}` schema from version {current}, in one transaction."
+    )
+    .map_err(io)?;
+    if dialect == Dialect::Sqlite {
+        writeln!(
+            out,
+            "-- Run it with `sqlite3 -bail DB < FILE`: without -bail the sqlite3 shell goes on\n\
+             -- after a failed statement (the version check included) and commits the rest."
+        )
+        .map_err(io)?;
+    }
+    writeln!(out, "BEGIN;\n").map_err(io)?;
+    for s in statements {
+        writeln!(out, "{s};\n").map_err(io)?;
+    }
+    writeln!(out, "COMMIT;").map_err(io)
 }
 
 async fn report_versions(db: &Db, adapters: &[Adapter], out: &mut dyn Write) -> Result<()> {

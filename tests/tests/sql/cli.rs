@@ -187,6 +187,13 @@ async fn the_inspector_migrates_and_prints_scripts() {
         script.contains("ALTER TABLE weaver_checkpoints ADD COLUMN commit_order INTEGER;"),
         "{script}"
     );
+    // One transaction, and the sqlite3 shell told to stop at the first
+    // failure (without -bail it goes on, and COMMIT keeps the rest).
+    assert!(script.starts_with("-- "), "{script}");
+    assert!(script.contains("sqlite3 -bail"), "{script}");
+    let first = script.lines().find(|l| !l.starts_with("--")).unwrap();
+    assert_eq!(first, "BEGIN;", "{script}");
+    assert!(script.ends_with("\nCOMMIT;\n"), "{script}");
     assert!(script.contains("VALUES ('checkpoint', 3)"), "{script}");
     assert_eq!(
         run(&["migrate", "status"]).await.unwrap(),
@@ -219,6 +226,129 @@ async fn the_inspector_migrates_and_prints_scripts() {
         !std::path::Path::new(&format!("{}.missing", db.path.display())).exists(),
         "the inspector created a database file"
     );
+}
+
+/// `sql` cut into statements as psql cuts a file: at each `;` outside
+/// quotes, `$$` quotes and `--` comments (comments dropped).
+fn psql_statements(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '-' if chars.peek() == Some(&'-') => {
+                chars.by_ref().find(|&c| c == '\n');
+                current.push('\n');
+            }
+            '\'' => {
+                current.push(c);
+                for c in chars.by_ref() {
+                    current.push(c);
+                    if c == '\'' {
+                        break;
+                    }
+                }
+            }
+            '$' if chars.peek() == Some(&'$') => {
+                current.push_str("$$");
+                chars.next();
+                while let Some(c) = chars.next() {
+                    current.push(c);
+                    if c == '$' && chars.peek() == Some(&'$') {
+                        current.push('$');
+                        chars.next();
+                        break;
+                    }
+                }
+            }
+            ';' => {
+                if !current.trim().is_empty() {
+                    out.push(current.trim().to_owned());
+                }
+                current.clear();
+            }
+            c => current.push(c),
+        }
+    }
+    assert!(current.trim().is_empty(), "unterminated: {current}");
+    out
+}
+
+/// The versions of both adapters and every checkpoint's commit order.
+async fn pg_state(db: &PgDb) -> (Vec<u32>, Vec<(String, i64)>) {
+    let versions = weaver::migrate::versions(
+        &db.target(),
+        &[
+            weaver::migrate::Adapter::Checkpoint,
+            weaver::migrate::Adapter::Store,
+        ],
+    )
+    .await
+    .unwrap();
+    let orders = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT checkpoint_id, commit_order FROM \"{}\".weaver_checkpoints ORDER BY commit_order",
+        db.schema
+    )))
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    (versions, orders)
+}
+
+#[tokio::test]
+async fn a_postgres_script_run_as_psql_runs_it_changes_nothing_at_another_version() {
+    let db = PgDb::new().await;
+    let url = pg_url();
+    let run = async |more: &[&str]| {
+        let args: Vec<&str> = ["--db", url.as_str(), "--schema", db.schema.as_str()]
+            .iter()
+            .chain(more)
+            .copied()
+            .collect();
+        weaver(&args).await
+    };
+    run(&["migrate", "up", "--to", "1"]).await.unwrap();
+    let script = run(&["migrate", "script"]).await.unwrap();
+    let statements = psql_statements(&script);
+    assert_eq!(statements.first().unwrap(), "BEGIN", "{script}");
+    assert_eq!(statements.last().unwrap(), "COMMIT", "{script}");
+    // The database moves on before the script (from version 1) is run:
+    // migrated to 3, and pruned, so its commit orders have a gap the v2
+    // backfill would renumber.
+    run(&["migrate", "up"]).await.unwrap();
+    talk(Arc::new(db.saver().await), 2).await;
+    run(&["prune", "talk", "--keep-last", "2"]).await.unwrap();
+    let before = pg_state(&db).await;
+    assert_eq!(before.0, [3, 0]);
+    assert_eq!(before.1.iter().map(|r| r.1).collect::<Vec<_>>(), [5, 6]);
+
+    // As `psql -f` runs it: each statement on its own in autocommit mode,
+    // going on after a failure.
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut failed = 0;
+    for s in &statements {
+        if sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone()))
+            .execute(&mut *conn)
+            .await
+            .is_err()
+        {
+            failed += 1;
+        }
+    }
+    assert!(failed > 0, "the version check failed");
+    let open: Option<String> =
+        sqlx::query_scalar("SELECT CAST(txid_current_if_assigned() AS TEXT)")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    assert_eq!(open, None, "no transaction is left open");
+    drop(conn);
+    assert_eq!(
+        pg_state(&db).await,
+        before,
+        "the script changed the database"
+    );
+    db.drop_schema().await;
 }
 
 #[tokio::test]

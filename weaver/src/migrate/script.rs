@@ -26,6 +26,13 @@ use crate::error::{Error, Result};
 /// `weaver_<adapter>_schema_is_at_version_<current>`, fails otherwise. A
 /// change that leaves the adapter where it is gives no statements.
 ///
+/// The statements carry no `BEGIN`/`COMMIT`: the tool running them opens
+/// the transaction (as [`up`](super::up) and an Ecto migration do), and a
+/// failure, the version check's included, must end it without committing.
+/// Run one by one in autocommit mode (`psql -f` on the bare statements)
+/// the lock is released at once and a failed check stops nothing; the
+/// `weaver migrate script` command prints them wrapped in a transaction.
+///
 /// Reverting to version 0 deletes the adapter's marker row, and on
 /// PostgreSQL drops the marker table once no adapter is left in it, as
 /// weaver does; a SQLite script leaves the empty marker table in place,
