@@ -8,6 +8,8 @@
 //! weaver --db sqlite://weaver-quickstart.db show thread-1 --version 2
 //! weaver --db sqlite://weaver-quickstart.db diff thread-1 @1 @3
 //! weaver --db postgres://postgres@127.0.0.1/test --schema tenant_a migrate status
+//! weaver --db sqlite://weaver-quickstart.db migrate up --adapter checkpoint,store
+//! weaver --db sqlite://weaver-quickstart.db migrate down --adapter store 1
 //! ```
 //!
 //! Checkpoints read through [`weaver::Checkpointer`], so delta channels
@@ -25,7 +27,7 @@
 use std::io::Write;
 use std::str::FromStr;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgAction, Args, Parser, Subcommand};
 use serde_json::{Value, json};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{PgPool, SqlitePool};
@@ -137,21 +139,36 @@ struct Ns {
 enum Migrate {
     /// The version each adapter is at, and the newest this build knows.
     Status,
-    /// Migrate up (to the newest version unless `--to`).
+    /// Migrate up (to the newest version unless `--to`): `migrate up --adapter checkpoint,store`.
     Up {
-        /// The adapters (default: checkpoint).
-        #[arg(long, value_parser = adapter, num_args = 1.., default_value = "checkpoint")]
+        /// The adapters, comma-separated or the option repeated.
+        // Nothing positional follows: `--adapter checkpoint store` works too.
+        #[arg(
+            long,
+            value_parser = adapter,
+            num_args = 1..,
+            value_delimiter = ',',
+            action = ArgAction::Append,
+            default_value = "checkpoint"
+        )]
         adapter: Vec<Adapter>,
         /// The version to reach.
         #[arg(long)]
         to: Option<u32>,
     },
-    /// Revert VERSION and every version above it (1 removes the tables).
+    /// Revert VERSION and every version above it (1 removes the tables): `migrate down --adapter store 1`.
     Down {
         /// The lowest version to revert.
         version: u32,
-        /// The adapters (default: checkpoint).
-        #[arg(long, value_parser = adapter, num_args = 1.., default_value = "checkpoint")]
+        /// The adapters, comma-separated or the option repeated.
+        // One value per occurrence: VERSION may follow it.
+        #[arg(
+            long,
+            value_parser = adapter,
+            value_delimiter = ',',
+            action = ArgAction::Append,
+            default_value = "checkpoint"
+        )]
         adapter: Vec<Adapter>,
     },
     /// Print the SQL `up` would run from the database's current version (nothing is changed).

@@ -41,6 +41,39 @@ fn a_failure_exits_1_naming_the_error() {
     assert!(!dir.exists(), "nothing was created");
 }
 
+#[test]
+fn migrate_down_takes_its_version_after_the_adapter() {
+    // A missing file: the command line parses (not 2), the database fails (1).
+    let dir = std::env::temp_dir().join(format!("weaver-cli-down-{}", std::process::id()));
+    let url = format!("sqlite://{}/none.db", dir.display());
+    for args in [
+        &["migrate", "down", "--adapter", "store", "1"][..],
+        &["migrate", "down", "1", "--adapter", "store"][..],
+        &["migrate", "down", "--adapter", "checkpoint,store", "1"][..],
+        &[
+            "migrate",
+            "down",
+            "--adapter",
+            "store",
+            "--adapter",
+            "checkpoint",
+            "1",
+        ][..],
+    ] {
+        let args: Vec<&str> = ["--db", url.as_str()].iter().chain(args).copied().collect();
+        let out = weaver(&args);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.starts_with("weaver: storage failure"),
+            "{args:?}: {err}"
+        );
+    }
+    let out = weaver(&["migrate", "down", "--help"]);
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("migrate down --adapter store 1"), "{help}");
+}
+
 /// `/dev/full` as standard output: every write fails (ENOSPC).
 #[cfg(target_os = "linux")]
 fn to_full_disk(args: &[&str]) -> std::process::Output {

@@ -201,6 +201,53 @@ async fn the_inspector_migrates_and_prints_scripts() {
         "printing a script changes nothing"
     );
     assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t3\n");
+    // `--adapter` takes one list (comma-separated, or the option repeated),
+    // before or after `down`'s VERSION.
+    assert_eq!(
+        run(&["migrate", "up", "--adapter", "checkpoint,store"])
+            .await
+            .unwrap(),
+        "checkpoint\t3\nstore\t1\n"
+    );
+    assert_eq!(
+        run(&["migrate", "down", "--adapter", "store", "1"])
+            .await
+            .unwrap(),
+        "store\t0\n"
+    );
+    assert_eq!(
+        run(&[
+            "migrate",
+            "up",
+            "--adapter",
+            "store",
+            "--adapter",
+            "checkpoint"
+        ])
+        .await
+        .unwrap(),
+        "store\t1\ncheckpoint\t3\n"
+    );
+    assert_eq!(
+        run(&["migrate", "down", "1", "--adapter", "store"])
+            .await
+            .unwrap(),
+        "store\t0\n"
+    );
+    assert_eq!(
+        run(&["migrate", "up", "--adapter", "checkpoint", "store"])
+            .await
+            .unwrap(),
+        "checkpoint\t3\nstore\t1\n",
+        "the form taking several values still works where nothing follows"
+    );
+    assert_eq!(
+        run(&["migrate", "down", "--adapter", "store,checkpoint", "1"])
+            .await
+            .unwrap(),
+        "store\t0\ncheckpoint\t0\n"
+    );
+    assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t3\n");
     assert_eq!(
         run(&["migrate", "down", "1"]).await.unwrap(),
         "checkpoint\t0\n"
