@@ -17,7 +17,8 @@
 //! environment variable named by `--keys-env` (`id=<64 hex digits>`,
 //! comma-separated, oldest first). Nothing is migrated unless `migrate`
 //! says so: a database at another schema version fails with weaver's
-//! [`Error::MigrationRequired`](weaver::Error::MigrationRequired).
+//! [`Error::MigrationRequired`](weaver::Error::MigrationRequired), its hint
+//! naming the `weaver migrate` command to run.
 //!
 //! [`run`] is the whole program, for tests and embedding; the binary calls
 //! it with the process's arguments.
@@ -359,10 +360,53 @@ where
             Some(parse_keys(var, &text)?)
         }
     };
-    let db = Db::open(&cli.db, cli.schema).await?;
+    let db = Db::open(&cli.db, cli.schema.clone()).await?;
     let result = execute(&db, keys, cli.command, out).await;
     db.close().await;
-    result.map(|()| Outcome::Done)
+    result
+        .map(|()| Outcome::Done)
+        .map_err(|e| cli_hint(e, &cli.db, cli.schema.as_deref()))
+}
+
+/// `e` with a [`Error::MigrationRequired`] hint saying what to run as
+/// `weaver` commands rather than as library calls. The database is named
+/// by its `sqlite://` URL; a PostgreSQL URL (which may hold a password) as
+/// `postgres://…`.
+fn cli_hint(e: Error, url: &str, schema: Option<&str>) -> Error {
+    let Error::MigrationRequired {
+        adapter,
+        found,
+        required,
+        ..
+    } = e
+    else {
+        return e;
+    };
+    let db = if url.starts_with("sqlite:") {
+        url.to_owned()
+    } else {
+        "postgres://…".to_owned()
+    };
+    let schema = schema.map_or_else(String::new, |s| format!(" --schema {s}"));
+    let adapters = if adapter == Adapter::Checkpoint.name() {
+        String::new()
+    } else {
+        format!(" --adapter {adapter}")
+    };
+    let hint = if found < required {
+        format!("run `weaver --db {db}{schema} migrate up{adapters}` first")
+    } else {
+        format!(
+            "the database was migrated to version {found} by a newer weaver; upgrade weaver, or revert it with `weaver migrate down{adapters} {}` of the weaver that wrote version {found}",
+            required + 1
+        )
+    };
+    Error::MigrationRequired {
+        adapter,
+        found,
+        required,
+        hint,
+    }
 }
 
 /// How [`run`] ended without a failure.
@@ -505,6 +549,11 @@ async fn execute(
             let cp = db.checkpointer(keys)?;
             let strategy = match (keep_last, delete) {
                 (_, true) => PruneStrategy::Delete,
+                (Some(0), false) => {
+                    return Err(Error::invalid_argument(
+                        "--keep-last 0 would keep nothing; use --delete to delete the threads",
+                    ));
+                }
                 (Some(n), false) => PruneStrategy::KeepLast(n),
                 (None, false) => {
                     return Err(Error::invalid_argument("give --keep-last N or --delete"));

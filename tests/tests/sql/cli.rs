@@ -169,15 +169,25 @@ async fn the_inspector_migrates_and_prints_scripts() {
         let args: Vec<&str> = ["--db", url.as_str()].iter().chain(more).copied().collect();
         weaver(&args).await
     };
-    // Nothing migrates behind the user's back.
-    assert!(matches!(
-        run(&["threads"]).await,
-        Err(Error::MigrationRequired {
-            found: 0,
-            required: 3,
-            ..
-        })
-    ));
+    // Nothing migrates behind the user's back; the hint names the command.
+    let err = run(&["threads"]).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::MigrationRequired {
+                found: 0,
+                required: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("run `weaver --db {url} migrate up` first")),
+        "{text}"
+    );
+    assert!(!text.contains("weaver::migrate"), "{text}");
     assert_eq!(
         run(&["migrate", "up", "--to", "1"]).await.unwrap(),
         "checkpoint\t1\n"
@@ -201,6 +211,32 @@ async fn the_inspector_migrates_and_prints_scripts() {
         "printing a script changes nothing"
     );
     assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t3\n");
+    assert_eq!(run(&["threads"]).await.unwrap(), "");
+    // Options named as options, not as library calls.
+    let err = run(&["prune", "t", "--keep-last", "0"]).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+    assert!(err.to_string().contains("--keep-last 0"), "{err}");
+    assert!(err.to_string().contains("--delete"), "{err}");
+    assert!(!err.to_string().contains("PruneStrategy"), "{err}");
+    // A newer weaver's schema: upgrade, or revert with that weaver's CLI.
+    sqlx::query("UPDATE weaver_schema_versions SET version = 5")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    for args in [&["threads"][..], &["migrate", "up"][..]] {
+        let err = run(args).await.unwrap_err();
+        assert!(
+            matches!(err, Error::MigrationRequired { found: 5, .. }),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("`weaver migrate down 4`"), "{text}");
+        assert!(!text.contains("weaver::migrate"), "{text}");
+    }
+    sqlx::query("UPDATE weaver_schema_versions SET version = 3")
+        .execute(&db.pool)
+        .await
+        .unwrap();
     // `--adapter` takes one list (comma-separated, or the option repeated),
     // before or after `down`'s VERSION.
     assert_eq!(
@@ -394,6 +430,32 @@ async fn a_postgres_script_run_as_psql_runs_it_changes_nothing_at_another_versio
         pg_state(&db).await,
         before,
         "the script changed the database"
+    );
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn the_hint_on_an_unmigrated_postgres_schema_names_the_command_not_the_password() {
+    let db = PgDb::new().await;
+    // Trust authentication: the password is sent and ignored.
+    let url = pg_url().replacen("postgres@", "postgres:s3cr3t-pw@", 1);
+    assert!(
+        url.contains("s3cr3t-pw"),
+        "DATABASE_URL names no user: {url}"
+    );
+    let err = weaver(&["--db", &url, "--schema", &db.schema, "threads"])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::MigrationRequired { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(!text.contains("s3cr3t-pw"), "{text}");
+    assert!(!text.contains("weaver::migrate"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "run `weaver --db postgres://… --schema {} migrate up` first",
+            db.schema
+        )),
+        "{text}"
     );
     db.drop_schema().await;
 }
