@@ -676,6 +676,13 @@ macro_rules! impl_sql_saver {
                         self.insert_writes(conn, thread, ns, id, &e.writes, op).await?;
                     }
                     if self.settings.shallow {
+                        // As in a prune: a write being stored on a
+                        // superseded checkpoint has committed (and is
+                        // deleted with it) or waits and finds it gone,
+                        // never left pointing at no checkpoint.
+                        if let Some(lock) = &q.lock_pruned {
+                            Self::exec_below(conn, lock, thread, ns, order_db, op).await?;
+                        }
                         self.delete_below(conn, thread, ns, order_db, op).await?;
                     }
                     Ok(order)
