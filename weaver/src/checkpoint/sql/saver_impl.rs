@@ -1118,6 +1118,16 @@ macro_rules! impl_sql_saver {
                             if taken.is_some() {
                                 return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
                             }
+                            // Write rows of the target that belong to no
+                            // checkpoint (a deletion done by hand): copied
+                            // writes keep a value stored first, so they
+                            // would be read as the copy's.
+                            ::sqlx::query(AssertSqlSafe(q.delete_orphan_ns_writes.clone()))
+                                .bind(target_thread)
+                                .bind(ns)
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(storage(op))?;
                             for e in encoded {
                                 self.insert_raw(&mut tx, e, op).await?;
                             }
@@ -1149,6 +1159,12 @@ macro_rules! impl_sql_saver {
                             if taken.is_some() {
                                 return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
                             }
+                            // As in fork_at: the target's write rows that belong to no checkpoint.
+                            ::sqlx::query(AssertSqlSafe(q.delete_orphan_writes.clone()))
+                                .bind(target_thread)
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(storage(op))?;
                             let rows = ::sqlx::query(AssertSqlSafe(q.thread_rows.clone()))
                                 .bind(source_thread)
                                 .fetch_all(&mut *tx)
