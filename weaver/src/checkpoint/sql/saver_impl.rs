@@ -1450,7 +1450,8 @@ macro_rules! impl_sql_saver {
                 }
 
                 /// Inserts a copied checkpoint with its given commit order and
-                /// writes, without the conflict rules (the target was checked empty).
+                /// writes, without the conflict rules (the target was checked
+                /// empty; a row taken meanwhile is [`Error::ThreadExists`]).
                 async fn insert_raw(&self, tx: &mut Tx, e: &EncodedEntry, op: &'static str) -> Result<()> {
                     let new = &e.new;
                     let order = order_i64(new.commit_order.unwrap_or(1))?;
@@ -1464,7 +1465,15 @@ macro_rules! impl_sql_saver {
                         .bind(order)
                         .execute(&mut **tx)
                         .await
-                        .map_err(storage(op))?;
+                        .map_err(|err| {
+                            // The target was found empty: a taken id or
+                            // commit order is another writer's, committed since.
+                            if is_unique_violation(&err) {
+                                Error::ThreadExists { thread_id: new.thread_id.clone() }
+                            } else {
+                                Error::storage(op, err)
+                            }
+                        })?;
                     self.insert_writes(&mut **tx, &new.thread_id, &new.checkpoint_ns, &new.checkpoint.id, &e.writes, op).await.map(drop)
                 }
             }
