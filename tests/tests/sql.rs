@@ -39,6 +39,8 @@ mod listing;
 mod maintenance;
 #[path = "sql/migrations.rs"]
 mod migrations;
+#[path = "sql/orphans.rs"]
+mod orphans;
 #[path = "sql/stored_json.rs"]
 mod stored_json;
 #[path = "sql/typed_history.rs"]

@@ -518,3 +518,43 @@ async fn racing_resumes_postgres() {
     racing_resumes(Arc::new(Forwarding::on(Arc::new(db.saver().await)))).await;
     db.drop_schema().await;
 }
+
+/// A fork into a thread that another session fills meanwhile (its first
+/// checkpoint inserted after the fork found the target empty, committed
+/// while the fork's insert waits on it) fails with `ThreadExists`, as when
+/// the target was taken before, not with the database's unique violation.
+#[tokio::test]
+async fn pg_fork_losing_the_target_to_another_writer_is_thread_exists() {
+    let db = PgDb::new().await;
+    let saver = Arc::new(db.saver().await);
+    saver.put(cp("src", "a", None, Some(1))).await.unwrap();
+    let s = &db.schema;
+    let mut other = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO \"{s}\".weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata, commit_order)
+         VALUES ('dst', '', 'z', CAST('{{}}' AS BYTEA), CAST('{{}}' AS JSONB), 1)"
+    )))
+    .execute(&mut *other)
+    .await
+    .unwrap();
+    let fork = tokio::spawn({
+        let saver = saver.clone();
+        async move {
+            saver
+                .fork_at(
+                    &CheckpointRef::latest("src").at("a"),
+                    "dst",
+                    weaver::checkpoint::ForkOptions::default(),
+                )
+                .await
+        }
+    });
+    db.lock_waits("weaver_checkpoints", 1).await;
+    other.commit().await.unwrap();
+    let r = fork.await.unwrap();
+    assert!(
+        matches!(&r, Err(Error::ThreadExists { thread_id }) if thread_id == "dst"),
+        "{r:?}"
+    );
+    db.drop_schema().await;
+}

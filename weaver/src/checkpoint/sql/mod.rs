@@ -100,6 +100,10 @@ pub(crate) struct Queries {
     pub(crate) thread_rows: String,
     pub(crate) thread_writes: String,
     pub(crate) delete_writes: String,
+    /// Deletes the writes of a thread whose checkpoint is not stored.
+    pub(crate) delete_orphan_writes: String,
+    /// Deletes the writes of a thread's namespace whose checkpoint is not stored.
+    pub(crate) delete_orphan_ns_writes: String,
     pub(crate) delete_cps: String,
     pub(crate) namespaces_of_thread: String,
     /// PostgreSQL: locks the checkpoints of `(thread, ns)` below a commit
@@ -145,6 +149,10 @@ impl Queries {
             Dialect::Sqlite => "",
             Dialect::Postgres => " FOR KEY SHARE",
         };
+        // A write row (`w`) whose checkpoint is not stored.
+        let no_checkpoint = format!(
+            "NOT EXISTS (SELECT 1 FROM {cps} AS c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
+        );
         let older = format!(
             "SELECT checkpoint_id FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order < $3"
         );
@@ -199,6 +207,12 @@ impl Queries {
                 "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value FROM {writes} WHERE thread_id = $1"
             ),
             delete_writes: format!("DELETE FROM {writes} WHERE thread_id = $1"),
+            delete_orphan_writes: format!(
+                "DELETE FROM {writes} AS w WHERE w.thread_id = $1 AND {no_checkpoint}"
+            ),
+            delete_orphan_ns_writes: format!(
+                "DELETE FROM {writes} AS w WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND {no_checkpoint}"
+            ),
             delete_cps: format!("DELETE FROM {cps} WHERE thread_id = $1"),
             namespaces_of_thread: format!(
                 "SELECT DISTINCT checkpoint_ns FROM {cps} WHERE thread_id = $1 ORDER BY checkpoint_ns"

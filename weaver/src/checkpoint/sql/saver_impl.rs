@@ -676,6 +676,13 @@ macro_rules! impl_sql_saver {
                         self.insert_writes(conn, thread, ns, id, &e.writes, op).await?;
                     }
                     if self.settings.shallow {
+                        // As in a prune: a write being stored on a
+                        // superseded checkpoint has committed (and is
+                        // deleted with it) or waits and finds it gone,
+                        // never left pointing at no checkpoint.
+                        if let Some(lock) = &q.lock_pruned {
+                            Self::exec_below(conn, lock, thread, ns, order_db, op).await?;
+                        }
                         self.delete_below(conn, thread, ns, order_db, op).await?;
                     }
                     Ok(order)
@@ -1111,6 +1118,16 @@ macro_rules! impl_sql_saver {
                             if taken.is_some() {
                                 return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
                             }
+                            // Write rows of the target that belong to no
+                            // checkpoint (a deletion done by hand): copied
+                            // writes keep a value stored first, so they
+                            // would be read as the copy's.
+                            ::sqlx::query(AssertSqlSafe(q.delete_orphan_ns_writes.clone()))
+                                .bind(target_thread)
+                                .bind(ns)
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(storage(op))?;
                             for e in encoded {
                                 self.insert_raw(&mut tx, e, op).await?;
                             }
@@ -1142,6 +1159,12 @@ macro_rules! impl_sql_saver {
                             if taken.is_some() {
                                 return Err(Error::ThreadExists { thread_id: target_thread.to_owned() });
                             }
+                            // As in fork_at: the target's write rows that belong to no checkpoint.
+                            ::sqlx::query(AssertSqlSafe(q.delete_orphan_writes.clone()))
+                                .bind(target_thread)
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(storage(op))?;
                             let rows = ::sqlx::query(AssertSqlSafe(q.thread_rows.clone()))
                                 .bind(source_thread)
                                 .fetch_all(&mut *tx)
@@ -1427,7 +1450,8 @@ macro_rules! impl_sql_saver {
                 }
 
                 /// Inserts a copied checkpoint with its given commit order and
-                /// writes, without the conflict rules (the target was checked empty).
+                /// writes, without the conflict rules (the target was checked
+                /// empty; a row taken meanwhile is [`Error::ThreadExists`]).
                 async fn insert_raw(&self, tx: &mut Tx, e: &EncodedEntry, op: &'static str) -> Result<()> {
                     let new = &e.new;
                     let order = order_i64(new.commit_order.unwrap_or(1))?;
@@ -1441,7 +1465,15 @@ macro_rules! impl_sql_saver {
                         .bind(order)
                         .execute(&mut **tx)
                         .await
-                        .map_err(storage(op))?;
+                        .map_err(|err| {
+                            // The target was found empty: a taken id or
+                            // commit order is another writer's, committed since.
+                            if is_unique_violation(&err) {
+                                Error::ThreadExists { thread_id: new.thread_id.clone() }
+                            } else {
+                                Error::storage(op, err)
+                            }
+                        })?;
                     self.insert_writes(&mut **tx, &new.thread_id, &new.checkpoint_ns, &new.checkpoint.id, &e.writes, op).await.map(drop)
                 }
             }
