@@ -56,7 +56,10 @@ pub struct StateSnapshot<S: GraphState> {
     pub parent_config: Option<RunConfig>,
     /// The tasks of `next`, with errors and interrupts.
     pub tasks: Vec<TaskInfo>,
-    /// Interrupts waiting for `resume`.
+    /// At the thread's latest checkpoint, the interrupts waiting for
+    /// `resume`. In history (and at a checkpoint named by id), every
+    /// interrupt raised at this checkpoint, answered or not, so that where a
+    /// run paused stays findable after it was resumed.
     pub interrupts: Vec<Interrupt>,
     /// Writes of tasks started from this checkpoint.
     pub pending_writes: Vec<PendingWrite>,

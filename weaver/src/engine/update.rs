@@ -118,8 +118,10 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         .as_ref()
         .map(|t| DeltaBase::of(&t.checkpoint, &delta_channels));
     // Updating the latest checkpoint (no id named) first takes in the writes
-    // of its tasks that already succeeded, as LangGraph does: they are not
-    // lost with the checkpoint the update supersedes, and do not run again.
+    // of its tasks that already succeeded: they are not lost with the
+    // checkpoint the update supersedes, and do not run again. (Current
+    // LangGraph keeps them only when clearing a checkpoint with `as_node`
+    // END; its other updates leave those tasks to run again.)
     let succeeded_writes: Vec<PendingWrite> = match (&target.checkpoint_id, &base) {
         (None, Some(t)) => t.pending_writes.clone(),
         _ => Vec::new(),

@@ -94,7 +94,10 @@ impl<S: GraphState> CompiledGraph<S> {
     /// With a checkpointer, the config must name a thread; the thread's
     /// latest checkpoint (or the one `checkpoint_id` names, which is then
     /// replayed from a `fork`) is the starting point, and every super-step is
-    /// checkpointed.
+    /// checkpointed. A `checkpoint_id` naming the thread's latest checkpoint
+    /// continues it as if no id were named (no `fork`, and the writes of its
+    /// tasks that already finished are kept); LangGraph replays whenever an
+    /// id is named.
     pub async fn invoke(
         &self,
         input: impl Into<Input<S>>,
@@ -127,7 +130,18 @@ impl<S: GraphState> CompiledGraph<S> {
     /// Answers pending interrupts and continues; the interrupted nodes run
     /// again from their start. A single value needs exactly one pending
     /// interrupt ([`Error::AmbiguousResume`] otherwise); a map is keyed by
-    /// interrupt id.
+    /// interrupt id. A static stop (`interrupt_before`/`interrupt_after`)
+    /// asks nothing: it resumes with `null` (or a map from its id to
+    /// `null`), as [`continue_run`](Self::continue_run) does.
+    ///
+    /// A value when no interrupt is pending is refused with
+    /// [`Error::NoPendingInterrupt`], for instance after
+    /// [`update_state`](Self::update_state) on an interrupted thread (the
+    /// update drops the pause). LangGraph keeps such a value for the next
+    /// `interrupt` call; here, [`continue_run`](Self::continue_run) raises the
+    /// interrupt again, and the answer then goes to it. Resuming needs the
+    /// thread's latest checkpoint: a config naming an older `checkpoint_id`
+    /// is [`Error::InvalidArgument`].
     ///
     /// Of two runs resuming the same pause at once, the first to store its
     /// answers goes on; the other fails with [`Error::VersionConflict`] and
