@@ -977,3 +977,58 @@ async fn a_shallow_fork_checks_its_byte_ceiling_on_the_full_copy() {
         whole.checkpoint.channel_values
     );
 }
+
+/// Stores each number of a list as a string (as for JavaScript readers).
+mod numbers_as_strings {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(u64::to_string))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|s| s.parse().map_err(serde::de::Error::custom))
+            .collect()
+    }
+}
+
+/// A delta channel stored through `#[serde(with = ...)]`.
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Tally {
+    #[reducer(delta)]
+    #[serde(with = "numbers_as_strings")]
+    seen: Vec<u64>,
+}
+
+#[tokio::test]
+async fn a_delta_field_stored_with_serde_with_reads_back_in_history() {
+    let saver = InMemorySaver::new();
+    let graph = Graph::<Tally>::new("tally")
+        .add_node("count", |s: &Tally| {
+            TallyUpdate::default().seen(vec![s.seen.len() as u64 * 10])
+        })
+        .add_sequence([START, "count", END])
+        .compile(Compile::new().checkpointer(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("tally");
+    for i in 0..3 {
+        let input = TallyUpdate::default().seen(vec![i]);
+        graph.invoke(Input::update(input), &config).await.unwrap();
+    }
+    // Stored as deltas...
+    let records = raw(&saver, "tally").await;
+    assert!(records[0].checkpoint.deltas.contains_key("seen"));
+    // ...and read back whole, by every read.
+    let head = graph.get_state(&config).await.unwrap().values.seen;
+    assert_eq!(head, [0, 10, 1, 30, 2, 50]);
+    let history = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    assert_eq!(history[0].values.seen, head);
+    for s in &history {
+        assert_eq!(s.values.seen, head[..s.values.seen.len()]);
+    }
+}
