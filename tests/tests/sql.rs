@@ -19,6 +19,8 @@ mod conformance;
 mod contract;
 #[path = "sql/delta.rs"]
 mod delta;
+#[path = "sql/delta_diff.rs"]
+mod delta_diff;
 #[path = "sql/ecto.rs"]
 mod ecto;
 #[path = "sql/engine.rs"]

@@ -977,3 +977,143 @@ async fn a_shallow_fork_checks_its_byte_ceiling_on_the_full_copy() {
         whole.checkpoint.channel_values
     );
 }
+
+/// Stores each number of a list as a string (as for JavaScript readers).
+mod numbers_as_strings {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(u64::to_string))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|s| s.parse().map_err(serde::de::Error::custom))
+            .collect()
+    }
+}
+
+/// A delta channel stored through `#[serde(with = ...)]`.
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Tally {
+    #[reducer(delta)]
+    #[serde(with = "numbers_as_strings")]
+    seen: Vec<u64>,
+}
+
+#[tokio::test]
+async fn a_delta_field_stored_with_serde_with_reads_back_in_history() {
+    let saver = InMemorySaver::new();
+    let graph = Graph::<Tally>::new("tally")
+        .add_node("count", |s: &Tally| {
+            TallyUpdate::default().seen(vec![s.seen.len() as u64 * 10])
+        })
+        .add_sequence([START, "count", END])
+        .compile(Compile::new().checkpointer(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("tally");
+    for i in 0..3 {
+        let input = TallyUpdate::default().seen(vec![i]);
+        graph.invoke(Input::update(input), &config).await.unwrap();
+    }
+    // Stored as deltas...
+    let records = raw(&saver, "tally").await;
+    assert!(records[0].checkpoint.deltas.contains_key("seen"));
+    // ...and read back whole, by every read.
+    let head = graph.get_state(&config).await.unwrap().values.seen;
+    assert_eq!(head, [0, 10, 1, 30, 2, 50]);
+    let history = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    assert_eq!(history[0].values.seen, head);
+    for s in &history {
+        assert_eq!(s.values.seen, head[..s.values.seen.len()]);
+    }
+}
+
+/// Two delta channels whose full values fall on different checkpoints: `late`
+/// is stored from its first item on (a field added to a state, or one left
+/// out while empty), so `early` reaches its full value in the middle of
+/// `late`'s deltas.
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Staggered {
+    #[reducer(delta)]
+    early: Vec<u32>,
+    #[reducer(delta)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    late: Vec<u32>,
+}
+
+fn staggered(saver: Arc<dyn Saver>) -> CompiledGraph<Staggered> {
+    Graph::<Staggered>::new("staggered")
+        .add_node("n", |_: &Staggered| StaggeredUpdate::default())
+        .add_sequence([START, "n", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap()
+}
+
+async fn staggered_on(saver: Arc<dyn Saver>) {
+    let graph = staggered(saver.clone());
+    let config = RunConfig::thread("st");
+    let steps = 2 * DELTA_SNAPSHOT_EVERY;
+    let updates = (0..steps)
+        .map(|j| {
+            let mut u = StaggeredUpdate::default().early(vec![j]);
+            if j >= 5 {
+                u = u.late(vec![j]);
+            }
+            vec![(u, Some("n".to_owned()))]
+        })
+        .collect();
+    graph.bulk_update_state(&config, updates).await.unwrap();
+    let want = |order: u64| {
+        let n = order as u32;
+        Staggered {
+            early: (0..n).collect(),
+            late: (5..n.max(5)).collect(),
+        }
+    };
+    // Each checkpoint read alone, by readers with nothing cached.
+    for order in 1..=u64::from(steps) {
+        let reader = staggered(saver.clone());
+        let at = reader.at_version(&config, order).await.unwrap().unwrap();
+        let got = reader.get_state(&at).await.unwrap().values;
+        assert_eq!(got, want(order), "checkpoint {order}");
+    }
+    // Pruning rebuilds the kept records whose parent goes, whichever they are.
+    for keep in [40, 30, 1] {
+        saver
+            .prune(&["st".to_owned()], PruneStrategy::KeepLast(keep))
+            .await
+            .unwrap();
+        let reader = staggered(saver.clone());
+        let history = reader
+            .get_state_history(&config, History::default())
+            .await
+            .unwrap();
+        assert_eq!(history.len(), keep);
+        for s in history {
+            assert_eq!(s.values, want(s.commit_order));
+        }
+    }
+}
+
+#[tokio::test]
+async fn staggered_delta_channels_read_back_in_memory() {
+    staggered_on(Arc::new(InMemorySaver::new())).await;
+}
+
+#[tokio::test]
+async fn staggered_delta_channels_read_back_on_sqlite() {
+    let db = SqliteDb::new().await;
+    staggered_on(Arc::new(db.saver().await)).await;
+}
+
+#[tokio::test]
+async fn staggered_delta_channels_read_back_on_postgres() {
+    let db = PgDb::new().await;
+    staggered_on(Arc::new(db.saver().await)).await;
+    db.drop_schema().await;
+}

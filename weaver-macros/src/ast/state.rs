@@ -32,6 +32,9 @@ pub(crate) struct Field<'a> {
     /// `///` doc attributes, forwarded to generated items.
     pub docs: Vec<&'a Attribute>,
     pub reducer: Reducer,
+    /// Whether a serde attribute (`with`, `serialize_with`,
+    /// `deserialize_with`) stores the field otherwise than its type does.
+    pub serde_codec: bool,
 }
 
 impl<'a> State<'a> {
@@ -60,6 +63,7 @@ impl<'a> State<'a> {
                         .filter(|a| a.path().is_ident("doc"))
                         .collect(),
                     reducer: attr::reducer(&f.attrs, errors),
+                    serde_codec: serde_codec(&f.attrs),
                 })
             })
             .collect();
@@ -69,6 +73,21 @@ impl<'a> State<'a> {
             fields,
         })
     }
+}
+
+/// Whether `attrs` hold a serde attribute that stores the field through
+/// other code than its type's own `Serialize`/`Deserialize`.
+fn serde_codec(attrs: &[Attribute]) -> bool {
+    let mut found = false;
+    for attr in attrs.iter().filter(|a| a.path().is_ident("serde")) {
+        let _ = attr.parse_nested_meta(|meta| {
+            found |= ["with", "serialize_with", "deserialize_with"]
+                .iter()
+                .any(|n| meta.path.is_ident(n));
+            crate::check::state::skip_value(&meta)
+        });
+    }
+    found
 }
 
 /// `ty` with every `Self` replaced by `state`. The field's type is also

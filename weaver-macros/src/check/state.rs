@@ -156,7 +156,7 @@ pub(crate) fn serde_attrs(input: &DeriveInput, errors: &mut Errors) {
 }
 
 /// Consumes the rest of one serde meta item (`= value` or `(...)`).
-fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+pub(crate) fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
     if meta.input.peek(syn::Token![=]) {
         meta.value()?.parse::<syn::Expr>()?;
     } else if meta.input.peek(syn::token::Paren) {

@@ -31,6 +31,12 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
         .iter()
         .filter(|f| matches!(f.reducer, Reducer::Delta))
         .map(extend);
+    // A field stored through its own serde code (`#[serde(with = ...)]`)
+    // stores items its type cannot decode alone: rebuilt as JSON only.
+    let extends_deltas = !state
+        .fields
+        .iter()
+        .any(|f| matches!(f.reducer, Reducer::Delta) && f.serde_codec);
     quote! {
         const _: () = {
             #[automatically_derived]
@@ -50,7 +56,7 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
                     ::core::result::Result::Ok(())
                 }
 
-                const EXTENDS_DELTAS: bool = true;
+                const EXTENDS_DELTAS: bool = #extends_deltas;
 
                 fn extend_deltas(
                     &mut self,

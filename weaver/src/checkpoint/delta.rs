@@ -306,25 +306,41 @@ pub(crate) fn check_format(t: &CheckpointTuple) -> Result<()> {
 
 /// Rebuilds the delta channels of `t` from `base`: the rebuilt values of its
 /// parent, by channel name.
-fn apply(t: &mut CheckpointTuple, mut base: impl FnMut(&str) -> Option<Vec<Value>>) -> Result<()> {
-    let channels: Vec<String> = t
-        .checkpoint
+fn apply(t: &mut CheckpointTuple, base: impl FnMut(&str) -> Option<Vec<Value>>) -> Result<()> {
+    let channels = unresolved_channels(&t.checkpoint);
+    apply_channels(t, &channels, base)
+}
+
+/// The delta channels `checkpoint` stores as deltas only.
+fn unresolved_channels(checkpoint: &Checkpoint) -> Vec<String> {
+    checkpoint
         .deltas
         .keys()
-        .filter(|ch| !t.checkpoint.channel_values.contains_key(*ch))
+        .filter(|ch| !checkpoint.channel_values.contains_key(*ch))
         .cloned()
-        .collect();
+        .collect()
+}
+
+/// Rebuilds `channels` (delta channels of `t` stored as deltas only) from
+/// `base`, as [`apply`] does.
+fn apply_channels(
+    t: &mut CheckpointTuple,
+    channels: &[String],
+    mut base: impl FnMut(&str) -> Option<Vec<Value>>,
+) -> Result<()> {
     for ch in channels {
-        let Some(mut value) = base(&ch) else {
+        let Some(mut value) = base(ch) else {
             return Err(corrupt(
                 t,
                 format_args!("delta channel `{ch}` has no value in its parent checkpoint"),
             ));
         };
-        if let Some(delta) = t.checkpoint.deltas.get_mut(&ch) {
+        if let Some(delta) = t.checkpoint.deltas.get_mut(ch) {
             value.append(&mut delta.items);
         }
-        t.checkpoint.channel_values.insert(ch, Value::Array(value));
+        t.checkpoint
+            .channel_values
+            .insert(ch.clone(), Value::Array(value));
     }
     Ok(())
 }
@@ -576,7 +592,10 @@ fn rebuild_chain(
 ) -> Result<()> {
     let first_id = parent.checkpoint_id.as_deref().unwrap_or_default();
     match chain.first() {
-        Some(t) if t.checkpoint.id == first_id => rebuild_lineage(chain, asked),
+        Some(t) if t.checkpoint.id == first_id => {
+            let wanted = unresolved_channels(&child.checkpoint);
+            rebuild_lineage(chain, asked, Some(&wanted))
+        }
         _ => Err(missing(child, first_id)),
     }
 }
@@ -591,22 +610,40 @@ fn missing(of: &CheckpointTuple, parent_id: &str) -> Error {
 
 /// Rebuilds a lineage (nearest first, as [`Saver::lineage`] returns it for
 /// `asked` records) in place, oldest first, checking that each record's
-/// parent is the next one.
-fn rebuild_lineage(chain: &mut [CheckpointTuple], asked: usize) -> Result<()> {
+/// parent is the next one, so that its first record holds `wanted` in full
+/// (every channel it stores as deltas when `None`). An older record
+/// rebuilds only the channels the next one takes from it: the delta
+/// channels of one checkpoint reach their full values at different
+/// ancestors, and the lineage read for one channel need not reach the full
+/// value of another.
+fn rebuild_lineage(
+    chain: &mut [CheckpointTuple],
+    asked: usize,
+    wanted: Option<&[String]>,
+) -> Result<()> {
     for t in chain.iter() {
         check_format(t)?;
     }
-    // Nothing older than the nearest record holding every value is needed
-    // (a record can hold full values and still record a depth).
-    let needed = chain
-        .iter()
-        .position(|t| !unresolved(&t.checkpoint))
-        .map_or(chain.len(), |f| f + 1);
-    let chain = &mut chain[..needed];
-    for k in (0..chain.len()).rev() {
-        if !unresolved(&chain[k].checkpoint) {
-            continue;
+    // What each record rebuilds from the next: the channels the newer one
+    // takes from it that it stores as deltas only. Nothing older than the
+    // nearest record holding them all is needed.
+    let mut needs: Vec<Vec<String>> = Vec::new();
+    let mut want: Option<Vec<String>> = wanted.map(<[String]>::to_vec);
+    for t in chain.iter() {
+        let own: Vec<String> = match &want {
+            Some(w) => unresolved_channels(&t.checkpoint)
+                .into_iter()
+                .filter(|ch| w.contains(ch))
+                .collect(),
+            None => unresolved_channels(&t.checkpoint),
+        };
+        if own.is_empty() {
+            break;
         }
+        needs.push(own.clone());
+        want = Some(own);
+    }
+    for k in (0..needs.len()).rev() {
         let parent_id = chain[k]
             .parent_config
             .as_ref()
@@ -626,7 +663,7 @@ fn rebuild_lineage(chain: &mut [CheckpointTuple], asked: usize) -> Result<()> {
             return Err(missing(&chain[k], parent_id.as_deref().unwrap_or_default()));
         }
         let (t, p) = pair(chain, k, k + 1);
-        apply(t, |ch| take_value(p, ch))?;
+        apply_channels(t, &needs[k], |ch| take_value(p, ch))?;
     }
     Ok(())
 }
@@ -648,7 +685,7 @@ pub(crate) fn lineage_len(checkpoint: &Checkpoint) -> usize {
 /// first, [`lineage_len`] records asked for) with every delta channel stored
 /// in full: what a saver keeps when it drops the record's ancestors.
 pub(crate) fn materialize(mut chain: Vec<CheckpointTuple>, asked: usize) -> Result<Checkpoint> {
-    rebuild_lineage(&mut chain, asked)?;
+    rebuild_lineage(&mut chain, asked, None)?;
     let Some(first) = chain.into_iter().next() else {
         return Err(Error::decode("a lineage", "it is empty"));
     };
@@ -759,7 +796,7 @@ mod rebuild_tests {
             tuple("c2", Some("c1"), Some(json!(["x", "y"])), vec![]),
             tuple("c1", Some("c0"), None, vec![json!("y")]),
         ];
-        rebuild_lineage(&mut chain, 3).unwrap();
+        rebuild_lineage(&mut chain, 3, None).unwrap();
         assert_eq!(
             chain[0].checkpoint.channel_values["m"],
             json!(["x", "y", "z"])
@@ -774,13 +811,13 @@ mod rebuild_tests {
             tuple("c9", None, Some(json!([])), vec![]),
         ];
         assert!(matches!(
-            rebuild_lineage(&mut chain, 2),
+            rebuild_lineage(&mut chain, 2, None),
             Err(Error::MissingParent { parent_id, .. }) if parent_id == "c2"
         ));
         // The lineage ended early: a parent is missing.
         let mut chain = vec![tuple("c3", Some("c2"), None, vec![json!("z")])];
         assert!(matches!(
-            rebuild_lineage(&mut chain, 5),
+            rebuild_lineage(&mut chain, 5, None),
             Err(Error::MissingParent { .. })
         ));
         // All records asked for were read, and none holds the value.
@@ -789,14 +826,14 @@ mod rebuild_tests {
             tuple("c2", Some("c1"), None, vec![json!("y")]),
         ];
         assert!(matches!(
-            rebuild_lineage(&mut chain, 2),
+            rebuild_lineage(&mut chain, 2, None),
             Err(Error::Decode { .. })
         ));
         // A record of a newer format.
         let mut chain = vec![tuple("c3", None, Some(json!([])), vec![])];
         chain[0].checkpoint.v = DELTA_CHECKPOINT_FORMAT + 1;
         assert!(matches!(
-            rebuild_lineage(&mut chain, 1),
+            rebuild_lineage(&mut chain, 1, None),
             Err(Error::Decode { .. })
         ));
     }
