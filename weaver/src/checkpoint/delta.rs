@@ -86,8 +86,11 @@ impl DeltaBase {
 /// of `checkpoint` for its own child, with the parent's full values that
 /// compaction cut off (for a [`DeltaCache`]). A channel keeps its full value
 /// when the parent is unknown, the lineage has gone [`DELTA_SNAPSHOT_EVERY`]
-/// steps without one, or the value is not a JSON array that extends the
-/// parent's.
+/// steps without one, or the value is not a JSON array at least as long as
+/// the parent's. That the array starts with the parent's items is not
+/// checked (the parent's items are not at hand): a delta field's reducer
+/// only appends, and its JSON form must keep the items in order (which
+/// matters for a field with `#[serde(with)]`; see the README).
 pub(crate) fn compact(
     checkpoint: &mut Checkpoint,
     channels: &[&'static str],

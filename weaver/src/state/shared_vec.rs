@@ -229,7 +229,9 @@ impl<T: PartialEq<U>, U> PartialEq<Vec<U>> for SharedVec<T> {
 }
 
 impl<T: Hash> Hash for SharedVec<T> {
-    /// Hashes as a slice of the same items does.
+    /// Hashes the length, then each item in order: equal vectors hash
+    /// alike (not necessarily as a slice does; `SharedVec` is not
+    /// `Borrow<[T]>`).
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_usize(self.len);
         for item in self {
