@@ -528,3 +528,28 @@ async fn a_stop_after_the_last_node_resumes_by_its_id() {
         .unwrap();
     assert!(matches!(out, Outcome::Complete(_)), "{out:?}");
 }
+
+#[test]
+fn from_json_top_level_addressing_keys_agree_with_to_json() {
+    // LangGraph's `ensure_config` moves unknown top-level keys into
+    // `configurable`, where they override its entries: a top-level
+    // `thread_id` addresses the thread. Parsing and printing again must
+    // not change which thread and checkpoint a config addresses.
+    let v = json!({
+        "configurable": {"thread_id": "inner", "checkpoint_id": "c1"},
+        "thread_id": "outer",
+        "checkpoint_ns": "ns",
+    });
+    let config = RunConfig::from_json(&v).unwrap();
+    assert_eq!(config.thread_id(), Some("outer"));
+    assert_eq!(config.ns(), "ns");
+    assert_eq!(config.get_checkpoint_id(), Some("c1"));
+    let back = RunConfig::from_json(&config.to_json()).unwrap();
+    assert_eq!(
+        (back.thread_id(), back.ns(), back.get_checkpoint_id()),
+        (config.thread_id(), config.ns(), config.get_checkpoint_id())
+    );
+    let only_top = RunConfig::from_json(&json!({"thread_id": "t"})).unwrap();
+    assert_eq!(only_top.thread_id(), Some("t"));
+    assert!(only_top.get_configurable().get("thread_id").is_none());
+}

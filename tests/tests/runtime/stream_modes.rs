@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use futures_util::StreamExt;
 use serde_json::json;
 use weaver::prelude::*;
 use weaver::{StreamEvent, StreamItem, StreamMode};
@@ -258,4 +259,47 @@ async fn a_replay_streams_the_replayed_checkpoints_state_first() {
         assert_eq!(seen.join(" "), want, "{mode:?}");
         assert!(!result.unwrap().is_interrupted());
     }
+}
+
+/// A value whose `Serialize` panics: user code the engine calls outside a
+/// node body, when it stores a node's update.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+struct Fragile(u8);
+
+impl Serialize for Fragile {
+    fn serialize<Se: serde::Serializer>(&self, s: Se) -> Result<Se::Ok, Se::Error> {
+        assert!(self.0 != 13, "Fragile(13) does not serialize");
+        s.serialize_u8(self.0)
+    }
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+struct Brittle {
+    v: Fragile,
+}
+
+#[tokio::test]
+async fn a_stream_whose_run_panics_still_ends_with_done() {
+    let graph = Graph::<Brittle>::new("brittle")
+        .add_node("boom", |_: &Brittle| {
+            BrittleUpdate::default().v(Fragile(13))
+        })
+        .add_sequence([START, "boom", END])
+        .compile(Compile::new())
+        .unwrap();
+    let mut stream = graph.stream(Brittle::default(), &RunConfig::default());
+    let mut done = None;
+    while let Some(item) = stream.next().await {
+        if let StreamItem::Done(result) = item {
+            done = Some(result);
+        }
+    }
+    let done = done.expect("the stream ended without Done");
+    let failed = matches!(&done, Err(Error::NodeFailed { node, .. }) if node == "boom");
+    assert!(failed, "{done:?}");
+    // `invoke` reports the same typed error instead of panicking.
+    let out = graph
+        .invoke(Brittle::default(), &RunConfig::default())
+        .await;
+    assert!(matches!(out, Err(Error::NodeFailed { .. })), "{out:?}");
 }

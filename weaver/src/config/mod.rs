@@ -96,9 +96,11 @@ impl RunConfig {
     /// Parses the LangGraph shape: `{"configurable": {"thread_id",
     /// "checkpoint_ns", "checkpoint_id", ...}, "recursion_limit",
     /// "max_concurrency", "durability", "metadata"}`. As in LangGraph, a
-    /// `null` value means unset, other `configurable` keys and unknown
-    /// top-level keys are kept as application keys (see
-    /// [`get_configurable`](RunConfig::get_configurable)), and `tags`,
+    /// `null` value means unset, other `configurable` keys are kept as
+    /// application keys (see
+    /// [`get_configurable`](RunConfig::get_configurable)), unknown top-level
+    /// keys move into `configurable` and override its entries (a top-level
+    /// `thread_id` addresses the thread), and `tags`,
     /// `run_name`, `callbacks` and `run_id` (tracing only) are accepted and
     /// ignored. A known key with a value of the wrong type is
     /// [`Error::InvalidConfig`].
@@ -108,34 +110,42 @@ impl RunConfig {
             .as_object()
             .ok_or_else(|| bad("expected a JSON object".into()))?;
         let mut config = RunConfig::default();
+        // A `configurable` key: the addressing fields must be strings, any
+        // other key belongs to the application.
+        let set = |config: &mut RunConfig, ck: &str, cv: &Value| -> Result<()> {
+            let as_str = || {
+                cv.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| bad(format!("`configurable.{ck}` must be a string")))
+            };
+            match ck {
+                "thread_id" => config.thread_id = Some(as_str()?),
+                "checkpoint_ns" => config.checkpoint_ns = as_str()?,
+                "checkpoint_id" => config.checkpoint_id = Some(as_str()?),
+                _ => {
+                    config.configurable.insert(ck.to_owned(), cv.clone());
+                }
+            }
+            Ok(())
+        };
+        // `configurable` first: other top-level keys override its entries,
+        // as in LangGraph's `ensure_config`.
+        if let Some(v) = obj.get("configurable").filter(|v| !v.is_null()) {
+            let conf = v
+                .as_object()
+                .ok_or_else(|| bad("`configurable` must be an object".into()))?;
+            for (ck, cv) in conf.iter().filter(|(_, v)| !v.is_null()) {
+                set(&mut config, ck, cv)?;
+            }
+        }
         for (key, v) in obj.iter().filter(|(_, v)| !v.is_null()) {
             match key.as_str() {
-                "configurable" => {
-                    let conf = v
-                        .as_object()
-                        .ok_or_else(|| bad("`configurable` must be an object".into()))?;
-                    for (ck, cv) in conf.iter().filter(|(_, v)| !v.is_null()) {
-                        let as_str = || {
-                            cv.as_str()
-                                .map(str::to_owned)
-                                .ok_or_else(|| bad(format!("`configurable.{ck}` must be a string")))
-                        };
-                        match ck.as_str() {
-                            "thread_id" => config.thread_id = Some(as_str()?),
-                            "checkpoint_ns" => config.checkpoint_ns = as_str()?,
-                            "checkpoint_id" => config.checkpoint_id = Some(as_str()?),
-                            // Other keys belong to the application.
-                            _ => {
-                                config.configurable.insert(ck.clone(), cv.clone());
-                            }
-                        }
-                    }
-                }
+                "configurable" => {}
                 "recursion_limit" => {
                     let n = v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
                         bad("`recursion_limit` must be a positive integer".into())
                     })?;
-                    config.recursion_limit = Some(n as usize);
+                    config.recursion_limit = Some(usize::try_from(n).unwrap_or(usize::MAX));
                 }
                 "max_concurrency" => {
                     let n = v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
@@ -157,11 +167,10 @@ impl RunConfig {
                 }
                 // Tracing only in LangGraph.
                 "tags" | "run_name" | "callbacks" | "run_id" => {}
-                // As LangGraph's `ensure_config`: other top-level keys are
-                // the application's, kept under `configurable`.
-                other => {
-                    config.configurable.insert(other.to_owned(), v.clone());
-                }
+                // As LangGraph's `ensure_config`: other top-level keys move
+                // into `configurable` (a top-level `thread_id` addresses the
+                // thread).
+                other => set(&mut config, other, v)?,
             }
         }
         Ok(config)

@@ -1308,7 +1308,12 @@ fn finish_task<S: GraphState>(
     cmd: Command<S::Update>,
 ) -> std::result::Result<(TaskOutput<S>, Map<String, Value>), BoxError> {
     let triggers = route(spec, state, node, &cmd)?;
-    let update = encode_object("node update", &cmd.update)?;
+    // The update's `Serialize` is user code too: a panic there fails the
+    // task, as a router's does, instead of unwinding through the run (and
+    // ending a stream without its result).
+    let update = caught("the update's `Serialize`", || {
+        encode_object("node update", &cmd.update)
+    })??;
     let channels = update.keys().cloned().collect();
     Ok((
         TaskOutput {
