@@ -303,3 +303,72 @@ async fn a_stream_whose_run_panics_still_ends_with_done() {
         .await;
     assert!(matches!(out, Err(Error::NodeFailed { .. })), "{out:?}");
 }
+
+/// A value whose `Clone` panics: the engine clones the state outside any
+/// node, router, reducer or `Serialize` it can catch.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Touchy(u8);
+
+impl Clone for Touchy {
+    fn clone(&self) -> Self {
+        assert!(self.0 != 13, "Touchy(13) does not clone");
+        Touchy(self.0)
+    }
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+struct Fickle {
+    v: Touchy,
+}
+
+#[tokio::test]
+async fn a_stream_whose_task_panics_passes_the_panic_on() {
+    use futures_util::FutureExt;
+    let graph = Graph::<Fickle>::new("fickle")
+        .add_node("touch", |_: &Fickle| FickleUpdate::default().v(Touchy(13)))
+        .add_sequence([START, "touch", END])
+        .compile(Compile::new())
+        .unwrap();
+    // `invoke` panics in its caller...
+    let invoked =
+        std::panic::AssertUnwindSafe(graph.invoke(Fickle::default(), &RunConfig::default()))
+            .catch_unwind()
+            .await;
+    assert!(invoked.is_err(), "the state's Clone panics: {invoked:?}");
+    // ...and a stream passes the run's panic on to its consumer, instead of
+    // ending without `Done`.
+    let streamed = std::panic::AssertUnwindSafe(async {
+        let mut stream = graph.stream(Fickle::default(), &RunConfig::default());
+        while let Some(item) = stream.next().await {
+            if let StreamItem::Done(result) = item {
+                return format!("Done({result:?})");
+            }
+        }
+        "ended without Done".to_owned()
+    })
+    .catch_unwind()
+    .await;
+    let panic = streamed.expect_err("the run's panic reaches the consumer");
+    let message = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(message.contains("Touchy(13) does not clone"), "{message}");
+}
+
+#[tokio::test]
+async fn an_input_whose_serialize_panics_is_an_encode_error() {
+    let graph = Graph::<Brittle>::new("brittle-input")
+        .add_node("noop", |_: &Brittle| BrittleUpdate::default())
+        .add_sequence([START, "noop", END])
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    let out = graph.invoke(Brittle { v: Fragile(13) }, &config).await;
+    assert!(matches!(out, Err(Error::Encode { .. })), "{out:?}");
+    // Nothing was stored, and the thread takes a good input afterwards.
+    let history = graph.get_state_history(&config, History::default()).await;
+    assert!(history.unwrap().is_empty());
+    graph.invoke(Brittle::default(), &config).await.unwrap();
+}

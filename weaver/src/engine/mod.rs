@@ -137,7 +137,8 @@ impl<S: GraphState> Input<S> {
 ///
 /// Whatever the mode, a run that pauses yields
 /// [`StreamEvent::Interrupted`], and the last item is always
-/// [`StreamItem::Done`]. Pass it to
+/// [`StreamItem::Done`] (unless user code panics where no error can be
+/// made of it; see [`RunStream`](crate::graph::RunStream)). Pass it to
 /// [`CompiledGraph::stream_with_mode`](crate::CompiledGraph::stream_with_mode);
 /// [`CompiledGraph::stream`](crate::CompiledGraph::stream) uses the default,
 /// [`ValuesAndUpdates`](StreamMode::ValuesAndUpdates).

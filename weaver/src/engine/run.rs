@@ -203,15 +203,24 @@ pub(crate) fn encode_object<T: serde::Serialize>(
     what: &str,
     value: &T,
 ) -> Result<Map<String, Value>> {
-    super::finite::check(value).map_err(|e| Error::encode(what, e))?;
-    match serde_json::to_value(value) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(other) => Err(Error::encode(
+    match encode_value(what, value)? {
+        Value::Object(m) => Ok(m),
+        other => Err(Error::encode(
             what,
             format!("expected a JSON object, got {other}"),
         )),
-        Err(e) => Err(Error::encode(what, e)),
     }
+}
+
+/// `value` as JSON, refusing non-finite floats. `Serialize` is user code: a
+/// panic in it is an [`Error::Encode`] of `what`, not an unwinding run.
+pub(crate) fn encode_value<T: serde::Serialize>(what: &str, value: &T) -> Result<Value> {
+    caught("`Serialize`", || {
+        super::finite::check(value).map_err(|e| e.to_string())?;
+        serde_json::to_value(value).map_err(|e| e.to_string())
+    })
+    .and_then(|encoded| encoded)
+    .map_err(|e| Error::encode(what, e))
 }
 
 /// Nodes triggered in `checkpoint`: a trigger channel newer than what the
@@ -588,8 +597,7 @@ impl<S: GraphState> Loop<'_, S> {
             mark_seen(self.spec, &mut next, t);
         }
         let version = next.channel_versions.values().max().copied().unwrap_or(0) + 1;
-        super::finite::check(&update).map_err(|e| Error::encode("input", e))?;
-        let input = serde_json::to_value(&update).map_err(|e| Error::encode("input", e))?;
+        let input = encode_value("input", &update)?;
         next.channel_values = self.encode_state()?;
         next.channel_values.insert(INPUT_CHANNEL.to_owned(), input);
         next.channel_versions

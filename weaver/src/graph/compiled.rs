@@ -1,6 +1,7 @@
 //! [`CompiledGraph`]: running a validated graph.
 
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -285,8 +286,9 @@ impl<S: GraphState> CompiledGraph<S> {
     /// names (LangGraph's `stream_mode`): [`StreamMode::Values`], the state
     /// after each step; [`StreamMode::Updates`], each node's update. An
     /// interrupt is yielded in every mode, and the last item is always
-    /// [`StreamItem::Done`] with the run's result. Events the mode leaves out
-    /// are never built.
+    /// [`StreamItem::Done`] with the run's result (a panic the run cannot
+    /// turn into an error reaches the consumer instead: see [`RunStream`]).
+    /// Events the mode leaves out are never built.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -343,7 +345,11 @@ impl<S: GraphState> CompiledGraph<S> {
             let _ = tx.send(StreamItem::Done(Err(Error::invalid_argument(
                 "`stream` runs the graph in a tokio task: call it within a tokio runtime, or use `invoke`",
             ))));
-            return RunStream { rx, handle: None };
+            return RunStream {
+                rx,
+                handle: None,
+                done: false,
+            };
         };
         let graph = self.clone();
         let config = config.clone();
@@ -363,6 +369,7 @@ impl<S: GraphState> CompiledGraph<S> {
         RunStream {
             rx,
             handle: Some(handle),
+            done: false,
         }
     }
 }
@@ -375,18 +382,50 @@ impl<S: GraphState> From<S> for Input<S> {
 
 /// The stream returned by [`CompiledGraph::stream`] and
 /// [`CompiledGraph::stream_with_mode`]: events, then the result.
+///
+/// User code the run calls panics into a typed error where it can be
+/// caught (nodes, routers, reducers, `Serialize`); a panic elsewhere (a
+/// state's `Clone`, say) ends the run's task, and polling the stream then
+/// resumes that panic, as [`invoke`](CompiledGraph::invoke) would panic,
+/// instead of ending the stream without its [`StreamItem::Done`].
 #[derive(Debug)]
 pub struct RunStream<S: GraphState> {
     rx: mpsc::UnboundedReceiver<StreamItem<S>>,
     /// The run's task (none when there was no runtime to run it on).
     handle: Option<JoinHandle<()>>,
+    /// Whether the `Done` item was yielded.
+    done: bool,
 }
 
 impl<S: GraphState> futures_core::Stream for RunStream<S> {
     type Item = StreamItem<S>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_recv(cx)
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(item)) => {
+                self.done |= matches!(item, StreamItem::Done(_));
+                Poll::Ready(Some(item))
+            }
+            Poll::Ready(None) if !self.done => {
+                // The channel closed without the result: the task ended
+                // early. Wait for it, and pass on its panic.
+                let Some(handle) = self.handle.as_mut() else {
+                    return Poll::Ready(None);
+                };
+                match Pin::new(handle).poll(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Err(e)) if e.is_panic() => {
+                        self.handle = None;
+                        std::panic::resume_unwind(e.into_panic())
+                    }
+                    Poll::Ready(_) => {
+                        self.handle = None;
+                        Poll::Ready(None)
+                    }
+                }
+            }
+            other => other,
+        }
     }
 }
 
