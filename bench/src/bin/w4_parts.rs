@@ -13,7 +13,13 @@
 //! - `get_tuple`, `get_state`, `get_state_10th`: `Saver::get_tuple` of the
 //!   latest checkpoint, and W2's and W4's `get_state` (latest, 10th-oldest);
 //! - `select_1`: `SELECT 1` on a connection from the pool, the round trip
-//!   through `sqlx`'s SQLite worker thread that every read pays.
+//!   through `sqlx`'s SQLite worker thread that every read pays;
+//! - `get_state_cold`, `history_cold`: `get_state` and `history(limit 20)`
+//!   each on a graph compiled just before it (no decoded value cached);
+//! - `lineage_32`, `lineage_32_below`: `Saver::lineage` of the latest
+//!   checkpoint, 32 records (what a cold read of a delta channel fetches at
+//!   most), following parent links, and with `below` (the commit orders
+//!   under the head read first).
 //!
 //! ```text
 //! cargo run --release -p weaver-bench --bin w4_parts [shared-vec|vec-string]
@@ -123,6 +129,48 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
     let all = graph.get_state_history(&config, History::default()).await?;
     let tenth = all[all.len() - 10].config.clone();
     let get_state_10th = median_ms(|| async { graph.get_state(&tenth).await.map(drop) }).await?;
+    // Cold: each read on a graph compiled just before it (outside the timed
+    // region), so no value it decoded or rebuilt before is at hand, as for
+    // another process, or `weaver-bench`'s W2/W4 reads since session 11.
+    let compile = || {
+        let t = turn.clone();
+        Graph::<C>::new("chat")
+            .add_node("chat", move |_: &C| {
+                C::say(format!("{:0256}", t.load(Ordering::SeqCst)))
+            })
+            .add_sequence([START, "chat", END])
+            .compile(Compile::new().checkpointer(saver.clone()))
+    };
+    let (mut state_cold, mut history_cold) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS / 10 {
+        let fresh = compile()?;
+        let t = Instant::now();
+        fresh.get_state(&config).await?;
+        state_cold.push(t.elapsed().as_secs_f64() * 1e3);
+        let fresh = compile()?;
+        let t = Instant::now();
+        fresh
+            .get_state_history(&config, History::default().limit(20))
+            .await?;
+        history_cold.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2] * 1e4).round() / 1e4
+    };
+    let (get_state_cold, history_cold) = (median(state_cold), median(history_cold));
+    let head = saver.get_tuple(&latest).await?;
+    let (lineage, lineage_below) = match &head {
+        Some(head) => (
+            median_ms(|| async { saver.lineage(&head.config, 32, None).await.map(drop) }).await?,
+            median_ms(|| async {
+                let below = Some(head.commit_order + 1);
+                saver.lineage(&head.config, 32, below).await.map(drop)
+            })
+            .await?,
+        ),
+        None => (0.0, 0.0),
+    };
     let mut conn = saver
         .pool()
         .acquire()
@@ -152,6 +200,10 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
         "select_1_ms": select_1,
         "get_state_ms": get_state,
         "get_state_10th_ms": get_state_10th,
+        "get_state_cold_ms": get_state_cold,
+        "history_cold_ms": history_cold,
+        "lineage_32_ms": lineage,
+        "lineage_32_below_ms": lineage_below,
     }))
 }
 
