@@ -24,3 +24,16 @@ pub fn block_on_or_exit<T>(program: &str, fut: impl Future<Output = weaver::Resu
         }
     }
 }
+
+/// Median milliseconds of `rounds` calls of `f`, timed one by one.
+pub fn median_ms(rounds: usize, mut f: impl FnMut()) -> f64 {
+    let mut times: Vec<f64> = (0..rounds)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[rounds / 2]
+}

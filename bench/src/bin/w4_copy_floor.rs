@@ -17,8 +17,6 @@
 //! get the memory back. Run it beside `weaver-bench` to read its W4 figure
 //! against this floor.
 
-use std::time::Instant;
-
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -27,16 +25,8 @@ const MESSAGES: usize = 490;
 const ROUNDS: usize = 2000;
 
 /// Median milliseconds of `ROUNDS` calls of `f`.
-fn median_ms(mut f: impl FnMut()) -> f64 {
-    let mut times: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[ROUNDS / 2]
+fn median_ms(f: impl FnMut()) -> f64 {
+    weaver_bench::median_ms(ROUNDS, f)
 }
 
 fn main() {

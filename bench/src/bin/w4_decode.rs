@@ -16,8 +16,6 @@
 //! It measures how much of a cold `get_state` the intermediate `Value` costs
 //! (see `bench/RESULTS.md`, session 11).
 
-use std::time::Instant;
-
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -40,16 +38,8 @@ struct Channels {
 }
 
 /// Median milliseconds of `ROUNDS` calls of `f`.
-fn median_ms(mut f: impl FnMut()) -> f64 {
-    let mut times: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[ROUNDS / 2]
+fn median_ms(f: impl FnMut()) -> f64 {
+    weaver_bench::median_ms(ROUNDS, f)
 }
 
 fn main() {
