@@ -12,6 +12,25 @@ use crate::checkpoint::{
 use crate::config::Durability;
 use crate::error::{Error, Result};
 
+/// Writes answering interrupts of checkpoint `target`, and the checks that
+/// the answers stored before them are what the run read
+/// ([`WriteCheck`]): a run resuming a pause another run has answered
+/// meanwhile stores nothing.
+pub(crate) struct Answers {
+    pub checks: Vec<WriteCheck>,
+    pub target: CheckpointRef,
+    pub writes: Vec<PendingWrite>,
+}
+
+impl Answers {
+    /// The group storing the writes to `target` under the checks.
+    pub fn into_group(self) -> Vec<WriteOp> {
+        let mut ops: Vec<WriteOp> = self.checks.into_iter().map(WriteOp::Check).collect();
+        ops.push(WriteOp::Writes(self.target, self.writes));
+        ops
+    }
+}
+
 /// Sends saver operations in order: awaited at once (`sync`), or queued to a
 /// background task (`async`) that sends whatever has queued up as one
 /// [`put_ops`](crate::Saver::put_ops) group (a group commit: a slow disk
@@ -217,25 +236,20 @@ impl Writer {
     /// the run resumed with, stored to their checkpoint in the same group.
     pub async fn put_final(
         &mut self,
-        answers: Option<(Vec<WriteCheck>, CheckpointRef, Vec<PendingWrite>)>,
+        answers: Option<Answers>,
         checkpoint: NewCheckpoint,
         writes: Vec<PendingWrite>,
     ) -> Result<()> {
         self.flush().await?;
-        let Some((checks, target, answers)) = answers else {
+        let Some(answers) = answers else {
             return self
                 .cp
                 .put_checkpoint_with_writes(checkpoint, writes)
                 .await
                 .map(drop);
         };
-        let stored_at = CheckpointRef {
-            thread_id: checkpoint.thread_id.clone(),
-            checkpoint_ns: checkpoint.checkpoint_ns.clone(),
-            checkpoint_id: Some(checkpoint.checkpoint.id.clone()),
-        };
-        let mut ops: Vec<WriteOp> = checks.into_iter().map(WriteOp::Check).collect();
-        ops.push(WriteOp::Writes(target, answers));
+        let stored_at = checkpoint.config();
+        let mut ops = answers.into_group();
         ops.push(WriteOp::Put(checkpoint));
         if !writes.is_empty() {
             ops.push(WriteOp::Writes(stored_at, writes));

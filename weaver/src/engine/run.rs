@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::persist::Writer;
+use super::persist::{Answers, Writer};
 use super::runtime::Runtime;
 use super::{
     Input, Interrupt, InterruptWhen, Outcome, Resume, StreamEvent, StreamItem, StreamMode,
@@ -20,7 +20,7 @@ use crate::checkpoint::delta::{self, DeltaBase, compact};
 use crate::checkpoint::{
     Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple, Checkpointer,
     ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite,
-    RESUME_CHANNEL, WriteCheck, WriteOp,
+    RESUME_CHANNEL, WriteCheck,
 };
 use crate::config::{Durability, RunConfig};
 use crate::error::{BoxError, Error, Result};
@@ -77,10 +77,9 @@ pub(crate) struct Loop<'g, S: GraphState> {
     pending: Vec<PendingWrite>,
     /// Writes not yet sent to the saver (`exit` durability).
     unsaved_writes: Vec<PendingWrite>,
-    /// Under `exit` durability, the answers this run resumed with and the
-    /// stored answers they were added to: stored, checked, with whatever
-    /// the run stores at its end (see [`WriteCheck`]).
-    unsaved_resume: Option<(Vec<WriteCheck>, CheckpointRef, Vec<PendingWrite>)>,
+    /// Under `exit` durability, the answers this run resumed with: stored,
+    /// checked, with whatever the run stores at its end.
+    unsaved_answers: Option<Answers>,
     sink: Option<Sink<S>>,
     /// The run started from a checkpoint older than the thread's head.
     replaying: bool,
@@ -381,7 +380,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             state: S::default(),
             pending: Vec::new(),
             unsaved_writes: Vec::new(),
-            unsaved_resume: None,
+            unsaved_answers: None,
             sink,
             replaying: false,
             store,
@@ -530,7 +529,7 @@ impl<S: GraphState> Loop<'_, S> {
                 );
                 writer
                     .put_final(
-                        self.unsaved_resume.take(),
+                        self.unsaved_answers.take(),
                         NewCheckpoint {
                             thread_id: thread.thread_id.clone(),
                             checkpoint_ns: thread.checkpoint_ns.clone(),
@@ -557,16 +556,17 @@ impl<S: GraphState> Loop<'_, S> {
         } else if !writes.is_empty()
             && let Some(thread) = &self.thread
         {
-            // The answers are among `writes`: checked, they are stored
-            // with them.
-            let target = thread.at(self.current.id.clone());
-            match self.unsaved_resume.take() {
-                Some((checks, _, _)) => {
-                    let mut ops: Vec<WriteOp> = checks.into_iter().map(WriteOp::Check).collect();
-                    ops.push(WriteOp::Writes(target, writes));
-                    writer.put_ops_now(ops).await?;
+            match self.unsaved_answers.take() {
+                // The answers are among `writes`: they are stored together,
+                // under the answers' checks.
+                Some(answers) => {
+                    let group = Answers { writes, ..answers }.into_group();
+                    writer.put_ops_now(group).await?;
                 }
-                None => writer.put_writes(target, writes).await?,
+                None => {
+                    let target = thread.at(self.current.id.clone());
+                    writer.put_writes(target, writes).await?;
+                }
             }
         }
         writer.flush().await
@@ -764,18 +764,21 @@ impl<S: GraphState> Loop<'_, S> {
             return Ok(());
         };
         let target = thread.at(self.current.id.clone());
-        let checks: Vec<WriteCheck> = earlier
+        let checks = earlier
             .into_iter()
             .map(|((task, idx), value)| WriteCheck::new(target.clone(), task, idx, value))
             .collect();
+        let answers = Answers {
+            checks,
+            target,
+            writes,
+        };
         if writer.mode() == Durability::Exit {
-            self.unsaved_writes.extend(writes.iter().cloned());
-            self.unsaved_resume = Some((checks, target, writes));
+            self.unsaved_writes.extend(answers.writes.iter().cloned());
+            self.unsaved_answers = Some(answers);
             return Ok(());
         }
-        let mut ops: Vec<WriteOp> = checks.into_iter().map(WriteOp::Check).collect();
-        ops.push(WriteOp::Writes(target, writes));
-        writer.put_ops_now(ops).await
+        writer.put_ops_now(answers.into_group()).await
     }
 
     /// Runs steps until END, an interrupt, a failure or the recursion limit.
@@ -1317,11 +1320,8 @@ fn finish_task<S: GraphState>(
 ) -> std::result::Result<(TaskOutput<S>, Map<String, Value>), BoxError> {
     let triggers = route(spec, state, node, &cmd)?;
     // The update's `Serialize` is user code too: a panic there fails the
-    // task, as a router's does, instead of unwinding through the run (and
-    // ending a stream without its result).
-    let update = caught("the update's `Serialize`", || {
-        encode_object("node update", &cmd.update)
-    })??;
+    // task (`encode_object` catches it), as a router's does.
+    let update = encode_object("node update", &cmd.update)?;
     let channels = update.keys().cloned().collect();
     Ok((
         TaskOutput {

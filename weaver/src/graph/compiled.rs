@@ -345,11 +345,7 @@ impl<S: GraphState> CompiledGraph<S> {
             let _ = tx.send(StreamItem::Done(Err(Error::invalid_argument(
                 "`stream` runs the graph in a tokio task: call it within a tokio runtime, or use `invoke`",
             ))));
-            return RunStream {
-                rx,
-                handle: None,
-                done: false,
-            };
+            return RunStream { rx, handle: None };
         };
         let graph = self.clone();
         let config = config.clone();
@@ -369,7 +365,6 @@ impl<S: GraphState> CompiledGraph<S> {
         RunStream {
             rx,
             handle: Some(handle),
-            done: false,
         }
     }
 }
@@ -393,8 +388,6 @@ pub struct RunStream<S: GraphState> {
     rx: mpsc::UnboundedReceiver<StreamItem<S>>,
     /// The run's task (none when there was no runtime to run it on).
     handle: Option<JoinHandle<()>>,
-    /// Whether the `Done` item was yielded.
-    done: bool,
 }
 
 impl<S: GraphState> futures_core::Stream for RunStream<S> {
@@ -402,13 +395,10 @@ impl<S: GraphState> futures_core::Stream for RunStream<S> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(item)) => {
-                self.done |= matches!(item, StreamItem::Done(_));
-                Poll::Ready(Some(item))
-            }
-            Poll::Ready(None) if !self.done => {
-                // The channel closed without the result: the task ended
-                // early. Wait for it, and pass on its panic.
+            Poll::Ready(None) => {
+                // The channel closed: the task has ended, or is ending.
+                // Wait for it, and pass on its panic (one that ended it
+                // before it sent `Done`).
                 let Some(handle) = self.handle.as_mut() else {
                     return Poll::Ready(None);
                 };

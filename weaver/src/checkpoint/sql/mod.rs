@@ -149,6 +149,9 @@ impl Queries {
             Dialect::Sqlite => "",
             Dialect::Postgres => " FOR KEY SHARE",
         };
+        let order_of = format!(
+            "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
+        );
         // A write row (`w`) whose checkpoint is not stored.
         let no_checkpoint = format!(
             "NOT EXISTS (SELECT 1 FROM {cps} AS c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
@@ -181,9 +184,7 @@ impl Queries {
             exists: format!(
                 "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
             ),
-            order_of: format!(
-                "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
-            ),
+            order_of: order_of.clone(),
             insert_cp: format!(
                 "INSERT INTO {cps} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order) VALUES ($1, $2, $3, $4, $5, {meta_in}, $7)"
             ),
@@ -256,13 +257,10 @@ impl Queries {
             set_payload: format!(
                 "UPDATE {cps} SET checkpoint = $4 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
             ),
-            lock_checked: format!(
-                "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3{}",
-                match dialect {
-                    Dialect::Sqlite => "",
-                    Dialect::Postgres => " FOR NO KEY UPDATE",
-                }
-            ),
+            lock_checked: match dialect {
+                Dialect::Sqlite => order_of,
+                Dialect::Postgres => format!("{order_of} FOR NO KEY UPDATE"),
+            },
             one_write: format!(
                 "SELECT channel, task_path, value FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND task_id = $4 AND idx = $5"
             ),
