@@ -3,7 +3,8 @@
 //! UTF-16 database, which is listed row by row), and a listing longer than
 //! the connection's string limit is read row by row instead of failing. A
 //! listing of one thread across its namespaces reads the newest checkpoints
-//! of each, not the whole of one.
+//! of each, not the whole of one. Lineages read by commit-order range are
+//! packed and read back the same way.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -131,6 +132,16 @@ async fn identifiers_read_back(saver: &SqliteSaver) {
             .unwrap()
             .unwrap();
         assert_eq!(summary(&latest), got[0]);
+        // A lineage read by commit-order range (packed too, where listings
+        // are) reads the same records, without their writes.
+        let line = saver
+            .lineage(&latest.config, 2, Some(latest.commit_order + 1))
+            .await
+            .unwrap();
+        let line: Vec<_> = line.iter().map(summary).collect();
+        let mut without_writes = got.clone();
+        without_writes[0]["writes"] = json!([]);
+        assert_eq!(line, without_writes, "{thread:?}");
     }
 }
 
@@ -185,6 +196,24 @@ async fn a_listing_longer_than_sqlites_string_limit_is_read_row_by_row() {
     for n in [3, 39] {
         let page = listed(&limited, ListFilter::thread("big").limit(n)).await;
         assert_eq!(page, want[..n]);
+    }
+    // So is a lineage read by commit-order range: 3 records fit in one
+    // packed row, 30 do not.
+    let head = unlimited
+        .get_tuple(&CheckpointRef::latest("big"))
+        .await
+        .unwrap()
+        .unwrap();
+    for n in [3, 30] {
+        let below = Some(head.commit_order + 1);
+        let mut lines = Vec::new();
+        for saver in [&unlimited, &limited] {
+            let line = saver.lineage(&head.config, n, below).await.unwrap();
+            lines.push(line.iter().map(summary).collect::<Vec<_>>());
+        }
+        assert_eq!(lines[0].len(), n);
+        assert_eq!(lines[0][0]["config"], want[0]["config"]);
+        assert_eq!(lines[1], lines[0], "{n} records");
     }
 }
 

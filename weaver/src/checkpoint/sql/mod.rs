@@ -28,6 +28,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::migrate::Dialect;
+pub(crate) use packed::RawCheckpoint;
 
 mod group;
 mod hot;
@@ -373,6 +374,16 @@ impl Queries {
             })
             .collect();
         members.join(" UNION ALL ")
+    }
+
+    /// The listing of [`lineage_ranges`](Queries::lineage_ranges) as one row
+    /// of checkpoint frames (column `packed`, see [`packed`]), where the
+    /// database builds it (SQLite).
+    pub(crate) fn packed_lineage_ranges(&self, ranges: usize) -> Option<String> {
+        match self.dialect {
+            Dialect::Sqlite => Some(packed::sqlite_lineage(&self.cps, ranges)),
+            Dialect::Postgres => None,
+        }
     }
 
     /// The common table expressions that select a listing's checkpoints:
@@ -778,6 +789,19 @@ impl Settings {
                 Ok(EncodedWrite { write: w, value })
             })
             .collect()
+    }
+
+    /// Decodes a checkpoint row read as [`RawCheckpoint`].
+    pub(crate) fn decode_raw(&self, raw: &RawCheckpoint<'_>) -> Result<CheckpointTuple> {
+        self.decode_tuple(
+            raw.thread_id.to_owned(),
+            raw.checkpoint_ns.to_owned(),
+            raw.checkpoint_id.to_owned(),
+            raw.parent_id.map(str::to_owned),
+            raw.payload,
+            raw.metadata,
+            raw.commit_order,
+        )
     }
 
     /// Decodes a stored checkpoint row.

@@ -33,19 +33,7 @@ use crate::error::{Error, Result};
 /// as one row with one column, `packed`: their frames. `packed` is NULL when
 /// nothing matches.
 pub(crate) fn sqlite_listing(cps: &str, writes: &str, keys: &str) -> String {
-    let field = |col: &str| format!("length(CAST({col} AS BLOB)), ':', {col}");
-    let checkpoint = [
-        "'0'".to_owned(),
-        field("x.thread_id"),
-        field("x.checkpoint_ns"),
-        field("x.checkpoint_id"),
-        "COALESCE(length(CAST(x.parent_checkpoint_id AS BLOB)) || ':' || x.parent_checkpoint_id, '-')"
-            .to_owned(),
-        field("x.metadata"),
-        "x.commit_order, ':'".to_owned(),
-        field("x.checkpoint"),
-    ]
-    .join(", ");
+    let checkpoint = checkpoint_frame("x");
     let write = [
         "'1'".to_owned(),
         field("w.thread_id"),
@@ -61,7 +49,7 @@ pub(crate) fn sqlite_listing(cps: &str, writes: &str, keys: &str) -> String {
     format!(
         "{keys},
          f (frame) AS (
-            SELECT concat({checkpoint})
+            SELECT {checkpoint}
               FROM c JOIN {cps} AS x
                 ON x.thread_id = c.thread_id AND x.checkpoint_ns = c.checkpoint_ns
                AND x.checkpoint_id = c.checkpoint_id
@@ -74,6 +62,85 @@ pub(crate) fn sqlite_listing(cps: &str, writes: &str, keys: &str) -> String {
     )
 }
 
+/// The SQL of one text or bytes field of a frame: its byte length, `:`, its
+/// bytes.
+fn field(col: &str) -> String {
+    format!("length(CAST({col} AS BLOB)), ':', {col}")
+}
+
+/// The SQL of one checkpoint frame (`concat(...)`) of the checkpoint row
+/// `x` (a table alias).
+fn checkpoint_frame(x: &str) -> String {
+    let field = |col: &str| field(&format!("{x}.{col}"));
+    let fields = [
+        "'0'".to_owned(),
+        field("thread_id"),
+        field("checkpoint_ns"),
+        field("checkpoint_id"),
+        format!(
+            "COALESCE(length(CAST({x}.parent_checkpoint_id AS BLOB)) || ':' || {x}.parent_checkpoint_id, '-')"
+        ),
+        field("metadata"),
+        format!("{x}.commit_order, ':'"),
+        field("checkpoint"),
+    ];
+    format!("concat({})", fields.join(", "))
+}
+
+/// The SQLite lineage listing of [`Queries::lineage_ranges`](super::Queries::lineage_ranges)
+/// (`ranges` commit-order ranges, parameters `$4k+1..=$4k+4` each: thread,
+/// namespace, end, start) as one row with one column, `packed`: the
+/// checkpoint frames of the records in the ranges, without pending writes.
+/// `packed` is NULL when nothing matches.
+pub(crate) fn sqlite_lineage(cps: &str, ranges: usize) -> String {
+    let frame = checkpoint_frame("x");
+    let members: Vec<String> = (0..ranges)
+        .map(|k| {
+            let p = 4 * k;
+            format!(
+                "SELECT {frame} FROM {cps} AS x WHERE x.thread_id = ${} AND x.checkpoint_ns = ${} AND x.commit_order < ${} AND x.commit_order >= ${}",
+                p + 1,
+                p + 2,
+                p + 3,
+                p + 4
+            )
+        })
+        .collect();
+    format!(
+        "WITH f (frame) AS ({}) SELECT CAST(group_concat(frame, '') AS BLOB) AS packed FROM f",
+        members.join(" UNION ALL ")
+    )
+}
+
+/// A checkpoint row read from a listing, its payload not yet decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RawCheckpoint<'a> {
+    pub(crate) thread_id: &'a str,
+    pub(crate) checkpoint_ns: &'a str,
+    pub(crate) checkpoint_id: &'a str,
+    pub(crate) parent_id: Option<&'a str>,
+    pub(crate) metadata: &'a str,
+    pub(crate) commit_order: i64,
+    pub(crate) payload: &'a [u8],
+}
+
+/// The checkpoint frames of one packed lineage ([`sqlite_lineage`]), in the
+/// order they came; a write frame there is a decode error.
+pub(crate) fn checkpoints(packed: &[u8]) -> Result<Vec<RawCheckpoint<'_>>> {
+    let mut r = Frames {
+        buf: packed,
+        pos: 0,
+    };
+    let mut out = Vec::new();
+    while let Some(kind) = r.kind()? {
+        if kind != b'0' {
+            return Err(r.corrupt("a pending write in a lineage"));
+        }
+        out.push(r.checkpoint()?);
+    }
+    Ok(out)
+}
+
 /// Decodes the frames of one `packed` value into `out`.
 pub(crate) fn unpack(settings: &Settings, packed: &[u8], out: &mut TupleAssembler) -> Result<()> {
     let mut r = Frames {
@@ -81,24 +148,12 @@ pub(crate) fn unpack(settings: &Settings, packed: &[u8], out: &mut TupleAssemble
         pos: 0,
     };
     while let Some(kind) = r.kind()? {
-        let thread = r.text()?;
-        let ns = r.text()?;
-        let id = r.text()?;
         if kind == b'0' {
-            let parent = r.nullable_text()?;
-            let metadata = r.text()?;
-            let order = r.number()?;
-            let payload = r.bytes()?;
-            out.push_tuple(settings.decode_tuple(
-                thread.to_owned(),
-                ns.to_owned(),
-                id.to_owned(),
-                parent.map(str::to_owned),
-                payload,
-                metadata,
-                order,
-            )?);
+            out.push_tuple(settings.decode_raw(&r.checkpoint()?)?);
         } else {
+            let thread = r.text()?;
+            let ns = r.text()?;
+            let id = r.text()?;
             let task_id = r.text()?;
             let idx = r.number()?;
             let channel = r.text()?;
@@ -182,6 +237,19 @@ impl<'a> Frames<'a> {
         })
     }
 
+    /// The fields of a checkpoint frame, after its kind.
+    fn checkpoint(&mut self) -> Result<RawCheckpoint<'a>> {
+        Ok(RawCheckpoint {
+            thread_id: self.text()?,
+            checkpoint_ns: self.text()?,
+            checkpoint_id: self.text()?,
+            parent_id: self.nullable_text()?,
+            metadata: self.text()?,
+            commit_order: self.number()?,
+            payload: self.bytes()?,
+        })
+    }
+
     fn nullable_text(&mut self) -> Result<Option<&'a str>> {
         if self.buf.get(self.pos) == Some(&b'-') {
             self.pos += 1;
@@ -193,7 +261,7 @@ impl<'a> Frames<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Frames, unpack};
+    use super::{Frames, checkpoints, unpack};
     use crate::checkpoint::sql::{Settings, TupleAssembler};
     use crate::error::Error;
     use crate::migrate::Dialect;
@@ -303,6 +371,24 @@ mod tests {
                 ),
             }
         }
+    }
+
+    #[test]
+    fn a_packed_lineage_reads_checkpoint_frames_and_refuses_writes() {
+        let mut packed = checkpoint_frame("t", "c2", Some("c1"), 2);
+        packed.extend(checkpoint_frame("t", "c1", None, 1));
+        let raws = checkpoints(&packed).unwrap();
+        let got: Vec<_> = raws
+            .iter()
+            .map(|r| (r.checkpoint_id, r.parent_id, r.commit_order))
+            .collect();
+        assert_eq!(got, [("c2", Some("c1"), 2), ("c1", None, 1)]);
+        assert!(raws[1].payload.starts_with(br#"{"v":2,"id":"c1""#));
+        assert!(checkpoints(b"").unwrap().is_empty());
+        packed.extend(write_frame("t", "c1", "task", 0, b"1"));
+        assert!(matches!(checkpoints(&packed), Err(Error::Decode { .. })));
+        let cut = &packed[..packed.len() / 2];
+        assert!(matches!(checkpoints(cut), Err(Error::Decode { .. })));
     }
 
     #[test]

@@ -19,8 +19,9 @@ macro_rules! impl_sql_saver {
             use $crate::checkpoint::{delta, limits};
             use $crate::checkpoint::sql::group::{Arg, GroupItem, GroupPlan};
             use $crate::checkpoint::sql::hot::Lease;
+            use $crate::checkpoint::sql::packed;
             use $crate::checkpoint::sql::{
-                EncodedEntry, KeyOrder, LINEAGES_PER_QUERY, Param, TupleAssembler, conflict, follow_line,
+                EncodedEntry, KeyOrder, LINEAGES_PER_QUERY, Param, RawCheckpoint, TupleAssembler, conflict, follow_line,
                 list_where, merge_ranges, not_found, order_i64, retried, shallow_error, write_batches,
             };
             use $crate::checkpoint::{
@@ -1399,28 +1400,63 @@ macro_rules! impl_sql_saver {
                             Param::Int(order_i64(start)?),
                         ]);
                     }
-                    let sql = self.settings.q.lineage_ranges(ranges.len());
-                    let rows = self.fetch_dynamic(sql, params, op).await?;
-                    let mut index = ::std::collections::HashMap::with_capacity(rows.len());
-                    let mut parents = Vec::with_capacity(rows.len());
-                    for (ix, row) in rows.iter().enumerate() {
-                        let key: (&str, &str, &str) = (
-                            get(row, "thread_id", op)?,
-                            get(row, "checkpoint_ns", op)?,
-                            get(row, "checkpoint_id", op)?,
-                        );
-                        index.insert(key, ix);
-                        parents.push(get::<Option<&str>>(row, "parent_checkpoint_id", op)?);
+                    // SQLite: the records packed into one row (see `packed`),
+                    // row by row where that cannot be.
+                    let q = &self.settings.q;
+                    let packed_sql = q
+                        .packed_lineage_ranges(ranges.len())
+                        .filter(|_| self.settings.verified.get().is_some_and(|v| v.packed_listing));
+                    let mut packed = false;
+                    let mut rows = None;
+                    if let Some(sql) = packed_sql {
+                        match self.fetch_dynamic_raw(sql, params.clone()).await {
+                            Ok(found) => {
+                                packed = true;
+                                rows = Some(found);
+                            }
+                            Err(e) if !is_too_big(&e) => return Err(storage(op)(e)),
+                            Err(_) => {}
+                        }
                     }
+                    let rows = match rows {
+                        Some(rows) => rows,
+                        None => self.fetch_dynamic(q.lineage_ranges(ranges.len()), params, op).await?,
+                    };
+                    let raws: Vec<RawCheckpoint<'_>> = if packed {
+                        let blob = match rows.first() {
+                            Some(row) => get::<Option<&[u8]>>(row, "packed", op)?,
+                            None => None,
+                        };
+                        blob.map(packed::checkpoints).transpose()?.unwrap_or_default()
+                    } else {
+                        rows.iter()
+                            .map(|row| {
+                                Ok(RawCheckpoint {
+                                    thread_id: get(row, "thread_id", op)?,
+                                    checkpoint_ns: get(row, "checkpoint_ns", op)?,
+                                    checkpoint_id: get(row, "checkpoint_id", op)?,
+                                    parent_id: get(row, "parent_checkpoint_id", op)?,
+                                    metadata: get(row, "metadata", op)?,
+                                    commit_order: get(row, "commit_order", op)?,
+                                    payload: get(row, "checkpoint", op)?,
+                                })
+                            })
+                            .collect::<Result<_>>()?
+                    };
+                    let index: ::std::collections::HashMap<(&str, &str, &str), usize> = raws
+                        .iter()
+                        .enumerate()
+                        .map(|(ix, r)| ((r.thread_id, r.checkpoint_ns, r.checkpoint_id), ix))
+                        .collect();
                     let mut out = Vec::with_capacity(requests.len());
                     for q in requests {
                         let (thread, ns) = (q.from.thread_id.as_str(), q.from.checkpoint_ns.as_str());
                         let from = q.from.checkpoint_id.as_deref().unwrap_or_default();
-                        let line = follow_line(from, q.count, |id| index.get(&(thread, ns, id)).copied(), |ix| parents[ix]);
+                        let line = follow_line(from, q.count, |id| index.get(&(thread, ns, id)).copied(), |ix| raws[ix].parent_id);
                         out.push(match line {
                             Some(line) => Some(
                                 line.iter()
-                                    .map(|&ix| self.decode_record(&rows[ix], thread, ns, op))
+                                    .map(|&ix| self.settings.decode_raw(&raws[ix]))
                                     .collect::<Result<Vec<_>>>()?,
                             ),
                             None => None,
