@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use weaver::checkpoint::{
-    BatchEntry, CheckpointRef, ForkOptions, ListFilter, PendingWrite, PruneStrategy,
+    BatchEntry, CheckpointRef, ForkOptions, ListFilter, PendingWrite, PruneStrategy, limits,
 };
 use weaver::{Error, InMemorySaver, Saver};
 
@@ -207,6 +207,42 @@ async fn scenario(s: Arc<dyn Saver>) -> Vec<String> {
     log
 }
 
+/// `fork_at`'s byte ceiling counts the pending writes it copies, not only
+/// the checkpoints: a fork one byte short of both copies nothing.
+async fn fork_ceiling_counts_writes(s: Arc<dyn Saver>) {
+    s.put(cp("fw", "a", None, Some(1))).await.unwrap();
+    let at = s.put(cp("fw", "b", Some("a"), Some(2))).await.unwrap();
+    let big = w("x", 0, "foo", json!("y".repeat(4000)));
+    s.put_writes(&at, vec![big.clone()]).await.unwrap();
+    let line = s.lineage(&at, 2, None).await.unwrap();
+    assert_eq!(line.len(), 2);
+    let records: usize = line
+        .iter()
+        .map(|r| limits::record_size(&r.checkpoint).unwrap())
+        .sum();
+    let all = records + limits::write_size(&big).unwrap();
+    let short = ForkOptions::default().max_bytes(all - 1);
+    let r = s.fork_at(&at, "fw-short", short).await;
+    assert!(
+        matches!(r, Err(Error::LimitExceeded { limit: "fork_at bytes", value, .. }) if value == all as u64),
+        "{r:?} (records {records} bytes, {all} with the write)"
+    );
+    let copied = s.list(&ListFilter::thread("fw-short")).await.unwrap();
+    assert!(copied.is_empty());
+    let roomy = ForkOptions::default().max_bytes(all);
+    s.fork_at(&at, "fw-roomy", roomy).await.unwrap();
+    let head = s
+        .get_tuple(&CheckpointRef::latest("fw-roomy"))
+        .await
+        .unwrap();
+    assert_eq!(head.map(|t| t.pending_writes), Some(vec![big]));
+}
+
+#[tokio::test]
+async fn in_memory_fork_ceiling_counts_writes() {
+    fork_ceiling_counts_writes(Arc::new(InMemorySaver::new())).await;
+}
+
 async fn assert_like_memory(s: Arc<dyn Saver>) {
     // Filter keys reach SQL only as bound parameters, and only plain identifiers.
     for key in ["bad key'--", "a.b", "", "1x", "k\"); DROP TABLE x; --"] {
@@ -219,11 +255,12 @@ async fn assert_like_memory(s: Arc<dyn Saver>) {
         );
     }
     let expected = scenario(Arc::new(InMemorySaver::new())).await;
-    let got = scenario(s).await;
+    let got = scenario(s.clone()).await;
     for (i, (e, g)) in expected.iter().zip(&got).enumerate() {
         assert_eq!(g, e, "step {i} differs from InMemorySaver");
     }
     assert_eq!(got.len(), expected.len());
+    fork_ceiling_counts_writes(s).await;
 }
 
 #[tokio::test]

@@ -40,6 +40,20 @@ fn wr(task: &str, idx: i64, channel: &str) -> PendingWrite {
     }
 }
 
+/// The bytes a `fork_at` of `from` copying at most `count` checkpoints
+/// counts against its ceiling: the records and their pending writes.
+async fn copied_bytes(s: &dyn Saver, from: &CheckpointRef, count: usize) -> usize {
+    let mut bytes = 0;
+    for r in s.lineage(from, count, None).await.unwrap() {
+        bytes += limits::record_size(&r.checkpoint).unwrap();
+        let t = s.get_tuple(&r.config).await.unwrap().unwrap();
+        for w in &t.pending_writes {
+            bytes += limits::write_size(w).unwrap();
+        }
+    }
+    bytes
+}
+
 /// A memory, an SQLite and a PostgreSQL saver (the databases kept alive).
 struct Three {
     savers: Vec<(&'static str, Arc<dyn Saver>)>,
@@ -157,11 +171,7 @@ async fn scenario(s: &dyn Saver) -> Vec<String> {
         lines.map(|v| v.into_iter().map(|l| l.len()).collect::<Vec<_>>())
     );
     // fork_at exactly at and just past each bound, onto taken targets.
-    let line = s.lineage(&e, max, None).await.unwrap();
-    let bytes: usize = line
-        .iter()
-        .map(|r| limits::record_size(&r.checkpoint).unwrap())
-        .sum();
+    let bytes = copied_bytes(s, &e, max).await;
     for (target, o) in [
         ("f-n0", opts.max_checkpoints(0)),
         ("f-n2", opts.max_checkpoints(2)),
@@ -402,12 +412,12 @@ async fn delta_threads_survive_copy_prune_fork_and_delete() {
             .await
             .unwrap()
             .unwrap();
-        let line = saver.lineage(&head.config, usize::MAX, None).await.unwrap();
-        let n = line.len();
-        let bytes: usize = line
-            .iter()
-            .map(|r| limits::record_size(&r.checkpoint).unwrap())
-            .sum();
+        let n = saver
+            .lineage(&head.config, usize::MAX, None)
+            .await
+            .unwrap()
+            .len();
+        let bytes = copied_bytes(saver.as_ref(), &head.config, usize::MAX).await;
         let o = ForkOptions::default();
         for (opts, ok) in [
             (o.max_checkpoints(n - 1), false),

@@ -46,7 +46,7 @@ pub fn check_batch(entries: &[BatchEntry]) -> Result<()> {
     for e in entries {
         bytes += record_size(&e.checkpoint.checkpoint)?;
         for w in &e.writes {
-            bytes += json_size(&w.value)? + w.channel.len() + w.task_id.len();
+            bytes += write_size(w)?;
         }
         if bytes > BATCH_MAX_BYTES {
             return Err(exceeded("put_many bytes", bytes, BATCH_MAX_BYTES));
@@ -73,6 +73,12 @@ pub fn check_fork_options(max_checkpoints: usize, max_bytes: usize) -> Result<()
 /// Serialized size of a checkpoint record, the unit the byte limits count.
 pub fn record_size(record: &super::Checkpoint) -> Result<usize> {
     json_size(record)
+}
+
+/// Size of a pending write as the byte limits count it: its serialized
+/// value, channel and task id.
+pub fn write_size(write: &super::PendingWrite) -> Result<usize> {
+    Ok(json_size(&write.value)? + write.channel.len() + write.task_id.len())
 }
 
 fn json_size<T: serde::Serialize + ?Sized>(value: &T) -> Result<usize> {

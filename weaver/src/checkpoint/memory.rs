@@ -495,6 +495,18 @@ impl Saver for InMemorySaver {
                 })?),
             };
         }
+        // The ceiling counts the writes copied too (after the checkpoints,
+        // as the SQL savers read them).
+        for w in lineage.iter().flat_map(|s| s.writes.values()) {
+            bytes += limits::write_size(w)?;
+        }
+        if bytes > options.max_bytes {
+            return Err(Error::LimitExceeded {
+                limit: "fork_at bytes",
+                value: bytes as u64,
+                ceiling: options.max_bytes as u64,
+            });
+        }
         let target = threads.entry(target_thread.to_owned()).or_default();
         if target.get(ns).is_some_and(|l| !l.by_order.is_empty()) {
             return Err(Error::ThreadExists {

@@ -649,7 +649,9 @@ impl LineageRequest {
 pub struct ForkOptions {
     /// At most this many checkpoints are copied (default 1,000; ceiling 10,000).
     pub max_checkpoints: usize,
-    /// At most this many bytes of serialized checkpoints are copied (ceiling 64 MiB).
+    /// At most this many bytes of serialized checkpoints and their pending
+    /// writes are copied, as [`record_size`](super::limits::record_size) and
+    /// [`write_size`](super::limits::write_size) count them (ceiling 64 MiB).
     pub max_bytes: usize,
 }
 

@@ -1065,11 +1065,11 @@ macro_rules! impl_sql_saver {
                             t.checkpoint = self.materialized(&mut *snapshot, t, op).await?;
                             // The copy is the record in full: the byte
                             // ceiling holds for what is written.
-                            let size = limits::record_size(&t.checkpoint)?;
-                            if size > options.max_bytes {
+                            bytes = limits::record_size(&t.checkpoint)?;
+                            if bytes > options.max_bytes {
                                 return Err(Error::LimitExceeded {
                                     limit: "fork_at bytes",
-                                    value: size as u64,
+                                    value: bytes as u64,
                                     ceiling: options.max_bytes as u64,
                                 });
                             }
@@ -1092,7 +1092,16 @@ macro_rules! impl_sql_saver {
                                 get(row, "channel", op)?, get(row, "task_path", op)?,
                                 &get::<Vec<u8>>(row, "value", op)?,
                             )?;
+                            bytes += limits::write_size(&w)?;
                             writes.entry(cid).or_default().push(w);
+                        }
+                        // The ceiling counts the writes copied too.
+                        if bytes > options.max_bytes {
+                            return Err(Error::LimitExceeded {
+                                limit: "fork_at bytes",
+                                value: bytes as u64,
+                                ceiling: options.max_bytes as u64,
+                            });
                         }
                         let mut encoded = Vec::with_capacity(lineage.len());
                         for (i, t) in lineage.into_iter().rev().enumerate() {
