@@ -1415,21 +1415,17 @@ macro_rules! impl_sql_saver {
                     let packed_sql = q
                         .packed_lineage_ranges(ranges.len())
                         .filter(|_| self.settings.verified.get().is_some_and(|v| v.packed_listing));
-                    let mut packed = false;
-                    let mut rows = None;
-                    if let Some(sql) = packed_sql {
-                        match self.fetch_dynamic_raw(sql, params.clone()).await {
-                            Ok(found) => {
-                                packed = true;
-                                rows = Some(found);
-                            }
+                    let packed_rows = match packed_sql {
+                        Some(sql) => match self.fetch_dynamic_raw(sql, params.clone()).await {
+                            Ok(rows) => Some(rows),
                             Err(e) if !is_too_big(&e) => return Err(storage(op)(e)),
-                            Err(_) => {}
-                        }
-                    }
-                    let rows = match rows {
-                        Some(rows) => rows,
-                        None => self.fetch_dynamic(q.lineage_ranges(ranges.len()), params, op).await?,
+                            Err(_) => None,
+                        },
+                        None => None,
+                    };
+                    let (rows, packed) = match packed_rows {
+                        Some(rows) => (rows, true),
+                        None => (self.fetch_dynamic(q.lineage_ranges(ranges.len()), params, op).await?, false),
                     };
                     let raws: Vec<RawCheckpoint<'_>> = if packed {
                         let blob = match rows.first() {
