@@ -1,4 +1,4 @@
-//! SQLite listings packed into one row.
+//! SQLite listings and lineages packed into one row.
 //!
 //! sqlx runs SQLite on a worker thread and hands each result row to the
 //! caller separately: one channel send, one copy of every column value and,
@@ -6,7 +6,9 @@
 //! few microseconds a row, more than SQLite takes to find the row. A history
 //! page of 20 checkpoints and their pending writes is about 40 rows, so the
 //! SQLite saver has SQLite concatenate them into one blob of frames instead,
-//! which [`unpack`] reads back.
+//! which [`unpack`] reads back. A lineage read by commit-order range (up to
+//! 32 records under a delta channel's checkpoint) comes back the same way,
+//! checkpoint frames only, read by [`checkpoints`] without decoding them.
 //!
 //! A frame is a kind byte, `0` for a checkpoint and `1` for a pending write,
 //! then its fields in a fixed order. Text and bytes are `<byte length>:`
@@ -17,8 +19,9 @@
 //! - write: thread id, namespace, checkpoint id, task id, index, channel,
 //!   task path, value.
 //!
-//! The frames arrive in no particular order; [`TupleAssembler`] orders them.
-//! A listing longer than SQLite's string limit (`SQLITE_MAX_LENGTH`, 1e9
+//! The frames arrive in no particular order; [`TupleAssembler`] orders them
+//! (a lineage is put in order by following parent links).
+//! A listing or lineage longer than SQLite's string limit (`SQLITE_MAX_LENGTH`, 1e9
 //! bytes by default) fails with `SQLITE_TOOBIG` before any row is returned;
 //! the saver then reads it row by row ([`Queries::tuples`](super::Queries::tuples)),
 //! as it reads every listing of a database whose text is UTF-16
