@@ -6,8 +6,8 @@
 //! few microseconds a row, more than SQLite takes to find the row. A history
 //! page of 20 checkpoints and their pending writes is about 40 rows, so the
 //! SQLite saver has SQLite concatenate them into one blob of frames instead,
-//! which [`unpack`] reads back. A lineage read by commit-order range (up to
-//! 32 records under a delta channel's checkpoint) comes back the same way,
+//! which [`unpack`] reads back. A lineage read by commit-order range (a cold
+//! read of a delta channel fetches up to 32 records) comes back the same way,
 //! checkpoint frames only, read by [`checkpoints`] without decoding them.
 //!
 //! A frame is a kind byte, `0` for a checkpoint and `1` for a pending write,
@@ -23,7 +23,8 @@
 //! (a lineage is put in order by following parent links).
 //! A listing or lineage longer than SQLite's string limit (`SQLITE_MAX_LENGTH`, 1e9
 //! bytes by default) fails with `SQLITE_TOOBIG` before any row is returned;
-//! the saver then reads it row by row ([`Queries::tuples`](super::Queries::tuples)),
+//! the saver then reads it row by row ([`Queries::tuples`](super::Queries::tuples),
+//! [`Queries::lineage_ranges`](super::Queries::lineage_ranges)),
 //! as it reads every listing of a database whose text is UTF-16
 //! ([`Verified::packed_listing`](super::Verified::packed_listing)).
 
