@@ -45,6 +45,27 @@ macro_rules! impl_sql_saver {
                 row.try_get::<T, _>(col).map_err(storage(op))
             }
 
+            /// The commit order of checkpoint `id` of `thread`/`ns` read by
+            /// `sql` (`Queries::order_of`, or `Queries::lock_checked`, which
+            /// also locks it on PostgreSQL); `None` when it is not stored.
+            async fn commit_order_of<'e, E>(
+                executor: E,
+                sql: String,
+                (thread, ns, id): (&str, &str, &str),
+                op: &'static str,
+            ) -> Result<Option<i64>>
+            where
+                E: ::sqlx::Executor<'e, Database = $db>,
+            {
+                ::sqlx::query_scalar(AssertSqlSafe(sql))
+                    .bind(thread)
+                    .bind(ns)
+                    .bind(id)
+                    .fetch_optional(executor)
+                    .await
+                    .map_err(storage(op))
+            }
+
             /// A query of `sql` with `args` bound in order.
             fn with_args<'q>(
                 sql: String,
@@ -551,13 +572,7 @@ macro_rules! impl_sql_saver {
                     let q = &self.settings.q;
                     let id = check.checkpoint_id()?;
                     let (thread, ns) = (&check.target.thread_id, &check.target.checkpoint_ns);
-                    let order: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.lock_checked.clone()))
-                        .bind(thread)
-                        .bind(ns)
-                        .bind(id)
-                        .fetch_optional(&mut *conn)
-                        .await
-                        .map_err(storage(op))?;
+                    let order = commit_order_of(&mut *conn, q.lock_checked.clone(), (thread, ns, id), op).await?;
                     let Some(order) = order else {
                         return Err(not_found(&check.target, id));
                     };
@@ -658,13 +673,8 @@ macro_rules! impl_sql_saver {
                                 return Err(conflict(new, order));
                             }
                             let parent = new.parent_id.as_deref().unwrap_or_default();
-                            let parent_order: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(q.order_of.clone()))
-                                .bind(thread)
-                                .bind(ns)
-                                .bind(parent)
-                                .fetch_optional(&mut *conn)
-                                .await
-                                .map_err(storage(op))?;
+                            let parent_order =
+                                commit_order_of(&mut *conn, q.order_of.clone(), (thread, ns, parent), op).await?;
                             return Err(match parent_order {
                                 Some(p) => new.after_parent_error(order, u64::try_from(p).unwrap_or(0)),
                                 None => not_found(&new.config(), parent),
@@ -836,13 +846,13 @@ macro_rules! impl_sql_saver {
                             }
                             (Some(id), Some(thread)) => {
                                 let ns = filter.checkpoint_ns.clone().unwrap_or_default();
-                                let order: Option<i64> = ::sqlx::query_scalar(AssertSqlSafe(self.settings.q.order_of.clone()))
-                                    .bind(thread)
-                                    .bind(&ns)
-                                    .bind(id)
-                                    .fetch_optional(&self.pool)
-                                    .await
-                                    .map_err(storage(op))?;
+                                let order = commit_order_of(
+                                    &self.pool,
+                                    self.settings.q.order_of.clone(),
+                                    (thread, &ns, id),
+                                    op,
+                                )
+                                .await?;
                                 match order {
                                     Some(o) => Some(o),
                                     None if self.settings.shallow && self.has_head(thread, &ns, op).await? => {
