@@ -66,6 +66,13 @@ macro_rules! impl_sql_saver {
                     .map_err(storage(op))
             }
 
+            /// What `fetch_packed_or_rows` read: the packed row, or the
+            /// listing row by row.
+            enum Fetched<R> {
+                Packed(Vec<R>),
+                Rows(Vec<R>),
+            }
+
             /// A query of `sql` with `args` bound in order.
             fn with_args<'q>(
                 sql: String,
@@ -237,25 +244,43 @@ macro_rules! impl_sql_saver {
                     op: &'static str,
                 ) -> Result<Vec<CheckpointTuple>> {
                     let q = &self.settings.q;
-                    let packed = self.settings.verified.get().is_some_and(|v| v.packed_listing);
-                    if let Some(sql) = q.packed_tuples(where_, limit, order).filter(|_| packed) {
-                        match self.fetch_dynamic_raw(sql, params.clone()).await {
-                            Ok(rows) => {
-                                let mut out = TupleAssembler::default();
-                                for row in rows {
-                                    let packed: Option<&[u8]> = get(&row, "packed", op)?;
-                                    if let Some(packed) = packed {
-                                        self.settings.unpack(packed, &mut out)?;
-                                    }
+                    let packed = q.packed_tuples(where_, limit, order);
+                    let rows = || q.tuples(where_, limit, order);
+                    match self.fetch_packed_or_rows(packed, rows, params, op).await? {
+                        Fetched::Packed(rows) => {
+                            let mut out = TupleAssembler::default();
+                            for row in rows {
+                                let packed: Option<&[u8]> = get(&row, "packed", op)?;
+                                if let Some(packed) = packed {
+                                    self.settings.unpack(packed, &mut out)?;
                                 }
-                                return Ok(out.finish());
                             }
+                            Ok(out.finish())
+                        }
+                        Fetched::Rows(rows) => self.assemble(rows, op),
+                    }
+                }
+
+                /// Runs `packed` (a listing SQLite packs into one row) where
+                /// the database can, else, or when the packed row would be
+                /// longer than SQLite's longest string, `rows()` (the same
+                /// listing row by row).
+                async fn fetch_packed_or_rows(
+                    &self,
+                    packed: Option<String>,
+                    rows: impl FnOnce() -> String,
+                    params: Vec<Param>,
+                    op: &'static str,
+                ) -> Result<Fetched<<$db as ::sqlx::Database>::Row>> {
+                    let can = self.settings.verified.get().is_some_and(|v| v.packed_listing);
+                    if let Some(sql) = packed.filter(|_| can) {
+                        match self.fetch_dynamic_raw(sql, params.clone()).await {
+                            Ok(found) => return Ok(Fetched::Packed(found)),
                             Err(e) if !is_too_big(&e) => return Err(storage(op)(e)),
                             Err(_) => {}
                         }
                     }
-                    let rows = self.fetch_dynamic(q.tuples(where_, limit, order), params, op).await?;
-                    self.assemble(rows, op)
+                    self.fetch_dynamic(rows(), params, op).await.map(Fetched::Rows)
                 }
 
                 /// Checkpoint rows (kind 0) and write rows (kind 1) into tuples.
@@ -1422,29 +1447,19 @@ macro_rules! impl_sql_saver {
                     // SQLite: the records packed into one row (see `packed`),
                     // row by row where that cannot be.
                     let q = &self.settings.q;
-                    let packed_sql = q
-                        .packed_lineage_ranges(ranges.len())
-                        .filter(|_| self.settings.verified.get().is_some_and(|v| v.packed_listing));
-                    let packed_rows = match packed_sql {
-                        Some(sql) => match self.fetch_dynamic_raw(sql, params.clone()).await {
-                            Ok(rows) => Some(rows),
-                            Err(e) if !is_too_big(&e) => return Err(storage(op)(e)),
-                            Err(_) => None,
-                        },
-                        None => None,
-                    };
-                    let (rows, packed) = match packed_rows {
-                        Some(rows) => (rows, true),
-                        None => (self.fetch_dynamic(q.lineage_ranges(ranges.len()), params, op).await?, false),
-                    };
-                    let raws: Vec<RawCheckpoint<'_>> = if packed {
-                        let blob = match rows.first() {
-                            Some(row) => get::<Option<&[u8]>>(row, "packed", op)?,
-                            None => None,
-                        };
-                        blob.map(packed::checkpoints).transpose()?.unwrap_or_default()
-                    } else {
-                        rows.iter()
+                    let packed = q.packed_lineage_ranges(ranges.len());
+                    let rows = || q.lineage_ranges(ranges.len());
+                    let fetched = self.fetch_packed_or_rows(packed, rows, params, op).await?;
+                    let raws: Vec<RawCheckpoint<'_>> = match &fetched {
+                        Fetched::Packed(rows) => {
+                            let blob = match rows.first() {
+                                Some(row) => get::<Option<&[u8]>>(row, "packed", op)?,
+                                None => None,
+                            };
+                            blob.map(packed::checkpoints).transpose()?.unwrap_or_default()
+                        }
+                        Fetched::Rows(rows) => rows
+                            .iter()
                             .map(|row| {
                                 Ok(RawCheckpoint {
                                     thread_id: get(row, "thread_id", op)?,
@@ -1456,7 +1471,7 @@ macro_rules! impl_sql_saver {
                                     payload: get(row, "checkpoint", op)?,
                                 })
                             })
-                            .collect::<Result<_>>()?
+                            .collect::<Result<_>>()?,
                     };
                     let index: ::std::collections::HashMap<(&str, &str, &str), usize> = raws
                         .iter()
