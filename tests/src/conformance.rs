@@ -48,6 +48,7 @@ where
     fork_at_enforces_bounds(make().await).await;
     fork_at_rejects_missing_parent_and_existing_target(make().await).await;
     copy_delete_and_list_threads(make().await).await;
+    copy_of_a_pruned_thread_is_renumbered(make().await).await;
     prune_keeps_latest_or_deletes(make().await).await;
     prune_keeps_the_last_n_per_namespace(make().await).await;
     thread_info_and_commit_order_lookup(make().await).await;
@@ -982,6 +983,61 @@ async fn fork_at_rejects_missing_parent_and_existing_target(saver: Arc<dyn Saver
             .unwrap()
             .is_empty()
     );
+}
+
+/// `copy_thread` renumbers commit orders 1, 2, … per namespace in their
+/// order, so a pruned thread's copy starts at 1 (where a first write to the
+/// target would go) and is extended like any thread.
+async fn copy_of_a_pruned_thread_is_renumbered(saver: Arc<dyn Saver>) {
+    let ids = chain(saver.as_ref(), "p", 4).await;
+    let mut sub = new_on("p", None, Some(5), 0, json!("sub"));
+    sub.checkpoint_ns = "child".into();
+    saver.put(sub).await.unwrap();
+    saver
+        .prune(&["p".to_owned()], PruneStrategy::KeepLast(2))
+        .await
+        .unwrap();
+    saver.copy_thread("p", "q").await.unwrap();
+    let orders = |thread: &'static str, ns: &'static str| {
+        let saver = saver.clone();
+        async move {
+            let listed = saver
+                .list(&ListFilter::thread(thread).ns(ns))
+                .await
+                .unwrap();
+            listed
+                .iter()
+                .map(|t| (t.checkpoint.id.clone(), t.commit_order))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        orders("p", "").await,
+        [(ids[3].clone(), 4), (ids[2].clone(), 3)]
+    );
+    assert_eq!(
+        orders("q", "").await,
+        [(ids[3].clone(), 2), (ids[2].clone(), 1)]
+    );
+    let child = orders("q", "child").await;
+    assert_eq!(child.iter().map(|c| c.1).collect::<Vec<_>>(), [1]);
+    // Extending the copy takes the next number after its head.
+    let next = new_on("q", Some(&ids[3]), Some(3), 3, json!("next"));
+    saver.put(next).await.unwrap();
+    assert!(matches!(
+        saver
+            .put(new_on("q", Some(&ids[3]), Some(3), 3, json!("late")))
+            .await,
+        Err(Error::VersionConflict { .. })
+    ));
+    // The copy reads back whole.
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("q").at(ids[2].clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.commit_order, 1);
+    assert_eq!(head.checkpoint.channel_values["v"], json!(2));
 }
 
 async fn copy_delete_and_list_threads(saver: Arc<dyn Saver>) {

@@ -25,6 +25,9 @@
 //! cargo run --release -p weaver-bench --bin w4_parts [shared-vec|vec-string]
 //! ```
 //!
+//! With `W4_PARTS_KEEP` set, the SQLite file is kept (its folder is printed
+//! on stderr) for a look at the stored rows.
+//!
 //! Prints one JSON line. Run it beside `weaver-bench`'s W4 row to see which
 //! part a change moved.
 
@@ -189,7 +192,11 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
     let select_1 = times[ROUNDS / 2];
     drop(conn);
     saver.pool().close().await;
-    std::fs::remove_dir_all(&dir).map_err(|e| Error::storage("temp dir", e))?;
+    if std::env::var_os("W4_PARTS_KEEP").is_some() {
+        eprintln!("kept {}", dir.display());
+    } else {
+        std::fs::remove_dir_all(&dir).map_err(|e| Error::storage("temp dir", e))?;
+    }
     Ok(json!({
         "state": std::any::type_name::<C>(),
         "allocator": if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },

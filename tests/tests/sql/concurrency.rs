@@ -432,6 +432,82 @@ async fn a_fork_made_while_its_source_is_deleted_keeps_its_writes_on_postgres() 
     copied_while_the_source_is_deleted(Copying::ForkAt).await;
 }
 
+/// `call` copies thread `src` onto the fresh thread `dst` while a first
+/// write (commit order 1, no parent) lands on `dst`: the copy has found `dst`
+/// empty and waits (another session holds the writes table) while the write
+/// commits. The copy then fails with `ThreadExists` and `dst` holds the write
+/// alone. With `pruned`, `src` keeps only its last checkpoint (commit order
+/// 3); `copy_thread` used to copy it with that order, which no first write
+/// takes, so both committed and `dst` held two roots.
+async fn copy_racing_a_first_write(call: Copying, pruned: bool) {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let mut parent = None;
+    for order in 1..=3u64 {
+        let id = format!("c{order}");
+        saver
+            .put(cp("src", &id, parent.as_deref(), Some(order)))
+            .await
+            .unwrap();
+        parent = Some(id);
+    }
+    if pruned {
+        let deleted = saver
+            .prune(&["src".to_owned()], PruneStrategy::KeepLatest)
+            .await
+            .unwrap();
+        assert_eq!(deleted, 2, "pruned records");
+    }
+    let s = &db.schema;
+    let mut session = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "LOCK TABLE \"{s}\".weaver_checkpoint_writes IN ACCESS EXCLUSIVE MODE"
+    )))
+    .execute(&mut *session)
+    .await
+    .unwrap();
+    let copying = {
+        let saver = saver.clone();
+        tokio::spawn(async move {
+            match call {
+                Copying::CopyThread => saver.copy_thread("src", "dst").await,
+                Copying::ForkAt => saver
+                    .fork_at(
+                        &CheckpointRef::latest("src").at("c3"),
+                        "dst",
+                        weaver::checkpoint::ForkOptions::default(),
+                    )
+                    .await
+                    .map(drop),
+            }
+        })
+    };
+    // The copy has checked `dst` and waits for the writes table.
+    db.lock_waits("weaver_checkpoint_writes", 1).await;
+    saver.put(cp("dst", "first", None, Some(1))).await.unwrap();
+    session.commit().await.unwrap();
+    let copied = copying.await.unwrap();
+    assert!(
+        matches!(copied, Err(Error::ThreadExists { ref thread_id }) if thread_id == "dst"),
+        "{call:?}, pruned {pruned}: {copied:?}"
+    );
+    let dst = saver.list(&ListFilter::thread("dst")).await.unwrap();
+    let ids: Vec<&str> = dst.iter().map(|t| t.checkpoint.id.as_str()).collect();
+    assert_eq!(ids, ["first"], "{call:?}, pruned {pruned}");
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pruned_thread_copied_while_its_target_gets_a_first_write_conflicts_on_postgres() {
+    copy_racing_a_first_write(Copying::CopyThread, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_or_fork_racing_a_first_write_conflicts_on_postgres() {
+    copy_racing_a_first_write(Copying::CopyThread, false).await;
+    copy_racing_a_first_write(Copying::ForkAt, false).await;
+}
+
 /// Two runs resume the same pause at once, each having read it before
 /// either stores its answer: one goes on, the other gets `VersionConflict`
 /// and stores nothing, whether the winner pauses again (a second

@@ -54,6 +54,17 @@ impl Log {
         self.by_order.keys().next_back().copied().unwrap_or(0)
     }
 
+    /// A copy of this log with its commit orders renumbered 1, 2, … in
+    /// their order ([`Saver::copy_thread`]).
+    fn renumbered(&self) -> Log {
+        let mut copy = Log::default();
+        for (n, stored) in (1u64..).zip(self.by_order.values()) {
+            copy.by_id.insert(stored.checkpoint.id.clone(), n);
+            copy.by_order.insert(n, stored.clone());
+        }
+        copy
+    }
+
     fn find(&self, id: &str) -> Option<&Stored> {
         self.by_order.get(self.by_id.get(id)?)
     }
@@ -534,11 +545,15 @@ impl Saver for InMemorySaver {
                 thread_id: target_thread.to_owned(),
             });
         }
-        let Some(copy) = threads.get(source_thread).cloned() else {
+        let Some(source) = threads.get(source_thread) else {
             return Err(Error::ThreadNotFound {
                 thread_id: source_thread.to_owned(),
             });
         };
+        let copy = source
+            .iter()
+            .map(|(ns, log)| (ns.clone(), log.renumbered()))
+            .collect();
         threads.insert(target_thread.to_owned(), copy);
         Ok(())
     }

@@ -84,8 +84,12 @@ pub trait Saver: Debug + Send + Sync {
     ) -> Result<CheckpointRef>;
 
     /// Copies every checkpoint and write of `source_thread` (all namespaces)
-    /// to `target_thread`, keeping ids and commit orders. The target must be
-    /// empty ([`Error::ThreadExists`](crate::Error::ThreadExists)).
+    /// to `target_thread`, keeping ids, metadata and pending writes; commit
+    /// orders keep their order and are renumbered 1, 2, … in each namespace
+    /// (the same numbers unless the source was pruned). The target must be
+    /// empty ([`Error::ThreadExists`](crate::Error::ThreadExists)); a first
+    /// write to the target racing the copy takes commit order 1 too, so one
+    /// of the two fails instead of the thread mixing both.
     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()>;
 
     /// Deletes every checkpoint and write of the thread. Deleting an unknown

@@ -1235,8 +1235,19 @@ macro_rules! impl_sql_saver {
                                 )?;
                                 writes.entry((ns, cid)).or_default().push(w);
                             }
+                            // Commit orders are renumbered 1, 2, … in each
+                            // namespace (the rows come in namespace and commit
+                            // order): a first write to the target takes 1 too,
+                            // so one racing this copy conflicts with it on the
+                            // unique key instead of mixing into it.
+                            let mut next: Option<(String, u64)> = None;
                             for row in &rows {
                                 let ns: String = get(row, "checkpoint_ns", op)?;
+                                let order = match &next {
+                                    Some((prev, n)) if *prev == ns => n + 1,
+                                    _ => 1,
+                                };
+                                next = Some((ns.clone(), order));
                                 let t = self.decode_record(row, source_thread, &ns, op)?;
                                 let cid = t.config.checkpoint_id.clone().unwrap_or_default();
                                 let new = NewCheckpoint {
@@ -1245,7 +1256,7 @@ macro_rules! impl_sql_saver {
                                     parent_id: t.parent_config.and_then(|p| p.checkpoint_id),
                                     checkpoint: t.checkpoint,
                                     metadata: t.metadata,
-                                    commit_order: Some(t.commit_order),
+                                    commit_order: Some(order),
                                 };
                                 let e = self.settings.encode_entry(new, writes.remove(&(ns, cid)).unwrap_or_default())?;
                                 self.insert_raw(&mut tx, &e, op).await?;
