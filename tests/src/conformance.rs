@@ -57,6 +57,7 @@ where
     put_ops_applies_a_group_in_order(make().await).await;
     put_ops_group_fails_as_a_whole(make().await).await;
     put_ops_takes_large_groups(make().await).await;
+    put_ops_limits_a_group_of_several_ops(make().await).await;
     a_failed_put_leaves_no_trace_of_the_thread(make().await).await;
     extra_metadata_named_like_a_field_is_not_stored(make().await).await;
     put_ops_checks_a_write_before_storing(make().await).await;
@@ -1583,6 +1584,66 @@ async fn put_ops_takes_large_groups(saver: Arc<dyn Saver>) {
     assert_eq!(listed.len(), 600);
     assert!(listed.iter().all(|(_, w)| *w == 7), "{listed:?}");
     assert_eq!(listed[0].0, 600);
+}
+
+/// A group of several ops has `put_many`'s ceilings (checkpoints, pending
+/// writes, bytes) and an oversized one stores nothing; a group of one op
+/// has only that op's limits.
+async fn put_ops_limits_a_group_of_several_ops(saver: Arc<dyn Saver>) {
+    let exceeded = |r: weaver::Result<()>, limit: &str, ceiling: u64| match r {
+        Err(Error::LimitExceeded {
+            limit: l,
+            ceiling: c,
+            ..
+        }) if l == limit && c == ceiling => {}
+        other => panic!("{limit}: {other:?}"),
+    };
+    let puts: Vec<WriteOp> = (0..=limits::BATCH_MAX_CHECKPOINTS)
+        .map(|i| WriteOp::Put(new_on(&format!("g{i}"), None, Some(1), 0, json!(i))))
+        .collect();
+    exceeded(saver.put_ops(puts).await, "put_ops checkpoints", 1_000);
+    let root = new_on("g", None, Some(1), 0, json!(0));
+    let at = root.config();
+    let many_writes = || -> Vec<PendingWrite> {
+        PendingWrite::for_task(
+            "task",
+            "n",
+            (0..=limits::BATCH_MAX_WRITES).map(|i| (format!("c{i}"), json!(i))),
+        )
+    };
+    exceeded(
+        saver
+            .put_ops(vec![
+                WriteOp::Put(root.clone()),
+                WriteOp::Writes(at.clone(), many_writes()),
+            ])
+            .await,
+        "put_ops pending writes",
+        10_000,
+    );
+    let half = "x".repeat(limits::BATCH_MAX_BYTES / 2 + 1);
+    exceeded(
+        saver
+            .put_ops(vec![
+                WriteOp::Put(new_on("g-a", None, Some(1), 0, json!(half))),
+                WriteOp::Put(new_on("g-b", None, Some(1), 0, json!(half))),
+            ])
+            .await,
+        "put_ops bytes",
+        limits::BATCH_MAX_BYTES as u64,
+    );
+    assert!(
+        saver.list(&ListFilter::all()).await.unwrap().is_empty(),
+        "nothing written"
+    );
+    // One op: as `put` and `put_writes`.
+    saver.put_ops(vec![WriteOp::Put(root)]).await.unwrap();
+    saver
+        .put_ops(vec![WriteOp::Writes(at.clone(), many_writes())])
+        .await
+        .unwrap();
+    let stored = saver.get_tuple(&at).await.unwrap().unwrap();
+    assert_eq!(stored.pending_writes.len(), limits::BATCH_MAX_WRITES + 1);
 }
 
 async fn a_failed_put_leaves_no_trace_of_the_thread(saver: Arc<dyn Saver>) {

@@ -1,6 +1,6 @@
 //! Batch and fork limits of the saver contract, checked before anything is written.
 
-use super::types::BatchEntry;
+use super::types::{BatchEntry, WriteOp};
 use crate::error::{Error, Result};
 
 /// Most checkpoints one `put_many` batch may hold.
@@ -55,6 +55,94 @@ pub fn check_batch(entries: &[BatchEntry]) -> Result<()> {
     Ok(())
 }
 
+/// Checks a [`put_ops`](super::Saver::put_ops) group of several ops against
+/// `put_many`'s ceilings on checkpoints and pending writes. A group of one op
+/// is a `put` or a `put_writes` and only has their limits. The bytes are
+/// counted by [`check_group_bytes`] on what the saver stores. Savers call it
+/// first, so an oversized group writes nothing.
+pub fn check_group(ops: &[WriteOp]) -> Result<()> {
+    if ops.len() < 2 {
+        return Ok(());
+    }
+    let checkpoints = ops.iter().filter(|o| matches!(o, WriteOp::Put(_))).count();
+    if checkpoints > BATCH_MAX_CHECKPOINTS {
+        return Err(exceeded(
+            "put_ops checkpoints",
+            checkpoints,
+            BATCH_MAX_CHECKPOINTS,
+        ));
+    }
+    let writes: usize = ops
+        .iter()
+        .map(|o| match o {
+            WriteOp::Writes(_, w) => w.len(),
+            _ => 0,
+        })
+        .sum();
+    if writes > BATCH_MAX_WRITES {
+        return Err(exceeded("put_ops pending writes", writes, BATCH_MAX_WRITES));
+    }
+    Ok(())
+}
+
+/// The checkpoints and pending writes of a `put_ops` group being built, to
+/// keep it within [`check_group`]'s ceilings.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct GroupCounts {
+    checkpoints: usize,
+    writes: usize,
+}
+
+impl GroupCounts {
+    /// Counts `op` in, unless that would take the group past a ceiling
+    /// (then returns `false` and counts nothing). The first op always fits.
+    pub(crate) fn add(&mut self, op: &WriteOp) -> bool {
+        let (checkpoints, writes) = match op {
+            WriteOp::Put(_) => (1, 0),
+            WriteOp::Writes(_, w) => (0, w.len()),
+            WriteOp::Check(_) => (0, 0),
+        };
+        let next = GroupCounts {
+            checkpoints: self.checkpoints + checkpoints,
+            writes: self.writes + writes,
+        };
+        let empty = self.checkpoints == 0 && self.writes == 0;
+        if !empty && (next.checkpoints > BATCH_MAX_CHECKPOINTS || next.writes > BATCH_MAX_WRITES) {
+            return false;
+        }
+        *self = next;
+        true
+    }
+}
+
+/// Checks the serialized size of a `put_ops` group of `ops` ops, `bytes`
+/// in all, against [`BATCH_MAX_BYTES`] (a group of one op is not limited
+/// here, see [`check_group`]).
+pub fn check_group_bytes(ops: usize, bytes: usize) -> Result<()> {
+    if ops > 1 && bytes > BATCH_MAX_BYTES {
+        return Err(exceeded("put_ops bytes", bytes, BATCH_MAX_BYTES));
+    }
+    Ok(())
+}
+
+/// The serialized size of a `put_ops` group as [`check_group_bytes`]
+/// counts it, for a saver that does not encode what it stores; stops
+/// counting past the ceiling.
+pub fn group_size(ops: &[WriteOp]) -> Result<usize> {
+    let mut bytes = 0usize;
+    for op in ops {
+        bytes += match op {
+            WriteOp::Put(c) => record_size(&c.checkpoint)?,
+            WriteOp::Writes(_, w) => w.iter().map(write_size).sum::<Result<usize>>()?,
+            WriteOp::Check(_) => 0,
+        };
+        if bytes > BATCH_MAX_BYTES {
+            break;
+        }
+    }
+    Ok(bytes)
+}
+
 /// Checks `fork_at` options against the hard ceilings.
 pub fn check_fork_options(max_checkpoints: usize, max_bytes: usize) -> Result<()> {
     if max_checkpoints > FORK_MAX_CHECKPOINTS {
@@ -95,4 +183,48 @@ fn json_size<T: serde::Serialize + ?Sized>(value: &T) -> Result<usize> {
     let mut c = Counter(0);
     serde_json::to_writer(&mut c, value).map_err(|e| Error::encode("checkpoint", e))?;
     Ok(c.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{CheckpointRef, PendingWrite};
+
+    fn writes(n: usize) -> WriteOp {
+        let w = PendingWrite::for_task("t", "n", (0..n).map(|i| (format!("c{i}"), 0.into())));
+        WriteOp::Writes(CheckpointRef::latest("t").at("c"), w)
+    }
+
+    #[test]
+    fn group_counts_stop_at_the_ceilings() {
+        let mut c = GroupCounts::default();
+        // The first op fits whatever it holds.
+        assert!(c.add(&writes(BATCH_MAX_WRITES + 5)));
+        assert!(!c.add(&writes(1)), "past the writes ceiling");
+        let mut c = GroupCounts::default();
+        assert!(c.add(&writes(BATCH_MAX_WRITES - 1)));
+        assert!(c.add(&writes(1)), "at the ceiling");
+        assert!(!c.add(&writes(1)));
+        let put = || {
+            let mut checkpoint = crate::checkpoint::Checkpoint::empty();
+            checkpoint.id = "c".into();
+            WriteOp::Put(crate::checkpoint::NewCheckpoint {
+                thread_id: "t".into(),
+                checkpoint_ns: String::new(),
+                parent_id: None,
+                checkpoint,
+                metadata: crate::checkpoint::CheckpointMetadata::new(
+                    crate::checkpoint::CheckpointSource::Loop,
+                    0,
+                ),
+                commit_order: None,
+            })
+        };
+        let mut c = GroupCounts::default();
+        for _ in 0..BATCH_MAX_CHECKPOINTS {
+            assert!(c.add(&put()));
+        }
+        assert!(!c.add(&put()), "past the checkpoints ceiling");
+        assert!(c.add(&writes(3)), "writes still fit");
+    }
 }

@@ -148,7 +148,17 @@ pub trait Saver: Debug + Send + Sync {
     /// can slip in between a check and the ops after it). The
     /// engine sends what queued up while the backend was busy, under
     /// [`Durability::Async`](crate::Durability::Async).
+    ///
+    /// A group of several ops holds at most 1,000 checkpoints, 10,000
+    /// pending writes and 64 MiB of serialized records and write values
+    /// ([`Error::LimitExceeded`](crate::Error::LimitExceeded), nothing
+    /// stored), as a [`put_many`](Saver::put_many) batch; a group of one op
+    /// has the limits of that op alone.
     async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
+        super::limits::check_group(&ops)?;
+        if ops.len() > 1 {
+            super::limits::check_group_bytes(ops.len(), super::limits::group_size(&ops)?)?;
+        }
         for op in ops {
             match op {
                 WriteOp::Put(checkpoint) => {

@@ -7,7 +7,7 @@ use tokio::task::JoinHandle;
 
 use crate::checkpoint::facade::Flight;
 use crate::checkpoint::{
-    CheckpointRef, Checkpointer, NewCheckpoint, PendingWrite, WriteCheck, WriteOp,
+    CheckpointRef, Checkpointer, NewCheckpoint, PendingWrite, WriteCheck, WriteOp, limits,
 };
 use crate::config::Durability;
 use crate::error::{Error, Result};
@@ -68,9 +68,25 @@ impl Background {
         let task = tokio::spawn(async move {
             let _guard = guard;
             let mut failed: Option<Error> = None;
-            while let Some(op) = rx.recv().await {
+            // An op that would take a group past the saver's ceilings
+            // starts the next group.
+            let mut next: Option<WriteOp> = None;
+            loop {
+                let op = match next.take() {
+                    Some(op) => op,
+                    None => match rx.recv().await {
+                        Some(op) => op,
+                        None => break,
+                    },
+                };
+                let mut counts = limits::GroupCounts::default();
+                counts.add(&op);
                 let mut group = vec![op];
                 while let Ok(more) = rx.try_recv() {
+                    if !counts.add(&more) {
+                        next = Some(more);
+                        break;
+                    }
                     group.push(more);
                 }
                 let n = group.len();
