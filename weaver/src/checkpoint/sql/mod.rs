@@ -33,6 +33,7 @@ pub(crate) use packed::RawCheckpoint;
 mod group;
 mod hot;
 mod packed;
+mod settle;
 mod spin;
 #[macro_use]
 mod saver_impl;
@@ -71,6 +72,7 @@ pub(crate) struct Verified {
 
 impl Settings {
     pub(crate) fn new(dialect: Dialect, prefix: &str) -> Self {
+        settle::settle();
         Settings {
             codec: Arc::new(JsonCodec),
             shallow: false,

@@ -58,6 +58,12 @@ pub struct PostgresSaver {
 
 impl PostgresSaver {
     /// A saver on `pool`, with tables in the connection's `search_path`.
+    ///
+    /// The first saver built in a process allocates and frees one 1 MiB
+    /// block: under glibc's `malloc` that keeps the memory of records read
+    /// (up to 1 MiB) mapped between reads instead of faulting it in again on
+    /// each one. Thresholds the application set (`mallopt`,
+    /// `GLIBC_TUNABLES`) are left as they are.
     pub fn new(pool: PgPool) -> Self {
         PostgresSaver {
             pool,

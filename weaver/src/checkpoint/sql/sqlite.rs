@@ -57,6 +57,12 @@ pub struct SqliteSaver {
 
 impl SqliteSaver {
     /// A saver on `pool` (JSON codec, full history).
+    ///
+    /// The first saver built in a process allocates and frees one 1 MiB
+    /// block: under glibc's `malloc` that keeps the memory of records read
+    /// (up to 1 MiB) mapped between reads instead of faulting it in again on
+    /// each one. Thresholds the application set (`mallopt`,
+    /// `GLIBC_TUNABLES`) are left as they are.
     pub fn new(pool: SqlitePool) -> Self {
         SqliteSaver {
             pool,
