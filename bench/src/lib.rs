@@ -2,6 +2,20 @@
 
 use std::future::Future;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use weaver::prelude::*;
+use weaver::state::SharedVec;
+
+/// W2's state as `w4_parts` and `w4_fresh` read it: the messages in a
+/// delta channel whose snapshots share their chunks.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SharedChat {
+    /// The conversation, one entry per turn.
+    #[reducer(delta)]
+    pub messages: SharedVec<String>,
+}
+
 /// Runs `fut` to completion on a current-thread tokio runtime and returns
 /// its value; if the runtime cannot start or `fut` fails, prints the error
 /// after `program` on standard error and exits with status 1.

@@ -22,22 +22,13 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use weaver::checkpoint::SqliteSaver;
 use weaver::prelude::*;
-use weaver::state::SharedVec;
+use weaver_bench::{SharedChat as Chat, SharedChatUpdate as ChatUpdate};
 
 const TURNS: usize = 500;
 const READS: usize = 500;
-
-/// W2's state, its messages in chunks its snapshots share.
-#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-struct Chat {
-    #[reducer(delta)]
-    messages: SharedVec<String>,
-}
 
 fn graph(saver: &SqliteSaver) -> weaver::Result<CompiledGraph<Chat>> {
     Graph::<Chat>::new("chat")

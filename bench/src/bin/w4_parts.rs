@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use weaver::checkpoint::{ListFilter, Saver, SqliteSaver};
 use weaver::prelude::*;
-use weaver::state::SharedVec;
+use weaver_bench::{SharedChat as Chat, SharedChatUpdate as ChatUpdate};
 
 // `--features mimalloc`: allocate through mimalloc, as `weaver-bench` can.
 #[cfg(feature = "mimalloc")]
@@ -49,13 +49,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const TURNS: i64 = 500;
 const ROUNDS: usize = 1000;
-
-/// W2's state, its messages in chunks its snapshots share.
-#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-struct Chat {
-    #[reducer(delta)]
-    messages: SharedVec<String>,
-}
 
 /// W2's state as `WORKLOADS.md` writes it: every snapshot owns its messages.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]

@@ -344,6 +344,42 @@ enum Copying {
     ForkAt,
 }
 
+/// Starts `call` copying thread `src` (at `c3` for `fork_at`) to `dst`
+/// while a session, returned open, holds the writes table: the copy runs
+/// until it first touches that table, then waits for the session to end.
+async fn copy_behind_locked_writes(
+    db: &PgDb,
+    saver: &Arc<dyn Saver>,
+    call: Copying,
+) -> (
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    tokio::task::JoinHandle<weaver::Result<()>>,
+) {
+    let s = &db.schema;
+    let mut session = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "LOCK TABLE \"{s}\".weaver_checkpoint_writes IN ACCESS EXCLUSIVE MODE"
+    )))
+    .execute(&mut *session)
+    .await
+    .unwrap();
+    let saver = saver.clone();
+    let copying = tokio::spawn(async move {
+        match call {
+            Copying::CopyThread => saver.copy_thread("src", "dst").await,
+            Copying::ForkAt => saver
+                .fork_at(
+                    &CheckpointRef::latest("src").at("c3"),
+                    "dst",
+                    weaver::checkpoint::ForkOptions::default(),
+                )
+                .await
+                .map(drop),
+        }
+    });
+    (session, copying)
+}
+
 /// `call` copies thread `src` (three checkpoints, each with a pending write)
 /// while another session deletes `src` between the copy's read of the
 /// checkpoints and its read of their writes (that session holds the writes
@@ -365,29 +401,7 @@ async fn copied_while_the_source_is_deleted(call: Copying) {
         parent = Some(id);
     }
     let s = &db.schema;
-    let mut session = db.pool.begin().await.unwrap();
-    sqlx::query(AssertSqlSafe(format!(
-        "LOCK TABLE \"{s}\".weaver_checkpoint_writes IN ACCESS EXCLUSIVE MODE"
-    )))
-    .execute(&mut *session)
-    .await
-    .unwrap();
-    let copying = {
-        let saver = saver.clone();
-        tokio::spawn(async move {
-            match call {
-                Copying::CopyThread => saver.copy_thread("src", "dst").await,
-                Copying::ForkAt => saver
-                    .fork_at(
-                        &CheckpointRef::latest("src").at("c3"),
-                        "dst",
-                        weaver::checkpoint::ForkOptions::default(),
-                    )
-                    .await
-                    .map(drop),
-            }
-        })
-    };
+    let (mut session, copying) = copy_behind_locked_writes(&db, &saver, call).await;
     db.lock_waits("weaver_checkpoint_writes", 1).await;
     for table in ["weaver_checkpoint_writes", "weaver_checkpoints"] {
         sqlx::query(AssertSqlSafe(format!(
@@ -458,30 +472,7 @@ async fn copy_racing_a_first_write(call: Copying, pruned: bool) {
             .unwrap();
         assert_eq!(deleted, 2, "pruned records");
     }
-    let s = &db.schema;
-    let mut session = db.pool.begin().await.unwrap();
-    sqlx::query(AssertSqlSafe(format!(
-        "LOCK TABLE \"{s}\".weaver_checkpoint_writes IN ACCESS EXCLUSIVE MODE"
-    )))
-    .execute(&mut *session)
-    .await
-    .unwrap();
-    let copying = {
-        let saver = saver.clone();
-        tokio::spawn(async move {
-            match call {
-                Copying::CopyThread => saver.copy_thread("src", "dst").await,
-                Copying::ForkAt => saver
-                    .fork_at(
-                        &CheckpointRef::latest("src").at("c3"),
-                        "dst",
-                        weaver::checkpoint::ForkOptions::default(),
-                    )
-                    .await
-                    .map(drop),
-            }
-        })
-    };
+    let (session, copying) = copy_behind_locked_writes(&db, &saver, call).await;
     // The copy has checked `dst` and waits for the writes table.
     db.lock_waits("weaver_checkpoint_writes", 1).await;
     saver.put(cp("dst", "first", None, Some(1))).await.unwrap();
