@@ -3,7 +3,7 @@
 //! glibc gives the free memory at the top of a heap back to the kernel once
 //! it exceeds a trim threshold (128 KiB at start), and the next allocation
 //! there faults the pages in again, zeroed. It raises that threshold (to
-//! twice the size) only when a block it served by `mmap` (128 KiB or more)
+//! twice the block's size) only when a block it served by `mmap` (128 KiB or more)
 //! is freed. A saver reading records a little under 128 KiB (a conversation
 //! of 500 short messages stored in full) allocates and frees them on every
 //! read, on sqlx's worker thread and on the caller's, without ever freeing
@@ -32,8 +32,9 @@ const SETTLE_BYTES: usize = 1 << 20;
 pub(crate) fn settle() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        // `black_box`: the allocation must happen, not be optimized away.
-        let block = std::hint::black_box(vec![1u8; SETTLE_BYTES]);
+        // Zeroed: glibc maps it without touching its pages. `black_box`:
+        // the allocation must happen, not be optimized away.
+        let block = std::hint::black_box(vec![0u8; SETTLE_BYTES]);
         drop(block);
     });
 }
