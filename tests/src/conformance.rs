@@ -57,7 +57,7 @@ where
     put_ops_applies_a_group_in_order(make().await).await;
     put_ops_group_fails_as_a_whole(make().await).await;
     put_ops_takes_large_groups(make().await).await;
-    put_ops_limits_a_group_of_several_ops(make().await).await;
+    put_ops_limits_a_group_of_several_checkpoints(make().await).await;
     a_failed_put_leaves_no_trace_of_the_thread(make().await).await;
     extra_metadata_named_like_a_field_is_not_stored(make().await).await;
     put_ops_checks_a_write_before_storing(make().await).await;
@@ -1586,10 +1586,11 @@ async fn put_ops_takes_large_groups(saver: Arc<dyn Saver>) {
     assert_eq!(listed[0].0, 600);
 }
 
-/// A group of several ops has `put_many`'s ceilings (checkpoints, pending
-/// writes, bytes) and an oversized one stores nothing; a group of one op
-/// has only that op's limits.
-async fn put_ops_limits_a_group_of_several_ops(saver: Arc<dyn Saver>) {
+/// A group holding more than one checkpoint has `put_many`'s ceilings
+/// (checkpoints, pending writes, bytes) and an oversized one stores
+/// nothing; a group with one checkpoint (a step's writes and the checkpoint
+/// after them) is not held to them.
+async fn put_ops_limits_a_group_of_several_checkpoints(saver: Arc<dyn Saver>) {
     let exceeded = |r: weaver::Result<()>, limit: &str, ceiling: u64| match r {
         Err(Error::LimitExceeded {
             limit: l,
@@ -1602,8 +1603,6 @@ async fn put_ops_limits_a_group_of_several_ops(saver: Arc<dyn Saver>) {
         .map(|i| WriteOp::Put(new_on(&format!("g{i}"), None, Some(1), 0, json!(i))))
         .collect();
     exceeded(saver.put_ops(puts).await, "put_ops checkpoints", 1_000);
-    let root = new_on("g", None, Some(1), 0, json!(0));
-    let at = root.config();
     let many_writes = || -> Vec<PendingWrite> {
         PendingWrite::for_task(
             "task",
@@ -1611,11 +1610,17 @@ async fn put_ops_limits_a_group_of_several_ops(saver: Arc<dyn Saver>) {
             (0..=limits::BATCH_MAX_WRITES).map(|i| (format!("c{i}"), json!(i))),
         )
     };
+    let (a, b) = (
+        new_on("g-a", None, Some(1), 0, json!(0)),
+        new_on("g-b", None, Some(1), 0, json!(0)),
+    );
+    let at_a = a.config();
     exceeded(
         saver
             .put_ops(vec![
-                WriteOp::Put(root.clone()),
-                WriteOp::Writes(at.clone(), many_writes()),
+                WriteOp::Put(a.clone()),
+                WriteOp::Put(b.clone()),
+                WriteOp::Writes(at_a.clone(), many_writes()),
             ])
             .await,
         "put_ops pending writes",
@@ -1625,8 +1630,8 @@ async fn put_ops_limits_a_group_of_several_ops(saver: Arc<dyn Saver>) {
     exceeded(
         saver
             .put_ops(vec![
-                WriteOp::Put(new_on("g-a", None, Some(1), 0, json!(half))),
-                WriteOp::Put(new_on("g-b", None, Some(1), 0, json!(half))),
+                WriteOp::Put(new_on("g-c", None, Some(1), 0, json!(half))),
+                WriteOp::Put(new_on("g-d", None, Some(1), 0, json!(half))),
             ])
             .await,
         "put_ops bytes",
@@ -1636,14 +1641,23 @@ async fn put_ops_limits_a_group_of_several_ops(saver: Arc<dyn Saver>) {
         saver.list(&ListFilter::all()).await.unwrap().is_empty(),
         "nothing written"
     );
-    // One op: as `put` and `put_writes`.
-    saver.put_ops(vec![WriteOp::Put(root)]).await.unwrap();
+    // One checkpoint: its writes may pass the batch ceilings.
     saver
-        .put_ops(vec![WriteOp::Writes(at.clone(), many_writes())])
+        .put_ops(vec![
+            WriteOp::Put(a),
+            WriteOp::Writes(at_a.clone(), many_writes()),
+        ])
         .await
         .unwrap();
-    let stored = saver.get_tuple(&at).await.unwrap().unwrap();
+    let stored = saver.get_tuple(&at_a).await.unwrap().unwrap();
     assert_eq!(stored.pending_writes.len(), limits::BATCH_MAX_WRITES + 1);
+    let big = new_on("g-e", None, Some(1), 0, json!(half));
+    let at_big = big.config();
+    let big_write = PendingWrite::for_task("task", "n", [("v".to_owned(), json!(half))]);
+    saver
+        .put_ops(vec![WriteOp::Put(big), WriteOp::Writes(at_big, big_write)])
+        .await
+        .unwrap();
 }
 
 async fn a_failed_put_leaves_no_trace_of_the_thread(saver: Arc<dyn Saver>) {

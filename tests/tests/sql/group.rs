@@ -150,3 +150,29 @@ async fn a_locked_database_fails_after_one_busy_timeout() {
     saver.put_ops(group("locked", false)).await.unwrap();
     assert_eq!(stored(&saver, "locked").await, 3);
 }
+
+/// A step whose task writes and checkpoint together pass `put_many`'s 64 MiB
+/// (the writes and the checkpoint after them, one group in `sync` mode) is
+/// stored like any other: the batch ceilings hold for groups of several
+/// checkpoints only. With them on every group this run failed with
+/// `LimitExceeded`.
+#[tokio::test]
+async fn a_sync_step_larger_than_a_batch_is_stored() {
+    use weaver::prelude::*;
+    use weaver_tests::states::{Steps, StepsUpdate};
+    let db = SqliteDb::new().await;
+    let saver = db.saver().await;
+    let big = "x".repeat(40 << 20);
+    let graph = Graph::<Steps>::new("Big")
+        .add_node("big", move |_: &Steps| {
+            StepsUpdate::default().foo(big.clone())
+        })
+        .add_sequence([START, "big", END])
+        .compile(Compile::new().checkpointer(saver))
+        .unwrap();
+    let config = RunConfig::thread("big").durability(Durability::Sync);
+    let out = graph.invoke(Steps::default(), &config).await.unwrap();
+    assert_eq!(out.complete().unwrap().foo.len(), 40 << 20);
+    let state = graph.get_state(&config).await.unwrap();
+    assert_eq!(state.values.foo.len(), 40 << 20);
+}

@@ -55,16 +55,18 @@ pub fn check_batch(entries: &[BatchEntry]) -> Result<()> {
     Ok(())
 }
 
-/// Checks a [`put_ops`](super::Saver::put_ops) group of several ops against
-/// `put_many`'s ceilings on checkpoints and pending writes. A group of one op
-/// is a `put` or a `put_writes` and only has their limits. The bytes are
-/// counted by [`check_group_bytes`] on what the saver stores. Savers call it
-/// first, so an oversized group writes nothing.
+/// Checks a [`put_ops`](super::Saver::put_ops) group holding more than one
+/// checkpoint against `put_many`'s ceilings (checkpoints, pending writes,
+/// bytes as [`record_size`] and [`write_size`] count them). A group with at
+/// most one checkpoint (what the engine sends for a step: a task's writes
+/// and the checkpoint after them) is a checkpoint and its writes, with the
+/// limits of `put_checkpoint_with_writes`. Savers call it first, so an
+/// oversized group writes nothing.
 pub fn check_group(ops: &[WriteOp]) -> Result<()> {
-    if ops.len() < 2 {
+    let checkpoints = ops.iter().filter(|o| matches!(o, WriteOp::Put(_))).count();
+    if checkpoints < 2 {
         return Ok(());
     }
-    let checkpoints = ops.iter().filter(|o| matches!(o, WriteOp::Put(_))).count();
     if checkpoints > BATCH_MAX_CHECKPOINTS {
         return Err(exceeded(
             "put_ops checkpoints",
@@ -82,11 +84,23 @@ pub fn check_group(ops: &[WriteOp]) -> Result<()> {
     if writes > BATCH_MAX_WRITES {
         return Err(exceeded("put_ops pending writes", writes, BATCH_MAX_WRITES));
     }
+    let mut bytes = 0usize;
+    for op in ops {
+        bytes += match op {
+            WriteOp::Put(c) => record_size(&c.checkpoint)?,
+            WriteOp::Writes(_, w) => w.iter().map(write_size).sum::<Result<usize>>()?,
+            WriteOp::Check(_) => 0,
+        };
+        if bytes > BATCH_MAX_BYTES {
+            return Err(exceeded("put_ops bytes", bytes, BATCH_MAX_BYTES));
+        }
+    }
     Ok(())
 }
 
 /// The checkpoints and pending writes of a `put_ops` group being built, to
-/// keep it within [`check_group`]'s ceilings.
+/// keep it within [`check_group`]'s counts (its bytes are not known before
+/// the saver serializes them: a group refused for them is stored op by op).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct GroupCounts {
     checkpoints: usize,
@@ -113,34 +127,6 @@ impl GroupCounts {
         *self = next;
         true
     }
-}
-
-/// Checks the serialized size of a `put_ops` group of `ops` ops, `bytes`
-/// in all, against [`BATCH_MAX_BYTES`] (a group of one op is not limited
-/// here, see [`check_group`]).
-pub fn check_group_bytes(ops: usize, bytes: usize) -> Result<()> {
-    if ops > 1 && bytes > BATCH_MAX_BYTES {
-        return Err(exceeded("put_ops bytes", bytes, BATCH_MAX_BYTES));
-    }
-    Ok(())
-}
-
-/// The serialized size of a `put_ops` group as [`check_group_bytes`]
-/// counts it, for a saver that does not encode what it stores; stops
-/// counting past the ceiling.
-pub fn group_size(ops: &[WriteOp]) -> Result<usize> {
-    let mut bytes = 0usize;
-    for op in ops {
-        bytes += match op {
-            WriteOp::Put(c) => record_size(&c.checkpoint)?,
-            WriteOp::Writes(_, w) => w.iter().map(write_size).sum::<Result<usize>>()?,
-            WriteOp::Check(_) => 0,
-        };
-        if bytes > BATCH_MAX_BYTES {
-            break;
-        }
-    }
-    Ok(bytes)
 }
 
 /// Checks `fork_at` options against the hard ceilings.

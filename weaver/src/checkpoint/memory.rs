@@ -394,9 +394,6 @@ impl Saver for InMemorySaver {
             Writes(CheckpointRef, BTreeMap<(String, i64), PendingWrite>),
         }
         limits::check_group(&ops)?;
-        if ops.len() > 1 {
-            limits::check_group_bytes(ops.len(), limits::group_size(&ops)?)?;
-        }
         let mut threads = self.write();
         let mut undo: Vec<Undo> = Vec::new();
         for op in ops {

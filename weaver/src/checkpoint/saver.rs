@@ -88,8 +88,9 @@ pub trait Saver: Debug + Send + Sync {
     /// orders keep their order and are renumbered 1, 2, … in each namespace
     /// (the same numbers unless the source was pruned). The target must be
     /// empty ([`Error::ThreadExists`](crate::Error::ThreadExists)); a first
-    /// write to the target racing the copy takes commit order 1 too, so one
-    /// of the two fails instead of the thread mixing both.
+    /// write to the target, in a namespace the copy writes, racing the copy
+    /// takes commit order 1 too, so one of the two fails instead of the
+    /// namespace mixing both.
     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()>;
 
     /// Deletes every checkpoint and write of the thread. Deleting an unknown
@@ -149,16 +150,15 @@ pub trait Saver: Debug + Send + Sync {
     /// engine sends what queued up while the backend was busy, under
     /// [`Durability::Async`](crate::Durability::Async).
     ///
-    /// A group of several ops holds at most 1,000 checkpoints, 10,000
-    /// pending writes and 64 MiB of serialized records and write values
+    /// A group holding more than one checkpoint is a batch: at most 1,000
+    /// checkpoints, 10,000 pending writes and 64 MiB of serialized records
+    /// and write values, as for [`put_many`](Saver::put_many)
     /// ([`Error::LimitExceeded`](crate::Error::LimitExceeded), nothing
-    /// stored), as a [`put_many`](Saver::put_many) batch; a group of one op
-    /// has the limits of that op alone.
+    /// stored). A group with at most one checkpoint (a step's writes and
+    /// the checkpoint after them) has the limits of
+    /// [`put_checkpoint_with_writes`](Saver::put_checkpoint_with_writes).
     async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
         super::limits::check_group(&ops)?;
-        if ops.len() > 1 {
-            super::limits::check_group_bytes(ops.len(), super::limits::group_size(&ops)?)?;
-        }
         for op in ops {
             match op {
                 WriteOp::Put(checkpoint) => {

@@ -937,7 +937,6 @@ macro_rules! impl_sql_saver {
                         use $crate::checkpoint::WriteOp;
                         let op = "put_ops";
                         limits::check_group(&ops)?;
-                        let count = ops.len();
                         // Encode everything first: a bad value fails the group before any write.
                         enum Encoded {
                             Put(Box<EncodedEntry>),
@@ -958,15 +957,6 @@ macro_rules! impl_sql_saver {
                                 }
                             })
                             .collect::<Result<Vec<_>>>()?;
-                        let bytes: usize = encoded
-                            .iter()
-                            .map(|e| match e {
-                                Encoded::Put(e) => e.payload.len(),
-                                Encoded::Writes(_, (_, w)) => w.iter().map(|w| w.value.len()).sum(),
-                                Encoded::Check(_) => 0,
-                            })
-                            .sum();
-                        limits::check_group_bytes(count, bytes)?;
                         self.ensure_migrated().await?;
                         // A group with a check reads before it writes: it
                         // runs op by op in a transaction.
