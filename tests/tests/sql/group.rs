@@ -153,9 +153,8 @@ async fn a_locked_database_fails_after_one_busy_timeout() {
 
 /// A step whose task writes and checkpoint together pass `put_many`'s 64 MiB
 /// (the writes and the checkpoint after them, one group in `sync` mode) is
-/// stored like any other: the batch ceilings hold for groups of several
-/// checkpoints only. With them on every group this run failed with
-/// `LimitExceeded`.
+/// stored like any other: a `put_ops` group has no byte ceiling of its own.
+/// With `put_many`'s on every group this run failed with `LimitExceeded`.
 #[tokio::test]
 async fn a_sync_step_larger_than_a_batch_is_stored() {
     use weaver::prelude::*;

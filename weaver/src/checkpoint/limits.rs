@@ -56,12 +56,14 @@ pub fn check_batch(entries: &[BatchEntry]) -> Result<()> {
 }
 
 /// Checks a [`put_ops`](super::Saver::put_ops) group holding more than one
-/// checkpoint against `put_many`'s ceilings (checkpoints, pending writes,
-/// bytes as [`record_size`] and [`write_size`] count them). A group with at
-/// most one checkpoint (what the engine sends for a step: a task's writes
-/// and the checkpoint after them) is a checkpoint and its writes, with the
-/// limits of `put_checkpoint_with_writes`. Savers call it first, so an
-/// oversized group writes nothing.
+/// checkpoint against `put_many`'s ceilings on checkpoints and pending
+/// writes. Its bytes are limited per record, not as a whole: the engine
+/// groups what queued up before anything is serialized, and cannot size a
+/// group the way a caller of `put_many` can. A group with at most one
+/// checkpoint (what the engine sends for a step: a task's writes and the
+/// checkpoint after them) is a checkpoint and its writes, with the limits
+/// of `put_checkpoint_with_writes`. Savers call it first, so an oversized
+/// group writes nothing.
 pub fn check_group(ops: &[WriteOp]) -> Result<()> {
     let checkpoints = ops.iter().filter(|o| matches!(o, WriteOp::Put(_))).count();
     if checkpoints < 2 {
@@ -84,23 +86,11 @@ pub fn check_group(ops: &[WriteOp]) -> Result<()> {
     if writes > BATCH_MAX_WRITES {
         return Err(exceeded("put_ops pending writes", writes, BATCH_MAX_WRITES));
     }
-    let mut bytes = 0usize;
-    for op in ops {
-        bytes += match op {
-            WriteOp::Put(c) => record_size(&c.checkpoint)?,
-            WriteOp::Writes(_, w) => w.iter().map(write_size).sum::<Result<usize>>()?,
-            WriteOp::Check(_) => 0,
-        };
-        if bytes > BATCH_MAX_BYTES {
-            return Err(exceeded("put_ops bytes", bytes, BATCH_MAX_BYTES));
-        }
-    }
     Ok(())
 }
 
 /// The checkpoints and pending writes of a `put_ops` group being built, to
-/// keep it within [`check_group`]'s counts (its bytes are not known before
-/// the saver serializes them: a group refused for them is stored op by op).
+/// keep it within [`check_group`]'s ceilings.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct GroupCounts {
     checkpoints: usize,

@@ -150,13 +150,13 @@ pub trait Saver: Debug + Send + Sync {
     /// engine sends what queued up while the backend was busy, under
     /// [`Durability::Async`](crate::Durability::Async).
     ///
-    /// A group holding more than one checkpoint is a batch: at most 1,000
-    /// checkpoints, 10,000 pending writes and 64 MiB of serialized records
-    /// and write values, as for [`put_many`](Saver::put_many)
+    /// A group holding more than one checkpoint holds at most 1,000
+    /// checkpoints and 10,000 pending writes, as a
+    /// [`put_many`](Saver::put_many) batch
     /// ([`Error::LimitExceeded`](crate::Error::LimitExceeded), nothing
-    /// stored). A group with at most one checkpoint (a step's writes and
-    /// the checkpoint after them) has the limits of
-    /// [`put_checkpoint_with_writes`](Saver::put_checkpoint_with_writes).
+    /// stored); its bytes are limited per record. A group with at most one
+    /// checkpoint (a step's writes and the checkpoint after them) has the
+    /// limits of [`put_checkpoint_with_writes`](Saver::put_checkpoint_with_writes).
     async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
         super::limits::check_group(&ops)?;
         for op in ops {

@@ -68,9 +68,8 @@ impl Background {
         let task = tokio::spawn(async move {
             let _guard = guard;
             let mut failed: Option<Error> = None;
-            // An op that would take a group past the saver's counts of
-            // checkpoints or writes starts the next group (a group refused
-            // for its bytes is stored op by op, by `store_group`).
+            // An op that would take a group past the saver's ceilings
+            // (checkpoints, writes) starts the next group.
             let mut next: Option<WriteOp> = None;
             loop {
                 let op = match next.take() {
