@@ -65,7 +65,10 @@ pub fn check_batch(entries: &[BatchEntry]) -> Result<()> {
 /// of `put_checkpoint_with_writes`. Savers call it first, so an oversized
 /// group writes nothing.
 pub fn check_group(ops: &[WriteOp]) -> Result<()> {
-    let checkpoints = ops.iter().filter(|o| matches!(o, WriteOp::Put(_))).count();
+    let (checkpoints, writes) = ops
+        .iter()
+        .map(op_counts)
+        .fold((0, 0), |(c, w), (dc, dw)| (c + dc, w + dw));
     if checkpoints < 2 {
         return Ok(());
     }
@@ -76,17 +79,19 @@ pub fn check_group(ops: &[WriteOp]) -> Result<()> {
             BATCH_MAX_CHECKPOINTS,
         ));
     }
-    let writes: usize = ops
-        .iter()
-        .map(|o| match o {
-            WriteOp::Writes(_, w) => w.len(),
-            _ => 0,
-        })
-        .sum();
     if writes > BATCH_MAX_WRITES {
         return Err(exceeded("put_ops pending writes", writes, BATCH_MAX_WRITES));
     }
     Ok(())
+}
+
+/// The checkpoints and pending writes `op` adds to a `put_ops` group.
+fn op_counts(op: &WriteOp) -> (usize, usize) {
+    match op {
+        WriteOp::Put(_) => (1, 0),
+        WriteOp::Writes(_, w) => (0, w.len()),
+        WriteOp::Check(_) => (0, 0),
+    }
 }
 
 /// The checkpoints and pending writes of a `put_ops` group being built, to
@@ -101,11 +106,7 @@ impl GroupCounts {
     /// Counts `op` in, unless that would take the group past a ceiling
     /// (then returns `false` and counts nothing). The first op always fits.
     pub(crate) fn add(&mut self, op: &WriteOp) -> bool {
-        let (checkpoints, writes) = match op {
-            WriteOp::Put(_) => (1, 0),
-            WriteOp::Writes(_, w) => (0, w.len()),
-            WriteOp::Check(_) => (0, 0),
-        };
+        let (checkpoints, writes) = op_counts(op);
         let next = GroupCounts {
             checkpoints: self.checkpoints + checkpoints,
             writes: self.writes + writes,
@@ -117,6 +118,15 @@ impl GroupCounts {
         *self = next;
         true
     }
+}
+
+/// Checks the bytes `fork_at` has counted so far (as [`record_size`] and
+/// [`write_size`] count them) against its `max_bytes` option.
+pub fn check_fork_bytes(bytes: usize, max_bytes: usize) -> Result<()> {
+    if bytes > max_bytes {
+        return Err(exceeded("fork_at bytes", bytes, max_bytes));
+    }
+    Ok(())
 }
 
 /// Checks `fork_at` options against the hard ceilings.

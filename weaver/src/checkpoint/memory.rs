@@ -490,13 +490,7 @@ impl Saver for InMemorySaver {
                 });
             }
             bytes += limits::record_size(&s.checkpoint)?;
-            if bytes > options.max_bytes {
-                return Err(Error::LimitExceeded {
-                    limit: "fork_at bytes",
-                    value: bytes as u64,
-                    ceiling: options.max_bytes as u64,
-                });
-            }
+            limits::check_fork_bytes(bytes, options.max_bytes)?;
             lineage.push(s.clone());
             cursor = match &s.parent_id {
                 None => None,
@@ -512,13 +506,7 @@ impl Saver for InMemorySaver {
         for w in lineage.iter().flat_map(|s| s.writes.values()) {
             bytes += limits::write_size(w)?;
         }
-        if bytes > options.max_bytes {
-            return Err(Error::LimitExceeded {
-                limit: "fork_at bytes",
-                value: bytes as u64,
-                ceiling: options.max_bytes as u64,
-            });
-        }
+        limits::check_fork_bytes(bytes, options.max_bytes)?;
         let target = threads.entry(target_thread.to_owned()).or_default();
         if target.get(ns).is_some_and(|l| !l.by_order.is_empty()) {
             return Err(Error::ThreadExists {

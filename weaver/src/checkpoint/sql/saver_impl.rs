@@ -1072,13 +1072,7 @@ macro_rules! impl_sql_saver {
                             }
                             let t = self.decode_record(row, &source.thread_id, ns, op)?;
                             bytes += limits::record_size(&t.checkpoint)?;
-                            if bytes > options.max_bytes {
-                                return Err(Error::LimitExceeded {
-                                    limit: "fork_at bytes",
-                                    value: bytes as u64,
-                                    ceiling: options.max_bytes as u64,
-                                });
-                            }
+                            limits::check_fork_bytes(bytes, options.max_bytes)?;
                             // The oldest record read still has a parent: it is missing.
                             let oldest = i + 1 == rows.len() && !self.settings.shallow;
                             if let Some(p) = t.parent_config.as_ref().filter(|_| oldest) {
@@ -1102,13 +1096,7 @@ macro_rules! impl_sql_saver {
                             // The copy is the record in full: the byte
                             // ceiling holds for what is written.
                             bytes = limits::record_size(&t.checkpoint)?;
-                            if bytes > options.max_bytes {
-                                return Err(Error::LimitExceeded {
-                                    limit: "fork_at bytes",
-                                    value: bytes as u64,
-                                    ceiling: options.max_bytes as u64,
-                                });
-                            }
+                            limits::check_fork_bytes(bytes, options.max_bytes)?;
                         }
                         let write_rows = ::sqlx::query(AssertSqlSafe(q.lineage_writes.clone()))
                             .bind(&source.thread_id)
@@ -1132,13 +1120,7 @@ macro_rules! impl_sql_saver {
                             writes.entry(cid).or_default().push(w);
                         }
                         // The ceiling counts the writes copied too.
-                        if bytes > options.max_bytes {
-                            return Err(Error::LimitExceeded {
-                                limit: "fork_at bytes",
-                                value: bytes as u64,
-                                ceiling: options.max_bytes as u64,
-                            });
-                        }
+                        limits::check_fork_bytes(bytes, options.max_bytes)?;
                         let mut encoded = Vec::with_capacity(lineage.len());
                         for (i, t) in lineage.into_iter().rev().enumerate() {
                             let cid = t.checkpoint.id.clone();
