@@ -9,11 +9,11 @@
 //! read, on sqlx's worker thread and on the caller's, without ever freeing
 //! an `mmap` block: each read then pays a page fault per 4 KiB, or not,
 //! depending on what the process freed before. In a process that only
-//! reads W2's thread (`w4_fresh`), a cold `history(limit 20)` faulted 66
-//! pages in and took 0.72 ms in one process of three, 1.4 pages and
-//! 0.49–0.59 ms in the others; with glibc's start thresholds pinned, 72–74
-//! pages and 0.76–0.80 ms every time; after [`settle`], 0.8–0.9 pages and
-//! 0.48–0.52 ms every time.
+//! reads W2's thread (`cargo run --release -p weaver-bench --bin
+//! w4_fresh`), a cold `history(limit 20)` faulted 72–74 pages in and took
+//! 0.76–0.80 ms with glibc's start thresholds pinned (`GLIBC_TUNABLES`, see
+//! that binary); after [`settle`], 0.8–0.9 pages and 0.48–0.52 ms. A build
+//! without it (not kept) was caught in one process of three.
 //!
 //! [`settle`] frees such a block once per process (through the global
 //! allocator, so it acts only when that is the system's `malloc`): glibc
