@@ -16,8 +16,8 @@
 //! show their whole values. An encrypted database needs its keys in the
 //! environment variable named by `--keys-env` (`id=<64 hex digits>`,
 //! comma-separated, oldest first). Nothing is migrated unless `migrate`
-//! says so: a database at another schema version fails with weaver's
-//! [`Error::MigrationRequired`](weaver::Error::MigrationRequired), its hint
+//! says so: a database at another schema version fails with
+//! [`weaver::Error::MigrationRequired`], its hint
 //! naming the `weaver migrate` command to run.
 //!
 //! [`run`] is the whole program, for tests and embedding; the binary calls

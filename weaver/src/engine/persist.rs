@@ -198,7 +198,7 @@ impl Writer {
     }
 
     /// Stores `ops` as one group, now, after everything issued before it,
-    /// in any mode: a group with a [`WriteCheck`](crate::checkpoint::WriteCheck)
+    /// in any mode: a group with a [`WriteCheck`]
     /// must be known to hold before the run goes on.
     pub async fn put_ops_now(&mut self, ops: Vec<WriteOp>) -> Result<()> {
         self.flush().await?;

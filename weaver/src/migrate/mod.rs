@@ -9,11 +9,11 @@
 //! `pg_advisory_xact_lock`, SQLite `BEGIN IMMEDIATE`), so two processes
 //! migrating at once are safe, and running `up` again is a no-op.
 //!
-//! [`script`] gives the same migration as SQL text, marker included, for
+//! [`script()`] gives the same migration as SQL text, marker included, for
 //! another tool to run: an application whose schema is owned by Ecto
 //! (the `weaver-ecto-compat` crate writes the migration module), Flyway or
 //! a DBA. The migration targets (`SqlitePool`, `PgPool`, `PgSchema`) need
-//! the `sqlite` or `postgres` feature; [`script`] needs neither.
+//! the `sqlite` or `postgres` feature; [`script()`] needs neither.
 //!
 //! ```no_run
 //! # #[cfg(feature = "sqlite")]
@@ -100,7 +100,7 @@ pub(crate) struct Migration {
     pub(crate) down: &'static [&'static str],
 }
 
-/// A database weaver's schema is written for: the SQL of [`script`].
+/// A database weaver's schema is written for: the SQL of [`script()`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Dialect {

@@ -163,7 +163,7 @@ impl Filter {
     /// (only `$and` combines conditions), or an ordering operator
     /// (`$gt`…) whose operand is neither a number nor a string is
     /// [`Error::InvalidArgument`]; a form nested deeper than
-    /// [`MAX_FILTER_NESTING`](super::limits::MAX_FILTER_NESTING) is
+    /// [`MAX_FILTER_NESTING`] is
     /// [`Error::LimitExceeded`].
     pub fn parse(json: &Value) -> Result<Filter> {
         // Counted without recursion, before anything recurses into the form

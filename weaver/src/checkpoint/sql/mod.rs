@@ -4,7 +4,7 @@
 //! Both share the logical schema of [`crate::migrate`] (version 3), run every
 //! multi-row write in one transaction, order by `commit_order` only, list
 //! history with one query (checkpoints and their pending writes together,
-//! `LIMIT` in SQL), and pass payloads through a [`Codec`](crate::codec::Codec).
+//! `LIMIT` in SQL), and pass payloads through a [`Codec`].
 //!
 //! A group of writes (what [`put_ops`](super::Saver::put_ops) receives under
 //! [`Durability::Async`](crate::Durability::Async), or a

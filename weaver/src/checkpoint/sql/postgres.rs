@@ -15,13 +15,13 @@ use crate::migrate::{self, Adapter, Dialect, PgSchema};
 ///
 /// Concurrent writers are serialized by the unique constraint on
 /// `(thread_id, checkpoint_ns, commit_order)`: the loser of a race for the
-/// same number gets [`Error::VersionConflict`](crate::Error::VersionConflict)
+/// same number gets [`Error::VersionConflict`]
 /// and its transaction writes nothing. A write that PostgreSQL cancels to
 /// break a deadlock (a prune or a thread delete locking rows a group insert
 /// of the same thread share-locks in the other order) or as a serialization
 /// failure wrote nothing either; the saver runs it again, up to four times
 /// after short pauses, before returning that
-/// [`Error::Storage`](crate::Error::Storage).
+/// [`Error::Storage`].
 ///
 /// The saver keeps one connection of its own beside the pool (taken from it
 /// once and detached), which serves calls one after another without the
@@ -31,16 +31,16 @@ use crate::migrate::{self, Adapter, Dialect, PgSchema};
 /// and past the pool's `max_lifetime` it is closed; a read that finds it
 /// gone all the same (a session the server ended within those 10 s) is read
 /// again once through the pool, while a write that finds it gone fails with
-/// [`Error::Storage`](crate::Error::Storage), since it may have committed;
+/// [`Error::Storage`], since it may have committed;
 /// dropping the saver (its
 /// last clone) closes it too. Closing the pool stops the saver: its
 /// connection is then closed and every call fails with
-/// [`Error::Storage`](crate::Error::Storage).
+/// [`Error::Storage`].
 ///
 /// The schema must be migrated ([`crate::migrate::up`], with a
 /// [`PgSchema`] when using [`with_prefix`](PostgresSaver::with_prefix)); the
 /// first operation checks it once and fails with
-/// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
+/// [`Error::MigrationRequired`] otherwise.
 /// [`PostgresSaver::connect`] migrates for you. A call that later finds a
 /// table or column missing (the schema was migrated down meanwhile) fails
 /// with `MigrationRequired` too.
@@ -114,7 +114,7 @@ impl PostgresSaver {
 
     /// Keeps only the latest checkpoint per thread and namespace, with its
     /// pending writes. Older checkpoints are deleted as newer ones commit;
-    /// asking for one is [`Error::ShallowSaver`](crate::Error::ShallowSaver).
+    /// asking for one is [`Error::ShallowSaver`].
     pub fn shallow(mut self) -> Self {
         self.settings.shallow = true;
         self

@@ -230,9 +230,9 @@ macro_rules! impl_sql_saver {
                     Ok(rows)
                 }
 
-                /// The checkpoints of `where_` (see [`Queries::tuples`]) with
+                /// The checkpoints of `where_` (see [`Queries::tuples`](crate::checkpoint::sql::Queries::tuples)) with
                 /// their pending writes: packed into one row where the
-                /// database can ([`Queries::packed_tuples`]), row by row when
+                /// database can ([`Queries::packed_tuples`](crate::checkpoint::sql::Queries::packed_tuples)), row by row when
                 /// it cannot, or when the packed listing would be longer
                 /// than the database's longest string.
                 async fn fetch_tuples(

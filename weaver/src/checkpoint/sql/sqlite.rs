@@ -18,7 +18,7 @@ use crate::migrate::{self, Adapter, Dialect};
 /// Writers are serialized by `BEGIN IMMEDIATE` (the database write lock,
 /// waited for up to the pool's busy timeout), so two writers racing for the
 /// same `commit_order` get one success and one
-/// [`Error::VersionConflict`](crate::Error::VersionConflict). Use WAL and a
+/// [`Error::VersionConflict`]. Use WAL and a
 /// busy timeout ([`SqliteSaver::connect_options`] sets both).
 ///
 /// The saver keeps one connection of its own beside the pool (taken from it
@@ -29,15 +29,15 @@ use crate::migrate::{self, Adapter, Dialect};
 /// and past the pool's `max_lifetime` it is closed; a read that finds it
 /// gone all the same (a session the server ended within those 10 s) is read
 /// again once through the pool, while a write that finds it gone fails with
-/// [`Error::Storage`](crate::Error::Storage), since it may have committed;
+/// [`Error::Storage`], since it may have committed;
 /// dropping the saver (its
 /// last clone) closes it too. Closing the pool stops the saver: its
 /// connection is then closed and every call fails with
-/// [`Error::Storage`](crate::Error::Storage).
+/// [`Error::Storage`].
 ///
 /// The schema must be migrated ([`crate::migrate::up`]); the first operation
 /// checks it once and fails with
-/// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
+/// [`Error::MigrationRequired`] otherwise.
 /// [`SqliteSaver::connect`] migrates for you. A call that later finds a
 /// table or column missing (the schema was migrated down meanwhile) fails
 /// with `MigrationRequired` too.
@@ -106,7 +106,7 @@ impl SqliteSaver {
 
     /// Keeps only the latest checkpoint per thread and namespace, with its
     /// pending writes. Older checkpoints are deleted as newer ones commit;
-    /// asking for one is [`Error::ShallowSaver`](crate::Error::ShallowSaver).
+    /// asking for one is [`Error::ShallowSaver`].
     pub fn shallow(mut self) -> Self {
         self.settings.shallow = true;
         self

@@ -16,7 +16,7 @@ use crate::store::types::StoreConfig;
 /// [`Adapter::Store`], with a [`PgSchema`] when using
 /// [`with_prefix`](PostgresStore::with_prefix)); the first operation checks
 /// it once and fails with
-/// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
+/// [`Error::MigrationRequired`] otherwise.
 ///
 /// Batches that write on one store table run one at a time (a
 /// transaction-scoped advisory lock), as on SQLite: each is atomic, sees one
