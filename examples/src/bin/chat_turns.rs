@@ -6,14 +6,19 @@
 //! the host decides whether re-running the input is safe).
 //!
 //! ```text
-//! chat_turns <postgres-url> <schema> <thread> <worker> <turns>
+//! chat_turns <database-url> <schema> <thread> <worker> <turns>
 //! ```
+//!
+//! `<database-url>` is a PostgreSQL URL (the tables go in `<schema>`) or a
+//! SQLite one, `sqlite://<file>` (`<schema>` must then be `-`: a SQLite
+//! file is its own namespace). Each process migrates the database first, so
+//! processes started at once on a new SQLite file also race on creating it.
 //!
 //! Prints one line per turn: `commit <worker>:<turn>` or `conflict <worker>:<turn>`.
 
 use std::time::Duration;
 
-use weaver::checkpoint::PostgresSaver;
+use weaver::checkpoint::{PostgresSaver, SqliteSaver};
 use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::prelude::*;
 use weaver::state::SharedVec;
@@ -51,23 +56,34 @@ async fn run() -> weaver::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let [_, url, schema, thread, worker, turns] = args.as_slice() else {
         return Err(Error::invalid_argument(
-            "usage: chat_turns <postgres-url> <schema> <thread> <worker> <turns>",
+            "usage: chat_turns <database-url> <schema> <thread> <worker> <turns>",
         ));
     };
     let turns: usize = turns
         .parse()
         .map_err(|_| Error::invalid_argument("turns must be a number"))?;
-    let pool = sqlx::PgPool::connect(url)
-        .await
-        .map_err(|e| Error::storage("connect", e))?;
-    migrate::up(&PgSchema::new(&pool, schema)?, &[Adapter::Checkpoint], None).await?;
+    let compile = Compile::new();
+    let compile = if url.starts_with("sqlite:") {
+        if schema != "-" {
+            return Err(Error::invalid_argument(
+                "a SQLite database takes `-` for <schema>",
+            ));
+        }
+        compile.checkpointer(SqliteSaver::connect(url).await?)
+    } else {
+        let pool = sqlx::PgPool::connect(url)
+            .await
+            .map_err(|e| Error::storage("connect", e))?;
+        migrate::up(&PgSchema::new(&pool, schema)?, &[Adapter::Checkpoint], None).await?;
+        compile.checkpointer(PostgresSaver::new(pool).with_prefix(schema)?)
+    };
     let graph = graph! {
         name: "Chat",
         state: Chat,
         nodes: [reply],
         edges: [START -> reply -> END],
     }
-    .compile(Compile::new().checkpointer(PostgresSaver::new(pool).with_prefix(schema)?))?;
+    .compile(compile)?;
     let config = RunConfig::thread(thread.clone()).durability(Durability::Exit);
     for turn in 0..turns {
         let label = format!("{worker}:{turn}");

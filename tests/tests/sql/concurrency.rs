@@ -136,28 +136,40 @@ async fn racing_next_free_number_never_conflicts() {
     db.drop_schema().await;
 }
 
-/// Two OS processes running turns of one graph on one thread against
-/// PostgreSQL: every turn commits whole or fails with `VersionConflict`;
-/// nothing is lost or merged, and the history is one chain.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_one_conversation() {
-    let db = PgDb::new().await;
-    // Migrate first so both processes only race on turns.
-    let _ = db.saver().await;
+/// Turns each process of [`one_conversation`] runs.
+const TURNS_PER_PROCESS: usize = 40;
+
+/// Runs `chat_turns` (the example binary) once per worker, all at once,
+/// on thread `conv` of the database at `url` (`schema`: the PostgreSQL
+/// schema, `-` for SQLite), then checks what the saver `open` gives (once
+/// the processes are done) finds there: every turn either committed whole
+/// or failed with `VersionConflict`; nothing is lost or merged, and the
+/// history is one chain.
+async fn one_conversation(
+    url: &str,
+    schema: &str,
+    workers: &[&str],
+    open: impl std::future::Future<Output = Arc<dyn Saver>>,
+) {
     let bin = env!("CARGO_BIN_EXE_weaver-chat-turns");
+    let turns = TURNS_PER_PROCESS.to_string();
     let spawn = |worker: &str| {
         std::process::Command::new(bin)
-            .args([&crate::common::pg_url(), &db.schema, "conv", worker, "40"])
+            .args([url, schema, "conv", worker, turns.as_str()])
             .output()
     };
-    let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(|| spawn("alice"));
-        let b = s.spawn(|| spawn("bob"));
-        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    let outputs: Vec<std::process::Output> = std::thread::scope(|s| {
+        let running: Vec<_> = workers.iter().map(|w| s.spawn(move || spawn(w))).collect();
+        running
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
     });
     let mut commits: Vec<String> = Vec::new();
     let mut conflicts: Vec<String> = Vec::new();
-    for out in [&a, &b] {
+    for out in &outputs {
+        // A storage error ("database is locked", a failed migration) ends
+        // the process with its message.
         assert!(
             out.status.success(),
             "{}",
@@ -165,7 +177,7 @@ async fn two_processes_one_conversation() {
         );
         let text = String::from_utf8_lossy(&out.stdout);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 40, "every turn reports");
+        assert_eq!(lines.len(), TURNS_PER_PROCESS, "every turn reports");
         for l in lines {
             match l.split_once(' ') {
                 Some(("commit", label)) => commits.push(label.to_owned()),
@@ -174,8 +186,11 @@ async fn two_processes_one_conversation() {
             }
         }
     }
-    assert_eq!(commits.len() + conflicts.len(), 80);
-    let saver = db.saver().await;
+    assert_eq!(
+        commits.len() + conflicts.len(),
+        TURNS_PER_PROCESS * workers.len()
+    );
+    let saver = open.await;
     // The transcript is a delta channel: stored as each turn's messages...
     let stored = saver.list(&ListFilter::thread("conv")).await.unwrap();
     let full = stored
@@ -185,7 +200,7 @@ async fn two_processes_one_conversation() {
     let every = weaver::checkpoint::DELTA_SNAPSHOT_EVERY as usize;
     assert_eq!(full, stored.len().div_ceil(every));
     // ...and read back whole through a checkpointer.
-    let mut hist = weaver::Checkpointer::new(saver)
+    let mut hist = weaver::Checkpointer::from_arc(saver)
         .list_records(&ListFilter::thread("conv"))
         .await
         .unwrap();
@@ -233,7 +248,43 @@ async fn two_processes_one_conversation() {
             "conflicting turn {label} was merged"
         );
     }
+}
+
+/// The chat-graph promise on PostgreSQL: two OS processes run turns on one
+/// conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_one_conversation() {
+    let db = PgDb::new().await;
+    // Migrate first so both processes only race on turns.
+    let _ = db.saver().await;
+    let open = async { Arc::new(db.saver().await) as Arc<dyn Saver> };
+    one_conversation(
+        &crate::common::pg_url(),
+        &db.schema,
+        &["alice", "bob"],
+        open,
+    )
+    .await;
     db.drop_schema().await;
+}
+
+/// The chat-graph promise on one SQLite file: three OS processes start at
+/// once on a file that does not exist yet (so they also race on creating,
+/// switching to WAL and migrating it), then run turns on one conversation.
+/// SQLite's writers take turns (`BEGIN IMMEDIATE`, the busy timeout): no
+/// turn fails with "database is locked".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_one_conversation_on_one_sqlite_file() {
+    let file = weaver_tests::TempSqlite::new("weaver-processes");
+    let url = file.url();
+    assert!(!file.path.exists());
+    let open = async {
+        let saver = weaver::checkpoint::SqliteSaver::connect(&url)
+            .await
+            .unwrap();
+        Arc::new(saver) as Arc<dyn Saver>
+    };
+    one_conversation(&url, "-", &["alice", "bob", "carol"], open).await;
 }
 
 /// Which maintenance call [`cancelled_by_a_deadlock`] runs.
