@@ -62,6 +62,36 @@ fn human_in_the_loop_pauses_and_resumes() {
 }
 
 #[test]
+fn a_review_paused_in_one_process_is_answered_in_another() {
+    let (dir, db) = temp_db("hitl");
+    let bin = env!("CARGO_BIN_EXE_human_in_the_loop");
+    let asked = run(bin, &[&db, "ask"]);
+    assert!(asked.contains("paused in `review`"), "{asked}");
+    // A new process finds the pause in the file and answers it.
+    let answered = run(bin, &[&db, "answer", "approved later"]);
+    assert!(
+        answered.contains(r#"waiting on ["review"]; state so far: ["drafted"]"#),
+        "{answered}"
+    );
+    assert!(
+        answered
+            .contains(r#"decision: approved later; log: ["drafted", "reviewed: approved later"]"#),
+        "{answered}"
+    );
+    // A third finds nothing left to answer: a typed error, nothing run.
+    let again = Command::new(bin)
+        .args([db.as_str(), "answer", "twice"])
+        .output()
+        .expect("example starts");
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("NoPendingInterrupt"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(stdout.contains("waiting on []"), "{stdout}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
 fn time_travel_replays_forks_restores_and_prunes() {
     let out = run(env!("CARGO_BIN_EXE_time_travel"), &[]);
     assert!(

@@ -5,6 +5,15 @@
 //! ```text
 //! cargo run -p weaver-examples --bin human_in_the_loop
 //! ```
+//!
+//! The pause lives in the database, so the answer may come from another
+//! process, hours later. Given a SQLite file, each step is a process of its
+//! own:
+//!
+//! ```text
+//! human_in_the_loop review.db ask               # runs until the review pauses
+//! human_in_the_loop review.db answer approved   # a new process answers it
+//! ```
 
 use serde_json::json;
 use weaver::checkpoint::SqliteSaver;
@@ -37,21 +46,19 @@ fn review(state: &Review, rt: &Runtime) -> Result<ReviewUpdate, NodeError> {
         .decision(decision))
 }
 
-#[tokio::main]
-async fn main() -> weaver::Result<()> {
-    let dir = std::env::temp_dir().join(format!("weaver-hitl-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| Error::storage("create temp dir", e))?;
-    let url = format!("sqlite://{}", dir.join("review.db").display());
-    let graph = graph! {
+fn graph(saver: SqliteSaver) -> weaver::Result<CompiledGraph<Review>> {
+    graph! {
         name: "Approval",
         state: Review,
         nodes: [write_draft, review],
         edges: [START -> write_draft -> review -> END],
     }
-    .compile(Compile::new().checkpointer(SqliteSaver::connect(&url).await?))?;
-    let config = RunConfig::thread("review-thread-1");
+    .compile(Compile::new().checkpointer(saver))
+}
 
-    let interrupts = match graph.invoke(Review::default(), &config).await? {
+/// Runs the review until it pauses, and prints what it asks.
+async fn ask(graph: &CompiledGraph<Review>, config: &RunConfig) -> weaver::Result<Vec<Interrupt>> {
+    let interrupts = match graph.invoke(Review::default(), config).await? {
         Outcome::Interrupted(interrupts) => interrupts,
         Outcome::Complete(_) => {
             return Err(Error::invalid_argument("expected the review to pause"));
@@ -63,20 +70,61 @@ async fn main() -> weaver::Result<()> {
             i.node, i.id, i.value
         );
     }
+    Ok(interrupts)
+}
 
-    // Another process could do this part: the pause is in the database.
-    let snapshot = graph.get_state(&config).await?;
+/// Shows the paused thread and answers its interrupts with `answer`.
+async fn answer(
+    graph: &CompiledGraph<Review>,
+    config: &RunConfig,
+    answer: &str,
+) -> weaver::Result<()> {
+    let snapshot = graph.get_state(config).await?;
     println!(
         "waiting on {:?}; state so far: {:?}",
         snapshot.next, snapshot.values.log
     );
-
-    let answers: Resume = interrupts
+    let answers: Resume = snapshot
+        .interrupts
         .iter()
-        .map(|i| (i.id.clone(), json!("approved")))
+        .map(|i| (i.id.clone(), json!(answer)))
         .collect();
-    let done = graph.resume(answers, &config).await?.complete()?;
+    let done = graph.resume(answers, config).await?.complete()?;
     println!("decision: {}; log: {:?}", done.decision, done.log);
-    std::fs::remove_dir_all(&dir).ok();
     Ok(())
+}
+
+#[tokio::main]
+async fn main() -> weaver::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let config = RunConfig::thread("review-thread-1");
+    match args.as_slice() {
+        [] => {
+            let dir = std::env::temp_dir().join(format!("weaver-hitl-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| Error::storage("create temp dir", e))?;
+            let url = format!("sqlite://{}", dir.join("review.db").display());
+            let graph = graph(SqliteSaver::connect(&url).await?)?;
+            ask(&graph, &config).await?;
+            // Another process could do this part: the pause is in the
+            // database (see the module docs).
+            answer(&graph, &config, "approved").await?;
+            std::fs::remove_dir_all(&dir).ok();
+            Ok(())
+        }
+        [file, step, rest @ ..] => {
+            let graph = graph(SqliteSaver::connect(&format!("sqlite://{file}")).await?)?;
+            match (step.as_str(), rest) {
+                ("ask", []) => ask(&graph, &config).await.map(drop),
+                ("answer", [value]) => answer(&graph, &config, value).await,
+                _ => Err(usage()),
+            }
+        }
+        _ => Err(usage()),
+    }
+}
+
+fn usage() -> Error {
+    Error::invalid_argument(
+        "usage: human_in_the_loop [<sqlite-file> ask | <sqlite-file> answer <value>]",
+    )
 }
