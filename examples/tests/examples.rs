@@ -1,6 +1,11 @@
 //! Every example runs and prints what its story promises.
 
-use std::process::Command;
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use weaver::Saver;
+use weaver::checkpoint::{CheckpointRef, SqliteSaver};
 
 fn run(bin: &str, args: &[&str]) -> String {
     let out = Command::new(bin)
@@ -14,6 +19,31 @@ fn run(bin: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// A child process, killed when dropped (a failed test leaves none behind).
+struct Killed(Option<std::process::Child>);
+
+impl Killed {
+    fn child(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("not killed yet")
+    }
+
+    /// Kills it (SIGKILL on Unix) and returns what it printed.
+    fn kill(&mut self) -> std::process::Output {
+        let mut child = self.0.take().expect("not killed yet");
+        child.kill().unwrap();
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 fn temp_db(name: &str) -> (std::path::PathBuf, String) {
@@ -88,6 +118,70 @@ fn a_review_paused_in_one_process_is_answered_in_another() {
     assert!(stderr.contains("NoPendingInterrupt"), "{stderr}");
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert!(stdout.contains("waiting on []"), "{stdout}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_step_cut_off_by_a_killed_process_is_finished_by_another() {
+    let (dir, db) = temp_db("crash");
+    let bin = env!("CARGO_BIN_EXE_recover_after_crash");
+    let mut hung = Killed(Some(
+        Command::new(bin)
+            .args([db.as_str(), "hang"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("example starts"),
+    ));
+    // Killed (SIGKILL: no cleanup) once the seven quick reviewers' writes
+    // are stored; the eighth is still waiting.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stored = rt.block_on(async {
+        let saver = SqliteSaver::connect(&format!("sqlite://{db}"))
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let tuple = saver
+                .get_tuple(&CheckpointRef::latest("review-1"))
+                .await
+                .unwrap();
+            let done: BTreeSet<String> = tuple
+                .iter()
+                .flat_map(|t| &t.pending_writes)
+                .map(|w| w.task_path.clone())
+                .filter(|node| node != "__start__")
+                .collect();
+            if done.len() == 7 || Instant::now() > deadline {
+                saver.pool().close().await;
+                return done;
+            }
+            if let Some(status) = hung.child().try_wait().unwrap() {
+                panic!("the hanging run ended by itself: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let killed = hung.kill();
+    assert!(!stored.contains("budget"), "{stored:?}");
+    assert_eq!(stored.len(), 7, "{stored:?}");
+    let ran = String::from_utf8_lossy(&killed.stdout).into_owned();
+    assert_eq!(ran.lines().count(), 7, "{ran}");
+    assert!(!ran.contains("ran budget"), "{ran}");
+
+    // Another process finishes the step: only the unfinished reviewer runs.
+    let out = run(bin, &[&db, "finish"]);
+    let ran: Vec<&str> = out.lines().filter(|l| l.starts_with("ran ")).collect();
+    assert_eq!(ran, ["ran budget"], "{out}");
+    assert!(
+        out.contains(
+            r#"summary: 8 reviews; reviews: ["budget: ok", "facts: ok", "legal: ok", "links: ok", "security: ok", "spelling: ok", "style: ok", "tone: ok"]"#
+        ),
+        "{out}"
+    );
     std::fs::remove_dir_all(dir).ok();
 }
 
