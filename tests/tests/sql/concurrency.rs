@@ -287,6 +287,138 @@ async fn three_processes_one_conversation_on_one_sqlite_file() {
     one_conversation(&url, "-", &["alice", "bob", "carol"], open).await;
 }
 
+/// After how many milliseconds each round of [`killed_writers`] kills its
+/// writer: the first ones within a few milliseconds of its start (a first
+/// writer takes about 25 ms to create and migrate a SQLite file and commit
+/// a turn), the later ones in the middle of its turns.
+const KILL_AFTER_MS: [u64; 10] = [2, 5, 10, 20, 40, 60, 80, 100, 150, 200];
+
+/// Starts `chat_turns` on thread `conv` of the database at `url` (`schema`
+/// as in [`one_conversation`]) once per round and kills it (SIGKILL, no
+/// cleanup) after the round's delay. After each round, what `saver` reads
+/// must be whole: every record decodes, the history is one chain numbered
+/// 1, 2, ..., every turn the writer reported committed is there once with
+/// its reply, and no other turn but at most one per round (committed, killed
+/// before it printed). A last writer then runs its turns to the end.
+async fn killed_writers(url: &str, schema: &str, saver: impl AsyncFn() -> Arc<dyn Saver>) {
+    let bin = env!("CARGO_BIN_EXE_weaver-chat-turns");
+    let mut reported: Vec<String> = Vec::new();
+    let mut saver_now = None;
+    for (round, after) in KILL_AFTER_MS.into_iter().enumerate() {
+        let worker = format!("w{round}");
+        let mut child = std::process::Command::new(bin)
+            .args([url, schema, "conv", worker.as_str(), "100000"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(after)).await;
+        child.kill().unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            !out.status.success(),
+            "round {round}: the writer ended by itself: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            match line.split_once(' ') {
+                Some(("commit", label)) => reported.push(label.to_owned()),
+                _ => panic!("round {round}: unexpected line {line}"),
+            }
+        }
+        // Opened once the first rounds have raced on creating the database.
+        if round < 2 {
+            continue;
+        }
+        if saver_now.is_none() {
+            saver_now = Some(saver().await);
+        }
+        let saver = saver_now.clone().unwrap();
+        let mut hist = weaver::Checkpointer::from_arc(saver)
+            .list_records(&ListFilter::thread("conv"))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the history does not read: {e}"));
+        hist.reverse();
+        for (i, t) in hist.iter().enumerate() {
+            assert_eq!(t.commit_order, i as u64 + 1, "round {round}");
+            let parent = t
+                .parent_config
+                .as_ref()
+                .and_then(|p| p.checkpoint_id.clone());
+            assert_eq!(
+                parent,
+                (i > 0).then(|| hist[i - 1].checkpoint.id.clone()),
+                "round {round}: one chain"
+            );
+        }
+        let transcript: Vec<String> = hist
+            .last()
+            .map(|t| t.checkpoint.channel_values["messages"].clone())
+            .map(|m| serde_json::from_value(m).unwrap())
+            .unwrap_or_default();
+        assert_eq!(
+            transcript.len(),
+            2 * hist.len(),
+            "round {round}: whole turns"
+        );
+        for label in &reported {
+            assert_eq!(
+                transcript.iter().filter(|m| *m == label).count(),
+                1,
+                "round {round}: reported turn {label} lost or doubled"
+            );
+            assert!(transcript.contains(&format!("echo: {label}")));
+        }
+        assert!(
+            hist.len() >= reported.len() && hist.len() <= reported.len() + round + 1,
+            "round {round}: {} turns stored, {} reported",
+            hist.len(),
+            reported.len()
+        );
+    }
+    assert!(
+        reported.len() > 5,
+        "the writers were killed before they ran enough turns to test: {reported:?}"
+    );
+    // The thread goes on.
+    let out = std::process::Command::new(bin)
+        .args([url, schema, "conv", "last", "3"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+}
+
+/// Writers killed at any moment on one SQLite file, the first ones as they
+/// start on a file that does not exist yet: nothing half-written, nothing
+/// reported lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_writers_leave_whole_turns_on_sqlite() {
+    let file = weaver_tests::TempSqlite::new("weaver-killed");
+    let url = file.url();
+    let open = async || {
+        let saver = weaver::checkpoint::SqliteSaver::connect(&url)
+            .await
+            .unwrap();
+        Arc::new(saver) as Arc<dyn Saver>
+    };
+    killed_writers(&url, "-", open).await;
+}
+
+/// The same on PostgreSQL, the first writers killed as they start on a
+/// schema not migrated yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_writers_leave_whole_turns_on_postgres() {
+    let db = PgDb::new().await;
+    let open = async || Arc::new(db.saver().await) as Arc<dyn Saver>;
+    killed_writers(&crate::common::pg_url(), &db.schema, open).await;
+    db.drop_schema().await;
+}
+
 /// Which maintenance call [`cancelled_by_a_deadlock`] runs.
 #[derive(Clone, Copy, Debug)]
 enum Maintenance {
