@@ -12,6 +12,10 @@
 //!     cargo run --release -p weaver-bench --bin w4_fresh
 //! ```
 //!
+//! With `W4_MMAP=<bytes>` the reading process opens the file with SQLite's
+//! memory-mapped reads (`PRAGMA mmap_size`), an opt-in of the application's
+//! (see `SqliteSaver::connect_options`).
+//!
 //! The second line pins glibc's `malloc` thresholds at their start values,
 //! which turns off the adjustment the SQL savers make when they are built
 //! (see `weaver/src/checkpoint/sql/settle.rs`): the reads then run as in a
@@ -91,7 +95,17 @@ where
 
 /// The second process: cold reads of the thread the first one wrote.
 async fn read(db: &Path) -> weaver::Result<serde_json::Value> {
-    let saver = SqliteSaver::connect(&url(db)).await?;
+    let mmap = std::env::var("W4_MMAP").ok();
+    let mut options = SqliteSaver::connect_options(&url(db))?;
+    if let Some(bytes) = &mmap {
+        options = options.pragma("mmap_size", bytes.clone());
+    }
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .test_before_acquire(false)
+        .connect_with(options)
+        .await
+        .map_err(|e| Error::storage("connect", e))?;
+    let saver = SqliteSaver::new(pool);
     let config = RunConfig::thread("w2");
     let (history, history_faults) = timed(|| async {
         let fresh = graph(&saver)?;
@@ -115,6 +129,7 @@ async fn read(db: &Path) -> weaver::Result<serde_json::Value> {
         "get_state_cold_ms": state,
         "get_state_cold_minor_faults": state_faults,
         "glibc_tunables": std::env::var("GLIBC_TUNABLES").ok(),
+        "mmap_size": mmap,
     }))
 }
 

@@ -73,6 +73,16 @@ impl SqliteSaver {
 
     /// The connect options weaver recommends for `url`: create the file if
     /// missing, WAL journal, `synchronous=FULL`, a 30 s busy timeout.
+    ///
+    /// SQLite reads a record longer than a page (4 KiB) from its overflow
+    /// pages one system call per page, unless the application turns on
+    /// memory-mapped reads, for instance with
+    /// `.pragma("mmap_size", "268435456")` on these options. That made cold
+    /// reads of W2's chat (127 KB records) about 5% faster here
+    /// (`W4_MMAP=268435456 cargo run --release -p weaver-bench --bin
+    /// w4_fresh`), but it is left off: under memory-mapped reads an I/O error
+    /// (or a file cut short by another program) stops the process with
+    /// `SIGBUS` instead of failing the call with [`Error::Storage`].
     pub fn connect_options(url: &str) -> Result<SqliteConnectOptions> {
         Ok(SqliteConnectOptions::from_str(url)
             .map_err(|e| Error::invalid_argument(format!("bad SQLite url `{url}`: {e}")))?
