@@ -159,6 +159,23 @@ impl PgDb {
     }
 }
 
+/// Asserts `records` (oldest first) are one chain: commit orders 1, 2, ...,
+/// each record's parent the record before it. `ctx` names the case.
+pub fn assert_one_chain(records: &[CheckpointTuple], ctx: &str) {
+    for (i, t) in records.iter().enumerate() {
+        assert_eq!(t.commit_order, i as u64 + 1, "{ctx}: commit orders");
+        let parent = t
+            .parent_config
+            .as_ref()
+            .and_then(|p| p.checkpoint_id.clone());
+        assert_eq!(
+            parent,
+            (i > 0).then(|| records[i - 1].checkpoint.id.clone()),
+            "{ctx}: one chain"
+        );
+    }
+}
+
 /// A checkpoint for `thread` with explicit id and commit order.
 pub fn cp(thread: &str, id: &str, parent: Option<&str>, order: Option<u64>) -> NewCheckpoint {
     let mut checkpoint = Checkpoint::empty();

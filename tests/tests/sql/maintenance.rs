@@ -15,7 +15,8 @@ use weaver::checkpoint::{
 use weaver::prelude::*;
 
 use super::common::{
-    Chat, ChatUpdate, PgDb, SqliteDb, chat, chat_counting, cp, pg_url, transcript, user,
+    Chat, ChatUpdate, PgDb, SqliteDb, assert_one_chain, chat, chat_counting, cp, pg_url,
+    transcript, user,
 };
 
 fn cold(saver: &Arc<dyn Saver>) -> CompiledGraph<Chat> {
@@ -632,18 +633,7 @@ async fn crash_rounds(spec: &str, saver: Arc<dyn Saver>) {
         // One chain: commit orders 1..n, each record's parent the one before.
         let mut raw = saver.list(&ListFilter::thread("crash")).await.unwrap();
         raw.reverse();
-        for (i, t) in raw.iter().enumerate() {
-            assert_eq!(t.commit_order, i as u64 + 1, "{ctx}");
-            let parent = t
-                .parent_config
-                .as_ref()
-                .and_then(|p| p.checkpoint_id.clone());
-            assert_eq!(
-                parent,
-                (i > 0).then(|| raw[i - 1].checkpoint.id.clone()),
-                "{ctx}"
-            );
-        }
+        assert_one_chain(&raw, &ctx);
         // Every checkpoint reads whole on a cold graph.
         let runs = Arc::new(AtomicUsize::new(0));
         let g = chat_counting(saver.clone(), runs.clone());
