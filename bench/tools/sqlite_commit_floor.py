@@ -9,12 +9,13 @@ in one transaction pays at least this per invoke: 4 checkpoint rows and
 Python's `sqlite3` module (the system's libsqlite3, the one the peer uses),
 with nothing else per invoke: no graph, no encoding, no async runtime.
 
-    python3 bench/tools/sqlite_commit_floor.py [--n 2000] [--dir /tmp]
+    python3 bench/tools/sqlite_commit_floor.py [--n 2000] [--dir /tmp] [--synchronous OFF]
 
 prints one JSON line: `ms_per_commit` (median of 200-commit batches) and
 `commits_per_s` over the whole run. Against the peer's W1 SQLite figure
 measured in the same minutes it bounds the ratio one commit per invoke can
-reach on this disk.
+reach on this disk. `--synchronous OFF` leaves the disk out (the same
+transaction without its sync), to set beside `w1_parts`'s `OFF` rows.
 """
 import argparse
 import json
@@ -56,12 +57,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=2000)
     p.add_argument("--dir", default=None)
+    p.add_argument("--synchronous", choices=["FULL", "OFF"], default="FULL")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as d:
         path = os.path.join(d, "floor.db")
         c = sqlite3.connect(path, isolation_level=None)
         c.execute("PRAGMA journal_mode=WAL")
-        c.execute("PRAGMA synchronous=FULL")
+        c.execute(f"PRAGMA synchronous={args.synchronous}")
         for stmt in DDL:
             c.execute(stmt)
         batches, batch_start = [], time.perf_counter()
@@ -93,7 +95,8 @@ def main():
         wall = time.perf_counter() - start
         c.close()
     print(json.dumps({
-        "what": "one durable SQLite transaction of a W1 invoke's rows (python sqlite3)",
+        "what": "one SQLite transaction of a W1 invoke's rows (python sqlite3; durable with synchronous=FULL)",
+        "synchronous": args.synchronous,
         "sqlite_version": sqlite3.sqlite_version,
         "n": args.n,
         "ms_per_commit": round(statistics.median(batches) * 1e3, 4) if batches else None,
