@@ -141,10 +141,10 @@ const TURNS_PER_PROCESS: usize = 40;
 
 /// Runs `chat_turns` (the example binary) once per worker, all at once,
 /// on thread `conv` of the database at `url` (`schema`: the PostgreSQL
-/// schema, `-` for SQLite), then checks what the saver `open` gives (once
-/// the processes are done) finds there: every turn either committed whole
-/// or failed with `VersionConflict`; nothing is lost or merged, and the
-/// history is one chain.
+/// schema, `-` for SQLite). Once they are done, it reads the thread through
+/// the saver `open` yields and checks that every turn either committed
+/// whole or failed with `VersionConflict`, that nothing is lost or merged,
+/// and that the history is one chain.
 async fn one_conversation(
     url: &str,
     schema: &str,
