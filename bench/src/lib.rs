@@ -51,3 +51,31 @@ pub fn median_ms(rounds: usize, mut f: impl FnMut()) -> f64 {
     times.sort_by(f64::total_cmp);
     times[rounds / 2]
 }
+
+/// Minor page faults of this process so far (`/proc/self/stat`; Linux only).
+pub fn minor_faults() -> Result<u64, String> {
+    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
+    // The fields after the command name, which is in parentheses.
+    let rest = stat
+        .rfind(')')
+        .and_then(|i| stat.get(i + 2..))
+        .unwrap_or_default();
+    rest.split(' ')
+        .nth(7)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| "no minflt field in /proc/self/stat".to_owned())
+}
+
+/// Runs this program again with `args`, returning its standard output, or
+/// its standard error when it fails.
+pub fn run_self(args: &[&str]) -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(exe)
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

@@ -23,7 +23,6 @@
 //! one JSON line; Linux only (the fault counts).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 use serde_json::json;
@@ -59,34 +58,21 @@ async fn write(db: &Path) -> weaver::Result<serde_json::Value> {
     Ok(json!({}))
 }
 
-/// Minor page faults of this process so far.
-fn minor_faults() -> weaver::Result<u64> {
-    let stat = std::fs::read_to_string("/proc/self/stat")
-        .map_err(|e| Error::storage("/proc/self/stat", e))?;
-    // The fields after the command name, which is in parentheses.
-    let rest = stat
-        .rfind(')')
-        .and_then(|i| stat.get(i + 2..))
-        .unwrap_or_default();
-    rest.split(' ')
-        .nth(7)
-        .and_then(|f| f.parse().ok())
-        .ok_or_else(|| Error::storage("/proc/self/stat", "no minflt field"))
-}
-
 /// Median milliseconds and mean minor faults of `READS` runs of `read`.
 async fn timed<F, Fut>(mut read: F) -> weaver::Result<(f64, f64)>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = weaver::Result<()>>,
 {
+    let faults_now =
+        || weaver_bench::minor_faults().map_err(|e| Error::storage("/proc/self/stat", e));
     let (mut times, mut faults) = (Vec::with_capacity(READS), 0u64);
     for _ in 0..READS {
-        let before = minor_faults()?;
+        let before = faults_now()?;
         let t = Instant::now();
         read().await?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
-        faults += minor_faults()? - before;
+        faults += faults_now()? - before;
     }
     times.sort_by(f64::total_cmp);
     let median = (times[READS / 2] * 1e4).round() / 1e4;
@@ -133,19 +119,6 @@ async fn read(db: &Path) -> weaver::Result<serde_json::Value> {
     }))
 }
 
-/// Runs this program again with `args`, returning its standard output.
-fn child(args: &[&str]) -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new(exe)
-        .args(args)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
@@ -164,8 +137,8 @@ fn main() {
             let run = || -> Result<String, String> {
                 std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
                 let db = db.to_str().ok_or("temp path is not UTF-8")?;
-                child(&["write", db])?;
-                child(&["read", db])
+                weaver_bench::run_self(&["write", db])?;
+                weaver_bench::run_self(&["read", db])
             };
             let result = run();
             let _ = std::fs::remove_dir_all(&dir);

@@ -24,7 +24,6 @@
 //! faults per call (`/proc/self/stat`, Linux only).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 use serde_json::json;
@@ -111,19 +110,6 @@ fn sql(shape: &str, oldest: i64, full: i64) -> String {
     }
 }
 
-/// Minor page faults of this process so far.
-fn minor_faults() -> Result<u64, String> {
-    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
-    let rest = stat
-        .rfind(')')
-        .and_then(|i| stat.get(i + 2..))
-        .unwrap_or_default();
-    rest.split(' ')
-        .nth(7)
-        .and_then(|f| f.parse().ok())
-        .ok_or_else(|| "no minflt field in /proc/self/stat".to_owned())
-}
-
 /// A process per shape: `CALLS` runs of it on one plain connection.
 async fn time_shape(db: &Path, shape: &str) -> Result<serde_json::Value, String> {
     let err = |e: sqlx::Error| e.to_string();
@@ -150,14 +136,14 @@ async fn time_shape(db: &Path, shape: &str) -> Result<serde_json::Value, String>
     let q = sql(shape, oldest, full);
     let (mut times, mut faults, mut bytes) = (Vec::with_capacity(CALLS), 0u64, 0usize);
     for _ in 0..CALLS {
-        let before = minor_faults()?;
+        let before = weaver_bench::minor_faults()?;
         let t = Instant::now();
         let rows = sqlx::query(AssertSqlSafe(q.clone()))
             .fetch_all(&mut *conn)
             .await
             .map_err(err)?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
-        faults += minor_faults()? - before;
+        faults += weaver_bench::minor_faults()? - before;
         bytes = rows
             .iter()
             .map(|r| {
@@ -175,19 +161,6 @@ async fn time_shape(db: &Path, shape: &str) -> Result<serde_json::Value, String>
         "bytes": bytes,
         "lineage_records": oldest - full,
     }))
-}
-
-/// Runs this program again with `args`, returning its standard output.
-fn child(args: &[&str]) -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new(exe)
-        .args(args)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -212,10 +185,10 @@ fn run(args: &[String]) -> Result<String, String> {
             let all = || -> Result<String, String> {
                 std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
                 let db = db.to_str().ok_or("temp path is not UTF-8")?;
-                child(&["write", db])?;
+                weaver_bench::run_self(&["write", db])?;
                 SHAPES
                     .iter()
-                    .map(|shape| child(&["shape", db, shape]))
+                    .map(|shape| weaver_bench::run_self(&["shape", db, shape]))
                     .collect()
             };
             let out = all();

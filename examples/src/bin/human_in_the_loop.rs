@@ -73,11 +73,11 @@ async fn ask(graph: &CompiledGraph<Review>, config: &RunConfig) -> weaver::Resul
     Ok(interrupts)
 }
 
-/// Shows the paused thread and answers its interrupts with `answer`.
+/// Shows the paused thread and answers its interrupts with `value`.
 async fn answer(
     graph: &CompiledGraph<Review>,
     config: &RunConfig,
-    answer: &str,
+    value: &str,
 ) -> weaver::Result<()> {
     let snapshot = graph.get_state(config).await?;
     println!(
@@ -87,7 +87,7 @@ async fn answer(
     let answers: Resume = snapshot
         .interrupts
         .iter()
-        .map(|i| (i.id.clone(), json!(answer)))
+        .map(|i| (i.id.clone(), json!(value)))
         .collect();
     let done = graph.resume(answers, config).await?.complete()?;
     println!("decision: {}; log: {:?}", done.decision, done.log);

@@ -80,7 +80,7 @@ async fn main() -> weaver::Result<()> {
                 .continue_run(&config)
                 .await?
                 .complete()?;
-            let mut reviews = done.reviews.clone();
+            let mut reviews = done.reviews;
             reviews.sort();
             println!("summary: {}; reviews: {reviews:?}", done.summary);
             Ok(())

@@ -431,15 +431,7 @@ async fn cancelled_by_a_deadlock(call: Maintenance) -> Vec<u64> {
         db.saver_on(sqlx::postgres::PgPoolOptions::new(), options)
             .await,
     );
-    let mut parent = None;
-    for order in 1..=6u64 {
-        let id = format!("c{order}");
-        saver
-            .put(cp("race", &id, parent.as_deref(), Some(order)))
-            .await
-            .unwrap();
-        parent = Some(id);
-    }
+    weaver_tests::conformance::chain(saver.as_ref(), "race", 6).await;
     let lock = |order: i64| {
         format!(
             "SELECT 1 FROM \"{}\".weaver_checkpoints WHERE thread_id = 'race' AND commit_order = {order} FOR KEY SHARE",
