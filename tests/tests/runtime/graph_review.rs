@@ -507,6 +507,96 @@ async fn configurable_credentials_stay_out_of_metadata_and_unknown_keys_are_kept
     assert!(routed.get_configurable().is_empty());
 }
 
+/// `configurable("thread_id", 5)` is not a thread: every graph call given
+/// such a config fails with `InvalidConfig` (as `from_json` refuses the
+/// same JSON) and reads or writes nothing, where it used to become an
+/// application key and the call `MissingThreadId`, or, for a number as
+/// `checkpoint_id`, a silent read of the latest checkpoint. `null` clears
+/// an addressing key.
+#[tokio::test]
+async fn a_non_string_addressing_key_fails_every_call_before_it_touches_the_thread() {
+    let saver = InMemorySaver::new();
+    let graph = Graph::<Flow>::new("Flow")
+        .add_node("a", a)
+        .add_sequence([START, "a", END])
+        .compile(Compile::new().checkpointer(saver.clone()))
+        .unwrap();
+    let good = RunConfig::thread("t");
+    graph.invoke(Flow::default(), &good).await.unwrap();
+    let stored = graph
+        .get_state_history(&good, History::default())
+        .await
+        .unwrap()
+        .len();
+    let bad_configs = [
+        RunConfig::default().configurable("thread_id", 5),
+        good.clone().configurable("checkpoint_id", 7),
+        good.clone().configurable("checkpoint_ns", json!(["x"])),
+        good.clone().configurable("thread_id", true),
+    ];
+    for config in &bad_configs {
+        let mut got = vec![
+            graph.invoke(Flow::default(), config).await.map(drop),
+            graph.continue_run(config).await.map(drop),
+            graph.get_state(config).await.map(drop),
+            graph
+                .get_state_history(config, History::default())
+                .await
+                .map(drop),
+            graph.at_version(config, 1).await.map(drop),
+            graph
+                .update_state(config, FlowUpdate::default().route("x"), Some("a"))
+                .await
+                .map(drop),
+        ];
+        let mut stream = graph.stream(Flow::default(), config);
+        let mut last = None;
+        while let Some(item) = futures_util::StreamExt::next(&mut stream).await {
+            last = Some(item);
+        }
+        match last {
+            Some(weaver::StreamItem::Done(r)) => got.push(r.map(drop)),
+            other => panic!("the stream ended without `Done`: {other:?}"),
+        }
+        for (i, r) in got.iter().enumerate() {
+            match r {
+                Err(Error::InvalidConfig { reason }) => {
+                    assert!(reason.contains("must be a string"), "call {i}: {reason}")
+                }
+                other => panic!("{config:?}, call {i}: {other:?}"),
+            }
+        }
+        // The JSON form says the same.
+        assert!(matches!(
+            RunConfig::from_json(&config.to_json()),
+            Err(Error::InvalidConfig { .. })
+        ));
+    }
+    let after = graph
+        .get_state_history(&good, History::default())
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(after, stored, "a refused call wrote a checkpoint");
+    // The last call for a key decides it: a string after a number, or null.
+    let fixed = RunConfig::default()
+        .configurable("thread_id", 5)
+        .configurable("thread_id", "t");
+    assert_eq!(fixed.thread_id(), Some("t"));
+    assert!(fixed.get_configurable().is_empty());
+    assert_eq!(graph.get_state(&fixed).await.unwrap().values.log, ["a"]);
+    let cleared = good
+        .clone()
+        .checkpoint_id("c")
+        .configurable("checkpoint_id", Value::Null);
+    assert_eq!(cleared.get_checkpoint_id(), None);
+    let unset = good.clone().configurable("thread_id", Value::Null);
+    assert!(matches!(
+        graph.get_state(&unset).await,
+        Err(Error::MissingThreadId)
+    ));
+}
+
 /// A stop after a node that leads to END is resumed by its id, as any
 /// other static stop, and the run completes.
 #[tokio::test]

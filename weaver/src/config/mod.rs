@@ -116,7 +116,7 @@ impl RunConfig {
             let as_str = || {
                 cv.as_str()
                     .map(str::to_owned)
-                    .ok_or_else(|| bad(format!("`configurable.{ck}` must be a string")))
+                    .ok_or_else(|| not_a_string(ck, cv))
             };
             match ck {
                 "thread_id" => config.thread_id = Some(as_str()?),
@@ -233,7 +233,11 @@ impl RunConfig {
 
     /// Sets a key of `configurable` (LangGraph's
     /// `config["configurable"][key]`). `thread_id`, `checkpoint_ns` and
-    /// `checkpoint_id` (given as strings) set those fields; any other key
+    /// `checkpoint_id` set those fields: a string sets one, `null` clears it
+    /// (as an absent key in [`from_json`](RunConfig::from_json)), and any
+    /// other value makes every call given this config fail with
+    /// [`Error::InvalidConfig`] before it reads or writes anything (a
+    /// thread id is never guessed from a number). Any other key
     /// belongs to the application: nodes read it with
     /// [`get_configurable`](RunConfig::get_configurable) through their
     /// `Runtime`'s config, and a string, number or boolean is also stored
@@ -243,15 +247,39 @@ impl RunConfig {
     /// `token`, `secret`, `password` or `auth`, as LangGraph leaves out).
     pub fn configurable(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         let (key, value) = (key.into(), value.into());
+        if ADDRESSING.contains(&key.as_str()) {
+            // The last call for an addressing key decides it, whatever an
+            // earlier one left.
+            self.configurable.remove(&key);
+        }
         match (key.as_str(), value.as_str()) {
             ("thread_id", Some(v)) => self.thread_id = Some(v.to_owned()),
             ("checkpoint_ns", Some(v)) => self.checkpoint_ns = v.to_owned(),
             ("checkpoint_id", Some(v)) => self.checkpoint_id = Some(v.to_owned()),
+            ("thread_id", None) if value.is_null() => self.thread_id = None,
+            ("checkpoint_ns", None) if value.is_null() => self.checkpoint_ns = String::new(),
+            ("checkpoint_id", None) if value.is_null() => self.checkpoint_id = None,
+            // A non-string addressing value stays here, where `check`
+            // finds it (and `to_json` shows it, which `from_json` refuses).
             _ => {
                 self.configurable.insert(key, value);
             }
         }
         self
+    }
+
+    /// [`Error::InvalidConfig`] if [`configurable`](RunConfig::configurable)
+    /// was given an addressing key (`thread_id`, `checkpoint_ns`,
+    /// `checkpoint_id`) with a value that is neither a string nor `null`.
+    /// Every graph call checks this before it reads or writes anything.
+    pub(crate) fn check(&self) -> Result<()> {
+        match ADDRESSING
+            .iter()
+            .find_map(|k| self.configurable.get(*k).map(|v| (*k, v)))
+        {
+            Some((key, value)) => Err(not_a_string(key, value)),
+            None => Ok(()),
+        }
     }
 
     /// The application keys of `configurable`.
@@ -361,6 +389,24 @@ impl From<CheckpointRef> for RunConfig {
             checkpoint_id: r.checkpoint_id,
             ..RunConfig::default()
         }
+    }
+}
+
+/// The `configurable` keys that address a checkpoint and must be strings.
+const ADDRESSING: [&str; 3] = ["thread_id", "checkpoint_ns", "checkpoint_id"];
+
+/// The error for an addressing key given `value`, which is not a string.
+fn not_a_string(key: &str, value: &Value) -> Error {
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    Error::InvalidConfig {
+        reason: format!("`configurable.{key}` must be a string, not {kind}"),
     }
 }
 

@@ -211,6 +211,7 @@ pub(crate) async fn get_state<S: GraphState>(
     built: &SnapshotCache<S>,
     config: &RunConfig,
 ) -> Result<StateSnapshot<S>> {
+    config.check()?;
     let target = config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
     let latest = target.checkpoint_id.is_none();
     let epoch = delta::deletions(&target.thread_id);
@@ -264,6 +265,7 @@ pub(crate) async fn history<S: GraphState>(
     config: &RunConfig,
     options: History,
 ) -> Result<Vec<StateSnapshot<S>>> {
+    config.check()?;
     let thread = config.thread_id().ok_or(Error::MissingThreadId)?;
     let epoch = delta::deletions(thread);
     let mut filter = ListFilter::thread(thread).ns(config.ns());

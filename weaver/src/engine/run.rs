@@ -313,6 +313,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         store: Option<Arc<dyn crate::store::Store>>,
     ) -> Result<Outcome<S>> {
         // Checked before anything is read or written.
+        config.check()?;
         if config.get_recursion_limit() == 0 {
             return Err(Error::InvalidConfig {
                 reason: "recursion_limit must be at least 1".into(),

@@ -87,6 +87,7 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
     config: &RunConfig,
     steps: Vec<Vec<StepUpdate<S::Update>>>,
 ) -> Result<RunConfig> {
+    config.check()?;
     if steps.is_empty() || steps.iter().any(Vec::is_empty) {
         return Err(Error::invalid_argument(
             "bulk_update_state needs at least one step, each with at least one update",

@@ -225,6 +225,7 @@ impl<S: GraphState> CompiledGraph<S> {
         commit_order: u64,
     ) -> Result<Option<RunConfig>> {
         let cp = self.require_checkpointer("at_version")?;
+        config.check()?;
         let thread = config.thread_id().ok_or(Error::MissingThreadId)?;
         let found = cp
             .at_commit_order(thread, config.ns(), commit_order)
