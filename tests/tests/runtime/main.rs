@@ -9,6 +9,7 @@ mod graph_review;
 mod history;
 mod interrupts;
 mod pending;
+mod run_cache;
 mod seed_review;
 mod state_review;
 mod stream_modes;

@@ -10,13 +10,14 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::inspect::SnapshotCache;
 use super::persist::{Answers, Writer};
 use super::runtime::Runtime;
 use super::{
     Input, Interrupt, InterruptWhen, Outcome, Resume, StreamEvent, StreamItem, StreamMode,
 };
 use crate::channel::ChannelKind;
-use crate::checkpoint::delta::{self, DeltaBase, compact};
+use crate::checkpoint::delta::{self, DeltaBase, ListedParents, compact};
 use crate::checkpoint::{
     Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple, Checkpointer,
     ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite,
@@ -93,6 +94,14 @@ pub(crate) struct Loop<'g, S: GraphState> {
     /// this run caches are tagged with it, so none outlives a deletion of
     /// the thread during the run.
     epoch: u64,
+    /// The graph's cache of decoded checkpoints: the run starts from the
+    /// state it holds for the head, and leaves there the state it stored
+    /// last.
+    built: Option<&'g SnapshotCache<S>>,
+    /// The id of the checkpoint whose values `state` is exactly (it was
+    /// encoded from it, or decoded from it), if any: cleared before the
+    /// state changes, set when a checkpoint of it is made.
+    state_is_of: Option<String>,
 }
 
 /// The state's delta channels, when `cp` stores them as deltas (none when it
@@ -311,6 +320,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         input: Input<S>,
         sink: Option<Sink<S>>,
         store: Option<Arc<dyn crate::store::Store>>,
+        built: Option<&'g SnapshotCache<S>>,
     ) -> Result<Outcome<S>> {
         // Checked before anything is read or written.
         config.check()?;
@@ -319,7 +329,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 reason: "recursion_limit must be at least 1".into(),
             });
         }
-        let mut lp = Loop::load(spec, cp, config, sink, store).await?;
+        let mut lp = Loop::load(spec, cp, config, sink, store, built).await?;
         let mut skip_before = false;
         match input {
             Input::Update(update) => lp.apply_input(update).await?,
@@ -344,6 +354,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         match result {
             Ok(outcome) => {
                 lp.finish().await?;
+                lp.remember_stored();
                 // Only now: a consumer that stops at the pause (drops the
                 // stream) must find it stored, which `exit` durability does
                 // in `finish`.
@@ -355,7 +366,9 @@ impl<'g, S: GraphState> Loop<'g, S> {
             Err(e) => {
                 // Keep what the run produced (the checkpoint it stopped at and
                 // its tasks' writes); report the run's own error first.
-                let _ = lp.finish().await;
+                if lp.finish().await.is_ok() {
+                    lp.remember_stored();
+                }
                 Err(e)
             }
         }
@@ -367,6 +380,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         config: RunConfig,
         sink: Option<Sink<S>>,
         store: Option<Arc<dyn crate::store::Store>>,
+        built: Option<&'g SnapshotCache<S>>,
     ) -> Result<Self> {
         let mut lp = Loop {
             spec,
@@ -389,6 +403,8 @@ impl<'g, S: GraphState> Loop<'g, S> {
             delta_channels: Vec::new(),
             delta_base: None,
             epoch: 0,
+            built,
+            state_is_of: None,
         };
         let Some(cp) = cp else { return Ok(lp) };
         lp.delta_channels = delta_channels::<S>(cp);
@@ -398,7 +414,32 @@ impl<'g, S: GraphState> Loop<'g, S> {
             checkpoint_id: None,
             ..target.clone()
         };
-        let head = cp.get_tuple(&latest).await?;
+        // The head as stored. A head that stores delta channels as deltas,
+        // whose state this graph's last run on the thread stored, is taken
+        // from the cache as it is (a checkpoint's values never change), as
+        // `get_state` does; anything else is rebuilt and decoded.
+        let mut head = cp.get_stored(&latest).await?;
+        let from_head = |h: &CheckpointTuple| {
+            target
+                .checkpoint_id
+                .as_ref()
+                .is_none_or(|id| *id == h.checkpoint.id)
+        };
+        let cached = match (&head, lp.built) {
+            (Some(h), Some(built)) if from_head(h) && delta::unresolved(&h.checkpoint) => {
+                delta::check_format(h)?;
+                built.get_stored(&delta::key(&h.config))
+            }
+            _ => None,
+        };
+        if cached.is_none()
+            && let Some(h) = head.take()
+        {
+            let mut one = [h];
+            cp.resolve_listed(&mut one, ListedParents::Rebuild).await?;
+            let [h] = one;
+            head = Some(h);
+        }
         let start: Option<CheckpointTuple> = match &target.checkpoint_id {
             Some(id) if head.as_ref().is_some_and(|h| &h.checkpoint.id == id) => head.clone(),
             Some(_) => Some(cp.fetch_tuple(&target).await?),
@@ -407,9 +448,23 @@ impl<'g, S: GraphState> Loop<'g, S> {
         lp.writer = Some(Writer::new(cp.clone(), lp.config.get_durability()));
         lp.thread = Some(latest);
         lp.next_order = head.as_ref().map_or(1, |h| h.commit_order + 1);
-        if let Some(t) = start {
-            lp.state = decode_state(&t.checkpoint.channel_values)?;
-            lp.delta_base = Some(DeltaBase::of(&t.checkpoint, &lp.delta_channels));
+        if let Some(mut t) = start {
+            match cached {
+                Some((state, base)) => {
+                    // `current` keeps no value for the delta channels (they
+                    // are deltas in the record): nothing reads its values but
+                    // a pending input, and a run from the head never copies
+                    // them into a checkpoint (only a replay's fork does).
+                    t.checkpoint.deltas.clear();
+                    lp.state = state;
+                    lp.delta_base = Some(base);
+                }
+                None => {
+                    lp.state = decode_state(&t.checkpoint.channel_values)?;
+                    lp.delta_base = Some(DeltaBase::of(&t.checkpoint, &lp.delta_channels));
+                }
+            }
+            lp.state_is_of = Some(t.checkpoint.id.clone());
             lp.step = t.metadata.step;
             lp.last_saved = Some(t.checkpoint.id.clone());
             lp.current = t.checkpoint;
@@ -500,6 +555,8 @@ impl<S: GraphState> Loop<'_, S> {
             checkpoint = kept;
         }
         // Only now: a failed put leaves the run at its last stored checkpoint.
+        // Every caller made the checkpoint's values from the state as it is.
+        self.state_is_of = Some(checkpoint.id.clone());
         self.source = source;
         self.current_saved = saved;
         self.current = checkpoint;
@@ -573,6 +630,21 @@ impl<S: GraphState> Loop<'_, S> {
         writer.flush().await
     }
 
+    /// Leaves the state in the graph's cache for the next run on the thread,
+    /// once [`finish`](Self::finish) has stored everything: only when it is
+    /// exactly the values of the checkpoint stored last.
+    fn remember_stored(&self) {
+        let (Some(built), Some(thread), Some(id), Some(base)) =
+            (self.built, &self.thread, &self.last_saved, &self.delta_base)
+        else {
+            return;
+        };
+        if self.current_saved && self.state_is_of.as_ref() == Some(id) {
+            let key = delta::key(&thread.at(id.clone()));
+            built.remember_stored(key, &self.state, base.clone(), self.epoch);
+        }
+    }
+
     /// Writes the `input` checkpoint: unfinished tasks are discarded and the
     /// input waits in the START channel.
     async fn apply_input(&mut self, update: S::Update) -> Result<()> {
@@ -586,7 +658,10 @@ impl<S: GraphState> Loop<'_, S> {
         if !self.replaying && !self.pending.is_empty() {
             let (mut current, mut state) = (self.current.clone(), self.state.clone());
             match apply_succeeded(self.spec, &mut current, &mut state, &self.pending) {
-                Ok(()) => (self.current, self.state) = (current, state),
+                Ok(()) => {
+                    self.state_is_of = None;
+                    (self.current, self.state) = (current, state);
+                }
                 Err(e) => tracing::warn!(
                     error = %e,
                     "the stopped step's succeeded writes cannot be applied; the new input discards them"
@@ -1071,6 +1146,7 @@ impl<S: GraphState> Loop<'_, S> {
             written.push((o.channels, o.triggers));
         }
         let spec = self.spec;
+        self.state_is_of = None;
         apply_caught(&mut self.state, updates, || {
             tasks
                 .iter()

@@ -116,6 +116,7 @@ impl<S: GraphState> CompiledGraph<S> {
             input.into(),
             None,
             self.inner.store.clone(),
+            Some(&self.inner.snapshots),
         )
         .instrument(span)
         .await
@@ -359,6 +360,7 @@ impl<S: GraphState> CompiledGraph<S> {
                 input,
                 Some(Sink::new(tx.clone(), mode)),
                 graph.inner.store.clone(),
+                Some(&graph.inner.snapshots),
             )
             .await;
             let _ = tx.send(StreamItem::Done(result));
