@@ -1,6 +1,7 @@
 //! What the benchmark binaries share.
 
 use std::future::Future;
+use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -78,4 +79,29 @@ pub fn run_self(args: &[&str]) -> Result<String, String> {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A SQLite saver on a new file at `path` (WAL, the saver's connection
+/// options) with `synchronous` set as given, migrated, and its pool.
+pub async fn sqlite_file_saver(
+    path: &Path,
+    synchronous: sqlx::sqlite::SqliteSynchronous,
+) -> weaver::Result<(sqlx::SqlitePool, weaver::checkpoint::SqliteSaver)> {
+    use weaver::checkpoint::SqliteSaver;
+    use weaver::migrate::{self, Adapter};
+    let url = format!("sqlite://{}", path.display());
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .test_before_acquire(false)
+        .connect_with(SqliteSaver::connect_options(&url)?.synchronous(synchronous))
+        .await
+        .map_err(|e| Error::storage("connect", e))?;
+    migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
+    let saver = SqliteSaver::new(pool.clone());
+    Ok((pool, saver))
+}
+
+/// The median of `times` (milliseconds), rounded to 0.1 µs.
+pub fn median_of(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    (times[times.len() / 2] * 1e4).round() / 1e4
 }

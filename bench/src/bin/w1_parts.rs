@@ -23,10 +23,10 @@ use std::path::Path;
 use std::time::Instant;
 
 use serde_json::json;
-use sqlx::sqlite::{SqlitePoolOptions, SqliteSynchronous};
-use weaver::checkpoint::{CheckpointRef, Saver, SqliteSaver};
-use weaver::migrate::{self, Adapter};
+use sqlx::sqlite::SqliteSynchronous;
+use weaver::checkpoint::{CheckpointRef, Saver};
 use weaver::prelude::*;
+use weaver_bench::{median_of as median, sqlite_file_saver};
 use weaver_tests::states::{Steps, StepsUpdate};
 
 const CALLS: usize = 3000;
@@ -46,21 +46,8 @@ where
     Ok(median(times))
 }
 
-/// The median of `times`, rounded to 0.1 µs.
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    (times[times.len() / 2] * 1e4).round() / 1e4
-}
-
 async fn measure(path: &Path, sync: SqliteSynchronous) -> weaver::Result<serde_json::Value> {
-    let url = format!("sqlite://{}", path.display());
-    let pool = SqlitePoolOptions::new()
-        .test_before_acquire(false)
-        .connect_with(SqliteSaver::connect_options(&url)?.synchronous(sync))
-        .await
-        .map_err(|e| Error::storage("connect", e))?;
-    migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
-    let saver = SqliteSaver::new(pool.clone());
+    let (pool, saver) = sqlite_file_saver(path, sync).await?;
     let graph = Graph::<Steps>::new("two-step")
         .add_node("node_a", |_: &Steps| {
             StepsUpdate::default().foo("a").bar(["a"])

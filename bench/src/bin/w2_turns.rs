@@ -22,19 +22,12 @@ use std::path::Path;
 use std::time::Instant;
 
 use serde_json::json;
-use sqlx::sqlite::{SqlitePoolOptions, SqliteSynchronous};
-use weaver::checkpoint::SqliteSaver;
-use weaver::migrate::{self, Adapter};
+use sqlx::sqlite::SqliteSynchronous;
 use weaver::prelude::*;
-use weaver_bench::{SharedChat as Chat, SharedChatUpdate as ChatUpdate};
+use weaver_bench::sqlite_file_saver;
+use weaver_bench::{SharedChat as Chat, SharedChatUpdate as ChatUpdate, median_of as median};
 
 const TURNS: usize = 400;
-
-/// The median of `times` (milliseconds), rounded to 0.1 µs.
-fn median(mut times: Vec<f64>) -> f64 {
-    times.sort_by(f64::total_cmp);
-    (times[times.len() / 2] * 1e4).round() / 1e4
-}
 
 /// Milliseconds `invoke` of `graph` took on `config`.
 async fn turn(graph: &CompiledGraph<Chat>, config: &RunConfig) -> weaver::Result<f64> {
@@ -44,14 +37,7 @@ async fn turn(graph: &CompiledGraph<Chat>, config: &RunConfig) -> weaver::Result
 }
 
 async fn measure(path: &Path, sync: SqliteSynchronous) -> weaver::Result<serde_json::Value> {
-    let url = format!("sqlite://{}", path.display());
-    let pool = SqlitePoolOptions::new()
-        .test_before_acquire(false)
-        .connect_with(SqliteSaver::connect_options(&url)?.synchronous(sync))
-        .await
-        .map_err(|e| Error::storage("connect", e))?;
-    migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
-    let saver = SqliteSaver::new(pool.clone());
+    let (pool, saver) = sqlite_file_saver(path, sync).await?;
     let graph = Graph::<Chat>::new("chat")
         .add_node("chat", |s: &Chat| {
             ChatUpdate::default().messages(vec![format!("{:0256}", s.messages.len() + 1)])
