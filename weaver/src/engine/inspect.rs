@@ -321,6 +321,7 @@ pub(crate) async fn history<S: GraphState>(
 /// ([`delta::note_deletion`]) is not used, since a deleted thread's ids may
 /// be stored again. The cache holds [`SNAPSHOT_CACHE_ENTRIES`] at most, the
 /// oldest entry leaving first.
+///
 /// A run remembers the state it last stored as well, with the checkpoint's
 /// [`DeltaBase`], so that the next run on the thread from that checkpoint
 /// starts from it without rebuilding and decoding the stored value.

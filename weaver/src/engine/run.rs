@@ -632,8 +632,13 @@ impl<S: GraphState> Loop<'_, S> {
 
     /// Leaves the state in the graph's cache for the next run on the thread,
     /// once [`finish`](Self::finish) has stored everything: only when it is
-    /// exactly the values of the checkpoint stored last.
+    /// exactly the values of the checkpoint stored last, and the state has
+    /// delta channels the saver stores as deltas (the next run reads any
+    /// other head whole anyway, so it would not look).
     fn remember_stored(&self) {
+        if self.delta_channels.is_empty() {
+            return;
+        }
         let (Some(built), Some(thread), Some(id), Some(base)) =
             (self.built, &self.thread, &self.last_saved, &self.delta_base)
         else {
