@@ -98,10 +98,10 @@ pub(crate) struct Loop<'g, S: GraphState> {
     /// state it holds for the head, and leaves there the state it stored
     /// last.
     built: Option<&'g SnapshotCache<S>>,
-    /// The id of the checkpoint whose values `state` is exactly (it was
-    /// encoded from it, or decoded from it), if any: cleared before the
-    /// state changes, set when a checkpoint of it is made.
-    state_is_of: Option<String>,
+    /// Whether `state` is exactly the values of `current` (it was encoded
+    /// into it, or decoded from it): cleared before the state changes, set
+    /// when a checkpoint of it is made.
+    state_is_current: bool,
 }
 
 /// The state's delta channels, when `cp` stores them as deltas (none when it
@@ -404,7 +404,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             delta_base: None,
             epoch: 0,
             built,
-            state_is_of: None,
+            state_is_current: false,
         };
         let Some(cp) = cp else { return Ok(lp) };
         lp.delta_channels = delta_channels::<S>(cp);
@@ -464,7 +464,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
                     lp.delta_base = Some(DeltaBase::of(&t.checkpoint, &lp.delta_channels));
                 }
             }
-            lp.state_is_of = Some(t.checkpoint.id.clone());
+            lp.state_is_current = true;
             lp.step = t.metadata.step;
             lp.last_saved = Some(t.checkpoint.id.clone());
             lp.current = t.checkpoint;
@@ -556,7 +556,7 @@ impl<S: GraphState> Loop<'_, S> {
         }
         // Only now: a failed put leaves the run at its last stored checkpoint.
         // Every caller made the checkpoint's values from the state as it is.
-        self.state_is_of = Some(checkpoint.id.clone());
+        self.state_is_current = true;
         self.source = source;
         self.current_saved = saved;
         self.current = checkpoint;
@@ -636,16 +636,14 @@ impl<S: GraphState> Loop<'_, S> {
     /// delta channels the saver stores as deltas (the next run reads any
     /// other head whole anyway, so it would not look).
     fn remember_stored(&self) {
-        if self.delta_channels.is_empty() {
+        // Once `current` is stored it is the checkpoint stored last.
+        if self.delta_channels.is_empty() || !self.current_saved || !self.state_is_current {
             return;
         }
-        let (Some(built), Some(thread), Some(id), Some(base)) =
-            (self.built, &self.thread, &self.last_saved, &self.delta_base)
-        else {
-            return;
-        };
-        if self.current_saved && self.state_is_of.as_ref() == Some(id) {
-            let key = delta::key(&thread.at(id.clone()));
+        if let (Some(built), Some(thread), Some(base)) =
+            (self.built, &self.thread, &self.delta_base)
+        {
+            let key = delta::key(&thread.at(self.current.id.clone()));
             built.remember_stored(key, &self.state, base.clone(), self.epoch);
         }
     }
@@ -664,7 +662,7 @@ impl<S: GraphState> Loop<'_, S> {
             let (mut current, mut state) = (self.current.clone(), self.state.clone());
             match apply_succeeded(self.spec, &mut current, &mut state, &self.pending) {
                 Ok(()) => {
-                    self.state_is_of = None;
+                    self.state_is_current = false;
                     (self.current, self.state) = (current, state);
                 }
                 Err(e) => tracing::warn!(
@@ -1151,7 +1149,7 @@ impl<S: GraphState> Loop<'_, S> {
             written.push((o.channels, o.triggers));
         }
         let spec = self.spec;
-        self.state_is_of = None;
+        self.state_is_current = false;
         apply_caught(&mut self.state, updates, || {
             tasks
                 .iter()
