@@ -1,6 +1,7 @@
 //! Cross-crate test suites: the saver and store conformance suites and shared fixtures.
 
 pub mod conformance;
+pub mod decodes;
 pub mod states;
 pub mod store_conformance;
 

@@ -2,100 +2,45 @@
 //! stored, without rebuilding and decoding the stored value again, and only
 //! when that state is exactly the values of the thread's head.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use serde::Deserializer;
 use weaver::checkpoint::{CheckpointRef, Saver};
 use weaver::prelude::*;
-
-/// How many [`Said`] values were decoded, per test (each test counts its
-/// own kind of item, so tests running at once do not mix).
-static SAID_DECODES: AtomicUsize = AtomicUsize::new(0);
-
-/// A chat line that counts how often it is decoded.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
-struct Said(String);
-
-impl<'de> Deserialize<'de> for Said {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        SAID_DECODES.fetch_add(1, Ordering::SeqCst);
-        String::deserialize(d).map(Said)
-    }
-}
-
-#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
-struct Chat {
-    #[reducer(delta)]
-    lines: Vec<Said>,
-}
-
-fn chat(saver: &InMemorySaver) -> CompiledGraph<Chat> {
-    Graph::<Chat>::new("chat")
-        .add_node("say", |s: &Chat| {
-            ChatUpdate::default().lines(vec![Said(format!("line {}", s.lines.len() + 1))])
-        })
-        .add_sequence([START, "say", END])
-        .compile(Compile::new().checkpointer(saver.clone()))
-        .unwrap()
-}
-
-/// Whether the head of `thread` is stored with its delta channels as
-/// deltas (what a run reads back from the cache).
-async fn head_is_delta(saver: &InMemorySaver, thread: &str) -> bool {
-    let head = saver
-        .get_tuple(&CheckpointRef::latest(thread))
-        .await
-        .unwrap()
-        .unwrap();
-    !head.checkpoint.deltas.is_empty() && !head.checkpoint.channel_values.contains_key("lines")
-}
+use weaver_tests::decodes::{Lines, decoded, line, lines_graph, turns_decoding_nothing};
 
 #[tokio::test]
 async fn the_next_turn_on_the_same_graph_does_not_decode_the_conversation_again() {
     let saver = InMemorySaver::new();
-    let graph = chat(&saver);
+    let shared: Arc<dyn Saver> = Arc::new(saver.clone());
+    let graph = lines_graph(shared.clone());
     let config = RunConfig::thread("talk");
     for _ in 0..5 {
-        graph.invoke(Chat::default(), &config).await.unwrap();
+        graph.invoke(Lines::default(), &config).await.unwrap();
     }
-    let mut cached_turns = 0;
-    for turn in 6..=40 {
-        let delta_head = head_is_delta(&saver, "talk").await;
-        let before = SAID_DECODES.load(Ordering::SeqCst);
-        let out = graph.invoke(Chat::default(), &config).await.unwrap();
-        let decoded = SAID_DECODES.load(Ordering::SeqCst) - before;
-        let lines = out.complete().unwrap().lines;
-        assert_eq!(lines.len(), turn);
-        assert_eq!(lines.last(), Some(&Said(format!("line {turn}"))));
-        if delta_head {
-            // Before: every turn decoded the whole conversation.
-            assert_eq!(decoded, 0, "turn {turn} decoded {decoded} lines");
-            cached_turns += 1;
-        }
-    }
+    let cached_turns = turns_decoding_nothing(&graph, shared.as_ref(), "talk", 6, 35).await;
     assert!(
         cached_turns > 20,
         "only {cached_turns} turns started at a delta head"
     );
 
     // A graph compiled anew has nothing cached: it rebuilds and decodes.
-    let fresh = chat(&saver);
-    let before = SAID_DECODES.load(Ordering::SeqCst);
-    let out = fresh.invoke(Chat::default(), &config).await.unwrap();
+    let fresh = lines_graph(shared.clone());
+    let before = decoded();
+    let out = fresh.invoke(Lines::default(), &config).await.unwrap();
     assert_eq!(out.complete().unwrap().lines.len(), 41);
-    assert!(SAID_DECODES.load(Ordering::SeqCst) - before >= 40);
+    assert!(decoded() - before >= 40);
 
     // The first graph's cache names the head it stored, which is no longer
     // the head: it reads the other graph's turn instead of reusing its own.
-    let out = graph.invoke(Chat::default(), &config).await.unwrap();
+    let out = graph.invoke(Lines::default(), &config).await.unwrap();
     let lines = out.complete().unwrap().lines;
     assert_eq!(lines.len(), 42);
-    assert_eq!(lines[40], Said("line 41".into()));
+    assert_eq!(lines[40], line(41));
 
     // A deleted thread starts over, on the same graph.
     saver.delete_thread("talk").await.unwrap();
-    let out = graph.invoke(Chat::default(), &config).await.unwrap();
-    assert_eq!(out.complete().unwrap().lines, [Said("line 1".into())]);
+    let out = graph.invoke(Lines::default(), &config).await.unwrap();
+    assert_eq!(out.complete().unwrap().lines, [line(1)]);
 }
 
 /// A step whose updates fail to merge leaves the run's state half updated;

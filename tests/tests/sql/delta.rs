@@ -14,6 +14,7 @@ use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::prelude::*;
 
 use crate::common::{Chat, ChatUpdate, Forwarding, PgDb, SqliteDb, chat, transcript, user};
+use weaver_tests::decodes::{Line, line, lines_graph, turns_decoding_nothing};
 
 /// Raw records of a thread, as the saver stores them (newest first).
 async fn raw(saver: &dyn Saver, thread: &str) -> Vec<CheckpointTuple> {
@@ -1118,60 +1119,14 @@ async fn staggered_delta_channels_read_back_on_postgres() {
     db.drop_schema().await;
 }
 
-thread_local! {
-    /// How many [`Line`]s this thread decoded: each test runs on a thread of
-    /// its own (a current-thread runtime), so tests at once do not mix.
-    static LINE_DECODES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// A chat line that counts how often it is decoded.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
-struct Line(String);
-
-impl<'de> Deserialize<'de> for Line {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        LINE_DECODES.set(LINE_DECODES.get() + 1);
-        String::deserialize(d).map(Line)
-    }
-}
-
-#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
-struct Lines {
-    #[reducer(delta)]
-    lines: Vec<Line>,
-}
-
 /// Turns on one thread through the same graph start from the state the
 /// graph stored last: a turn whose head is a delta record decodes no line
 /// of the conversation (it used to rebuild and decode all of them), and
 /// the stored records are the same deltas as before.
 async fn turns_on(saver: Arc<dyn Saver>) {
-    let graph = Graph::<Lines>::new("lines")
-        .add_node("say", |s: &Lines| {
-            LinesUpdate::default().lines(vec![Line(format!("line {}", s.lines.len() + 1))])
-        })
-        .add_sequence([START, "say", END])
-        .compile(Compile::new().checkpointer_arc(saver.clone()))
-        .unwrap();
+    let graph = lines_graph(saver.clone());
     let config = RunConfig::thread("lines");
-    let mut from_cache = 0;
-    for turn in 1..=40 {
-        let head = saver
-            .get_tuple(&CheckpointRef::latest("lines"))
-            .await
-            .unwrap();
-        let delta_head = head.is_some_and(|h| !h.checkpoint.channel_values.contains_key("lines"));
-        let before = LINE_DECODES.get();
-        let out = graph.invoke(Lines::default(), &config).await.unwrap();
-        let decoded = LINE_DECODES.get() - before;
-        let lines = out.complete().unwrap().lines;
-        assert_eq!(lines.len(), turn);
-        assert_eq!(lines[turn - 1], Line(format!("line {turn}")));
-        if delta_head {
-            assert_eq!(decoded, 0, "turn {turn}");
-            from_cache += 1;
-        }
-    }
+    let from_cache = turns_decoding_nothing(&graph, saver.as_ref(), "lines", 1, 40).await;
     assert!(
         from_cache > 30,
         "{from_cache} turns started at a delta head"
@@ -1187,12 +1142,8 @@ async fn turns_on(saver: Arc<dyn Saver>) {
         "{full} of {} records full",
         records.len()
     );
-    let fresh = Graph::<Lines>::new("lines")
-        .add_node("say", |_: &Lines| LinesUpdate::default())
-        .add_sequence([START, "say", END])
-        .compile(Compile::new().checkpointer_arc(saver.clone()))
-        .unwrap();
-    let expected: Vec<Line> = (1..=40).map(|i| Line(format!("line {i}"))).collect();
+    let fresh = lines_graph(saver.clone());
+    let expected: Vec<Line> = (1..=40).map(line).collect();
     assert_eq!(
         fresh.get_state(&config).await.unwrap().values.lines,
         expected
