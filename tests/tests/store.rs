@@ -1,5 +1,7 @@
 //! Store tests: the conformance suite on every backend, and the store in graphs.
 
+#[path = "store/encrypted.rs"]
+mod encrypted;
 #[path = "store/review.rs"]
 mod review;
 

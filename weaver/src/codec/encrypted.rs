@@ -77,6 +77,11 @@ impl EncryptionKey {
 /// A wrong or unknown key, a tampered byte, or a plaintext payload is
 /// [`Error::Decrypt`].
 ///
+/// The same codec encrypts a SQL memory store's items (`SqliteStore::with_encryption`,
+/// `PostgresStore::with_encryption`): each item's value, indexed text and
+/// embedding in a `WVS1` envelope whose associated data is the item's
+/// namespace, key and part, apart from any checkpoint payload's.
+///
 /// ```
 /// use weaver::checkpoint::Checkpoint;
 /// use weaver::codec::{Codec, EncryptedCodec, EncryptionKey, JsonCodec, RecordContext};
@@ -149,12 +154,29 @@ impl EncryptedCodec {
     }
 
     fn seal(&self, plain: Vec<u8>, ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
+        self.seal_as(
+            MAGIC,
+            plain,
+            |id| Self::aad(MAGIC, id, ctx),
+            || ctx.describe(),
+        )
+    }
+
+    /// Seals `plain` in an envelope of format `magic` with the newest key,
+    /// `aad(key id)` as associated data.
+    fn seal_as(
+        &self,
+        magic: &[u8; 4],
+        plain: Vec<u8>,
+        aad: impl FnOnce(&str) -> Vec<u8>,
+        what: impl FnOnce() -> String,
+    ) -> Result<Vec<u8>> {
         // `new` guarantees at least one key.
         let Some(key) = self.keys.last() else {
-            return Err(Error::encode(ctx.describe(), "no encryption key"));
+            return Err(Error::encode(what(), "no encryption key"));
         };
         let nonce = Nonce::generate();
-        let aad = Self::aad(MAGIC, &key.id, ctx);
+        let aad = aad(&key.id);
         let sealed = key
             .cipher
             .encrypt(
@@ -164,9 +186,9 @@ impl EncryptedCodec {
                     aad: &aad,
                 },
             )
-            .map_err(|_| Error::encode(ctx.describe(), "encryption failed"))?;
-        let mut out = Vec::with_capacity(MAGIC.len() + 1 + key.id.len() + NONCE_LEN + sealed.len());
-        out.extend_from_slice(MAGIC);
+            .map_err(|_| Error::encode(what(), "encryption failed"))?;
+        let mut out = Vec::with_capacity(magic.len() + 1 + key.id.len() + NONCE_LEN + sealed.len());
+        out.extend_from_slice(magic);
         out.push(key.id.len() as u8);
         out.extend_from_slice(key.id.as_bytes());
         out.extend_from_slice(nonce.as_slice());
@@ -175,38 +197,148 @@ impl EncryptedCodec {
     }
 
     fn open(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
+        self.open_as(
+            &[MAGIC, MAGIC_V1],
+            bytes,
+            |magic, id| Self::aad(magic, id, ctx),
+            || ctx.describe(),
+        )
+    }
+
+    /// Opens an envelope of one of the formats `magics`, whose associated
+    /// data is `aad(its magic, its key id)`.
+    fn open_as(
+        &self,
+        magics: &[&'static [u8; 4]],
+        bytes: &[u8],
+        aad: impl FnOnce(&[u8; 4], &str) -> Vec<u8>,
+        what: impl FnOnce() -> String,
+    ) -> Result<Vec<u8>> {
         let fail = |reason: &str| Error::Decrypt {
-            what: ctx.describe(),
+            what: what(),
             reason: reason.to_owned(),
         };
-        let (magic, rest) = [MAGIC, MAGIC_V1]
-            .into_iter()
-            .find_map(|m| Some((m, bytes.strip_prefix(m.as_slice())?)))
-            .ok_or_else(|| {
-                fail("the stored payload is not encrypted, but encryption is required")
-            })?;
-        let (&id_len, rest) = rest
-            .split_first()
-            .ok_or_else(|| fail("truncated envelope"))?;
+        let Some((magic, rest)) = magics
+            .iter()
+            .find_map(|&m| Some((m, bytes.strip_prefix(m.as_slice())?)))
+        else {
+            return Err(fail(
+                "the stored payload is not encrypted, but encryption is required",
+            ));
+        };
+        let Some((&id_len, rest)) = rest.split_first() else {
+            return Err(fail("truncated envelope"));
+        };
         let id_len = usize::from(id_len);
         if rest.len() < id_len + NONCE_LEN {
             return Err(fail("truncated envelope"));
         }
         let (id, rest) = rest.split_at(id_len);
         let (nonce, sealed) = rest.split_at(NONCE_LEN);
-        let id = std::str::from_utf8(id).map_err(|_| fail("malformed key id"))?;
-        let key = self
-            .keys
-            .iter()
-            .find(|k| k.id == id)
-            .ok_or_else(|| fail(&format!("unknown key id `{id}`")))?;
-        let nonce = Nonce::try_from(nonce).map_err(|_| fail("malformed nonce"))?;
-        let aad = Self::aad(magic, id, ctx);
+        let Ok(id) = std::str::from_utf8(id) else {
+            return Err(fail("malformed key id"));
+        };
+        let Some(key) = self.keys.iter().find(|k| k.id == id) else {
+            return Err(fail(&format!("unknown key id `{id}`")));
+        };
+        let Ok(nonce) = Nonce::try_from(nonce) else {
+            return Err(fail("malformed nonce"));
+        };
+        let aad = aad(magic, id);
         key.cipher
             .decrypt(&nonce, Payload { msg: sealed, aad: &aad })
             .map_err(|_| {
                 fail("authentication failed (wrong key, tampered bytes, or a payload moved from another record)")
             })
+    }
+
+    /// Seals one part of a memory-store item (its JSON value, indexed text
+    /// or embedding) in a `WVS1` envelope bound to the item's namespace, key
+    /// and part.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn seal_item(&self, plain: Vec<u8>, ctx: &ItemContext<'_>) -> Result<Vec<u8>> {
+        self.seal_as(
+            ITEM_MAGIC,
+            plain,
+            |id| ctx.associated_data(id),
+            || ctx.describe(),
+        )
+    }
+
+    /// Opens what [`seal_item`](Self::seal_item) sealed for the same item
+    /// and part; anything else is [`Error::Decrypt`].
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn open_item(&self, bytes: &[u8], ctx: &ItemContext<'_>) -> Result<Vec<u8>> {
+        self.open_as(
+            &[ITEM_MAGIC],
+            bytes,
+            |_, id| ctx.associated_data(id),
+            || ctx.describe(),
+        )
+    }
+}
+
+/// Envelope magic of a memory-store item's sealed part.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+const ITEM_MAGIC: &[u8; 4] = b"WVS1";
+
+/// Which part of a memory-store item a sealed payload is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) enum ItemPart {
+    /// The item's JSON value.
+    Value,
+    /// The text indexed for queries.
+    IndexText,
+    /// The embedding's bytes.
+    Embedding,
+}
+
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+impl ItemPart {
+    fn name(self) -> &'static str {
+        match self {
+            ItemPart::Value => "value",
+            ItemPart::IndexText => "index_text",
+            ItemPart::Embedding => "embedding",
+        }
+    }
+}
+
+/// Where a memory-store item's sealed part lives: bound as associated data.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) struct ItemContext<'a> {
+    /// The item's dotted namespace.
+    pub namespace: &'a str,
+    /// The item's key.
+    pub key: &'a str,
+    /// The part.
+    pub part: ItemPart,
+}
+
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+impl ItemContext<'_> {
+    /// `weaver-store-item`, then the namespace, key and part (each with its
+    /// length), then the key id: apart from checkpoint records' associated
+    /// data, which starts with a length.
+    fn associated_data(&self, key_id: &str) -> Vec<u8> {
+        let mut out = b"weaver-store-item".to_vec();
+        for field in [self.namespace, self.key, self.part.name()] {
+            out.extend_from_slice(&(field.len() as u64).to_be_bytes());
+            out.extend_from_slice(field.as_bytes());
+        }
+        out.extend_from_slice(key_id.as_bytes());
+        out
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "the {} of store item `{}` in namespace `{}`",
+            self.part.name().replace('_', " "),
+            self.key,
+            self.namespace
+        )
     }
 }
 

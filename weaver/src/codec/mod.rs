@@ -34,6 +34,8 @@ mod encrypted;
 #[cfg(feature = "encryption")]
 #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
 pub use encrypted::{EncryptedCodec, EncryptionKey};
+#[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+pub(crate) use encrypted::{ItemContext, ItemPart};
 
 /// Default ceiling of one stored payload (checkpoint record or write value)
 /// after encoding: 64 MiB. Savers check it before writing anything.

@@ -63,6 +63,15 @@
 //! and in bulk by [`Store::sweep`] (or [`spawn_sweeper`]). With
 //! refresh-on-read ([`StoreConfig::refresh_on_read`], or per call), a read
 //! restarts the item's TTL.
+//!
+//! # Encryption at rest
+//!
+//! With the `encryption` feature, the SQL stores' `with_encryption` seals
+//! each item's value, indexed text and embedding with an `EncryptedCodec`'s
+//! keys (AES-256-GCM, key rotation), bound to the item's namespace, key and
+//! part. Reads decrypt before filtering and ranking, so search works
+//! unchanged; namespaces, keys and times stay plain. See
+//! `SqliteStore::with_encryption`.
 
 pub mod bm25;
 pub(crate) mod contract;

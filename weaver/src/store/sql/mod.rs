@@ -16,8 +16,11 @@
 
 #[cfg(feature = "postgres")]
 mod postgres;
+mod seal;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+
+pub(crate) use seal::Sealing;
 
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
@@ -113,7 +116,7 @@ pub(crate) fn prefix_binds(prefix: &str) -> (String, String, String) {
 }
 
 /// Implements [`Store`](crate::store::Store) for a SQL store type with
-/// fields `pool`, `queries`, `config`, and methods `ensure_migrated`,
+/// fields `pool`, `queries`, `config`, `sealing`, and methods `ensure_migrated`,
 /// `begin_write` and `begin_read` (a read-only snapshot without the lock),
 /// on database `$db`.
 macro_rules! impl_sql_store {
@@ -125,7 +128,6 @@ macro_rules! impl_sql_store {
             use crate::error::{Error, Result};
             use crate::store::Store;
             use crate::store::contract::traced;
-            use crate::store::embed::{from_bytes, to_bytes};
             use crate::store::plan::{
                 ListPlan, Plan, Record, SearchPlan, finish_list, finish_search, found, now_micros,
                 prepare,
@@ -149,19 +151,19 @@ macro_rules! impl_sql_store {
                 move |e| Error::storage(op, e)
             }
 
-            fn decode(row: &DbRow) -> Result<Record> {
+            fn decode(row: &DbRow, sealing: &crate::store::sql::Sealing) -> Result<Record> {
                 let col = |e: sqlx::Error| Error::decode("store row", e);
                 let namespace: String = row.try_get(0).map_err(col)?;
                 let key: String = row.try_get(1).map_err(col)?;
-                let value: String = row.try_get(2).map_err(col)?;
-                let value = serde_json::from_str(&value).map_err(|e| {
-                    Error::decode(format!("stored value of `{namespace}`/`{key}`"), e)
-                })?;
-                let embedding: Option<Vec<u8>> = row.try_get(4).map_err(col)?;
+                let value = sealing.value_of(&namespace, &key, row.try_get(2).map_err(col)?)?;
+                let index_text =
+                    sealing.index_text_of(&namespace, &key, row.try_get(3).map_err(col)?)?;
+                let embedding =
+                    sealing.embedding_of(&namespace, &key, row.try_get(4).map_err(col)?)?;
                 Ok(Record {
                     value,
-                    index_text: row.try_get(3).map_err(col)?,
-                    embedding: embedding.as_deref().map(from_bytes).transpose()?,
+                    index_text,
+                    embedding,
                     created_at: row.try_get(5).map_err(col)?,
                     updated_at: row.try_get(6).map_err(col)?,
                     expires_at: row.try_get(7).map_err(col)?,
@@ -191,7 +193,7 @@ macro_rules! impl_sql_store {
                     let Some(row) = row else {
                         return Ok(Some(OpResult::Got(None)));
                     };
-                    let mut record = decode(&row)?;
+                    let mut record = decode(&row, &self.sealing)?;
                     if !record.is_live(now) {
                         if mode == Mode::ReadOnly {
                             // Deleting it is a write: the batch needs the lock.
@@ -271,7 +273,10 @@ macro_rules! impl_sql_store {
                         }
                     }
                     .map_err(storage(op))?;
-                    let candidates = rows.iter().map(decode).collect::<Result<Vec<_>>>()?;
+                    let candidates = rows
+                        .iter()
+                        .map(|row| decode(row, &self.sealing))
+                        .collect::<Result<Vec<_>>>()?;
                     let mut page = if plan.is_plain() {
                         // The database already cut the page.
                         let mut whole = plan.clone();
@@ -369,9 +374,17 @@ macro_rules! impl_sql_store {
                                 }
                             }
                             Plan::Put(put) => {
-                                let value = serde_json::to_string(&put.value)
-                                    .map_err(|e| Error::encode("store value", e))?;
                                 let mut record = put.record(now, None);
+                                let (ns, key) = (&record.namespace, &record.key);
+                                let value = self.sealing.value_text(ns, key, &put.value)?;
+                                let index_text = self.sealing.index_text(
+                                    ns,
+                                    key,
+                                    record.index_text.as_deref(),
+                                )?;
+                                let embedding =
+                                    self.sealing
+                                        .embedding(ns, key, record.embedding.as_deref())?;
                                 // The times as written (`created_at` may be
                                 // the overwritten item's), in the same round
                                 // trip, so the put and a later get agree.
@@ -379,8 +392,8 @@ macro_rules! impl_sql_store {
                                     .bind(&record.namespace)
                                     .bind(&record.key)
                                     .bind(value)
-                                    .bind(&record.index_text)
-                                    .bind(record.embedding.as_deref().map(to_bytes))
+                                    .bind(index_text)
+                                    .bind(embedding)
                                     .bind(now)
                                     .bind(record.expires_at)
                                     .bind(record.ttl)

@@ -3,7 +3,7 @@
 use sqlx::{PgPool, Postgres};
 use tokio::sync::OnceCell;
 
-use super::{Queries, impl_sql_store};
+use super::{Queries, Sealing, impl_sql_store};
 use crate::error::{Error, Result};
 use crate::migrate::postgres::{checked_schema, table_prefix};
 use crate::migrate::{self, Adapter, PgSchema};
@@ -43,6 +43,7 @@ pub struct PostgresStore {
     schema: Option<String>,
     queries: Queries,
     config: StoreConfig,
+    sealing: Sealing,
     verified: std::sync::Arc<OnceCell<()>>,
 }
 
@@ -55,6 +56,7 @@ impl PostgresStore {
             schema: None,
             queries: Queries::new(""),
             config: StoreConfig::default(),
+            sealing: Sealing::default(),
             verified: Default::default(),
         }
     }
@@ -73,6 +75,26 @@ impl PostgresStore {
     /// Uses `config` (embedder, TTL).
     pub fn with_config(mut self, config: StoreConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Encrypts every item's value, indexed text and embedding with
+    /// `codec`'s keys (its newest key seals; any of them opens), each bound
+    /// to the item's namespace, key and part: a sealed payload copied to
+    /// another item, or to another column, does not decrypt. Namespaces,
+    /// keys and times stay plain, since the database indexes and expires
+    /// items by them. Search, filters and ranking work as before: they run
+    /// on the decrypted items.
+    ///
+    /// A wrong key, a tampered or moved payload, or an item stored without
+    /// encryption is [`Error::Decrypt`] (a store
+    /// without encryption meeting a sealed item says so too). To encrypt
+    /// items stored before, read them through a store without encryption
+    /// and put them through this one.
+    #[cfg(feature = "encryption")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
+    pub fn with_encryption(mut self, codec: crate::codec::EncryptedCodec) -> Self {
+        self.sealing = Sealing::encrypted(codec);
         self
     }
 

@@ -3,7 +3,7 @@
 use sqlx::{Sqlite, SqlitePool};
 use tokio::sync::OnceCell;
 
-use super::{Queries, impl_sql_store};
+use super::{Queries, Sealing, impl_sql_store};
 use crate::error::Result;
 use crate::migrate::{self, Adapter};
 use crate::store::types::StoreConfig;
@@ -36,6 +36,7 @@ pub struct SqliteStore {
     pool: SqlitePool,
     queries: Queries,
     config: StoreConfig,
+    sealing: Sealing,
     verified: std::sync::Arc<OnceCell<()>>,
 }
 
@@ -46,6 +47,7 @@ impl SqliteStore {
             pool,
             queries: Queries::new(""),
             config: StoreConfig::default(),
+            sealing: Sealing::default(),
             verified: Default::default(),
         }
     }
@@ -53,6 +55,58 @@ impl SqliteStore {
     /// Uses `config` (embedder, TTL).
     pub fn with_config(mut self, config: StoreConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Encrypts every item's value, indexed text and embedding with
+    /// `codec`'s keys (its newest key seals; any of them opens), each bound
+    /// to the item's namespace, key and part: a sealed payload copied to
+    /// another item, or to another column, does not decrypt. Namespaces,
+    /// keys and times stay plain, since the database indexes and expires
+    /// items by them. Search, filters and ranking work as before: they run
+    /// on the decrypted items.
+    ///
+    /// A wrong key, a tampered or moved payload, or an item stored without
+    /// encryption is [`Error::Decrypt`](crate::Error::Decrypt) (a store
+    /// without encryption meeting a sealed item says so too). To encrypt
+    /// items stored before, read them through a store without encryption
+    /// and put them through this one.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> weaver::Result<()> {
+    /// use serde_json::json;
+    /// use weaver::codec::{EncryptedCodec, EncryptionKey};
+    /// use weaver::migrate::{self, Adapter};
+    /// use weaver::store::{Search, SqliteStore, Store};
+    ///
+    /// let pool = sqlx::sqlite::SqlitePoolOptions::new()
+    ///     .max_connections(1)
+    ///     .connect("sqlite::memory:")
+    ///     .await
+    ///     .unwrap();
+    /// migrate::up(&pool, &[Adapter::Store], None).await?;
+    /// let codec = EncryptedCodec::json([EncryptionKey::new("2026-11", [7; 32])?])?;
+    /// let store = SqliteStore::new(pool.clone()).with_encryption(codec);
+    /// store.put(&["users", "u1"], "food", json!({"memory": "likes pizza"})).await?;
+    /// let found = store.search(&["users"], Search::query("pizza")).await?;
+    /// assert_eq!(found[0].value, json!({"memory": "likes pizza"}));
+    ///
+    /// let stored: String = sqlx::query_scalar("SELECT value FROM weaver_store_items")
+    ///     .fetch_one(&pool)
+    ///     .await
+    ///     .unwrap();
+    /// assert!(!stored.contains("pizza"));
+    /// // Without the key, the item does not decode.
+    /// let plain = SqliteStore::new(pool);
+    /// assert!(matches!(plain.get(&["users", "u1"], "food").await, Err(weaver::Error::Decrypt { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "encryption")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
+    pub fn with_encryption(mut self, codec: crate::codec::EncryptedCodec) -> Self {
+        self.sealing = Sealing::encrypted(codec);
         self
     }
 
