@@ -84,7 +84,8 @@ impl PostgresStore {
     /// another item, or to another column, does not decrypt. Namespaces,
     /// keys and times stay plain, since the database indexes and expires
     /// items by them. Search, filters and ranking work as before: they run
-    /// on the decrypted items.
+    /// on the decrypted items. Only `codec`'s keys are used: an item's
+    /// value is sealed as JSON whatever codec `codec` wraps for checkpoints.
     ///
     /// A wrong key, a tampered or moved payload, or an item stored without
     /// encryption is [`Error::Decrypt`] (a store
