@@ -1377,3 +1377,27 @@ async fn shallow_savers_race() {
     shallow_race(Arc::new(a), Arc::new(b), "postgres").await;
     pg.drop_schema().await;
 }
+
+/// Processes that open one SQLite file at once, while one of them creates
+/// it, switches it to WAL and migrates it, all get a saver: the switch to
+/// WAL takes a lock SQLite does not wait for, so a connection opened
+/// meanwhile failed with "database is locked" instead of waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn savers_opened_while_another_creates_the_file_all_connect() {
+    for round in 0..60 {
+        let file = weaver_tests::TempSqlite::new("weaver-open-race");
+        let url = file.url();
+        let opens: Vec<_> = (0..6)
+            .map(|_| {
+                let url = url.clone();
+                tokio::spawn(async move { weaver::checkpoint::SqliteSaver::connect(&url).await })
+            })
+            .collect();
+        for open in opens {
+            match open.await.unwrap() {
+                Ok(saver) => saver.pool().close().await,
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+    }
+}

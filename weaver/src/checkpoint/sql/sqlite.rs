@@ -13,6 +13,19 @@ use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::migrate::{self, Adapter, Dialect};
 
+/// How long [`SqliteSaver::connect`] keeps opening a file another process
+/// is switching to WAL: the busy timeout of
+/// [`connect_options`](SqliteSaver::connect_options).
+const CONNECT_BUSY_WAIT: Duration = Duration::from_secs(30);
+
+/// SQLite `SQLITE_BUSY`, any extended code: a lock was not granted.
+fn is_busy(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .and_then(|c| c.parse::<i32>().ok())
+        .is_some_and(|n| n & 0xff == 5)
+}
+
 /// A checkpointer on SQLite, through a user-supplied `sqlx` pool.
 ///
 /// Writers are serialized by `BEGIN IMMEDIATE` (the database write lock,
@@ -89,20 +102,40 @@ impl SqliteSaver {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(30)))
+            .busy_timeout(CONNECT_BUSY_WAIT))
     }
 
     /// Opens (creating if needed) the database at `url` with
     /// [`connect_options`](SqliteSaver::connect_options), migrates the
     /// checkpoint tables to the latest version and returns a saver on it.
+    ///
+    /// Processes may call it at once on a file that does not exist yet.
+    /// Switching a file to WAL takes a lock SQLite does not wait for, so a
+    /// connection opened meanwhile fails with `SQLITE_BUSY` ("database is
+    /// locked"); `connect` opens it again, for up to the busy timeout (30 s).
+    /// A pool built by hand on these options meets the same error in that
+    /// case, and can open it again likewise.
     pub async fn connect(url: &str) -> Result<Self> {
-        // No liveness ping before each checkout: the database is a local
-        // file, and the ping is a round trip to the connection's worker thread.
-        let pool = SqlitePoolOptions::new()
-            .test_before_acquire(false)
-            .connect_with(Self::connect_options(url)?)
-            .await
-            .map_err(|e| Error::storage("connect", e))?;
+        let options = Self::connect_options(url)?;
+        let deadline = std::time::Instant::now() + CONNECT_BUSY_WAIT;
+        let mut pause = Duration::from_millis(1);
+        let pool = loop {
+            // No liveness ping before each checkout: the database is a local
+            // file, and the ping is a round trip to the connection's worker
+            // thread.
+            let opened = SqlitePoolOptions::new()
+                .test_before_acquire(false)
+                .connect_with(options.clone())
+                .await;
+            match opened {
+                Ok(pool) => break pool,
+                Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Err(e) => return Err(Error::storage("connect", e)),
+            }
+        };
         migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
         Ok(SqliteSaver::new(pool))
     }
