@@ -160,7 +160,12 @@ fn a_step_cut_off_by_a_killed_process_is_finished_by_another() {
                 return done;
             }
             if let Some(status) = hung.child().try_wait().unwrap() {
-                panic!("the hanging run ended by itself: {status}");
+                let out = hung.kill();
+                panic!(
+                    "the hanging run ended by itself: {status}\n{}\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -234,4 +239,32 @@ fn memory_store_is_shared_across_threads() {
         out.contains(r#"namespaces with memories: [["users", "alice"]]"#),
         "{out}"
     );
+}
+
+#[test]
+fn encrypted_keeps_secrets_out_of_the_file_and_rotates_keys() {
+    let (dir, db) = temp_db("encrypted");
+    let out = run(env!("CARGO_BIN_EXE_encrypted"), &[&db]);
+    for line in [
+        "stored payloads holding the secret in the clear: 0 of 7",
+        r#"read back: "the vault code is 8-4-1-9""#,
+        "checkpoint records sealed with 2026-11: 3",
+        "checkpoint records sealed with 2026-12: 3",
+        r#"memory search for "vault code": Some("the vault code is 8-4-1-9")"#,
+        "unknown key id `2026-11`",
+        "it is encrypted",
+    ] {
+        assert!(out.contains(line), "missing `{line}` in:\n{out}");
+    }
+    // The file holds the secret nowhere, WAL included.
+    let secret = b"8-4-1-9";
+    let main = std::fs::read(&db).expect("the example's file");
+    let wal = std::fs::read(format!("{db}-wal")).unwrap_or_default();
+    for (name, bytes) in [("file", main), ("WAL", wal)] {
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret),
+            "the secret is in the {name}"
+        );
+    }
+    std::fs::remove_dir_all(dir).ok();
 }
