@@ -235,52 +235,42 @@ async fn moved_or_tampered_payloads_fail(table: &Table) {
             .await
             .unwrap();
     }
-    // Another key, then another namespace: each read fails with a typed error.
-    table
-        .exec(
-            "UPDATE {t} SET value = (SELECT value FROM {t} WHERE namespace = 'n1' AND key = 'a')
-              WHERE namespace = 'n1' AND key = 'b'",
-        )
-        .await;
-    let r = sealed.get(&["n1"], "b").await;
-    assert!(decrypt_error(r, "authentication failed"), "moved value");
-    table
-        .exec(
-            "UPDATE {t} SET value = (SELECT value FROM {t} WHERE namespace = 'n1' AND key = 'a')
-              WHERE namespace = 'n2' AND key = 'a'",
-        )
-        .await;
-    let r = sealed.get(&["n2"], "a").await;
-    assert!(
-        decrypt_error(r, "authentication failed"),
-        "value moved across namespaces"
-    );
-    // The indexed text in the value's column.
-    sealed
-        .put(&["n2"], "a", json!({"memory": SECRET}))
-        .await
-        .unwrap();
-    table
-        .exec("UPDATE {t} SET value = index_text WHERE namespace = 'n2' AND key = 'a'")
-        .await;
-    let r = sealed.get(&["n2"], "a").await;
-    assert!(
-        decrypt_error(r, "authentication failed"),
-        "index text as value"
-    );
-    // One embedding in place of another: the search reading it fails.
-    sealed
-        .put(&["n2"], "a", json!({"memory": "tango"}))
-        .await
-        .unwrap();
-    table
-        .exec(
-            "UPDATE {t} SET embedding = (SELECT embedding FROM {t} WHERE namespace = 'n1' AND key = 'a')
-              WHERE namespace = 'n2' AND key = 'a'",
-        )
-        .await;
-    let r = sealed.search(&["n2"], Search::query("tango")).await;
-    assert!(decrypt_error(r, "authentication failed"), "moved embedding");
+    // Each case rewrites item n2/a (or n1/b) by hand, then reads it: a
+    // typed error, never another item's data.
+    let from_n1_a = "(SELECT {col} FROM {t} WHERE namespace = 'n1' AND key = 'a')";
+    let cases = [
+        (
+            "value",
+            from_n1_a,
+            ("n1", "b"),
+            "value moved to another key",
+        ),
+        (
+            "value",
+            from_n1_a,
+            ("n2", "a"),
+            "value moved across namespaces",
+        ),
+        (
+            "value",
+            "index_text",
+            ("n2", "a"),
+            "indexed text as the value",
+        ),
+        ("embedding", from_n1_a, ("n2", "a"), "embedding moved"),
+    ];
+    for (col, source, (ns, key), what) in cases {
+        sealed
+            .put(&[ns], key, json!({"memory": "tango"}))
+            .await
+            .unwrap();
+        let set =
+            format!("UPDATE {{t}} SET {col} = {source} WHERE namespace = '{ns}' AND key = '{key}'");
+        table.exec(&set.replace("{col}", col)).await;
+        // A search reads every part of the item, the embedding included.
+        let r = sealed.search(&[ns], Search::query("tango")).await;
+        assert!(decrypt_error(r, "authentication failed"), "{what}");
+    }
     // A flipped character of the base64 text.
     sealed
         .put(&["n2"], "a", json!({"memory": SECRET}))
