@@ -199,6 +199,14 @@ struct CacheInner {
     items: usize,
 }
 
+impl DeltaCache {
+    /// How many items the cache holds.
+    #[cfg(test)]
+    pub(crate) fn items(&self) -> usize {
+        self.lock().items
+    }
+}
+
 fn items_of(values: &Values) -> usize {
     values.values().map(|v| v.len()).sum()
 }

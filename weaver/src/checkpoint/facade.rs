@@ -23,10 +23,11 @@ use crate::error::{Error, Result};
 ///
 /// Reads rebuild delta channels (see [`Checkpoint`](super::Checkpoint)). The
 /// facade, and its clones, keep the full values of delta channels at the
-/// checkpoints it stored or rebuilt lately (a few hundred), so that a
-/// thread's next read starts from them instead of reading back to the last
-/// full value; entries of a thread are dropped when it is deleted through
-/// the facade.
+/// checkpoints it rebuilt lately (a few hundred), and those `update_state`
+/// stored on, so that a thread's next read starts from them instead of
+/// reading back to the last full value; entries of a thread are dropped
+/// when it is deleted through the facade. What a run stores is not kept
+/// here: the next run starts from the typed state its graph keeps.
 #[derive(Debug, Clone)]
 pub struct Checkpointer {
     saver: Arc<dyn Saver>,
@@ -205,6 +206,12 @@ impl Checkpointer {
     /// [`delta::deletions`] were `epoch` (when the caller read the thread).
     pub(crate) fn remember_deltas(&self, at: &CheckpointRef, values: delta::Values, epoch: u64) {
         self.cache.remember(at, values, epoch);
+    }
+
+    /// How many items of delta channels the facade's cache holds.
+    #[cfg(test)]
+    pub(crate) fn cached_delta_items(&self) -> usize {
+        self.cache.items()
     }
 
     /// The saver behind the facade.

@@ -147,11 +147,6 @@ impl Writer {
         }
     }
 
-    /// The checkpointer it writes to.
-    pub fn checkpointer(&self) -> &Checkpointer {
-        &self.cp
-    }
-
     pub fn mode(&self) -> Durability {
         self.mode
     }

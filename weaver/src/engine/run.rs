@@ -528,7 +528,11 @@ impl<S: GraphState> Loop<'_, S> {
                 kept.channel_values
                     .insert(INPUT_CHANNEL.to_owned(), input.clone());
             }
-            let (base, cut) = compact(
+            // The parent's values that compaction cuts off are dropped, not
+            // cached: the next run on the thread starts from the typed state
+            // the graph keeps (`remember_stored`), and a cache entry per
+            // checkpoint held a whole copy of each delta channel.
+            let (base, _) = compact(
                 &mut checkpoint,
                 &self.delta_channels,
                 self.delta_base.as_ref(),
@@ -544,11 +548,6 @@ impl<S: GraphState> Loop<'_, S> {
                 })
                 .await?;
             self.next_order += 1;
-            if let Some(parent) = self.last_saved.as_ref().filter(|_| !cut.is_empty()) {
-                writer
-                    .checkpointer()
-                    .remember_deltas(&thread.at(parent.clone()), cut, self.epoch);
-            }
             self.last_saved = Some(kept.id.clone());
             self.delta_base = Some(base);
             saved = true;
@@ -580,7 +579,7 @@ impl<S: GraphState> Loop<'_, S> {
                 let mut metadata = CheckpointMetadata::new(self.source, self.step);
                 metadata.extra = self.config.checkpoint_extra();
                 let mut checkpoint = self.current.clone();
-                let (base, cut) = compact(
+                let (base, _) = compact(
                     &mut checkpoint,
                     &self.delta_channels,
                     self.delta_base.as_ref(),
@@ -600,13 +599,6 @@ impl<S: GraphState> Loop<'_, S> {
                     )
                     .await?;
                 self.next_order += 1;
-                if let Some(parent) = self.last_saved.as_ref().filter(|_| !cut.is_empty()) {
-                    writer.checkpointer().remember_deltas(
-                        &thread.at(parent.clone()),
-                        cut,
-                        self.epoch,
-                    );
-                }
                 self.last_saved = Some(self.current.id.clone());
                 self.delta_base = Some(base);
                 self.current_saved = true;
@@ -1471,4 +1463,83 @@ pub(crate) fn replay_task<S: GraphState>(
         channels,
         triggers,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    use crate::channel::{ChannelKind, ChannelSpec, reduce};
+    use crate::checkpoint::InMemorySaver;
+    use crate::config::RunConfig;
+    use crate::graph::{Compile, END, Graph, START};
+    use crate::prelude::History;
+    use crate::state::{GraphState, Update};
+
+    /// A conversation in a delta channel, written by hand (the derive's
+    /// paths name the `weaver` crate from outside).
+    #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+    struct Talk {
+        lines: Vec<String>,
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+    struct TalkUpdate {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lines: Option<Vec<String>>,
+    }
+
+    impl Update for TalkUpdate {}
+
+    impl From<Talk> for TalkUpdate {
+        fn from(t: Talk) -> Self {
+            TalkUpdate {
+                lines: Some(t.lines),
+            }
+        }
+    }
+
+    impl GraphState for Talk {
+        type Update = TalkUpdate;
+        const CHANNELS: &'static [ChannelSpec] = &[ChannelSpec::new("lines", ChannelKind::Delta)];
+        fn apply(&mut self, updates: Vec<TalkUpdate>) -> crate::Result<()> {
+            for u in updates {
+                if let Some(l) = u.lines {
+                    reduce::append(&mut self.lines, l);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// Each checkpoint a run stores cuts its parent's values of the delta
+    /// channels off; those are dropped, not cached: the next run starts from
+    /// the typed state the graph keeps. Caching them held a whole copy of
+    /// the conversation per checkpoint (256 of them), and made each turn
+    /// cost twice as much in memory.
+    #[tokio::test]
+    async fn turns_leave_no_copies_of_the_conversation_in_the_checkpointers_cache() {
+        let graph = Graph::<Talk>::new("talk")
+            .add_node("say", |t: &Talk| TalkUpdate {
+                lines: Some(vec![format!("line {}", t.lines.len())]),
+            })
+            .add_sequence([START, "say", END])
+            .compile(Compile::new().checkpointer(InMemorySaver::new()))
+            .unwrap();
+        let config = RunConfig::thread("t");
+        for _ in 0..40 {
+            graph.invoke(Talk::default(), &config).await.unwrap();
+        }
+        let state = graph.get_state(&config).await.unwrap();
+        assert_eq!(state.values.lines.len(), 40);
+        let cp = graph.checkpointer().unwrap();
+        assert_eq!(cp.cached_delta_items(), 0);
+        // Reads still cache what they rebuild, for the next read.
+        let history = graph
+            .get_state_history(&config, History::default().limit(3))
+            .await
+            .unwrap();
+        assert_eq!(history[2].values.lines.len(), 39);
+        assert!(cp.cached_delta_items() > 0);
+    }
 }
