@@ -113,17 +113,23 @@ impl Table {
         }
     }
 
-    /// The stored value, indexed text and embedding of `key`, as the
-    /// database holds them.
-    async fn raw(&self, key: &str) -> (String, Option<String>, Option<Vec<u8>>) {
+    /// The stored value, indexed text and embedding of the item `key` in
+    /// the dotted `namespace`, as the database holds them.
+    async fn raw(&self, namespace: &str, key: &str) -> (String, Option<String>, Option<Vec<u8>>) {
         let sql = format!(
-            "SELECT value, index_text, embedding FROM {} WHERE key = $1",
+            "SELECT value, index_text, embedding FROM {} WHERE namespace = $1 AND key = $2",
             self.table()
         );
         let sql = sqlx::AssertSqlSafe(sql);
         match self {
-            Table::Sqlite(pool, _) => sqlx::query_as(sql).bind(key).fetch_one(pool).await,
-            Table::Postgres(pool, _) => sqlx::query_as(sql).bind(key).fetch_one(pool).await,
+            Table::Sqlite(pool, _) => {
+                let q = sqlx::query_as(sql).bind(namespace).bind(key);
+                q.fetch_one(pool).await
+            }
+            Table::Postgres(pool, _) => {
+                let q = sqlx::query_as(sql).bind(namespace).bind(key);
+                q.fetch_one(pool).await
+            }
         }
         .unwrap()
     }
@@ -185,7 +191,7 @@ async fn sealed_at_rest(table: &Table) {
         .await
         .unwrap();
 
-    let (stored, index_text, embedding) = table.raw("a").await;
+    let (stored, index_text, embedding) = table.raw("users.u1.memories", "a").await;
     for word in ["saffron", "granite", "memory", "place"] {
         assert!(!stored.contains(word), "value in the clear: {stored}");
     }
@@ -276,7 +282,7 @@ async fn moved_or_tampered_payloads_fail(table: &Table) {
         .put(&["n2"], "a", json!({"memory": SECRET}))
         .await
         .unwrap();
-    let (stored, ..) = table.raw("a").await;
+    let (stored, ..) = table.raw("n2", "a").await;
     let mut chars: Vec<char> = stored.chars().collect();
     let i = chars.len() / 2;
     chars[i] = if chars[i] == 'A' { 'B' } else { 'A' };
@@ -347,7 +353,7 @@ async fn keys_rotation_and_plain_items(table: &Table) {
         rotated.get(&["legacy"], "p").await.unwrap().unwrap().value,
         json!({"n": 3})
     );
-    let (stored, ..) = table.raw("p").await;
+    let (stored, ..) = table.raw("legacy", "p").await;
     assert!(serde_json::from_str::<Value>(&stored).is_err(), "{stored}");
 }
 
