@@ -502,6 +502,11 @@ mod postgres {
             schema
         }
 
+        /// The pool on the test server.
+        pub fn pool(&self) -> &PgPool {
+            &self.pool
+        }
+
         /// Drops the schemas this server handed out.
         pub async fn cleanup(&self) {
             let schemas = std::mem::take(&mut *self.schemas.lock().unwrap());

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use sqlx::{PgPool, SqlitePool};
+use sqlx::SqlitePool;
 use weaver::Error;
 use weaver::codec::{EncryptedCodec, EncryptionKey};
-use weaver::migrate::{self, Adapter, PgSchema};
+use weaver::migrate::{self, Adapter};
 use weaver::store::{PostgresStore, Search, SqliteStore, Store, StoreConfig, embed_fn};
 use weaver_tests::TempSqlite;
 use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
@@ -41,7 +41,8 @@ fn codec(keys: &[(&str, u8)]) -> EncryptedCodec {
 enum Table {
     /// The pool, and the file it removes when dropped.
     Sqlite(SqlitePool, #[allow(dead_code)] TempSqlite),
-    Postgres(PgPool, String),
+    /// The test server, and the schema it made for this table.
+    Postgres(super::postgres::Server, String),
 }
 
 impl Table {
@@ -55,45 +56,37 @@ impl Table {
     }
 
     async fn postgres() -> Table {
-        let url = super::database_url();
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(4)
-            .connect(&url)
-            .await
-            .unwrap_or_else(|e| {
-                panic!("PostgreSQL is unreachable at {url} (set DATABASE_URL): {e}")
-            });
-        let schema = super::unique("weaver_sealed_store");
-        migrate::up(
-            &PgSchema::new(&pool, &schema).unwrap(),
-            &[Adapter::Store],
-            None,
-        )
-        .await
-        .unwrap();
-        Table::Postgres(pool, schema)
+        let server = super::postgres::Server::connect().await;
+        let schema = server.schema().await;
+        Table::Postgres(server, schema)
     }
 
     /// A store on the table: plain (`None`) or sealing with `codec`.
     fn store(&self, codec: Option<EncryptedCodec>, config: StoreConfig) -> Arc<dyn Store> {
+        fn sealed<S: Store + 'static>(
+            store: S,
+            codec: Option<EncryptedCodec>,
+            seal: fn(S, EncryptedCodec) -> S,
+        ) -> Arc<dyn Store> {
+            Arc::new(match codec {
+                Some(c) => seal(store, c),
+                None => store,
+            })
+        }
         match self {
-            Table::Sqlite(pool, _) => {
-                let s = SqliteStore::new(pool.clone()).with_config(config);
-                Arc::new(match codec {
-                    Some(c) => s.with_encryption(c),
-                    None => s,
-                })
-            }
-            Table::Postgres(pool, schema) => {
-                let s = PostgresStore::new(pool.clone())
+            Table::Sqlite(pool, _) => sealed(
+                SqliteStore::new(pool.clone()).with_config(config),
+                codec,
+                SqliteStore::with_encryption,
+            ),
+            Table::Postgres(server, schema) => sealed(
+                PostgresStore::new(server.pool().clone())
                     .with_prefix(schema)
                     .unwrap()
-                    .with_config(config);
-                Arc::new(match codec {
-                    Some(c) => s.with_encryption(c),
-                    None => s,
-                })
-            }
+                    .with_config(config),
+                codec,
+                PostgresStore::with_encryption,
+            ),
         }
     }
 
@@ -108,9 +101,10 @@ impl Table {
     async fn exec(&self, sql: &str) {
         let sql = sqlx::AssertSqlSafe(sql.replace("{t}", &self.table()));
         match self {
-            Table::Sqlite(pool, _) => drop(sqlx::query(sql).execute(pool).await.unwrap()),
-            Table::Postgres(pool, _) => drop(sqlx::query(sql).execute(pool).await.unwrap()),
+            Table::Sqlite(pool, _) => sqlx::query(sql).execute(pool).await.map(drop),
+            Table::Postgres(server, _) => sqlx::query(sql).execute(server.pool()).await.map(drop),
         }
+        .unwrap();
     }
 
     /// The stored value, indexed text and embedding of the item `key` in
@@ -126,21 +120,18 @@ impl Table {
                 let q = sqlx::query_as(sql).bind(namespace).bind(key);
                 q.fetch_one(pool).await
             }
-            Table::Postgres(pool, _) => {
+            Table::Postgres(server, _) => {
                 let q = sqlx::query_as(sql).bind(namespace).bind(key);
-                q.fetch_one(pool).await
+                q.fetch_one(server.pool()).await
             }
         }
         .unwrap()
     }
 
+    /// Drops the PostgreSQL schema.
     async fn cleanup(self) {
-        if let Table::Postgres(pool, schema) = self {
-            let drop = format!("DROP SCHEMA \"{schema}\" CASCADE");
-            sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
-                .execute(&pool)
-                .await
-                .unwrap();
+        if let Table::Postgres(server, _) = self {
+            server.cleanup().await;
         }
     }
 }

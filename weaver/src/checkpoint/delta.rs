@@ -170,8 +170,9 @@ pub(crate) fn deletions(thread_id: &str) -> u64 {
     bucket(thread_id).load(std::sync::atomic::Ordering::SeqCst)
 }
 
-/// Full values of delta channels at checkpoints this process stored or
-/// rebuilt lately, by (thread, namespace, checkpoint id), so that a thread's
+/// Full values of delta channels at checkpoints this process rebuilt lately
+/// (or `update_state` stored on), by (thread, namespace, checkpoint id), so
+/// that a thread's
 /// next read rebuilds from them instead of reading its lineage again. A
 /// stored checkpoint never changes, so an entry stays true until a deletion
 /// of its thread ([`note_deletion`]) lets its ids be reused.
