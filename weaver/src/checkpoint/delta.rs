@@ -172,10 +172,10 @@ pub(crate) fn deletions(thread_id: &str) -> u64 {
 
 /// Full values of delta channels at checkpoints this process rebuilt lately
 /// (or `update_state` stored on), by (thread, namespace, checkpoint id), so
-/// that a thread's
-/// next read rebuilds from them instead of reading its lineage again. A
-/// stored checkpoint never changes, so an entry stays true until a deletion
-/// of its thread ([`note_deletion`]) lets its ids be reused.
+/// that a thread's next read rebuilds from them instead of reading its
+/// lineage again. A stored checkpoint never changes, so an entry stays true
+/// until a deletion of its thread ([`note_deletion`]) lets its ids be
+/// reused.
 #[derive(Default)]
 pub(crate) struct DeltaCache {
     inner: Mutex<CacheInner>,
