@@ -5,6 +5,8 @@
 
 #[path = "sql/cli.rs"]
 mod cli;
+#[path = "sql/clones.rs"]
+mod clones;
 #[path = "sql/codec.rs"]
 mod codec;
 #[path = "sql/codec_review.rs"]

@@ -2,6 +2,7 @@
 
 mod adversarial;
 mod api_review;
+mod clones;
 mod common;
 mod conformance;
 mod engine;

@@ -9,11 +9,12 @@
 //! Everything here works on the JSON form: the savers never see a typed state.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use async_trait::async_trait;
 use serde_json::Value;
 
-use super::saver::Saver;
 use super::types::{
     CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointRef, CheckpointTuple,
     DELTA_CHECKPOINT_FORMAT, LineageRequest,
@@ -140,42 +141,50 @@ const CACHE_ENTRIES: usize = 256;
 /// ...holding at most this many items in all.
 const CACHE_ITEMS: usize = 1 << 20;
 
-/// How many thread deletions (and deleting prunes) this process has made
-/// through any weaver saver, in 64 buckets by a hash of the thread id. A
-/// checkpoint's record never changes while it exists, but a deleted
-/// thread's ids may be stored again with other records (a restore, a
-/// redaction): a cached value of a thread is trusted only while its bucket
-/// saw no deletion since it was cached. Deletions of other threads rarely
-/// touch it. Deletions made by another process are not seen; a tool there
-/// that rewrites records under existing ids must be followed by fresh
-/// checkpointers and graphs here.
-static DELETIONS: [std::sync::atomic::AtomicU64; 64] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; 64];
+/// How many thread deletions (and deleting prunes) one saver's handles
+/// have made, in 64 buckets by a hash of the thread id. A checkpoint's
+/// record never changes while it exists, but a deleted thread's ids may be
+/// stored again with other records (a restore, a redaction): a cached value
+/// of a thread is trusted only while its bucket saw no deletion since it
+/// was cached. Deletions of other threads rarely touch it. Deletions made
+/// by another process are not seen; a tool there that rewrites records
+/// under existing ids must be followed by fresh savers and graphs here.
+#[derive(Debug)]
+pub(crate) struct Deletions([AtomicU64; 64]);
 
-fn bucket(thread_id: &str) -> &'static std::sync::atomic::AtomicU64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    thread_id.hash(&mut h);
-    &DELETIONS[(h.finish() % 64) as usize]
+impl Default for Deletions {
+    fn default() -> Self {
+        Deletions([const { AtomicU64::new(0) }; 64])
+    }
 }
 
-/// Records a deletion of `thread_id`: cache entries of its bucket made
-/// before it are dropped on use.
-pub(crate) fn note_deletion(thread_id: &str) {
-    bucket(thread_id).fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+impl Deletions {
+    fn bucket(&self, thread_id: &str) -> &AtomicU64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        thread_id.hash(&mut h);
+        &self.0[(h.finish() % 64) as usize]
+    }
+
+    /// Records a deletion of `thread_id`: cache entries of its bucket made
+    /// before it are dropped on use.
+    pub(crate) fn note(&self, thread_id: &str) {
+        self.bucket(thread_id).fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The deletion count of `thread_id`'s bucket, stored with each cache
+    /// entry.
+    pub(crate) fn of(&self, thread_id: &str) -> u64 {
+        self.bucket(thread_id).load(Ordering::SeqCst)
+    }
 }
 
-/// The deletion count of `thread_id`'s bucket, stored with each cache entry.
-pub(crate) fn deletions(thread_id: &str) -> u64 {
-    bucket(thread_id).load(std::sync::atomic::Ordering::SeqCst)
-}
-
-/// Full values of delta channels at checkpoints this process rebuilt lately
-/// (or `update_state` stored on), by (thread, namespace, checkpoint id), so
-/// that a thread's next read rebuilds from them instead of reading its
-/// lineage again. A stored checkpoint never changes, so an entry stays true
-/// until a deletion of its thread ([`note_deletion`]) lets its ids be
-/// reused.
+/// Full values of delta channels at checkpoints one saver's handles rebuilt
+/// lately (or `update_state` stored on), by (thread, namespace, checkpoint
+/// id), so that a thread's next read rebuilds from them instead of reading
+/// its lineage again. A stored checkpoint never changes, so an entry stays
+/// true until a deletion of its thread ([`Deletions::note`]) lets its ids
+/// be reused.
 #[derive(Default)]
 pub(crate) struct DeltaCache {
     inner: Mutex<CacheInner>,
@@ -194,7 +203,7 @@ impl std::fmt::Debug for DeltaCache {
 
 #[derive(Default)]
 struct CacheInner {
-    /// The values, and [`deletions`] of their thread when they were cached.
+    /// The values, and [`Deletions::of`] their thread when they were cached.
     map: HashMap<Key, (u64, Values)>,
     order: VecDeque<Key>,
     items: usize,
@@ -219,7 +228,7 @@ impl DeltaCache {
     }
 
     /// Remembers the full values of delta channels at checkpoint `at`, read
-    /// (or written) when [`deletions`] of its thread was `epoch`: values read
+    /// (or written) when [`Deletions::of`] its thread was `epoch`: values read
     /// before a deletion are never served after it, however late they
     /// arrive.
     pub(crate) fn remember(&self, at: &CheckpointRef, values: Values, epoch: u64) {
@@ -245,8 +254,9 @@ impl DeltaCache {
         }
     }
 
-    fn get(&self, at: &CheckpointRef) -> Option<Values> {
-        let epoch = deletions(&at.thread_id);
+    /// The values cached at `at`, if cached when [`Deletions::of`] its
+    /// thread was `epoch` (what it is now).
+    fn get(&self, at: &CheckpointRef, epoch: u64) -> Option<Values> {
         self.lock()
             .map
             .get(&key(at))
@@ -386,22 +396,49 @@ pub(crate) fn key(r: &CheckpointRef) -> Key {
     )
 }
 
+/// Where [`resolve`] reads lineages from: a saver's
+/// [`lineage`](super::Saver::lineage) and
+/// [`lineages`](super::Saver::lineages).
+#[async_trait]
+pub(crate) trait LineageSource: Send + Sync {
+    /// What [`Saver::lineage`](super::Saver::lineage) returns.
+    async fn read_lineage(
+        &self,
+        from: &CheckpointRef,
+        count: usize,
+        below: Option<u64>,
+    ) -> Result<Vec<CheckpointTuple>>;
+
+    /// What [`Saver::lineages`](super::Saver::lineages) returns.
+    async fn read_lineages(&self, requests: &[LineageRequest])
+    -> Result<Vec<Vec<CheckpointTuple>>>;
+}
+
+/// What [`resolve`] keeps between reads: rebuilt values, and the deletion
+/// epochs that say which of them still hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cached<'a> {
+    pub(crate) cache: &'a DeltaCache,
+    pub(crate) deletions: &'a Deletions,
+}
+
 /// Rebuilds the delta channels of every tuple in `tuples` (any threads, any
 /// order). A tuple whose parent is in `tuples` is rebuilt from it, one whose
 /// parent's values are cached from those; the others read their lineages
-/// back to the last full value, all of them with one [`Saver::lineages`]
-/// call.
+/// back to the last full value, all of them with one
+/// [`Saver::lineages`](super::Saver::lineages) call.
 ///
 /// With `listed_parents: Leave`, a tuple whose parent is in `tuples` keeps its
 /// delta channels unresolved, for the caller to rebuild from the parent's
 /// typed state ([`GraphState::extend_deltas`](crate::state::GraphState::extend_deltas));
 /// calling this again with `Rebuild` finishes the job.
-pub(crate) async fn resolve(
-    saver: &dyn Saver,
-    cache: &DeltaCache,
+pub(crate) async fn resolve<L: LineageSource + ?Sized>(
+    saver: &L,
+    cached: Cached<'_>,
     tuples: &mut [CheckpointTuple],
     listed_parents: ListedParents,
 ) -> Result<()> {
+    let Cached { cache, deletions } = cached;
     for t in tuples.iter() {
         check_format(t)?;
     }
@@ -415,7 +452,7 @@ pub(crate) async fn resolve(
     // deletions of its thread as they stood before it.
     let epochs: Vec<u64> = tuples
         .iter()
-        .map(|t| deletions(&t.config.thread_id))
+        .map(|t| deletions.of(&t.config.thread_id))
         .collect();
     let order = oldest_first(tuples);
     let index: HashMap<Key, usize> = tuples
@@ -435,7 +472,7 @@ pub(crate) async fn resolve(
         let listed = matches!(index.get(&key(parent)), Some(&j) if j != i);
         if !unresolved(&t.checkpoint)
             || listed
-            || cached_for(cache, parent, &t.checkpoint).is_some()
+            || cached_for(cached, parent, &t.checkpoint).is_some()
         {
             continue;
         }
@@ -449,7 +486,7 @@ pub(crate) async fn resolve(
     }
     let mut prefetched: Vec<Option<Vec<CheckpointTuple>>> = Vec::new();
     if !requests.is_empty() {
-        let lines = saver.lineages(&requests).await?;
+        let lines = saver.read_lineages(&requests).await?;
         if lines.len() != requests.len() {
             return Err(Error::storage(
                 "lineage",
@@ -479,7 +516,7 @@ pub(crate) async fn resolve(
                 apply(t, |ch| value_of(p, ch))?;
             }
             _ => {
-                if let Some(values) = cached_for(cache, &parent, &tuples[i].checkpoint) {
+                if let Some(values) = cached_for(cached, &parent, &tuples[i].checkpoint) {
                     apply(&mut tuples[i], |ch| values.get(ch).map(|v| (**v).clone()))?;
                     continue;
                 }
@@ -492,7 +529,7 @@ pub(crate) async fn resolve(
                     Some(chain) => chain,
                     None => {
                         let below = Some(tuples[i].commit_order);
-                        saver.lineage(&parent, depth, below).await?
+                        saver.read_lineage(&parent, depth, below).await?
                     }
                 };
                 rebuild_chain(&tuples[i], &parent, &mut chain, depth)?;
@@ -566,11 +603,12 @@ pub(crate) fn oldest_first(tuples: &[CheckpointTuple]) -> Vec<usize> {
 /// The values `cache` keeps for `parent`, when they hold every delta channel
 /// `checkpoint` must rebuild.
 fn cached_for(
-    cache: &DeltaCache,
+    cached: Cached<'_>,
     parent: &CheckpointRef,
     checkpoint: &Checkpoint,
 ) -> Option<Values> {
-    let values = cache.get(parent)?;
+    let epoch = cached.deletions.of(&parent.thread_id);
+    let values = cached.cache.get(parent, epoch)?;
     checkpoint
         .deltas
         .keys()
@@ -620,7 +658,7 @@ fn missing(of: &CheckpointTuple, parent_id: &str) -> Error {
     }
 }
 
-/// Rebuilds a lineage (nearest first, as [`Saver::lineage`] returns it for
+/// Rebuilds a lineage (nearest first, as [`Saver::lineage`](super::Saver::lineage) returns it for
 /// `asked` records) in place, oldest first, checking that each record's
 /// parent is the next one, so that its first record holds `wanted` in full
 /// (every channel it stores as deltas when `None`). An older record
@@ -693,7 +731,7 @@ pub(crate) fn lineage_len(checkpoint: &Checkpoint) -> usize {
         .unwrap_or(0)
 }
 
-/// The first record of `chain` (a lineage from [`Saver::lineage`], nearest
+/// The first record of `chain` (a lineage from [`Saver::lineage`](super::Saver::lineage), nearest
 /// first, [`lineage_len`] records asked for) with every delta channel stored
 /// in full: what a saver keeps when it drops the record's ancestors.
 pub(crate) fn materialize(mut chain: Vec<CheckpointTuple>, asked: usize) -> Result<Checkpoint> {
@@ -867,20 +905,20 @@ mod cache_tests {
         let cache = DeltaCache::default();
         let at = |t: &str, i: usize| CheckpointRef::latest(t).at(format!("c{i}"));
         for i in 0..CACHE_ENTRIES + 10 {
-            cache.remember(&at("a", i), values(1), deletions("a"));
+            cache.remember(&at("a", i), values(1), 0);
         }
-        assert!(cache.get(&at("a", 0)).is_none());
-        assert!(cache.get(&at("a", CACHE_ENTRIES + 9)).is_some());
+        assert!(cache.get(&at("a", 0), 0).is_none());
+        assert!(cache.get(&at("a", CACHE_ENTRIES + 9), 0).is_some());
         assert_eq!(cache.lock().items, CACHE_ENTRIES);
         // Too many items in all: the oldest go first.
-        cache.remember(&at("b", 0), values(CACHE_ITEMS - 5), deletions("b"));
-        assert!(cache.get(&at("b", 0)).is_some());
+        cache.remember(&at("b", 0), values(CACHE_ITEMS - 5), 0);
+        assert!(cache.get(&at("b", 0), 0).is_some());
         assert!(cache.lock().items <= CACHE_ITEMS);
         // A value larger than the whole cache is not kept.
-        cache.remember(&at("b", 1), values(CACHE_ITEMS + 1), deletions("b"));
-        assert!(cache.get(&at("b", 1)).is_none());
+        cache.remember(&at("b", 1), values(CACHE_ITEMS + 1), 0);
+        assert!(cache.get(&at("b", 1), 0).is_none());
         cache.forget_thread("b");
-        assert!(cache.get(&at("b", 0)).is_none());
+        assert!(cache.get(&at("b", 0), 0).is_none());
         {
             let c = cache.lock();
             assert_eq!(
@@ -894,15 +932,30 @@ mod cache_tests {
 
     #[test]
     fn values_read_before_a_deletion_are_never_served_after_it() {
-        let cache = DeltaCache::default();
+        let (cache, deletions) = (DeltaCache::default(), Deletions::default());
+        let cached = Cached {
+            cache: &cache,
+            deletions: &deletions,
+        };
         let at = CheckpointRef::latest("raced").at("c0");
+        let mut child = Checkpoint::empty();
+        child.deltas.insert(
+            "messages".into(),
+            ChannelDelta {
+                depth: 1,
+                items: Vec::new(),
+            },
+        );
         // A read starts, the thread is deleted (its ids may be stored
         // again), then the read's values arrive.
-        let read_started = deletions("raced");
-        note_deletion("raced");
+        let read_started = deletions.of("raced");
+        deletions.note("raced");
         cache.remember(&at, values(3), read_started);
-        assert!(cache.get(&at).is_none());
-        cache.remember(&at, values(3), deletions("raced"));
-        assert!(cache.get(&at).is_some());
+        assert!(cached_for(cached, &at, &child).is_none());
+        cache.remember(&at, values(3), deletions.of("raced"));
+        assert!(cached_for(cached, &at, &child).is_some());
+        // Another saver's deletions say nothing of this one's cache.
+        Deletions::default().note("raced");
+        assert!(cached_for(cached, &at, &child).is_some());
     }
 }

@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use super::delta::{self, DeltaCache, ListedParents};
+use super::delta::{self, Cached, ListedParents};
 use super::saver::Saver;
+use super::shared::SaverState;
 use super::types::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, NewCheckpoint,
     PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
@@ -21,118 +22,28 @@ use crate::error::{Error, Result};
 /// error; nothing here turns a storage failure into "not found" or an empty
 /// list.
 ///
-/// Reads rebuild delta channels (see [`Checkpoint`](super::Checkpoint)). The
-/// facade, and its clones, keep the full values of delta channels at the
-/// checkpoints it rebuilt lately (a few hundred), and those `update_state`
-/// stored on, so that a thread's next read starts from them instead of
-/// reading back to the last full value; entries of a thread are dropped
-/// when it is deleted through the facade. What a run stores is not kept
-/// here: the next run starts from the typed state its graph keeps.
+/// Reads rebuild delta channels (see [`Checkpoint`](super::Checkpoint)).
+/// The saver's handles keep the full values of delta channels at the
+/// checkpoints they rebuilt lately (a few hundred), and those
+/// `update_state` stored on, so that a thread's next read starts from them
+/// instead of reading back to the last full value; entries of a thread are
+/// dropped when it is deleted. What a run stores is not kept there: the
+/// next run starts from the typed state its graph keeps.
+///
+/// A read of a thread first waits for the background writes
+/// ([`Durability::Async`](crate::Durability::Async)) any handle of the same
+/// saver queued for it, so a run cut off while its last checkpoints were
+/// still queued (a dropped stream) is seen whole by the next call, never
+/// half, whichever graph makes it. The handles share this through the
+/// saver's [`SaverState`] ([`Saver::shared_state`]); a saver that has none
+/// gets one per facade (and its clones).
 #[derive(Debug, Clone)]
 pub struct Checkpointer {
     saver: Arc<dyn Saver>,
-    cache: Arc<DeltaCache>,
+    state: Arc<SaverState>,
 }
 
-/// Background writers (`durability=async`) with operations queued and not
-/// yet stored, by saver (its address) and thread, for the whole process: a
-/// read of a thread through the same saver waits for them, whichever graph
-/// or checkpointer wraps it, so a run cut off while its last checkpoints
-/// were still queued (a dropped stream) is seen whole by the next call,
-/// never half.
-type FlightKey = (usize, String);
-
-static FLIGHTS: std::sync::LazyLock<
-    std::sync::Mutex<std::collections::HashMap<FlightKey, Vec<Arc<Flight>>>>,
-> = std::sync::LazyLock::new(Default::default);
-
-/// How many flights are registered: while none is, a read skips the
-/// registry (no lock, no key) — the usual case, a run's writer being gone
-/// before the next read.
-static REGISTERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-fn flights()
--> std::sync::MutexGuard<'static, std::collections::HashMap<FlightKey, Vec<Arc<Flight>>>> {
-    FLIGHTS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// One background writer's operations queued and not yet stored.
-#[derive(Debug, Default)]
-pub(crate) struct Flight {
-    pending: std::sync::atomic::AtomicUsize,
-    landed: tokio::sync::Notify,
-}
-
-impl Flight {
-    /// `n` more operations are queued.
-    pub(crate) fn queued(&self, n: usize) {
-        self.pending
-            .fetch_add(n, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// `n` queued operations were stored (or given up after a failure).
-    pub(crate) fn landed(&self, n: usize) {
-        // Saturating: the guard may have set the count to 0 already (the
-        // writer ended), and a count that wrapped would never settle.
-        let before = self
-            .pending
-            .fetch_update(
-                std::sync::atomic::Ordering::SeqCst,
-                std::sync::atomic::Ordering::SeqCst,
-                |p| Some(p.saturating_sub(n)),
-            )
-            .unwrap_or(0);
-        if before <= n {
-            self.landed.notify_waiters();
-        }
-    }
-
-    /// Waits until nothing is queued.
-    async fn settled(&self) {
-        loop {
-            let landed = self.landed.notified();
-            tokio::pin!(landed);
-            landed.as_mut().enable();
-            if self.pending.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-                return;
-            }
-            landed.await;
-        }
-    }
-}
-
-/// Unregisters its flight (and wakes whoever waits on it) when dropped: the
-/// background writer ended, however it ended.
-#[derive(Debug)]
-pub(crate) struct FlightGuard {
-    key: FlightKey,
-    flight: Arc<Flight>,
-}
-
-impl FlightGuard {
-    /// The flight it keeps registered.
-    pub(crate) fn flight(&self) -> &Arc<Flight> {
-        &self.flight
-    }
-}
-
-impl Drop for FlightGuard {
-    fn drop(&mut self) {
-        let mut all = flights();
-        if let Some(list) = all.get_mut(&self.key) {
-            list.retain(|f| !Arc::ptr_eq(f, &self.flight));
-            if list.is_empty() {
-                all.remove(&self.key);
-            }
-        }
-        REGISTERED.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        drop(all);
-        self.flight
-            .pending
-            .store(0, std::sync::atomic::Ordering::SeqCst);
-        self.flight.landed.notify_waiters();
-    }
-}
+pub(crate) use super::shared::{Flight, FlightGuard};
 
 async fn traced<T>(
     op: &'static str,
@@ -162,56 +73,41 @@ impl Checkpointer {
 
     /// Wraps a shared saver.
     pub fn from_arc(saver: Arc<dyn Saver>) -> Self {
-        Checkpointer {
-            saver,
-            cache: Arc::default(),
-        }
+        let state = saver.shared_state().unwrap_or_default();
+        Checkpointer { saver, state }
     }
 
-    /// The key of `thread` through this saver in the flight registry.
-    fn flight_key(&self, thread: &str) -> FlightKey {
-        (
-            Arc::as_ptr(&self.saver) as *const () as usize,
-            thread.to_owned(),
-        )
-    }
-
-    /// Registers a background writer of `thread`; it stays registered until
-    /// the guard is dropped.
+    /// Registers a background writer of `thread` with the saver's handles;
+    /// it stays registered until the guard is dropped.
     pub(crate) fn take_off(&self, thread: &str) -> FlightGuard {
-        let flight = Arc::new(Flight::default());
-        let key = self.flight_key(thread);
-        let mut all = flights();
-        all.entry(key.clone()).or_default().push(flight.clone());
-        REGISTERED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        FlightGuard { key, flight }
+        self.state.take_off(thread)
     }
 
-    /// Waits until no background writer has operations of `thread` queued.
+    /// Waits until no background writer of the saver has operations of
+    /// `thread` queued.
     async fn settle(&self, thread: &str) {
-        if REGISTERED.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-            return;
-        }
-        let queued: Vec<Arc<Flight>> = match flights().get(&self.flight_key(thread)) {
-            Some(list) => list.clone(),
-            None => return,
-        };
-        for flight in queued {
-            flight.settled().await;
-        }
+        self.state.settle(thread).await;
+    }
+
+    /// How many deletions of `thread_id` (and of threads sharing its
+    /// bucket) the saver's handles have seen: what a read caches is tagged
+    /// with it, and served only while it stays the same.
+    pub(crate) fn deletions(&self, thread_id: &str) -> u64 {
+        self.state.deletions.of(thread_id)
     }
 
     /// Remembers the full values of delta channels at checkpoint `at`
     /// (what compacting its child cut off), known since the thread's
-    /// [`delta::deletions`] were `epoch` (when the caller read the thread).
+    /// [`deletions`](Checkpointer::deletions) were `epoch` (when the caller
+    /// read the thread).
     pub(crate) fn remember_deltas(&self, at: &CheckpointRef, values: delta::Values, epoch: u64) {
-        self.cache.remember(at, values, epoch);
+        self.state.cache.remember(at, values, epoch);
     }
 
-    /// How many items of delta channels the facade's cache holds.
+    /// How many items of delta channels the saver's cache holds.
     #[cfg(test)]
     pub(crate) fn cached_delta_items(&self) -> usize {
-        self.cache.items()
+        self.state.cache.items()
     }
 
     /// The saver behind the facade.
@@ -286,7 +182,11 @@ impl Checkpointer {
         tuples: &mut [CheckpointTuple],
         listed_parents: ListedParents,
     ) -> Result<()> {
-        delta::resolve(self.saver.as_ref(), &self.cache, tuples, listed_parents).await
+        let cached = Cached {
+            cache: &self.state.cache,
+            deletions: &self.state.deletions,
+        };
+        delta::resolve(self.saver.as_ref(), cached, tuples, listed_parents).await
     }
 
     /// [`Saver::put`].
@@ -368,14 +268,14 @@ impl Checkpointer {
     pub async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         // Writes still queued for the thread would bring it back.
         self.settle(thread_id).await;
-        self.cache.forget_thread(thread_id);
+        self.state.cache.forget_thread(thread_id);
         let out = traced(
             "delete_thread",
             thread_id,
             self.saver.delete_thread(thread_id),
         )
         .await;
-        delta::note_deletion(thread_id);
+        self.state.note_deletion(thread_id);
         out
     }
 
@@ -386,12 +286,12 @@ impl Checkpointer {
         }
         if strategy == PruneStrategy::Delete {
             for t in thread_ids {
-                self.cache.forget_thread(t);
+                self.state.cache.forget_thread(t);
             }
         }
         let out = traced("prune", "*", self.saver.prune(thread_ids, strategy)).await;
         if strategy == PruneStrategy::Delete {
-            thread_ids.iter().for_each(|t| delta::note_deletion(t));
+            thread_ids.iter().for_each(|t| self.state.note_deletion(t));
         }
         out
     }

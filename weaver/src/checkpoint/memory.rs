@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use super::delta;
 use super::limits;
 use super::saver::Saver;
+use super::shared::SaverState;
 use super::types::{
     BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointTuple, ForkOptions,
     ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteCheck, WriteOp,
@@ -30,6 +31,7 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Default)]
 pub struct InMemorySaver {
     threads: Arc<RwLock<Threads>>,
+    state: Arc<SaverState>,
 }
 
 type Threads = BTreeMap<String, BTreeMap<String, Log>>;
@@ -549,7 +551,7 @@ impl Saver for InMemorySaver {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         self.write().remove(thread_id);
-        delta::note_deletion(thread_id);
+        self.state.note_deletion(thread_id);
         Ok(())
     }
 
@@ -562,7 +564,7 @@ impl Saver for InMemorySaver {
                 if let Some(nss) = threads.remove(t) {
                     deleted += nss.values().map(|l| l.by_order.len() as u64).sum::<u64>();
                 }
-                delta::note_deletion(t);
+                self.state.note_deletion(t);
             }
             return Ok(deleted);
         };
@@ -667,5 +669,9 @@ impl Saver for InMemorySaver {
 
     fn is_in_process(&self) -> bool {
         true
+    }
+
+    fn shared_state(&self) -> Option<Arc<SaverState>> {
+        Some(self.state.clone())
     }
 }

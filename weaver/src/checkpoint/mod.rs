@@ -7,6 +7,7 @@ pub(crate) mod id;
 pub mod limits;
 mod memory;
 mod saver;
+mod shared;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
 mod types;
@@ -16,6 +17,7 @@ pub use facade::Checkpointer;
 pub use id::{new_checkpoint_id, now_rfc3339};
 pub use memory::InMemorySaver;
 pub use saver::Saver;
+pub use shared::SaverState;
 pub(crate) use types::is_plain_identifier;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,

@@ -1,9 +1,12 @@
 //! The [`Saver`] trait: the checkpointer contract every backend implements.
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::delta::LineageSource;
+use super::shared::SaverState;
 use super::types::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, LineageRequest, ListFilter,
     NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
@@ -257,5 +260,38 @@ pub trait Saver: Debug + Send + Sync {
     /// overlap, and a background task would only add latency.
     fn is_in_process(&self) -> bool {
         false
+    }
+
+    /// The state every handle of this saver shares ([`SaverState`]): its
+    /// clones return the same one, another saver never does. Graphs
+    /// compiled on clones of a saver wait for each other's queued
+    /// background writes through it, and share the values they rebuilt.
+    ///
+    /// `None` by default: each [`Checkpointer`](super::Checkpointer) (each
+    /// compiled graph) then keeps its own, which is right for one graph
+    /// but does not coordinate two. A saver whose clones share storage
+    /// keeps an `Arc<SaverState>` beside it and returns it here; a saver
+    /// wrapping another returns the inner saver's.
+    fn shared_state(&self) -> Option<Arc<SaverState>> {
+        None
+    }
+}
+
+#[async_trait]
+impl<S: Saver + ?Sized> LineageSource for S {
+    async fn read_lineage(
+        &self,
+        from: &CheckpointRef,
+        count: usize,
+        below: Option<u64>,
+    ) -> Result<Vec<CheckpointTuple>> {
+        self.lineage(from, count, below).await
+    }
+
+    async fn read_lineages(
+        &self,
+        requests: &[LineageRequest],
+    ) -> Result<Vec<Vec<CheckpointTuple>>> {
+        self.lineages(requests).await
     }
 }

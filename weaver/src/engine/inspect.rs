@@ -214,7 +214,7 @@ pub(crate) async fn get_state<S: GraphState>(
     config.check()?;
     let target = config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
     let latest = target.checkpoint_id.is_none();
-    let epoch = delta::deletions(&target.thread_id);
+    let epoch = cp.deletions(&target.thread_id);
     let stored = cp.get_stored(&target).await?;
     if let Some(t) = &stored {
         // A record of a newer format (or with damaged deltas) is an error
@@ -226,7 +226,7 @@ pub(crate) async fn get_state<S: GraphState>(
             // A record stored as deltas: from the values a history or an
             // earlier read decoded, or rebuilt and decoded (and kept).
             let key = delta::key(&t.config);
-            if let Some(values) = built.get(&key) {
+            if let Some(values) = built.get(&key, cp.deletions(&key.0)) {
                 return snapshot_of(spec, t, values, latest);
             }
             let mut one = [t];
@@ -267,7 +267,7 @@ pub(crate) async fn history<S: GraphState>(
 ) -> Result<Vec<StateSnapshot<S>>> {
     config.check()?;
     let thread = config.thread_id().ok_or(Error::MissingThreadId)?;
-    let epoch = delta::deletions(thread);
+    let epoch = cp.deletions(thread);
     let mut filter = ListFilter::thread(thread).ns(config.ns());
     filter.before = options.before;
     filter.limit = options.limit;
@@ -300,7 +300,7 @@ pub(crate) async fn history<S: GraphState>(
             if !delta::unresolved(&t.checkpoint) {
                 return None;
             }
-            let values = built.get(&delta::key(&t.config))?;
+            let values = built.get(&delta::key(&t.config), cp.deletions(thread))?;
             t.checkpoint.deltas.clear();
             Some(values)
         })
@@ -317,8 +317,8 @@ pub(crate) async fn history<S: GraphState>(
 /// history of the same thread starts from them, and the next `get_state` of
 /// the same checkpoint clones them, instead of rebuilding and decoding the
 /// whole value again. A checkpoint's values never change while it exists;
-/// an entry made before a deletion of its thread in this process
-/// ([`delta::note_deletion`]) is not used, since a deleted thread's ids may
+/// an entry made before a deletion of its thread through the saver
+/// ([`Checkpointer::deletions`]) is not used, since a deleted thread's ids may
 /// be stored again. The cache holds [`SNAPSHOT_CACHE_ENTRIES`] at most, the
 /// oldest entry leaving first.
 ///
@@ -326,7 +326,7 @@ pub(crate) async fn history<S: GraphState>(
 /// [`DeltaBase`], so that the next run on the thread from that checkpoint
 /// starts from it without rebuilding and decoding the stored value.
 pub(crate) struct SnapshotCache<S> {
-    /// The entries, each with [`delta::deletions`] of its thread when made,
+    /// The entries, each with [`Checkpointer::deletions`] of its thread when made,
     /// and the checkpoint's delta base when a run made it.
     entries: std::sync::Mutex<std::collections::VecDeque<Entry<S>>>,
 }
@@ -350,8 +350,9 @@ impl<S: Clone> SnapshotCache<S> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn get(&self, key: &delta::Key) -> Option<S> {
-        let epoch = delta::deletions(&key.0);
+    /// The values of the checkpoint `key`, made when the deletions of its
+    /// thread were `epoch` (what they are now).
+    fn get(&self, key: &delta::Key, epoch: u64) -> Option<S> {
         self.lock()
             .iter()
             .find(|(k, e, _, _)| k == key && *e == epoch)
@@ -359,9 +360,9 @@ impl<S: Clone> SnapshotCache<S> {
     }
 
     /// The values and delta base a run remembered for the checkpoint `key`
-    /// ([`remember_stored`](Self::remember_stored)).
-    pub(crate) fn get_stored(&self, key: &delta::Key) -> Option<(S, DeltaBase)> {
-        let epoch = delta::deletions(&key.0);
+    /// ([`remember_stored`](Self::remember_stored)) when the deletions of
+    /// its thread were `epoch` (what they are now).
+    pub(crate) fn get_stored(&self, key: &delta::Key, epoch: u64) -> Option<(S, DeltaBase)> {
         self.lock().iter().find_map(|(k, e, v, base)| match base {
             Some(base) if k == key && *e == epoch => Some((v.clone(), base.clone())),
             _ => None,
@@ -369,7 +370,7 @@ impl<S: Clone> SnapshotCache<S> {
     }
 
     /// Remembers `values` of the checkpoint `key`, read when
-    /// [`delta::deletions`] of its thread was `epoch`. An entry a run made
+    /// [`Checkpointer::deletions`] of its thread was `epoch`. An entry a run made
     /// for the same checkpoint (the same values) stays as it is.
     fn remember(&self, key: delta::Key, values: &S, epoch: u64) {
         self.insert((key, epoch, values.clone(), None));
@@ -377,7 +378,7 @@ impl<S: Clone> SnapshotCache<S> {
 
     /// Remembers the state a run stored as the checkpoint `key` (its values
     /// exactly), and that checkpoint's delta base, when
-    /// [`delta::deletions`] of its thread was `epoch`.
+    /// [`Checkpointer::deletions`] of its thread was `epoch`.
     pub(crate) fn remember_stored(&self, key: delta::Key, values: &S, base: DeltaBase, epoch: u64) {
         self.insert((key, epoch, values.clone(), Some(base)));
     }
@@ -484,11 +485,12 @@ mod tests {
     fn snapshots_read_before_a_deletion_are_never_served_after_it() {
         let built: SnapshotCache<Vec<u32>> = SnapshotCache::new();
         let key: delta::Key = ("raced-snapshot".into(), String::new(), "c0".into());
-        let read_started = delta::deletions(&key.0);
-        crate::checkpoint::delta::note_deletion(&key.0);
+        let deletions = delta::Deletions::default();
+        let read_started = deletions.of(&key.0);
+        deletions.note(&key.0);
         built.remember(key.clone(), &vec![1, 2], read_started);
-        assert_eq!(built.get(&key), None);
-        built.remember(key.clone(), &vec![3], delta::deletions(&key.0));
-        assert_eq!(built.get(&key), Some(vec![3]));
+        assert_eq!(built.get(&key, deletions.of(&key.0)), None);
+        built.remember(key.clone(), &vec![3], deletions.of(&key.0));
+        assert_eq!(built.get(&key, deletions.of(&key.0)), Some(vec![3]));
     }
 }

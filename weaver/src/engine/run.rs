@@ -90,7 +90,7 @@ pub(crate) struct Loop<'g, S: GraphState> {
     /// The delta channels of the `last_saved` checkpoint, which the next
     /// stored checkpoint is compacted against.
     delta_base: Option<DeltaBase>,
-    /// [`delta::deletions`] of the thread before it was read: the values
+    /// [`Checkpointer::deletions`] of the thread before it was read: the values
     /// this run caches are tagged with it, so none outlives a deletion of
     /// the thread during the run.
     epoch: u64,
@@ -409,7 +409,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         let Some(cp) = cp else { return Ok(lp) };
         lp.delta_channels = delta_channels::<S>(cp);
         let target = lp.config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
-        lp.epoch = delta::deletions(&target.thread_id);
+        lp.epoch = cp.deletions(&target.thread_id);
         let latest = CheckpointRef {
             checkpoint_id: None,
             ..target.clone()
@@ -428,7 +428,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         let cached = match (&head, lp.built) {
             (Some(h), Some(built)) if from_head(h) && delta::unresolved(&h.checkpoint) => {
                 delta::check_format(h)?;
-                built.get_stored(&delta::key(&h.config))
+                built.get_stored(&delta::key(&h.config), cp.deletions(&h.config.thread_id))
             }
             _ => None,
         };

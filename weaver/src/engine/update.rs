@@ -4,7 +4,7 @@ use super::run::{
     apply_caught, apply_succeeded, decode_state, delta_channels, encode_object, mark_seen,
     next_tasks, route, trigger_of,
 };
-use crate::checkpoint::delta::{self, DeltaBase, compact};
+use crate::checkpoint::delta::{DeltaBase, compact};
 use crate::checkpoint::{
     BatchEntry, CheckpointMetadata, CheckpointRef, CheckpointSource, Checkpointer, NewCheckpoint,
     PendingWrite,
@@ -100,7 +100,7 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
     };
     // What this call caches is tagged with the thread's deletions as they
     // stood before it read the thread.
-    let epoch = delta::deletions(&target.thread_id);
+    let epoch = cp.deletions(&target.thread_id);
     // The head (for the next commit order) and the checkpoint to update, read
     // at the same time.
     let (head, base) = match &target.checkpoint_id {

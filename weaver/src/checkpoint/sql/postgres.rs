@@ -52,6 +52,8 @@ use crate::migrate::{self, Adapter, Dialect, PgSchema};
 pub struct PostgresSaver {
     pool: PgPool,
     hot: Arc<HotSlot<Postgres>>,
+    /// What the saver's clones share ([`Saver::shared_state`](crate::Saver::shared_state)).
+    pub(super) state: Arc<crate::checkpoint::SaverState>,
     schema: Option<String>,
     settings: Settings,
 }
@@ -68,6 +70,7 @@ impl PostgresSaver {
         PostgresSaver {
             pool,
             hot: Arc::new(HotSlot::new(close_soon)),
+            state: Arc::default(),
             schema: None,
             settings: Settings::new(Dialect::Postgres, ""),
         }
@@ -102,6 +105,8 @@ impl PostgresSaver {
         self.settings.shallow = shallow;
         self.settings.max_record_bytes = max;
         self.schema = Some(schema);
+        // Other tables: another saver, which shares nothing with this one.
+        self.state = Arc::default();
         Ok(self)
     }
 

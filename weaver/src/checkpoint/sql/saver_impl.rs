@@ -143,13 +143,13 @@ macro_rules! impl_sql_saver {
                     || message.contains("has no column named")
             }
 
-            /// Notes a deletion of its threads ([`delta::note_deletion`])
+            /// Notes a deletion of its threads with the saver's handles
             /// when dropped, however the deleting call ended.
-            struct DeletionNote<'t>(&'t [String]);
+            struct DeletionNote<'t>(&'t $crate::checkpoint::SaverState, &'t [String]);
 
             impl Drop for DeletionNote<'_> {
                 fn drop(&mut self) {
-                    self.0.iter().for_each(|t| delta::note_deletion(t));
+                    self.1.iter().for_each(|t| self.0.note_deletion(t));
                 }
             }
 
@@ -1255,7 +1255,7 @@ macro_rules! impl_sql_saver {
                     // Cached values of this process no longer hold once the
                     // thread's ids may be stored again.
                     let thread = [thread_id.to_owned()];
-                    let _deleted = DeletionNote(&thread);
+                    let _deleted = DeletionNote(&self.state, &thread);
                     self.rechecked(async {
                         let op = "delete_thread";
                         self.ensure_migrated().await?;
@@ -1271,7 +1271,7 @@ macro_rules! impl_sql_saver {
 
                 async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
                     let keep = strategy.keep()?;
-                    let _deleted = keep.is_none().then_some(DeletionNote(thread_ids));
+                    let _deleted = keep.is_none().then_some(DeletionNote(&self.state, thread_ids));
                     self.rechecked(async {
                         let op = "prune";
                         self.ensure_migrated().await?;
@@ -1342,6 +1342,10 @@ macro_rules! impl_sql_saver {
 
                 fn supports_deltas(&self) -> bool {
                     !self.settings.shallow
+                }
+
+                fn shared_state(&self) -> Option<::std::sync::Arc<$crate::checkpoint::SaverState>> {
+                    Some(self.state.clone())
                 }
 
                 async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>> {

@@ -65,6 +65,8 @@ fn is_busy(e: &sqlx::Error) -> bool {
 pub struct SqliteSaver {
     pool: SqlitePool,
     hot: Arc<HotSlot<Sqlite>>,
+    /// What the saver's clones share ([`Saver::shared_state`](crate::Saver::shared_state)).
+    pub(super) state: Arc<crate::checkpoint::SaverState>,
     settings: Settings,
 }
 
@@ -80,6 +82,7 @@ impl SqliteSaver {
         SqliteSaver {
             pool,
             hot: Arc::new(HotSlot::new(close_now)),
+            state: Arc::default(),
             settings: Settings::new(Dialect::Sqlite, ""),
         }
     }

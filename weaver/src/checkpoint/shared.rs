@@ -1,0 +1,172 @@
+//! [`SaverState`]: what the handles (clones) of one saver share besides the
+//! records it stores: background writes still queued, deletion epochs, and
+//! rebuilt values of delta channels.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::delta::{Deletions, DeltaCache};
+
+/// The state every handle of one saver shares: each clone of an
+/// [`InMemorySaver`](super::InMemorySaver), `SqliteSaver` or `PostgresSaver`
+/// holds the same one, and two savers built apart never do.
+///
+/// Graphs compiled on clones of one saver coordinate through it: a read of
+/// a thread waits for the background writes another graph queued for that
+/// thread ([`Durability::Async`](crate::Durability::Async)), so the next
+/// turn never starts from a stale head; a deletion made through one handle
+/// invalidates what the others cached of the thread; and the full values
+/// of delta channels one graph rebuilt serve the others' reads.
+///
+/// A saver written outside weaver shares it by keeping one in an `Arc`
+/// beside its storage and returning it from
+/// [`Saver::shared_state`](super::Saver::shared_state); a saver that wraps
+/// another returns the inner saver's. Without it, each graph (each
+/// [`Checkpointer`](super::Checkpointer) and its clones) keeps its own,
+/// which is right for one graph and does not coordinate two.
+///
+/// ```
+/// use std::sync::Arc;
+/// use weaver::checkpoint::{InMemorySaver, Saver, SaverState};
+///
+/// let saver = InMemorySaver::new();
+/// let (a, b) = (saver.shared_state(), saver.clone().shared_state());
+/// assert!(Arc::ptr_eq(&a.unwrap(), &b.unwrap()));
+/// let other = InMemorySaver::new().shared_state().unwrap();
+/// assert!(!Arc::ptr_eq(&saver.shared_state().unwrap(), &other));
+/// # let _ = SaverState::new();
+/// ```
+#[derive(Debug, Default)]
+pub struct SaverState {
+    /// Background writers with operations queued, by thread.
+    flights: Mutex<HashMap<String, Vec<Arc<Flight>>>>,
+    /// How many flights are registered: while none is, a read skips the
+    /// registry (no lock, no key), the usual case, a run's writer being
+    /// gone before the next read.
+    registered: AtomicUsize,
+    pub(crate) deletions: Deletions,
+    pub(crate) cache: DeltaCache,
+}
+
+impl SaverState {
+    /// A state no handle shares yet.
+    pub fn new() -> Self {
+        SaverState::default()
+    }
+
+    fn flights(&self) -> MutexGuard<'_, HashMap<String, Vec<Arc<Flight>>>> {
+        // The map stays consistent whatever panicked while it was held.
+        self.flights.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a background writer of `thread`; it stays registered until
+    /// the guard is dropped.
+    pub(crate) fn take_off(self: &Arc<Self>, thread: &str) -> FlightGuard {
+        let flight = Arc::new(Flight::default());
+        self.flights()
+            .entry(thread.to_owned())
+            .or_default()
+            .push(flight.clone());
+        self.registered.fetch_add(1, Ordering::SeqCst);
+        FlightGuard {
+            state: self.clone(),
+            thread: thread.to_owned(),
+            flight,
+        }
+    }
+
+    /// Waits until no background writer has operations of `thread` queued.
+    pub(crate) async fn settle(&self, thread: &str) {
+        if self.registered.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let queued: Vec<Arc<Flight>> = match self.flights().get(thread) {
+            Some(list) => list.clone(),
+            None => return,
+        };
+        for flight in queued {
+            flight.settled().await;
+        }
+    }
+
+    /// Records a deletion of `thread_id` (its ids may be stored again with
+    /// other records): what was cached of it before is not served after.
+    pub(crate) fn note_deletion(&self, thread_id: &str) {
+        self.deletions.note(thread_id);
+    }
+}
+
+/// One background writer's operations queued and not yet stored.
+#[derive(Debug, Default)]
+pub(crate) struct Flight {
+    pending: AtomicUsize,
+    landed: tokio::sync::Notify,
+}
+
+impl Flight {
+    /// `n` more operations are queued.
+    pub(crate) fn queued(&self, n: usize) {
+        self.pending.fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// `n` queued operations were stored (or given up after a failure).
+    pub(crate) fn landed(&self, n: usize) {
+        // Saturating: the guard may have set the count to 0 already (the
+        // writer ended), and a count that wrapped would never settle.
+        let before = self
+            .pending
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |p| {
+                Some(p.saturating_sub(n))
+            })
+            .unwrap_or(0);
+        if before <= n {
+            self.landed.notify_waiters();
+        }
+    }
+
+    /// Waits until nothing is queued.
+    async fn settled(&self) {
+        loop {
+            let landed = self.landed.notified();
+            tokio::pin!(landed);
+            landed.as_mut().enable();
+            if self.pending.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            landed.await;
+        }
+    }
+}
+
+/// Unregisters its flight (and wakes whoever waits on it) when dropped: the
+/// background writer ended, however it ended.
+#[derive(Debug)]
+pub(crate) struct FlightGuard {
+    state: Arc<SaverState>,
+    thread: String,
+    flight: Arc<Flight>,
+}
+
+impl FlightGuard {
+    /// The flight it keeps registered.
+    pub(crate) fn flight(&self) -> &Arc<Flight> {
+        &self.flight
+    }
+}
+
+impl Drop for FlightGuard {
+    fn drop(&mut self) {
+        let mut all = self.state.flights();
+        if let Some(list) = all.get_mut(&self.thread) {
+            list.retain(|f| !Arc::ptr_eq(f, &self.flight));
+            if list.is_empty() {
+                all.remove(&self.thread);
+            }
+        }
+        self.state.registered.fetch_sub(1, Ordering::SeqCst);
+        drop(all);
+        self.flight.pending.store(0, Ordering::SeqCst);
+        self.flight.landed.notify_waiters();
+    }
+}
