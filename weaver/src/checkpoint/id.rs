@@ -1,77 +1,22 @@
-//! Ids and timestamps for checkpoints and tasks, cheap enough for the engine's hot path.
+//! Ids and timestamps for checkpoints and tasks.
 
-use std::cell::{Cell, RefCell};
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::cell::RefCell;
+use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 thread_local! {
-    /// xorshift128+ state, seeded once per thread from the process's random
-    /// hash keys (so ids need no system call each).
-    static RNG: Cell<(u64, u64)> = Cell::new(seed());
-    /// The last formatted second, `YYYY-MM-DDTHH:MM:SS`, reused within that second.
+    /// The last formatted second, `YYYY-MM-DDTHH:MM:SS`, reused within that
+    /// second: a run stamps every checkpoint, and the calendar arithmetic
+    /// is the costly part.
     static SECOND: RefCell<(i64, String)> = const { RefCell::new((i64::MIN, String::new())) };
 }
 
-fn seed() -> (u64, u64) {
-    let draw = |salt: u64| {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u64(salt);
-        h.finish() | 1
-    };
-    (draw(0x9e37_79b9_7f4a_7c15), draw(0xbf58_476d_1ce4_e5b9))
-}
-
-fn next_u64() -> u64 {
-    RNG.with(|cell| {
-        let (mut s1, s0) = cell.get();
-        let result = s0.wrapping_add(s1);
-        s1 ^= s1 << 23;
-        let s1 = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
-        cell.set((s0, s1));
-        result
-    })
-}
-
-/// The last id's time and sequence, `millis << 12 | sequence`: ids of one
-/// process increase (see [`new_checkpoint_id`]).
-static LAST_ID_CLOCK: AtomicU64 = AtomicU64::new(0);
-
-/// A new checkpoint id: a UUID v7. Ids made in one process sort in the order
-/// they were made, as text too (LangGraph's uuid6 ids do; the 12 bits after
-/// the version count ids within a millisecond, RFC 9562's "fixed bit-length
-/// dedicated counter", and a burst past 4,096 in a millisecond borrows the
-/// next one). They are never used for ordering: `commit_order` is the
+/// A new checkpoint id: a UUID v7 from `uuid`'s generator. Ids made in one
+/// process sort in the order they were made, as text too (LangGraph's
+/// uuid6 ids do). They are never used for ordering: `commit_order` is the
 /// thread's clock, and ids of different processes interleave.
 pub fn new_checkpoint_id() -> String {
-    let millis = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default()
-        & ((1 << 48) - 1);
-    let now = millis << 12;
-    let mut last = LAST_ID_CLOCK.load(AtomicOrdering::Relaxed);
-    let clock = loop {
-        let next = now.max(last.wrapping_add(1));
-        match LAST_ID_CLOCK.compare_exchange_weak(
-            last,
-            next,
-            AtomicOrdering::Relaxed,
-            AtomicOrdering::Relaxed,
-        ) {
-            Ok(_) => break next,
-            Err(seen) => last = seen,
-        }
-    };
-    let (millis, sequence) = (clock >> 12, (clock & 0xfff) as u16);
-    let mut random = [0u8; 10];
-    random[..2].copy_from_slice(&sequence.to_be_bytes());
-    random[2..].copy_from_slice(&next_u64().to_le_bytes());
-    uuid::Builder::from_unix_timestamp_millis(millis, &random)
-        .into_uuid()
-        .hyphenated()
-        .to_string()
+    uuid::Uuid::now_v7().hyphenated().to_string()
 }
 
 /// A deterministic id (UUID v8 layout) from `parts`: the same parts give the
@@ -110,17 +55,8 @@ pub fn now_rfc3339() -> String {
             *cache = (secs, format_seconds(secs));
         }
         let mut out = String::with_capacity(32);
-        out.push_str(&cache.1);
-        out.push('.');
-        let micros = d.subsec_micros();
-        let mut digits = [b'0'; 6];
-        let mut m = micros;
-        for slot in digits.iter_mut().rev() {
-            *slot = b'0' + (m % 10) as u8;
-            m /= 10;
-        }
-        out.push_str(std::str::from_utf8(&digits).unwrap_or("000000"));
-        out.push_str("+00:00");
+        // Writing to a `String` cannot fail.
+        let _ = write!(out, "{}.{:06}+00:00", cache.1, d.subsec_micros());
         out
     })
 }
