@@ -7,11 +7,12 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use super::delta::{self, Cached, ListedParents};
+use super::limits::ForkOptions;
 use super::saver::Saver;
 use super::shared::SaverState;
 use super::types::{
-    BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, ListFilter, NewCheckpoint,
-    PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
+    BatchEntry, CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint, PendingWrite,
+    PruneStrategy, ThreadInfo, WriteOp,
 };
 use crate::error::{Error, Result};
 

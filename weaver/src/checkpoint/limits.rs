@@ -16,6 +16,41 @@ pub const FORK_MAX_CHECKPOINTS: usize = 10_000;
 /// Hard ceiling of bytes copied by `fork_at`.
 pub const FORK_MAX_BYTES: usize = 64 * 1024 * 1024;
 
+/// Bounds of a [`fork_at`](super::Saver::fork_at) copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForkOptions {
+    /// At most this many checkpoints are copied (default 1,000; ceiling 10,000).
+    pub max_checkpoints: usize,
+    /// At most this many bytes of serialized checkpoints and their pending
+    /// writes are copied, as [`record_size`] and
+    /// [`write_size`] count them (ceiling 64 MiB).
+    pub max_bytes: usize,
+}
+
+impl Default for ForkOptions {
+    fn default() -> Self {
+        ForkOptions {
+            max_checkpoints: FORK_DEFAULT_CHECKPOINTS,
+            max_bytes: FORK_MAX_BYTES,
+        }
+    }
+}
+
+impl ForkOptions {
+    /// Sets the checkpoint count bound.
+    pub fn max_checkpoints(mut self, n: usize) -> Self {
+        self.max_checkpoints = n;
+        self
+    }
+
+    /// Sets the byte bound.
+    pub fn max_bytes(mut self, n: usize) -> Self {
+        self.max_bytes = n;
+        self
+    }
+}
+
 fn exceeded(limit: &'static str, value: usize, ceiling: usize) -> Error {
     Error::LimitExceeded {
         limit,

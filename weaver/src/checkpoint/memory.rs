@@ -7,11 +7,12 @@ use async_trait::async_trait;
 
 use super::delta;
 use super::limits;
+use super::limits::ForkOptions;
 use super::saver::Saver;
 use super::shared::SaverState;
 use super::types::{
-    BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointTuple, ForkOptions,
-    ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteCheck, WriteOp,
+    BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointTuple, ListFilter,
+    NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteCheck, WriteOp,
 };
 use crate::error::{Error, Result};
 

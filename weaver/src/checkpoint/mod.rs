@@ -15,15 +15,16 @@ mod types;
 pub use delta::DELTA_SNAPSHOT_EVERY;
 pub use facade::Checkpointer;
 pub use id::{new_checkpoint_id, now_rfc3339};
+pub use limits::ForkOptions;
 pub use memory::InMemorySaver;
 pub use saver::Saver;
 pub use shared::SaverState;
 pub(crate) use types::is_plain_identifier;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,
-    CheckpointSource, CheckpointTuple, DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, ForkOptions,
-    INTERRUPT_CHANNEL, LineageRequest, ListFilter, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite,
-    PruneStrategy, RESUME_CHANNEL, ThreadInfo, WriteCheck, WriteOp,
+    CheckpointSource, CheckpointTuple, DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, INTERRUPT_CHANNEL,
+    LineageRequest, ListFilter, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite, PruneStrategy,
+    RESUME_CHANNEL, ThreadInfo, WriteCheck, WriteOp,
 };
 
 // The SQL savers (behind the `sqlite` / `postgres` features).

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::delta::LineageSource;
+use super::limits::ForkOptions;
 use super::shared::SaverState;
 use super::types::{
-    BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, LineageRequest, ListFilter,
-    NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
+    BatchEntry, CheckpointRef, CheckpointTuple, LineageRequest, ListFilter, NewCheckpoint,
+    PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
 };
 use crate::error::Result;
 

@@ -643,41 +643,6 @@ impl LineageRequest {
     }
 }
 
-/// Bounds of a [`fork_at`](super::Saver::fork_at) copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ForkOptions {
-    /// At most this many checkpoints are copied (default 1,000; ceiling 10,000).
-    pub max_checkpoints: usize,
-    /// At most this many bytes of serialized checkpoints and their pending
-    /// writes are copied, as [`record_size`](super::limits::record_size) and
-    /// [`write_size`](super::limits::write_size) count them (ceiling 64 MiB).
-    pub max_bytes: usize,
-}
-
-impl Default for ForkOptions {
-    fn default() -> Self {
-        ForkOptions {
-            max_checkpoints: super::limits::FORK_DEFAULT_CHECKPOINTS,
-            max_bytes: super::limits::FORK_MAX_BYTES,
-        }
-    }
-}
-
-impl ForkOptions {
-    /// Sets the checkpoint count bound.
-    pub fn max_checkpoints(mut self, n: usize) -> Self {
-        self.max_checkpoints = n;
-        self
-    }
-
-    /// Sets the byte bound.
-    pub fn max_bytes(mut self, n: usize) -> Self {
-        self.max_bytes = n;
-        self
-    }
-}
-
 /// A thread known to a saver.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadInfo {
