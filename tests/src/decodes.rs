@@ -70,7 +70,7 @@ pub async fn turns_decoding_nothing(
     let mut from_cache = 0;
     for turn in first..first + turns {
         let head = saver
-            .get_tuple(&CheckpointRef::latest(thread))
+            .get_stored(&CheckpointRef::latest(thread))
             .await
             .expect("the head");
         let delta_head = head.is_some_and(|h| !h.checkpoint.channel_values.contains_key("lines"));

@@ -92,7 +92,7 @@ async fn a_state_left_half_merged_by_a_failed_step_is_not_reused() {
 
 async fn head_is_delta_clash(saver: &InMemorySaver) -> bool {
     let head = saver
-        .get_tuple(&CheckpointRef::latest("clash"))
+        .get_stored(&CheckpointRef::latest("clash"))
         .await
         .unwrap()
         .unwrap();

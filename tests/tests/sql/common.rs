@@ -281,9 +281,9 @@ impl Saver for Forwarding {
         }
         Ok(out)
     }
-    async fn get_tuple(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
+    async fn get_stored(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
-        let read = self.inner.get_tuple(target).await;
+        let read = self.inner.get_stored(target).await;
         let barrier = match &mut *self.latest_gate.lock().unwrap_or_else(|e| e.into_inner()) {
             Some((barrier, left)) if target.checkpoint_id.is_none() && *left > 0 => {
                 *left -= 1;
@@ -296,8 +296,8 @@ impl Saver for Forwarding {
         }
         read
     }
-    async fn list(&self, filter: &ListFilter) -> weaver::Result<Vec<CheckpointTuple>> {
-        self.inner.list(filter).await
+    async fn list_stored(&self, filter: &ListFilter) -> weaver::Result<Vec<CheckpointTuple>> {
+        self.inner.list_stored(filter).await
     }
     async fn put(&self, checkpoint: NewCheckpoint) -> weaver::Result<CheckpointRef> {
         self.log("put".into());

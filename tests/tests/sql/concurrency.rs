@@ -192,7 +192,10 @@ async fn one_conversation(
     );
     let saver = open.await;
     // The transcript is a delta channel: stored as each turn's messages...
-    let stored = saver.list(&ListFilter::thread("conv")).await.unwrap();
+    let stored = saver
+        .list_stored(&ListFilter::thread("conv"))
+        .await
+        .unwrap();
     let full = stored
         .iter()
         .filter(|t| t.checkpoint.channel_values.contains_key("messages"))

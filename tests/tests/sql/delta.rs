@@ -18,7 +18,10 @@ use weaver_tests::decodes::{Line, line, lines_graph, turns_decoding_nothing};
 
 /// Raw records of a thread, as the saver stores them (newest first).
 async fn raw(saver: &dyn Saver, thread: &str) -> Vec<CheckpointTuple> {
-    saver.list(&ListFilter::thread(thread)).await.unwrap()
+    saver
+        .list_stored(&ListFilter::thread(thread))
+        .await
+        .unwrap()
 }
 
 /// How many raw records of `thread` hold `messages` in full.

@@ -70,7 +70,7 @@ async fn turns(saver: &Arc<dyn Saver>, thread: &str, n: usize) -> RunConfig {
 /// `DELTA_SNAPSHOT_EVERY`); the others store what they appended.
 async fn full_records(saver: &Arc<dyn Saver>, thread: &str) -> Vec<String> {
     saver
-        .list(&ListFilter::thread(thread))
+        .list_stored(&ListFilter::thread(thread))
         .await
         .unwrap()
         .into_iter()
@@ -216,7 +216,7 @@ async fn get_state_reuses_the_values_it_decoded() {
             .contains_key("messages")
     };
     let latest = weaver::checkpoint::CheckpointRef::latest("g");
-    assert!(stored_as_deltas(saver.get_tuple(&latest).await.unwrap()));
+    assert!(stored_as_deltas(saver.get_stored(&latest).await.unwrap()));
     let reader = chunked(saver.clone());
     let a = reader.get_state(&config).await.unwrap();
     let b = reader.get_state(&config).await.unwrap();
@@ -260,7 +260,7 @@ async fn appended_items_of_the_wrong_type_are_a_decode_error() {
     let saver: Arc<dyn Saver> = Arc::new(sqlite.clone());
     let config = turns(&saver, "bad", 3).await;
     let head = saver
-        .get_tuple(&config.checkpoint_ref().unwrap())
+        .get_stored(&config.checkpoint_ref().unwrap())
         .await
         .unwrap()
         .unwrap();

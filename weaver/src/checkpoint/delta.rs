@@ -55,7 +55,7 @@ use crate::error::{Error, Result};
 /// let history = graph.get_state_history(&config, History::default()).await.unwrap();
 /// assert!(history.iter().all(|s| s.values.messages == state.values.messages[..s.values.messages.len()]));
 /// // ...while only one checkpoint in DELTA_SNAPSHOT_EVERY stores one.
-/// let stored = saver.list(&ListFilter::thread("t")).await.unwrap();
+/// let stored = saver.list_stored(&ListFilter::thread("t")).await.unwrap();
 /// let full = stored.iter().filter(|t| t.checkpoint.channel_values.contains_key("messages"));
 /// assert_eq!(full.count(), stored.len().div_ceil(DELTA_SNAPSHOT_EVERY as usize));
 /// # });

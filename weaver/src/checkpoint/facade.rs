@@ -129,14 +129,19 @@ impl Checkpointer {
         Ok(Some(t))
     }
 
-    /// [`Saver::get_tuple`]: the record as stored, delta channels not
+    /// [`Saver::get_stored`]: the record as stored, delta channels not
     /// rebuilt ([`resolve_listed`](Checkpointer::resolve_listed) does that).
     pub(crate) async fn get_stored(
         &self,
         target: &CheckpointRef,
     ) -> Result<Option<CheckpointTuple>> {
         self.settle(&target.thread_id).await;
-        traced("get_tuple", &target.thread_id, self.saver.get_tuple(target)).await
+        traced(
+            "get_tuple",
+            &target.thread_id,
+            self.saver.get_stored(target),
+        )
+        .await
     }
 
     /// Like [`get_tuple`](Checkpointer::get_tuple), but a missing checkpoint is
@@ -165,14 +170,14 @@ impl Checkpointer {
         Ok(tuples)
     }
 
-    /// [`Saver::list`]: the records as stored, delta channels not rebuilt
+    /// [`Saver::list_stored`]: the records as stored, delta channels not rebuilt
     /// ([`resolve_listed`](Checkpointer::resolve_listed) does that).
     pub(crate) async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
         if let Some(thread) = &filter.thread_id {
             self.settle(thread).await;
         }
         let thread = filter.thread_id.as_deref().unwrap_or("*");
-        traced("list", thread, self.saver.list(filter)).await
+        traced("list", thread, self.saver.list_stored(filter)).await
     }
 
     /// Rebuilds the delta channels of listed records, leaving those of a

@@ -321,7 +321,7 @@ fn not_found(target: &CheckpointRef, id: &str) -> Error {
 
 #[async_trait]
 impl Saver for InMemorySaver {
-    async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+    async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
         let threads = self.read();
         let Some(log) = threads
             .get(&target.thread_id)
@@ -339,7 +339,7 @@ impl Saver for InMemorySaver {
         Ok(found.map(|(order, s)| s.tuple(&target.thread_id, &target.checkpoint_ns, *order)))
     }
 
-    async fn list(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+    async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
         filter.check()?;
         let threads = self.read();
         let limit = filter.limit.unwrap_or(usize::MAX);

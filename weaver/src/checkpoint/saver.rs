@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::delta::LineageSource;
+use super::delta::{self, Cached, LineageSource, ListedParents};
 use super::limits::ForkOptions;
 use super::shared::SaverState;
 use super::types::{
@@ -23,22 +23,73 @@ use crate::error::Result;
 /// caller's own copy. A storage failure is [`Error::Storage`](crate::Error::Storage),
 /// never "not found".
 ///
+/// # Reading
+///
+/// [`get_tuple`](Saver::get_tuple) and [`list`](Saver::list) return
+/// records a caller can use as they are: a delta channel (see
+/// [`Checkpoint`](super::Checkpoint)) holds its full value. They are
+/// provided: a saver stores records compacted and answers
+/// [`get_stored`](Saver::get_stored) and [`list_stored`](Saver::list_stored)
+/// with them as stored, and the provided methods rebuild what those leave
+/// as deltas (reading ancestors with [`lineages`](Saver::lineages)).
+///
+/// # Implementing a saver
+///
+/// Required: the two stored reads, `put_writes`,
+/// `put_checkpoint_with_writes`, `put_many`, `fork_at`, `copy_thread`,
+/// `delete_thread`, `prune` and `list_threads`. Everything else has a
+/// default written on those, which a saver overrides when it can do better
+/// (one query instead of several, a group in one transaction), and
+/// [`shared_state`](Saver::shared_state) when its clones share storage.
 /// The same conformance suite (`weaver-tests`) runs against every backend.
 #[async_trait]
 pub trait Saver: Debug + Send + Sync {
-    /// Returns the checkpoint `target` names, or the latest of its thread and
-    /// namespace when `target.checkpoint_id` is `None`, with its pending
-    /// writes in `(task_id, idx)` order. `Ok(None)` when there is none.
-    async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>>;
+    /// The checkpoint `target` names, or the latest of its thread and
+    /// namespace (the highest commit order) when `target.checkpoint_id` is
+    /// `None`, with its pending writes in `(task_id, idx)` order, and its
+    /// delta channels rebuilt. `Ok(None)` when there is none; a delta
+    /// channel whose ancestors are missing or damaged is an error
+    /// ([`Error::MissingParent`](crate::Error::MissingParent),
+    /// [`Error::Decode`](crate::Error::Decode)), never a partial value.
+    ///
+    /// Provided: [`get_stored`](Saver::get_stored), then the rebuild.
+    async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+        let Some(t) = self.get_stored(target).await? else {
+            return Ok(None);
+        };
+        let mut one = [t];
+        rebuild(self, &mut one).await?;
+        let [t] = one;
+        Ok(Some(t))
+    }
 
-    /// Lists checkpoints newest first (by `commit_order`) within a thread and
+    /// What [`list_stored`](Saver::list_stored) lists, in its order, with
+    /// delta channels rebuilt (as [`get_tuple`](Saver::get_tuple) does).
+    ///
+    /// Provided: [`list_stored`](Saver::list_stored), then one rebuild of
+    /// all the records listed.
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        let mut tuples = self.list_stored(filter).await?;
+        rebuild(self, &mut tuples).await?;
+        Ok(tuples)
+    }
+
+    /// Like [`get_tuple`](Saver::get_tuple), but the record as stored: a
+    /// delta channel stored as what its checkpoint appended is in
+    /// `checkpoint.deltas`, and missing from `channel_values`. What a saver
+    /// implements; callers read with `get_tuple`.
+    async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>>;
+
+    /// Lists checkpoints as stored (see [`get_stored`](Saver::get_stored))
+    /// newest first (by `commit_order`) within a thread and
     /// namespace; across threads (no `thread_id`) grouped by thread id then
     /// namespace, ascending, each group newest first. `before` keeps those
     /// committed before that checkpoint and needs `thread_id`
     /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument) otherwise;
     /// [`Error::CheckpointNotFound`](crate::Error::CheckpointNotFound) if it
-    /// does not exist). `limit` applies after filtering.
-    async fn list(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>>;
+    /// does not exist). `limit` applies after filtering. What a saver
+    /// implements; callers read with [`list`](Saver::list).
+    async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>>;
 
     /// Stores one checkpoint. Fails with
     /// [`Error::VersionConflict`](crate::Error::VersionConflict) when its
@@ -48,7 +99,13 @@ pub trait Saver: Debug + Send + Sync {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when its
     /// explicit `commit_order` is not above its parent's (parents commit
     /// before their children); nothing is written then. Returns where it is.
-    async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef>;
+    ///
+    /// Provided: [`put_checkpoint_with_writes`](Saver::put_checkpoint_with_writes)
+    /// with no writes.
+    async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef> {
+        self.put_checkpoint_with_writes(checkpoint, Vec::new())
+            .await
+    }
 
     /// Stores pending writes of tasks started from checkpoint `target` (which
     /// must exist). Idempotent per `(task_id, idx)`: an ordinary write already
@@ -116,7 +173,8 @@ pub trait Saver: Debug + Send + Sync {
     ///
     /// The default lists the whole thread; weaver's savers count instead.
     async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
-        let checkpoints = self.list(&ListFilter::thread(thread_id)).await?.len() as u64;
+        let listed = self.list_stored(&ListFilter::thread(thread_id)).await?;
+        let checkpoints = listed.len() as u64;
         Ok(ThreadInfo::counted(thread_id, checkpoints))
     }
 
@@ -132,7 +190,7 @@ pub trait Saver: Debug + Send + Sync {
         commit_order: u64,
     ) -> Result<Option<CheckpointRef>> {
         let listed = self
-            .list(&ListFilter::thread(thread_id).ns(checkpoint_ns))
+            .list_stored(&ListFilter::thread(thread_id).ns(checkpoint_ns))
             .await?;
         Ok(listed
             .into_iter()
@@ -149,7 +207,7 @@ pub trait Saver: Debug + Send + Sync {
     /// error and nothing of it is stored.
     /// The default, for savers that cannot do better, applies the ops one by
     /// one and stops at the first failure, keeping the ops before it (its
-    /// checks read with [`get_tuple`](Saver::get_tuple), so another writer
+    /// checks read with [`get_stored`](Saver::get_stored), so another writer
     /// can slip in between a check and the ops after it). The
     /// engine sends what queued up while the backend was busy, under
     /// [`Durability::Async`](crate::Durability::Async).
@@ -172,7 +230,7 @@ pub trait Saver: Debug + Send + Sync {
                 WriteOp::Check(check) => {
                     let id = check.checkpoint_id()?;
                     let target = check.target.at(id.to_owned());
-                    let found = self.get_tuple(&target).await?.ok_or_else(|| {
+                    let found = self.get_stored(&target).await?.ok_or_else(|| {
                         crate::Error::CheckpointNotFound {
                             thread_id: target.thread_id.clone(),
                             checkpoint_ns: target.checkpoint_ns.clone(),
@@ -204,7 +262,7 @@ pub trait Saver: Debug + Send + Sync {
     /// orders under it first (a thread that was never forked is one line).
     ///
     /// This is what a delta channel is rebuilt from; the default follows the
-    /// links with [`get_tuple`](Saver::get_tuple), one call per record.
+    /// links with [`get_stored`](Saver::get_stored), one call per record.
     async fn lineage(
         &self,
         from: &CheckpointRef,
@@ -218,7 +276,7 @@ pub trait Saver: Debug + Send + Sync {
             if out.len() == count {
                 break;
             }
-            let Some(mut t) = self.get_tuple(&target).await? else {
+            let Some(mut t) = self.get_stored(&target).await? else {
                 break;
             };
             t.pending_writes.clear();
@@ -276,6 +334,17 @@ pub trait Saver: Debug + Send + Sync {
     fn shared_state(&self) -> Option<Arc<SaverState>> {
         None
     }
+}
+
+/// Rebuilds the delta channels of `tuples` (records as `saver` stores
+/// them), starting from what the saver's handles cached.
+async fn rebuild<S: Saver + ?Sized>(saver: &S, tuples: &mut [CheckpointTuple]) -> Result<()> {
+    let state = saver.shared_state().unwrap_or_default();
+    let cached = Cached {
+        cache: &state.cache,
+        deletions: &state.deletions,
+    };
+    delta::resolve(saver, cached, tuples, ListedParents::Rebuild).await
 }
 
 #[async_trait]

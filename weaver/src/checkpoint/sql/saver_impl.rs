@@ -824,7 +824,7 @@ macro_rules! impl_sql_saver {
 
             #[async_trait]
             impl Saver for $saver {
-                async fn get_tuple(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+                async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
                     self.rechecked(async {
                         let op = "get_tuple";
                         self.ensure_migrated().await?;
@@ -859,7 +859,7 @@ macro_rules! impl_sql_saver {
                     .await
                 }
 
-                async fn list(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+                async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
                     self.rechecked(async {
                         let op = "list";
                         self.ensure_migrated().await?;
