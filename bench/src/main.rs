@@ -480,7 +480,7 @@ impl Backend {
             Store::None => json!({}),
             Store::Memory(s) => {
                 let (mut cp, mut meta, mut writes) = (0usize, 0usize, 0usize);
-                let tuples = s.list(&ListFilter::thread(thread)).await?;
+                let tuples = s.list_stored(&ListFilter::thread(thread)).await?;
                 for t in &tuples {
                     cp += serde_json::to_vec(&t.checkpoint).map_or(0, |v| v.len());
                     meta += serde_json::to_vec(&t.metadata).map_or(0, |v| v.len());

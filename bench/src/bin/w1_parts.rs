@@ -60,7 +60,7 @@ async fn measure(path: &Path, sync: SqliteSynchronous) -> weaver::Result<serde_j
     let read = median_ms(|i| {
         let at = CheckpointRef::latest(format!("none-{i}"));
         let saver = &saver;
-        async move { saver.get_tuple(&at).await.map(drop) }
+        async move { saver.get_stored(&at).await.map(drop) }
     })
     .await?;
     let mut conn = pool

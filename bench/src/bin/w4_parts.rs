@@ -4,13 +4,13 @@
 //! SQLite file, then times, each as the median of many calls in the same
 //! process:
 //!
-//! - `saver_list`: `Saver::list` with `limit 20` (the query and decoding the
+//! - `saver_list`: `Saver::list_stored` with `limit 20` (the query and decoding the
 //!   records into tuples);
 //! - `saver_list_any_ns`: the same without naming the namespace (the
 //!   per-namespace listing);
 //! - `history`: `get_state_history(limit 20)` (the listing, rebuilding the
 //!   delta channels and building typed snapshots);
-//! - `get_tuple`, `get_state`, `get_state_10th`: `Saver::get_tuple` of the
+//! - `get_tuple`, `get_state`, `get_state_10th`: `Saver::get_stored` of the
 //!   latest checkpoint, and W2's and W4's `get_state` (latest, 10th-oldest);
 //! - `select_1`: `SELECT 1` on a connection from the pool, the round trip
 //!   through `sqlx`'s SQLite worker thread that every read pays;
@@ -109,9 +109,10 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
         graph.invoke(C::default(), &config).await?;
     }
     let filter = ListFilter::thread("w2").ns("").limit(20);
-    let saver_list = median_ms(|| async { saver.list(&filter).await.map(drop) }).await?;
+    let saver_list = median_ms(|| async { saver.list_stored(&filter).await.map(drop) }).await?;
     let any_ns = ListFilter::thread("w2").limit(20);
-    let saver_list_any_ns = median_ms(|| async { saver.list(&any_ns).await.map(drop) }).await?;
+    let saver_list_any_ns =
+        median_ms(|| async { saver.list_stored(&any_ns).await.map(drop) }).await?;
     let history = median_ms(|| async {
         graph
             .get_state_history(&config, History::default().limit(20))
@@ -120,7 +121,7 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
     })
     .await?;
     let latest = weaver::checkpoint::CheckpointRef::latest("w2");
-    let get_tuple = median_ms(|| async { saver.get_tuple(&latest).await.map(drop) }).await?;
+    let get_tuple = median_ms(|| async { saver.get_stored(&latest).await.map(drop) }).await?;
     let get_state = median_ms(|| async { graph.get_state(&config).await.map(drop) }).await?;
     let all = graph.get_state_history(&config, History::default()).await?;
     let tenth = all[all.len() - 10].config.clone();
@@ -155,7 +156,7 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
         (v[v.len() / 2] * 1e4).round() / 1e4
     };
     let (get_state_cold, history_cold) = (median(state_cold), median(history_cold));
-    let head = saver.get_tuple(&latest).await?;
+    let head = saver.get_stored(&latest).await?;
     let (lineage, lineage_below) = match &head {
         Some(head) => (
             median_ms(|| async { saver.lineage(&head.config, 32, None).await.map(drop) }).await?,
