@@ -1,15 +1,14 @@
 //! [`Checkpointer`]: the facade the engine and applications call, wrapping any
-//! [`Saver`] with tracing spans and explicit-error helpers.
+//! [`Saver`] in [`Traced`] spans, with explicit-error helpers, and waiting
+//! for queued background writes before a read.
 
 use std::sync::Arc;
-use std::time::Instant;
-
-use tracing::Instrument;
 
 use super::delta::{self, Cached, ListedParents};
 use super::limits::ForkOptions;
 use super::saver::Saver;
 use super::shared::SaverState;
+use super::trace::Traced;
 use super::types::{
     BatchEntry, CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint, PendingWrite,
     PruneStrategy, ThreadInfo, WriteOp,
@@ -17,7 +16,8 @@ use super::types::{
 use crate::error::{Error, Result};
 
 /// A shared handle to a [`Saver`] whose every call runs in a `tracing` span
-/// (`weaver.saver`, with the operation, thread id and duration).
+/// (`weaver.saver`, with the operation, thread id and duration; a lineage
+/// read that rebuilds delta channels is one too).
 ///
 /// [`fetch_tuple`](Checkpointer::fetch_tuple) turns "not found" into a typed
 /// error; nothing here turns a storage failure into "not found" or an empty
@@ -40,31 +40,12 @@ use crate::error::{Error, Result};
 /// gets one per facade (and its clones).
 #[derive(Debug, Clone)]
 pub struct Checkpointer {
-    saver: Arc<dyn Saver>,
+    /// The saver, every call of it in a span.
+    saver: Traced,
     state: Arc<SaverState>,
 }
 
 pub(crate) use super::shared::{Flight, FlightGuard};
-
-async fn traced<T>(
-    op: &'static str,
-    thread_id: &str,
-    fut: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    let span = tracing::debug_span!(
-        "weaver.saver",
-        op,
-        thread_id,
-        elapsed_us = tracing::field::Empty
-    );
-    let started = Instant::now();
-    let out = fut.instrument(span.clone()).await;
-    span.record("elapsed_us", started.elapsed().as_micros() as u64);
-    if let Err(e) = &out {
-        tracing::debug!(parent: &span, error = %e, "saver operation failed");
-    }
-    out
-}
 
 impl Checkpointer {
     /// Wraps a saver.
@@ -75,7 +56,10 @@ impl Checkpointer {
     /// Wraps a shared saver.
     pub fn from_arc(saver: Arc<dyn Saver>) -> Self {
         let state = saver.shared_state().unwrap_or_default();
-        Checkpointer { saver, state }
+        Checkpointer {
+            saver: Traced(saver),
+            state,
+        }
     }
 
     /// Registers a background writer of `thread` with the saver's handles;
@@ -113,7 +97,7 @@ impl Checkpointer {
 
     /// The saver behind the facade.
     pub fn saver(&self) -> &Arc<dyn Saver> {
-        &self.saver
+        &self.saver.0
     }
 
     /// [`Saver::get_tuple`]: `Ok(None)` when absent. Delta channels come
@@ -136,12 +120,7 @@ impl Checkpointer {
         target: &CheckpointRef,
     ) -> Result<Option<CheckpointTuple>> {
         self.settle(&target.thread_id).await;
-        traced(
-            "get_tuple",
-            &target.thread_id,
-            self.saver.get_stored(target),
-        )
-        .await
+        self.saver.get_stored(target).await
     }
 
     /// Like [`get_tuple`](Checkpointer::get_tuple), but a missing checkpoint is
@@ -176,8 +155,7 @@ impl Checkpointer {
         if let Some(thread) = &filter.thread_id {
             self.settle(thread).await;
         }
-        let thread = filter.thread_id.as_deref().unwrap_or("*");
-        traced("list", thread, self.saver.list_stored(filter)).await
+        self.saver.list_stored(filter).await
     }
 
     /// Rebuilds the delta channels of listed records, leaving those of a
@@ -192,13 +170,12 @@ impl Checkpointer {
             cache: &self.state.cache,
             deletions: &self.state.deletions,
         };
-        delta::resolve(self.saver.as_ref(), cached, tuples, listed_parents).await
+        delta::resolve(&self.saver, cached, tuples, listed_parents).await
     }
 
     /// [`Saver::put`].
     pub async fn put(&self, checkpoint: NewCheckpoint) -> Result<CheckpointRef> {
-        let thread = checkpoint.thread_id.clone();
-        traced("put", &thread, self.saver.put(checkpoint)).await
+        self.saver.put(checkpoint).await
     }
 
     /// [`Saver::put_writes`].
@@ -207,12 +184,7 @@ impl Checkpointer {
         target: &CheckpointRef,
         writes: Vec<PendingWrite>,
     ) -> Result<()> {
-        traced(
-            "put_writes",
-            &target.thread_id,
-            self.saver.put_writes(target, writes),
-        )
-        .await
+        self.saver.put_writes(target, writes).await
     }
 
     /// [`Saver::put_checkpoint_with_writes`].
@@ -221,26 +193,22 @@ impl Checkpointer {
         checkpoint: NewCheckpoint,
         writes: Vec<PendingWrite>,
     ) -> Result<CheckpointRef> {
-        let thread = checkpoint.thread_id.clone();
-        traced(
-            "put_checkpoint_with_writes",
-            &thread,
-            self.saver.put_checkpoint_with_writes(checkpoint, writes),
-        )
-        .await
+        self.saver
+            .put_checkpoint_with_writes(checkpoint, writes)
+            .await
     }
 
     /// [`Saver::put_ops`].
     pub async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
-        let Some(thread) = ops.first().map(|op| op.thread_id().to_owned()) else {
+        if ops.is_empty() {
             return Ok(());
-        };
-        traced("put_ops", &thread, self.saver.put_ops(ops)).await
+        }
+        self.saver.put_ops(ops).await
     }
 
     /// [`Saver::put_many`].
     pub async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
-        traced("put_many", "*", self.saver.put_many(entries)).await
+        self.saver.put_many(entries).await
     }
 
     /// [`Saver::fork_at`].
@@ -251,23 +219,13 @@ impl Checkpointer {
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
         self.settle(&source.thread_id).await;
-        traced(
-            "fork_at",
-            &source.thread_id,
-            self.saver.fork_at(source, target_thread, options),
-        )
-        .await
+        self.saver.fork_at(source, target_thread, options).await
     }
 
     /// [`Saver::copy_thread`].
     pub async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
         self.settle(source_thread).await;
-        traced(
-            "copy_thread",
-            source_thread,
-            self.saver.copy_thread(source_thread, target_thread),
-        )
-        .await
+        self.saver.copy_thread(source_thread, target_thread).await
     }
 
     /// [`Saver::delete_thread`].
@@ -275,12 +233,7 @@ impl Checkpointer {
         // Writes still queued for the thread would bring it back.
         self.settle(thread_id).await;
         self.state.cache.forget_thread(thread_id);
-        let out = traced(
-            "delete_thread",
-            thread_id,
-            self.saver.delete_thread(thread_id),
-        )
-        .await;
+        let out = self.saver.delete_thread(thread_id).await;
         self.state.note_deletion(thread_id);
         out
     }
@@ -295,7 +248,7 @@ impl Checkpointer {
                 self.state.cache.forget_thread(t);
             }
         }
-        let out = traced("prune", "*", self.saver.prune(thread_ids, strategy)).await;
+        let out = self.saver.prune(thread_ids, strategy).await;
         if strategy == PruneStrategy::Delete {
             thread_ids.iter().for_each(|t| self.state.note_deletion(t));
         }
@@ -314,7 +267,7 @@ impl Checkpointer {
     /// ```
     pub async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
         self.settle(thread_id).await;
-        traced("thread_info", thread_id, self.saver.thread_info(thread_id)).await
+        self.saver.thread_info(thread_id).await
     }
 
     /// [`Saver::at_commit_order`]: where the checkpoint numbered
@@ -329,10 +282,9 @@ impl Checkpointer {
         commit_order: u64,
     ) -> Result<Option<CheckpointRef>> {
         self.settle(thread_id).await;
-        let found = self
-            .saver
-            .at_commit_order(thread_id, checkpoint_ns, commit_order);
-        traced("at_commit_order", thread_id, found).await
+        self.saver
+            .at_commit_order(thread_id, checkpoint_ns, commit_order)
+            .await
     }
 
     /// [`Saver::list_threads`].
@@ -341,6 +293,6 @@ impl Checkpointer {
         limit: Option<usize>,
         offset: usize,
     ) -> Result<Vec<ThreadInfo>> {
-        traced("list_threads", "*", self.saver.list_threads(limit, offset)).await
+        self.saver.list_threads(limit, offset).await
     }
 }

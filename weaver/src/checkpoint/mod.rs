@@ -10,6 +10,7 @@ mod saver;
 mod shared;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
+mod trace;
 mod types;
 
 pub use delta::DELTA_SNAPSHOT_EVERY;
