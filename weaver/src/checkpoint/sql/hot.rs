@@ -209,20 +209,6 @@ impl<DB: Database> Lease<'_, DB> {
     }
 }
 
-/// Whether `e` says the connection itself is gone: an I/O or protocol
-/// failure, or PostgreSQL's connection-exception (`08…`) or shutdown
-/// (`57P01`–`57P03`) codes. What failed that way never reached the database
-/// or was cut off with the session.
-pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => true,
-        sqlx::Error::Database(db) => db
-            .code()
-            .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
-        _ => false,
-    }
-}
-
 impl<DB: Database> Deref for Lease<'_, DB> {
     type Target = DB::Connection;
 

@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::CheckpointCodec;
 use super::types::{
     CheckpointMetadata, CheckpointRef, CheckpointTuple, ListFilter, NewCheckpoint, PendingWrite,
 };
@@ -27,13 +28,13 @@ use crate::codec::{
     Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, check_json_depth, check_size,
 };
 use crate::error::{Error, Result};
-use crate::migrate::Dialect;
+use crate::sql::Dialect;
+use crate::sql::error::is_transient;
 pub(crate) use packed::RawCheckpoint;
 
 mod group;
 mod hot;
 mod packed;
-mod settle;
 mod spin;
 #[macro_use]
 mod saver_impl;
@@ -53,7 +54,8 @@ pub(crate) struct Settings {
     pub(crate) codec: Arc<dyn Codec>,
     pub(crate) shallow: bool,
     pub(crate) max_record_bytes: usize,
-    /// How long a call polls its reply before letting its thread sleep.
+    /// How long a call polls its reply before letting its thread sleep
+    /// (zero unless the user opts in with `with_spin`).
     pub(crate) spin: std::time::Duration,
     pub(crate) q: Arc<Queries>,
     /// Set by the first operation, once the schema is found migrated.
@@ -72,12 +74,11 @@ pub(crate) struct Verified {
 
 impl Settings {
     pub(crate) fn new(dialect: Dialect, prefix: &str) -> Self {
-        settle::settle();
         Settings {
             codec: Arc::new(JsonCodec),
             shallow: false,
             max_record_bytes: MAX_RECORD_BYTES,
-            spin: spin::DEFAULT_SPIN,
+            spin: std::time::Duration::ZERO,
             q: Arc::new(Queries::new(dialect, prefix)),
             verified: Arc::new(tokio::sync::OnceCell::new()),
         }
@@ -857,9 +858,14 @@ impl Settings {
         })
     }
 
-    /// Waits for `fut` as [`spin::spin`] does, for this saver's budget.
+    /// Waits for `fut`, busy-polling it as [`spin::spin`] does when the
+    /// user opted in with `with_spin`.
     pub(crate) async fn spin<F: std::future::Future>(&self, fut: F) -> F::Output {
-        spin::spin(self.spin, fut).await
+        if self.spin.is_zero() {
+            fut.await
+        } else {
+            spin::spin(self.spin, fut).await
+        }
     }
 
     /// Decodes one packed listing ([`Queries::packed_tuples`]) into `out`.
@@ -992,23 +998,6 @@ pub(crate) fn shallow_error(operation: impl Into<String>) -> Error {
 /// returned.
 const TRANSIENT_RETRIES: u32 = 4;
 
-/// Whether `e` is a PostgreSQL `deadlock_detected` (40P01) or
-/// `serialization_failure` (40001): the database rolled the transaction
-/// back, nothing of it was stored, and running it again can succeed. (A
-/// child insert share-locks its parents and a prune locks what it deletes,
-/// so a group insert and a prune of the same thread can lock rows in
-/// opposite orders.)
-pub(crate) fn is_transient(e: &Error) -> bool {
-    let Error::Storage { source, .. } = e else {
-        return false;
-    };
-    source
-        .downcast_ref::<sqlx::Error>()
-        .and_then(|e| e.as_database_error())
-        .and_then(|d| d.code())
-        .is_some_and(|c| c == "40P01" || c == "40001")
-}
-
 /// Runs `attempt` (one whole write transaction) and, while it fails with a
 /// [transient](is_transient) error, runs it again after a short pause, at
 /// most [`TRANSIENT_RETRIES`] more times.
@@ -1043,9 +1032,17 @@ pub(crate) fn order_i64(order: u64) -> Result<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{decode_metadata, follow_line, merge_ranges};
+    use super::{Settings, decode_metadata, follow_line, merge_ranges};
     use crate::codec::RecordContext;
     use crate::error::Error;
+    use crate::sql::Dialect;
+
+    #[test]
+    fn a_saver_busy_polls_only_when_asked() {
+        for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+            assert!(Settings::new(dialect, "").spin.is_zero(), "{dialect:?}");
+        }
+    }
 
     #[test]
     fn bad_metadata_is_a_decode_error_naming_the_field_or_the_trailing_data() {

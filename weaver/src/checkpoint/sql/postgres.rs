@@ -58,12 +58,6 @@ pub struct PostgresSaver {
 
 impl PostgresSaver {
     /// A saver on `pool`, with tables in the connection's `search_path`.
-    ///
-    /// The first saver built in a process allocates and frees one 1 MiB
-    /// block: under glibc's `malloc` that keeps the memory of records read
-    /// (up to 1 MiB) mapped between reads instead of faulting it in again on
-    /// each one. Thresholds the application set (`mallopt`,
-    /// `GLIBC_TUNABLES`) are left as they are.
     pub fn new(pool: PgPool) -> Self {
         PostgresSaver {
             pool,
@@ -120,12 +114,15 @@ impl PostgresSaver {
         self
     }
 
-    /// Sets how long a call keeps polling for the database's reply before
-    /// it lets its thread sleep (default 1 ms; `Duration::ZERO`: never).
-    /// Replies within the budget then cost no wake-up of the waiting thread;
-    /// the price is that thread's CPU while it waits (other tasks on the
-    /// runtime still run in between, and between two polls the thread
-    /// yields its core to any other thread the system has ready to run).
+    /// Opts in to busy-polling: each call keeps polling for the database's
+    /// reply for up to `budget` before it lets its thread sleep (off by
+    /// default; `Duration::ZERO` turns it off again).
+    ///
+    /// A reply within the budget then costs no wake-up of the waiting
+    /// thread. The price is a core kept busy while the call waits, whether
+    /// or not the reply comes in time: other tasks on the runtime still run
+    /// in between, and between two polls the thread yields its core
+    /// (`sched_yield`) to any other thread the system has ready to run.
     pub fn with_spin(mut self, budget: std::time::Duration) -> Self {
         self.settings.spin = budget;
         self

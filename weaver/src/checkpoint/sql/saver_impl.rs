@@ -28,15 +28,15 @@ macro_rules! impl_sql_saver {
                 BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, LineageRequest,
                 ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, Saver, ThreadInfo,
             };
+            use $crate::checkpoint::CheckpointCodec;
             use $crate::codec::RecordContext;
             use $crate::error::{Error, Result};
+            use $crate::sql::error::{
+                connection_lost, is_lock_timeout, is_schema_missing, is_too_big, is_unique_violation, storage,
+            };
 
             type Tx = ::sqlx::Transaction<'static, $db>;
             type Conn = <$db as ::sqlx::Database>::Connection;
-
-            fn storage(op: &'static str) -> impl FnOnce(::sqlx::Error) -> Error {
-                move |e| Error::storage(op, e)
-            }
 
             fn get<'r, T>(row: &'r <$db as ::sqlx::Database>::Row, col: &str, op: &'static str) -> Result<T>
             where
@@ -100,49 +100,6 @@ macro_rules! impl_sql_saver {
                 }
             }
 
-            /// SQLite `SQLITE_TOOBIG`: a string or blob longer than the
-            /// connection allows.
-            fn is_too_big(e: &::sqlx::Error) -> bool {
-                e.as_database_error()
-                    .and_then(|d| d.code())
-                    .is_some_and(|c| c.as_ref() == "18")
-            }
-
-            fn is_unique_violation(e: &::sqlx::Error) -> bool {
-                e.as_database_error().is_some_and(|d| d.is_unique_violation())
-            }
-
-            /// The database gave up waiting for a lock: SQLite `SQLITE_BUSY`
-            /// or `SQLITE_LOCKED` (any extended code) after the busy
-            /// timeout, PostgreSQL `lock_not_available` or a statement
-            /// timeout.
-            fn is_lock_timeout(e: &::sqlx::Error) -> bool {
-                let Some(code) = e.as_database_error().and_then(|d| d.code()) else {
-                    return false;
-                };
-                match code.as_ref() {
-                    "55P03" | "57014" => true,
-                    other => other.parse::<i32>().is_ok_and(|n| matches!(n & 0xff, 5 | 6)),
-                }
-            }
-
-            /// The database lacks a table or column the saver reads or
-            /// writes: PostgreSQL `undefined_table` / `undefined_column`,
-            /// SQLite's "no such table", "no such column" and "has no column
-            /// named" (SQLite gives these the generic error code).
-            fn schema_missing(e: &(dyn ::std::error::Error + Send + Sync + 'static)) -> bool {
-                let Some(db) = e.downcast_ref::<::sqlx::Error>().and_then(|e| e.as_database_error()) else {
-                    return false;
-                };
-                if db.code().is_some_and(|c| c == "42P01" || c == "42703") {
-                    return true;
-                }
-                let message = db.message();
-                message.starts_with("no such table")
-                    || message.starts_with("no such column")
-                    || message.contains("has no column named")
-            }
-
             /// Notes a deletion of its threads ([`delta::note_deletion`])
             /// when dropped, however the deleting call ended.
             struct DeletionNote<'t>(&'t [String]);
@@ -166,7 +123,7 @@ macro_rules! impl_sql_saver {
                 ) -> Result<T> {
                     let r = call.await;
                     match &r {
-                        Err(Error::Storage { source, .. }) if schema_missing(source.as_ref()) => {
+                        Err(Error::Storage { source, .. }) if is_schema_missing(source.as_ref()) => {
                             match self.check_schema().await {
                                 Err(e @ Error::MigrationRequired { .. }) => Err(e),
                                 _ => r,
@@ -217,7 +174,7 @@ macro_rules! impl_sql_saver {
                     let again = own.then(|| sql.clone());
                     let rows = match self.settings.spin(bound(sql).fetch_all(&mut *lease)).await {
                         Ok(rows) => rows,
-                        Err(e) => match again.filter(|_| $crate::checkpoint::sql::hot::connection_lost(&e)) {
+                        Err(e) => match again.filter(|_| connection_lost(&e)) {
                             Some(sql) => {
                                 drop(lease);
                                 lease = self.hot.lease(&self.pool).await?;

@@ -1,30 +1,16 @@
 //! [`SqliteSaver`]: the checkpointer on an SQLite file (WAL, `BEGIN IMMEDIATE`).
 
-use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{Sqlite, SqlitePool};
 
 use super::hot::HotSlot;
 use super::{Settings, Verified};
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::migrate::{self, Adapter, Dialect};
-
-/// How long [`SqliteSaver::connect`] keeps opening a file another process
-/// is switching to WAL: the busy timeout of
-/// [`connect_options`](SqliteSaver::connect_options).
-const CONNECT_BUSY_WAIT: Duration = Duration::from_secs(30);
-
-/// SQLite `SQLITE_BUSY`, any extended code: a lock was not granted.
-fn is_busy(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|d| d.code())
-        .and_then(|c| c.parse::<i32>().ok())
-        .is_some_and(|n| n & 0xff == 5)
-}
+use crate::migrate::{self, Adapter};
+use crate::sql::{self, Dialect};
 
 /// A checkpointer on SQLite, through a user-supplied `sqlx` pool.
 ///
@@ -70,16 +56,10 @@ pub struct SqliteSaver {
 
 impl SqliteSaver {
     /// A saver on `pool` (JSON codec, full history).
-    ///
-    /// The first saver built in a process allocates and frees one 1 MiB
-    /// block: under glibc's `malloc` that keeps the memory of records read
-    /// (up to 1 MiB) mapped between reads instead of faulting it in again on
-    /// each one. Thresholds the application set (`mallopt`,
-    /// `GLIBC_TUNABLES`) are left as they are.
     pub fn new(pool: SqlitePool) -> Self {
         SqliteSaver {
             pool,
-            hot: Arc::new(HotSlot::new(close_now)),
+            hot: Arc::new(HotSlot::new(sql::sqlite::close_now)),
             settings: Settings::new(Dialect::Sqlite, ""),
         }
     }
@@ -97,12 +77,7 @@ impl SqliteSaver {
     /// (or a file cut short by another program) stops the process with
     /// `SIGBUS` instead of failing the call with [`Error::Storage`].
     pub fn connect_options(url: &str) -> Result<SqliteConnectOptions> {
-        Ok(SqliteConnectOptions::from_str(url)
-            .map_err(|e| Error::invalid_argument(format!("bad SQLite url `{url}`: {e}")))?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(CONNECT_BUSY_WAIT))
+        sql::sqlite::connect_options(url)
     }
 
     /// Opens (creating if needed) the database at `url` with
@@ -116,26 +91,7 @@ impl SqliteSaver {
     /// A pool built by hand on these options meets the same error in that
     /// case, and can open it again likewise.
     pub async fn connect(url: &str) -> Result<Self> {
-        let options = Self::connect_options(url)?;
-        let deadline = std::time::Instant::now() + CONNECT_BUSY_WAIT;
-        let mut pause = Duration::from_millis(1);
-        let pool = loop {
-            // No liveness ping before each checkout: the database is a local
-            // file, and the ping is a round trip to the connection's worker
-            // thread.
-            let opened = SqlitePoolOptions::new()
-                .test_before_acquire(false)
-                .connect_with(options.clone())
-                .await;
-            match opened {
-                Ok(pool) => break pool,
-                Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(50));
-                }
-                Err(e) => return Err(Error::storage("connect", e)),
-            }
-        };
+        let pool = sql::sqlite::connect(Self::connect_options(url)?).await?;
         migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
         Ok(SqliteSaver::new(pool))
     }
@@ -155,12 +111,15 @@ impl SqliteSaver {
         self
     }
 
-    /// Sets how long a call keeps polling for the database's reply before
-    /// it lets its thread sleep (default 1 ms; `Duration::ZERO`: never).
-    /// Replies within the budget then cost no wake-up of the waiting thread;
-    /// the price is that thread's CPU while it waits (other tasks on the
-    /// runtime still run in between, and between two polls the thread
-    /// yields its core to any other thread the system has ready to run).
+    /// Opts in to busy-polling: each call keeps polling for the database's
+    /// reply for up to `budget` before it lets its thread sleep (off by
+    /// default; `Duration::ZERO` turns it off again).
+    ///
+    /// A reply within the budget then costs no wake-up of the waiting
+    /// thread. The price is a core kept busy while the call waits, whether
+    /// or not the reply comes in time: other tasks on the runtime still run
+    /// in between, and between two polls the thread yields its core
+    /// (`sched_yield`) to any other thread the system has ready to run.
     pub fn with_spin(mut self, budget: std::time::Duration) -> Self {
         self.settings.spin = budget;
         self
@@ -235,78 +194,7 @@ impl SqliteSaver {
     }
 }
 
-/// Closes the saver's own connection before the drop returns: the close
-/// runs on the connection's worker thread (no async runtime needed), and
-/// merges the WAL into the database file if no other connection is open.
-/// Left to a background close, a process that exits right after dropping
-/// the saver would leave its last writes in the `-wal` file only.
-fn close_now(conn: sqlx::SqliteConnection) {
-    let _ = futures_executor::block_on(sqlx::Connection::close(conn));
-}
-
 impl_sql_saver!(SqliteSaver, Sqlite);
 
-/// `BEGIN IMMEDIATE` on a connection of `pool`, as a transaction: it holds
-/// the database's write lock from the start.
-///
-/// SQLite rolls a transaction back on its own after some errors (a full
-/// disk, an I/O error); sqlx's rollback on drop then fails, and the
-/// connection goes back to the pool still counted as inside a transaction:
-/// every later `BEGIN` on it is refused (`InvalidSavePointStatement`). When
-/// that happens, the pool's idle connections are checked, the stuck ones
-/// closed, and the `BEGIN` tried once more.
-pub(crate) async fn begin_immediate(
-    pool: &SqlitePool,
-    op: &'static str,
-) -> Result<sqlx::Transaction<'static, Sqlite>> {
-    begin_healing(pool, "BEGIN IMMEDIATE", op).await
-}
-
-/// `BEGIN DEFERRED` on a connection of `pool`, as [`begin_immediate`] does:
-/// a transaction that takes no lock until it reads, and then reads one
-/// snapshot (in WAL mode, while a writer holds the write lock).
-pub(crate) async fn begin_deferred(
-    pool: &SqlitePool,
-    op: &'static str,
-) -> Result<sqlx::Transaction<'static, Sqlite>> {
-    begin_healing(pool, "BEGIN DEFERRED", op).await
-}
-
-/// `begin` on a connection of `pool`, healing stuck connections once (see
-/// [`begin_immediate`]).
-async fn begin_healing(
-    pool: &SqlitePool,
-    begin: &'static str,
-    op: &'static str,
-) -> Result<sqlx::Transaction<'static, Sqlite>> {
-    match pool.begin_with(begin).await {
-        Err(sqlx::Error::InvalidSavePointStatement) => {
-            close_stuck_connections(pool).await;
-            pool.begin_with(begin)
-                .await
-                .map_err(|e| Error::storage(op, e))
-        }
-        r => r.map_err(|e| Error::storage(op, e)),
-    }
-}
-
-/// Closes the idle connections of `pool` that refuse to begin a
-/// transaction (see [`begin_immediate`]).
-async fn close_stuck_connections(pool: &SqlitePool) {
-    let mut healthy = Vec::new();
-    while let Some(mut conn) = pool.try_acquire() {
-        let stuck = match sqlx::Connection::begin_with(&mut *conn, "BEGIN DEFERRED").await {
-            Ok(tx) => {
-                let _ = tx.rollback().await;
-                false
-            }
-            Err(e) => matches!(e, sqlx::Error::InvalidSavePointStatement),
-        };
-        if stuck {
-            let _ = conn.close().await;
-        } else {
-            healthy.push(conn);
-        }
-    }
-    drop(healthy);
-}
+// The store's transactions start here too.
+pub(crate) use crate::sql::sqlite::{begin_deferred, begin_immediate};
