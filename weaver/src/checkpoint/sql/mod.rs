@@ -32,16 +32,20 @@ use crate::sql::Dialect;
 use crate::sql::error::is_transient;
 pub(crate) use packed::RawCheckpoint;
 
+mod backend;
+mod copy;
 mod group;
 mod hot;
 mod packed;
-mod spin;
-#[macro_use]
-mod saver_impl;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod prune;
+mod read;
+mod saver;
+mod spin;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
+mod write;
 
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresSaver;
@@ -64,12 +68,12 @@ pub(crate) struct Settings {
 
 /// What a saver learned about its database when it first checked it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Verified {
+pub struct Verified {
     /// Listings may come back packed into one row ([`packed`]): SQLite with
     /// UTF-8 text. In a UTF-16 database SQLite's text functions work on
     /// UTF-16, so the frames' byte lengths and separators would not be what
     /// [`packed::unpack`] reads; such a database is listed row by row.
-    pub(crate) packed_listing: bool,
+    pub packed_listing: bool,
 }
 
 impl Settings {
@@ -81,6 +85,16 @@ impl Settings {
             spin: std::time::Duration::ZERO,
             q: Arc::new(Queries::new(dialect, prefix)),
             verified: Arc::new(tokio::sync::OnceCell::new()),
+        }
+    }
+
+    /// These settings for tables named after `prefix`, checked afresh.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn with_prefix(self, dialect: Dialect, prefix: &str) -> Self {
+        Settings {
+            q: Arc::new(Queries::new(dialect, prefix)),
+            verified: Arc::new(tokio::sync::OnceCell::new()),
+            ..self
         }
     }
 }

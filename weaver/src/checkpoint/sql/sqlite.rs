@@ -1,16 +1,21 @@
-//! [`SqliteSaver`]: the checkpointer on an SQLite file (WAL, `BEGIN IMMEDIATE`).
+//! [`SqliteSaver`]: the checkpointer on an SQLite file (WAL, `BEGIN IMMEDIATE`),
+//! and what the generic saver needs from SQLite ([`Backend`] for `sqlx::Sqlite`).
 
-use std::sync::Arc;
+use std::future::Future;
 
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{Sqlite, SqlitePool};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteRow};
+use sqlx::{Pool, Sqlite, SqlitePool, Transaction};
 
-use super::hot::HotSlot;
-use super::{Settings, Verified};
-use crate::codec::Codec;
+use super::Verified;
+use super::backend::{Backend, Col, bound, column};
+use super::group::Arg;
+use super::saver::SqlSaver;
 use crate::error::{Error, Result};
 use crate::migrate::{self, Adapter};
 use crate::sql::{self, Dialect};
+
+// The store's transactions start here too.
+pub(crate) use crate::sql::sqlite::{begin_deferred, begin_immediate};
 
 /// A checkpointer on SQLite, through a user-supplied `sqlx` pool.
 ///
@@ -47,21 +52,12 @@ use crate::sql::{self, Dialect};
 /// let saver = SqliteSaver::connect("sqlite://weaver.db").await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
-pub struct SqliteSaver {
-    pool: SqlitePool,
-    hot: Arc<HotSlot<Sqlite>>,
-    settings: Settings,
-}
+pub type SqliteSaver = SqlSaver<Sqlite>;
 
-impl SqliteSaver {
+impl SqlSaver<Sqlite> {
     /// A saver on `pool` (JSON codec, full history).
     pub fn new(pool: SqlitePool) -> Self {
-        SqliteSaver {
-            pool,
-            hot: Arc::new(HotSlot::new(sql::sqlite::close_now)),
-            settings: Settings::new(Dialect::Sqlite, ""),
-        }
+        SqlSaver::on(pool, None, "")
     }
 
     /// The connect options weaver recommends for `url`: create the file if
@@ -95,106 +91,115 @@ impl SqliteSaver {
         migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
         Ok(SqliteSaver::new(pool))
     }
+}
 
-    /// Passes payloads through `codec` (e.g. an
-    /// `EncryptedCodec`, feature `encryption`).
-    pub fn with_codec(mut self, codec: impl Codec + 'static) -> Self {
-        self.settings.codec = Arc::new(codec);
-        self
-    }
+impl Backend for Sqlite {
+    const DIALECT: Dialect = Dialect::Sqlite;
+    const SAVER: &'static str = "SqliteSaver";
 
-    /// Keeps only the latest checkpoint per thread and namespace, with its
-    /// pending writes. Older checkpoints are deleted as newer ones commit;
-    /// asking for one is [`Error::ShallowSaver`].
-    pub fn shallow(mut self) -> Self {
-        self.settings.shallow = true;
-        self
-    }
-
-    /// Opts in to busy-polling: each call keeps polling for the database's
-    /// reply for up to `budget` before it lets its thread sleep (off by
-    /// default; `Duration::ZERO` turns it off again).
-    ///
-    /// A reply within the budget then costs no wake-up of the waiting
-    /// thread. The price is a core kept busy while the call waits, whether
-    /// or not the reply comes in time: other tasks on the runtime still run
-    /// in between, and between two polls the thread yields its core
-    /// (`sched_yield`) to any other thread the system has ready to run.
-    pub fn with_spin(mut self, budget: std::time::Duration) -> Self {
-        self.settings.spin = budget;
-        self
-    }
-
-    /// Sets the ceiling of one encoded payload (default
-    /// [`MAX_RECORD_BYTES`](crate::codec::MAX_RECORD_BYTES)).
-    pub fn with_max_record_bytes(mut self, bytes: usize) -> Self {
-        self.settings.max_record_bytes = bytes;
-        self
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    /// Checks now that the schema is at the version this build needs.
-    async fn check_schema(&self) -> Result<()> {
-        migrate::verify_migrated(&self.pool, &[Adapter::Checkpoint]).await
-    }
-
-    /// Checks once that the schema is at the version this build needs, and
-    /// reads the database's text encoding (listings are packed into one row
-    /// only in a UTF-8 database).
-    async fn ensure_migrated(&self) -> Result<()> {
-        self.settings
-            .verified
-            .get_or_try_init(|| async {
-                self.check_schema().await?;
-                let encoding: String = sqlx::query_scalar("PRAGMA encoding")
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(|e| Error::storage("read the database encoding", e))?;
-                Ok::<_, Error>(Verified {
-                    packed_listing: encoding.eq_ignore_ascii_case("UTF-8"),
-                })
-            })
-            .await
-            .map(|_| ())
-    }
-
-    /// Starts a write transaction holding the database write lock.
-    async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        begin_immediate(&self.pool, op).await
-    }
-
-    /// Starts a write transaction whose reads all see one snapshot: on
-    /// SQLite, any write transaction.
-    async fn begin_write_snapshot(
-        &self,
+    async fn begin_write(
+        pool: &SqlitePool,
         op: &'static str,
-    ) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        begin_immediate(&self.pool, op).await
+    ) -> Result<Transaction<'static, Sqlite>> {
+        begin_immediate(pool, op).await
     }
 
-    /// Starts a transaction for reads that must see one snapshot (WAL: no
-    /// lock until it reads, then one snapshot while writers go on).
-    async fn begin_snapshot(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        begin_deferred(&self.pool, op).await
+    /// Any SQLite write transaction reads one snapshot.
+    async fn begin_write_snapshot(
+        pool: &SqlitePool,
+        op: &'static str,
+    ) -> Result<Transaction<'static, Sqlite>> {
+        begin_immediate(pool, op).await
+    }
+
+    /// WAL: no lock until it reads, then one snapshot while writers go on.
+    async fn begin_snapshot(
+        pool: &SqlitePool,
+        op: &'static str,
+    ) -> Result<Transaction<'static, Sqlite>> {
+        begin_deferred(pool, op).await
     }
 
     /// `BEGIN IMMEDIATE` already serializes writers.
     async fn lock_thread(
-        &self,
-        _conn: &mut sqlx::SqliteConnection,
+        _conn: &mut SqliteConnection,
         _thread_id: &str,
         _ns: &str,
         _op: &'static str,
     ) -> Result<()> {
         Ok(())
     }
+
+    async fn check_schema(pool: &SqlitePool, _schema: Option<&str>) -> Result<()> {
+        migrate::verify_migrated(pool, &[Adapter::Checkpoint]).await
+    }
+
+    /// Reads the database's text encoding: listings are packed into one row
+    /// only in a UTF-8 database.
+    async fn inspect(pool: &Pool<Sqlite>) -> Result<Verified> {
+        let encoding: String = sqlx::query_scalar("PRAGMA encoding")
+            .fetch_one(pool)
+            .await
+            .map_err(|e| Error::storage("read the database encoding", e))?;
+        Ok(Verified {
+            packed_listing: super::packed::ENABLED && encoding.eq_ignore_ascii_case("UTF-8"),
+        })
+    }
+
+    /// Closes before the drop returns, so the WAL is merged into the file
+    /// (see [`sql::sqlite::close_now`]).
+    fn close_on_drop(conn: SqliteConnection) {
+        sql::sqlite::close_now(conn);
+    }
+
+    fn execute<'a>(
+        conn: &mut SqliteConnection,
+        sql: String,
+        args: impl IntoIterator<Item = Arg<'a>>,
+    ) -> impl Future<Output = std::result::Result<u64, sqlx::Error>> + Send {
+        let query = bound::<Sqlite>(sql, args);
+        async move { query.execute(conn).await.map(|r| r.rows_affected()) }
+    }
+
+    fn fetch_all<'a>(
+        conn: &mut SqliteConnection,
+        sql: String,
+        args: impl IntoIterator<Item = Arg<'a>>,
+    ) -> impl Future<Output = std::result::Result<Vec<SqliteRow>, sqlx::Error>> + Send {
+        let query = bound::<Sqlite>(sql, args);
+        query.fetch_all(conn)
+    }
+
+    fn fetch_optional<'a>(
+        conn: &mut SqliteConnection,
+        sql: String,
+        args: impl IntoIterator<Item = Arg<'a>>,
+    ) -> impl Future<Output = std::result::Result<Option<SqliteRow>, sqlx::Error>> + Send {
+        let query = bound::<Sqlite>(sql, args);
+        query.fetch_optional(conn)
+    }
+
+    fn text(row: &SqliteRow, col: Col) -> std::result::Result<&str, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn opt_text(row: &SqliteRow, col: Col) -> std::result::Result<Option<&str>, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn int(row: &SqliteRow, col: Col) -> std::result::Result<i64, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn int32(row: &SqliteRow, col: Col) -> std::result::Result<i32, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn bytes(row: &SqliteRow, col: Col) -> std::result::Result<&[u8], sqlx::Error> {
+        column(row, col)
+    }
+
+    fn opt_bytes(row: &SqliteRow, col: Col) -> std::result::Result<Option<&[u8]>, sqlx::Error> {
+        column(row, col)
+    }
 }
-
-impl_sql_saver!(SqliteSaver, Sqlite);
-
-// The store's transactions start here too.
-pub(crate) use crate::sql::sqlite::{begin_deferred, begin_immediate};
