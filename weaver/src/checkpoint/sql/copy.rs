@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::backend::Backend;
 use super::group::Arg;
 use super::saver::SqlSaver;
-use super::{not_found, retried, shallow_error};
+use super::{not_found, retried};
 use crate::checkpoint::{
     CheckpointRef, CheckpointTuple, ForkOptions, NewCheckpoint, PendingWrite, delta, limits,
 };
@@ -32,11 +32,8 @@ impl<D: Backend> SqlSaver<D> {
         let q = &self.settings.q;
         let ns = &source.checkpoint_ns;
         // Shallow: only the kept checkpoint can be forked, and only it is copied.
-        let depth = if self.settings.shallow {
-            0
-        } else {
-            options.max_checkpoints
-        };
+        let history = self.settings.history;
+        let depth = history.fork_depth(options.max_checkpoints);
         let depth = i64::try_from(depth).unwrap_or(i64::MAX);
         let lineage_args = [
             Arg::Text(&source.thread_id),
@@ -52,12 +49,13 @@ impl<D: Backend> SqlSaver<D> {
             .await
             .map_err(storage(op))?;
         if rows.is_empty() {
-            if self.settings.shallow && self.has_head(&source.thread_id, ns, op).await? {
-                return Err(shallow_error(format!(
-                    "forking from checkpoint `{id}` of thread `{}`, which is not the latest",
-                    source.thread_id
-                )));
-            }
+            let thread = &source.thread_id;
+            self.superseded(thread, ns, op, || {
+                format!(
+                    "forking from checkpoint `{id}` of thread `{thread}`, which is not the latest"
+                )
+            })
+            .await?;
             return Err(not_found(source, id));
         }
         let mut lineage: Vec<CheckpointTuple> = Vec::new();
@@ -74,7 +72,7 @@ impl<D: Backend> SqlSaver<D> {
             bytes += limits::record_size(&t.checkpoint)?;
             limits::check_fork_bytes(bytes, options.max_bytes)?;
             // The oldest record read still has a parent: it is missing.
-            let oldest = i + 1 == rows.len() && !self.settings.shallow;
+            let oldest = i + 1 == rows.len() && history.keeps_all();
             if let Some(p) = t.parent_config.as_ref().filter(|_| oldest) {
                 return Err(Error::MissingParent {
                     thread_id: source.thread_id.clone(),
@@ -89,7 +87,7 @@ impl<D: Backend> SqlSaver<D> {
         // rebuilt in full, as nothing it extends is copied.
         if let Some(t) = lineage
             .first_mut()
-            .filter(|t| self.settings.shallow && delta::unresolved(&t.checkpoint))
+            .filter(|t| !history.keeps_all() && delta::unresolved(&t.checkpoint))
         {
             t.checkpoint = self.materialized(&mut snapshot, t, op).await?;
             // The copy is the record in full: the byte ceiling holds for

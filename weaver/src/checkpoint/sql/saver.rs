@@ -80,7 +80,7 @@ impl<D: Backend> SqlSaver<D> {
     /// pending writes. Older checkpoints are deleted as newer ones commit;
     /// asking for one is [`Error::ShallowSaver`].
     pub fn shallow(mut self) -> Self {
-        self.settings.shallow = true;
+        self.settings.history = super::History::Latest;
         self
     }
 
@@ -147,6 +147,24 @@ impl<D: Backend> SqlSaver<D> {
             }
             _ => r,
         }
+    }
+
+    /// A checkpoint of `(thread, ns)` that was asked for and is not stored:
+    /// on a saver that keeps only the latest checkpoint and has one for the
+    /// thread, it was superseded, and asking for it is
+    /// [`Error::ShallowSaver`] naming `operation()`; otherwise `Ok` (the
+    /// caller reports it missing).
+    pub(super) async fn superseded(
+        &self,
+        thread: &str,
+        ns: &str,
+        op: &'static str,
+        operation: impl FnOnce() -> String,
+    ) -> Result<()> {
+        if self.settings.history.keeps_all() || !self.has_head(thread, ns, op).await? {
+            return Ok(());
+        }
+        Err(shallow_error(operation()))
     }
 
     /// Column `col` of `row`.
@@ -236,18 +254,16 @@ impl<D: Backend> Saver for SqlSaver<D> {
                 .await?
                 .into_iter()
                 .next();
-            if found.is_none() && self.settings.shallow {
-                if let Some(id) = &target.checkpoint_id {
-                    if self
-                        .has_head(&target.thread_id, &target.checkpoint_ns, op)
-                        .await?
-                    {
-                        return Err(shallow_error(format!(
-                            "reading checkpoint `{id}` of thread `{}`, which is not the latest",
-                            target.thread_id
-                        )));
-                    }
-                }
+            if found.is_none()
+                && let Some(id) = &target.checkpoint_id
+            {
+                let (thread, ns) = (&target.thread_id, &target.checkpoint_ns);
+                self.superseded(thread, ns, op, || {
+                    format!(
+                        "reading checkpoint `{id}` of thread `{thread}`, which is not the latest"
+                    )
+                })
+                .await?;
             }
             Ok(found)
         })
@@ -278,12 +294,11 @@ impl<D: Backend> Saver for SqlSaver<D> {
                     drop(conn);
                     match order {
                         Some(o) => Some(o),
-                        None if self.settings.shallow && self.has_head(thread, &ns, op).await? => {
-                            return Err(shallow_error(format!(
-                                "listing before checkpoint `{id}` of thread `{thread}`, which is not the latest"
-                            )));
-                        }
                         None => {
+                            self.superseded(thread, &ns, op, || {
+                                format!("listing before checkpoint `{id}` of thread `{thread}`, which is not the latest")
+                            })
+                            .await?;
                             return Err(not_found(
                                 &CheckpointRef::latest(thread.clone()).ns(ns),
                                 id,
@@ -504,7 +519,7 @@ impl<D: Backend> Saver for SqlSaver<D> {
     }
 
     fn supports_deltas(&self) -> bool {
-        !self.settings.shallow
+        self.settings.history.keeps_all()
     }
 
     async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>> {

@@ -178,7 +178,7 @@ impl<D: Backend> SqlSaver<D> {
         let order = match new.commit_order {
             Some(0) => return Err(conflict(new, 0)),
             Some(n) => {
-                if self.settings.shallow {
+                if self.settings.history.supersedes() {
                     // Shallow commits delete the rows whose commit orders
                     // they supersede, so the unique constraint alone cannot
                     // refuse a stale writer (its number may be free again):
@@ -248,7 +248,7 @@ impl<D: Backend> SqlSaver<D> {
             self.insert_writes(conn, (thread, ns, id), &e.writes, op)
                 .await?;
         }
-        if self.settings.shallow {
+        if self.settings.history.supersedes() {
             // As in a prune: a write being stored on a superseded checkpoint
             // has committed (and is deleted with it) or waits and finds it
             // gone, never left pointing at no checkpoint.
@@ -305,7 +305,7 @@ impl<D: Backend> SqlSaver<D> {
         items: &[GroupItem<'_>],
         op: &'static str,
     ) -> Result<bool> {
-        if self.settings.shallow || !super::group::ENABLED {
+        if self.settings.history.supersedes() || !super::group::ENABLED {
             return Ok(false);
         }
         let Some(plan) = GroupPlan::new(items) else {
@@ -341,7 +341,7 @@ impl<D: Backend> SqlSaver<D> {
         if let [e] = entries
             && e.writes.is_empty()
             && e.new.commit_order.is_some()
-            && !self.settings.shallow
+            && !self.settings.history.supersedes()
         {
             let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
             let r = self.insert_entry(&mut lease, e, op).await;
