@@ -1,6 +1,8 @@
 //! Checkpoints: the record types, the [`Saver`] contract, the
 //! [`Checkpointer`] facade and the in-memory saver.
 
+mod cache;
+mod codec;
 pub(crate) mod delta;
 pub(crate) mod facade;
 pub(crate) mod id;
@@ -13,6 +15,7 @@ pub(crate) mod sql;
 mod trace;
 mod types;
 
+pub use codec::CheckpointCodec;
 pub use delta::DELTA_SNAPSHOT_EVERY;
 pub use facade::Checkpointer;
 pub use id::{new_checkpoint_id, now_rfc3339};
@@ -20,7 +23,6 @@ pub use limits::ForkOptions;
 pub use memory::InMemorySaver;
 pub use saver::Saver;
 pub use shared::SaverState;
-pub(crate) use types::is_plain_identifier;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,
     CheckpointSource, CheckpointTuple, DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, INTERRUPT_CHANNEL,

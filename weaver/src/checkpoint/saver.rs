@@ -42,6 +42,97 @@ use crate::error::Result;
 /// (one query instead of several, a group in one transaction), and
 /// [`shared_state`](Saver::shared_state) when its clones share storage.
 /// The same conformance suite (`weaver-tests`) runs against every backend.
+///
+/// A saver that counts the writes of another, written against the
+/// required methods alone:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// use async_trait::async_trait;
+/// use weaver::Result;
+/// use weaver::checkpoint::{
+///     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, InMemorySaver, ListFilter,
+///     NewCheckpoint, PendingWrite, PruneStrategy, Saver, SaverState, ThreadInfo,
+/// };
+///
+/// #[derive(Debug, Clone, Default)]
+/// struct Counting {
+///     inner: InMemorySaver,
+///     writes: Arc<AtomicUsize>,
+/// }
+///
+/// #[async_trait]
+/// impl Saver for Counting {
+///     async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+///         self.inner.get_stored(target).await
+///     }
+///     async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+///         self.inner.list_stored(filter).await
+///     }
+///     async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
+///         self.writes.fetch_add(1, Ordering::SeqCst);
+///         self.inner.put_writes(target, writes).await
+///     }
+///     async fn put_checkpoint_with_writes(
+///         &self,
+///         checkpoint: NewCheckpoint,
+///         writes: Vec<PendingWrite>,
+///     ) -> Result<CheckpointRef> {
+///         self.writes.fetch_add(1, Ordering::SeqCst);
+///         self.inner.put_checkpoint_with_writes(checkpoint, writes).await
+///     }
+///     async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+///         self.inner.put_many(entries).await
+///     }
+///     async fn fork_at(
+///         &self,
+///         source: &CheckpointRef,
+///         target_thread: &str,
+///         options: ForkOptions,
+///     ) -> Result<CheckpointRef> {
+///         self.inner.fork_at(source, target_thread, options).await
+///     }
+///     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
+///         self.inner.copy_thread(source_thread, target_thread).await
+///     }
+///     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+///         self.inner.delete_thread(thread_id).await
+///     }
+///     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
+///         self.inner.prune(thread_ids, strategy).await
+///     }
+///     async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>> {
+///         self.inner.list_threads(limit, offset).await
+///     }
+///     // Its clones share the inner saver's storage, so they share its state too.
+///     fn shared_state(&self) -> Option<Arc<SaverState>> {
+///         self.inner.shared_state()
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use weaver::prelude::*;
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+/// struct Count {
+///     n: u32,
+/// }
+///
+/// let saver = Counting::default();
+/// let graph = Graph::<Count>::new("count")
+///     .add_node("add", |s: &Count| CountUpdate::default().n(s.n + 1))
+///     .add_sequence([START, "add", END])
+///     .compile(Compile::new().checkpointer(saver.clone()))
+///     .unwrap();
+/// let out = graph.invoke(Count::default(), &RunConfig::thread("t")).await.unwrap();
+/// assert_eq!(out.complete().unwrap().n, 1);
+/// assert!(saver.writes.load(Ordering::SeqCst) > 0);
+/// let head = saver.get_tuple(&CheckpointRef::latest("t")).await.unwrap().unwrap();
+/// assert_eq!(head.checkpoint.channel_values["n"], 1);
+/// # });
+/// ```
 #[async_trait]
 pub trait Saver: Debug + Send + Sync {
     /// The checkpoint `target` names, or the latest of its thread and

@@ -5,11 +5,9 @@ use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, PgPool};
 
 use super::script::preamble;
-use super::{
-    Adapter, Change, Dialect, MigrationTarget, distinct, is_plain_identifier, script, sealed,
-    stored_version,
-};
+use super::{Adapter, Change, Dialect, MigrationTarget, distinct, script, sealed, stored_version};
 use crate::error::{Error, Result};
+use crate::sql::is_plain_identifier;
 
 fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| Error::storage(op, e)

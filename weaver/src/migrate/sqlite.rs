@@ -10,6 +10,7 @@ use super::{
     stored_version,
 };
 use crate::error::{Error, Result};
+use crate::sql::sqlite::begin_immediate;
 
 fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |e| Error::storage(op, e)
@@ -21,7 +22,7 @@ impl sealed::Sealed for SqlitePool {}
 impl MigrationTarget for SqlitePool {
     async fn migrate(&self, adapters: &[Adapter], change: Change) -> Result<()> {
         let op = "migrate";
-        let mut tx = crate::checkpoint::sql::sqlite::begin_immediate(self, op).await?;
+        let mut tx = begin_immediate(self, op).await?;
         for statement in preamble(Dialect::Sqlite, None) {
             sqlx::raw_sql(AssertSqlSafe(statement))
                 .execute(&mut *tx)
