@@ -16,9 +16,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use weaver::Error;
 use weaver::checkpoint::{
-    BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, ERROR_CHANNEL,
-    ForkOptions, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy, RESUME_CHANNEL, Saver,
-    ThreadInfo, WriteCheck, WriteOp, limits,
+    BatchEntry, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource,
+    DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, ForkOptions, ListFilter, NewCheckpoint, PendingWrite,
+    PruneStrategy, RESUME_CHANNEL, Saver, ThreadInfo, WriteCheck, WriteOp, limits,
 };
 
 /// Runs every check, each on a fresh saver from `make`.
@@ -61,6 +61,7 @@ where
     a_failed_put_leaves_no_trace_of_the_thread(make().await).await;
     extra_metadata_named_like_a_field_is_not_stored(make().await).await;
     put_ops_checks_a_write_before_storing(make().await).await;
+    reads_return_delta_channels_whole(make().await).await;
 }
 
 /// A checkpoint whose single channel `v` holds `value`.
@@ -1850,5 +1851,59 @@ async fn put_ops_checks_a_write_before_storing(saver: Arc<dyn Saver>) {
     assert_eq!(
         resume_values(saver.clone()).await,
         Some(json!(["a", "b", "c"]))
+    );
+}
+
+/// `get_tuple` and `list` return a delta channel whole, rebuilt from the
+/// ancestors; `get_stored` and `list_stored` return the records as stored.
+async fn reads_return_delta_channels_whole(saver: Arc<dyn Saver>) {
+    let full = new_on("d", None, Some(1), 0, json!(["a"]));
+    let mut ids = vec![full.checkpoint.id.clone()];
+    saver.put(full).await.unwrap();
+    for (depth, item) in [(1, "b"), (2, "c")] {
+        let mut c = new_on(
+            "d",
+            ids.last().map(String::as_str),
+            None,
+            depth,
+            json!(null),
+        );
+        c.checkpoint.channel_values.remove("v");
+        c.checkpoint.v = DELTA_CHECKPOINT_FORMAT;
+        c.checkpoint.deltas.insert(
+            "v".into(),
+            ChannelDelta {
+                depth: depth as u32,
+                items: vec![json!(item)],
+            },
+        );
+        ids.push(c.checkpoint.id.clone());
+        saver.put(c).await.unwrap();
+    }
+    let latest = CheckpointRef::latest("d");
+    let head = saver.get_tuple(&latest).await.unwrap().unwrap();
+    assert_eq!(head.checkpoint.channel_values["v"], json!(["a", "b", "c"]));
+    let middle = saver.get_tuple(&latest.at(&ids[1])).await.unwrap().unwrap();
+    assert_eq!(middle.checkpoint.channel_values["v"], json!(["a", "b"]));
+    let listed: Vec<Value> = saver
+        .list(&ListFilter::thread("d"))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.checkpoint.channel_values["v"].clone())
+        .collect();
+    assert_eq!(
+        listed,
+        [json!(["a", "b", "c"]), json!(["a", "b"]), json!(["a"])]
+    );
+    let stored = saver.get_stored(&latest).await.unwrap().unwrap();
+    assert!(!stored.checkpoint.channel_values.contains_key("v"));
+    assert_eq!(stored.checkpoint.deltas["v"].items, [json!("c")]);
+    let stored = saver.list_stored(&ListFilter::thread("d")).await.unwrap();
+    assert_eq!(stored.len(), 3);
+    assert!(
+        stored[..2]
+            .iter()
+            .all(|t| !t.checkpoint.channel_values.contains_key("v"))
     );
 }
