@@ -7,11 +7,8 @@ use sqlx::{AssertSqlSafe, PgPool};
 use super::script::preamble;
 use super::{Adapter, Change, Dialect, MigrationTarget, distinct, script, sealed, stored_version};
 use crate::error::{Error, Result};
+use crate::sql::error::storage;
 use crate::sql::is_plain_identifier;
-
-fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
-    move |e| Error::storage(op, e)
-}
 
 /// A PostgreSQL pool with a schema `prefix`: weaver's tables (and their
 /// version marker) live in that schema, one set per tenant. Created on the

@@ -9,12 +9,9 @@ use super::{
     Adapter, Change, Dialect, MARKER_TABLE, MigrationTarget, distinct, script, sealed,
     stored_version,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::sql::error::storage;
 use crate::sql::sqlite::begin_immediate;
-
-fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
-    move |e| Error::storage(op, e)
-}
 
 impl sealed::Sealed for SqlitePool {}
 

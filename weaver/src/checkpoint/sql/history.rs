@@ -35,3 +35,21 @@ impl History {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::History;
+
+    #[test]
+    fn a_shallow_saver_supersedes_and_forks_one_record() {
+        let cases = [
+            (History::Full, true, false, 1_000),
+            (History::Latest, false, true, 0),
+        ];
+        for (history, keeps_all, supersedes, fork_depth) in cases {
+            assert_eq!(history.keeps_all(), keeps_all, "{history:?}");
+            assert_eq!(history.supersedes(), supersedes, "{history:?}");
+            assert_eq!(history.fork_depth(1_000), fork_depth, "{history:?}");
+        }
+    }
+}

@@ -55,6 +55,7 @@ mod write;
 
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresSaver;
+pub use saver::SqlSaver;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteSaver;
 

@@ -25,9 +25,13 @@ use crate::codec::Codec;
 use crate::error::{Error, Result};
 use crate::sql::error::{is_schema_missing, storage};
 
-/// A checkpointer on a SQL database, through a user-supplied `sqlx` pool;
-/// see [`SqliteSaver`](super::SqliteSaver) and
-/// [`PostgresSaver`](super::PostgresSaver), its two forms.
+/// A checkpointer on a SQL database, through a user-supplied `sqlx` pool:
+/// the one implementation behind [`SqliteSaver`](super::SqliteSaver)
+/// (`SqlSaver<sqlx::Sqlite>`) and [`PostgresSaver`](super::PostgresSaver)
+/// (`SqlSaver<sqlx::Postgres>`), whose pages say what each database does.
+///
+/// The database parameter is sealed: weaver implements it for those two
+/// only, as `sqlx`'s `Pool<DB>` is named through `SqlitePool` and `PgPool`.
 pub struct SqlSaver<D: Backend> {
     pub(super) pool: Pool<D>,
     pub(super) hot: Arc<HotSlot<D>>,
