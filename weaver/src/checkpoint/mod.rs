@@ -1,5 +1,10 @@
 //! Checkpoints: the record types, the [`Saver`] contract, the
 //! [`Checkpointer`] facade and the in-memory saver.
+//!
+//! What the handles of one saver share (queued background writes, deletion
+//! epochs, rebuilt values of delta channels) is its [`SaverState`]; saver
+//! tracing is a wrapper the facade calls through; record limits are in
+//! [`limits`].
 
 mod cache;
 mod codec;

@@ -26,7 +26,9 @@ pub enum Durability {
     /// Checkpoints are stored in the background while the next step runs;
     /// `invoke` waits for them before it returns, and a read of the thread
     /// through the same saver (the next run, `get_state`, from any graph
-    /// compiled with that saver) waits for any still queued. The default.
+    /// compiled with that saver or a clone of it: they share its
+    /// [`SaverState`](crate::checkpoint::SaverState)) waits for any still
+    /// queued. The default.
     /// On an in-process saver (nothing to overlap) or outside a tokio
     /// runtime (no task to write in), the run writes as `Sync` does.
     #[default]
