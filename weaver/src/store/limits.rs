@@ -1,6 +1,8 @@
 //! Size and count limits of the store contract, checked before anything is
 //! written; exceeding one is [`Error::LimitExceeded`](crate::Error::LimitExceeded).
 
+use serde_json::Value;
+
 /// Most bytes an item's value may take, serialized as JSON (1 MiB).
 pub const MAX_VALUE_BYTES: usize = 1024 * 1024;
 /// Most bytes a key may take.
@@ -34,3 +36,23 @@ pub const MAX_INDEX_TEXT_BYTES: usize = 4 * MAX_VALUE_BYTES;
 pub const MAX_BATCH_OPS: usize = 1_000;
 /// Largest `limit` a search or a namespace listing may ask for.
 pub const MAX_RESULTS: usize = 10_000;
+
+/// How deep `value`'s arrays and objects nest (a scalar is 0), counted
+/// without recursion; stops counting past `ceiling`.
+pub(crate) fn nesting(value: &Value, ceiling: usize) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(depth + 1);
+        if deepest > ceiling {
+            break;
+        }
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    deepest
+}

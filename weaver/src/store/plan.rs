@@ -13,7 +13,7 @@ use super::embed::{cosine, embed_checked};
 use super::filter::{Filter, field};
 use super::limits::{
     MAX_BATCH_OPS, MAX_INDEX_FIELDS, MAX_INDEX_TEXT_BYTES, MAX_ITEM_ADDRESS_BYTES, MAX_RESULTS,
-    MAX_TTL, MAX_VALUE_BYTES, MAX_VALUE_NESTING,
+    MAX_TTL, MAX_VALUE_BYTES, MAX_VALUE_NESTING, nesting,
 };
 use super::namespace::{in_prefix, join, split, validate_key, validate_namespace, validate_prefix};
 use super::types::{Item, ListNamespaces, Op, OpResult, Search, StoreConfig};
@@ -84,26 +84,6 @@ fn time_of(micros: i64) -> SystemTime {
 /// every backend.
 fn micros_of(d: Duration) -> i64 {
     d.min(MAX_TTL).as_micros() as i64
-}
-
-/// How deep `value`'s arrays and objects nest (a scalar is 0), counted
-/// without recursion; stops counting past `ceiling`.
-pub(crate) fn nesting(value: &Value, ceiling: usize) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(value, 0usize)];
-    while let Some((v, depth)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match v {
-            Value::Array(items) => Box::new(items.iter()),
-            Value::Object(map) => Box::new(map.values()),
-            _ => continue,
-        };
-        deepest = deepest.max(depth + 1);
-        if deepest > ceiling {
-            break;
-        }
-        stack.extend(children.map(|c| (c, depth + 1)));
-    }
-    deepest
 }
 
 /// A validated put; the record's times are set when it is applied.
