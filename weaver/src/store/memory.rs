@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::contract::{Store, traced};
+use super::contract::Store;
+use super::layers::{Layered, backend_mut, layered};
 use super::namespace::descendants;
 use super::plan::{
     ListPlan, Plan, Record, SearchPlan, finish_list, finish_search, found, now_micros, prepare,
@@ -33,13 +34,25 @@ type Items = BTreeMap<(String, String), Record>;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Default)]
+#[derive(Clone, Debug)]
 pub struct InMemoryStore {
+    inner: Layered<MemoryItems>,
+}
+
+impl Default for InMemoryStore {
+    fn default() -> Self {
+        InMemoryStore::with_config(StoreConfig::default())
+    }
+}
+
+/// The in-memory backend: the items, ordered, behind one lock.
+#[derive(Clone, Default)]
+struct MemoryItems {
     items: Arc<Mutex<Items>>,
     config: StoreConfig,
 }
 
-impl std::fmt::Debug for InMemoryStore {
+impl std::fmt::Debug for MemoryItems {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Not the items: a store can be large, and it is printed inside
         // every `Compile` and graph debug output.
@@ -58,12 +71,24 @@ impl InMemoryStore {
 
     /// An empty store with `config` (embedder, TTL).
     pub fn with_config(config: StoreConfig) -> Self {
-        InMemoryStore {
-            items: Arc::default(),
-            config,
-        }
+        let mut inner = layered(MemoryItems::default());
+        backend_mut(&mut inner).config = config;
+        InMemoryStore { inner }
+    }
+}
+
+#[async_trait]
+impl Store for InMemoryStore {
+    async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        self.inner.batch(ops).await
     }
 
+    async fn sweep(&self) -> Result<u64> {
+        self.inner.sweep().await
+    }
+}
+
+impl MemoryItems {
     fn lock(&self) -> MutexGuard<'_, Items> {
         // A panic elsewhere while holding the lock cannot leave a half-made
         // write (every write is one insert or remove), so keep going.
@@ -147,69 +172,63 @@ fn list(items: &mut Items, plan: &ListPlan, now: i64) -> OpResult {
 }
 
 #[async_trait]
-impl Store for InMemoryStore {
+impl Store for MemoryItems {
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
-        traced("batch", ops.len(), async {
-            let plans = prepare(ops, &self.config).await?;
-            let mut items = self.lock();
-            // Read under the lock: batches apply in the order of their
-            // times, so an item is never updated before it was created.
-            let now = now_micros();
-            let results = plans
-                .into_iter()
-                .map(|plan| match plan {
-                    Plan::Get {
-                        namespace,
-                        key,
-                        refresh,
-                    } => {
-                        let k = (namespace, key);
-                        match items.get_mut(&k) {
-                            Some(r) if r.is_live(now) => {
-                                if refresh {
-                                    r.refresh(now);
-                                }
-                                OpResult::Got(Some(r.to_item(None)))
+        let plans = prepare(ops, &self.config).await?;
+        let mut items = self.lock();
+        // Read under the lock: batches apply in the order of their
+        // times, so an item is never updated before it was created.
+        let now = now_micros();
+        let results = plans
+            .into_iter()
+            .map(|plan| match plan {
+                Plan::Get {
+                    namespace,
+                    key,
+                    refresh,
+                } => {
+                    let k = (namespace, key);
+                    match items.get_mut(&k) {
+                        Some(r) if r.is_live(now) => {
+                            if refresh {
+                                r.refresh(now);
                             }
-                            Some(_) => {
-                                items.remove(&k);
-                                OpResult::Got(None)
-                            }
-                            None => OpResult::Got(None),
+                            OpResult::Got(Some(r.to_item(None)))
                         }
+                        Some(_) => {
+                            items.remove(&k);
+                            OpResult::Got(None)
+                        }
+                        None => OpResult::Got(None),
                     }
-                    Plan::Put(put) => {
-                        let k = (put.namespace.clone(), put.key.clone());
-                        let created = items
-                            .get(&k)
-                            .filter(|r| r.is_live(now))
-                            .map(|r| r.created_at);
-                        let record = put.record(now, created);
-                        let item = record.to_item(None);
-                        items.insert(k, record);
-                        OpResult::Put(item)
-                    }
-                    Plan::Delete { namespace, key } => {
-                        items.remove(&(namespace, key));
-                        OpResult::Deleted
-                    }
-                    Plan::Search(plan) => search(&mut items, &plan, now),
-                    Plan::List(plan) => list(&mut items, &plan, now),
-                })
-                .collect();
-            Ok(results)
-        })
-        .await
+                }
+                Plan::Put(put) => {
+                    let k = (put.namespace.clone(), put.key.clone());
+                    let created = items
+                        .get(&k)
+                        .filter(|r| r.is_live(now))
+                        .map(|r| r.created_at);
+                    let record = put.record(now, created);
+                    let item = record.to_item(None);
+                    items.insert(k, record);
+                    OpResult::Put(item)
+                }
+                Plan::Delete { namespace, key } => {
+                    items.remove(&(namespace, key));
+                    OpResult::Deleted
+                }
+                Plan::Search(plan) => search(&mut items, &plan, now),
+                Plan::List(plan) => list(&mut items, &plan, now),
+            })
+            .collect();
+        Ok(results)
     }
 
     async fn sweep(&self) -> Result<u64> {
-        traced("sweep", 0, async {
-            let mut items = self.lock();
-            let now = now_micros();
-            let before = items.len();
-            items.retain(|_, r| r.is_live(now));
-            Ok((before - items.len()) as u64)
-        })
-        .await
+        let mut items = self.lock();
+        let now = now_micros();
+        let before = items.len();
+        items.retain(|_, r| r.is_live(now));
+        Ok((before - items.len()) as u64)
     }
 }

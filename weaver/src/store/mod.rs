@@ -77,12 +77,14 @@ pub mod bm25;
 pub(crate) mod contract;
 pub(crate) mod embed;
 mod filter;
+mod layers;
 pub mod limits;
 mod memory;
 mod namespace;
 pub(crate) mod plan;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+mod trace;
 pub(crate) mod types;
 
 pub use contract::{Store, spawn_sweeper};

@@ -33,7 +33,7 @@ use tokio::sync::OnceCell;
 use self::dialect::{Arg, Dialect, Driver, StoredRow, Tx};
 use self::queries::{Queries, prefix_binds};
 pub(crate) use self::seal::Sealing;
-use super::contract::{Store, traced};
+use super::contract::Store;
 use super::plan::{
     ListPlan, Plan, PutPlan, Record, SearchPlan, finish_list, finish_search, found, now_micros,
     prepare,
@@ -413,10 +413,10 @@ impl<D: Dialect> SqlStore<D> {
 #[async_trait]
 impl<D: Dialect> Store for SqlStore<D> {
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
-        traced("batch", ops.len(), self.run_batch(ops)).await
+        self.run_batch(ops).await
     }
 
     async fn sweep(&self) -> Result<u64> {
-        traced("sweep", 0, self.run_sweep()).await
+        self.run_sweep().await
     }
 }

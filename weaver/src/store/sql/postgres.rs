@@ -8,6 +8,7 @@ use super::dialect::PostgresDialect;
 use crate::error::Result;
 use crate::migrate::postgres::{checked_schema, table_prefix};
 use crate::store::Store;
+use crate::store::layers::{Layered, backend, backend_mut, layered};
 use crate::store::types::{Op, OpResult, StoreConfig};
 
 /// A [`Store`](crate::store::Store) on PostgreSQL, through a user-supplied
@@ -41,7 +42,7 @@ use crate::store::types::{Op, OpResult, StoreConfig};
 /// ```
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
-    inner: SqlStore<PostgresDialect>,
+    inner: Layered<SqlStore<PostgresDialect>>,
 }
 
 impl PostgresStore {
@@ -49,7 +50,7 @@ impl PostgresStore {
     /// BM25 ranking, no expiry.
     pub fn new(pool: PgPool) -> Self {
         PostgresStore {
-            inner: SqlStore::new(pool),
+            inner: layered(SqlStore::new(pool)),
         }
     }
 
@@ -59,13 +60,13 @@ impl PostgresStore {
     pub fn with_prefix(mut self, schema: &str) -> Result<Self> {
         let schema = checked_schema(schema)?;
         let prefix = table_prefix(Some(&schema));
-        self.inner.set_schema(schema, &prefix);
+        backend_mut(&mut self.inner).set_schema(schema, &prefix);
         Ok(self)
     }
 
     /// Uses `config` (embedder, TTL).
     pub fn with_config(mut self, config: StoreConfig) -> Self {
-        self.inner.set_config(config);
+        backend_mut(&mut self.inner).set_config(config);
         self
     }
 
@@ -86,13 +87,13 @@ impl PostgresStore {
     #[cfg(feature = "encryption")]
     #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
     pub fn with_encryption(mut self, codec: crate::codec::EncryptedCodec) -> Self {
-        self.inner.set_sealing(super::Sealing::encrypted(codec));
+        backend_mut(&mut self.inner).set_sealing(super::Sealing::encrypted(codec));
         self
     }
 
     /// The pool.
     pub fn pool(&self) -> &PgPool {
-        self.inner.pool()
+        backend(&self.inner).pool()
     }
 }
 

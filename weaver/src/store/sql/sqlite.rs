@@ -7,6 +7,7 @@ use super::SqlStore;
 use super::dialect::SqliteDialect;
 use crate::error::Result;
 use crate::store::Store;
+use crate::store::layers::{Layered, backend, backend_mut, layered};
 use crate::store::types::{Op, OpResult, StoreConfig};
 
 /// A [`Store`](crate::store::Store) on SQLite, through a user-supplied `sqlx`
@@ -34,20 +35,20 @@ use crate::store::types::{Op, OpResult, StoreConfig};
 /// ```
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    inner: SqlStore<SqliteDialect>,
+    inner: Layered<SqlStore<SqliteDialect>>,
 }
 
 impl SqliteStore {
     /// A store on `pool`: BM25 ranking, no expiry.
     pub fn new(pool: SqlitePool) -> Self {
         SqliteStore {
-            inner: SqlStore::new(pool),
+            inner: layered(SqlStore::new(pool)),
         }
     }
 
     /// Uses `config` (embedder, TTL).
     pub fn with_config(mut self, config: StoreConfig) -> Self {
-        self.inner.set_config(config);
+        backend_mut(&mut self.inner).set_config(config);
         self
     }
 
@@ -100,13 +101,13 @@ impl SqliteStore {
     #[cfg(feature = "encryption")]
     #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
     pub fn with_encryption(mut self, codec: crate::codec::EncryptedCodec) -> Self {
-        self.inner.set_sealing(super::Sealing::encrypted(codec));
+        backend_mut(&mut self.inner).set_sealing(super::Sealing::encrypted(codec));
         self
     }
 
     /// The pool.
     pub fn pool(&self) -> &SqlitePool {
-        self.inner.pool()
+        backend(&self.inner).pool()
     }
 }
 
