@@ -64,6 +64,15 @@
 //! refresh-on-read ([`StoreConfig::refresh_on_read`], or per call), a read
 //! restarts the item's TTL.
 //!
+//! # Layers
+//!
+//! What every store does the same way is a layer around its backend, not a
+//! branch inside it: each batch and sweep runs in a `weaver.store` tracing
+//! span (the op, its namespace, the op count, the time taken), and a batch
+//! over a [`limits`] ceiling is refused before the backend sees it. A
+//! backend only stores; [`InMemoryStore`], `SqliteStore` and
+//! `PostgresStore` are each their backend inside the same layers.
+//!
 //! # Encryption at rest
 //!
 //! With the `encryption` feature, the SQL stores' `with_encryption` seals
