@@ -1,5 +1,5 @@
 //! Size and count limits of the store contract, checked before anything is
-//! written; exceeding one is [`Error::LimitExceeded`](crate::Error::LimitExceeded).
+//! written; exceeding one is [`Error::LimitExceeded`].
 //!
 //! Every limit of a batch is checked here, once, by the layer every backend
 //! is wrapped in, before the backend sees the batch. Two are measured
@@ -46,7 +46,7 @@ pub const MAX_INDEX_FIELDS: usize = 1_000;
 /// of a value (`"a"` and `"$"`, `"a.0"` and `"a.00"`) index it again, so
 /// the text can outgrow the value; past this it is refused.
 pub const MAX_INDEX_TEXT_BYTES: usize = 4 * MAX_VALUE_BYTES;
-/// Most operations one [`Store::batch`](super::Store::batch) may hold.
+/// Most operations one [`Store::batch`] may hold.
 pub const MAX_BATCH_OPS: usize = 1_000;
 /// Largest `limit` a search or a namespace listing may ask for.
 pub const MAX_RESULTS: usize = 10_000;

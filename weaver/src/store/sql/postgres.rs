@@ -11,7 +11,7 @@ use crate::store::Store;
 use crate::store::layers::{Layered, backend, backend_mut, layered};
 use crate::store::types::{Op, OpResult, StoreConfig};
 
-/// A [`Store`](crate::store::Store) on PostgreSQL, through a user-supplied
+/// A [`Store`] on PostgreSQL, through a user-supplied
 /// `sqlx` pool. Each batch is one transaction.
 ///
 /// The table must be migrated ([`crate::migrate::up`] with

@@ -10,7 +10,7 @@ use crate::store::Store;
 use crate::store::layers::{Layered, backend, backend_mut, layered};
 use crate::store::types::{Op, OpResult, StoreConfig};
 
-/// A [`Store`](crate::store::Store) on SQLite, through a user-supplied `sqlx`
+/// A [`Store`] on SQLite, through a user-supplied `sqlx`
 /// pool. Each batch is one transaction: `BEGIN IMMEDIATE` (the database's
 /// write lock, so writing batches run one at a time) for a batch that
 /// writes, `BEGIN DEFERRED` (one snapshot, no lock: in WAL mode it reads
