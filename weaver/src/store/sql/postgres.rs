@@ -11,15 +11,15 @@ use crate::store::Store;
 use crate::store::layers::{Layered, backend, backend_mut, layered};
 use crate::store::types::{Op, OpResult, StoreConfig};
 
-/// A [`Store`] on PostgreSQL, through a user-supplied
-/// `sqlx` pool. Each batch is one transaction.
+/// A [`Store`] on PostgreSQL, through a user-supplied `sqlx` pool. Each
+/// batch is one transaction.
 ///
 /// The table must be migrated ([`crate::migrate::up`] with
 /// [`Adapter::Store`](crate::migrate::Adapter::Store), with a
 /// [`PgSchema`](crate::migrate::PgSchema) when using
 /// [`with_prefix`](PostgresStore::with_prefix)); the first operation checks
-/// it once and fails with
-/// [`Error::MigrationRequired`](crate::Error::MigrationRequired) otherwise.
+/// it once and fails with [`Error::MigrationRequired`](crate::Error::MigrationRequired)
+/// otherwise.
 ///
 /// Batches that write on one store table run one at a time (a
 /// transaction-scoped advisory lock), as on SQLite: each is atomic, sees one

@@ -10,10 +10,9 @@ use crate::store::Store;
 use crate::store::layers::{Layered, backend, backend_mut, layered};
 use crate::store::types::{Op, OpResult, StoreConfig};
 
-/// A [`Store`] on SQLite, through a user-supplied `sqlx`
-/// pool. Each batch is one transaction: `BEGIN IMMEDIATE` (the database's
-/// write lock, so writing batches run one at a time) for a batch that
-/// writes, `BEGIN DEFERRED` (one snapshot, no lock: in WAL mode it reads
+/// A [`Store`] on SQLite, through a user-supplied `sqlx` pool. Each batch
+/// is one transaction: `BEGIN IMMEDIATE` (the database's write lock, so
+/// writing batches run one at a time) for a batch that writes, `BEGIN DEFERRED` (one snapshot, no lock: in WAL mode it reads
 /// while a writing batch holds the lock) for one that only reads (gets and
 /// searches that restart no TTL, namespace listings); a read-only batch
 /// whose get meets an expired item runs again as a writing batch, which
