@@ -72,15 +72,18 @@
 //! over a [`limits`] ceiling is refused before the backend sees it. A
 //! backend only stores; [`InMemoryStore`], `SqliteStore` and
 //! `PostgresStore` are each their backend inside the same layers.
+//! Encryption cannot sit outside a backend (a search filters and ranks the
+//! opened items inside the backend's transaction or lock), so every backend
+//! keeps its items' payloads through one codec that seals them or not.
 //!
 //! # Encryption at rest
 //!
-//! With the `encryption` feature, the SQL stores' `with_encryption` seals
-//! each item's value, indexed text and embedding with an `EncryptedCodec`'s
-//! keys (AES-256-GCM, key rotation), bound to the item's namespace, key and
-//! part. Reads decrypt before filtering and ranking, so search works
-//! unchanged; namespaces, keys and times stay plain. See
-//! `SqliteStore::with_encryption`.
+//! With the `encryption` feature, `with_encryption` (on the SQL stores and
+//! [`InMemoryStore`]) seals each item's value, indexed text and embedding
+//! with an `EncryptedCodec`'s keys (AES-256-GCM, key rotation), bound to the
+//! item's namespace, key and part. Reads decrypt before filtering and
+//! ranking, so search works unchanged; namespaces, keys and times stay
+//! plain. See `SqliteStore::with_encryption`.
 
 pub mod bm25;
 pub(crate) mod contract;
@@ -91,6 +94,7 @@ pub mod limits;
 mod memory;
 mod namespace;
 pub(crate) mod plan;
+mod seal;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 mod trace;

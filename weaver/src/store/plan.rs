@@ -32,6 +32,20 @@ pub(crate) struct Record {
     pub expires_at: Option<i64>,
     /// The TTL in microseconds, kept for refresh-on-read.
     pub ttl: Option<i64>,
+    /// In a record an encrypting in-memory store keeps: the value, indexed
+    /// text and embedding, sealed (the plain fields are then empty).
+    pub sealed: Option<Box<SealedParts>>,
+}
+
+/// An item's payloads as an encrypting in-memory store keeps them: each
+/// sealed, bound to the item and the part.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SealedParts {
+    /// The value's JSON, sealed.
+    pub value: Vec<u8>,
+    pub index_text: Option<Vec<u8>>,
+    /// The embedding's little-endian `f32`s, sealed.
+    pub embedding: Option<Vec<u8>>,
 }
 
 impl Record {
@@ -109,6 +123,7 @@ impl PutPlan {
             updated_at: now,
             expires_at: self.ttl.map(|t| now.saturating_add(t)),
             ttl: self.ttl,
+            sealed: None,
         }
     }
 }

@@ -19,7 +19,6 @@ mod dialect;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queries;
-mod seal;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -32,12 +31,12 @@ use tokio::sync::OnceCell;
 
 use self::dialect::{Arg, Dialect, Driver, StoredRow, Tx};
 use self::queries::{Queries, prefix_binds};
-pub(crate) use self::seal::Sealing;
 use super::contract::Store;
 use super::plan::{
     ListPlan, Plan, PutPlan, Record, SearchPlan, finish_list, finish_search, found, now_micros,
     prepare,
 };
+use super::seal::Sealing;
 use super::types::{Op, OpResult, StoreConfig};
 use crate::error::{Error, Result};
 
@@ -170,6 +169,7 @@ impl<D: Dialect> SqlStore<D> {
             ttl,
             namespace,
             key,
+            sealed: None,
         })
     }
 

@@ -100,7 +100,7 @@ impl SqliteStore {
     #[cfg(feature = "encryption")]
     #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
     pub fn with_encryption(mut self, codec: crate::codec::EncryptedCodec) -> Self {
-        backend_mut(&mut self.inner).set_sealing(super::Sealing::encrypted(codec));
+        backend_mut(&mut self.inner).set_sealing(crate::store::seal::Sealing::encrypted(codec));
         self
     }
 
