@@ -72,7 +72,7 @@ impl Sealing {
     }
 
     /// `record` as the in-memory store keeps it: as it is, or with its
-    /// payloads sealed into [`SealedParts`](super::plan::SealedParts).
+    /// payloads sealed into its `SealedParts`.
     pub(crate) fn keep(&self, record: Record) -> Result<Record> {
         #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
         if let Some(codec) = &self.codec {
