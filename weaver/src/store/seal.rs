@@ -3,7 +3,7 @@
 //! and part, the same for every backend. A SQL store writes the value's JSON
 //! text, the indexed text as is and the embedding's little-endian `f32`s (a
 //! sealed text column holds the envelope in base64); the in-memory store
-//! keeps records, their payloads moved into [`SealedParts`] when sealed.
+//! keeps records, their payloads moved into `SealedParts` when sealed.
 //! Namespaces, keys and times stay plain: they are what backends index,
 //! order and expire by.
 
