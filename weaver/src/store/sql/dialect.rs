@@ -246,7 +246,7 @@ impl Dialect for SqliteDialect {
 /// The SQLite transaction plumbing the savers use too (it heals pooled
 /// connections a cancelled batch left inside a transaction).
 #[cfg(feature = "sqlite")]
-use crate::checkpoint::sql::sqlite as sqlite_transactions;
+use crate::sql::sqlite as sqlite_transactions;
 
 /// PostgreSQL: a transaction-scoped advisory lock per store table for
 /// writing batches, `REPEATABLE READ, READ ONLY` snapshots for the others.

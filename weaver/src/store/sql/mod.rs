@@ -39,6 +39,7 @@ use super::plan::{
 use super::seal::Sealing;
 use super::types::{Op, OpResult, StoreConfig};
 use crate::error::{Error, Result};
+use crate::sql::error::storage;
 
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
@@ -92,10 +93,6 @@ enum Mode {
     Write,
     /// A snapshot without the lock: stops at the first write.
     ReadOnly,
-}
-
-fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
-    move |e| Error::storage(op, e)
 }
 
 impl<D: Dialect> SqlStore<D> {
