@@ -108,11 +108,8 @@ impl InMemoryStore {
     /// # Ok(())
     /// # }
     /// ```
-    #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
-    #[cfg_attr(
-        docsrs,
-        doc(cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres"))))
-    )]
+    #[cfg(feature = "encryption")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
     pub fn with_encryption(mut self, codec: crate::codec::EncryptedCodec) -> Self {
         backend_mut(&mut self.inner).sealing = Sealing::encrypted(codec);
         self

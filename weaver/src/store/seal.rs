@@ -13,10 +13,10 @@
 use serde_json::Value;
 
 use super::plan::Record;
-#[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+#[cfg(feature = "encryption")]
 use super::plan::SealedParts;
 use super::types::Item;
-#[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+#[cfg(feature = "encryption")]
 use crate::codec::{EncryptedCodec, ItemContext, ItemPart};
 use crate::error::{Error, Result};
 use crate::store::embed::{from_bytes, to_bytes};
@@ -25,7 +25,7 @@ use crate::store::embed::{from_bytes, to_bytes};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sealing {
     /// Seals every payload when set.
-    #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+    #[cfg(feature = "encryption")]
     codec: Option<EncryptedCodec>,
 }
 
@@ -43,7 +43,7 @@ const SEALED_TEXT_START: &str = "V1ZT";
 
 impl Sealing {
     /// Seals with `codec`.
-    #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+    #[cfg(feature = "encryption")]
     pub(crate) fn encrypted(codec: EncryptedCodec) -> Self {
         Sealing { codec: Some(codec) }
     }
@@ -74,7 +74,7 @@ impl Sealing {
     /// `record` as the in-memory store keeps it: as it is, or with its
     /// payloads sealed into its `SealedParts`.
     pub(crate) fn keep(&self, record: Record) -> Result<Record> {
-        #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+        #[cfg(feature = "encryption")]
         if let Some(codec) = &self.codec {
             return seal_record(codec, record);
         }
@@ -83,7 +83,7 @@ impl Sealing {
 
     /// The record the in-memory store kept as `kept`, its payloads opened.
     pub(crate) fn open_kept(&self, kept: &Record) -> Result<Record> {
-        #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+        #[cfg(feature = "encryption")]
         if let Some(codec) = &self.codec {
             return open_record(codec, kept);
         }
@@ -104,7 +104,7 @@ impl Sealing {
 
     /// Whether this store seals payloads.
     fn seals(&self) -> bool {
-        #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+        #[cfg(feature = "encryption")]
         if self.codec.is_some() {
             return true;
         }
@@ -181,7 +181,7 @@ impl Sealing {
         part: Part,
         plain: &[u8],
     ) -> Result<Option<Vec<u8>>> {
-        #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+        #[cfg(feature = "encryption")]
         if let Some(codec) = &self.codec {
             let ctx = context(namespace, key, part);
             return codec.seal_item(plain.to_vec(), &ctx).map(Some);
@@ -199,7 +199,7 @@ impl Sealing {
         part: Part,
         stored: &[u8],
     ) -> Result<Option<Vec<u8>>> {
-        #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+        #[cfg(feature = "encryption")]
         if let Some(codec) = &self.codec {
             let ctx = context(namespace, key, part);
             return codec.open_item(stored, &ctx).map(Some);
@@ -216,7 +216,7 @@ impl Sealing {
         part: Part,
         plain: &[u8],
     ) -> Result<Option<String>> {
-        #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+        #[cfg(feature = "encryption")]
         if let Some(sealed) = self.seal(namespace, key, part, plain)? {
             use base64::Engine;
             return Ok(Some(
@@ -236,7 +236,7 @@ impl Sealing {
         part: Part,
         text: &str,
     ) -> Result<Option<Vec<u8>>> {
-        #[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+        #[cfg(feature = "encryption")]
         if self.codec.is_some() {
             use base64::Engine;
             let Ok(sealed) = base64::engine::general_purpose::STANDARD.decode(text) else {
@@ -262,7 +262,7 @@ fn sealed_item(namespace: &str, key: &str) -> Error {
 }
 
 /// `record` with its payloads sealed with `codec`.
-#[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+#[cfg(feature = "encryption")]
 fn seal_record(codec: &EncryptedCodec, mut record: Record) -> Result<Record> {
     let value = std::mem::take(&mut record.value);
     let index_text = record.index_text.take();
@@ -284,7 +284,7 @@ fn seal_record(codec: &EncryptedCodec, mut record: Record) -> Result<Record> {
 }
 
 /// The record `codec` sealed as `kept`, opened.
-#[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+#[cfg(feature = "encryption")]
 fn open_record(codec: &EncryptedCodec, kept: &Record) -> Result<Record> {
     let (ns, key) = (kept.namespace.as_str(), kept.key.as_str());
     let Some(parts) = &kept.sealed else {
@@ -323,7 +323,7 @@ fn open_record(codec: &EncryptedCodec, kept: &Record) -> Result<Record> {
 }
 
 /// The codec's context of `part` of the item `key` in `namespace`.
-#[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+#[cfg(feature = "encryption")]
 fn context<'a>(namespace: &'a str, key: &'a str, part: Part) -> ItemContext<'a> {
     let part = match part {
         Part::Value => ItemPart::Value,
