@@ -4,6 +4,10 @@
 //! says how several writes combine: the last value wins (and two writes in
 //! one step are an error), or a reducer folds each write in.
 
+// Hidden: generated code names its trait through `weaver::__private`, the
+// path users see in compile errors.
+#[doc(hidden)]
+pub mod add;
 pub mod reduce;
 
 /// How writes to a channel combine.

@@ -1,8 +1,8 @@
 //! The built-in reducers, one function each, shared by generated code and
 //! hand-written states so their semantics live in one place.
 
+use super::add::AddReducer;
 use crate::error::{Error, Result};
-use crate::state::reducer::AddReducer;
 
 /// `#[reducer(append)]`: extends the collection with the written items, in order.
 pub fn append<C, I>(current: &mut C, update: I)
