@@ -104,3 +104,56 @@ where
         Some(done)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::Runner;
+
+    /// Tasks that each yield a few times while counted as running.
+    async fn drain(to_run: Vec<usize>, limit: usize) -> (Vec<usize>, usize) {
+        let running = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        let (running, most) = (&running, &most);
+        let mut runner = Runner::new(to_run, limit, |k: usize| async move {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            for _ in 0..(k % 3 + 1) {
+                tokio::task::yield_now().await;
+            }
+            running.fetch_sub(1, Ordering::SeqCst);
+            k
+        });
+        let mut done = Vec::new();
+        while let Some(k) = runner.next().await {
+            done.push(k);
+        }
+        assert!(runner.is_done());
+        (done, most.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn every_task_runs_once_and_no_more_than_the_limit_run_at_once() {
+        // (tasks, limit, most running at once)
+        let cases: &[(usize, usize, usize)] =
+            &[(0, 4, 0), (1, 4, 1), (5, 2, 2), (5, 1, 1), (3, 8, 3)];
+        for &(count, limit, expected) in cases {
+            let (mut done, most) = drain((0..count).collect(), limit).await;
+            done.sort_unstable();
+            assert_eq!(
+                done,
+                (0..count).collect::<Vec<_>>(),
+                "{count} tasks, limit {limit}"
+            );
+            assert_eq!(most, expected, "{count} tasks, limit {limit}");
+        }
+    }
+
+    #[tokio::test]
+    async fn results_come_back_as_the_tasks_finish() {
+        // Task 0 yields once, task 1 twice, task 2 three times.
+        let (done, _) = drain(vec![2, 1, 0], 3).await;
+        assert_eq!(done, [0, 1, 2]);
+    }
+}

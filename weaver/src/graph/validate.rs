@@ -11,8 +11,7 @@ use crate::state::GraphState;
 
 impl<S: GraphState> Graph<S> {
     /// Validates the graph and builds it: unknown, duplicate, unreachable and
-    /// dead-end nodes are [`Error::InvalidGraph`](crate::Error::InvalidGraph)
-    /// naming the node.
+    /// dead-end nodes are [`Error::InvalidGraph`] naming the node.
     pub fn compile(mut self, mut options: Compile) -> Result<CompiledGraph<S>> {
         let declared = std::mem::take(&mut self.interrupts);
         options.interrupt_before.extend(declared.interrupt_before);
