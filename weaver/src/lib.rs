@@ -24,6 +24,7 @@ pub mod engine;
 mod error;
 pub mod graph;
 pub mod migrate;
+mod sql;
 pub mod state;
 pub mod store;
 

@@ -16,11 +16,10 @@
 //! memory-mapped reads (`PRAGMA mmap_size`), an opt-in of the application's
 //! (see `SqliteSaver::connect_options`).
 //!
-//! The second line pins glibc's `malloc` thresholds at their start values,
-//! which turns off the adjustment the SQL savers make when they are built
-//! (see `weaver/src/checkpoint/sql/settle.rs`): the reads then run as in a
-//! process whose thresholds never moved, the slow case before it. Prints
-//! one JSON line; Linux only (the fault counts).
+//! The second line pins glibc's `malloc` thresholds at their start values:
+//! the reads then run as in a process whose thresholds never moved (weaver
+//! leaves the allocator as the application set it). Prints one JSON line;
+//! Linux only (the fault counts).
 
 use std::path::Path;
 use std::time::Instant;

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use serde_json::json;
 use sqlx::AssertSqlSafe;
 use weaver::checkpoint::{
-    Checkpoint, CheckpointRef, ListFilter, PendingWrite, PostgresSaver, SqliteSaver,
+    Checkpoint, CheckpointCodec, CheckpointRef, ListFilter, PendingWrite, PostgresSaver,
+    SqliteSaver,
 };
 use weaver::codec::{Codec, EncryptedCodec, EncryptionKey, JsonCodec, RecordContext};
 use weaver::{Error, Saver};

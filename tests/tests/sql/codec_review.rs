@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use sqlx::AssertSqlSafe;
 use weaver::checkpoint::{
-    BatchEntry, Checkpoint, CheckpointRef, CheckpointTuple, Checkpointer, ForkOptions, ListFilter,
-    NewCheckpoint, PendingWrite, PruneStrategy,
+    BatchEntry, Checkpoint, CheckpointCodec, CheckpointRef, CheckpointTuple, Checkpointer,
+    ForkOptions, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy,
 };
 use weaver::codec::{Codec, EncryptedCodec, EncryptionKey, RecordContext};
 use weaver::prelude::*;

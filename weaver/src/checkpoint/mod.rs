@@ -1,6 +1,7 @@
 //! Checkpoints: the record types, the [`Saver`] contract, the
 //! [`Checkpointer`] facade and the in-memory saver.
 
+mod codec;
 pub(crate) mod delta;
 pub(crate) mod facade;
 pub(crate) mod id;
@@ -11,12 +12,12 @@ mod saver;
 pub(crate) mod sql;
 mod types;
 
+pub use codec::CheckpointCodec;
 pub use delta::DELTA_SNAPSHOT_EVERY;
 pub use facade::Checkpointer;
 pub use id::{new_checkpoint_id, now_rfc3339};
 pub use memory::InMemorySaver;
 pub use saver::Saver;
-pub(crate) use types::is_plain_identifier;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,
     CheckpointSource, CheckpointTuple, DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, ForkOptions,
@@ -28,6 +29,9 @@ pub use types::{
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use sql::PostgresSaver;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub use sql::SqlSaver;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use sql::SqliteSaver;

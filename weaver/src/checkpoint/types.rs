@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::id::{new_checkpoint_id, now_rfc3339};
+use crate::sql::is_plain_identifier;
 
 /// Format version of [`Checkpoint`] records without delta channels.
 pub const CHECKPOINT_FORMAT: u32 = 1;
@@ -571,15 +572,6 @@ impl ListFilter {
         }
         Ok(())
     }
-}
-
-/// Whether `name` is `[A-Za-z_][A-Za-z0-9_]*` and at most 63 bytes (the
-/// PostgreSQL identifier limit): safe as a metadata key or schema name.
-pub(crate) fn is_plain_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.len() <= 63
 }
 
 /// What [`prune`](super::Saver::prune) does to each thread.

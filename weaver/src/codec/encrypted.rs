@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use aes_gcm::aead::{Aead, Generate, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
-use serde_json::Value;
+use std::borrow::Cow;
 
 use super::{Codec, JsonCodec, RecordContext};
-use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 
 /// Envelope magic of the format this build writes: the associated data is
@@ -83,8 +82,8 @@ impl EncryptionKey {
 /// namespace, key and part, apart from any checkpoint payload's.
 ///
 /// ```
-/// use weaver::checkpoint::Checkpoint;
-/// use weaver::codec::{Codec, EncryptedCodec, EncryptionKey, JsonCodec, RecordContext};
+/// use weaver::checkpoint::{Checkpoint, CheckpointCodec};
+/// use weaver::codec::{EncryptedCodec, EncryptionKey, JsonCodec, RecordContext};
 ///
 /// let codec = EncryptedCodec::new(JsonCodec, [EncryptionKey::new("k1", [7; 32]).unwrap()]).unwrap();
 /// let cp = Checkpoint::empty();
@@ -343,113 +342,12 @@ impl ItemContext<'_> {
 }
 
 impl Codec for EncryptedCodec {
-    fn encode_checkpoint(
-        &self,
-        checkpoint: &Checkpoint,
-        ctx: &RecordContext<'_>,
-    ) -> Result<Vec<u8>> {
-        self.seal(self.inner.encode_checkpoint(checkpoint, ctx)?, ctx)
+    fn encode(&self, json: Vec<u8>, ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
+        self.seal(self.inner.encode(json, ctx)?, ctx)
     }
 
-    fn decode_checkpoint(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Checkpoint> {
-        self.inner.decode_checkpoint(&self.open(bytes, ctx)?, ctx)
-    }
-
-    fn encode_value(&self, value: &Value, ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
-        self.seal(self.inner.encode_value(value, ctx)?, ctx)
-    }
-
-    fn decode_value(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Value> {
-        self.inner.decode_value(&self.open(bytes, ctx)?, ctx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn codec() -> EncryptedCodec {
-        EncryptedCodec::json([EncryptionKey::new("k1", [7; 32]).unwrap()]).unwrap()
-    }
-
-    /// An envelope of the first format, built by hand as weaver wrote them
-    /// before parents and channels were bound: `WVE1 | 2 | "k1" | nonce |
-    /// ciphertext+tag`, the associated data being the row's identity and the
-    /// key id.
-    fn first_format(plain: &[u8], ctx: &RecordContext<'_>) -> Vec<u8> {
-        let cipher = Aes256Gcm::new_from_slice(&[7; 32]).unwrap();
-        let nonce = Nonce::try_from(&[9u8; NONCE_LEN][..]).unwrap();
-        let mut aad = ctx.identity_data();
-        aad.extend_from_slice(b"k1");
-        let msg = Payload {
-            msg: plain,
-            aad: &aad,
-        };
-        let sealed = cipher.encrypt(&nonce, msg).unwrap();
-        [b"WVE1\x02k1".as_slice(), nonce.as_slice(), &sealed].concat()
-    }
-
-    #[test]
-    fn the_parent_channel_and_task_path_are_bound() {
-        let c = codec();
-        let cp = Checkpoint::empty();
-        let row = RecordContext::checkpoint("t", "", &cp.id);
-        let sealed = c.encode_checkpoint(&cp, &row.parent(Some("p"))).unwrap();
-        assert!(sealed.starts_with(b"WVE2"));
-        assert_eq!(
-            c.decode_checkpoint(&sealed, &row.parent(Some("p")))
-                .unwrap(),
-            cp
-        );
-        for other in [None, Some("q"), Some("")] {
-            let r = c.decode_checkpoint(&sealed, &row.parent(other));
-            assert!(matches!(r, Err(Error::Decrypt { .. })), "{other:?}");
-        }
-        let write = row.write("task", 0);
-        let v = json!(["x"]);
-        let sealed = c.encode_value(&v, &write.channel("a", "p0")).unwrap();
-        assert_eq!(
-            c.decode_value(&sealed, &write.channel("a", "p0")).unwrap(),
-            v
-        );
-        // A write's context ignores the checkpoint's parent.
-        let with_parent = row.parent(Some("p")).write("task", 0).channel("a", "p0");
-        assert_eq!(c.decode_value(&sealed, &with_parent).unwrap(), v);
-        for other in [
-            write.channel("b", "p0"),
-            write.channel("a", "p1"),
-            write.channel("ap", "0"),
-            write,
-        ] {
-            let r = c.decode_value(&sealed, &other);
-            assert!(matches!(r, Err(Error::Decrypt { .. })), "{other:?}");
-        }
-    }
-
-    #[test]
-    fn first_format_envelopes_still_decrypt_bound_to_the_row() {
-        let c = codec();
-        let cp = Checkpoint::empty();
-        let row = RecordContext::checkpoint("t", "", &cp.id);
-        let plain = serde_json::to_vec(&cp).unwrap();
-        let old = first_format(&plain, &row);
-        // Read wherever its parent now points: the first format did not bind it.
-        for parent in [None, Some("p")] {
-            assert_eq!(c.decode_checkpoint(&old, &row.parent(parent)).unwrap(), cp);
-        }
-        let elsewhere = RecordContext::checkpoint("u", "", &cp.id);
-        let r = c.decode_checkpoint(&old, &elsewhere);
-        assert!(matches!(r, Err(Error::Decrypt { .. })), "{r:?}");
-        // The same bytes under the current magic are refused: the formats
-        // do not stand in for each other.
-        let relabelled = [b"WVE2".as_slice(), &old[4..]].concat();
-        let r = c.decode_checkpoint(&relabelled, &row);
-        assert!(matches!(r, Err(Error::Decrypt { .. })), "{r:?}");
-        let write = row.write("task", 3);
-        let old = first_format(b"[1]", &write);
-        let any_channel = write.channel("whatever", "p");
-        assert_eq!(c.decode_value(&old, &any_channel).unwrap(), json!([1]));
+    fn decode<'b>(&self, stored: Cow<'b, [u8]>, ctx: &RecordContext<'_>) -> Result<Cow<'b, [u8]>> {
+        let plain = self.open(&stored, ctx)?;
+        self.inner.decode(Cow::Owned(plain), ctx)
     }
 }

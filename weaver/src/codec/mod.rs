@@ -1,20 +1,24 @@
-//! Codecs: how checkpoint payloads become stored bytes (JSON by default,
-//! optionally encrypted).
+//! Codecs: how stored payloads become bytes (JSON by default, optionally
+//! encrypted).
 //!
-//! A [`Codec`] turns the two payload kinds a saver stores — checkpoint
-//! records and pending-write values — into bytes and back. Every call gets a
-//! [`RecordContext`] naming where the record lives (thread, namespace,
-//! checkpoint id and parent, and for writes the task, index, channel and task
-//! path), which an encrypting codec binds as associated data so that a
-//! ciphertext moved to another row, or whose row is relinked, does not
-//! decrypt.
+//! A saver stores two payload kinds, checkpoint records and pending-write
+//! values, each as the JSON serde writes for it. A [`Codec`] turns that JSON
+//! into the bytes stored and back. Every call gets a [`RecordContext`]
+//! naming where the record lives (thread, namespace, checkpoint id and
+//! parent, and for writes the task, index, channel and task path), which an
+//! encrypting codec binds as associated data so that a ciphertext moved to
+//! another row, or whose row is relinked, does not decrypt.
+//!
+//! The codec knows no record type: checkpoint records go through it with
+//! [`CheckpointCodec`](crate::checkpoint::CheckpointCodec), implemented for
+//! every codec.
 //!
 //! Metadata is not passed through the codec: it stays plain JSON so that
 //! metadata filters run inside the database.
 //!
 //! ```
-//! use weaver::checkpoint::Checkpoint;
-//! use weaver::codec::{Codec, JsonCodec, RecordContext};
+//! use weaver::checkpoint::{Checkpoint, CheckpointCodec};
+//! use weaver::codec::{JsonCodec, RecordContext};
 //!
 //! let cp = Checkpoint::empty();
 //! let ctx = RecordContext::checkpoint("t1", "", &cp.id);
@@ -22,11 +26,11 @@
 //! assert_eq!(JsonCodec.decode_checkpoint(&bytes, &ctx).unwrap(), cp);
 //! ```
 
+use std::borrow::Cow;
 use std::fmt::{self, Debug};
 
 use serde_json::Value;
 
-use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 
 #[cfg(feature = "encryption")]
@@ -176,41 +180,70 @@ fn push_field(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-/// Turns stored payloads into bytes and back.
+/// Turns the JSON of a stored payload into bytes and back.
 ///
 /// Object-safe, so savers hold an `Arc<dyn Codec>`. Implementations must be
 /// deterministic in what they accept: a payload encoded for one
 /// [`RecordContext`] may be refused under another (encryption), and bad bytes
 /// are an [`Error::Decode`] or [`Error::Decrypt`], never a panic.
 pub trait Codec: Debug + Send + Sync {
-    /// Encodes a checkpoint record.
-    fn encode_checkpoint(
-        &self,
-        checkpoint: &Checkpoint,
-        ctx: &RecordContext<'_>,
-    ) -> Result<Vec<u8>>;
-    /// Decodes a checkpoint record.
-    fn decode_checkpoint(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Checkpoint>;
+    /// The bytes to store for the record `ctx` names, whose JSON (as
+    /// serde_json wrote it) is `json`.
+    fn encode(&self, json: Vec<u8>, ctx: &RecordContext<'_>) -> Result<Vec<u8>>;
+
+    /// The JSON of the record `ctx` names, from the bytes stored for it.
+    fn decode<'b>(&self, stored: Cow<'b, [u8]>, ctx: &RecordContext<'_>) -> Result<Cow<'b, [u8]>>;
+
     /// Encodes a pending write's value.
-    fn encode_value(&self, value: &Value, ctx: &RecordContext<'_>) -> Result<Vec<u8>>;
+    fn encode_value(&self, value: &Value, ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
+        self.encode(to_json(value, ctx)?, ctx)
+    }
+
     /// Decodes a pending write's value.
-    fn decode_value(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Value>;
+    fn decode_value(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Value> {
+        from_json(&self.decode(Cow::Borrowed(bytes), ctx)?, ctx)
+    }
 }
 
-/// The default codec: JSON through serde.
+/// The default codec: the JSON serde writes, stored as it is.
 ///
 /// Only the declared record types are decoded (no type is revived from the
 /// data); a decode error names the path of the offending field.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct JsonCodec;
 
-fn decode_json<T: serde::de::DeserializeOwned>(bytes: &[u8], ctx: &RecordContext<'_>) -> Result<T> {
+impl Codec for JsonCodec {
+    fn encode(&self, json: Vec<u8>, _ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
+        Ok(json)
+    }
+
+    fn decode<'b>(&self, stored: Cow<'b, [u8]>, _ctx: &RecordContext<'_>) -> Result<Cow<'b, [u8]>> {
+        Ok(stored)
+    }
+}
+
+/// `record` as JSON, refused when it nests deeper than serde_json reads
+/// back ([`MAX_JSON_DEPTH`]).
+pub(crate) fn to_json<T: serde::Serialize + ?Sized>(
+    record: &T,
+    ctx: &RecordContext<'_>,
+) -> Result<Vec<u8>> {
+    let bytes = serde_json::to_vec(record).map_err(|e| Error::encode(ctx.describe(), e))?;
+    check_json_depth(&bytes)?;
+    Ok(bytes)
+}
+
+/// The record of type `T` in `json`; an error names the offending field.
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
+    json: &[u8],
+    ctx: &RecordContext<'_>,
+) -> Result<T> {
     // The plain decoder first (path tracking wraps every field and
     // element); only bad data is decoded again, for the error's field path.
-    if let Ok(value) = serde_json::from_slice(bytes) {
+    if let Ok(value) = serde_json::from_slice(json) {
         return Ok(value);
     }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut de = serde_json::Deserializer::from_slice(json);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         Error::decode(
@@ -221,32 +254,6 @@ fn decode_json<T: serde::de::DeserializeOwned>(bytes: &[u8], ctx: &RecordContext
     de.end()
         .map_err(|e| Error::decode(ctx.describe(), format!("trailing data: {e}")))?;
     Ok(value)
-}
-
-impl Codec for JsonCodec {
-    fn encode_checkpoint(
-        &self,
-        checkpoint: &Checkpoint,
-        ctx: &RecordContext<'_>,
-    ) -> Result<Vec<u8>> {
-        let bytes = serde_json::to_vec(checkpoint).map_err(|e| Error::encode(ctx.describe(), e))?;
-        check_json_depth(&bytes)?;
-        Ok(bytes)
-    }
-
-    fn decode_checkpoint(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Checkpoint> {
-        decode_json(bytes, ctx)
-    }
-
-    fn encode_value(&self, value: &Value, ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
-        let bytes = serde_json::to_vec(value).map_err(|e| Error::encode(ctx.describe(), e))?;
-        check_json_depth(&bytes)?;
-        Ok(bytes)
-    }
-
-    fn decode_value(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Value> {
-        decode_json(bytes, ctx)
-    }
 }
 
 /// Checks an encoded payload against a size ceiling.

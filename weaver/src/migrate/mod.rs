@@ -46,6 +46,7 @@ mod script;
 mod sqlite;
 pub(crate) mod store;
 
+pub use crate::sql::Dialect;
 pub use script::script;
 
 #[cfg(feature = "postgres")]
@@ -98,16 +99,6 @@ pub(crate) struct Migration {
     pub(crate) version: u32,
     pub(crate) up: &'static [&'static str],
     pub(crate) down: &'static [&'static str],
-}
-
-/// A database weaver's schema is written for: the SQL of [`script()`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Dialect {
-    /// SQLite (3.35 or later: the savers write `RETURNING`).
-    Sqlite,
-    /// PostgreSQL (tested on version 15).
-    Postgres,
 }
 
 /// What a migration call does.
@@ -290,11 +281,6 @@ pub(crate) fn plan(
         }
     }
 }
-
-/// Whether `name` is a plain SQL identifier (`[A-Za-z_][A-Za-z0-9_]*`, at
-/// most 63 bytes): the only names weaver ever puts into SQL text.
-#[cfg(feature = "postgres")]
-pub(crate) use crate::checkpoint::is_plain_identifier;
 
 /// `adapters` in order, each once: an adapter listed again (two
 /// components' lists joined) is migrated by its first listing.

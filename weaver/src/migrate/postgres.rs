@@ -5,15 +5,10 @@ use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, PgPool};
 
 use super::script::preamble;
-use super::{
-    Adapter, Change, Dialect, MigrationTarget, distinct, is_plain_identifier, script, sealed,
-    stored_version,
-};
+use super::{Adapter, Change, Dialect, MigrationTarget, distinct, script, sealed, stored_version};
 use crate::error::{Error, Result};
-
-fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
-    move |e| Error::storage(op, e)
-}
+use crate::sql::error::storage;
+use crate::sql::is_plain_identifier;
 
 /// A PostgreSQL pool with a schema `prefix`: weaver's tables (and their
 /// version marker) live in that schema, one set per tenant. Created on the

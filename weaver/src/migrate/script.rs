@@ -3,8 +3,8 @@
 //! than weaver to run (an Ecto migration, Flyway, a DBA's review).
 
 use super::{Adapter, Change, Dialect, MARKER_TABLE, plan};
-use crate::checkpoint::is_plain_identifier;
 use crate::error::{Error, Result};
+use crate::sql::is_plain_identifier;
 
 /// The statements that take `adapter` from version `current` through
 /// `change` on `dialect`, each one SQL statement, to run in order in one

@@ -9,11 +9,9 @@ use super::{
     Adapter, Change, Dialect, MARKER_TABLE, MigrationTarget, distinct, script, sealed,
     stored_version,
 };
-use crate::error::{Error, Result};
-
-fn storage(op: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
-    move |e| Error::storage(op, e)
-}
+use crate::error::Result;
+use crate::sql::error::storage;
+use crate::sql::sqlite::begin_immediate;
 
 impl sealed::Sealed for SqlitePool {}
 
@@ -21,7 +19,7 @@ impl sealed::Sealed for SqlitePool {}
 impl MigrationTarget for SqlitePool {
     async fn migrate(&self, adapters: &[Adapter], change: Change) -> Result<()> {
         let op = "migrate";
-        let mut tx = crate::checkpoint::sql::sqlite::begin_immediate(self, op).await?;
+        let mut tx = begin_immediate(self, op).await?;
         for statement in preamble(Dialect::Sqlite, None) {
             sqlx::raw_sql(AssertSqlSafe(statement))
                 .execute(&mut *tx)

@@ -19,6 +19,11 @@ use super::{EncodedEntry, EncodedWrite, Queries};
 use crate::checkpoint::CheckpointRef;
 use crate::migrate::Dialect;
 
+/// Whether a group is stored by one query: `false` stores every group
+/// statement by statement in a transaction (for measuring what the one
+/// query wins).
+pub(crate) const ENABLED: bool = true;
+
 /// Most parameters one SQLite query of several statements (whose parameter
 /// numbers run on) may use, with headroom.
 const SQLITE_MAX_PARAMS: usize = 30_000;
@@ -45,7 +50,7 @@ pub(crate) enum GroupItem<'a> {
 
 /// A bind argument, borrowed from the encoded records.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Arg<'a> {
+pub enum Arg<'a> {
     Text(&'a str),
     OptText(Option<&'a str>),
     Int(i64),

@@ -34,6 +34,10 @@ use std::time::{Duration, Instant};
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, Database, Pool};
 
+/// Whether the saver keeps a connection of its own: `false` sends every
+/// call through the pool (for measuring what the connection wins).
+const OWN_CONNECTION: bool = true;
+
 /// How long the saver's connection may sit unused and still serve the next
 /// call without a ping.
 pub(crate) const IDLE_LIMIT: Duration = Duration::from_secs(10);
@@ -209,20 +213,6 @@ impl<DB: Database> Lease<'_, DB> {
     }
 }
 
-/// Whether `e` says the connection itself is gone: an I/O or protocol
-/// failure, or PostgreSQL's connection-exception (`08…`) or shutdown
-/// (`57P01`–`57P03`) codes. What failed that way never reached the database
-/// or was cut off with the session.
-pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => true,
-        sqlx::Error::Database(db) => db
-            .code()
-            .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
-        _ => false,
-    }
-}
-
 impl<DB: Database> Deref for Lease<'_, DB> {
     type Target = DB::Connection;
 
@@ -258,7 +248,7 @@ impl<DB: Database> Drop for Lease<'_, DB> {
                 // Only when the saver has no connection of its own does this
                 // one take its place; otherwise it goes back to the pool as
                 // it is dropped.
-                if matches!(*slot, Slot::Empty) {
+                if OWN_CONNECTION && matches!(*slot, Slot::Empty) {
                     *slot = Slot::Idle(Idle::new(conn.detach(), Instant::now()));
                 }
             }

@@ -31,6 +31,11 @@
 use super::{Settings, TupleAssembler};
 use crate::error::{Error, Result};
 
+/// Whether SQLite listings and lineages come back packed: `false` reads
+/// them row by row, as PostgreSQL does (for measuring what packing wins).
+#[cfg(feature = "sqlite")]
+pub(crate) const ENABLED: bool = true;
+
 /// The SQLite listing of the checkpoints selected by `keys` (common table
 /// expressions starting with `WITH` that define `c` with the key columns,
 /// [`Queries::keys_ctes`](super::Queries::keys_ctes)) and of their writes,

@@ -1,15 +1,20 @@
-//! [`PostgresSaver`]: the checkpointer on PostgreSQL.
+//! [`PostgresSaver`]: the checkpointer on PostgreSQL, and what the generic
+//! saver needs from PostgreSQL ([`Backend`] for `sqlx::Postgres`).
 
-use std::sync::Arc;
+use std::future::Future;
 
-use sqlx::{PgPool, Postgres};
+use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::{PgPool, Postgres, Transaction};
 
-use super::hot::HotSlot;
-use super::{Settings, Verified};
-use crate::codec::Codec;
+use super::Verified;
+use super::backend::{Backend, Col, bound, column};
+use super::group::Arg;
+use super::saver::SqlSaver;
 use crate::error::{Error, Result};
 use crate::migrate::postgres::{checked_schema, table_prefix};
-use crate::migrate::{self, Adapter, Dialect, PgSchema};
+use crate::migrate::{self, Adapter, PgSchema};
+use crate::sql::Dialect;
+use crate::sql::error::storage;
 
 /// A checkpointer on PostgreSQL, through a user-supplied `sqlx` pool.
 ///
@@ -48,29 +53,12 @@ use crate::migrate::{self, Adapter, Dialect, PgSchema};
 /// Metadata is stored as `JSONB`, which keeps a number's value but not its
 /// spelling: a float written in exponent form that is a whole number, such
 /// as `1e16`, reads back as the integer `10000000000000000`.
-#[derive(Debug, Clone)]
-pub struct PostgresSaver {
-    pool: PgPool,
-    hot: Arc<HotSlot<Postgres>>,
-    schema: Option<String>,
-    settings: Settings,
-}
+pub type PostgresSaver = SqlSaver<Postgres>;
 
-impl PostgresSaver {
+impl SqlSaver<Postgres> {
     /// A saver on `pool`, with tables in the connection's `search_path`.
-    ///
-    /// The first saver built in a process allocates and frees one 1 MiB
-    /// block: under glibc's `malloc` that keeps the memory of records read
-    /// (up to 1 MiB) mapped between reads instead of faulting it in again on
-    /// each one. Thresholds the application set (`mallopt`,
-    /// `GLIBC_TUNABLES`) are left as they are.
     pub fn new(pool: PgPool) -> Self {
-        PostgresSaver {
-            pool,
-            hot: Arc::new(HotSlot::new(close_soon)),
-            schema: None,
-            settings: Settings::new(Dialect::Postgres, ""),
-        }
+        SqlSaver::on(pool, None, "")
     }
 
     /// Connects to `url`, migrates the checkpoint tables (in the
@@ -95,111 +83,49 @@ impl PostgresSaver {
     /// migrate it with [`PgSchema`]). `schema` must be a plain identifier.
     pub fn with_prefix(mut self, schema: &str) -> Result<Self> {
         let schema = checked_schema(schema)?;
-        let codec = self.settings.codec.clone();
-        let (shallow, max) = (self.settings.shallow, self.settings.max_record_bytes);
-        self.settings = Settings::new(Dialect::Postgres, &table_prefix(Some(&schema)));
-        self.settings.codec = codec;
-        self.settings.shallow = shallow;
-        self.settings.max_record_bytes = max;
+        let prefix = table_prefix(Some(&schema));
+        self.settings = self.settings.with_prefix(Dialect::Postgres, &prefix);
         self.schema = Some(schema);
         Ok(self)
     }
+}
 
-    /// Passes payloads through `codec` (e.g. an
-    /// `EncryptedCodec`, feature `encryption`).
-    pub fn with_codec(mut self, codec: impl Codec + 'static) -> Self {
-        self.settings.codec = Arc::new(codec);
-        self
+impl Backend for Postgres {
+    const DIALECT: Dialect = Dialect::Postgres;
+    const SAVER: &'static str = "PostgresSaver";
+
+    async fn begin_write(
+        pool: &PgPool,
+        op: &'static str,
+    ) -> Result<Transaction<'static, Postgres>> {
+        pool.begin().await.map_err(storage(op))
     }
 
-    /// Keeps only the latest checkpoint per thread and namespace, with its
-    /// pending writes. Older checkpoints are deleted as newer ones commit;
-    /// asking for one is [`Error::ShallowSaver`].
-    pub fn shallow(mut self) -> Self {
-        self.settings.shallow = true;
-        self
-    }
-
-    /// Sets how long a call keeps polling for the database's reply before
-    /// it lets its thread sleep (default 1 ms; `Duration::ZERO`: never).
-    /// Replies within the budget then cost no wake-up of the waiting thread;
-    /// the price is that thread's CPU while it waits (other tasks on the
-    /// runtime still run in between, and between two polls the thread
-    /// yields its core to any other thread the system has ready to run).
-    pub fn with_spin(mut self, budget: std::time::Duration) -> Self {
-        self.settings.spin = budget;
-        self
-    }
-
-    /// Sets the ceiling of one encoded payload (default
-    /// [`MAX_RECORD_BYTES`](crate::codec::MAX_RECORD_BYTES)).
-    pub fn with_max_record_bytes(mut self, bytes: usize) -> Self {
-        self.settings.max_record_bytes = bytes;
-        self
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    /// Checks now that the schema is at the version this build needs.
-    async fn check_schema(&self) -> Result<()> {
-        let target = match &self.schema {
-            Some(s) => PgSchema::new(&self.pool, s)?,
-            None => PgSchema::search_path(&self.pool),
-        };
-        migrate::verify_migrated(&target, &[Adapter::Checkpoint]).await
-    }
-
-    /// Checks once that the schema is at the version this build needs.
-    async fn ensure_migrated(&self) -> Result<()> {
-        self.settings
-            .verified
-            .get_or_try_init(|| async {
-                self.check_schema().await?;
-                Ok::<_, Error>(Verified {
-                    packed_listing: false,
-                })
-            })
-            .await
-            .map(|_| ())
-    }
-
-    /// Starts a write transaction.
-    async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Postgres>> {
-        self.pool.begin().await.map_err(|e| Error::storage(op, e))
-    }
-
-    /// Starts a write transaction whose reads all see one snapshot
-    /// (`REPEATABLE READ`; READ COMMITTED gives each statement its own, so a
-    /// prune committing between two reads would be seen by one only).
+    /// `REPEATABLE READ`: READ COMMITTED gives each statement its own
+    /// snapshot, so a prune committing between two reads would be seen by
+    /// one only.
     async fn begin_write_snapshot(
-        &self,
+        pool: &PgPool,
         op: &'static str,
-    ) -> Result<sqlx::Transaction<'static, Postgres>> {
-        self.pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    ) -> Result<Transaction<'static, Postgres>> {
+        pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
             .await
-            .map_err(|e| Error::storage(op, e))
+            .map_err(storage(op))
     }
 
-    /// Starts a read-only transaction whose reads all see one snapshot.
     async fn begin_snapshot(
-        &self,
+        pool: &PgPool,
         op: &'static str,
-    ) -> Result<sqlx::Transaction<'static, Postgres>> {
-        self.pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    ) -> Result<Transaction<'static, Postgres>> {
+        pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .await
-            .map_err(|e| Error::storage(op, e))
+            .map_err(storage(op))
     }
 
-    /// Serializes writers that take "the next free" commit order on one
-    /// thread and namespace (explicit orders rely on the unique constraint).
+    /// A transaction-scoped advisory lock on the thread and namespace
+    /// (explicit commit orders rely on the unique constraint instead).
     async fn lock_thread(
-        &self,
-        conn: &mut sqlx::PgConnection,
+        conn: &mut PgConnection,
         thread_id: &str,
         ns: &str,
         op: &'static str,
@@ -209,20 +135,84 @@ impl PostgresSaver {
             .bind(ns)
             .execute(&mut *conn)
             .await
-            .map_err(|e| Error::storage(op, e))?;
+            .map_err(storage(op))?;
         Ok(())
     }
-}
 
-/// Closes the saver's own connection (a `Terminate` message, then the
-/// socket) on the current runtime if there is one; without one, dropping
-/// the connection closes its socket.
-fn close_soon(conn: sqlx::PgConnection) {
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        rt.spawn(async move {
-            let _ = sqlx::Connection::close(conn).await;
-        });
+    async fn check_schema(pool: &PgPool, schema: Option<&str>) -> Result<()> {
+        let target = match schema {
+            Some(s) => PgSchema::new(pool, s)?,
+            None => PgSchema::search_path(pool),
+        };
+        migrate::verify_migrated(&target, &[Adapter::Checkpoint]).await
+    }
+
+    /// PostgreSQL lists row by row.
+    async fn inspect(_pool: &PgPool) -> Result<Verified> {
+        Ok(Verified {
+            packed_listing: false,
+        })
+    }
+
+    /// Closes the connection (a `Terminate` message, then the socket) on
+    /// the current runtime if there is one; without one, dropping the
+    /// connection closes its socket.
+    fn close_on_drop(conn: PgConnection) {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = sqlx::Connection::close(conn).await;
+            });
+        }
+    }
+
+    fn execute<'a>(
+        conn: &mut PgConnection,
+        sql: String,
+        args: impl IntoIterator<Item = Arg<'a>>,
+    ) -> impl Future<Output = std::result::Result<u64, sqlx::Error>> + Send {
+        let query = bound::<Postgres>(sql, args);
+        async move { query.execute(conn).await.map(|r| r.rows_affected()) }
+    }
+
+    fn fetch_all<'a>(
+        conn: &mut PgConnection,
+        sql: String,
+        args: impl IntoIterator<Item = Arg<'a>>,
+    ) -> impl Future<Output = std::result::Result<Vec<PgRow>, sqlx::Error>> + Send {
+        let query = bound::<Postgres>(sql, args);
+        query.fetch_all(conn)
+    }
+
+    fn fetch_optional<'a>(
+        conn: &mut PgConnection,
+        sql: String,
+        args: impl IntoIterator<Item = Arg<'a>>,
+    ) -> impl Future<Output = std::result::Result<Option<PgRow>, sqlx::Error>> + Send {
+        let query = bound::<Postgres>(sql, args);
+        query.fetch_optional(conn)
+    }
+
+    fn text(row: &PgRow, col: Col) -> std::result::Result<&str, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn opt_text(row: &PgRow, col: Col) -> std::result::Result<Option<&str>, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn int(row: &PgRow, col: Col) -> std::result::Result<i64, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn int32(row: &PgRow, col: Col) -> std::result::Result<i32, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn bytes(row: &PgRow, col: Col) -> std::result::Result<&[u8], sqlx::Error> {
+        column(row, col)
+    }
+
+    fn opt_bytes(row: &PgRow, col: Col) -> std::result::Result<Option<&[u8]>, sqlx::Error> {
+        column(row, col)
     }
 }
-
-impl_sql_saver!(PostgresSaver, Postgres);

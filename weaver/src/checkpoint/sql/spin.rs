@@ -11,17 +11,14 @@
 //! it offers its CPU to the operating system (`sched_yield`): when processes
 //! outnumber cores, the database or another process runs instead of the
 //! spinning thread; when a core is free, the call returns at once.
+//!
+//! It is off unless the user opts in (`with_spin` on a SQL saver): while a
+//! call waits, its thread keeps a core busy, CPU the application pays for
+//! whether or not the reply comes within the budget.
 
 use std::future::Future;
 use std::task::Poll;
 use std::time::{Duration, Instant};
-
-/// How long a call polls before it lets its thread sleep, unless the saver
-/// says otherwise (`with_spin`). Long enough for a read's reply and for a
-/// commit on a fast disk. Without the yield between polls, 1 ms cost four
-/// processes sharing two cores with PostgreSQL a quarter of their
-/// throughput; with it, they ran faster than with 150 µs and no yield.
-pub(crate) const DEFAULT_SPIN: Duration = Duration::from_millis(1);
 
 /// `fut`, polled again at once while it is pending, for at most `budget`.
 pub(crate) async fn spin<F: Future>(budget: Duration, fut: F) -> F::Output {

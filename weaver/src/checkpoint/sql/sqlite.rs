@@ -1,30 +1,21 @@
-//! [`SqliteSaver`]: the checkpointer on an SQLite file (WAL, `BEGIN IMMEDIATE`).
+//! [`SqliteSaver`]: the checkpointer on an SQLite file (WAL, `BEGIN IMMEDIATE`),
+//! and what the generic saver needs from SQLite ([`Backend`] for `sqlx::Sqlite`).
 
-use std::str::FromStr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::future::Future;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteRow};
+use sqlx::{Pool, Sqlite, SqlitePool, Transaction};
 
-use super::hot::HotSlot;
-use super::{Settings, Verified};
-use crate::codec::Codec;
+use super::Verified;
+use super::backend::{Backend, Col, bound, column};
+use super::group::Arg;
+use super::saver::SqlSaver;
 use crate::error::{Error, Result};
-use crate::migrate::{self, Adapter, Dialect};
+use crate::migrate::{self, Adapter};
+use crate::sql::{self, Dialect};
 
-/// How long [`SqliteSaver::connect`] keeps opening a file another process
-/// is switching to WAL: the busy timeout of
-/// [`connect_options`](SqliteSaver::connect_options).
-const CONNECT_BUSY_WAIT: Duration = Duration::from_secs(30);
-
-/// SQLite `SQLITE_BUSY`, any extended code: a lock was not granted.
-fn is_busy(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|d| d.code())
-        .and_then(|c| c.parse::<i32>().ok())
-        .is_some_and(|n| n & 0xff == 5)
-}
+// The store's transactions start here too.
+pub(crate) use crate::sql::sqlite::{begin_deferred, begin_immediate};
 
 /// A checkpointer on SQLite, through a user-supplied `sqlx` pool.
 ///
@@ -61,27 +52,12 @@ fn is_busy(e: &sqlx::Error) -> bool {
 /// let saver = SqliteSaver::connect("sqlite://weaver.db").await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
-pub struct SqliteSaver {
-    pool: SqlitePool,
-    hot: Arc<HotSlot<Sqlite>>,
-    settings: Settings,
-}
+pub type SqliteSaver = SqlSaver<Sqlite>;
 
-impl SqliteSaver {
+impl SqlSaver<Sqlite> {
     /// A saver on `pool` (JSON codec, full history).
-    ///
-    /// The first saver built in a process allocates and frees one 1 MiB
-    /// block: under glibc's `malloc` that keeps the memory of records read
-    /// (up to 1 MiB) mapped between reads instead of faulting it in again on
-    /// each one. Thresholds the application set (`mallopt`,
-    /// `GLIBC_TUNABLES`) are left as they are.
     pub fn new(pool: SqlitePool) -> Self {
-        SqliteSaver {
-            pool,
-            hot: Arc::new(HotSlot::new(close_now)),
-            settings: Settings::new(Dialect::Sqlite, ""),
-        }
+        SqlSaver::on(pool, None, "")
     }
 
     /// The connect options weaver recommends for `url`: create the file if
@@ -97,12 +73,7 @@ impl SqliteSaver {
     /// (or a file cut short by another program) stops the process with
     /// `SIGBUS` instead of failing the call with [`Error::Storage`].
     pub fn connect_options(url: &str) -> Result<SqliteConnectOptions> {
-        Ok(SqliteConnectOptions::from_str(url)
-            .map_err(|e| Error::invalid_argument(format!("bad SQLite url `{url}`: {e}")))?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(CONNECT_BUSY_WAIT))
+        sql::sqlite::connect_options(url)
     }
 
     /// Opens (creating if needed) the database at `url` with
@@ -116,197 +87,119 @@ impl SqliteSaver {
     /// A pool built by hand on these options meets the same error in that
     /// case, and can open it again likewise.
     pub async fn connect(url: &str) -> Result<Self> {
-        let options = Self::connect_options(url)?;
-        let deadline = std::time::Instant::now() + CONNECT_BUSY_WAIT;
-        let mut pause = Duration::from_millis(1);
-        let pool = loop {
-            // No liveness ping before each checkout: the database is a local
-            // file, and the ping is a round trip to the connection's worker
-            // thread.
-            let opened = SqlitePoolOptions::new()
-                .test_before_acquire(false)
-                .connect_with(options.clone())
-                .await;
-            match opened {
-                Ok(pool) => break pool,
-                Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(50));
-                }
-                Err(e) => return Err(Error::storage("connect", e)),
-            }
-        };
+        let pool = sql::sqlite::connect(Self::connect_options(url)?).await?;
         migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
         Ok(SqliteSaver::new(pool))
     }
+}
 
-    /// Passes payloads through `codec` (e.g. an
-    /// `EncryptedCodec`, feature `encryption`).
-    pub fn with_codec(mut self, codec: impl Codec + 'static) -> Self {
-        self.settings.codec = Arc::new(codec);
-        self
-    }
+impl Backend for Sqlite {
+    const DIALECT: Dialect = Dialect::Sqlite;
+    const SAVER: &'static str = "SqliteSaver";
 
-    /// Keeps only the latest checkpoint per thread and namespace, with its
-    /// pending writes. Older checkpoints are deleted as newer ones commit;
-    /// asking for one is [`Error::ShallowSaver`].
-    pub fn shallow(mut self) -> Self {
-        self.settings.shallow = true;
-        self
-    }
-
-    /// Sets how long a call keeps polling for the database's reply before
-    /// it lets its thread sleep (default 1 ms; `Duration::ZERO`: never).
-    /// Replies within the budget then cost no wake-up of the waiting thread;
-    /// the price is that thread's CPU while it waits (other tasks on the
-    /// runtime still run in between, and between two polls the thread
-    /// yields its core to any other thread the system has ready to run).
-    pub fn with_spin(mut self, budget: std::time::Duration) -> Self {
-        self.settings.spin = budget;
-        self
-    }
-
-    /// Sets the ceiling of one encoded payload (default
-    /// [`MAX_RECORD_BYTES`](crate::codec::MAX_RECORD_BYTES)).
-    pub fn with_max_record_bytes(mut self, bytes: usize) -> Self {
-        self.settings.max_record_bytes = bytes;
-        self
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    /// Checks now that the schema is at the version this build needs.
-    async fn check_schema(&self) -> Result<()> {
-        migrate::verify_migrated(&self.pool, &[Adapter::Checkpoint]).await
-    }
-
-    /// Checks once that the schema is at the version this build needs, and
-    /// reads the database's text encoding (listings are packed into one row
-    /// only in a UTF-8 database).
-    async fn ensure_migrated(&self) -> Result<()> {
-        self.settings
-            .verified
-            .get_or_try_init(|| async {
-                self.check_schema().await?;
-                let encoding: String = sqlx::query_scalar("PRAGMA encoding")
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(|e| Error::storage("read the database encoding", e))?;
-                Ok::<_, Error>(Verified {
-                    packed_listing: encoding.eq_ignore_ascii_case("UTF-8"),
-                })
-            })
-            .await
-            .map(|_| ())
-    }
-
-    /// Starts a write transaction holding the database write lock.
-    async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        begin_immediate(&self.pool, op).await
-    }
-
-    /// Starts a write transaction whose reads all see one snapshot: on
-    /// SQLite, any write transaction.
-    async fn begin_write_snapshot(
-        &self,
+    async fn begin_write(
+        pool: &SqlitePool,
         op: &'static str,
-    ) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        begin_immediate(&self.pool, op).await
+    ) -> Result<Transaction<'static, Sqlite>> {
+        begin_immediate(pool, op).await
     }
 
-    /// Starts a transaction for reads that must see one snapshot (WAL: no
-    /// lock until it reads, then one snapshot while writers go on).
-    async fn begin_snapshot(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        begin_deferred(&self.pool, op).await
+    /// Any SQLite write transaction reads one snapshot.
+    async fn begin_write_snapshot(
+        pool: &SqlitePool,
+        op: &'static str,
+    ) -> Result<Transaction<'static, Sqlite>> {
+        begin_immediate(pool, op).await
+    }
+
+    /// WAL: no lock until it reads, then one snapshot while writers go on.
+    async fn begin_snapshot(
+        pool: &SqlitePool,
+        op: &'static str,
+    ) -> Result<Transaction<'static, Sqlite>> {
+        begin_deferred(pool, op).await
     }
 
     /// `BEGIN IMMEDIATE` already serializes writers.
     async fn lock_thread(
-        &self,
-        _conn: &mut sqlx::SqliteConnection,
+        _conn: &mut SqliteConnection,
         _thread_id: &str,
         _ns: &str,
         _op: &'static str,
     ) -> Result<()> {
         Ok(())
     }
-}
 
-/// Closes the saver's own connection before the drop returns: the close
-/// runs on the connection's worker thread (no async runtime needed), and
-/// merges the WAL into the database file if no other connection is open.
-/// Left to a background close, a process that exits right after dropping
-/// the saver would leave its last writes in the `-wal` file only.
-fn close_now(conn: sqlx::SqliteConnection) {
-    let _ = futures_executor::block_on(sqlx::Connection::close(conn));
-}
-
-impl_sql_saver!(SqliteSaver, Sqlite);
-
-/// `BEGIN IMMEDIATE` on a connection of `pool`, as a transaction: it holds
-/// the database's write lock from the start.
-///
-/// SQLite rolls a transaction back on its own after some errors (a full
-/// disk, an I/O error); sqlx's rollback on drop then fails, and the
-/// connection goes back to the pool still counted as inside a transaction:
-/// every later `BEGIN` on it is refused (`InvalidSavePointStatement`). When
-/// that happens, the pool's idle connections are checked, the stuck ones
-/// closed, and the `BEGIN` tried once more.
-pub(crate) async fn begin_immediate(
-    pool: &SqlitePool,
-    op: &'static str,
-) -> Result<sqlx::Transaction<'static, Sqlite>> {
-    begin_healing(pool, "BEGIN IMMEDIATE", op).await
-}
-
-/// `BEGIN DEFERRED` on a connection of `pool`, as [`begin_immediate`] does:
-/// a transaction that takes no lock until it reads, and then reads one
-/// snapshot (in WAL mode, while a writer holds the write lock).
-pub(crate) async fn begin_deferred(
-    pool: &SqlitePool,
-    op: &'static str,
-) -> Result<sqlx::Transaction<'static, Sqlite>> {
-    begin_healing(pool, "BEGIN DEFERRED", op).await
-}
-
-/// `begin` on a connection of `pool`, healing stuck connections once (see
-/// [`begin_immediate`]).
-async fn begin_healing(
-    pool: &SqlitePool,
-    begin: &'static str,
-    op: &'static str,
-) -> Result<sqlx::Transaction<'static, Sqlite>> {
-    match pool.begin_with(begin).await {
-        Err(sqlx::Error::InvalidSavePointStatement) => {
-            close_stuck_connections(pool).await;
-            pool.begin_with(begin)
-                .await
-                .map_err(|e| Error::storage(op, e))
-        }
-        r => r.map_err(|e| Error::storage(op, e)),
+    async fn check_schema(pool: &SqlitePool, _schema: Option<&str>) -> Result<()> {
+        migrate::verify_migrated(pool, &[Adapter::Checkpoint]).await
     }
-}
 
-/// Closes the idle connections of `pool` that refuse to begin a
-/// transaction (see [`begin_immediate`]).
-async fn close_stuck_connections(pool: &SqlitePool) {
-    let mut healthy = Vec::new();
-    while let Some(mut conn) = pool.try_acquire() {
-        let stuck = match sqlx::Connection::begin_with(&mut *conn, "BEGIN DEFERRED").await {
-            Ok(tx) => {
-                let _ = tx.rollback().await;
-                false
-            }
-            Err(e) => matches!(e, sqlx::Error::InvalidSavePointStatement),
-        };
-        if stuck {
-            let _ = conn.close().await;
-        } else {
-            healthy.push(conn);
-        }
+    /// Reads the database's text encoding: listings are packed into one row
+    /// only in a UTF-8 database.
+    async fn inspect(pool: &Pool<Sqlite>) -> Result<Verified> {
+        let encoding: String = sqlx::query_scalar("PRAGMA encoding")
+            .fetch_one(pool)
+            .await
+            .map_err(|e| Error::storage("read the database encoding", e))?;
+        Ok(Verified {
+            packed_listing: super::packed::ENABLED && encoding.eq_ignore_ascii_case("UTF-8"),
+        })
     }
-    drop(healthy);
+
+    /// Closes before the drop returns, so the WAL is merged into the file
+    /// (see [`sql::sqlite::close_now`]).
+    fn close_on_drop(conn: SqliteConnection) {
+        sql::sqlite::close_now(conn);
+    }
+
+    fn execute<'a>(
+        conn: &mut SqliteConnection,
+        sql: String,
+        args: impl IntoIterator<Item = Arg<'a>>,
+    ) -> impl Future<Output = std::result::Result<u64, sqlx::Error>> + Send {
+        let query = bound::<Sqlite>(sql, args);
+        async move { query.execute(conn).await.map(|r| r.rows_affected()) }
+    }
+
+    fn fetch_all<'a>(
+        conn: &mut SqliteConnection,
+        sql: String,
+        args: impl IntoIterator<Item = Arg<'a>>,
+    ) -> impl Future<Output = std::result::Result<Vec<SqliteRow>, sqlx::Error>> + Send {
+        let query = bound::<Sqlite>(sql, args);
+        query.fetch_all(conn)
+    }
+
+    fn fetch_optional<'a>(
+        conn: &mut SqliteConnection,
+        sql: String,
+        args: impl IntoIterator<Item = Arg<'a>>,
+    ) -> impl Future<Output = std::result::Result<Option<SqliteRow>, sqlx::Error>> + Send {
+        let query = bound::<Sqlite>(sql, args);
+        query.fetch_optional(conn)
+    }
+
+    fn text(row: &SqliteRow, col: Col) -> std::result::Result<&str, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn opt_text(row: &SqliteRow, col: Col) -> std::result::Result<Option<&str>, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn int(row: &SqliteRow, col: Col) -> std::result::Result<i64, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn int32(row: &SqliteRow, col: Col) -> std::result::Result<i32, sqlx::Error> {
+        column(row, col)
+    }
+
+    fn bytes(row: &SqliteRow, col: Col) -> std::result::Result<&[u8], sqlx::Error> {
+        column(row, col)
+    }
+
+    fn opt_bytes(row: &SqliteRow, col: Col) -> std::result::Result<Option<&[u8]>, sqlx::Error> {
+        column(row, col)
+    }
 }

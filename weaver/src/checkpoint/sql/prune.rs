@@ -1,0 +1,147 @@
+//! The SQL saver's deletions: pruning a thread to its newest checkpoints
+//! (rebuilding a kept record whose parent goes) and deleting threads.
+
+use super::backend::Backend;
+use super::group::Arg;
+use super::saver::SqlSaver;
+use crate::checkpoint::{CheckpointCodec, delta};
+use crate::codec::{RecordContext, check_size};
+use crate::error::Result;
+use crate::sql::error::storage;
+
+/// Notes a deletion of its threads ([`delta::note_deletion`]) when
+/// dropped, however the deleting call ended.
+pub(super) struct DeletionNote<'t>(pub(super) &'t [String]);
+
+impl Drop for DeletionNote<'_> {
+    fn drop(&mut self) {
+        self.0.iter().for_each(|t| delta::note_deletion(t));
+    }
+}
+
+impl<D: Backend> SqlSaver<D> {
+    /// Prunes `thread` to the `keep` newest checkpoints of each namespace,
+    /// inside the transaction on `conn`: a kept record whose parent goes is
+    /// first stored with its delta channels in full. Returns how many
+    /// checkpoints were deleted.
+    pub(super) async fn keep_last(
+        &self,
+        conn: &mut D::Connection,
+        thread: &str,
+        keep: usize,
+        op: &'static str,
+    ) -> Result<u64> {
+        let q = &self.settings.q;
+        let rows = D::fetch_all(conn, q.namespaces_of_thread.clone(), [Arg::Text(thread)])
+            .await
+            .map_err(storage(op))?;
+        let namespaces = rows
+            .iter()
+            .map(|r| Self::get::<String>(r, 0, op))
+            .collect::<Result<Vec<_>>>()?;
+        let skip = i64::try_from(keep).unwrap_or(i64::MAX);
+        let mut deleted = 0;
+        for ns in &namespaces {
+            let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(skip)];
+            let newest_pruned = D::fetch_optional(conn, q.nth_newest.clone(), args)
+                .await
+                .map_err(storage(op))?;
+            let Some(row) = newest_pruned else {
+                continue;
+            };
+            let cut = Self::get::<i64>(&row, 0, op)? + 1;
+            // Before reading what to rebuild: a child stored concurrently on
+            // a record about to go has committed (and is read below), or
+            // waits and finds its parent gone (PostgreSQL; SQLite writers
+            // take turns).
+            if let Some(lock) = &q.lock_pruned {
+                Self::exec_below(conn, lock, (thread, ns, cut), op).await?;
+            }
+            let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(cut)];
+            let orphans = D::fetch_all(conn, q.orphans_from.clone(), args)
+                .await
+                .map_err(storage(op))?;
+            for row in &orphans {
+                let kept = self.decode_record(row, thread, ns, op)?;
+                if kept.checkpoint.deltas.is_empty() {
+                    continue;
+                }
+                let full = self.materialized(conn, &kept, op).await?;
+                let parent = kept
+                    .parent_config
+                    .as_ref()
+                    .and_then(|p| p.checkpoint_id.as_deref());
+                let ctx = RecordContext::checkpoint(thread, ns, &full.id).parent(parent);
+                let payload = self.settings.codec.encode_checkpoint(&full, &ctx)?;
+                check_size(
+                    "checkpoint record bytes",
+                    &payload,
+                    self.settings.max_record_bytes,
+                )?;
+                let args = [
+                    Arg::Text(thread),
+                    Arg::Text(ns),
+                    Arg::Text(&full.id),
+                    Arg::Bytes(&payload),
+                ];
+                D::execute(conn, q.set_payload.clone(), args)
+                    .await
+                    .map_err(storage(op))?;
+            }
+            deleted += self.delete_below(conn, (thread, ns, cut), op).await?;
+        }
+        Ok(deleted)
+    }
+
+    /// Runs `sql` with the parameters thread, namespace and commit order;
+    /// returns the rows it changed.
+    pub(super) async fn exec_below(
+        conn: &mut D::Connection,
+        sql: &str,
+        (thread, ns, order): (&str, &str, i64),
+        op: &'static str,
+    ) -> Result<u64> {
+        let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(order)];
+        D::execute(conn, sql.to_owned(), args)
+            .await
+            .map_err(storage(op))
+    }
+
+    /// Deletes the checkpoints of `(thread, ns)` committed before `order`,
+    /// with their pending writes; returns how many checkpoints went.
+    pub(super) async fn delete_below(
+        &self,
+        conn: &mut D::Connection,
+        below: (&str, &str, i64),
+        op: &'static str,
+    ) -> Result<u64> {
+        let q = &self.settings.q;
+        Self::exec_below(conn, &q.delete_writes_below, below, op).await?;
+        Self::exec_below(conn, &q.delete_cps_below, below, op).await
+    }
+
+    /// Deletes every checkpoint and write of `thread` inside the transaction
+    /// on `conn`, its rows locked first (PostgreSQL), so that a child being
+    /// stored on one of them commits first (and is deleted too) or waits and
+    /// finds its parent gone (SQLite writers take turns already); returns
+    /// how many checkpoints went.
+    pub(super) async fn delete_thread_in(
+        &self,
+        conn: &mut D::Connection,
+        thread: &str,
+        op: &'static str,
+    ) -> Result<u64> {
+        let q = &self.settings.q;
+        if let Some(lock) = &q.lock_thread_rows {
+            D::execute(conn, lock.clone(), [Arg::Text(thread)])
+                .await
+                .map_err(storage(op))?;
+        }
+        D::execute(conn, q.delete_writes.clone(), [Arg::Text(thread)])
+            .await
+            .map_err(storage(op))?;
+        D::execute(conn, q.delete_cps.clone(), [Arg::Text(thread)])
+            .await
+            .map_err(storage(op))
+    }
+}
