@@ -12,7 +12,9 @@ use sqlx::SqlitePool;
 use weaver::Error;
 use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::migrate::{self, Adapter};
-use weaver::store::{PostgresStore, Search, SqliteStore, Store, StoreConfig, embed_fn};
+use weaver::store::{
+    InMemoryStore, PostgresStore, Search, SqliteStore, Store, StoreConfig, embed_fn,
+};
 use weaver_tests::TempSqlite;
 use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
 
@@ -399,5 +401,22 @@ mod postgres {
         let table = Table::postgres().await;
         keys_rotation_and_plain_items(&table).await;
         table.cleanup().await;
+    }
+}
+
+mod memory {
+    use super::*;
+
+    #[tokio::test]
+    async fn sealed_in_memory_stores_pass_the_store_conformance_suites() {
+        run_store_conformance(|| async {
+            Arc::new(InMemoryStore::new().with_encryption(codec(&[("k1", 1)]))) as Arc<dyn Store>
+        })
+        .await;
+        run_store_config_conformance(|config| async move {
+            let store = InMemoryStore::with_config(config).with_encryption(codec(&[("k1", 1)]));
+            Arc::new(store) as Arc<dyn Store>
+        })
+        .await;
     }
 }

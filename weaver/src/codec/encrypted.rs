@@ -254,7 +254,6 @@ impl EncryptedCodec {
     /// Seals one part of a memory-store item (its JSON value, indexed text
     /// or embedding) in a `WVS1` envelope bound to the item's namespace, key
     /// and part.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn seal_item(&self, plain: Vec<u8>, ctx: &ItemContext<'_>) -> Result<Vec<u8>> {
         self.seal_as(
             ITEM_MAGIC,
@@ -266,7 +265,6 @@ impl EncryptedCodec {
 
     /// Opens what [`seal_item`](Self::seal_item) sealed for the same item
     /// and part; anything else is [`Error::Decrypt`].
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn open_item(&self, bytes: &[u8], ctx: &ItemContext<'_>) -> Result<Vec<u8>> {
         self.open_as(
             &[ITEM_MAGIC],
@@ -278,12 +276,10 @@ impl EncryptedCodec {
 }
 
 /// Envelope magic of a memory-store item's sealed part.
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 const ITEM_MAGIC: &[u8; 4] = b"WVS1";
 
 /// Which part of a memory-store item a sealed payload is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) enum ItemPart {
     /// The item's JSON value.
     Value,
@@ -293,7 +289,6 @@ pub(crate) enum ItemPart {
     Embedding,
 }
 
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 impl ItemPart {
     fn name(self) -> &'static str {
         match self {
@@ -306,7 +301,6 @@ impl ItemPart {
 
 /// Where a memory-store item's sealed part lives: bound as associated data.
 #[derive(Debug, Clone, Copy)]
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) struct ItemContext<'a> {
     /// The item's dotted namespace.
     pub namespace: &'a str,
@@ -316,7 +310,6 @@ pub(crate) struct ItemContext<'a> {
     pub part: ItemPart,
 }
 
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 impl ItemContext<'_> {
     /// `weaver-store-item`, then the namespace, key and part (each with its
     /// length), then the key id: apart from checkpoint records' associated

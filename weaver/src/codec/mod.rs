@@ -38,7 +38,7 @@ mod encrypted;
 #[cfg(feature = "encryption")]
 #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
 pub use encrypted::{EncryptedCodec, EncryptionKey};
-#[cfg(all(feature = "encryption", any(feature = "sqlite", feature = "postgres")))]
+#[cfg(feature = "encryption")]
 pub(crate) use encrypted::{ItemContext, ItemPart};
 
 /// Default ceiling of one stored payload (checkpoint record or write value)

@@ -2,11 +2,10 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
-use tracing::Instrument;
 
 use super::namespace::owned;
 use super::types::{Item, ListNamespaces, Op, OpResult, PutOptions, Search};
@@ -159,23 +158,6 @@ fn single(results: Vec<OpResult>) -> Result<OpResult> {
 
 fn mismatch(op: &'static str, got: &OpResult) -> Error {
     Error::storage(op, format!("backend returned a mismatched result: {got:?}"))
-}
-
-/// Runs a store operation in a `weaver.store` tracing span (operation, op
-/// count, duration); backends wrap their `batch` and `sweep` with it.
-pub(crate) async fn traced<T>(
-    op: &'static str,
-    ops: usize,
-    fut: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    let span = tracing::debug_span!("weaver.store", op, ops, elapsed_us = tracing::field::Empty);
-    let started = Instant::now();
-    let out = fut.instrument(span.clone()).await;
-    span.record("elapsed_us", started.elapsed().as_micros() as u64);
-    if let Err(e) = &out {
-        tracing::debug!(parent: &span, error = %e, "store operation failed");
-    }
-    out
 }
 
 /// Sweeps `store` every `every` (at least every millisecond: a zero period

@@ -6,8 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::limits::MAX_FILTER_NESTING;
-use super::plan::nesting;
+use super::limits::{MAX_FILTER_NESTING, nesting};
 use crate::error::{Error, Result};
 
 /// A comparison of a value field with an operand.

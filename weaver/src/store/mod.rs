@@ -64,25 +64,40 @@
 //! refresh-on-read ([`StoreConfig::refresh_on_read`], or per call), a read
 //! restarts the item's TTL.
 //!
+//! # Layers
+//!
+//! What every store does the same way is a layer around its backend, not a
+//! branch inside it: each batch and sweep runs in a `weaver.store` tracing
+//! span (the op, its namespace, the op count, the time taken), and a batch
+//! over a [`limits`] ceiling is refused before the backend sees it. A
+//! backend only stores; [`InMemoryStore`], `SqliteStore` and
+//! `PostgresStore` are each their backend inside the same layers.
+//! Encryption cannot sit outside a backend (a search filters and ranks the
+//! opened items inside the backend's transaction or lock), so every backend
+//! keeps its items' payloads through one codec that seals them or not.
+//!
 //! # Encryption at rest
 //!
-//! With the `encryption` feature, the SQL stores' `with_encryption` seals
-//! each item's value, indexed text and embedding with an `EncryptedCodec`'s
-//! keys (AES-256-GCM, key rotation), bound to the item's namespace, key and
-//! part. Reads decrypt before filtering and ranking, so search works
-//! unchanged; namespaces, keys and times stay plain. See
-//! `SqliteStore::with_encryption`.
+//! With the `encryption` feature, `with_encryption` (on the SQL stores and
+//! [`InMemoryStore`]) seals each item's value, indexed text and embedding
+//! with an `EncryptedCodec`'s keys (AES-256-GCM, key rotation), bound to the
+//! item's namespace, key and part. Reads decrypt before filtering and
+//! ranking, so search works unchanged; namespaces, keys and times stay
+//! plain. See `SqliteStore::with_encryption`.
 
 pub mod bm25;
 pub(crate) mod contract;
 pub(crate) mod embed;
 mod filter;
+mod layers;
 pub mod limits;
 mod memory;
 mod namespace;
 pub(crate) mod plan;
+mod seal;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+mod trace;
 pub(crate) mod types;
 
 pub use contract::{Store, spawn_sweeper};

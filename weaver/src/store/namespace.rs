@@ -1,6 +1,5 @@
 //! Namespace validation and the dotted form backends index and order by.
 
-use super::limits::{MAX_KEY_BYTES, MAX_LABEL_BYTES, MAX_NAMESPACE_DEPTH};
 use crate::error::{Error, Result};
 
 /// The character that joins namespace labels in storage (`users.u1.memories`);
@@ -10,14 +9,6 @@ pub const NAMESPACE_SEPARATOR: char = '.';
 /// The character right after [`NAMESPACE_SEPARATOR`]: `[p + ".", p + "/")`
 /// is exactly the set of dotted namespaces strictly below prefix `p`.
 const AFTER_SEPARATOR: char = '/';
-
-fn exceeded(limit: &'static str, value: usize, ceiling: usize) -> Error {
-    Error::LimitExceeded {
-        limit,
-        value: value as u64,
-        ceiling: ceiling as u64,
-    }
-}
 
 fn check_label(labels: &[String], label: &str) -> Result<()> {
     if label.is_empty() {
@@ -35,18 +26,12 @@ fn check_label(labels: &[String], label: &str) -> Result<()> {
             "namespace label {label:?} contains a NUL character"
         )));
     }
-    if label.len() > MAX_LABEL_BYTES {
-        return Err(exceeded(
-            "namespace label bytes",
-            label.len(),
-            MAX_LABEL_BYTES,
-        ));
-    }
     Ok(())
 }
 
 /// Checks a namespace an item is written to or read from: non-empty, every
-/// label valid.
+/// label valid. (Its depth and label sizes are limits, checked by
+/// [`limits`](super::limits) before any of this.)
 pub(crate) fn validate_namespace(labels: &[String]) -> Result<()> {
     if labels.is_empty() {
         return Err(Error::invalid_argument("namespace cannot be empty"));
@@ -56,17 +41,10 @@ pub(crate) fn validate_namespace(labels: &[String]) -> Result<()> {
 
 /// Checks a search or listing prefix: may be empty, every label valid.
 pub(crate) fn validate_prefix(labels: &[String]) -> Result<()> {
-    if labels.len() > MAX_NAMESPACE_DEPTH {
-        return Err(exceeded(
-            "namespace depth",
-            labels.len(),
-            MAX_NAMESPACE_DEPTH,
-        ));
-    }
     labels.iter().try_for_each(|l| check_label(labels, l))
 }
 
-/// Checks an item key: non-empty, no NUL, bounded.
+/// Checks an item key: non-empty, no NUL (its size is a limit).
 pub(crate) fn validate_key(key: &str) -> Result<()> {
     if key.is_empty() {
         return Err(Error::invalid_argument("item key cannot be empty"));
@@ -75,9 +53,6 @@ pub(crate) fn validate_key(key: &str) -> Result<()> {
         return Err(Error::invalid_argument(format!(
             "item key {key:?} contains a NUL character"
         )));
-    }
-    if key.len() > MAX_KEY_BYTES {
-        return Err(exceeded("item key bytes", key.len(), MAX_KEY_BYTES));
     }
     Ok(())
 }

@@ -11,10 +11,7 @@ use serde_json::Value;
 use super::bm25;
 use super::embed::{cosine, embed_checked};
 use super::filter::{Filter, field};
-use super::limits::{
-    MAX_BATCH_OPS, MAX_INDEX_FIELDS, MAX_INDEX_TEXT_BYTES, MAX_ITEM_ADDRESS_BYTES, MAX_RESULTS,
-    MAX_TTL, MAX_VALUE_BYTES, MAX_VALUE_NESTING,
-};
+use super::limits::{MAX_INDEX_TEXT_BYTES, MAX_TTL};
 use super::namespace::{in_prefix, join, split, validate_key, validate_namespace, validate_prefix};
 use super::types::{Item, ListNamespaces, Op, OpResult, Search, StoreConfig};
 use crate::error::{Error, Result};
@@ -35,6 +32,20 @@ pub(crate) struct Record {
     pub expires_at: Option<i64>,
     /// The TTL in microseconds, kept for refresh-on-read.
     pub ttl: Option<i64>,
+    /// In a record an encrypting in-memory store keeps: the value, indexed
+    /// text and embedding, sealed (the plain fields are then empty).
+    pub sealed: Option<Box<SealedParts>>,
+}
+
+/// An item's payloads as an encrypting in-memory store keeps them: each
+/// sealed, bound to the item and the part.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SealedParts {
+    /// The value's JSON, sealed.
+    pub value: Vec<u8>,
+    pub index_text: Option<Vec<u8>>,
+    /// The embedding's little-endian `f32`s, sealed.
+    pub embedding: Option<Vec<u8>>,
 }
 
 impl Record {
@@ -86,26 +97,6 @@ fn micros_of(d: Duration) -> i64 {
     d.min(MAX_TTL).as_micros() as i64
 }
 
-/// How deep `value`'s arrays and objects nest (a scalar is 0), counted
-/// without recursion; stops counting past `ceiling`.
-pub(crate) fn nesting(value: &Value, ceiling: usize) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(value, 0usize)];
-    while let Some((v, depth)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match v {
-            Value::Array(items) => Box::new(items.iter()),
-            Value::Object(map) => Box::new(map.values()),
-            _ => continue,
-        };
-        deepest = deepest.max(depth + 1);
-        if deepest > ceiling {
-            break;
-        }
-        stack.extend(children.map(|c| (c, depth + 1)));
-    }
-    deepest
-}
-
 /// A validated put; the record's times are set when it is applied.
 #[derive(Debug, Clone)]
 pub(crate) struct PutPlan {
@@ -132,6 +123,7 @@ impl PutPlan {
             updated_at: now,
             expires_at: self.ttl.map(|t| now.saturating_add(t)),
             ttl: self.ttl,
+            sealed: None,
         }
     }
 }
@@ -203,9 +195,10 @@ impl Plan {
 /// The text indexed for `value` under `fields` (`None`: whole value):
 /// string leaves as they are, numbers and booleans printed, in document
 /// order, one per line (NUL characters become spaces). `None` when
-/// `fields` is empty. More than [`MAX_INDEX_FIELDS`] fields, or text past
-/// [`MAX_INDEX_TEXT_BYTES`], is [`Error::LimitExceeded`], found before the
-/// text is built.
+/// `fields` is empty. Text past [`MAX_INDEX_TEXT_BYTES`] is
+/// [`Error::LimitExceeded`], found before the text is built (paths that
+/// reach the same part again count it again, so only building measures
+/// it).
 fn index_text(value: &Value, fields: Option<&[String]>) -> Result<Option<String>> {
     fn leaves(v: &Value, out: &mut Vec<String>, bytes: &mut usize) -> Result<()> {
         let leaf = match v {
@@ -233,13 +226,6 @@ fn index_text(value: &Value, fields: Option<&[String]>) -> Result<Option<String>
     match fields {
         None => leaves(value, &mut out, &mut bytes)?,
         Some([]) => return Ok(None),
-        Some(fields) if fields.len() > MAX_INDEX_FIELDS => {
-            return Err(Error::LimitExceeded {
-                limit: "store index fields",
-                value: fields.len() as u64,
-                ceiling: MAX_INDEX_FIELDS as u64,
-            });
-        }
         Some(fields) => {
             for f in fields {
                 if let Some(v) = field(value, f) {
@@ -251,27 +237,10 @@ fn index_text(value: &Value, fields: Option<&[String]>) -> Result<Option<String>
     Ok(Some(out.join("\n")))
 }
 
-fn check_page(what: &'static str, limit: usize) -> Result<()> {
-    if limit > MAX_RESULTS {
-        return Err(Error::LimitExceeded {
-            limit: what,
-            value: limit as u64,
-            ceiling: MAX_RESULTS as u64,
-        });
-    }
-    Ok(())
-}
-
 /// Validates a batch and computes what it needs (index text, embeddings of
-/// puts and queries, in one embedder call) before anything is written.
+/// puts and queries, in one embedder call) before anything is written. The
+/// batch's limits were checked before, by [`Limited`](super::limits::Limited).
 pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Plan>> {
-    if ops.len() > MAX_BATCH_OPS {
-        return Err(Error::LimitExceeded {
-            limit: "store batch operations",
-            value: ops.len() as u64,
-            ceiling: MAX_BATCH_OPS as u64,
-        });
-    }
     let mut plans = Vec::with_capacity(ops.len());
     for op in ops {
         plans.push(match op {
@@ -296,35 +265,6 @@ pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Pl
             } => {
                 validate_namespace(&namespace)?;
                 validate_key(&key)?;
-                // Nesting first, without recursion: serializing (to count
-                // the bytes) recurses once per level, and a value a few
-                // thousand levels deep overflows the stack there.
-                let depth = nesting(&value, MAX_VALUE_NESTING);
-                if depth > MAX_VALUE_NESTING {
-                    return Err(Error::LimitExceeded {
-                        limit: "store value nesting",
-                        value: depth as u64,
-                        ceiling: MAX_VALUE_NESTING as u64,
-                    });
-                }
-                let bytes = serde_json::to_vec(&value)
-                    .map_err(|e| Error::encode("store value", e))?
-                    .len();
-                if bytes > MAX_VALUE_BYTES {
-                    return Err(Error::LimitExceeded {
-                        limit: "store value bytes",
-                        value: bytes as u64,
-                        ceiling: MAX_VALUE_BYTES as u64,
-                    });
-                }
-                let address = namespace.iter().map(|l| l.len() + 1).sum::<usize>() + key.len();
-                if address > MAX_ITEM_ADDRESS_BYTES {
-                    return Err(Error::LimitExceeded {
-                        limit: "store namespace and key bytes",
-                        value: address as u64,
-                        ceiling: MAX_ITEM_ADDRESS_BYTES as u64,
-                    });
-                }
                 // The store's default applies only to puts, so only they
                 // check it.
                 let ttl = options.ttl.or(config.default_ttl).map(micros_of);
@@ -386,7 +326,6 @@ pub(crate) async fn prepare(ops: Vec<Op>, config: &StoreConfig) -> Result<Vec<Pl
 
 fn prepare_search(prefix: &[String], options: Search, config: &StoreConfig) -> Result<SearchPlan> {
     validate_prefix(prefix)?;
-    check_page("store search limit", options.limit)?;
     let filter = match &options.filter {
         Some(f) => Filter::parse(f)?,
         None => Filter::new(),
@@ -405,7 +344,6 @@ fn prepare_search(prefix: &[String], options: Search, config: &StoreConfig) -> R
 fn prepare_list(options: ListNamespaces) -> Result<ListPlan> {
     validate_prefix(&options.prefix)?;
     validate_prefix(&options.suffix)?;
-    check_page("store list_namespaces limit", options.limit)?;
     if options.max_depth == Some(0) {
         return Err(Error::invalid_argument(
             "list_namespaces max_depth must be at least 1",

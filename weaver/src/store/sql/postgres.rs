@@ -1,22 +1,25 @@
 //! [`PostgresStore`]: the memory store on PostgreSQL.
 
-use sqlx::{PgPool, Postgres};
-use tokio::sync::OnceCell;
+use async_trait::async_trait;
+use sqlx::PgPool;
 
-use super::{Queries, Sealing, impl_sql_store};
-use crate::error::{Error, Result};
+use super::SqlStore;
+use super::dialect::PostgresDialect;
+use crate::error::Result;
 use crate::migrate::postgres::{checked_schema, table_prefix};
-use crate::migrate::{self, Adapter, PgSchema};
-use crate::store::types::StoreConfig;
+use crate::store::Store;
+use crate::store::layers::{Layered, backend, backend_mut, layered};
+use crate::store::types::{Op, OpResult, StoreConfig};
 
-/// A [`Store`](crate::store::Store) on PostgreSQL, through a user-supplied
-/// `sqlx` pool. Each batch is one transaction.
+/// A [`Store`] on PostgreSQL, through a user-supplied `sqlx` pool. Each
+/// batch is one transaction.
 ///
 /// The table must be migrated ([`crate::migrate::up`] with
-/// [`Adapter::Store`], with a [`PgSchema`] when using
+/// [`Adapter::Store`](crate::migrate::Adapter::Store), with a
+/// [`PgSchema`](crate::migrate::PgSchema) when using
 /// [`with_prefix`](PostgresStore::with_prefix)); the first operation checks
-/// it once and fails with
-/// [`Error::MigrationRequired`] otherwise.
+/// it once and fails with [`Error::MigrationRequired`](crate::Error::MigrationRequired)
+/// otherwise.
 ///
 /// Batches that write on one store table run one at a time (a
 /// transaction-scoped advisory lock), as on SQLite: each is atomic, sees one
@@ -39,12 +42,7 @@ use crate::store::types::StoreConfig;
 /// ```
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
-    schema: Option<String>,
-    queries: Queries,
-    config: StoreConfig,
-    sealing: Sealing,
-    verified: std::sync::Arc<OnceCell<()>>,
+    inner: Layered<SqlStore<PostgresDialect>>,
 }
 
 impl PostgresStore {
@@ -52,29 +50,23 @@ impl PostgresStore {
     /// BM25 ranking, no expiry.
     pub fn new(pool: PgPool) -> Self {
         PostgresStore {
-            pool,
-            schema: None,
-            queries: Queries::new(""),
-            config: StoreConfig::default(),
-            sealing: Sealing::default(),
-            verified: Default::default(),
+            inner: layered(SqlStore::new(pool)),
         }
     }
 
     /// Uses the table in PostgreSQL schema `schema` (one per tenant; migrate
-    /// it with [`PgSchema`]). `schema` must be a plain identifier, else
-    /// [`Error::InvalidArgument`].
+    /// it with [`PgSchema`](crate::migrate::PgSchema)). `schema` must be a plain identifier, else
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn with_prefix(mut self, schema: &str) -> Result<Self> {
         let schema = checked_schema(schema)?;
-        self.queries = Queries::new(&table_prefix(Some(&schema)));
-        self.schema = Some(schema);
-        self.verified = Default::default();
+        let prefix = table_prefix(Some(&schema));
+        backend_mut(&mut self.inner).set_schema(schema, &prefix);
         Ok(self)
     }
 
     /// Uses `config` (embedder, TTL).
     pub fn with_config(mut self, config: StoreConfig) -> Self {
-        self.config = config;
+        backend_mut(&mut self.inner).set_config(config);
         self
     }
 
@@ -88,65 +80,30 @@ impl PostgresStore {
     /// value is sealed as JSON whatever codec `codec` wraps for checkpoints.
     ///
     /// A wrong key, a tampered or moved payload, or an item stored without
-    /// encryption is [`Error::Decrypt`] (a store
+    /// encryption is [`Error::Decrypt`](crate::Error::Decrypt) (a store
     /// without encryption meeting a sealed item says so too). To encrypt
     /// items stored before, read them through a store without encryption
     /// and put them through this one.
     #[cfg(feature = "encryption")]
     #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
     pub fn with_encryption(mut self, codec: crate::codec::EncryptedCodec) -> Self {
-        self.sealing = Sealing::encrypted(codec);
+        backend_mut(&mut self.inner).set_sealing(crate::store::seal::Sealing::encrypted(codec));
         self
     }
 
     /// The pool.
     pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    /// Checks once that the table is at the version this build needs.
-    async fn ensure_migrated(&self) -> Result<()> {
-        self.verified
-            .get_or_try_init(|| async {
-                let target = match &self.schema {
-                    Some(s) => PgSchema::new(&self.pool, s)?,
-                    None => PgSchema::search_path(&self.pool),
-                };
-                migrate::verify_migrated(&target, &[Adapter::Store]).await
-            })
-            .await
-            .map(|_| ())
-    }
-
-    /// Starts a writing batch's transaction, holding the store's lock:
-    /// writing batches run one at a time, as SQLite's `BEGIN IMMEDIATE`
-    /// makes them there. So two batches that write the same items in
-    /// opposite orders never deadlock, and a batch's reads see one state,
-    /// never half of another batch.
-    async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Postgres>> {
-        let mut tx = self.pool.begin().await.map_err(|e| Error::storage(op, e))?;
-        sqlx::query(
-            "SELECT pg_advisory_xact_lock(hashtext('weaver.store:' || COALESCE(CAST($1 AS TEXT), CAST(current_schema() AS TEXT), '')))",
-        )
-        .bind(self.schema.as_deref())
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| Error::storage(op, e))?;
-        Ok(tx)
-    }
-
-    /// Starts a read-only batch's transaction without the store's lock: one
-    /// snapshot (`REPEATABLE READ`) for all its statements, so it never sees
-    /// half of a writing batch that commits meanwhile; `READ ONLY`, so the
-    /// database refuses a write that slipped in.
-    async fn begin_read(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Postgres>> {
-        let tx = self
-            .pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .await
-            .map_err(|e| Error::storage(op, e))?;
-        Ok(tx)
+        backend(&self.inner).pool()
     }
 }
 
-impl_sql_store!(PostgresStore, Postgres);
+#[async_trait]
+impl Store for PostgresStore {
+    async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        self.inner.batch(ops).await
+    }
+
+    async fn sweep(&self) -> Result<u64> {
+        self.inner.sweep().await
+    }
+}

@@ -1,17 +1,18 @@
 //! [`SqliteStore`]: the memory store on SQLite.
 
-use sqlx::{Sqlite, SqlitePool};
-use tokio::sync::OnceCell;
+use async_trait::async_trait;
+use sqlx::SqlitePool;
 
-use super::{Queries, Sealing, impl_sql_store};
+use super::SqlStore;
+use super::dialect::SqliteDialect;
 use crate::error::Result;
-use crate::migrate::{self, Adapter};
-use crate::store::types::StoreConfig;
+use crate::store::Store;
+use crate::store::layers::{Layered, backend, backend_mut, layered};
+use crate::store::types::{Op, OpResult, StoreConfig};
 
-/// A [`Store`](crate::store::Store) on SQLite, through a user-supplied `sqlx`
-/// pool. Each batch is one transaction: `BEGIN IMMEDIATE` (the database's
-/// write lock, so writing batches run one at a time) for a batch that
-/// writes, `BEGIN DEFERRED` (one snapshot, no lock: in WAL mode it reads
+/// A [`Store`] on SQLite, through a user-supplied `sqlx` pool. Each batch
+/// is one transaction: `BEGIN IMMEDIATE` (the database's write lock, so
+/// writing batches run one at a time) for a batch that writes, `BEGIN DEFERRED` (one snapshot, no lock: in WAL mode it reads
 /// while a writing batch holds the lock) for one that only reads (gets and
 /// searches that restart no TTL, namespace listings); a read-only batch
 /// whose get meets an expired item runs again as a writing batch, which
@@ -33,28 +34,20 @@ use crate::store::types::StoreConfig;
 /// ```
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
-    queries: Queries,
-    config: StoreConfig,
-    sealing: Sealing,
-    verified: std::sync::Arc<OnceCell<()>>,
+    inner: Layered<SqlStore<SqliteDialect>>,
 }
 
 impl SqliteStore {
     /// A store on `pool`: BM25 ranking, no expiry.
     pub fn new(pool: SqlitePool) -> Self {
         SqliteStore {
-            pool,
-            queries: Queries::new(""),
-            config: StoreConfig::default(),
-            sealing: Sealing::default(),
-            verified: Default::default(),
+            inner: layered(SqlStore::new(pool)),
         }
     }
 
     /// Uses `config` (embedder, TTL).
     pub fn with_config(mut self, config: StoreConfig) -> Self {
-        self.config = config;
+        backend_mut(&mut self.inner).set_config(config);
         self
     }
 
@@ -107,35 +100,23 @@ impl SqliteStore {
     #[cfg(feature = "encryption")]
     #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
     pub fn with_encryption(mut self, codec: crate::codec::EncryptedCodec) -> Self {
-        self.sealing = Sealing::encrypted(codec);
+        backend_mut(&mut self.inner).set_sealing(crate::store::seal::Sealing::encrypted(codec));
         self
     }
 
     /// The pool.
     pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    /// Checks once that the table is at the version this build needs.
-    async fn ensure_migrated(&self) -> Result<()> {
-        self.verified
-            .get_or_try_init(|| migrate::verify_migrated(&self.pool, &[Adapter::Store]))
-            .await
-            .map(|_| ())
-    }
-
-    /// Starts a transaction holding the database write lock.
-    async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        crate::checkpoint::sql::sqlite::begin_immediate(&self.pool, op).await
-    }
-
-    /// Starts a read-only batch's transaction without the write lock
-    /// (`BEGIN DEFERRED`): its statements read one snapshot, taken at the
-    /// first read, so it never sees half of a writing batch, and in WAL mode
-    /// it proceeds while a writing batch holds the lock.
-    async fn begin_read(&self, op: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        crate::checkpoint::sql::sqlite::begin_deferred(&self.pool, op).await
+        backend(&self.inner).pool()
     }
 }
 
-impl_sql_store!(SqliteStore, Sqlite);
+#[async_trait]
+impl Store for SqliteStore {
+    async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        self.inner.batch(ops).await
+    }
+
+    async fn sweep(&self) -> Result<u64> {
+        self.inner.sweep().await
+    }
+}
