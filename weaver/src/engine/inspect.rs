@@ -2,22 +2,20 @@
 
 use std::collections::HashMap;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::Interrupt;
-use super::run::{
-    answered, apply_caught, decode_state_owned, next_tasks, replay_task, succeeded, task_id,
-};
+use super::algebra::{answered, apply_finished, prepare_tasks, raised_interrupts};
+use super::cache::SnapshotCache;
+use super::spec::Spec;
+use super::values::decode_state_owned;
 use crate::channel::ChannelKind;
-use crate::checkpoint::delta::{self, DeltaBase, ListedParents};
+use crate::checkpoint::delta::{self, ListedParents};
 use crate::checkpoint::{
-    CheckpointMetadata, CheckpointTuple, Checkpointer, ERROR_CHANNEL, INTERRUPT_CHANNEL,
-    ListFilter, PendingWrite,
+    CheckpointMetadata, CheckpointTuple, Checkpointer, ListFilter, PendingWrite,
 };
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
-use crate::graph::spec::Spec;
 use crate::state::GraphState;
 
 /// A task waiting to run from a checkpoint, with what it left so far.
@@ -123,69 +121,23 @@ pub(crate) fn snapshot<S: GraphState>(
 }
 
 /// [`snapshot`] of `t` whose channel values are `values`, already decoded.
+/// With `apply_pending` (the thread's latest state), the tasks that
+/// finished are applied as their step would apply them, and left out of
+/// `next`.
 fn snapshot_of<S: GraphState>(
     spec: &Spec<S>,
-    t: CheckpointTuple,
+    mut t: CheckpointTuple,
     mut values: S,
     apply_pending: bool,
 ) -> Result<StateSnapshot<S>> {
-    let mut tasks = Vec::new();
-    let mut interrupts = Vec::new();
-    let mut succeeded_updates = Vec::new();
-    for node in next_tasks(spec, &t.checkpoint) {
-        let name = spec.name_of(node).to_owned();
-        let id = task_id(&t.checkpoint.id, &name);
-        let writes: Vec<&PendingWrite> = t
-            .pending_writes
-            .iter()
-            .filter(|w| w.task_id == id)
-            .collect();
-        // In the latest state, a task that succeeded on a later attempt
-        // shows no error or interrupt of the earlier ones; history keeps
-        // them (where a run was interrupted stays findable after resume).
-        let succeeded = succeeded(&writes);
-        let settled = succeeded && apply_pending;
-        let error = writes
-            .iter()
-            .find(|w| w.channel == ERROR_CHANNEL && !settled)
-            .map(|w| {
-                w.value
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            });
-        let task_interrupts: Vec<Interrupt> = writes
-            .iter()
-            .filter(|w| w.channel == INTERRUPT_CHANNEL && !settled)
-            .filter_map(|w| Vec::<Interrupt>::deserialize(&w.value).ok())
-            .flatten()
-            // In the latest state, an interrupt answered already (the attempt
-            // that took the answer then failed) waits for nothing.
-            .filter(|i| !(apply_pending && answered(&id, &writes, &i.id)))
-            .collect();
-        if succeeded && apply_pending {
-            let update = replay_task(spec, node, &writes)?.update;
-            succeeded_updates.push(update);
-        }
-        interrupts.extend(task_interrupts.iter().cloned());
-        tasks.push(TaskInfo {
-            id,
-            name,
-            error,
-            interrupts: task_interrupts,
-            succeeded,
-        });
+    let tasks = task_infos(spec, &t, apply_pending);
+    if apply_pending && tasks.iter().any(|task| task.succeeded) {
+        apply_finished(spec, &mut t.checkpoint, &mut values, &t.pending_writes)?;
     }
-    if !succeeded_updates.is_empty() {
-        let names = tasks
-            .iter()
-            .filter(|t| t.succeeded)
-            .map(|t| t.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
-        apply_caught(&mut values, succeeded_updates, || names)?;
-    }
+    let interrupts = tasks
+        .iter()
+        .flat_map(|task| task.interrupts.iter().cloned())
+        .collect();
     Ok(StateSnapshot {
         values,
         next: tasks
@@ -202,6 +154,36 @@ fn snapshot_of<S: GraphState>(
         pending_writes: t.pending_writes,
         commit_order: t.commit_order,
     })
+}
+
+/// The tasks of `t`'s checkpoint, with what they left. In the latest state
+/// (`latest`), a task that succeeded on a later attempt shows no error or
+/// interrupt of the earlier ones, nor an interrupt answered already (the
+/// attempt that took the answer then failed); history keeps them (where a
+/// run was interrupted stays findable after resume).
+fn task_infos<S: GraphState>(spec: &Spec<S>, t: &CheckpointTuple, latest: bool) -> Vec<TaskInfo> {
+    prepare_tasks(spec, &t.checkpoint, &t.pending_writes)
+        .into_iter()
+        .map(|task| {
+            let succeeded = task.succeeded();
+            let settled = succeeded && latest;
+            let (error, interrupts) = if settled {
+                (None, Vec::new())
+            } else {
+                let interrupts = raised_interrupts(&task.writes)
+                    .filter(|i| !(latest && answered(&task.id, &task.writes, &i.id)))
+                    .collect();
+                (task.error(), interrupts)
+            };
+            TaskInfo {
+                name: spec.name_of(task.node).to_owned(),
+                id: task.id,
+                error,
+                interrupts,
+                succeeded,
+            }
+        })
+        .collect()
 }
 
 /// `get_state`: the checkpoint `config` addresses (latest when it names none).
@@ -311,96 +293,6 @@ pub(crate) async fn history<S: GraphState>(
     snapshots_from_parents(spec, tuples, known, built, epoch)
 }
 
-/// Typed values (pending writes not applied) of checkpoints this graph
-/// decoded from records that store delta channels: the oldest snapshot of
-/// each recent history, and each checkpoint `get_state` read. The next
-/// history of the same thread starts from them, and the next `get_state` of
-/// the same checkpoint clones them, instead of rebuilding and decoding the
-/// whole value again. A checkpoint's values never change while it exists;
-/// an entry made before a deletion of its thread through the saver
-/// ([`Checkpointer::deletions`]) is not used, since a deleted thread's ids may
-/// be stored again. The cache holds [`SNAPSHOT_CACHE_ENTRIES`] at most, the
-/// oldest entry leaving first.
-///
-/// A run remembers the state it last stored as well, with the checkpoint's
-/// [`DeltaBase`], so that the next run on the thread from that checkpoint
-/// starts from it without rebuilding and decoding the stored value.
-pub(crate) struct SnapshotCache<S> {
-    /// The entries, each with [`Checkpointer::deletions`] of its thread when made,
-    /// and the checkpoint's delta base when a run made it.
-    entries: std::sync::Mutex<std::collections::VecDeque<Entry<S>>>,
-}
-
-/// One [`SnapshotCache`] entry: the checkpoint, the deletions of its thread
-/// when it was read, its values, and its delta base if a run stored it.
-type Entry<S> = (delta::Key, u64, S, Option<DeltaBase>);
-
-/// How many snapshots a [`SnapshotCache`] keeps.
-const SNAPSHOT_CACHE_ENTRIES: usize = 8;
-
-impl<S: Clone> SnapshotCache<S> {
-    pub(crate) fn new() -> Self {
-        SnapshotCache {
-            entries: std::sync::Mutex::new(std::collections::VecDeque::new()),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Entry<S>>> {
-        // Entries are whole values whatever panicked while it was held.
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The values of the checkpoint `key`, made when the deletions of its
-    /// thread were `epoch` (what they are now).
-    fn get(&self, key: &delta::Key, epoch: u64) -> Option<S> {
-        self.lock()
-            .iter()
-            .find(|(k, e, _, _)| k == key && *e == epoch)
-            .map(|(_, _, v, _)| v.clone())
-    }
-
-    /// The values and delta base a run remembered for the checkpoint `key`
-    /// ([`remember_stored`](Self::remember_stored)) when the deletions of
-    /// its thread were `epoch` (what they are now).
-    pub(crate) fn get_stored(&self, key: &delta::Key, epoch: u64) -> Option<(S, DeltaBase)> {
-        self.lock().iter().find_map(|(k, e, v, base)| match base {
-            Some(base) if k == key && *e == epoch => Some((v.clone(), base.clone())),
-            _ => None,
-        })
-    }
-
-    /// Remembers `values` of the checkpoint `key`, read when
-    /// [`Checkpointer::deletions`] of its thread was `epoch`. An entry a run made
-    /// for the same checkpoint (the same values) stays as it is.
-    fn remember(&self, key: delta::Key, values: &S, epoch: u64) {
-        self.insert((key, epoch, values.clone(), None));
-    }
-
-    /// Remembers the state a run stored as the checkpoint `key` (its values
-    /// exactly), and that checkpoint's delta base, when
-    /// [`Checkpointer::deletions`] of its thread was `epoch`.
-    pub(crate) fn remember_stored(&self, key: delta::Key, values: &S, base: DeltaBase, epoch: u64) {
-        self.insert((key, epoch, values.clone(), Some(base)));
-    }
-
-    /// Adds `entry` last, in place of any entry for the same checkpoint,
-    /// unless that one was made by a run (it holds more) at the same epoch
-    /// and `entry` was not.
-    fn insert(&self, entry: Entry<S>) {
-        let mut entries = self.lock();
-        if let Some(i) = entries.iter().position(|(k, _, _, _)| *k == entry.0) {
-            if entry.3.is_none() && entries[i].1 == entry.1 && entries[i].3.is_some() {
-                return;
-            }
-            entries.remove(i);
-        }
-        entries.push_back(entry);
-        while entries.len() > SNAPSHOT_CACHE_ENTRIES {
-            entries.pop_front();
-        }
-    }
-}
-
 /// Snapshots of `tuples` (in their order), each one whose delta channels are
 /// still as stored built from its parent's snapshot, which must be among
 /// them, and each one `known` holds values for (by index; `known` may be
@@ -475,22 +367,4 @@ fn snapshots_from_parents<S: GraphState>(
         snaps[i] = Some(snap);
     }
     Ok(snaps.into_iter().flatten().collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn snapshots_read_before_a_deletion_are_never_served_after_it() {
-        let built: SnapshotCache<Vec<u32>> = SnapshotCache::new();
-        let key: delta::Key = ("raced-snapshot".into(), String::new(), "c0".into());
-        let deletions = delta::Deletions::default();
-        let read_started = deletions.of(&key.0);
-        deletions.note(&key.0);
-        built.remember(key.clone(), &vec![1, 2], read_started);
-        assert_eq!(built.get(&key, deletions.of(&key.0)), None);
-        built.remember(key.clone(), &vec![3], deletions.of(&key.0));
-        assert_eq!(built.get(&key, deletions.of(&key.0)), Some(vec![3]));
-    }
 }

@@ -1,12 +1,22 @@
-//! The super-step engine: runs tasks, applies their writes, checkpoints,
-//! stops at END, at an interrupt or at the recursion limit.
+//! Running graphs: the compiled graph, its nodes and their runtime handle,
+//! the step algebra, the runner, the loop (runs tasks, applies their
+//! writes, checkpoints, stops at END, at an interrupt or at the recursion
+//! limit), reads of a thread and `update_state`.
 
+mod algebra;
+mod cache;
+mod compiled;
 mod finite;
 mod inspect;
+pub mod node;
+mod panics;
 mod persist;
 mod run;
+mod runner;
 mod runtime;
+pub(crate) mod spec;
 mod update;
+mod values;
 
 use std::collections::BTreeMap;
 
@@ -16,12 +26,12 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
+pub use compiled::{CompiledGraph, RunStream};
 pub use inspect::{History, StateSnapshot, TaskInfo};
-pub(crate) use inspect::{SnapshotCache, get_state, history};
-pub(crate) use run::{Loop, Sink};
+pub use node::{Command, IntoNode, IntoNodeResult, Node, NodeError};
 pub use runtime::{InterruptSignal, Runtime};
+pub use spec::{END, START};
 pub use update::StepUpdate;
-pub(crate) use update::bulk_update_state;
 
 /// How a run ended when it did not fail.
 #[derive(Debug, Clone)]
@@ -138,7 +148,7 @@ impl<S: GraphState> Input<S> {
 /// Whatever the mode, a run that pauses yields
 /// [`StreamEvent::Interrupted`], and the last item is always
 /// [`StreamItem::Done`] (unless user code panics where no error can be
-/// made of it; see [`RunStream`](crate::graph::RunStream)). Pass it to
+/// made of it; see [`RunStream`]). Pass it to
 /// [`CompiledGraph::stream_with_mode`](crate::CompiledGraph::stream_with_mode);
 /// [`CompiledGraph::stream`](crate::CompiledGraph::stream) uses the default,
 /// [`ValuesAndUpdates`](StreamMode::ValuesAndUpdates).
@@ -205,7 +215,7 @@ pub enum StreamEvent<S: GraphState> {
     Interrupted(Vec<Interrupt>),
 }
 
-/// An item of [`RunStream`](crate::graph::RunStream).
+/// An item of [`RunStream`].
 #[derive(Debug)]
 pub enum StreamItem<S: GraphState> {
     /// An event of the run.

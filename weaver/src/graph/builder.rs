@@ -2,12 +2,17 @@
 
 use std::sync::Arc;
 
-use super::node::{IntoNode, Node};
-use super::spec::{self, RawBranch};
-use super::{CompiledGraph, END, START};
 use crate::checkpoint::{Checkpointer, Saver};
-use crate::error::{GraphError, Result};
+use crate::engine::spec::Router;
+use crate::engine::{IntoNode, Node};
 use crate::state::GraphState;
+
+/// A conditional edge as declared: its source, router and target names.
+pub(crate) struct RawBranch<S> {
+    pub from: String,
+    pub router: Router<S>,
+    pub targets: Vec<String>,
+}
 
 /// A graph under construction: nodes, edges and conditional edges over state `S`.
 ///
@@ -66,7 +71,7 @@ impl<S: GraphState> std::fmt::Debug for Graph<S> {
 
 /// What a router of a conditional edge may return: one node name or several.
 pub trait IntoRoute {
-    /// The chosen targets (node names, or [`END`]).
+    /// The chosen targets (node names, or [`END`](crate::END)).
     fn into_route(self) -> Vec<String>;
 }
 
@@ -153,7 +158,7 @@ impl<S: GraphState> Graph<S> {
         self
     }
 
-    /// Declares the nodes a node may `goto` through a [`Command`](super::Command),
+    /// Declares the nodes a node may `goto` through a [`Command`](crate::Command),
     /// so validation and drawings know those paths.
     pub fn add_destinations<I>(mut self, node: impl Into<String>, targets: I) -> Self
     where
@@ -180,17 +185,6 @@ impl<S: GraphState> Graph<S> {
     pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
         self.interrupts = self.interrupts.interrupt_after(nodes);
         self
-    }
-
-    /// Validates the graph and builds it: unknown, duplicate, unreachable and
-    /// dead-end nodes are [`Error::InvalidGraph`](crate::Error::InvalidGraph)
-    /// naming the node.
-    pub fn compile(mut self, mut options: Compile) -> Result<CompiledGraph<S>> {
-        let declared = std::mem::take(&mut self.interrupts);
-        options.interrupt_before.extend(declared.interrupt_before);
-        options.interrupt_after.extend(declared.interrupt_after);
-        let spec = spec::build(self, &options)?;
-        Ok(CompiledGraph::new(spec, options))
     }
 }
 
@@ -255,22 +249,4 @@ impl Compile {
         self
     }
     // store: end
-}
-
-pub(crate) fn is_reserved(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
-        Some("node names cannot be empty")
-    } else if name == START || name == END {
-        Some("START and END are reserved")
-    } else {
-        None
-    }
-}
-
-pub(crate) fn unknown(from: &str, to: &str, node: &str) -> GraphError {
-    GraphError::UnknownNode {
-        from: from.to_owned(),
-        to: to.to_owned(),
-        node: node.to_owned(),
-    }
 }

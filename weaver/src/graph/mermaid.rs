@@ -2,9 +2,8 @@
 
 use std::fmt::Write;
 
-use super::CompiledGraph;
-use super::spec::{Edges, Target};
-use super::{END, START};
+use crate::engine::spec::{Edges, Target};
+use crate::engine::{CompiledGraph, END, START};
 use crate::state::GraphState;
 
 impl<S: GraphState> CompiledGraph<S> {

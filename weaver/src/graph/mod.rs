@@ -1,16 +1,16 @@
-//! Graphs: the run-time builder, validation, and the compiled graph API.
+//! Authoring graphs: the run-time builder, validation and Mermaid drawings.
+//! Running a compiled graph is the [`engine`](crate::engine)'s; its types
+//! are re-exported here, where a graph is built.
 
 mod builder;
-mod compiled;
 mod mermaid;
-pub mod node;
-pub(crate) mod spec;
+mod validate;
 
+#[cfg(test)]
+mod tests;
+
+pub use crate::engine::node;
+pub use crate::engine::{
+    Command, CompiledGraph, END, IntoNode, IntoNodeResult, Node, NodeError, RunStream, START,
+};
 pub use builder::{Compile, Graph, IntoRoute};
-pub use compiled::{CompiledGraph, RunStream};
-pub use node::{Command, IntoNode, IntoNodeResult, Node, NodeError};
-
-/// The virtual entry node: edges from `START` pick the first nodes.
-pub const START: &str = "__start__";
-/// The virtual exit node: an edge to `END` finishes a branch.
-pub const END: &str = "__end__";

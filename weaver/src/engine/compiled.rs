@@ -10,14 +10,14 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use super::builder::Compile;
+use super::cache::SnapshotCache;
+use super::inspect::{self, History, StateSnapshot};
+use super::run::{Loop, Sink};
 use super::spec::Spec;
+use super::update::{self, StepUpdate};
+use super::{Input, Outcome, Resume, StreamItem, StreamMode};
 use crate::checkpoint::Checkpointer;
 use crate::config::RunConfig;
-use crate::engine::{
-    self, History, Input, Loop, Outcome, Resume, Sink, StateSnapshot, StepUpdate, StreamItem,
-    StreamMode,
-};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
@@ -30,7 +30,7 @@ pub(crate) struct Inner<S: GraphState> {
     pub spec: Spec<S>,
     pub checkpointer: Option<Checkpointer>,
     /// Snapshots histories decoded lately, for the next history to start from.
-    pub snapshots: engine::SnapshotCache<S>,
+    pub snapshots: SnapshotCache<S>,
     pub store: Option<Arc<dyn crate::store::Store>>,
 }
 
@@ -53,13 +53,19 @@ impl<S: GraphState> fmt::Debug for CompiledGraph<S> {
 }
 
 impl<S: GraphState> CompiledGraph<S> {
-    pub(crate) fn new(spec: Spec<S>, options: Compile) -> Self {
+    /// A graph running `spec`, checkpointing into `checkpointer`, its nodes
+    /// given `store`.
+    pub(crate) fn new(
+        spec: Spec<S>,
+        checkpointer: Option<Checkpointer>,
+        store: Option<Arc<dyn crate::store::Store>>,
+    ) -> Self {
         CompiledGraph {
             inner: Arc::new(Inner {
                 spec,
-                checkpointer: options.checkpointer,
-                snapshots: engine::SnapshotCache::new(),
-                store: options.store,
+                checkpointer,
+                snapshots: SnapshotCache::new(),
+                store,
             }),
         }
     }
@@ -84,7 +90,7 @@ impl<S: GraphState> CompiledGraph<S> {
         self.inner.checkpointer.as_ref()
     }
 
-    /// The memory store the graph was compiled with (see [`Compile::store`]).
+    /// The memory store the graph was compiled with (see [`Compile::store`](crate::Compile::store)).
     pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
         self.inner.store.as_ref()
     }
@@ -168,7 +174,7 @@ impl<S: GraphState> CompiledGraph<S> {
     /// that succeeded applied), or at the checkpoint `config` names (raw).
     pub async fn get_state(&self, config: &RunConfig) -> Result<StateSnapshot<S>> {
         let cp = self.require_checkpointer("get_state")?;
-        engine::get_state(&self.inner.spec, cp, &self.inner.snapshots, config).await
+        inspect::get_state(&self.inner.spec, cp, &self.inner.snapshots, config).await
     }
 
     /// The thread's checkpoints (in `config`'s namespace) as snapshots,
@@ -184,7 +190,7 @@ impl<S: GraphState> CompiledGraph<S> {
     ) -> Result<Vec<StateSnapshot<S>>> {
         let cp = self.require_checkpointer("get_state_history")?;
         let built = &self.inner.snapshots;
-        engine::history(&self.inner.spec, cp, built, config, options).await
+        inspect::history(&self.inner.spec, cp, built, config, options).await
     }
 
     /// The config of the checkpoint numbered `commit_order` on `config`'s
@@ -266,7 +272,7 @@ impl<S: GraphState> CompiledGraph<S> {
         steps: Vec<Vec<StepUpdate<S::Update>>>,
     ) -> Result<RunConfig> {
         let cp = self.require_checkpointer("update_state")?;
-        engine::bulk_update_state(&self.inner.spec, cp, config, steps).await
+        update::bulk_update_state(&self.inner.spec, cp, config, steps).await
     }
 
     /// Runs like [`invoke`](CompiledGraph::invoke) in a background task and

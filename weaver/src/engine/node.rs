@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::engine::Runtime;
+use super::runtime::{InterruptSignal, Runtime};
 use crate::error::BoxError;
 use crate::state::{GraphState, Update};
 
@@ -62,7 +62,7 @@ pub struct NodeError(pub(crate) NodeErrorKind);
 
 pub(crate) enum NodeErrorKind {
     Failed(BoxError),
-    Interrupt(crate::engine::InterruptSignal),
+    Interrupt(InterruptSignal),
 }
 
 impl NodeError {
@@ -98,7 +98,7 @@ impl fmt::Display for NodeError {
 impl<E: StdError + Send + Sync + 'static> From<E> for NodeError {
     fn from(e: E) -> Self {
         let boxed: BoxError = Box::new(e);
-        match boxed.downcast::<crate::engine::InterruptSignal>() {
+        match boxed.downcast::<InterruptSignal>() {
             Ok(signal) => NodeError(NodeErrorKind::Interrupt(*signal)),
             Err(other) => NodeError(NodeErrorKind::Failed(other)),
         }

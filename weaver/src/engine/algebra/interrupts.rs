@@ -1,0 +1,240 @@
+//! Interrupt bookkeeping: which interrupts of a checkpoint wait for an
+//! answer, the static stops, and the writes a resume answers with.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::tasks::TaskNode;
+use super::writes::succeeded;
+use crate::checkpoint::{INTERRUPT_CHANNEL, PendingWrite, RESUME_CHANNEL};
+use crate::engine::runtime::interrupt_id;
+use crate::engine::spec::Spec;
+use crate::engine::{Interrupt, InterruptWhen, Resume};
+use crate::error::{Error, Result};
+use crate::state::GraphState;
+
+/// Whether the interrupt `id` of task `task_id` is answered already: the
+/// task's stored resume values hold an answer for its index. An interrupt
+/// write outlives its answer when the attempt that took the answer failed
+/// instead of finishing; that interrupt is history, not pending.
+pub(crate) fn answered(task_id: &str, writes: &[&PendingWrite], id: &str) -> bool {
+    let answers = writes
+        .iter()
+        .find(|w| w.channel == RESUME_CHANNEL)
+        .and_then(|w| w.value.as_array())
+        .map_or(0, Vec::len);
+    (0..answers).any(|k| interrupt_id(task_id, k) == id)
+}
+
+/// The interrupts a task's `writes` record (answered or not; a record that
+/// does not decode holds none).
+pub(crate) fn raised_interrupts<'w>(
+    writes: &'w [&'w PendingWrite],
+) -> impl Iterator<Item = Interrupt> + 'w {
+    writes
+        .iter()
+        .filter(|w| w.channel == INTERRUPT_CHANNEL)
+        .filter_map(|w| Vec::<Interrupt>::deserialize(&w.value).ok())
+        .flatten()
+}
+
+/// An interrupt waiting for an answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Waiting {
+    /// The task that raised it.
+    pub task: String,
+    /// The task's node.
+    pub node: String,
+    /// The interrupt.
+    pub interrupt: Interrupt,
+}
+
+/// Interrupts recorded among `pending` (a checkpoint's pending writes) and
+/// not answered yet, in the order stored. A task that ran to the end on a
+/// later attempt waits for nothing.
+pub(crate) fn pending_interrupts(pending: &[PendingWrite]) -> Vec<Waiting> {
+    let mut out = Vec::new();
+    for w in pending.iter().filter(|w| w.channel == INTERRUPT_CHANNEL) {
+        let task: Vec<&PendingWrite> = pending.iter().filter(|x| x.task_id == w.task_id).collect();
+        if succeeded(&task) {
+            continue;
+        }
+        let Ok(list) = Vec::<Interrupt>::deserialize(&w.value) else {
+            continue;
+        };
+        for i in list {
+            if !answered(&w.task_id, &task, &i.id) {
+                out.push(Waiting {
+                    task: w.task_id.clone(),
+                    node: w.task_path.clone(),
+                    interrupt: i,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The static stops (`interrupt_before` / `interrupt_after`, by `when`) of
+/// `tasks` at the checkpoint `checkpoint_id`.
+pub(crate) fn static_stops<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint_id: &str,
+    tasks: &[TaskNode],
+    when: InterruptWhen,
+) -> Vec<Interrupt> {
+    let (flags, label) = match when {
+        InterruptWhen::Before => (&spec.interrupt_before, "before"),
+        _ => (&spec.interrupt_after, "after"),
+    };
+    tasks
+        .iter()
+        .flatten()
+        .filter(|i| flags[**i])
+        .map(|i| {
+            let node = &spec.nodes[*i].name;
+            Interrupt {
+                id: format!("{label}:{node}:{checkpoint_id}"),
+                value: Value::Null,
+                node: node.clone(),
+                when,
+            }
+        })
+        .collect()
+}
+
+/// Whether `id` is the id of a static stop at the checkpoint `checkpoint_id`.
+fn is_static_stop<S: GraphState>(spec: &Spec<S>, checkpoint_id: &str, id: &str) -> bool {
+    let Some(stop) = id
+        .strip_suffix(checkpoint_id)
+        .and_then(|s| s.strip_suffix(':'))
+    else {
+        return false;
+    };
+    let (flags, node) = match stop.split_once(':') {
+        Some(("before", node)) => (&spec.interrupt_before, node),
+        Some(("after", node)) => (&spec.interrupt_after, node),
+        _ => return false,
+    };
+    spec.index.get(node).is_some_and(|i| flags[*i])
+}
+
+/// What a resume does at a checkpoint.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Answer {
+    /// Nothing to answer (a static stop): the run goes on.
+    Nothing,
+    /// The resume writes answering interrupts: one per task answered, with
+    /// all its answers so far. `earlier` is each such task's resume write
+    /// as stored before (its id and index, and its value if there was one):
+    /// the answers hold only if that is still what is stored.
+    Writes {
+        writes: Vec<PendingWrite>,
+        earlier: Vec<((String, i64), Option<Value>)>,
+    },
+}
+
+/// Answers the interrupts waiting at the checkpoint `checkpoint_id`, whose
+/// pending writes are `pending`, with `resume`; `has_tasks`: whether the
+/// checkpoint triggers any task. `pending` takes the new resume writes in
+/// place of the ones they extend. A resume that answers what is not asked
+/// is refused: [`Error::NoPendingInterrupt`], [`Error::AmbiguousResume`],
+/// [`Error::UnknownInterrupt`] (of thread `thread_id`).
+pub(crate) fn answer<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint_id: &str,
+    has_tasks: bool,
+    pending: &mut Vec<PendingWrite>,
+    resume: Resume,
+    thread_id: &str,
+) -> Result<Answer> {
+    let waiting = pending_interrupts(pending);
+    if waiting.is_empty() {
+        return answer_static(spec, checkpoint_id, has_tasks, &resume, thread_id);
+    }
+    let answers: BTreeMap<String, Value> = match resume {
+        Resume::Value(v) if waiting.len() == 1 => {
+            BTreeMap::from([(waiting[0].interrupt.id.clone(), v)])
+        }
+        Resume::Value(_) => {
+            return Err(Error::AmbiguousResume {
+                thread_id: thread_id.to_owned(),
+                pending: waiting.len(),
+            });
+        }
+        Resume::Map(m) => m,
+    };
+    if let Some(id) = answers
+        .keys()
+        .find(|id| !waiting.iter().any(|w| &w.interrupt.id == *id))
+    {
+        return Err(Error::UnknownInterrupt {
+            thread_id: thread_id.to_owned(),
+            interrupt_id: id.clone(),
+        });
+    }
+    let mut writes = Vec::new();
+    let mut earlier = Vec::new();
+    for w in &waiting {
+        let Some(answer) = answers.get(&w.interrupt.id) else {
+            continue;
+        };
+        let stored = pending
+            .iter()
+            .find(|p| p.task_id == w.task && p.channel == RESUME_CHANNEL);
+        let mut values: Vec<Value> = stored
+            .and_then(|p| Vec::<Value>::deserialize(&p.value).ok())
+            .unwrap_or_default();
+        values.push(answer.clone());
+        let write = PendingWrite::for_task(
+            &w.task,
+            &w.node,
+            [(RESUME_CHANNEL.to_owned(), json!(values))],
+        );
+        if let Some(first) = write.first() {
+            earlier.push((
+                (first.task_id.clone(), first.idx),
+                stored.map(|p| p.value.clone()),
+            ));
+        }
+        pending.retain(|p| !(p.task_id == w.task && p.channel == RESUME_CHANNEL));
+        pending.extend(write.iter().cloned());
+        writes.extend(write);
+    }
+    Ok(Answer::Writes { writes, earlier })
+}
+
+/// A resume where no interrupt waits: a static stop asks nothing, so it
+/// resumes with no value (`null`, or a map from its id to `null`); a value
+/// no `interrupt` asked for is refused rather than dropped.
+fn answer_static<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint_id: &str,
+    has_tasks: bool,
+    resume: &Resume,
+    thread_id: &str,
+) -> Result<Answer> {
+    let (answers_nothing, names_a_stop) = match resume {
+        Resume::Value(v) => (v.is_null(), false),
+        Resume::Map(m) => {
+            if let Some(id) = m.keys().find(|id| !is_static_stop(spec, checkpoint_id, id)) {
+                return Err(Error::UnknownInterrupt {
+                    thread_id: thread_id.to_owned(),
+                    interrupt_id: id.clone(),
+                });
+            }
+            (m.values().all(Value::is_null), !m.is_empty())
+        }
+    };
+    // A stop after a node that leads to END leaves no task: resumed by its
+    // id, the run completes.
+    let nothing_left = !has_tasks && !names_a_stop;
+    if nothing_left || !answers_nothing {
+        return Err(Error::NoPendingInterrupt {
+            thread_id: thread_id.to_owned(),
+        });
+    }
+    Ok(Answer::Nothing)
+}

@@ -1,0 +1,189 @@
+//! Task results to pending writes and back: what a finished task stores,
+//! and what a task's stored writes say it did.
+
+use serde_json::{Map, Value, json};
+
+use super::route::route;
+use super::tasks::TaskNode;
+use crate::checkpoint::{ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, PendingWrite};
+use crate::engine::node::{Command, NodeError, NodeErrorKind};
+use crate::engine::spec::{Spec, Target};
+use crate::engine::values::encode_object;
+use crate::engine::{Interrupt, InterruptWhen};
+use crate::error::{BoxError, Error, Result};
+use crate::state::GraphState;
+
+/// What one finished task contributes to its step.
+#[derive(Debug)]
+pub(crate) struct TaskOutput<S: GraphState> {
+    /// The node's update.
+    pub update: S::Update,
+    /// The channels the update writes.
+    pub channels: Vec<String>,
+    /// The targets the task triggers.
+    pub triggers: Vec<Target>,
+}
+
+/// Whether a task's stored writes show it finished successfully: only a
+/// successful attempt stores ordinary writes (or the no-writes marker), so
+/// an error or interrupt an earlier attempt left beside them is history.
+pub(crate) fn succeeded(writes: &[&PendingWrite]) -> bool {
+    writes
+        .iter()
+        .any(|w| w.idx >= 0 || w.channel == NO_WRITES_CHANNEL)
+}
+
+/// Rebuilds a task's output from the ordinary writes it left before: channel
+/// writes decode into the update, `branch:to:` writes into its triggers.
+pub(crate) fn replay_task<S: GraphState>(
+    spec: &Spec<S>,
+    node: TaskNode,
+    writes: &[&PendingWrite],
+) -> Result<TaskOutput<S>> {
+    let mut update = Map::new();
+    let mut triggers = Vec::new();
+    for w in writes.iter().filter(|w| w.idx >= 0) {
+        if let Some(name) = w.channel.strip_prefix("branch:to:") {
+            let t = spec.resolve(name).ok_or_else(|| {
+                Error::decode(
+                    format!("pending write of `{}`", spec.name_of(node)),
+                    format!("unknown node `{name}`"),
+                )
+            })?;
+            triggers.push(t);
+        } else {
+            update.insert(w.channel.clone(), w.value.clone());
+        }
+    }
+    let channels = update.keys().cloned().collect();
+    let update = serde_path_to_error::deserialize(Value::Object(update)).map_err(|e| {
+        Error::decode(
+            format!(
+                "pending write of `{}` at `{}`",
+                spec.name_of(node),
+                e.path()
+            ),
+            e.inner(),
+        )
+    })?;
+    Ok(TaskOutput {
+        update,
+        channels,
+        triggers,
+    })
+}
+
+/// How a task of a step ended.
+#[derive(Debug)]
+pub(crate) enum Finished<S: GraphState> {
+    /// It returned; its output joins the step's writes.
+    Succeeded(TaskOutput<S>),
+    /// It failed ([`Error::NodeFailed`] of its node): the step fails.
+    Failed(Error),
+    /// It paused for input.
+    Interrupted(Interrupt),
+}
+
+/// Turns what task `id` (of `node`, run on `state`) returned into how it
+/// ended and the pending writes that record it. A success's writes are
+/// built only when `persisting` (nothing reads them without a checkpointer).
+pub(crate) fn finish_task<S: GraphState>(
+    spec: &Spec<S>,
+    state: &S,
+    node: TaskNode,
+    id: &str,
+    result: std::result::Result<Command<S::Update>, NodeError>,
+    persisting: bool,
+) -> (Finished<S>, Vec<PendingWrite>) {
+    let name = spec.name_of(node);
+    let failed = |e: BoxError| {
+        let writes = error_writes(id, name, &e);
+        let error = Error::NodeFailed {
+            node: name.to_owned(),
+            source: e,
+        };
+        (Finished::Failed(error), writes)
+    };
+    match result {
+        Ok(cmd) => match output_of(spec, state, node, cmd) {
+            Ok((output, update)) => {
+                let writes = if persisting {
+                    success_writes(spec, id, node, &output, update)
+                } else {
+                    Vec::new()
+                };
+                (Finished::Succeeded(output), writes)
+            }
+            Err(e) => failed(e),
+        },
+        Err(NodeError(NodeErrorKind::Interrupt(signal))) => match signal.unencodable {
+            Some(reason) => failed(Error::encode("interrupt value", reason).into()),
+            None => {
+                let interrupt = Interrupt {
+                    id: signal.id,
+                    value: signal.value,
+                    node: name.to_owned(),
+                    when: InterruptWhen::Node,
+                };
+                let writes = PendingWrite::for_task(
+                    id,
+                    name,
+                    [(INTERRUPT_CHANNEL.to_owned(), json!([interrupt]))],
+                );
+                (Finished::Interrupted(interrupt), writes)
+            }
+        },
+        Err(NodeError(NodeErrorKind::Failed(e))) => failed(e),
+    }
+}
+
+/// The error write a failed task leaves.
+fn error_writes(id: &str, name: &str, e: &BoxError) -> Vec<PendingWrite> {
+    PendingWrite::for_task(
+        id,
+        name,
+        [(ERROR_CHANNEL.to_owned(), json!({"message": e.to_string()}))],
+    )
+}
+
+/// Turns a node's command into its step output and the update's JSON form.
+fn output_of<S: GraphState>(
+    spec: &Spec<S>,
+    state: &S,
+    node: TaskNode,
+    cmd: Command<S::Update>,
+) -> std::result::Result<(TaskOutput<S>, Map<String, Value>), BoxError> {
+    let triggers = route(spec, state, node, &cmd)?;
+    // The update's `Serialize` is user code too: a panic there fails the
+    // task (`encode_object` catches it), as a router's does.
+    let update = encode_object("node update", &cmd.update)?;
+    let channels = update.keys().cloned().collect();
+    Ok((
+        TaskOutput {
+            update: cmd.update,
+            channels,
+            triggers,
+        },
+        update,
+    ))
+}
+
+/// The writes a successful task leaves: one per channel, one per triggered node.
+fn success_writes<S: GraphState>(
+    spec: &Spec<S>,
+    task: &str,
+    node: TaskNode,
+    output: &TaskOutput<S>,
+    update: Map<String, Value>,
+) -> Vec<PendingWrite> {
+    let mut writes: Vec<(String, Value)> = update.into_iter().collect();
+    for t in &output.triggers {
+        if let Target::Node(i) = t {
+            writes.push((spec.nodes[*i].trigger.clone(), Value::Null));
+        }
+    }
+    if writes.is_empty() {
+        writes.push((NO_WRITES_CHANNEL.to_owned(), Value::Null));
+    }
+    PendingWrite::for_task(task, spec.name_of(node), writes)
+}

@@ -1,0 +1,123 @@
+//! How a run starts: new input, continuing, or answers to interrupts.
+
+use super::Loop;
+use super::sink::send_state;
+use crate::checkpoint::CheckpointSource;
+use crate::engine::algebra::{Answer, advance, answer, apply_finished, next_tasks};
+use crate::engine::spec::{INPUT_CHANNEL, START_TRIGGER};
+use crate::engine::values::encode_value;
+use crate::engine::{Input, Resume};
+use crate::error::{Error, Result};
+use crate::state::GraphState;
+
+impl<S: GraphState> Loop<'_, S> {
+    /// Takes in `input`; returns whether the first step's static stops
+    /// before nodes are to be skipped (a run that goes on from a pause).
+    pub(super) async fn take_input(&mut self, input: Input<S>) -> Result<bool> {
+        match input {
+            Input::Update(update) => {
+                self.apply_input(update).await?;
+                Ok(false)
+            }
+            // A run that goes on from a checkpoint first streams the state it
+            // starts from, as LangGraph does when resuming; a resume that is
+            // refused runs nothing and streams nothing (answering interrupts
+            // changes no state, so it is streamed once they are taken).
+            Input::Continue => {
+                self.require_history("continuing a run")?;
+                self.fork_if_replaying().await?;
+                send_state(&self.sink, self.step, &self.state);
+                Ok(true)
+            }
+            Input::Resume(resume) => {
+                self.require_history("resuming a run")?;
+                self.apply_resume(resume).await?;
+                send_state(&self.sink, self.step, &self.state);
+                Ok(true)
+            }
+        }
+    }
+
+    fn require_history(&self, feature: &'static str) -> Result<()> {
+        match &self.thread {
+            None => Err(Error::CheckpointerRequired { feature }),
+            Some(t) if self.step == -2 => Err(Error::ThreadNotFound {
+                thread_id: t.at.thread_id.clone(),
+            }),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Writes the `input` checkpoint: unfinished tasks are discarded and the
+    /// input waits in the START channel.
+    async fn apply_input(&mut self, update: S::Update) -> Result<()> {
+        // Tasks of the latest checkpoint that succeeded before the run
+        // stopped (a crash between their writes and the step's checkpoint)
+        // keep their output, as `get_state` shows it: the input comes after
+        // it. The tasks left unfinished are discarded.
+        // If they cannot be applied (a reducer refuses them, they no longer
+        // decode), they are dropped as unfinished tasks are: the new input
+        // must stay a way out of a stuck step.
+        if !self.replaying && !self.pending.is_empty() {
+            let (mut current, mut state) = (self.current.clone(), self.state.clone());
+            match apply_finished(self.spec, &mut current, &mut state, &self.pending) {
+                Ok(()) => {
+                    self.state_is_current = false;
+                    (self.current, self.state) = (current, state);
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "the stopped step's succeeded writes cannot be applied; the new input discards them"
+                ),
+            }
+        }
+        let mut next = self.current.successor_without_values();
+        let discarded = next_tasks(self.spec, &self.current);
+        advance(self.spec, &mut next, discarded, [START_TRIGGER.to_owned()]);
+        let input = encode_value("input", &update)?;
+        next.channel_values = self.encode_state()?;
+        next.channel_values.insert(INPUT_CHANNEL.to_owned(), input);
+        let step = if self.step == -2 { -1 } else { self.step + 1 };
+        self.commit(next, CheckpointSource::Input, step).await
+    }
+
+    /// Replaying an older checkpoint starts with a `fork` copy of it.
+    async fn fork_if_replaying(&mut self) -> Result<()> {
+        if self.replaying {
+            let next = self.current.successor();
+            let step = self.step;
+            self.commit(next, CheckpointSource::Fork, step).await?;
+        }
+        Ok(())
+    }
+
+    /// Answers the current checkpoint's pending interrupts with `resume`,
+    /// and stores the answers.
+    async fn apply_resume(&mut self, resume: Resume) -> Result<()> {
+        let thread_id = self
+            .thread
+            .as_ref()
+            .map(|t| t.at.thread_id.clone())
+            .unwrap_or_default();
+        if self.replaying {
+            return Err(Error::invalid_argument(
+                "resume continues the thread's latest checkpoint; drop `checkpoint_id` from the config",
+            ));
+        }
+        let has_tasks = !next_tasks(self.spec, &self.current).is_empty();
+        let id = &self.current.id;
+        let answered = answer(
+            self.spec,
+            id,
+            has_tasks,
+            &mut self.pending,
+            resume,
+            &thread_id,
+        )?;
+        let (Answer::Writes { writes, earlier }, Some(thread)) = (answered, self.thread.as_mut())
+        else {
+            return Ok(());
+        };
+        thread.save_answers(id, earlier, writes).await
+    }
+}

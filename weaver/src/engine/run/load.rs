@@ -1,0 +1,172 @@
+//! Loading a run: the thread's head, and the checkpoint the run starts from.
+
+use std::sync::Arc;
+
+use super::{Loop, Sink, Thread};
+use crate::channel::ChannelKind;
+use crate::checkpoint::delta::{self, DeltaBase, ListedParents};
+use crate::checkpoint::{
+    Checkpoint, CheckpointRef, CheckpointSource, CheckpointTuple, Checkpointer,
+};
+use crate::config::RunConfig;
+use crate::engine::cache::SnapshotCache;
+use crate::engine::persist::Writer;
+use crate::engine::spec::Spec;
+use crate::engine::values::decode_state;
+use crate::error::{Error, Result};
+use crate::state::GraphState;
+
+/// The state's delta channels, when `cp` stores them as deltas (none when it
+/// does not: they are then stored in full).
+pub(crate) fn delta_channels<S: GraphState>(cp: &Checkpointer) -> Vec<&'static str> {
+    if !cp.saver().supports_deltas() {
+        return Vec::new();
+    }
+    S::CHANNELS
+        .iter()
+        .filter(|c| c.kind == ChannelKind::Delta)
+        .map(|c| c.name)
+        .collect()
+}
+
+/// What a run found of its thread: the head, the checkpoint it starts from,
+/// and the state cached for that one.
+struct Found<S> {
+    head: Option<CheckpointTuple>,
+    start: Option<CheckpointTuple>,
+    cached: Option<(S, DeltaBase)>,
+}
+
+/// Reads the head of `target`'s thread and the checkpoint `target` names.
+/// A head that stores delta channels as deltas, whose state this graph's
+/// last run on the thread stored, is taken from the cache as it is (a
+/// checkpoint's values never change), as `get_state` does; anything else is
+/// rebuilt and decoded.
+async fn find<S: GraphState>(
+    cp: &Checkpointer,
+    target: &CheckpointRef,
+    built: Option<&SnapshotCache<S>>,
+) -> Result<Found<S>> {
+    let latest = CheckpointRef {
+        checkpoint_id: None,
+        ..target.clone()
+    };
+    let mut head = cp.get_stored(&latest).await?;
+    let from_head = |h: &CheckpointTuple| {
+        target
+            .checkpoint_id
+            .as_ref()
+            .is_none_or(|id| *id == h.checkpoint.id)
+    };
+    let cached = match (&head, built) {
+        (Some(h), Some(built)) if from_head(h) && delta::unresolved(&h.checkpoint) => {
+            delta::check_format(h)?;
+            built.get_stored(&delta::key(&h.config), cp.deletions(&h.config.thread_id))
+        }
+        _ => None,
+    };
+    if cached.is_none()
+        && let Some(h) = head.take()
+    {
+        let mut one = [h];
+        cp.resolve_listed(&mut one, ListedParents::Rebuild).await?;
+        let [h] = one;
+        head = Some(h);
+    }
+    let start = match &target.checkpoint_id {
+        Some(id) if head.as_ref().is_some_and(|h| &h.checkpoint.id == id) => head.clone(),
+        Some(_) => Some(cp.fetch_tuple(target).await?),
+        None => head.clone(),
+    };
+    Ok(Found {
+        head,
+        start,
+        cached,
+    })
+}
+
+impl<'g, S: GraphState> Loop<'g, S> {
+    /// A run of `spec` on the thread `config` names (on nothing, without a
+    /// checkpointer), at the checkpoint it starts from.
+    pub(super) async fn load(
+        spec: &'g Spec<S>,
+        cp: Option<&Checkpointer>,
+        config: RunConfig,
+        sink: Option<Sink<S>>,
+        store: Option<Arc<dyn crate::store::Store>>,
+        built: Option<&'g SnapshotCache<S>>,
+    ) -> Result<Self> {
+        let mut lp = Loop {
+            spec,
+            config: Arc::new(config),
+            store,
+            sink,
+            thread: None,
+            current: Checkpoint::empty(),
+            source: CheckpointSource::Loop,
+            step: -2,
+            state: S::default(),
+            pending: Vec::new(),
+            replaying: false,
+            state_is_current: false,
+        };
+        let Some(cp) = cp else { return Ok(lp) };
+        let delta_channels = delta_channels::<S>(cp);
+        let target = lp.config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
+        let epoch = cp.deletions(&target.thread_id);
+        let found = find(cp, &target, built).await?;
+        let mut thread = Thread {
+            writer: Writer::new(cp.clone(), lp.config.get_durability()),
+            at: CheckpointRef {
+                checkpoint_id: None,
+                ..target
+            },
+            last_saved: None,
+            next_order: found.head.as_ref().map_or(1, |h| h.commit_order + 1),
+            unsaved_writes: Vec::new(),
+            unsaved_answers: None,
+            delta_channels,
+            delta_base: None,
+            epoch,
+            built,
+        };
+        if let Some(t) = found.start {
+            lp.start_from(&mut thread, t, found.cached)?;
+            // A checkpoint other than the head is replayed from a fork.
+            lp.replaying = found.head.is_some_and(|h| h.checkpoint.id != lp.current.id);
+        }
+        lp.thread = Some(thread);
+        Ok(lp)
+    }
+
+    /// Starts the run at the stored checkpoint `t`, whose state `cached`
+    /// holds if the graph's cache had it.
+    fn start_from(
+        &mut self,
+        thread: &mut Thread<'g, S>,
+        mut t: CheckpointTuple,
+        cached: Option<(S, DeltaBase)>,
+    ) -> Result<()> {
+        match cached {
+            Some((state, base)) => {
+                // `current` keeps no value for the delta channels (they are
+                // deltas in the record): nothing reads its values but a
+                // pending input, and a run from the head never copies them
+                // into a checkpoint (only a replay's fork does).
+                t.checkpoint.deltas.clear();
+                self.state = state;
+                thread.delta_base = Some(base);
+            }
+            None => {
+                self.state = decode_state(&t.checkpoint.channel_values)?;
+                thread.delta_base = Some(DeltaBase::of(&t.checkpoint, &thread.delta_channels));
+            }
+        }
+        self.state_is_current = true;
+        self.step = t.metadata.step;
+        thread.last_saved = Some(t.checkpoint.id.clone());
+        self.current = t.checkpoint;
+        self.pending = t.pending_writes;
+        Ok(())
+    }
+}

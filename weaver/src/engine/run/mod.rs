@@ -1,0 +1,206 @@
+//! One run of a compiled graph: load, take in the input, loop over
+//! super-steps, stop. The loop orchestrates: the step algebra decides what
+//! runs and how writes apply, the runner runs the tasks, the [`Thread`]
+//! stores what the run made.
+
+mod input;
+mod load;
+mod sink;
+mod step;
+mod thread;
+
+use std::sync::Arc;
+
+pub(crate) use load::delta_channels;
+pub(crate) use sink::Sink;
+use thread::Thread;
+
+use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointSource, PendingWrite};
+use crate::config::RunConfig;
+use crate::engine::algebra::{TaskNode, next_tasks, static_stops};
+use crate::engine::cache::SnapshotCache;
+use crate::engine::spec::Spec;
+use crate::engine::values::encode_object;
+use crate::engine::{Input, Interrupt, InterruptWhen, Outcome, StreamEvent};
+use crate::error::{Error, Result};
+use crate::state::GraphState;
+
+/// The state of one run between steps.
+pub(crate) struct Loop<'g, S: GraphState> {
+    spec: &'g Spec<S>,
+    config: Arc<RunConfig>,
+    store: Option<Arc<dyn crate::store::Store>>,
+    sink: Option<Sink<S>>,
+    /// Where the run stores its thread: none without a checkpointer.
+    thread: Option<Thread<'g, S>>,
+    /// The checkpoint the run is at. Once stored, the run keeps of it only
+    /// its versions and any pending input (under `exit` durability, until
+    /// the run stores it at its end, its values too).
+    current: Checkpoint,
+    /// Why `current` was written (its metadata's `source`, stored with it
+    /// when `exit` durability stores it at the end).
+    source: CheckpointSource,
+    /// `current`'s step (-2 before the thread's first checkpoint).
+    step: i64,
+    /// The typed state at `current`.
+    state: S,
+    /// Writes of tasks started from `current`, loaded from storage.
+    pending: Vec<PendingWrite>,
+    /// The run started from a checkpoint older than the thread's head.
+    replaying: bool,
+    /// Whether `state` is exactly the values of `current` (it was encoded
+    /// into it, or decoded from it): cleared before the state changes, set
+    /// when a checkpoint of it is made. Only such a state is cached.
+    state_is_current: bool,
+}
+
+impl<'g, S: GraphState> Loop<'g, S> {
+    /// Runs `input` on the thread `config` names and returns how it ended.
+    pub async fn run(
+        spec: &'g Spec<S>,
+        cp: Option<&Checkpointer>,
+        config: RunConfig,
+        input: Input<S>,
+        sink: Option<Sink<S>>,
+        store: Option<Arc<dyn crate::store::Store>>,
+        built: Option<&'g SnapshotCache<S>>,
+    ) -> Result<Outcome<S>> {
+        // Checked before anything is read or written.
+        config.check()?;
+        if config.get_recursion_limit() == 0 {
+            return Err(Error::InvalidConfig {
+                reason: "recursion_limit must be at least 1".into(),
+            });
+        }
+        let mut lp = Loop::load(spec, cp, config, sink, store, built).await?;
+        let skip_before = lp.take_input(input).await?;
+        let result = lp.drive(skip_before).await;
+        match result {
+            Ok(outcome) => {
+                lp.finish().await?;
+                lp.remember_stored();
+                // Only now: a consumer that stops at the pause (drops the
+                // stream) must find it stored, which `exit` durability does
+                // in `finish`.
+                if let (Outcome::Interrupted(interrupts), Some(sink)) = (&outcome, &lp.sink) {
+                    sink.send(StreamEvent::Interrupted(interrupts.clone()));
+                }
+                Ok(outcome)
+            }
+            Err(e) => {
+                // Keep what the run produced (the checkpoint it stopped at and
+                // its tasks' writes); report the run's own error first.
+                if lp.finish().await.is_ok() {
+                    lp.remember_stored();
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+impl<S: GraphState> Loop<'_, S> {
+    /// The metadata of a checkpoint of this run.
+    fn metadata(config: &RunConfig, source: CheckpointSource, step: i64) -> CheckpointMetadata {
+        let mut metadata = CheckpointMetadata::new(source, step);
+        metadata.extra = config.checkpoint_extra();
+        metadata
+    }
+
+    /// The state as channel values, for a checkpoint. Without a checkpointer
+    /// nothing reads them, so none are built.
+    fn encode_state(&self) -> Result<serde_json::Map<String, serde_json::Value>> {
+        if self.thread.is_none() {
+            return Ok(serde_json::Map::new());
+        }
+        encode_object("state", &self.state)
+    }
+
+    /// Stores `checkpoint` as the thread's next commit and makes it current.
+    async fn commit(
+        &mut self,
+        checkpoint: Checkpoint,
+        source: CheckpointSource,
+        step: i64,
+    ) -> Result<()> {
+        let config = &self.config;
+        let checkpoint = match self.thread.as_mut() {
+            Some(thread) => {
+                let metadata = || Self::metadata(config, source, step);
+                thread.commit(checkpoint, metadata).await?
+            }
+            None => checkpoint,
+        };
+        // Only now: a failed put leaves the run at its last stored checkpoint.
+        // Every caller made the checkpoint's values from the state as it is.
+        self.state_is_current = true;
+        self.source = source;
+        self.current = checkpoint;
+        self.step = step;
+        self.pending.clear();
+        self.replaying = false;
+        Ok(())
+    }
+
+    /// Stores whatever the run has not stored yet, and waits for the saver.
+    async fn finish(&mut self) -> Result<()> {
+        let Some(thread) = self.thread.as_mut() else {
+            return Ok(());
+        };
+        let (config, source, step) = (&self.config, self.source, self.step);
+        thread
+            .finish(&self.current, || Self::metadata(config, source, step))
+            .await
+    }
+
+    /// Leaves the state in the graph's cache for the next run on the thread,
+    /// once [`finish`](Self::finish) has stored everything, when it is
+    /// exactly the values of the checkpoint stored last.
+    fn remember_stored(&self) {
+        if let Some(thread) = self.thread.as_ref().filter(|_| self.state_is_current) {
+            thread.remember(&self.current.id, &self.state);
+        }
+    }
+
+    /// Runs steps until END, an interrupt, a failure or the recursion limit.
+    async fn drive(&mut self, mut skip_before: bool) -> Result<Outcome<S>> {
+        let limit = self.config.get_recursion_limit();
+        let mut steps = 0usize;
+        loop {
+            let tasks = next_tasks(self.spec, &self.current);
+            if tasks.is_empty() {
+                return Ok(Outcome::Complete(self.state.clone()));
+            }
+            if !skip_before {
+                let stops = self.static_stops(&tasks, InterruptWhen::Before);
+                if !stops.is_empty() {
+                    return Ok(Outcome::Interrupted(stops));
+                }
+            }
+            skip_before = false;
+            // The step that only takes in the input (START's) is not one of
+            // the limit's super-steps, as in LangGraph.
+            if tasks.iter().any(Option::is_some) {
+                if steps == limit {
+                    return Err(Error::RecursionLimit { limit });
+                }
+                steps += 1;
+            }
+            if let Some(interrupts) = self.run_step(&tasks).await? {
+                return Ok(Outcome::Interrupted(interrupts));
+            }
+            // Also after a step that leads to END: the node ran, and the
+            // caller asked to look at its result first.
+            let stops = self.static_stops(&tasks, InterruptWhen::After);
+            if !stops.is_empty() {
+                return Ok(Outcome::Interrupted(stops));
+            }
+        }
+    }
+
+    /// The static stops of `tasks` at the current checkpoint.
+    fn static_stops(&self, tasks: &[TaskNode], when: InterruptWhen) -> Vec<Interrupt> {
+        static_stops(self.spec, &self.current.id, tasks, when)
+    }
+}

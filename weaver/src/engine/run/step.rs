@@ -1,0 +1,182 @@
+//! One super-step: replay the tasks that finished before, run the others,
+//! store each one's writes as it finishes, then apply the step's writes
+//! and checkpoint.
+
+use serde_json::Value;
+
+use super::Loop;
+use super::sink::{send_state, send_update};
+use crate::checkpoint::{Checkpoint, CheckpointSource};
+use crate::engine::Interrupt;
+use crate::engine::algebra::{
+    Author, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
+};
+use crate::engine::runner::{Runner, run_task};
+use crate::engine::runtime::Runtime;
+use crate::engine::spec::INPUT_CHANNEL;
+use crate::error::{Error, Result};
+use crate::state::GraphState;
+
+/// The tasks of a step, as the step starts: the output of each that
+/// finished on an earlier attempt, the ones still to run, and each task's
+/// runtime handle.
+struct Started<S: GraphState> {
+    ids: Vec<String>,
+    outputs: Vec<Option<TaskOutput<S>>>,
+    to_run: Vec<usize>,
+    runtimes: Vec<Runtime>,
+}
+
+/// How the tasks that ran ended, other than by succeeding (by task index).
+struct Ended {
+    failures: Vec<(usize, Error)>,
+    interrupts: Vec<(usize, Interrupt)>,
+}
+
+impl<S: GraphState> Loop<'_, S> {
+    /// Runs one super-step of `tasks` from the current checkpoint. Returns
+    /// the interrupts if any task paused.
+    pub(super) async fn run_step(&mut self, tasks: &[TaskNode]) -> Result<Option<Vec<Interrupt>>> {
+        let step = self.step + 1;
+        let mut started = self.start_step(tasks, step)?;
+        let mut ended = self.run_tasks(tasks, &mut started, step).await?;
+        if !ended.failures.is_empty() {
+            ended.failures.sort_by_key(|(k, _)| *k);
+            return Err(ended.failures.swap_remove(0).1);
+        }
+        if !ended.interrupts.is_empty() {
+            if self.thread.is_none() {
+                return Err(Error::CheckpointerRequired {
+                    feature: "interrupt (pausing a run for input)",
+                });
+            }
+            ended.interrupts.sort_by_key(|(k, _)| *k);
+            return Ok(Some(ended.interrupts.into_iter().map(|(_, i)| i).collect()));
+        }
+        self.end_step(tasks, started.outputs, step).await?;
+        Ok(None)
+    }
+
+    /// Prepares the step's tasks: a task that finished on an earlier attempt
+    /// is replayed from its writes (and streamed, as LangGraph streams
+    /// cached writes), the others get their runtime with their answers.
+    fn start_step(&self, nodes: &[TaskNode], step: i64) -> Result<Started<S>> {
+        let prepared = tasks::prepare(self.spec, &self.current.id, nodes, &self.pending);
+        let mut started = Started {
+            ids: Vec::with_capacity(nodes.len()),
+            outputs: Vec::with_capacity(nodes.len()),
+            to_run: Vec::new(),
+            runtimes: Vec::with_capacity(nodes.len()),
+        };
+        for (k, task) in prepared.into_iter().enumerate() {
+            let mut resume = Vec::new();
+            if task.succeeded() {
+                let output = replay_task(self.spec, task.node, &task.writes)?;
+                send_update(&self.sink, step, self.spec, task.node, &output);
+                started.outputs.push(Some(output));
+            } else {
+                resume = task.resume_values();
+                started.outputs.push(None);
+                started.to_run.push(k);
+            }
+            let name = self.spec.name_of(task.node);
+            let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)
+                .with_store(self.store.clone());
+            started.runtimes.push(runtime);
+            started.ids.push(task.id);
+        }
+        Ok(started)
+    }
+
+    /// Runs the tasks still to run; each one's update is streamed and its
+    /// writes stored as it finishes, even if a sibling then fails or
+    /// interrupts.
+    async fn run_tasks(
+        &mut self,
+        nodes: &[TaskNode],
+        started: &mut Started<S>,
+        step: i64,
+    ) -> Result<Ended> {
+        let Loop {
+            spec,
+            config,
+            sink,
+            thread,
+            current,
+            state,
+            ..
+        } = self;
+        let (spec, state): (_, &S) = (*spec, state);
+        let input: Option<&Value> = current.channel_values.get(INPUT_CHANNEL);
+        let persisting = thread.is_some();
+        let runtimes = &started.runtimes;
+        let to_run = std::mem::take(&mut started.to_run);
+        let mut runner = Runner::new(
+            to_run,
+            config.get_max_concurrency(),
+            |k: usize| async move {
+                (
+                    k,
+                    run_task(spec, state, &runtimes[k], nodes[k], input).await,
+                )
+            },
+        );
+        let mut ended = Ended {
+            failures: Vec::new(),
+            interrupts: Vec::new(),
+        };
+        while let Some((k, result)) = runner.next().await {
+            let id = started.ids[k].as_str();
+            let (finished, writes) = finish_task(spec, state, nodes[k], id, result, persisting);
+            match finished {
+                Finished::Succeeded(output) => {
+                    send_update(sink, step, spec, nodes[k], &output);
+                    started.outputs[k] = Some(output);
+                }
+                Finished::Failed(e) => ended.failures.push((k, e)),
+                Finished::Interrupted(i) => ended.interrupts.push((k, i)),
+            }
+            if let Some(thread) = thread.as_mut().filter(|_| !writes.is_empty()) {
+                // The step's last task, and every task succeeded: the step
+                // ends with a checkpoint, which may carry its writes.
+                let with_next =
+                    runner.is_done() && ended.failures.is_empty() && ended.interrupts.is_empty();
+                thread.store_writes(&current.id, writes, with_next).await?;
+            }
+        }
+        Ok(ended)
+    }
+
+    /// Every task finished: applies the step's writes in task order and
+    /// checkpoints.
+    async fn end_step(
+        &mut self,
+        tasks: &[TaskNode],
+        outputs: Vec<Option<TaskOutput<S>>>,
+        step: i64,
+    ) -> Result<()> {
+        let writes = tasks
+            .iter()
+            .zip(outputs)
+            .filter_map(|(node, output)| Some((Author::Task(*node), output?)))
+            .collect();
+        self.state_is_current = false;
+        apply_writes(
+            self.spec,
+            &mut self.current,
+            &mut self.state,
+            tasks.iter().copied(),
+            writes,
+        )?;
+        // The current checkpoint is done with: its versions move into the next.
+        let mut next = Checkpoint {
+            channel_versions: std::mem::take(&mut self.current.channel_versions),
+            versions_seen: std::mem::take(&mut self.current.versions_seen),
+            ..Checkpoint::empty()
+        };
+        next.channel_values = self.encode_state()?;
+        self.commit(next, CheckpointSource::Loop, step).await?;
+        send_state(&self.sink, step, &self.state);
+        Ok(())
+    }
+}

@@ -1,0 +1,309 @@
+//! Validation: [`Graph::compile`] checks the declared graph and resolves it
+//! into the engine's [`Spec`].
+
+use std::collections::{HashMap, VecDeque};
+
+use super::builder::{Compile, Graph};
+use crate::engine::spec::{Branch, Edges, NodeSpec, Spec, Target, trigger_channel};
+use crate::engine::{CompiledGraph, END, Node, START};
+use crate::error::{Error, GraphError, Result};
+use crate::state::GraphState;
+
+impl<S: GraphState> Graph<S> {
+    /// Validates the graph and builds it: unknown, duplicate, unreachable and
+    /// dead-end nodes are [`Error::InvalidGraph`] naming the node.
+    pub fn compile(mut self, mut options: Compile) -> Result<CompiledGraph<S>> {
+        let declared = std::mem::take(&mut self.interrupts);
+        options.interrupt_before.extend(declared.interrupt_before);
+        options.interrupt_after.extend(declared.interrupt_after);
+        let spec = build(self, &options)?;
+        Ok(CompiledGraph::new(
+            spec,
+            options.checkpointer,
+            options.store,
+        ))
+    }
+}
+
+fn is_reserved(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("node names cannot be empty")
+    } else if name == START || name == END {
+        Some("START and END are reserved")
+    } else {
+        None
+    }
+}
+
+fn unknown(from: &str, to: &str, node: &str) -> GraphError {
+    GraphError::UnknownNode {
+        from: from.to_owned(),
+        to: to.to_owned(),
+        node: node.to_owned(),
+    }
+}
+
+/// Nodes as declared: names and bodies.
+type Declared<S> = Vec<(String, Box<dyn Node<S>>)>;
+
+/// The declared nodes, sorted by name (task order), duplicates and reserved
+/// names refused.
+fn sorted_nodes<S: GraphState>(mut nodes: Declared<S>) -> Result<Declared<S>> {
+    for (n, _) in &nodes {
+        if let Some(reason) = is_reserved(n) {
+            return Err(GraphError::InvalidNodeName {
+                node: n.clone(),
+                reason,
+            }
+            .into());
+        }
+    }
+    nodes.sort_by(|a, b| a.0.cmp(&b.0));
+    if let Some(w) = nodes.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(GraphError::DuplicateNode {
+            node: w[0].0.clone(),
+        }
+        .into());
+    }
+    Ok(nodes)
+}
+
+/// Resolves edge ends by name against the node index.
+struct Resolver<'a> {
+    index: &'a HashMap<String, usize>,
+}
+
+impl Resolver<'_> {
+    /// The source of an edge: `None` is START.
+    fn source(&self, from: &str, to: &str) -> Result<Option<usize>> {
+        if from == START {
+            Ok(None)
+        } else if from == END {
+            Err(GraphError::InvalidEdge {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                reason: "END cannot be the source of an edge",
+            }
+            .into())
+        } else {
+            self.index
+                .get(from)
+                .copied()
+                .map(Some)
+                .ok_or_else(|| unknown(from, to, from).into())
+        }
+    }
+
+    fn target(&self, from: &str, to: &str) -> Result<Target> {
+        if to == START {
+            Err(GraphError::InvalidEdge {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                reason: "START cannot be the target of an edge",
+            }
+            .into())
+        } else if to == END {
+            Ok(Target::End)
+        } else {
+            self.index
+                .get(to)
+                .copied()
+                .map(Target::Node)
+                .ok_or_else(|| unknown(from, to, to).into())
+        }
+    }
+}
+
+/// The outgoing edges of START and of each node, from the declared edges,
+/// conditional edges and goto destinations.
+fn resolve_edges<S: GraphState>(
+    graph: &mut Graph<S>,
+    index: &HashMap<String, usize>,
+    count: usize,
+) -> Result<(Edges<S>, Vec<Edges<S>>)> {
+    let names = Resolver { index };
+    let mut outs: Vec<Edges<S>> = (0..count).map(|_| Edges::default()).collect();
+    let mut start = Edges::default();
+    for (from, to) in &graph.edges {
+        let s = names.source(from, to)?;
+        let t = names.target(from, to)?;
+        let out = match s {
+            Some(i) => &mut outs[i],
+            None => &mut start,
+        };
+        if !out.fixed.contains(&t) {
+            out.fixed.push(t);
+        }
+    }
+    for b in std::mem::take(&mut graph.branches) {
+        if b.targets.is_empty() {
+            return Err(GraphError::EmptyConditionalTargets { from: b.from }.into());
+        }
+        let s = names.source(&b.from, &b.targets[0])?;
+        let targets = b
+            .targets
+            .iter()
+            .map(|t| Ok((t.clone(), names.target(&b.from, t)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let out = match s {
+            Some(i) => &mut outs[i],
+            None => &mut start,
+        };
+        out.branches.push(Branch {
+            router: b.router,
+            targets,
+        });
+    }
+    for (from, targets) in &graph.destinations {
+        for to in targets {
+            // START only takes in the input: it never returns a `Command`,
+            // so a goto from it could never fire (and must not count as an
+            // entry point).
+            if from == START {
+                return Err(GraphError::InvalidEdge {
+                    from: from.to_owned(),
+                    to: to.clone(),
+                    reason: "START returns no `Command`, so it has no goto destinations; use an edge or a conditional edge from START",
+                }
+                .into());
+            }
+            let s = names.source(from, to)?;
+            let t = names.target(from, to)?;
+            match s {
+                Some(i) => outs[i].destinations.push(t),
+                None => start.destinations.push(t),
+            }
+        }
+    }
+    Ok((start, outs))
+}
+
+/// Every target an edge set may lead to.
+fn successors<S>(e: &Edges<S>) -> Vec<Target> {
+    e.fixed
+        .iter()
+        .chain(
+            e.branches
+                .iter()
+                .flat_map(|b| b.targets.iter().map(|(_, t)| t)),
+        )
+        .chain(e.destinations.iter())
+        .copied()
+        .collect()
+}
+
+/// The first node (by index) START cannot reach, if any.
+fn unreachable<S>(start: &Edges<S>, outs: &[Edges<S>]) -> Option<usize> {
+    let mut seen = vec![false; outs.len()];
+    let mut queue: VecDeque<Target> = successors(start).into();
+    while let Some(t) = queue.pop_front() {
+        if let Target::Node(i) = t
+            && !std::mem::replace(&mut seen[i], true)
+        {
+            queue.extend(successors(&outs[i]));
+        }
+    }
+    seen.iter().position(|s| !s)
+}
+
+/// The first node (by index) with no path to END, if any: a fixed point
+/// over the successor lists.
+fn dead_end<S>(outs: &[Edges<S>]) -> Option<usize> {
+    let succs: Vec<Vec<Target>> = outs.iter().map(successors).collect();
+    let mut ends = vec![false; outs.len()];
+    loop {
+        let mut changed = false;
+        for i in 0..outs.len() {
+            if !ends[i]
+                && succs[i].iter().any(|t| match t {
+                    Target::End => true,
+                    Target::Node(j) => ends[*j],
+                })
+            {
+                ends[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    ends.iter().position(|e| !e)
+}
+
+/// Per node, whether `names` (the nodes an interrupt option lists) holds it.
+fn interrupt_flags(
+    option: &'static str,
+    names: &[String],
+    index: &HashMap<String, usize>,
+    options: &Compile,
+) -> Result<Vec<bool>> {
+    let mut v = vec![false; index.len()];
+    for n in names {
+        let i = index
+            .get(n)
+            .ok_or_else(|| GraphError::UnknownInterruptNode {
+                option,
+                node: n.clone(),
+            })?;
+        v[*i] = true;
+    }
+    if !names.is_empty() && options.checkpointer.is_none() {
+        return Err(Error::from(GraphError::InterruptWithoutCheckpointer {
+            option,
+        }));
+    }
+    Ok(v)
+}
+
+/// Checks `graph` and resolves it into the engine's [`Spec`].
+pub(crate) fn build<S: GraphState>(mut graph: Graph<S>, options: &Compile) -> Result<Spec<S>> {
+    let nodes = sorted_nodes(std::mem::take(&mut graph.nodes))?;
+    let index: HashMap<String, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.clone(), i))
+        .collect();
+    let (start, outs) = resolve_edges(&mut graph, &index, nodes.len())?;
+    if start.fixed.is_empty() && start.branches.is_empty() && start.destinations.is_empty() {
+        return Err(GraphError::NoEntryPoint.into());
+    }
+    if let Some(i) = unreachable(&start, &outs) {
+        return Err(GraphError::Unreachable {
+            node: nodes[i].0.clone(),
+        }
+        .into());
+    }
+    if let Some(i) = dead_end(&outs) {
+        return Err(GraphError::NoPathToEnd {
+            node: nodes[i].0.clone(),
+        }
+        .into());
+    }
+    let interrupt_before = interrupt_flags(
+        "interrupt_before",
+        &options.interrupt_before,
+        &index,
+        options,
+    )?;
+    let interrupt_after =
+        interrupt_flags("interrupt_after", &options.interrupt_after, &index, options)?;
+    let nodes = nodes
+        .into_iter()
+        .zip(outs)
+        .map(|((name, node), out)| NodeSpec {
+            trigger: trigger_channel(&name),
+            name,
+            node,
+            out,
+        })
+        .collect();
+    Ok(Spec {
+        name: graph.name,
+        nodes,
+        index,
+        start,
+        interrupt_before,
+        interrupt_after,
+    })
+}
