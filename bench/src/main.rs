@@ -400,6 +400,16 @@ struct Backend {
     store: Store,
 }
 
+/// The SQL savers' busy-poll budget: off, as a user gets it, unless
+/// `WEAVER_BENCH_SPIN_US` opts in (to measure what the opt-in buys).
+fn spin_budget() -> std::time::Duration {
+    let micros = std::env::var("WEAVER_BENCH_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    std::time::Duration::from_micros(micros)
+}
+
 impl Backend {
     async fn open(name: &str) -> weaver::Result<Backend> {
         let store = match name {
@@ -411,7 +421,7 @@ impl Backend {
                     .map_err(|e| Error::invalid_argument(format!("temp dir: {e}")))?;
                 let url = format!("sqlite://{}", dir.join("checkpoints.db").display());
                 Store::Sqlite {
-                    saver: SqliteSaver::connect(&url).await?,
+                    saver: SqliteSaver::connect(&url).await?.with_spin(spin_budget()),
                     dir,
                 }
             }
@@ -425,7 +435,9 @@ impl Backend {
                 )
                 .await?;
                 Store::Postgres {
-                    saver: PostgresSaver::new(pool).with_prefix(&schema)?,
+                    saver: PostgresSaver::new(pool)
+                        .with_prefix(&schema)?
+                        .with_spin(spin_budget()),
                     schema,
                 }
             }
