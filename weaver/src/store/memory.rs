@@ -337,11 +337,7 @@ impl Store for MemoryItems {
     }
 }
 
-#[cfg(all(
-    test,
-    feature = "encryption",
-    any(feature = "sqlite", feature = "postgres")
-))]
+#[cfg(all(test, feature = "encryption"))]
 mod tests {
     use serde_json::{Value, json};
 
