@@ -9,8 +9,6 @@ mod cli;
 mod clones;
 #[path = "sql/codec.rs"]
 mod codec;
-#[path = "sql/codec_review.rs"]
-mod codec_review;
 #[path = "sql/common.rs"]
 mod common;
 #[path = "sql/concurrency.rs"]
@@ -25,6 +23,8 @@ mod delta;
 mod delta_diff;
 #[path = "sql/ecto.rs"]
 mod ecto;
+#[path = "sql/encryption.rs"]
+mod encryption;
 #[path = "sql/engine.rs"]
 mod engine;
 #[path = "sql/failures.rs"]

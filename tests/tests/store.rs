@@ -1,9 +1,9 @@
 //! Store tests: the conformance suite on every backend, and the store in graphs.
 
+#[path = "store/edge_cases.rs"]
+mod edge_cases;
 #[path = "store/encrypted.rs"]
 mod encrypted;
-#[path = "store/review.rs"]
-mod review;
 
 use serde_json::Value;
 use weaver::store::OpResult;

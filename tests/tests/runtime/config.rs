@@ -1,5 +1,6 @@
-//! Review: `graph!` against the equivalent builder graph, `Compile` options
-//! at run time, `RunConfig::from_json` and checkpoint namespaces.
+//! Configuring runs: `Compile` options at run time (static interrupts,
+//! recursion limit, concurrency), `RunConfig` and its JSON form, checkpoint
+//! namespaces, and `graph!` against the equivalent builder graph.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -470,8 +471,7 @@ async fn interrupt_options_naming_unknown_or_reserved_nodes_are_typed_errors() {
     }
 }
 
-/// Follow-ups of the code review: LangGraph's handling of `configurable`
-/// keys and unknown top-level keys.
+/// LangGraph's handling of `configurable` keys and unknown top-level keys.
 #[tokio::test]
 async fn configurable_credentials_stay_out_of_metadata_and_unknown_keys_are_kept() {
     let config = RunConfig::from_json(&json!({

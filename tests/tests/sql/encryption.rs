@@ -1,7 +1,7 @@
-//! Review of codecs, encryption and the delta caches: envelopes cut at every
-//! length, keys removed, writes moved between rows, maintenance operations
-//! through an encrypting saver, size limits, codecs switched on a thread,
-//! and graphs (each with its own caches) sharing one database.
+//! Encryption, codecs and the delta caches: envelopes cut at every length,
+//! keys removed, writes moved between rows, maintenance operations through an
+//! encrypting saver, size limits, codecs switched on a thread, and graphs
+//! (each with its own caches) sharing one database.
 
 use std::sync::Arc;
 

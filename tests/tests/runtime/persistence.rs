@@ -1,4 +1,6 @@
-//! Seed review: behaviours the two seeds state, asserted as a user would see them.
+//! Persistence as a user sees it: state updates and forks, interrupts resumed
+//! and threads continued from another process, concurrent turns, pruning, the
+//! per-run context, store search and the checkpointer facade.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
-//! API review: streaming (fan-out, failures, interrupts, cancellation,
-//! recursion limit), `Runtime::interrupt` called several times, interrupt
-//! values that do not encode, the store from nodes across threads, and run
-//! metadata in checkpoints.
+//! Streaming (fan-out, failures, interrupts, cancellation, recursion limit),
+//! `Runtime::interrupt` called several times, interrupt values that do not
+//! encode, the store from nodes across threads, and run metadata in
+//! checkpoints.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! Review of state, reducers, schemas and graph building: what a user
-//! expects of typed errors, reducer order, JSON round trips and schemas.
+//! State, reducers, schemas and graph building: what a user expects of typed
+//! errors, reducer order, JSON round trips and schemas.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
