@@ -24,7 +24,7 @@ fn pg_url() -> String {
 }
 
 fn unique() -> String {
-    format!("weaver_review_{}", uuid::Uuid::now_v7().simple())
+    format!("weaver_store_edge_{}", uuid::Uuid::now_v7().simple())
 }
 
 /// One config on all three backends: a fresh SQLite file and a fresh
@@ -39,7 +39,7 @@ struct Trio {
 
 impl Trio {
     async fn new(config: StoreConfig) -> Trio {
-        let file = weaver_tests::TempSqlite::new("weaver-store-review");
+        let file = weaver_tests::TempSqlite::new("weaver-store-edge");
         let opts = SqliteConnectOptions::new()
             .filename(&file.path)
             .create_if_missing(true);
