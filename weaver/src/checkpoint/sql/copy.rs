@@ -126,20 +126,8 @@ impl<D: Backend> SqlSaver<D> {
         retried(|| async move {
             let mut tx = self.begin_write(op).await?;
             let args = [Arg::Text(target_thread), Arg::Text(ns)];
-            let taken = D::fetch_optional(&mut tx, q.thread_ns_has_any.clone(), args)
-                .await
-                .map_err(storage(op))?;
-            if taken.is_some() {
-                return Err(Error::ThreadExists {
-                    thread_id: target_thread.to_owned(),
-                });
-            }
-            // Write rows of the target that belong to no checkpoint (a
-            // deletion done by hand): copied writes keep a value stored
-            // first, so they would be read as the copy's.
-            D::execute(&mut tx, q.delete_orphan_ns_writes.clone(), args)
-                .await
-                .map_err(storage(op))?;
+            let (taken, orphans) = (&q.thread_ns_has_any, &q.delete_orphan_ns_writes);
+            claim_target::<D, 2>(&mut tx, taken, orphans, args, target_thread, op).await?;
             for e in encoded {
                 self.insert_raw(&mut tx, e, op).await?;
             }
@@ -162,18 +150,8 @@ impl<D: Backend> SqlSaver<D> {
             // One snapshot for every read (see fork_at).
             let mut tx = D::begin_write_snapshot(&self.pool, op).await?;
             let target = [Arg::Text(target_thread)];
-            let taken = D::fetch_optional(&mut tx, q.thread_has_any.clone(), target)
-                .await
-                .map_err(storage(op))?;
-            if taken.is_some() {
-                return Err(Error::ThreadExists {
-                    thread_id: target_thread.to_owned(),
-                });
-            }
-            // As in fork_at: the target's write rows that belong to no checkpoint.
-            D::execute(&mut tx, q.delete_orphan_writes.clone(), target)
-                .await
-                .map_err(storage(op))?;
+            let (taken, orphans) = (&q.thread_has_any, &q.delete_orphan_writes);
+            claim_target::<D, 1>(&mut tx, taken, orphans, target, target_thread, op).await?;
             let source = [Arg::Text(source_thread)];
             let rows = D::fetch_all(&mut tx, q.thread_rows.clone(), source)
                 .await
@@ -246,4 +224,31 @@ impl<D: Backend> SqlSaver<D> {
             value,
         )
     }
+}
+
+/// Claims `target_thread` for a copy, in `tx`: fails with
+/// [`Error::ThreadExists`] when the query `taken` finds a row for `args`,
+/// and deletes the target's write rows that belong to no checkpoint (the
+/// query `orphans`; a deletion done by hand leaves them): copied writes keep
+/// a value stored first, so those rows would be read as the copy's.
+async fn claim_target<D: Backend, const N: usize>(
+    tx: &mut sqlx::Transaction<'static, D>,
+    taken: &str,
+    orphans: &str,
+    args: [Arg<'_>; N],
+    target_thread: &str,
+    op: &'static str,
+) -> Result<()> {
+    let found = D::fetch_optional(tx, taken.to_owned(), args)
+        .await
+        .map_err(storage(op))?;
+    if found.is_some() {
+        return Err(Error::ThreadExists {
+            thread_id: target_thread.to_owned(),
+        });
+    }
+    D::execute(tx, orphans.to_owned(), args)
+        .await
+        .map_err(storage(op))?;
+    Ok(())
 }
