@@ -20,6 +20,29 @@ pub async fn task_id_of<S: weaver::GraphState>(
         .unwrap_or_else(|| panic!("no pending task `{node}`"))
 }
 
+/// Reads `stream` until it streams a state `answered` accepts, then drops it,
+/// as a host does that hangs up once it has its answer (whatever the run
+/// still had queued is left to its background writer). `Err` names the
+/// run's failure, or says that no such state came.
+pub async fn stream_until_answered<S: weaver::GraphState>(
+    mut stream: weaver::RunStream<S>,
+    answered: impl Fn(&S) -> bool,
+) -> Result<(), String> {
+    use futures_util::StreamExt;
+    while let Some(item) = stream.next().await {
+        match item {
+            weaver::StreamItem::Event(weaver::StreamEvent::Values { values, .. })
+                if answered(&values) =>
+            {
+                return Ok(());
+            }
+            weaver::StreamItem::Done(Err(e)) => return Err(e.to_string()),
+            _ => {}
+        }
+    }
+    Err("no answer streamed".to_owned())
+}
+
 /// A path for a SQLite database in the temp directory, unique to the call;
 /// the file and its `-wal`, `-shm` and `-journal` files are removed on drop.
 #[derive(Debug)]

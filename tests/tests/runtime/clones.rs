@@ -2,10 +2,9 @@
 //! handles share: a turn one graph runs after another graph's turn on the
 //! same thread reads that turn whole.
 
-use futures_util::StreamExt;
 use weaver::prelude::*;
-use weaver::{StreamEvent, StreamItem};
 use weaver_tests::states::Steps;
+use weaver_tests::stream_until_answered;
 
 use crate::common::two_step;
 
@@ -21,26 +20,10 @@ async fn graphs_on_clones_of_a_saver_see_each_others_writes() {
     let config = RunConfig::thread("clones");
     let mut failures = Vec::new();
     for turn in 0..TURNS {
-        let mut stream = graphs[turn % 2].stream(Steps::default(), &config);
-        let mut answered = false;
-        while let Some(item) = stream.next().await {
-            match item {
-                StreamItem::Event(StreamEvent::Values { values, .. })
-                    if values.bar.len() == 2 * (turn + 1) =>
-                {
-                    answered = true;
-                    break;
-                }
-                StreamItem::Done(Err(e)) => {
-                    failures.push(format!("turn {turn}: {e}"));
-                    break;
-                }
-                _ => {}
-            }
-        }
-        drop(stream);
-        if !answered && failures.is_empty() {
-            failures.push(format!("turn {turn}: no last state streamed"));
+        let stream = graphs[turn % 2].stream(Steps::default(), &config);
+        let done = |values: &Steps| values.bar.len() == 2 * (turn + 1);
+        if let Err(e) = stream_until_answered(stream, done).await {
+            failures.push(format!("turn {turn}: {e}"));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

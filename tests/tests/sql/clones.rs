@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
+use weaver::Saver;
 use weaver::prelude::*;
-use weaver::{Saver, StreamEvent, StreamItem};
+use weaver_tests::stream_until_answered;
 
 use crate::common::{Chat, PgDb, SqliteDb, chat, transcript, user};
 
@@ -22,27 +22,10 @@ async fn turns_on_clones<S: Saver + Clone + 'static>(label: &str, saver: S) {
     let config = RunConfig::thread("clones");
     let mut failures = Vec::new();
     for turn in 0..TURNS {
-        let graph = &graphs[turn % 2];
-        let mut stream = graph.stream(Input::update(user(turn)), &config);
-        let mut answered = false;
-        while let Some(item) = stream.next().await {
-            match item {
-                StreamItem::Event(StreamEvent::Values { values, .. })
-                    if values.turns as usize == turn + 1 =>
-                {
-                    answered = true;
-                    break;
-                }
-                StreamItem::Done(Err(e)) => {
-                    failures.push(format!("turn {turn}: {e}"));
-                    break;
-                }
-                _ => {}
-            }
-        }
-        drop(stream);
-        if !answered && failures.is_empty() {
-            failures.push(format!("turn {turn}: no answer streamed"));
+        let stream = graphs[turn % 2].stream(Input::update(user(turn)), &config);
+        let done = |values: &Chat| values.turns as usize == turn + 1;
+        if let Err(e) = stream_until_answered(stream, done).await {
+            failures.push(format!("turn {turn}: {e}"));
         }
     }
     assert!(failures.is_empty(), "{label}: {failures:#?}");

@@ -206,16 +206,7 @@ impl<D: Backend> SqlSaver<D> {
         } else {
             &q.insert_cp
         };
-        let args = [
-            Arg::Text(thread),
-            Arg::Text(ns),
-            Arg::Text(id),
-            Arg::OptText(new.parent_id.as_deref()),
-            Arg::Bytes(&e.payload),
-            Arg::Text(&e.metadata),
-            Arg::Int(order_db),
-        ];
-        match D::execute(conn, sql.clone(), args).await {
+        match D::execute(conn, sql.clone(), row_args(e, order_db)).await {
             Ok(n) if n > 0 => {}
             Ok(_) => {
                 // No row: the parent is missing, or commits at or after this
@@ -375,16 +366,7 @@ impl<D: Backend> SqlSaver<D> {
         let new = &e.new;
         let order = order_i64(new.commit_order.unwrap_or(1))?;
         let (thread, ns, id) = (&new.thread_id, &new.checkpoint_ns, &new.checkpoint.id);
-        let args = [
-            Arg::Text(thread),
-            Arg::Text(ns),
-            Arg::Text(id),
-            Arg::OptText(new.parent_id.as_deref()),
-            Arg::Bytes(&e.payload),
-            Arg::Text(&e.metadata),
-            Arg::Int(order),
-        ];
-        D::execute(conn, self.settings.q.insert_cp.clone(), args)
+        D::execute(conn, self.settings.q.insert_cp.clone(), row_args(e, order))
             .await
             .map_err(|err| {
                 // The target was found empty: a taken id or commit order is
@@ -401,4 +383,19 @@ impl<D: Backend> SqlSaver<D> {
             .await
             .map(drop)
     }
+}
+
+/// The binds of `e`'s checkpoint row, in the order of the checkpoint
+/// inserts' placeholders, with `order` as its commit order.
+fn row_args(e: &EncodedEntry, order: i64) -> [Arg<'_>; 7] {
+    let new = &e.new;
+    [
+        Arg::Text(&new.thread_id),
+        Arg::Text(&new.checkpoint_ns),
+        Arg::Text(&new.checkpoint.id),
+        Arg::OptText(new.parent_id.as_deref()),
+        Arg::Bytes(&e.payload),
+        Arg::Text(&e.metadata),
+        Arg::Int(order),
+    ]
 }
