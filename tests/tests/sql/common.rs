@@ -335,6 +335,19 @@ impl Saver for Forwarding {
         }
         self.inner.put_many(entries).await
     }
+    async fn put_batch(&self, entries: Vec<BatchEntry>) -> weaver::Result<Vec<CheckpointRef>> {
+        self.inner.put_batch(entries).await
+    }
+    async fn fork_lineage(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> weaver::Result<CheckpointRef> {
+        self.inner
+            .fork_lineage(source, target_thread, options)
+            .await
+    }
     async fn fork_at(
         &self,
         source: &CheckpointRef,

@@ -59,8 +59,9 @@ fn exceeded(limit: &'static str, value: usize, ceiling: usize) -> Error {
     }
 }
 
-/// Checks a `put_many` batch against the contract's limits. Savers call it
-/// first, so an oversized batch writes nothing.
+/// Checks a `put_many` batch against the contract's limits. The provided
+/// [`put_many`](super::Saver::put_many) calls it before the backend sees the
+/// batch, so an oversized batch writes nothing.
 pub fn check_batch(entries: &[BatchEntry]) -> Result<()> {
     if entries.len() > BATCH_MAX_CHECKPOINTS {
         return Err(exceeded(
@@ -97,8 +98,9 @@ pub fn check_batch(entries: &[BatchEntry]) -> Result<()> {
 /// group the way a caller of `put_many` can. A group with at most one
 /// checkpoint (what the engine sends for a step: a task's writes and the
 /// checkpoint after them) is a checkpoint and its writes, with the limits
-/// of `put_checkpoint_with_writes`. Savers call it first, so an oversized
-/// group writes nothing.
+/// of `put_checkpoint_with_writes`. The provided
+/// [`put_ops`](super::Saver::put_ops) calls it before the backend sees the
+/// group, so an oversized group writes nothing.
 pub fn check_group(ops: &[WriteOp]) -> Result<()> {
     let (checkpoints, writes) = ops
         .iter()
@@ -152,6 +154,59 @@ impl GroupCounts {
         }
         *self = next;
         true
+    }
+}
+
+/// What a [`fork_at`](super::Saver::fork_at) copy may still take: a saver
+/// counts each checkpoint and write of the lineage in as it reads them, and
+/// stops at the first that goes past its [`ForkOptions`]
+/// ([`Error::LimitExceeded`]), before anything is written.
+#[derive(Debug, Clone, Copy)]
+pub struct ForkBudget {
+    options: ForkOptions,
+    checkpoints: usize,
+    bytes: usize,
+}
+
+impl ForkBudget {
+    /// An empty count against `options`.
+    pub fn new(options: ForkOptions) -> Self {
+        ForkBudget {
+            options,
+            checkpoints: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Counts one more checkpoint of the lineage in.
+    pub fn checkpoint(&mut self, record: &super::Checkpoint) -> Result<()> {
+        if self.checkpoints == self.options.max_checkpoints {
+            return Err(exceeded(
+                "fork_at checkpoints",
+                self.checkpoints + 1,
+                self.options.max_checkpoints,
+            ));
+        }
+        self.checkpoints += 1;
+        self.add_bytes(record_size(record)?)
+    }
+
+    /// Counts `record` in again in place of what the checkpoints counted so
+    /// far: a shallow copy writes one record, rebuilt in full.
+    pub fn only(&mut self, record: &super::Checkpoint) -> Result<()> {
+        self.checkpoints = 1;
+        self.bytes = 0;
+        self.add_bytes(record_size(record)?)
+    }
+
+    /// Counts one pending write of the lineage in.
+    pub fn write(&mut self, write: &super::PendingWrite) -> Result<()> {
+        self.add_bytes(write_size(write)?)
+    }
+
+    fn add_bytes(&mut self, n: usize) -> Result<()> {
+        self.bytes = self.bytes.saturating_add(n);
+        check_fork_bytes(self.bytes, self.options.max_bytes)
     }
 }
 
@@ -216,6 +271,160 @@ mod tests {
         WriteOp::Writes(CheckpointRef::latest("t").at("c"), w)
     }
 
+    fn put_op() -> WriteOp {
+        let mut checkpoint = crate::checkpoint::Checkpoint::empty();
+        checkpoint.id = "c".into();
+        WriteOp::Put(crate::checkpoint::NewCheckpoint {
+            thread_id: "t".into(),
+            checkpoint_ns: String::new(),
+            parent_id: None,
+            checkpoint,
+            metadata: crate::checkpoint::CheckpointMetadata::new(
+                crate::checkpoint::CheckpointSource::Loop,
+                0,
+            ),
+            commit_order: None,
+        })
+    }
+
+    /// A saver whose writes check nothing: every call that reaches it is
+    /// refused with a storage error, so a limit the provided methods did
+    /// not check shows as that error instead of `LimitExceeded`.
+    #[derive(Debug)]
+    struct Unchecked;
+
+    #[async_trait::async_trait]
+    impl crate::checkpoint::Saver for Unchecked {
+        async fn get_stored(
+            &self,
+            _: &CheckpointRef,
+        ) -> Result<Option<crate::checkpoint::CheckpointTuple>> {
+            Ok(None)
+        }
+        async fn list_stored(
+            &self,
+            _: &crate::checkpoint::ListFilter,
+        ) -> Result<Vec<crate::checkpoint::CheckpointTuple>> {
+            Ok(Vec::new())
+        }
+        async fn put_writes(&self, _: &CheckpointRef, _: Vec<PendingWrite>) -> Result<()> {
+            Err(Error::storage("put_writes", "reached the backend"))
+        }
+        async fn put_checkpoint_with_writes(
+            &self,
+            _: crate::checkpoint::NewCheckpoint,
+            _: Vec<PendingWrite>,
+        ) -> Result<CheckpointRef> {
+            Err(Error::storage("put", "reached the backend"))
+        }
+        async fn put_batch(&self, _: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+            Err(Error::storage("put_batch", "reached the backend"))
+        }
+        async fn fork_lineage(
+            &self,
+            _: &CheckpointRef,
+            _: &str,
+            _: ForkOptions,
+        ) -> Result<CheckpointRef> {
+            Err(Error::storage("fork_lineage", "reached the backend"))
+        }
+        async fn copy_thread(&self, _: &str, _: &str) -> Result<()> {
+            Ok(())
+        }
+        async fn delete_thread(&self, _: &str) -> Result<()> {
+            Ok(())
+        }
+        async fn prune(&self, _: &[String], _: crate::checkpoint::PruneStrategy) -> Result<u64> {
+            Ok(0)
+        }
+        async fn list_threads(
+            &self,
+            _: Option<usize>,
+            _: usize,
+        ) -> Result<Vec<crate::checkpoint::ThreadInfo>> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn exceeded_limit<T: std::fmt::Debug>(r: Result<T>) -> &'static str {
+        match r {
+            Err(Error::LimitExceeded { limit, .. }) => limit,
+            other => panic!("expected LimitExceeded, got {other:?}"),
+        }
+    }
+
+    /// The limits hold for a saver that implements only the required
+    /// methods and checks nothing itself: the provided methods check them.
+    #[test]
+    fn the_provided_methods_check_the_limits_for_every_saver() {
+        use crate::checkpoint::Saver;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let entries: Vec<BatchEntry> = (0..=BATCH_MAX_CHECKPOINTS)
+                .map(|_| match put_op() {
+                    WriteOp::Put(checkpoint) => BatchEntry {
+                        checkpoint,
+                        writes: Vec::new(),
+                    },
+                    _ => unreachable!(),
+                })
+                .collect();
+            let r = Unchecked.put_many(entries).await;
+            assert_eq!(exceeded_limit(r), "put_many checkpoints");
+            let ops: Vec<WriteOp> = (0..=BATCH_MAX_CHECKPOINTS).map(|_| put_op()).collect();
+            let r = Unchecked.put_ops(ops).await;
+            assert_eq!(exceeded_limit(r), "put_ops checkpoints");
+            let source = CheckpointRef::latest("t").at("c");
+            let options = ForkOptions::default().max_checkpoints(FORK_MAX_CHECKPOINTS + 1);
+            let r = Unchecked.fork_at(&source, "u", options).await;
+            assert_eq!(exceeded_limit(r), "fork_at max_checkpoints");
+            // Within the limits, each call reaches the backend.
+            let r = Unchecked.put_many(vec![]).await;
+            assert!(matches!(r, Err(Error::Storage { .. })), "{r:?}");
+        });
+    }
+
+    #[test]
+    fn a_fork_budget_counts_checkpoints_and_bytes() {
+        let record = crate::checkpoint::Checkpoint::empty();
+        let size = record_size(&record).unwrap();
+        let mut b = ForkBudget::new(ForkOptions::default().max_checkpoints(2));
+        b.checkpoint(&record).unwrap();
+        b.checkpoint(&record).unwrap();
+        let r = b.checkpoint(&record);
+        assert!(
+            matches!(
+                r,
+                Err(Error::LimitExceeded {
+                    limit: "fork_at checkpoints",
+                    value: 3,
+                    ceiling: 2
+                })
+            ),
+            "{r:?}"
+        );
+        let mut b = ForkBudget::new(ForkOptions::default().max_bytes(2 * size));
+        b.checkpoint(&record).unwrap();
+        b.checkpoint(&record).unwrap();
+        // A shallow copy counts the one record it writes, not the lineage.
+        b.only(&record).unwrap();
+        b.checkpoint(&record).unwrap();
+        let w = PendingWrite::for_task("t", "n", [("c".to_owned(), 0.into())]);
+        let r = b.write(&w[0]);
+        assert!(
+            matches!(
+                r,
+                Err(Error::LimitExceeded {
+                    limit: "fork_at bytes",
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    }
+
     #[test]
     fn group_counts_stop_at_the_ceilings() {
         let mut c = GroupCounts::default();
@@ -226,21 +435,7 @@ mod tests {
         assert!(c.add(&writes(BATCH_MAX_WRITES - 1)));
         assert!(c.add(&writes(1)), "at the ceiling");
         assert!(!c.add(&writes(1)));
-        let put = || {
-            let mut checkpoint = crate::checkpoint::Checkpoint::empty();
-            checkpoint.id = "c".into();
-            WriteOp::Put(crate::checkpoint::NewCheckpoint {
-                thread_id: "t".into(),
-                checkpoint_ns: String::new(),
-                parent_id: None,
-                checkpoint,
-                metadata: crate::checkpoint::CheckpointMetadata::new(
-                    crate::checkpoint::CheckpointSource::Loop,
-                    0,
-                ),
-                commit_order: None,
-            })
-        };
+        let put = put_op;
         let mut c = GroupCounts::default();
         for _ in 0..BATCH_MAX_CHECKPOINTS {
             assert!(c.add(&put()));

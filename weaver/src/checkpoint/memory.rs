@@ -6,8 +6,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use async_trait::async_trait;
 
 use super::delta;
-use super::limits;
-use super::limits::ForkOptions;
+use super::limits::{ForkBudget, ForkOptions};
 use super::saver::Saver;
 use super::shared::SaverState;
 use super::types::{
@@ -391,12 +390,11 @@ impl Saver for InMemorySaver {
 
     /// All or nothing, like the SQL savers: a failed op undoes the ops
     /// before it.
-    async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
+    async fn put_group(&self, ops: Vec<WriteOp>) -> Result<()> {
         enum Undo {
             Insert(CheckpointRef, u64),
             Writes(CheckpointRef, BTreeMap<(String, i64), PendingWrite>),
         }
-        limits::check_group(&ops)?;
         let mut threads = self.write();
         let mut undo: Vec<Undo> = Vec::new();
         for op in ops {
@@ -446,8 +444,7 @@ impl Saver for InMemorySaver {
         insert(&mut self.write(), checkpoint, writes).map(|(c, _)| c)
     }
 
-    async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
-        limits::check_batch(&entries)?;
+    async fn put_batch(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
         let mut threads = self.write();
         let mut done: Vec<(CheckpointRef, u64)> = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -464,13 +461,12 @@ impl Saver for InMemorySaver {
         Ok(done.into_iter().map(|(c, _)| c).collect())
     }
 
-    async fn fork_at(
+    async fn fork_lineage(
         &self,
         source: &CheckpointRef,
         target_thread: &str,
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
-        limits::check_fork_options(options.max_checkpoints, options.max_bytes)?;
         let id = source
             .checkpoint_id
             .as_deref()
@@ -482,18 +478,10 @@ impl Saver for InMemorySaver {
             .and_then(|n| n.get(ns))
             .ok_or_else(|| not_found(source, id))?;
         let mut lineage: Vec<Stored> = Vec::new();
-        let mut bytes = 0usize;
+        let mut budget = ForkBudget::new(options);
         let mut cursor = Some(log.find(id).ok_or_else(|| not_found(source, id))?);
         while let Some(s) = cursor {
-            if lineage.len() == options.max_checkpoints {
-                return Err(Error::LimitExceeded {
-                    limit: "fork_at checkpoints",
-                    value: (lineage.len() + 1) as u64,
-                    ceiling: options.max_checkpoints as u64,
-                });
-            }
-            bytes += limits::record_size(&s.checkpoint)?;
-            limits::check_fork_bytes(bytes, options.max_bytes)?;
+            budget.checkpoint(&s.checkpoint)?;
             lineage.push(s.clone());
             cursor = match &s.parent_id {
                 None => None,
@@ -507,9 +495,8 @@ impl Saver for InMemorySaver {
         // The ceiling counts the writes copied too (after the checkpoints,
         // as the SQL savers read them).
         for w in lineage.iter().flat_map(|s| s.writes.values()) {
-            bytes += limits::write_size(w)?;
+            budget.write(w)?;
         }
-        limits::check_fork_bytes(bytes, options.max_bytes)?;
         let target = threads.entry(target_thread.to_owned()).or_default();
         if target.get(ns).is_some_and(|l| !l.by_order.is_empty()) {
             return Err(Error::ThreadExists {

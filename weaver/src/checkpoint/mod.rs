@@ -24,7 +24,7 @@ pub use codec::CheckpointCodec;
 pub use delta::DELTA_SNAPSHOT_EVERY;
 pub use facade::Checkpointer;
 pub use id::{new_checkpoint_id, now_rfc3339};
-pub use limits::ForkOptions;
+pub use limits::{ForkBudget, ForkOptions};
 pub use memory::InMemorySaver;
 pub use saver::Saver;
 pub use shared::SaverState;

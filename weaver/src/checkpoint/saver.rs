@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::delta::{self, Cached, LineageSource, ListedParents};
-use super::limits::ForkOptions;
+use super::limits::{self, ForkOptions};
 use super::shared::SaverState;
 use super::types::{
     BatchEntry, CheckpointRef, CheckpointTuple, LineageRequest, ListFilter, NewCheckpoint,
@@ -36,8 +36,10 @@ use crate::error::Result;
 /// # Implementing a saver
 ///
 /// Required: the two stored reads, `put_writes`,
-/// `put_checkpoint_with_writes`, `put_many`, `fork_at`, `copy_thread`,
-/// `delete_thread`, `prune` and `list_threads`. Everything else has a
+/// `put_checkpoint_with_writes`, `put_batch`, `fork_lineage`, `copy_thread`,
+/// `delete_thread`, `prune` and `list_threads`. The contract's limits are
+/// checked once, by the provided methods in front of those (`put_many`,
+/// `fork_at`, `put_ops`), never by a backend. Everything else has a
 /// default written on those, which a saver overrides when it can do better
 /// (one query instead of several, a group in one transaction), and
 /// [`shared_state`](Saver::shared_state) when its clones share storage.
@@ -83,16 +85,16 @@ use crate::error::Result;
 ///         self.writes.fetch_add(1, Ordering::SeqCst);
 ///         self.inner.put_checkpoint_with_writes(checkpoint, writes).await
 ///     }
-///     async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
-///         self.inner.put_many(entries).await
+///     async fn put_batch(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+///         self.inner.put_batch(entries).await
 ///     }
-///     async fn fork_at(
+///     async fn fork_lineage(
 ///         &self,
 ///         source: &CheckpointRef,
 ///         target_thread: &str,
 ///         options: ForkOptions,
 ///     ) -> Result<CheckpointRef> {
-///         self.inner.fork_at(source, target_thread, options).await
+///         self.inner.fork_lineage(source, target_thread, options).await
 ///     }
 ///     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
 ///         self.inner.copy_thread(source_thread, target_thread).await
@@ -217,7 +219,19 @@ pub trait Saver: Debug + Send + Sync {
     /// most 1,000 checkpoints, 10,000 writes and 64 MiB
     /// ([`Error::LimitExceeded`](crate::Error::LimitExceeded)); any failure
     /// leaves nothing behind. Never falls back to sequential writes.
-    async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>>;
+    ///
+    /// Provided: checks the limits, then calls
+    /// [`put_batch`](Saver::put_batch). Only a saver that wraps another
+    /// overrides it, to call the inner saver's `put_many`.
+    async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+        limits::check_batch(&entries)?;
+        self.put_batch(entries).await
+    }
+
+    /// Stores a batch [`put_many`](Saver::put_many) has checked against the
+    /// limits, under `put_many`'s rules: in order, in one atomic step, any
+    /// failure leaving nothing behind.
+    async fn put_batch(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>>;
 
     /// Copies checkpoint `source` (its id must be set) and its ancestors,
     /// following parent links, into `target_thread` (same namespace), keeping
@@ -228,7 +242,25 @@ pub trait Saver: Debug + Send + Sync {
     /// ([`Error::MissingParent`](crate::Error::MissingParent)) or the lineage
     /// exceeds `options` ([`Error::LimitExceeded`](crate::Error::LimitExceeded)).
     /// Returns the copy of `source`.
+    ///
+    /// Provided: checks `options` against the hard ceilings, then calls
+    /// [`fork_lineage`](Saver::fork_lineage). Only a saver that wraps
+    /// another overrides it.
     async fn fork_at(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> Result<CheckpointRef> {
+        limits::check_fork_options(options.max_checkpoints, options.max_bytes)?;
+        self.fork_lineage(source, target_thread, options).await
+    }
+
+    /// The copy of [`fork_at`](Saver::fork_at), under its rules, once
+    /// `options` are known to be within the ceilings. The lineage is counted
+    /// against them with a [`ForkBudget`](super::ForkBudget) as it is read, so an oversized
+    /// one writes nothing.
+    async fn fork_lineage(
         &self,
         source: &CheckpointRef,
         target_thread: &str,
@@ -310,8 +342,20 @@ pub trait Saver: Debug + Send + Sync {
     /// stored); its bytes are limited per record. A group with at most one
     /// checkpoint (a step's writes and the checkpoint after them) has the
     /// limits of [`put_checkpoint_with_writes`](Saver::put_checkpoint_with_writes).
+    ///
+    /// Provided: checks the limits, then calls
+    /// [`put_group`](Saver::put_group). Only a saver that wraps another
+    /// overrides it.
     async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
-        super::limits::check_group(&ops)?;
+        limits::check_group(&ops)?;
+        self.put_group(ops).await
+    }
+
+    /// Stores a group [`put_ops`](Saver::put_ops) has checked against the
+    /// limits, under `put_ops`'s rules. The default applies the ops one by
+    /// one, as `put_ops` describes; weaver's savers apply the group all or
+    /// nothing.
+    async fn put_group(&self, ops: Vec<WriteOp>) -> Result<()> {
         for op in ops {
             match op {
                 WriteOp::Put(checkpoint) => {

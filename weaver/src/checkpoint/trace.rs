@@ -95,6 +95,10 @@ impl Saver for Traced {
         traced("put_many", "*", self.0.put_many(entries)).await
     }
 
+    async fn put_batch(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+        traced("put_many", "*", self.0.put_batch(entries)).await
+    }
+
     async fn fork_at(
         &self,
         source: &CheckpointRef,
@@ -102,6 +106,16 @@ impl Saver for Traced {
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
         let fork = self.0.fork_at(source, target_thread, options);
+        traced("fork_at", &source.thread_id, fork).await
+    }
+
+    async fn fork_lineage(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> Result<CheckpointRef> {
+        let fork = self.0.fork_lineage(source, target_thread, options);
         traced("fork_at", &source.thread_id, fork).await
     }
 
@@ -143,6 +157,13 @@ impl Saver for Traced {
             return self.0.put_ops(ops).await;
         };
         traced("put_ops", &thread, self.0.put_ops(ops)).await
+    }
+
+    async fn put_group(&self, ops: Vec<WriteOp>) -> Result<()> {
+        let Some(thread) = ops.first().map(|op| op.thread_id().to_owned()) else {
+            return self.0.put_group(ops).await;
+        };
+        traced("put_ops", &thread, self.0.put_group(ops)).await
     }
 
     async fn lineage(

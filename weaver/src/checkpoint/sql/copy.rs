@@ -9,13 +9,13 @@ use super::group::Arg;
 use super::saver::SqlSaver;
 use super::{not_found, retried};
 use crate::checkpoint::{
-    CheckpointRef, CheckpointTuple, ForkOptions, NewCheckpoint, PendingWrite, delta, limits,
+    CheckpointRef, CheckpointTuple, ForkBudget, ForkOptions, NewCheckpoint, PendingWrite, delta,
 };
 use crate::error::{Error, Result};
 use crate::sql::error::storage;
 
 impl<D: Backend> SqlSaver<D> {
-    /// [`fork_at`](crate::checkpoint::Saver::fork_at).
+    /// [`fork_lineage`](crate::checkpoint::Saver::fork_lineage).
     pub(super) async fn fork(
         &self,
         source: &CheckpointRef,
@@ -23,7 +23,6 @@ impl<D: Backend> SqlSaver<D> {
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
         let op = "fork_at";
-        limits::check_fork_options(options.max_checkpoints, options.max_bytes)?;
         let id = source
             .checkpoint_id
             .as_deref()
@@ -59,18 +58,10 @@ impl<D: Backend> SqlSaver<D> {
             return Err(not_found(source, id));
         }
         let mut lineage: Vec<CheckpointTuple> = Vec::new();
-        let mut bytes = 0usize;
+        let mut budget = ForkBudget::new(options);
         for (i, row) in rows.iter().enumerate() {
-            if i == options.max_checkpoints {
-                return Err(Error::LimitExceeded {
-                    limit: "fork_at checkpoints",
-                    value: (i + 1) as u64,
-                    ceiling: options.max_checkpoints as u64,
-                });
-            }
             let t = self.decode_record(row, &source.thread_id, ns, op)?;
-            bytes += limits::record_size(&t.checkpoint)?;
-            limits::check_fork_bytes(bytes, options.max_bytes)?;
+            budget.checkpoint(&t.checkpoint)?;
             // The oldest record read still has a parent: it is missing.
             let oldest = i + 1 == rows.len() && history.keeps_all();
             if let Some(p) = t.parent_config.as_ref().filter(|_| oldest) {
@@ -92,8 +83,7 @@ impl<D: Backend> SqlSaver<D> {
             t.checkpoint = self.materialized(&mut snapshot, t, op).await?;
             // The copy is the record in full: the byte ceiling holds for
             // what is written.
-            bytes = limits::record_size(&t.checkpoint)?;
-            limits::check_fork_bytes(bytes, options.max_bytes)?;
+            budget.only(&t.checkpoint)?;
         }
         let write_rows = D::fetch_all(&mut snapshot, q.lineage_writes.clone(), lineage_args)
             .await
@@ -103,11 +93,10 @@ impl<D: Backend> SqlSaver<D> {
         for row in &write_rows {
             let cid: String = Self::get(row, "checkpoint_id", op)?;
             let w = self.decode_write_row(row, &source.thread_id, ns, &cid, op)?;
-            bytes += limits::write_size(&w)?;
+            // The ceiling counts the writes copied too.
+            budget.write(&w)?;
             writes.entry(cid).or_default().push(w);
         }
-        // The ceiling counts the writes copied too.
-        limits::check_fork_bytes(bytes, options.max_bytes)?;
         let mut encoded = Vec::with_capacity(lineage.len());
         for (i, t) in lineage.into_iter().rev().enumerate() {
             let cid = t.checkpoint.id.clone();

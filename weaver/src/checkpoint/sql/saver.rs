@@ -19,7 +19,6 @@ use super::{
 use crate::checkpoint::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, LineageRequest, ListFilter,
     NewCheckpoint, PendingWrite, PruneStrategy, Saver, SaverState, ThreadInfo, WriteCheck, WriteOp,
-    limits,
 };
 use crate::codec::Codec;
 use crate::error::{Error, Result};
@@ -364,10 +363,9 @@ impl<D: Backend> Saver for SqlSaver<D> {
         .await
     }
 
-    async fn put_ops(&self, ops: Vec<WriteOp>) -> Result<()> {
+    async fn put_group(&self, ops: Vec<WriteOp>) -> Result<()> {
         self.rechecked(async {
             let op = "put_ops";
-            limits::check_group(&ops)?;
             let encoded = ops
                 .into_iter()
                 .map(|o| match o {
@@ -440,9 +438,8 @@ impl<D: Backend> Saver for SqlSaver<D> {
         .await
     }
 
-    async fn put_many(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+    async fn put_batch(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
         self.rechecked(async {
-            limits::check_batch(&entries)?;
             let encoded = entries
                 .into_iter()
                 .map(|e| self.settings.encode_entry(e.checkpoint, e.writes))
@@ -452,7 +449,7 @@ impl<D: Backend> Saver for SqlSaver<D> {
         .await
     }
 
-    async fn fork_at(
+    async fn fork_lineage(
         &self,
         source: &CheckpointRef,
         target_thread: &str,
