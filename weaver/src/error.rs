@@ -83,6 +83,36 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// A router chose a target it may not lead to: one outside the targets
+    /// declared with its conditional edge, a node run by sends without a
+    /// [`Send`](crate::Send), or a send to a node that takes the state.
+    #[error("router `{router}` (after `{from}`) chose `{target}`: {reason}")]
+    InvalidRoute {
+        /// The router (its function's path).
+        router: String,
+        /// The node whose conditional edge it is (`__start__` for START).
+        from: String,
+        /// What it chose.
+        target: String,
+        /// Why that is refused (with the declared targets).
+        reason: String,
+    },
+
+    /// A node's [`Command`](crate::Command) went to a node outside the
+    /// destinations declared for it (`graph!`'s `goto:`,
+    /// [`Graph::add_destinations`](crate::Graph::add_destinations)).
+    #[error(
+        "node `{node}` returned a Command going to `{target}`, which is not among its declared destinations {declared:?}"
+    )]
+    InvalidGoto {
+        /// The node.
+        node: String,
+        /// Where its command went.
+        target: String,
+        /// Where it may go.
+        declared: Vec<String>,
+    },
+
     /// One step wrote a channel in a way its reducer does not accept (two
     /// writes to a last-value channel, a bad custom reducer input).
     #[error("invalid update to channel `{channel}`: {reason}")]

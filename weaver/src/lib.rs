@@ -31,8 +31,8 @@ pub mod store;
 pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
 pub use engine::{
-    Input, Interrupt, InterruptSignal, InterruptWhen, Outcome, Resume, Runtime, StreamEvent,
-    StreamItem, StreamMode,
+    Input, Interrupt, InterruptSignal, InterruptWhen, IntoPayloadNode, Outcome, PayloadNode,
+    Resume, Route, Runtime, Send, StreamEvent, StreamItem, StreamMode,
 };
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{
@@ -68,6 +68,7 @@ pub struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod __private {
     //! Re-exports for generated code; not a public API.
+    pub use crate::engine::{IntoSends, check_send};
     pub use crate::state::reducer::{AddReducer, AppendReducer, DeltaReducer, MergeReducer};
     pub use schemars;
     pub use serde;

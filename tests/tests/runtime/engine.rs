@@ -215,7 +215,7 @@ async fn conditional_edges_route_on_the_state_with_the_nodes_own_update() {
 }
 
 #[tokio::test]
-async fn a_router_choosing_an_undeclared_target_fails_the_node() {
+async fn a_router_choosing_an_undeclared_target_is_an_error_naming_the_router() {
     let graph = Graph::<Steps>::new("BadRouter")
         .add_node("a", |_: &Steps| StepsUpdate::default())
         .add_node("b", |_: &Steps| StepsUpdate::default())
@@ -229,11 +229,22 @@ async fn a_router_choosing_an_undeclared_target_fails_the_node() {
         .await
         .unwrap_err();
     match err {
-        Error::NodeFailed { node, source } => {
-            assert_eq!(node, "a");
-            assert!(source.to_string().contains("nowhere"), "{source}");
+        Error::InvalidRoute {
+            router,
+            from,
+            target,
+            reason,
+        } => {
+            // A closure's router is named by where it is written.
+            assert!(
+                router.contains("a_router_choosing_an_undeclared_target"),
+                "{router}"
+            );
+            assert_eq!(from, "a");
+            assert_eq!(target, "nowhere");
+            assert!(reason.contains(r#"["b", "__end__"]"#), "{reason}");
         }
-        other => panic!("expected NodeFailed, got {other}"),
+        other => panic!("expected InvalidRoute, got {other}"),
     }
 }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::Interrupt;
 use super::algebra::{answered, apply_finished, prepare_tasks, raised_interrupts};
 use super::cache::SnapshotCache;
+use super::send::SENDS_CHANNEL;
 use super::spec::Spec;
 use super::values::decode_state_owned;
 use crate::channel::ChannelKind;
@@ -115,8 +116,15 @@ pub(crate) fn snapshot<S: GraphState>(
     mut t: CheckpointTuple,
     apply_pending: bool,
 ) -> Result<StateSnapshot<S>> {
-    // The snapshot keeps no channel values: they move into the state.
+    // The snapshot keeps no channel values: they move into the state. Its
+    // sends stay, for its tasks.
+    let sends = t.checkpoint.channel_values.remove(SENDS_CHANNEL);
     let values: S = decode_state_owned(std::mem::take(&mut t.checkpoint.channel_values))?;
+    if let Some(sends) = sends {
+        t.checkpoint
+            .channel_values
+            .insert(SENDS_CHANNEL.to_owned(), sends);
+    }
     snapshot_of(spec, t, values, apply_pending)
 }
 
@@ -130,7 +138,7 @@ fn snapshot_of<S: GraphState>(
     mut values: S,
     apply_pending: bool,
 ) -> Result<StateSnapshot<S>> {
-    let tasks = task_infos(spec, &t, apply_pending);
+    let tasks = task_infos(spec, &t, apply_pending)?;
     if apply_pending && tasks.iter().any(|task| task.succeeded) {
         apply_finished(spec, &mut t.checkpoint, &mut values, &t.pending_writes)?;
     }
@@ -161,8 +169,12 @@ fn snapshot_of<S: GraphState>(
 /// interrupt of the earlier ones, nor an interrupt answered already (the
 /// attempt that took the answer then failed); history keeps them (where a
 /// run was interrupted stays findable after resume).
-fn task_infos<S: GraphState>(spec: &Spec<S>, t: &CheckpointTuple, latest: bool) -> Vec<TaskInfo> {
-    prepare_tasks(spec, &t.checkpoint, &t.pending_writes)
+fn task_infos<S: GraphState>(
+    spec: &Spec<S>,
+    t: &CheckpointTuple,
+    latest: bool,
+) -> Result<Vec<TaskInfo>> {
+    let tasks = prepare_tasks(spec, &t.checkpoint, &t.pending_writes)?
         .into_iter()
         .map(|task| {
             let succeeded = task.succeeded();
@@ -183,7 +195,8 @@ fn task_infos<S: GraphState>(spec: &Spec<S>, t: &CheckpointTuple, latest: bool) 
                 succeeded,
             }
         })
-        .collect()
+        .collect();
+    Ok(tasks)
 }
 
 /// `get_state`: the checkpoint `config` addresses (latest when it names none).

@@ -14,6 +14,7 @@ mod persist;
 mod run;
 mod runner;
 mod runtime;
+mod send;
 pub(crate) mod spec;
 mod update;
 mod values;
@@ -30,6 +31,9 @@ pub use compiled::{CompiledGraph, RunStream};
 pub use inspect::{History, StateSnapshot, TaskInfo};
 pub use node::{Command, IntoNode, IntoNodeResult, Node, NodeError};
 pub use runtime::{InterruptSignal, Runtime};
+pub use send::{IntoPayloadNode, IntoRoute, PayloadNode, Route, Send};
+#[doc(hidden)]
+pub use send::{IntoSends, check_send};
 pub use spec::{END, START};
 pub use update::StepUpdate;
 

@@ -14,15 +14,15 @@ use super::algebra::TaskNode;
 use super::node::{Command, NodeError};
 use super::panics::panic_message;
 use super::runtime::Runtime;
-use super::spec::Spec;
+use super::spec::{NodeBody, Spec};
 use crate::state::GraphState;
 
 /// What a task returned.
 pub(crate) type TaskResult<U> = Result<Command<U>, NodeError>;
 
 /// Runs the task of `node` on `state`: START's decodes the `input` it takes
-/// in, a node's runs its body (a panic, in a sync node's call too, is its
-/// failure).
+/// in, a node's runs its body on the state, a send's on its payload (the
+/// `input` given); a panic, in a sync node's call too, is its failure.
 pub(crate) async fn run_task<S: GraphState>(
     spec: &Spec<S>,
     state: &S,
@@ -30,24 +30,32 @@ pub(crate) async fn run_task<S: GraphState>(
     node: TaskNode,
     input: Option<&Value>,
 ) -> TaskResult<S::Update> {
-    match node {
-        None => match input {
+    let Some(i) = node.node() else {
+        return match input {
             Some(v) => S::Update::deserialize(v)
                 .map(Command::update)
                 .map_err(|e| NodeError::msg(format!("cannot decode the input: {e}"))),
             None => Ok(Command::update(S::Update::default())),
-        },
-        // Sync nodes run when `run` is called: catch panics there too.
-        Some(i) => AssertUnwindSafe(async { spec.nodes[i].node.run(state, runtime).await })
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| {
-                Err(NodeError::msg(format!(
-                    "panicked: {}",
-                    panic_message(&*panic)
-                )))
-            }),
-    }
+        };
+    };
+    // Sync nodes run when `run` is called: catch panics there too.
+    AssertUnwindSafe(async {
+        match &spec.nodes[i].node {
+            NodeBody::State(n) => n.run(state, runtime).await,
+            NodeBody::Payload(n) => match input {
+                Some(payload) => n.run(payload, runtime).await,
+                None => Err(NodeError::msg("a node run by sends ran with no payload")),
+            },
+        }
+    })
+    .catch_unwind()
+    .await
+    .unwrap_or_else(|panic| {
+        Err(NodeError::msg(format!(
+            "panicked: {}",
+            panic_message(&*panic)
+        )))
+    })
 }
 
 /// The tasks of one step, by index: `start(k)` makes task `k`'s future.

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::node::Node;
+use super::send::PayloadNode;
 use crate::state::GraphState;
 
 /// The virtual entry node: edges from `START` pick the first nodes.
@@ -12,7 +13,36 @@ pub const START: &str = "__start__";
 /// The virtual exit node: an edge to `END` finishes a branch.
 pub const END: &str = "__end__";
 
-pub(crate) type Router<S> = Arc<dyn Fn(&S) -> Vec<String> + Send + Sync>;
+pub(crate) type Router<S> = Arc<dyn Fn(&S) -> super::send::Route + Send + Sync>;
+
+/// A task of a step. The derived order is the task order of a step, the
+/// order its writes merge in: START's, then the triggered nodes by name
+/// (the spec sorts nodes by name), then the [`Send`](crate::Send)s in the
+/// order they were sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum TaskNode {
+    /// The START pseudo-task: it applies the input.
+    Start,
+    /// The node at this index, triggered by its channel.
+    Pull(usize),
+    /// The `index`-th send of the checkpoint, to the node at `node`.
+    Push {
+        /// Its place among the checkpoint's sends.
+        index: usize,
+        /// The node it runs.
+        node: usize,
+    },
+}
+
+impl TaskNode {
+    /// The node the task runs (`None` for START's).
+    pub fn node(self) -> Option<usize> {
+        match self {
+            TaskNode::Start => None,
+            TaskNode::Pull(i) | TaskNode::Push { node: i, .. } => Some(i),
+        }
+    }
+}
 
 /// Where an edge leads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -22,6 +52,8 @@ pub(crate) enum Target {
 }
 
 pub(crate) struct Branch<S> {
+    /// The router's name, for errors.
+    pub name: String,
     pub router: Router<S>,
     /// Allowed target names and where they lead.
     pub targets: Vec<(String, Target)>,
@@ -48,11 +80,25 @@ pub(crate) struct NodeSpec<S: GraphState> {
     pub name: String,
     /// `branch:to:<name>`, the channel whose version change triggers the node.
     pub trigger: String,
-    pub node: Box<dyn Node<S>>,
+    pub node: NodeBody<S>,
     pub out: Edges<S>,
 }
 
 /// A validated graph.
+/// What a node runs on: the state (triggered by edges), or the payload of
+/// a [`Send`](crate::Send) (run by sends only).
+pub(crate) enum NodeBody<S: GraphState> {
+    State(Box<dyn Node<S>>),
+    Payload(Box<dyn PayloadNode<S>>),
+}
+
+impl<S: GraphState> NodeBody<S> {
+    /// Whether the node takes a send's payload instead of the state.
+    pub fn takes_payload(&self) -> bool {
+        matches!(self, NodeBody::Payload(_))
+    }
+}
+
 pub(crate) struct Spec<S: GraphState> {
     pub name: String,
     /// Nodes sorted by name: task order within a step is this order.
@@ -81,15 +127,15 @@ impl<S: GraphState> Spec<S> {
         }
     }
 
-    pub fn edges_of(&self, node: Option<usize>) -> &Edges<S> {
-        match node {
+    pub fn edges_of(&self, node: TaskNode) -> &Edges<S> {
+        match node.node() {
             Some(i) => &self.nodes[i].out,
             None => &self.start,
         }
     }
 
-    pub fn name_of(&self, node: Option<usize>) -> &str {
-        match node {
+    pub fn name_of(&self, node: TaskNode) -> &str {
+        match node.node() {
             Some(i) => &self.nodes[i].name,
             None => START,
         }

@@ -1,10 +1,12 @@
 //! Editing a thread: `update_state` and `bulk_update_state`.
 
+use super::algebra::route::Routed;
 use super::algebra::{
     Author, TaskNode, TaskOutput, apply_finished, apply_writes, next_tasks, route, trigger_of,
 };
 use super::node::Command;
 use super::run::delta_channels;
+use super::send::SENDS_CHANNEL;
 use super::spec::{END, INPUT_CHANNEL, START, Spec};
 use super::values::{decode_state, encode_object};
 use crate::checkpoint::delta::{DeltaBase, compact};
@@ -28,13 +30,14 @@ fn infer_writer<S: GraphState>(
 ) -> Result<Author> {
     let mut best: Option<u64> = None;
     let mut who: Vec<TaskNode> = Vec::new();
-    let candidates = std::iter::once(None).chain((0..spec.nodes.len()).map(Some));
+    let candidates =
+        std::iter::once(TaskNode::Start).chain((0..spec.nodes.len()).map(TaskNode::Pull));
     for node in candidates {
         let name = spec.name_of(node);
         let Some(v) = checkpoint
             .versions_seen
             .get(name)
-            .and_then(|m| m.get(trigger_of(spec, node)))
+            .and_then(|m| m.get(trigger_of(spec, node)?))
             .copied()
         else {
             continue;
@@ -49,7 +52,7 @@ fn infer_writer<S: GraphState>(
         }
     }
     match who.as_slice() {
-        [] => Ok(Author::Task(None)),
+        [] => Ok(Author::Task(TaskNode::Start)),
         [one] => Ok(Author::Task(*one)),
         many => Err(Error::AmbiguousUpdate {
             thread_id: thread_id.to_owned(),
@@ -61,11 +64,11 @@ fn infer_writer<S: GraphState>(
 fn resolve_as_node<S: GraphState>(spec: &Spec<S>, name: &str) -> Result<Author> {
     match name {
         END => Ok(Author::End),
-        START => Ok(Author::Task(None)),
+        START => Ok(Author::Task(TaskNode::Start)),
         _ => spec
             .index
             .get(name)
-            .map(|i| Author::Task(Some(*i)))
+            .map(|i| Author::Task(TaskNode::Pull(*i)))
             .ok_or_else(|| Error::UnknownNode {
                 node: name.to_owned(),
             }),
@@ -159,7 +162,7 @@ fn attribute<S: GraphState>(
     for (update, as_node) in updates {
         let author = match as_node.as_deref() {
             Some(name) => resolve_as_node(spec, name)?,
-            None if fresh => Author::Task(None),
+            None if fresh => Author::Task(TaskNode::Start),
             None => infer_writer(spec, &base.checkpoint, thread_id)?,
         };
         attributed.push((author, update));
@@ -179,39 +182,52 @@ fn update_step<S: GraphState>(
     // Its values are the updated state, encoded below.
     let mut next = base.checkpoint.successor_without_values();
     let mut consumed: Vec<TaskNode> = Vec::new();
-    if attributed.iter().any(|(a, _)| *a == Author::End) {
-        consumed = next_tasks(spec, &base.checkpoint);
+    let ends = attributed.iter().any(|(a, _)| *a == Author::End);
+    if ends {
+        consumed = next_tasks(spec, &base.checkpoint)?;
     }
     let mut triggers = Vec::with_capacity(attributed.len());
     for (author, update) in &attributed {
         let Author::Task(node) = *author else {
-            triggers.push(Vec::new());
+            triggers.push(Routed::default());
             continue;
         };
         consumed.push(node);
         let cmd = Command::update(update.clone());
-        let routed = route(spec, &base.state, node, &cmd).map_err(|e| Error::NodeFailed {
-            node: spec.name_of(node).to_owned(),
-            source: e,
-        })?;
-        triggers.push(routed);
+        triggers.push(route(spec, &base.state, node, &cmd)?);
     }
     let mut writes = Vec::with_capacity(attributed.len());
-    for ((author, update), triggers) in attributed.into_iter().zip(triggers) {
+    for ((author, update), routed) in attributed.into_iter().zip(triggers) {
         let channels = encode_object("update", &update)?.keys().cloned().collect();
         let output = TaskOutput {
             update,
             channels,
-            triggers,
+            triggers: routed.targets,
+            sends: routed.sends,
         };
         writes.push((author, output));
     }
-    apply_writes(spec, &mut next, &mut base.state, consumed, writes)?;
+    let made = apply_writes(spec, &mut next, &mut base.state, consumed, writes)?;
     next.channel_values = encode_object("state", &base.state)?;
+    // The sends `base` holds are tasks still to run, as its triggered nodes
+    // are, unless the update went to END (which ends them all); the sends
+    // the update's routers made follow them.
+    let mut sends: Vec<serde_json::Value> = Vec::new();
+    if !ends
+        && let Some(serde_json::Value::Array(waiting)) =
+            base.checkpoint.channel_values.get(SENDS_CHANNEL)
+    {
+        sends.extend(waiting.iter().cloned());
+    }
+    sends.extend(made.iter().map(|s| serde_json::json!(s)));
+    if !sends.is_empty() {
+        next.channel_values
+            .insert(SENDS_CHANNEL.to_owned(), serde_json::Value::Array(sends));
+    }
     // An input START has not taken in yet waits for it in the new
     // checkpoint too, unless the update consumed START's trigger.
     if let Some(input) = base.checkpoint.channel_values.get(INPUT_CHANNEL)
-        && next_tasks(spec, &next).contains(&None)
+        && next_tasks(spec, &next)?.contains(&TaskNode::Start)
     {
         next.channel_values
             .insert(INPUT_CHANNEL.to_owned(), input.clone());

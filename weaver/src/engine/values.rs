@@ -3,6 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::panics::caught;
+use super::send::SENDS_CHANNEL;
 use super::spec::INPUT_CHANNEL;
 use crate::error::{Error, Result};
 use crate::state::GraphState;
@@ -10,10 +11,11 @@ use crate::state::GraphState;
 /// Decodes the typed state from a checkpoint's channel values.
 pub(crate) fn decode_state<S: GraphState>(values: &Map<String, Value>) -> Result<S> {
     // Decode from borrowed values (no copy of a possibly large state), leaving
-    // out a pending input, which is not a channel of the state.
+    // out a pending input and pending sends, which are not channels of the
+    // state.
     let fields = values
         .iter()
-        .filter(|(k, _)| k.as_str() != INPUT_CHANNEL)
+        .filter(|(k, _)| k.as_str() != INPUT_CHANNEL && k.as_str() != SENDS_CHANNEL)
         .map(|(k, v)| (k.as_str(), v));
     let map = |fields| serde::de::value::MapDeserializer::<_, serde_json::Error>::new(fields);
     // Path tracking wraps every field and element; only a failed decode is
@@ -31,6 +33,7 @@ pub(crate) fn decode_state<S: GraphState>(values: &Map<String, Value>) -> Result
 /// (every element wrapped) tripled the cost of a large state.
 pub(crate) fn decode_state_owned<S: GraphState>(mut values: Map<String, Value>) -> Result<S> {
     values.remove(INPUT_CHANNEL);
+    values.remove(SENDS_CHANNEL);
     let mut field = String::new();
     let fields = OwnedFields {
         iter: values.into_iter(),

@@ -3,15 +3,26 @@
 use std::sync::Arc;
 
 use crate::checkpoint::{Checkpointer, Saver};
-use crate::engine::spec::Router;
-use crate::engine::{IntoNode, Node};
+use crate::engine::spec::{NodeBody, Router};
+use crate::engine::{IntoNode, IntoPayloadNode, IntoRoute};
 use crate::state::GraphState;
 
 /// A conditional edge as declared: its source, router and target names.
 pub(crate) struct RawBranch<S> {
     pub from: String,
+    /// The router's name, for errors.
+    pub name: String,
     pub router: Router<S>,
     pub targets: Vec<String>,
+}
+
+/// A router's name for errors: its function's path, without the crate's
+/// (`route`, or `tests::route::{{closure}}` for a closure).
+fn router_name<R>() -> String {
+    let full = std::any::type_name::<R>();
+    full.split_once("::")
+        .map_or(full, |(_, rest)| rest)
+        .to_owned()
 }
 
 /// A graph under construction: nodes, edges and conditional edges over state `S`.
@@ -47,7 +58,7 @@ pub(crate) struct RawBranch<S> {
 /// ```
 pub struct Graph<S: GraphState> {
     pub(crate) name: String,
-    pub(crate) nodes: Vec<(String, Box<dyn Node<S>>)>,
+    pub(crate) nodes: Vec<(String, NodeBody<S>)>,
     pub(crate) edges: Vec<(String, String)>,
     pub(crate) branches: Vec<RawBranch<S>>,
     pub(crate) destinations: Vec<(String, Vec<String>)>,
@@ -69,36 +80,6 @@ impl<S: GraphState> std::fmt::Debug for Graph<S> {
     }
 }
 
-/// What a router of a conditional edge may return: one node name or several.
-pub trait IntoRoute {
-    /// The chosen targets (node names, or [`END`](crate::END)).
-    fn into_route(self) -> Vec<String>;
-}
-
-impl IntoRoute for &str {
-    fn into_route(self) -> Vec<String> {
-        vec![self.to_owned()]
-    }
-}
-
-impl IntoRoute for String {
-    fn into_route(self) -> Vec<String> {
-        vec![self]
-    }
-}
-
-impl<T: Into<String>> IntoRoute for Vec<T> {
-    fn into_route(self) -> Vec<String> {
-        self.into_iter().map(Into::into).collect()
-    }
-}
-
-impl<T: Into<String>> IntoRoute for Option<T> {
-    fn into_route(self) -> Vec<String> {
-        self.into_iter().map(Into::into).collect()
-    }
-}
-
 impl<S: GraphState> Graph<S> {
     /// An empty graph named `name`.
     pub fn new(name: impl Into<String>) -> Self {
@@ -114,7 +95,26 @@ impl<S: GraphState> Graph<S> {
 
     /// Adds a node. Duplicate or reserved names are reported by [`compile`](Graph::compile).
     pub fn add_node<M>(mut self, name: impl Into<String>, node: impl IntoNode<S, M>) -> Self {
-        self.nodes.push((name.into(), node.into_node()));
+        self.nodes
+            .push((name.into(), NodeBody::State(node.into_node())));
+        self
+    }
+
+    /// Adds a node run by [`Send`](crate::Send)s: it takes a send's payload
+    /// `P` instead of the state, and runs once per send that names it. It
+    /// is reached only by sends (a router's, listed among its conditional
+    /// edge's targets); an edge or a `goto` into it is refused by
+    /// [`compile`](Graph::compile), as it would carry no payload. Its own
+    /// edges lead on as any node's do.
+    ///
+    /// See [`Send`](crate::Send) for an example.
+    pub fn add_send_node<P, M>(
+        mut self,
+        name: impl Into<String>,
+        node: impl IntoPayloadNode<S, P, M>,
+    ) -> Self {
+        self.nodes
+            .push((name.into(), NodeBody::Payload(node.into_payload_node())));
         self
     }
 
@@ -136,8 +136,11 @@ impl<S: GraphState> Graph<S> {
     }
 
     /// Adds a conditional edge: after `from` runs, `router` (given the state
-    /// with `from`'s own update applied) picks the next nodes among `targets`.
-    /// Returning a name outside `targets` fails the run with a typed error.
+    /// with `from`'s own update applied) picks the next nodes among `targets`,
+    /// by name or with [`Send`](crate::Send)s (each a task of the next step
+    /// with its own payload; see there). Returning a name outside `targets`
+    /// fails the run with [`Error::InvalidRoute`](crate::Error::InvalidRoute)
+    /// naming the router.
     pub fn add_conditional_edges<R, I, T>(
         mut self,
         from: impl Into<String>,
@@ -152,14 +155,28 @@ impl<S: GraphState> Graph<S> {
     {
         self.branches.push(RawBranch {
             from: from.into(),
+            name: router_name::<R>(),
             router: Arc::new(move |s: &S| router(s).into_route()),
             targets: targets.into_iter().map(Into::into).collect(),
         });
         self
     }
 
+    /// Names the router of the conditional edge added last, for errors
+    /// (`graph!` passes the router's path as written).
+    #[doc(hidden)]
+    pub fn router_named(mut self, name: impl Into<String>) -> Self {
+        if let Some(b) = self.branches.last_mut() {
+            b.name = name.into();
+        }
+        self
+    }
+
     /// Declares the nodes a node may `goto` through a [`Command`](crate::Command),
-    /// so validation and drawings know those paths.
+    /// so validation and drawings know those paths. A node with declared
+    /// destinations may go only there: a `Command` to another node fails
+    /// the run with [`Error::InvalidGoto`](crate::Error::InvalidGoto). A
+    /// node with none declared may go to any node.
     pub fn add_destinations<I>(mut self, node: impl Into<String>, targets: I) -> Self
     where
         I: IntoIterator,

@@ -9,8 +9,9 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
+pub use crate::engine::IntoRoute;
 pub use crate::engine::node;
 pub use crate::engine::{
     Command, CompiledGraph, END, IntoNode, IntoNodeResult, Node, NodeError, RunStream, START,
 };
-pub use builder::{Compile, Graph, IntoRoute};
+pub use builder::{Compile, Graph};

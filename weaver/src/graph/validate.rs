@@ -4,8 +4,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::builder::{Compile, Graph};
-use crate::engine::spec::{Branch, Edges, NodeSpec, Spec, Target, trigger_channel};
-use crate::engine::{CompiledGraph, END, Node, START};
+use crate::engine::spec::{Branch, Edges, NodeBody, NodeSpec, Spec, Target, trigger_channel};
+use crate::engine::{CompiledGraph, END, START};
 use crate::error::{Error, GraphError, Result};
 use crate::state::GraphState;
 
@@ -44,7 +44,7 @@ fn unknown(from: &str, to: &str, node: &str) -> GraphError {
 }
 
 /// Nodes as declared: names and bodies.
-type Declared<S> = Vec<(String, Box<dyn Node<S>>)>;
+type Declared<S> = Vec<(String, NodeBody<S>)>;
 
 /// The declared nodes, sorted by name (task order), duplicates and reserved
 /// names refused.
@@ -150,6 +150,7 @@ fn resolve_edges<S: GraphState>(
             None => &mut start,
         };
         out.branches.push(Branch {
+            name: b.name,
             router: b.router,
             targets,
         });
@@ -231,6 +232,37 @@ fn dead_end<S>(outs: &[Edges<S>]) -> Option<usize> {
     ends.iter().position(|e| !e)
 }
 
+/// A node run by sends takes their payload: an edge or a `goto` into it
+/// would run it with none, so only conditional edges (whose routers send)
+/// may lead to it.
+fn no_plain_edge_into_payload_nodes<S: GraphState>(
+    nodes: &Declared<S>,
+    start: &Edges<S>,
+    outs: &[Edges<S>],
+) -> Result<()> {
+    let sources = std::iter::once((START, start)).chain(
+        nodes
+            .iter()
+            .zip(outs)
+            .map(|((name, _), out)| (name.as_str(), out)),
+    );
+    for (from, out) in sources {
+        for t in out.fixed.iter().chain(&out.destinations) {
+            if let Target::Node(i) = *t
+                && nodes[i].1.takes_payload()
+            {
+                return Err(GraphError::InvalidEdge {
+                    from: from.to_owned(),
+                    to: nodes[i].0.clone(),
+                    reason: "the target is run by sends (it takes a payload): reach it from a conditional edge whose router returns `Send`s",
+                }
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Per node, whether `names` (the nodes an interrupt option lists) holds it.
 fn interrupt_flags(
     option: &'static str,
@@ -265,6 +297,7 @@ pub(crate) fn build<S: GraphState>(mut graph: Graph<S>, options: &Compile) -> Re
         .map(|(i, (n, _))| (n.clone(), i))
         .collect();
     let (start, outs) = resolve_edges(&mut graph, &index, nodes.len())?;
+    no_plain_edge_into_payload_nodes(&nodes, &start, &outs)?;
     if start.fixed.is_empty() && start.branches.is_empty() && start.destinations.is_empty() {
         return Err(GraphError::NoEntryPoint.into());
     }

@@ -6,6 +6,7 @@ use super::tasks::{TaskNode, mark_seen, prepare_tasks};
 use super::writes::{TaskOutput, replay_task};
 use crate::checkpoint::{Checkpoint, PendingWrite};
 use crate::engine::panics::caught;
+use crate::engine::send::StoredSend;
 use crate::engine::spec::{END, Spec, Target};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
@@ -59,16 +60,17 @@ pub(crate) fn advance<S: GraphState>(
 /// merge through the reducers in task order (by [`Author`], not by the
 /// order given), then [`advance`] marks the `consumed` tasks seen and gives
 /// the channels the updates wrote, and the triggers of the nodes they
-/// route to, a new version. A reducer that refuses or panics is
-/// [`Error::NodeFailed`] of the step's authors; `checkpoint` is then as it
-/// was (`state` may be partly updated).
+/// route to, a new version. Returns the sends the writes made, in task
+/// order: the tasks of the next step besides the triggered ones. A reducer
+/// that refuses or panics is [`Error::NodeFailed`] of the step's authors;
+/// `checkpoint` is then as it was (`state` may be partly updated).
 pub(crate) fn apply_writes<S: GraphState>(
     spec: &Spec<S>,
     checkpoint: &mut Checkpoint,
     state: &mut S,
     consumed: impl IntoIterator<Item = TaskNode>,
     mut writes: Vec<(Author, TaskOutput<S>)>,
-) -> Result<()> {
+) -> Result<Vec<StoredSend>> {
     writes.sort_by_key(|(author, _)| *author);
     // The updates move out (a default, empty update stays behind); the
     // channels and triggers stay for the version bump.
@@ -84,6 +86,10 @@ pub(crate) fn apply_writes<S: GraphState>(
             .join(", ")
     };
     apply_updates(state, updates, names)?;
+    let sends = writes
+        .iter_mut()
+        .flat_map(|(_, output)| std::mem::take(&mut output.sends))
+        .collect();
     let channels = writes.into_iter().flat_map(|(_, output)| {
         let triggers = output.triggers.into_iter().filter_map(|t| match t {
             Target::Node(i) => Some(spec.nodes[i].trigger.clone()),
@@ -92,7 +98,7 @@ pub(crate) fn apply_writes<S: GraphState>(
         output.channels.into_iter().chain(triggers)
     });
     advance(spec, checkpoint, consumed, channels);
-    Ok(())
+    Ok(sends)
 }
 
 /// [`GraphState::apply`] of `updates` (in task order), a panicking reducer
@@ -119,7 +125,7 @@ pub(crate) fn finished_tasks<S: GraphState>(
     checkpoint: &Checkpoint,
     pending: &[PendingWrite],
 ) -> Result<Vec<(Author, TaskOutput<S>)>> {
-    prepare_tasks(spec, checkpoint, pending)
+    prepare_tasks(spec, checkpoint, pending)?
         .into_iter()
         .filter(|task| task.succeeded())
         .map(|task| {
@@ -134,16 +140,16 @@ pub(crate) fn finished_tasks<S: GraphState>(
 /// Applies to `checkpoint` and `state` the outputs of the checkpoint's tasks
 /// that finished ([`finished_tasks`]), as their step would have: the state
 /// a resume, a new input or `get_state` sees at a checkpoint whose step
-/// stopped part way.
+/// stopped part way. Returns the sends those tasks made.
 pub(crate) fn apply_finished<S: GraphState>(
     spec: &Spec<S>,
     checkpoint: &mut Checkpoint,
     state: &mut S,
     pending: &[PendingWrite],
-) -> Result<()> {
+) -> Result<Vec<StoredSend>> {
     let done = finished_tasks(spec, checkpoint, pending)?;
     if done.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let consumed: Vec<TaskNode> = done
         .iter()

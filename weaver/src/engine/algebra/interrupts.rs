@@ -89,12 +89,18 @@ pub(crate) fn static_stops<S: GraphState>(
         InterruptWhen::Before => (&spec.interrupt_before, "before"),
         _ => (&spec.interrupt_after, "after"),
     };
-    tasks
+    let mut nodes: Vec<usize> = tasks
         .iter()
-        .flatten()
-        .filter(|i| flags[**i])
+        .filter_map(|t| t.node())
+        .filter(|i| flags[*i])
+        .collect();
+    // A node run by several sends stops once.
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+        .into_iter()
         .map(|i| {
-            let node = &spec.nodes[*i].name;
+            let node = &spec.nodes[i].name;
             Interrupt {
                 id: format!("{label}:{node}:{checkpoint_id}"),
                 value: Value::Null,

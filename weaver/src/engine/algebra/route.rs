@@ -1,66 +1,149 @@
-//! Where a task leads: its static edges, its routers and its `goto`s.
+//! Where a task leads: its static edges, its routers (node names and
+//! sends) and its `goto`s, each checked against what the graph declares.
 
 use super::tasks::TaskNode;
 use crate::engine::node::Command;
 use crate::engine::panics::caught;
-use crate::engine::spec::{Spec, Target};
-use crate::error::BoxError;
+use crate::engine::send::{Route, StoredSend};
+use crate::engine::spec::{Branch, END, Spec, Target};
+use crate::error::{Error, Result};
 use crate::state::GraphState;
 
-/// The targets a task triggers: static edges, routers (given the state with
-/// the task's own update applied) and `goto`. A router or reducer that
-/// panics is an error of the task.
+/// Where a task leads: the nodes it triggers and the sends it makes.
+#[derive(Debug, Default)]
+pub(crate) struct Routed {
+    /// Static edges, routers' names and gotos, each once.
+    pub targets: Vec<Target>,
+    /// The routers' sends, in the order made.
+    pub sends: Vec<StoredSend>,
+}
+
+/// Where the task of `node` leads once it returned `cmd`: static edges,
+/// routers (given the state with the task's own update applied) and
+/// `goto`. A router that panics, or a reducer applying the update for it,
+/// is [`Error::NodeFailed`] of the task; a router's choice outside its
+/// declared targets is [`Error::InvalidRoute`], a `goto` outside the
+/// node's declared destinations [`Error::InvalidGoto`].
 pub(crate) fn route<S: GraphState>(
     spec: &Spec<S>,
     state: &S,
     node: TaskNode,
     cmd: &Command<S::Update>,
-) -> std::result::Result<Vec<Target>, BoxError> {
-    caught("a router or reducer", || {
-        route_unguarded(spec, state, node, cmd)
-    })?
-}
-
-fn route_unguarded<S: GraphState>(
-    spec: &Spec<S>,
-    state: &S,
-    node: TaskNode,
-    cmd: &Command<S::Update>,
-) -> std::result::Result<Vec<Target>, BoxError> {
+) -> Result<Routed> {
+    let failed = |source| Error::NodeFailed {
+        node: spec.name_of(node).to_owned(),
+        source,
+    };
     let edges = spec.edges_of(node);
-    let mut targets: Vec<Target> = edges.fixed.clone();
+    let mut routed = Routed {
+        targets: edges.fixed.clone(),
+        sends: Vec::new(),
+    };
     if !edges.branches.is_empty() {
-        let mut view = state.clone();
-        view.apply(vec![cmd.update.clone()])
-            .map_err(|e| -> BoxError { Box::new(e) })?;
-        for b in &edges.branches {
-            for chosen in (b.router)(&view) {
-                let t = b
-                    .targets
-                    .iter()
-                    .find(|(n, _)| *n == chosen)
-                    .map(|(_, t)| *t)
-                    .ok_or_else(|| {
-                        format!(
-                            "router chose `{chosen}`, which is not among its declared targets {:?}",
-                            b.targets.iter().map(|(n, _)| n).collect::<Vec<_>>()
-                        )
-                    })?;
-                targets.push(t);
-            }
+        let routes = caught("a router or reducer", || {
+            let mut view = state.clone();
+            view.apply(vec![cmd.update.clone()])?;
+            Ok::<_, Error>(edges.branches.iter().map(|b| (b.router)(&view)).collect())
+        });
+        let routes: Vec<Route> = routes
+            .map_err(|msg| failed(msg.into()))?
+            .map_err(|e| failed(e.into()))?;
+        for (b, r) in edges.branches.iter().zip(routes) {
+            chosen(spec, node, b, r, &mut routed)?;
         }
     }
     for g in &cmd.goto {
-        targets.push(
-            spec.resolve(g)
-                .ok_or_else(|| format!("goto names unknown node `{g}`"))?,
-        );
+        let t = spec
+            .resolve(g)
+            .ok_or_else(|| failed(format!("goto names unknown node `{g}`").into()))?;
+        if !edges.destinations.is_empty() && !edges.destinations.contains(&t) {
+            return Err(Error::InvalidGoto {
+                node: spec.name_of(node).to_owned(),
+                target: g.clone(),
+                declared: edges
+                    .destinations
+                    .iter()
+                    .map(|d| target_name(spec, *d))
+                    .collect(),
+            });
+        }
+        routed.targets.push(t);
     }
-    let mut unique = Vec::with_capacity(targets.len());
-    for t in targets {
+    let mut unique = Vec::with_capacity(routed.targets.len());
+    for t in routed.targets.drain(..) {
         if !unique.contains(&t) {
             unique.push(t);
         }
     }
-    Ok(unique)
+    routed.targets = unique;
+    Ok(routed)
+}
+
+fn target_name<S: GraphState>(spec: &Spec<S>, t: Target) -> String {
+    match t {
+        Target::End => END.to_owned(),
+        Target::Node(i) => spec.nodes[i].name.clone(),
+    }
+}
+
+/// Checks what router `b` (of `node`'s conditional edge) returned against
+/// its declared targets and adds it to `routed`.
+fn chosen<S: GraphState>(
+    spec: &Spec<S>,
+    node: TaskNode,
+    b: &Branch<S>,
+    route: Route,
+    routed: &mut Routed,
+) -> Result<()> {
+    let refused = |target: &str, reason: String| Error::InvalidRoute {
+        router: b.name.clone(),
+        from: spec.name_of(node).to_owned(),
+        target: target.to_owned(),
+        reason,
+    };
+    let declared = || {
+        let names: Vec<&String> = b.targets.iter().map(|(n, _)| n).collect();
+        format!("its declared targets are {names:?}")
+    };
+    if let Some(reason) = route.unencodable {
+        return Err(Error::encode(
+            format!("a send of router `{}`", b.name),
+            reason,
+        ));
+    }
+    let find = |name: &str| b.targets.iter().find(|(n, _)| n == name).map(|(_, t)| *t);
+    for name in &route.names {
+        let t = find(name)
+            .ok_or_else(|| refused(name, format!("not a declared target; {}", declared())))?;
+        if let Target::Node(i) = t
+            && spec.nodes[i].node.takes_payload()
+        {
+            return Err(refused(
+                name,
+                "the node is run by sends: return a `Send` with its payload".into(),
+            ));
+        }
+        routed.targets.push(t);
+    }
+    for send in route.sends {
+        let t = find(&send.node).ok_or_else(|| {
+            refused(
+                &send.node,
+                format!(
+                    "a send to a node that is not a declared target; {}",
+                    declared()
+                ),
+            )
+        })?;
+        match t {
+            Target::Node(i) if spec.nodes[i].node.takes_payload() => routed.sends.push(send),
+            _ => {
+                return Err(refused(
+                    &send.node,
+                    "a send goes to a node added with `add_send_node` (it takes the payload), not one that takes the state".into(),
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -5,23 +5,86 @@ use serde_json::Value;
 
 use super::writes::succeeded;
 use crate::checkpoint::{Checkpoint, ERROR_CHANNEL, PendingWrite, RESUME_CHANNEL};
+use crate::engine::send::{SENDS_CHANNEL, StoredSend};
 use crate::engine::spec::{START, START_TRIGGER, Spec};
+use crate::error::{Error, Result};
 use crate::state::GraphState;
 
-/// A task of a step: `None` is the START pseudo-task that applies the input,
-/// `Some(i)` the node at index `i` of the spec (nodes sorted by name, so the
-/// order of `TaskNode`s is the task order of a step).
-pub(crate) type TaskNode = Option<usize>;
+pub(crate) use crate::engine::spec::TaskNode;
 
-/// Task id: deterministic per checkpoint and node, so a resumed step finds
-/// the writes its tasks left.
+/// Task id of a triggered node (or START's): deterministic per checkpoint
+/// and node, so a resumed step finds the writes its tasks left.
 pub(crate) fn task_id(checkpoint_id: &str, node: &str) -> String {
     crate::checkpoint::id::stable_id(&[checkpoint_id, node])
 }
 
-/// Nodes triggered in `checkpoint`: a trigger channel newer than what the
-/// node last consumed. START first, then by name.
-pub(crate) fn next_tasks<S: GraphState>(spec: &Spec<S>, checkpoint: &Checkpoint) -> Vec<TaskNode> {
+/// [`task_id`] of any task: a send's is named by its place among the
+/// checkpoint's sends too.
+pub(crate) fn task_id_of<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint_id: &str,
+    node: TaskNode,
+) -> String {
+    let name = spec.name_of(node);
+    match node {
+        TaskNode::Push { index, .. } => {
+            crate::checkpoint::id::stable_id(&[checkpoint_id, "push", &index.to_string(), name])
+        }
+        _ => task_id(checkpoint_id, name),
+    }
+}
+
+/// The sends `checkpoint` holds for its next step, each resolved to its
+/// node. A send to a node this graph does not have, or that does not take
+/// a payload, is a decode error: the thread was written by another graph.
+pub(crate) fn pending_sends<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint: &Checkpoint,
+) -> Result<Vec<TaskNode>> {
+    let Some(stored) = checkpoint.channel_values.get(SENDS_CHANNEL) else {
+        return Ok(Vec::new());
+    };
+    let what = || format!("the sends of checkpoint `{}`", checkpoint.id);
+    let sends = Vec::<StoredSend>::deserialize(stored).map_err(|e| Error::decode(what(), e))?;
+    sends
+        .iter()
+        .enumerate()
+        .map(|(index, send)| match spec.index.get(&send.node) {
+            Some(&node) if spec.nodes[node].node.takes_payload() => {
+                Ok(TaskNode::Push { index, node })
+            }
+            _ => Err(Error::decode(
+                what(),
+                format!("`{}` is not a node of this graph run by sends", send.node),
+            )),
+        })
+        .collect()
+}
+
+/// The payload of the `index`-th send `checkpoint` holds.
+pub(crate) fn send_payload(checkpoint: &Checkpoint, index: usize) -> Option<&Value> {
+    checkpoint
+        .channel_values
+        .get(SENDS_CHANNEL)?
+        .get(index)?
+        .get("payload")
+}
+
+/// The tasks of `checkpoint`'s next step, in task order: START's when its
+/// trigger is newer than what it consumed, then each node whose trigger
+/// channel is newer than what the node last consumed (by name), then one
+/// task per send the checkpoint holds.
+pub(crate) fn next_tasks<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint: &Checkpoint,
+) -> Result<Vec<TaskNode>> {
+    let mut out = triggered(spec, checkpoint);
+    out.extend(pending_sends(spec, checkpoint)?);
+    Ok(out)
+}
+
+/// The tasks `checkpoint`'s channel versions trigger (its sends aside).
+pub(crate) fn triggered<S: GraphState>(spec: &Spec<S>, checkpoint: &Checkpoint) -> Vec<TaskNode> {
     let version = |ch: &str| checkpoint.channel_versions.get(ch).copied().unwrap_or(0);
     let seen = |node: &str, ch: &str| {
         checkpoint
@@ -33,32 +96,37 @@ pub(crate) fn next_tasks<S: GraphState>(spec: &Spec<S>, checkpoint: &Checkpoint)
     };
     let mut out = Vec::new();
     if version(START_TRIGGER) > seen(START, START_TRIGGER) {
-        out.push(None);
+        out.push(TaskNode::Start);
     }
     for (i, n) in spec.nodes.iter().enumerate() {
         if version(&n.trigger) > seen(&n.name, &n.trigger) {
-            out.push(Some(i));
+            out.push(TaskNode::Pull(i));
         }
     }
     out
 }
 
-/// The channel whose new version triggers `node`.
-pub(crate) fn trigger_of<S: GraphState>(spec: &Spec<S>, node: TaskNode) -> &str {
+/// The channel whose new version triggers `node` (none for a send's task).
+pub(crate) fn trigger_of<S: GraphState>(spec: &Spec<S>, node: TaskNode) -> Option<&str> {
     match node {
-        Some(i) => &spec.nodes[i].trigger,
-        None => START_TRIGGER,
+        TaskNode::Pull(i) => Some(&spec.nodes[i].trigger),
+        TaskNode::Start => Some(START_TRIGGER),
+        TaskNode::Push { .. } => None,
     }
 }
 
 /// Records that `node` consumed its trigger at the version `checkpoint`
-/// holds, so the node is not triggered again by it.
+/// holds, so the node is not triggered again by it. A send's task has no
+/// trigger: its send is consumed by the step's checkpoint, which holds only
+/// the sends the step made.
 pub(crate) fn mark_seen<S: GraphState>(
     spec: &Spec<S>,
     checkpoint: &mut Checkpoint,
     node: TaskNode,
 ) {
-    let trigger = trigger_of(spec, node).to_owned();
+    let Some(trigger) = trigger_of(spec, node).map(str::to_owned) else {
+        return;
+    };
     let seen = checkpoint
         .channel_versions
         .get(&trigger)
@@ -121,8 +189,13 @@ pub(crate) fn prepare_tasks<'w, S: GraphState>(
     spec: &Spec<S>,
     checkpoint: &Checkpoint,
     pending: &'w [PendingWrite],
-) -> Vec<Prepared<'w>> {
-    prepare(spec, &checkpoint.id, &next_tasks(spec, checkpoint), pending)
+) -> Result<Vec<Prepared<'w>>> {
+    Ok(prepare(
+        spec,
+        &checkpoint.id,
+        &next_tasks(spec, checkpoint)?,
+        pending,
+    ))
 }
 
 /// [`prepare_tasks`] of the tasks `nodes` of the checkpoint `checkpoint_id`.
@@ -135,7 +208,7 @@ pub(crate) fn prepare<'w, S: GraphState>(
     nodes
         .iter()
         .map(|&node| {
-            let id = task_id(checkpoint_id, spec.name_of(node));
+            let id = task_id_of(spec, checkpoint_id, node);
             let writes = pending.iter().filter(|w| w.task_id == id).collect();
             Prepared { node, id, writes }
         })

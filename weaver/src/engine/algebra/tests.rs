@@ -114,7 +114,9 @@ fn spec(edges: &[(&str, &str)], before: &[&str]) -> Spec<Tally> {
         .map(|n| NodeSpec {
             name: n.to_string(),
             trigger: trigger_channel(n),
-            node: (|_: &Tally| TallyUpdate::default()).into_node(),
+            node: crate::engine::spec::NodeBody::State(
+                (|_: &Tally| TallyUpdate::default()).into_node(),
+            ),
             out: edges_from(n),
         })
         .collect();
@@ -177,7 +179,7 @@ fn writes(cp: &Checkpoint, node: &str, writes: &[(&str, Value)]) -> Vec<PendingW
 }
 
 fn output(spec: &Spec<Tally>, node: &str, update: TallyUpdate) -> (Author, TaskOutput<Tally>) {
-    let node = Some(spec.index[node]);
+    let node = TaskNode::Pull(spec.index[node]);
     let channels = serde_json::to_value(&update)
         .ok()
         .and_then(|v| v.as_object().map(|m| m.keys().cloned().collect()))
@@ -187,6 +189,7 @@ fn output(spec: &Spec<Tally>, node: &str, update: TallyUpdate) -> (Author, TaskO
         update,
         channels,
         triggers,
+        sends: Vec::new(),
     };
     (Author::Task(node), output)
 }
@@ -216,7 +219,7 @@ fn a_checkpoint_triggers_the_nodes_whose_trigger_is_newer_than_they_saw() {
     for (versions, seen, expected) in cases {
         let cp = checkpoint(versions, seen);
         assert_eq!(
-            names(&spec, &next_tasks(&spec, &cp)),
+            names(&spec, &next_tasks(&spec, &cp).unwrap()),
             *expected,
             "versions {versions:?}, seen {seen:?}"
         );
@@ -231,7 +234,7 @@ fn a_steps_writes_apply_in_task_order_whatever_order_the_tasks_finished_in() {
     for order in orders {
         let mut cp = checkpoint(&[("branch:to:a", 1), ("branch:to:c", 1)], &[]);
         let mut state = Tally::default();
-        let tasks = next_tasks(&spec, &cp);
+        let tasks = next_tasks(&spec, &cp).unwrap();
         let writes = order.iter().map(|n| output(&spec, n, logged(n))).collect();
         apply_writes(&spec, &mut cp, &mut state, tasks, writes).unwrap();
         results.push((state, cp.channel_versions, cp.versions_seen));
@@ -255,13 +258,17 @@ fn applying_a_step_bumps_what_it_wrote_and_marks_what_it_consumed() {
     for (writers, next, log, b) in cases {
         let mut cp = checkpoint(&[("branch:to:a", 2), ("branch:to:c", 1)], &[]);
         let mut state = Tally::default();
-        let consumed = next_tasks(&spec, &cp);
+        let consumed = next_tasks(&spec, &cp).unwrap();
         let writes = writers
             .iter()
             .map(|n| output(&spec, n, logged(n)))
             .collect();
         apply_writes(&spec, &mut cp, &mut state, consumed, writes).unwrap();
-        assert_eq!(names(&spec, &next_tasks(&spec, &cp)), *next, "{writers:?}");
+        assert_eq!(
+            names(&spec, &next_tasks(&spec, &cp).unwrap()),
+            *next,
+            "{writers:?}"
+        );
         assert_eq!(cp.channel_versions.get("log").copied(), *log, "{writers:?}");
         assert_eq!(cp.channel_versions.get("branch:to:b").copied(), *b);
         // Consumed at the version the step started from, not the new one.
@@ -286,7 +293,7 @@ fn a_refused_update_fails_the_step_and_leaves_the_checkpoint() {
             n: Some(*n),
         };
         let writes = vec![output(&spec, "c", bad), output(&spec, "a", logged("a"))];
-        let consumed = next_tasks(&spec, &cp);
+        let consumed = next_tasks(&spec, &cp).unwrap();
         let err = apply_writes(&spec, &mut cp, &mut state, consumed, writes).unwrap_err();
         let got = match &err {
             Error::InvalidArgument { .. } => "invalid argument",
@@ -303,8 +310,8 @@ fn a_refused_update_fails_the_step_and_leaves_the_checkpoint() {
 fn task_results_become_writes_that_replay_to_the_same_output() {
     let spec = diamond();
     let state = Tally::default();
-    let a = Some(spec.index["a"]);
-    let c = Some(spec.index["c"]);
+    let a = TaskNode::Pull(spec.index["a"]);
+    let c = TaskNode::Pull(spec.index["c"]);
     // (node, update, expected channels written)
     let cases: &[(TaskNode, TallyUpdate, &[&str])] = &[
         (a, logged("x"), &["log", "branch:to:b"]),
@@ -345,7 +352,7 @@ fn task_results_become_writes_that_replay_to_the_same_output() {
 fn failures_and_interrupts_become_their_special_writes() {
     let spec = diamond();
     let state = Tally::default();
-    let a = Some(spec.index["a"]);
+    let a = TaskNode::Pull(spec.index["a"]);
     let failed = Err(NodeError::msg("boom"));
     let (finished, stored) = finish_task(&spec, &state, a, "t", failed, true);
     assert!(
@@ -385,7 +392,7 @@ fn a_resume_skips_the_tasks_that_finished_and_runs_the_others() {
         ([pending.clone(), later_success].concat(), &["a", "c"], &[]),
     ];
     for (pending, replayed, to_run) in cases {
-        let tasks = prepare_tasks(&spec, &cp, &pending);
+        let tasks = prepare_tasks(&spec, &cp, &pending).unwrap();
         let done: Vec<String> = tasks
             .iter()
             .filter(|t| t.succeeded())
@@ -410,7 +417,10 @@ fn a_resume_skips_the_tasks_that_finished_and_runs_the_others() {
     let mut state = Tally::default();
     apply_finished(&spec, &mut applied, &mut state, &pending).unwrap();
     assert_eq!(state.log, ["a"]);
-    assert_eq!(names(&spec, &next_tasks(&spec, &applied)), ["b", "c"]);
+    assert_eq!(
+        names(&spec, &next_tasks(&spec, &applied).unwrap()),
+        ["b", "c"]
+    );
 }
 
 #[test]
@@ -549,7 +559,7 @@ fn an_answered_interrupt_waits_no_more_and_a_second_answer_extends_the_first() {
     };
     assert_eq!(writes[0].value, json!(["first", "second"]));
     assert_eq!(earlier[0].1, Some(json!(["first"])));
-    let prepared = prepare_tasks(&spec, &cp, &pending);
+    let prepared = prepare_tasks(&spec, &cp, &pending).unwrap();
     assert_eq!(
         prepared[0].resume_values(),
         [json!("first"), json!("second")]
@@ -560,7 +570,7 @@ fn an_answered_interrupt_waits_no_more_and_a_second_answer_extends_the_first() {
 fn static_stops_are_named_by_node_and_checkpoint_and_resumed_by_that_name() {
     let spec = spec(&[(START, "a"), ("a", END)], &["a"]);
     let cp = checkpoint(&[("branch:to:a", 1)], &[]);
-    let tasks = next_tasks(&spec, &cp);
+    let tasks = next_tasks(&spec, &cp).unwrap();
     let stops = static_stops(&spec, &cp.id, &tasks, InterruptWhen::Before);
     assert_eq!(stops.len(), 1);
     assert_eq!(stops[0].id, format!("before:a:{}", cp.id));

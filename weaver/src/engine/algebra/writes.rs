@@ -1,12 +1,14 @@
 //! Task results to pending writes and back: what a finished task stores,
 //! and what a task's stored writes say it did.
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::route::route;
 use super::tasks::TaskNode;
 use crate::checkpoint::{ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, PendingWrite};
 use crate::engine::node::{Command, NodeError, NodeErrorKind};
+use crate::engine::send::{SENDS_CHANNEL, StoredSend};
 use crate::engine::spec::{Spec, Target};
 use crate::engine::values::encode_object;
 use crate::engine::{Interrupt, InterruptWhen};
@@ -22,6 +24,8 @@ pub(crate) struct TaskOutput<S: GraphState> {
     pub channels: Vec<String>,
     /// The targets the task triggers.
     pub triggers: Vec<Target>,
+    /// The sends its routers made: tasks of the next step.
+    pub sends: Vec<StoredSend>,
 }
 
 /// Whether a task's stored writes show it finished successfully: only a
@@ -42,8 +46,12 @@ pub(crate) fn replay_task<S: GraphState>(
 ) -> Result<TaskOutput<S>> {
     let mut update = Map::new();
     let mut triggers = Vec::new();
+    let mut sends = Vec::new();
     for w in writes.iter().filter(|w| w.idx >= 0) {
-        if let Some(name) = w.channel.strip_prefix("branch:to:") {
+        if w.channel == SENDS_CHANNEL {
+            sends = Vec::<StoredSend>::deserialize(&w.value)
+                .map_err(|e| Error::decode(format!("the sends of `{}`", spec.name_of(node)), e))?;
+        } else if let Some(name) = w.channel.strip_prefix("branch:to:") {
             let t = spec.resolve(name).ok_or_else(|| {
                 Error::decode(
                     format!("pending write of `{}`", spec.name_of(node)),
@@ -70,6 +78,7 @@ pub(crate) fn replay_task<S: GraphState>(
         update,
         channels,
         triggers,
+        sends,
     })
 }
 
@@ -96,13 +105,13 @@ pub(crate) fn finish_task<S: GraphState>(
     persisting: bool,
 ) -> (Finished<S>, Vec<PendingWrite>) {
     let name = spec.name_of(node);
-    let failed = |e: BoxError| {
-        let writes = error_writes(id, name, &e);
-        let error = Error::NodeFailed {
-            node: name.to_owned(),
-            source: e,
-        };
+    let failed = |error: Error| {
+        let writes = error_writes(id, name, &error);
         (Finished::Failed(error), writes)
+    };
+    let node_failed = |source: BoxError| Error::NodeFailed {
+        node: name.to_owned(),
+        source,
     };
     match result {
         Ok(cmd) => match output_of(spec, state, node, cmd) {
@@ -117,7 +126,7 @@ pub(crate) fn finish_task<S: GraphState>(
             Err(e) => failed(e),
         },
         Err(NodeError(NodeErrorKind::Interrupt(signal))) => match signal.unencodable {
-            Some(reason) => failed(Error::encode("interrupt value", reason).into()),
+            Some(reason) => failed(node_failed(Error::encode("interrupt value", reason).into())),
             None => {
                 let interrupt = Interrupt {
                     id: signal.id,
@@ -133,16 +142,21 @@ pub(crate) fn finish_task<S: GraphState>(
                 (Finished::Interrupted(interrupt), writes)
             }
         },
-        Err(NodeError(NodeErrorKind::Failed(e))) => failed(e),
+        Err(NodeError(NodeErrorKind::Failed(e))) => failed(node_failed(e)),
     }
 }
 
-/// The error write a failed task leaves.
-fn error_writes(id: &str, name: &str, e: &BoxError) -> Vec<PendingWrite> {
+/// The error write a failed task leaves: the node's own message when the
+/// node failed, the whole error otherwise (a refused route).
+fn error_writes(id: &str, name: &str, e: &Error) -> Vec<PendingWrite> {
+    let message = match e {
+        Error::NodeFailed { source, .. } => source.to_string(),
+        other => other.to_string(),
+    };
     PendingWrite::for_task(
         id,
         name,
-        [(ERROR_CHANNEL.to_owned(), json!({"message": e.to_string()}))],
+        [(ERROR_CHANNEL.to_owned(), json!({ "message": message }))],
     )
 }
 
@@ -152,17 +166,21 @@ fn output_of<S: GraphState>(
     state: &S,
     node: TaskNode,
     cmd: Command<S::Update>,
-) -> std::result::Result<(TaskOutput<S>, Map<String, Value>), BoxError> {
-    let triggers = route(spec, state, node, &cmd)?;
+) -> Result<(TaskOutput<S>, Map<String, Value>)> {
+    let routed = route(spec, state, node, &cmd)?;
     // The update's `Serialize` is user code too: a panic there fails the
     // task (`encode_object` catches it), as a router's does.
-    let update = encode_object("node update", &cmd.update)?;
+    let update = encode_object("node update", &cmd.update).map_err(|e| Error::NodeFailed {
+        node: spec.name_of(node).to_owned(),
+        source: e.into(),
+    })?;
     let channels = update.keys().cloned().collect();
     Ok((
         TaskOutput {
             update: cmd.update,
             channels,
-            triggers,
+            triggers: routed.targets,
+            sends: routed.sends,
         },
         update,
     ))
@@ -181,6 +199,9 @@ fn success_writes<S: GraphState>(
         if let Target::Node(i) = t {
             writes.push((spec.nodes[*i].trigger.clone(), Value::Null));
         }
+    }
+    if !output.sends.is_empty() {
+        writes.push((SENDS_CHANNEL.to_owned(), json!(output.sends)));
     }
     if writes.is_empty() {
         writes.push((NO_WRITES_CHANNEL.to_owned(), Value::Null));

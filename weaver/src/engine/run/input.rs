@@ -3,7 +3,10 @@
 use super::Loop;
 use super::sink::send_state;
 use crate::checkpoint::CheckpointSource;
-use crate::engine::algebra::{Answer, advance, answer, apply_finished, next_tasks};
+use crate::engine::algebra::{
+    Answer, advance, answer, apply_finished, next_tasks, triggered_tasks,
+};
+use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::{INPUT_CHANNEL, START_TRIGGER};
 use crate::engine::values::encode_value;
 use crate::engine::{Input, Resume};
@@ -58,12 +61,16 @@ impl<S: GraphState> Loop<'_, S> {
         // If they cannot be applied (a reducer refuses them, they no longer
         // decode), they are dropped as unfinished tasks are: the new input
         // must stay a way out of a stuck step.
+        // Sends those tasks made are tasks of the step after theirs, as the
+        // nodes they triggered are: they stay for the input's checkpoint.
+        let mut sends = Vec::new();
         if !self.replaying && !self.pending.is_empty() {
             let (mut current, mut state) = (self.current.clone(), self.state.clone());
             match apply_finished(self.spec, &mut current, &mut state, &self.pending) {
-                Ok(()) => {
+                Ok(made) => {
                     self.state_is_current = false;
                     (self.current, self.state) = (current, state);
+                    sends = made;
                 }
                 Err(e) => tracing::warn!(
                     error = %e,
@@ -72,11 +79,17 @@ impl<S: GraphState> Loop<'_, S> {
             }
         }
         let mut next = self.current.successor_without_values();
-        let discarded = next_tasks(self.spec, &self.current);
+        // Unfinished tasks are discarded: the triggered ones marked seen, the
+        // sends of the current checkpoint not carried over.
+        let discarded = triggered_tasks(self.spec, &self.current);
         advance(self.spec, &mut next, discarded, [START_TRIGGER.to_owned()]);
         let input = encode_value("input", &update)?;
         next.channel_values = self.encode_state()?;
         next.channel_values.insert(INPUT_CHANNEL.to_owned(), input);
+        if !sends.is_empty() {
+            next.channel_values
+                .insert(SENDS_CHANNEL.to_owned(), serde_json::json!(sends));
+        }
         let step = if self.step == -2 { -1 } else { self.step + 1 };
         self.commit(next, CheckpointSource::Input, step).await
     }
@@ -104,7 +117,7 @@ impl<S: GraphState> Loop<'_, S> {
                 "resume continues the thread's latest checkpoint; drop `checkpoint_id` from the config",
             ));
         }
-        let has_tasks = !next_tasks(self.spec, &self.current).is_empty();
+        let has_tasks = !next_tasks(self.spec, &self.current)?.is_empty();
         let id = &self.current.id;
         let answered = answer(
             self.spec,

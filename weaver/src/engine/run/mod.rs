@@ -168,7 +168,7 @@ impl<S: GraphState> Loop<'_, S> {
         let limit = self.config.get_recursion_limit();
         let mut steps = 0usize;
         loop {
-            let tasks = next_tasks(self.spec, &self.current);
+            let tasks = next_tasks(self.spec, &self.current)?;
             if tasks.is_empty() {
                 return Ok(Outcome::Complete(self.state.clone()));
             }
@@ -181,7 +181,7 @@ impl<S: GraphState> Loop<'_, S> {
             skip_before = false;
             // The step that only takes in the input (START's) is not one of
             // the limit's super-steps, as in LangGraph.
-            if tasks.iter().any(Option::is_some) {
+            if tasks.iter().any(|t| t.node().is_some()) {
                 if steps == limit {
                     return Err(Error::RecursionLimit { limit });
                 }

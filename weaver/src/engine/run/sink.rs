@@ -50,7 +50,7 @@ pub(crate) fn send_update<S: GraphState>(
     let Some(sink) = sink.as_ref().filter(|s| s.mode.has_updates()) else {
         return;
     };
-    if node.is_none() {
+    if node.node().is_none() {
         return;
     }
     sink.send(StreamEvent::Update {

@@ -8,11 +8,13 @@ use super::Loop;
 use super::sink::{send_state, send_update};
 use crate::checkpoint::{Checkpoint, CheckpointSource};
 use crate::engine::Interrupt;
+use crate::engine::algebra::tasks::send_payload;
 use crate::engine::algebra::{
     Author, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
 };
 use crate::engine::runner::{Runner, run_task};
 use crate::engine::runtime::Runtime;
+use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::INPUT_CHANNEL;
 use crate::error::{Error, Result};
 use crate::state::GraphState;
@@ -106,8 +108,13 @@ impl<S: GraphState> Loop<'_, S> {
             state,
             ..
         } = self;
-        let (spec, state): (_, &S) = (*spec, state);
-        let input: Option<&Value> = current.channel_values.get(INPUT_CHANNEL);
+        let (spec, state, current): (_, &S, &_) = (*spec, state, current);
+        let input = |node: TaskNode| -> Option<&Value> {
+            match node {
+                TaskNode::Push { index, .. } => send_payload(current, index),
+                _ => current.channel_values.get(INPUT_CHANNEL),
+            }
+        };
         let persisting = thread.is_some();
         let runtimes = &started.runtimes;
         let to_run = std::mem::take(&mut started.to_run);
@@ -117,7 +124,7 @@ impl<S: GraphState> Loop<'_, S> {
             |k: usize| async move {
                 (
                     k,
-                    run_task(spec, state, &runtimes[k], nodes[k], input).await,
+                    run_task(spec, state, &runtimes[k], nodes[k], input(nodes[k])).await,
                 )
             },
         );
@@ -161,7 +168,7 @@ impl<S: GraphState> Loop<'_, S> {
             .filter_map(|(node, output)| Some((Author::Task(*node), output?)))
             .collect();
         self.state_is_current = false;
-        apply_writes(
+        let sends = apply_writes(
             self.spec,
             &mut self.current,
             &mut self.state,
@@ -175,6 +182,10 @@ impl<S: GraphState> Loop<'_, S> {
             ..Checkpoint::empty()
         };
         next.channel_values = self.encode_state()?;
+        if !sends.is_empty() {
+            next.channel_values
+                .insert(SENDS_CHANNEL.to_owned(), serde_json::json!(sends));
+        }
         self.commit(next, CheckpointSource::Loop, step).await?;
         send_state(&self.sink, step, &self.state);
         Ok(())

@@ -12,6 +12,7 @@ use crate::checkpoint::{
 use crate::config::Durability;
 use crate::engine::cache::SnapshotCache;
 use crate::engine::persist::{Answers, Writer};
+use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::INPUT_CHANNEL;
 use crate::error::Result;
 use crate::state::GraphState;
@@ -111,9 +112,12 @@ impl<S: GraphState> Thread<'_, S> {
             versions_seen: checkpoint.versions_seen.clone(),
             deltas: BTreeMap::new(),
         };
-        if let Some(input) = checkpoint.channel_values.get(INPUT_CHANNEL) {
-            kept.channel_values
-                .insert(INPUT_CHANNEL.to_owned(), input.clone());
+        // What the next step takes besides the state: a pending input, the
+        // sends it runs.
+        for channel in [INPUT_CHANNEL, SENDS_CHANNEL] {
+            if let Some(v) = checkpoint.channel_values.get(channel) {
+                kept.channel_values.insert(channel.to_owned(), v.clone());
+            }
         }
         let (record, base) = self.record(checkpoint, metadata());
         self.writer.put(record).await?;
