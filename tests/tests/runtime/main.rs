@@ -11,6 +11,7 @@ mod interrupts;
 mod pending;
 mod persistence;
 mod run_cache;
+mod sends;
 mod state;
 mod stream_modes;
 mod streaming;

@@ -17,9 +17,13 @@ pub(crate) struct RawBranch<S> {
 }
 
 /// A router's name for errors: its function's path, without the crate's
-/// (`route`, or `tests::route::{{closure}}` for a closure).
-fn router_name<R>() -> String {
+/// (`route`, or `tests::route::{{closure}}` for a closure); a function
+/// pointer has no name of its own, so it is named by the edge's source.
+fn router_name<R>(from: &str) -> String {
     let full = std::any::type_name::<R>();
+    if full.starts_with("fn(") || full.contains("dyn ") {
+        return format!("the router after `{from}`");
+    }
     full.split_once("::")
         .map_or(full, |(_, rest)| rest)
         .to_owned()
@@ -153,9 +157,10 @@ impl<S: GraphState> Graph<S> {
         I: IntoIterator,
         I::Item: Into<String>,
     {
+        let from = from.into();
         self.branches.push(RawBranch {
-            from: from.into(),
-            name: router_name::<R>(),
+            name: router_name::<R>(&from),
+            from,
             router: Arc::new(move |s: &S| router(s).into_route()),
             targets: targets.into_iter().map(Into::into).collect(),
         });

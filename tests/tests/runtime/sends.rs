@@ -1,0 +1,319 @@
+//! `Send` fan-out on the in-memory saver and without one, and every way a
+//! route or a goto is refused.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use weaver::checkpoint::{CheckpointRef, NewCheckpoint};
+use weaver::prelude::*;
+use weaver_tests::sends::{self, Calls, Corpus, CorpusUpdate};
+use weaver_tests::states::{Steps, StepsUpdate};
+
+fn memory() -> Arc<dyn Saver> {
+    Arc::new(InMemorySaver::new())
+}
+
+#[tokio::test]
+async fn a_fan_out_merges_in_send_order_in_memory() {
+    sends::fan_out_merges_in_send_order(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_failed_send_is_the_only_task_run_again_in_memory() {
+    sends::a_failed_send_is_the_only_task_run_again(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn new_input_discards_the_unfinished_sends_in_memory() {
+    sends::new_input_discards_the_unfinished_sends(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_fan_out_runs_without_a_checkpointer() {
+    let calls = Arc::new(Calls::default());
+    let graph = sends::fan_out_graph(None, calls.clone());
+    let out = graph
+        .invoke(sends::sixteen(), &RunConfig::default())
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(out.summaries, sends::sixteen_summaries());
+    assert_eq!(calls.total(), 16);
+}
+
+#[tokio::test]
+async fn an_empty_fan_out_runs_no_task() {
+    let calls = Arc::new(Calls::default());
+    let graph = sends::fan_out_graph(Some(memory()), calls.clone());
+    let out = graph
+        .invoke(Corpus::default(), &RunConfig::thread("t"))
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(calls.total(), 0);
+    assert!(out.summaries.is_empty());
+    // Nothing was sent, so nothing leads to `reduce` either.
+    assert_eq!(out.report, "");
+}
+
+/// A graph whose router (after `a`) returns what `route` gives, with
+/// `summarize` (payload `u32`) and `plain` (the state) as its targets.
+fn routed<R>(route: R) -> CompiledGraph<Steps>
+where
+    R: Fn(&Steps) -> weaver::Route + Send + Sync + 'static,
+{
+    Graph::<Steps>::new("routes")
+        .add_node("a", |_: &Steps| StepsUpdate::default())
+        .add_node("plain", |_: &Steps| StepsUpdate::default().bar(["plain"]))
+        .add_send_node("summarize", |n: &u32| {
+            StepsUpdate::default().bar([format!("sent {n}")])
+        })
+        .add_edge(START, "a")
+        .add_conditional_edges("a", route, ["plain", "summarize", END])
+        .add_edge("plain", END)
+        .add_edge("summarize", END)
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap()
+}
+
+fn to_summarize(_: &Steps) -> weaver::Route {
+    weaver::Route::sends([
+        weaver::Send::new("summarize", 1u32),
+        weaver::Send::new("summarize", 2u32),
+    ])
+}
+
+#[tokio::test]
+async fn a_router_may_send_the_same_node_several_payloads() {
+    let out = routed(to_summarize)
+        .invoke(Steps::default(), &RunConfig::thread("t"))
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(out.bar, ["sent 1", "sent 2"]);
+}
+
+async fn refused<R>(route: R) -> (String, String, String)
+where
+    R: Fn(&Steps) -> weaver::Route + Send + Sync + 'static,
+{
+    let err = routed(route)
+        .invoke(Steps::default(), &RunConfig::thread("t"))
+        .await
+        .unwrap_err();
+    match err {
+        Error::InvalidRoute {
+            router,
+            from,
+            target,
+            reason,
+        } => {
+            assert_eq!(from, "a");
+            (router, target, reason)
+        }
+        other => panic!("expected InvalidRoute, got {other}"),
+    }
+}
+
+fn send_to_undeclared(_: &Steps) -> weaver::Route {
+    weaver::Route::sends([weaver::Send::new("ghost", 1u32)])
+}
+
+fn send_to_a_state_node(_: &Steps) -> weaver::Route {
+    weaver::Route::sends([weaver::Send::new("plain", 1u32)])
+}
+
+fn name_a_payload_node(_: &Steps) -> weaver::Route {
+    weaver::Route::to(["summarize"])
+}
+
+#[tokio::test]
+async fn a_router_refused_is_an_error_naming_the_router() {
+    let (router, target, reason) = refused(send_to_undeclared).await;
+    // A router is named by its path (the crate's left out).
+    assert_eq!(router, "sends::send_to_undeclared");
+    assert_eq!(target, "ghost");
+    assert!(reason.contains("not a declared target"), "{reason}");
+    let (_, target, reason) = refused(send_to_a_state_node).await;
+    assert_eq!(target, "plain");
+    assert!(reason.contains("add_send_node"), "{reason}");
+    let (_, target, reason) = refused(name_a_payload_node).await;
+    assert_eq!(target, "summarize");
+    assert!(reason.contains("return a `Send`"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_payload_json_cannot_hold_is_an_encode_error() {
+    fn nan(_: &Steps) -> weaver::Route {
+        weaver::Route::sends([weaver::Send::new("summarize", f64::NAN)])
+    }
+    let err = routed(nan)
+        .invoke(Steps::default(), &RunConfig::thread("t"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Encode { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_payload_that_does_not_decode_fails_its_task() {
+    fn text(_: &Steps) -> weaver::Route {
+        weaver::Route::sends([weaver::Send::new("summarize", "not a number")])
+    }
+    let err = routed(text)
+        .invoke(Steps::default(), &RunConfig::thread("t"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::NodeFailed { node, source } if node == "summarize" && source.to_string().contains("payload")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn stored_sends_to_a_node_the_graph_lacks_are_a_decode_error() {
+    let saver = InMemorySaver::new();
+    let graph = Graph::<Steps>::new("g")
+        .add_node("a", |_: &Steps| StepsUpdate::default())
+        .add_edge(START, "a")
+        .add_edge("a", END)
+        .compile(Compile::new().checkpointer(saver.clone()))
+        .unwrap();
+    let mut record = weaver::checkpoint::Checkpoint::empty();
+    record.id = "c1".into();
+    record
+        .channel_values
+        .insert("__sends__".into(), json!([{"node": "gone", "payload": 1}]));
+    let root = NewCheckpoint {
+        thread_id: "t".into(),
+        checkpoint_ns: String::new(),
+        parent_id: None,
+        checkpoint: record,
+        metadata: weaver::checkpoint::CheckpointMetadata::new(
+            weaver::checkpoint::CheckpointSource::Loop,
+            0,
+        ),
+        commit_order: None,
+    };
+    saver.put(root).await.unwrap();
+    let config = RunConfig::thread("t");
+    let err = graph.continue_run(&config).await.unwrap_err();
+    assert!(matches!(err, Error::Decode { .. }), "{err}");
+    let err = graph.get_state(&config).await.unwrap_err();
+    assert!(matches!(err, Error::Decode { .. }), "{err}");
+    assert!(
+        saver
+            .get_tuple(&CheckpointRef::latest("t"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[test]
+fn an_edge_into_a_node_run_by_sends_is_refused() {
+    let built = Graph::<Steps>::new("g")
+        .add_send_node("summarize", |_: &u32| StepsUpdate::default())
+        .add_edge(START, "summarize")
+        .add_edge("summarize", END)
+        .compile(Compile::new());
+    assert!(
+        matches!(&built, Err(Error::InvalidGraph(weaver::GraphError::InvalidEdge { to, .. })) if to == "summarize"),
+        "{:?}",
+        built.err()
+    );
+}
+
+#[tokio::test]
+async fn a_goto_outside_the_declared_destinations_is_refused() {
+    let graph = Graph::<Steps>::new("goto")
+        .add_node("a", |_: &Steps| {
+            Command::update(StepsUpdate::default()).goto("c")
+        })
+        .add_node("b", |_: &Steps| StepsUpdate::default())
+        .add_node("c", |_: &Steps| StepsUpdate::default())
+        .add_edge(START, "a")
+        .add_destinations("a", ["b", END])
+        .add_edge("b", END)
+        .add_edge(START, "c")
+        .add_edge("c", END)
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    let err = graph.invoke(Steps::default(), &config).await.unwrap_err();
+    match err {
+        Error::InvalidGoto {
+            node,
+            target,
+            declared,
+        } => {
+            assert_eq!(node, "a");
+            assert_eq!(target, "c");
+            assert_eq!(declared, ["b", END]);
+        }
+        other => panic!("expected InvalidGoto, got {other}"),
+    }
+    // The refusal is the task's stored error.
+    let snapshot = graph.get_state(&config).await.unwrap();
+    let a = snapshot.tasks.iter().find(|t| t.name == "a").unwrap();
+    assert!(
+        a.error
+            .as_deref()
+            .unwrap()
+            .contains("declared destinations")
+    );
+}
+
+#[tokio::test]
+async fn graph_macro_gotos_are_enforced_at_run_time() {
+    fn a(_: &Steps) -> Command<StepsUpdate> {
+        Command::update(StepsUpdate::default()).goto("c")
+    }
+    fn b(_: &Steps) -> StepsUpdate {
+        StepsUpdate::default()
+    }
+    fn c(_: &Steps) -> StepsUpdate {
+        StepsUpdate::default()
+    }
+    let graph = graph! {
+        state: Steps,
+        nodes: [a, b, c],
+        edges: [START -> a, START -> c -> END, b -> END],
+        goto: [a -> [b, END]],
+    }
+    .compile(Compile::new())
+    .unwrap();
+    let err = graph
+        .invoke(Steps::default(), &RunConfig::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidGoto { node, target, .. } if node == "a" && target == "c"),
+        "{err}"
+    );
+}
+
+/// The sends' summaries through `update_state`: an update as the node
+/// before a fan-out routes like that node, so the sends are made.
+#[tokio::test]
+async fn an_update_as_a_node_makes_its_routers_sends() {
+    let calls = Arc::new(Calls::default());
+    let graph = sends::fan_out_graph(Some(memory()), calls.clone());
+    let config = RunConfig::thread("t");
+    // An update as START takes in docs and routes them as START would.
+    let at = graph
+        .update_state(
+            &config,
+            CorpusUpdate::default().docs(vec!["x".to_owned(), "y".to_owned()]),
+            Some(START),
+        )
+        .await
+        .unwrap();
+    let snapshot = graph.get_state(&config).await.unwrap();
+    assert_eq!(snapshot.next, ["summarize", "summarize"]);
+    let out = graph.continue_run(&at).await.unwrap().complete().unwrap();
+    assert_eq!(out.summaries, ["X", "Y"]);
+    assert_eq!(calls.total(), 2);
+}
