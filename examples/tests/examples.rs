@@ -268,3 +268,153 @@ fn encrypted_keeps_secrets_out_of_the_file_and_rotates_keys() {
     }
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// The PostgreSQL the examples use.
+fn pg_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+#[test]
+fn map_reduce_summarises_sixteen_documents_in_the_order_sent() {
+    let (dir, db) = temp_db("map-reduce");
+    let out = run(
+        env!("CARGO_BIN_EXE_map_reduce"),
+        &[&format!("sqlite://{db}"), "-", "run"],
+    );
+    // The tasks finish later documents first; the summaries merge in the
+    // order the documents were sent.
+    let ran: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("summarized "))
+        .collect();
+    assert_eq!(ran.len(), 16, "{out}");
+    assert_eq!(ran[0], "summarized doc-16", "{out}");
+    let expected: Vec<String> = (1..=16).map(|i| format!("doc-{i:02}: TOPIC{i}")).collect();
+    assert!(
+        out.contains(&format!("report: 16 summaries: {}", expected.join(", "))),
+        "{out}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// The documents whose `summarize` task has stored its result at the
+/// thread's latest checkpoint.
+async fn summarized(saver: &dyn Saver) -> BTreeSet<String> {
+    let tuple = saver
+        .get_tuple(&CheckpointRef::latest("corpus-1"))
+        .await
+        .unwrap();
+    tuple
+        .iter()
+        .flat_map(|t| &t.pending_writes)
+        .filter(|w| w.channel == "summaries")
+        .filter_map(|w| w.value[0].as_str().map(|s| s[..6].to_owned()))
+        .collect()
+}
+
+/// Runs `map_reduce <url> <schema> hang`, kills it (SIGKILL) once fifteen
+/// of the sixteen sends stored their results, then finishes the thread in
+/// another process: only the sixteenth task runs.
+fn killed_mid_fan_out(url: &str, schema: &str, saver: impl AsyncFn() -> Box<dyn Saver>) {
+    let bin = env!("CARGO_BIN_EXE_map_reduce");
+    let mut hung = Killed(Some(
+        Command::new(bin)
+            .args([url, schema, "hang"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("example starts"),
+    ));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stored = rt.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            // The schema exists once the child migrated it.
+            if let Some(saver) = saver_when_ready(&saver).await {
+                let done = summarized(&*saver).await;
+                if done.len() == 15 || Instant::now() > deadline {
+                    return done;
+                }
+            }
+            if let Some(status) = hung.child().try_wait().unwrap() {
+                let out = hung.kill();
+                panic!(
+                    "the hanging run ended by itself: {status}\n{}\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let killed = hung.kill();
+    assert_eq!(stored.len(), 15, "{stored:?}");
+    assert!(!stored.contains("doc-16"), "{stored:?}");
+    let ran = String::from_utf8_lossy(&killed.stdout).into_owned();
+    assert_eq!(ran.lines().count(), 15, "{ran}");
+
+    let out = run(bin, &[url, schema, "finish"]);
+    let ran: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("summarized "))
+        .collect();
+    assert_eq!(ran, ["summarized doc-16"], "{out}");
+    let expected: Vec<String> = (1..=16).map(|i| format!("doc-{i:02}: TOPIC{i}")).collect();
+    assert!(
+        out.contains(&format!("report: 16 summaries: {}", expected.join(", "))),
+        "{out}"
+    );
+}
+
+/// `saver()`, or `None` while what it reads is not there yet (the child
+/// has not created the database or its tables).
+async fn saver_when_ready(saver: &impl AsyncFn() -> Box<dyn Saver>) -> Option<Box<dyn Saver>> {
+    let s = saver().await;
+    match s.get_tuple(&CheckpointRef::latest("corpus-1")).await {
+        Ok(_) => Some(s),
+        Err(_) => None,
+    }
+}
+
+#[test]
+fn a_fan_out_cut_off_by_a_killed_process_is_finished_by_another_on_sqlite() {
+    let (dir, db) = temp_db("map-reduce-kill");
+    let url = format!("sqlite://{db}");
+    killed_mid_fan_out(&url, "-", async || {
+        Box::new(SqliteSaver::connect(&url).await.unwrap()) as Box<dyn Saver>
+    });
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_fan_out_cut_off_by_a_killed_process_is_finished_by_another_on_postgres() {
+    let url = pg_url();
+    let schema = format!("weaver_mr_{}", std::process::id());
+    killed_mid_fan_out(&url, &schema, async || {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap_or_else(|e| {
+            panic!("PostgreSQL is unreachable at {url} ({e}): start it or set DATABASE_URL")
+        });
+        Box::new(
+            weaver::checkpoint::PostgresSaver::new(pool)
+                .with_prefix(&schema)
+                .unwrap(),
+        ) as Box<dyn Saver>
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+    });
+}

@@ -45,6 +45,8 @@ mod maintenance;
 mod migrations;
 #[path = "sql/orphans.rs"]
 mod orphans;
+#[path = "sql/sends.rs"]
+mod sends;
 #[path = "sql/stored_json.rs"]
 mod stored_json;
 #[path = "sql/typed_history.rs"]
