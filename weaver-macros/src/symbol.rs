@@ -22,8 +22,9 @@ pub(crate) const REDUCERS: [Symbol; 5] = [APPEND, DELTA, ADD, MERGE, REPLACE];
 /// input), `weaver::checkpoint::ERROR_CHANNEL`, `INTERRUPT_CHANNEL`,
 /// `RESUME_CHANNEL` and `NO_WRITES_CHANNEL`. A field of one of these names
 /// would share its channel.
-pub(crate) const RESERVED_CHANNELS: [(&str, &str); 5] = [
+pub(crate) const RESERVED_CHANNELS: [(&str, &str); 6] = [
     ("__start__", "a run's pending input"),
+    ("__sends__", "the sends the next step runs"),
     ("__error__", "a failed task's error"),
     ("__interrupt__", "a task's interrupts"),
     ("__resume__", "the values a task is resumed with"),
@@ -37,15 +38,17 @@ pub(crate) const NODES: Symbol = Symbol("nodes");
 pub(crate) const EDGES: Symbol = Symbol("edges");
 pub(crate) const CONDITIONAL: Symbol = Symbol("conditional");
 pub(crate) const GOTO: Symbol = Symbol("goto");
+pub(crate) const SEND: Symbol = Symbol("send");
 pub(crate) const INTERRUPT_BEFORE: Symbol = Symbol("interrupt_before");
 pub(crate) const INTERRUPT_AFTER: Symbol = Symbol("interrupt_after");
 /// The option keys of `graph!`, in the order error messages list them.
-pub(crate) const GRAPH_KEYS: [Symbol; 8] = [
+pub(crate) const GRAPH_KEYS: [Symbol; 9] = [
     NAME,
     STATE,
     NODES,
     EDGES,
     CONDITIONAL,
+    SEND,
     GOTO,
     INTERRUPT_BEFORE,
     INTERRUPT_AFTER,

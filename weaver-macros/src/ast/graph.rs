@@ -7,6 +7,7 @@
 //!     nodes: [a, b, renamed = path::to::f, c = |s: &State| ...],
 //!     edges: [START -> a -> [b, c] -> d -> END, ...],
 //!     conditional: [a => router ? [b, c, END], ...],
+//!     send: [a => fan_out ? [summarize], ...],   // a router's `Send`s to payload nodes
 //!     goto: [a -> [b, c], d -> END, ...],        // where a `Command` may go
 //!     interrupt_before: [b],
 //!     interrupt_after: [c],
@@ -23,7 +24,7 @@ use syn::{Expr, Ident, LitStr, Token, Type, bracketed};
 use crate::ctxt::{Errors, closest};
 use crate::symbol::{
     CONDITIONAL, EDGES, END, GOTO, GRAPH_KEYS, INTERRUPT_AFTER, INTERRUPT_BEFORE, NAME, NODES,
-    START, STATE, list,
+    SEND, START, STATE, list,
 };
 
 /// A whole `graph!` input. Options the user left out are `None` / empty.
@@ -82,12 +83,15 @@ pub(crate) struct Goto {
     pub span: Span,
 }
 
-/// `from => router ? [targets]`.
+/// `from => router ? [targets]`, in `conditional:` or `send:`.
 pub(crate) struct Conditional {
     pub from: Endpoint,
     pub router: Expr,
     pub targets: Vec<Endpoint>,
     pub bracket: Span,
+    /// Declared in `send:`: the router returns `Send`s, and its targets are
+    /// nodes run by sends (they take the payload).
+    pub sends: bool,
 }
 
 impl Parse for GraphDecl {
@@ -138,6 +142,14 @@ impl Parse for GraphDecl {
                 bracketed!(content in input);
                 let list = Punctuated::<Conditional, Comma>::parse_terminated(&content)?;
                 decl.conditionals.extend(list);
+            } else if key == SEND {
+                let content;
+                bracketed!(content in input);
+                let list = Punctuated::<Conditional, Comma>::parse_terminated(&content)?;
+                decl.conditionals.extend(list.into_iter().map(|mut c| {
+                    c.sends = true;
+                    c
+                }));
             } else if key == GOTO {
                 let content;
                 bracketed!(content in input);
@@ -312,6 +324,7 @@ impl Parse for Conditional {
             router,
             targets,
             bracket: bracket.span.join(),
+            sends: false,
         })
     }
 }

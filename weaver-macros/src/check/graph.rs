@@ -130,6 +130,7 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
             }
         }
     }
+    sent_nodes_only_by_sends(decl, errors);
     // Goto destinations count as edges: a node reached only through a
     // `Command` goto is reachable.
     for goto in &decl.gotos {
@@ -292,5 +293,50 @@ fn resolve(
                 (None, None)
             }
         },
+    }
+}
+
+/// A `send:` router's targets are nodes run by sends: not END, and not the
+/// target of an edge, a plain conditional edge or a goto (which would run
+/// them with no payload).
+fn sent_nodes_only_by_sends(decl: &GraphDecl, errors: &mut Errors) {
+    let sent: Vec<&Ident> = decl
+        .conditionals
+        .iter()
+        .filter(|c| c.sends)
+        .flat_map(|c| &c.targets)
+        .filter_map(|t| match t {
+            Endpoint::End(i) => {
+                errors.spanned(
+                    i,
+                    "a `send:` router sends to nodes that take its payload; END takes none: \
+                     route to END with a `conditional:` edge",
+                );
+                None
+            }
+            other => Some(other.ident()),
+        })
+        .collect();
+    let is_sent = |t: &Endpoint| matches!(t, Endpoint::Node(i) if sent.contains(&i));
+    let plain = decl
+        .chains
+        .iter()
+        .flat_map(|c| c.links.iter().skip(1).flatten())
+        .chain(
+            decl.conditionals
+                .iter()
+                .filter(|c| !c.sends)
+                .flat_map(|c| &c.targets),
+        )
+        .chain(decl.gotos.iter().flat_map(|g| &g.targets));
+    for t in plain.filter(|t| is_sent(t)) {
+        errors.spanned(
+            t.ident(),
+            format!(
+                "`{}` is run by sends (a `send:` router leads to it) and takes their payload; \
+                 it cannot also be reached by an edge, a plain conditional edge or a goto",
+                t.ident()
+            ),
+        );
     }
 }

@@ -26,13 +26,40 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
         let errors = errors.into_compile_errors();
         return quote!({ #errors ::weaver::Graph::<#state>::new(#name) });
     }
+    // Nodes a `send:` router leads to take the payload, not the state.
+    let sent: Vec<String> = decl
+        .conditionals
+        .iter()
+        .filter(|c| c.sends)
+        .flat_map(|c| &c.targets)
+        .map(|t| t.ident().unraw().to_string())
+        .collect();
     let nodes = decl.nodes.iter().map(|node| {
         let lit = node.name.unraw().to_string();
         let func = &node.func;
         // Spanned at the node's name: a function that does not fit the state
         // is reported there, through `IntoNode`'s `on_unimplemented`.
-        quote_spanned!(node.name.span()=> .add_node(#lit, #func))
+        if sent.contains(&lit) {
+            quote_spanned!(node.name.span()=> .add_send_node(#lit, #func))
+        } else {
+            quote_spanned!(node.name.span()=> .add_node(#lit, #func))
+        }
     });
+    // Each `send:` router's payload must be what each of its targets
+    // takes: checked by the types, in a closure that never runs.
+    let mut send_checks = Vec::new();
+    for c in decl.conditionals.iter().filter(|c| c.sends) {
+        let router = &c.router;
+        for t in &c.targets {
+            let Some(node) = decl.nodes.iter().find(|n| n.name == *t.ident()) else {
+                continue;
+            };
+            let func = &node.func;
+            send_checks.push(quote_spanned!(t.ident().span()=>
+                ::weaver::__private::check_send::<#state, _, _, _, _, _>(&(#router), &(#func));
+            ));
+        }
+    }
     let mut edges = Vec::new();
     for chain in &decl.chains {
         for pair in chain.links.windows(2) {
@@ -48,7 +75,15 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
         let from = endpoint(&c.from);
         let router = &c.router;
         let targets = c.targets.iter().map(endpoint);
-        quote!(.add_conditional_edges(#from, #router, [#(#targets),*]))
+        // A router written as a path is named as written in errors.
+        let named = match router {
+            syn::Expr::Path(p) => {
+                let name = quote!(#p).to_string().replace(' ', "");
+                quote!(.router_named(#name))
+            }
+            _ => quote!(),
+        };
+        quote!(.add_conditional_edges(#from, #router, [#(#targets),*]) #named)
     });
     let gotos = decl.gotos.iter().map(|g| {
         let from = endpoint(&g.from);
@@ -65,14 +100,21 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
             interrupts.push(quote!(.#method([#(#names),*])));
         }
     }
-    quote! {
+    let graph = quote! {
         ::weaver::Graph::<#state>::new(#name)
             #(#nodes)*
             #(#edges)*
             #(#conditionals)*
             #(#gotos)*
             #(#interrupts)*
+    };
+    if send_checks.is_empty() {
+        return graph;
     }
+    quote!({
+        let _payloads_fit = || { #(#send_checks)* };
+        #graph
+    })
 }
 
 fn graph_name(decl: &GraphDecl) -> TokenStream {
