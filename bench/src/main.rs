@@ -12,7 +12,7 @@
 //! `--all`: every workload on every backend it applies to (the peer's suite:
 //! W1 and W3 on none/memory/sqlite/postgres, W1 also with `durability=sync`
 //! on the three savers, W2+W4, W5 and W7 on memory/sqlite/postgres, W6 on
-//! postgres).
+//! postgres, W8 on memory/sqlite).
 //!
 //! Each (workload, backend, durability) row runs in its own child process so
 //! that `peak_rss_kib` is per row, as in the peer's figures. `--repeats R`
@@ -349,6 +349,9 @@ fn jobs(args: &Args) -> Vec<(String, String, Option<Durability>)> {
         push("w6", "postgres", args.durability);
         for b in savers {
             push("w7", b, args.durability);
+        }
+        for b in ["memory", "sqlite"] {
+            push("w8", b, args.durability);
         }
     } else {
         for w in &args.workloads {
@@ -836,8 +839,61 @@ async fn run_row(workload: &str, backend: &str, args: &Args) -> weaver::Result<V
         "w5" => w5(backend, args).await,
         "w6" => w6(args).await,
         "w7" => w7(backend, args).await,
+        "w8" => w8(backend, args).await,
         other => Err(Error::invalid_argument(format!("unknown workload {other}"))),
     }
+}
+
+/// W8: a router sends 64 payloads of 256 bytes to `map`, which appends
+/// each one's length to `bar`; `reduce` sums them into `foo`.
+fn map_reduce(be: &Backend) -> CompiledGraph<Steps> {
+    let fan_out = |_: &Steps| -> Vec<weaver::Send<String>> {
+        (0..64)
+            .map(|i| weaver::Send::new("map", format!("{i:03}{}", "x".repeat(253))))
+            .collect()
+    };
+    compile(
+        Graph::<Steps>::new("map-reduce")
+            .add_send_node("map", |doc: &String| {
+                StepsUpdate::default().bar([doc.len().to_string()])
+            })
+            .add_node("reduce", |s: &Steps| {
+                let total: usize = s.bar.iter().filter_map(|n| n.parse::<usize>().ok()).sum();
+                StepsUpdate::default().foo(total.to_string())
+            })
+            .add_conditional_edges(START, fan_out, ["map"])
+            .add_edge("map", "reduce")
+            .add_edge("reduce", END),
+        be,
+    )
+}
+
+async fn w8(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
+    let be = Backend::open(backend).await?;
+    let graph = map_reduce(&be);
+    for i in 0..WARMUP {
+        graph
+            .invoke(input(), &config(args, format!("warm-{i}")))
+            .await?;
+    }
+    let check = graph
+        .invoke(input(), &config(args, "check".into()))
+        .await?
+        .complete()?;
+    let ok = check.foo == (64 * 256).to_string() && check.bar.len() == 64;
+    let be = be.reset().await?;
+    let n = args.n.unwrap_or(200);
+    let graph = map_reduce(&be);
+    let mut fields = timed(n, |i| {
+        let graph = graph.clone();
+        let c = config(args, format!("w8-{i}"));
+        async move { graph.invoke(input(), &c).await.map(drop) }
+    })
+    .await?;
+    fields["output_ok"] = json!(ok);
+    drop(graph);
+    be.close().await?;
+    Ok(vec![row("W8", backend, args, fields)])
 }
 
 async fn w1_w3(workload: &str, backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
