@@ -47,5 +47,7 @@ mod migrations;
 mod orphans;
 #[path = "sql/stored_json.rs"]
 mod stored_json;
+#[path = "sql/streamed.rs"]
+mod streamed;
 #[path = "sql/typed_history.rs"]
 mod typed_history;

@@ -13,4 +13,5 @@ mod persistence;
 mod run_cache;
 mod state;
 mod stream_modes;
+mod stream_writer;
 mod streaming;
