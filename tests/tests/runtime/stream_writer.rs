@@ -359,7 +359,7 @@ async fn checkpoints_mode_streams_each_stored_checkpoint_as_history_lists_it() {
         let streamed: Vec<_> = seen
             .iter()
             .map(|e| match e {
-                StreamEvent::Checkpoint(c) => c.clone(),
+                StreamEvent::Checkpoint(c) => (**c).clone(),
                 other => panic!("not asked for: {other:?}"),
             })
             .collect();
@@ -469,9 +469,12 @@ async fn a_writer_nobody_listens_to_does_nothing() {
     );
 }
 
+/// What a node streams, by hand.
+type Emit = fn(&Runtime) -> weaver::Result<()>;
+
 #[tokio::test]
 async fn a_custom_value_json_cannot_hold_fails_the_node_with_an_encode_error() {
-    let cases: [(&str, fn(&Runtime) -> weaver::Result<()>); 3] = [
+    let cases: [(&str, Emit); 3] = [
         ("nan", |rt| {
             rt.stream()
                 .custom(json!({ "ok": 1 }))

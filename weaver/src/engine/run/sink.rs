@@ -202,13 +202,13 @@ pub(crate) fn send_checkpoint<S: GraphState>(
         .into_iter()
         .map(|node| spec.name_of(node).to_owned())
         .collect();
-    sink.send(StreamEvent::Checkpoint(CheckpointEvent {
+    sink.send(StreamEvent::Checkpoint(Box::new(CheckpointEvent {
         namespace: sink.namespace.clone(),
         config: at.at(checkpoint.id.clone()).into(),
         parent_config: parent.map(|id| at.at(id.to_owned()).into()),
         metadata: metadata(),
         values: values()?,
         next,
-    }));
+    })));
     Ok(())
 }

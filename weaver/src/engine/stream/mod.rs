@@ -148,7 +148,7 @@ pub enum StreamEvent<S: GraphState> {
     /// per checkpoint stored, none without a checkpointer, and under
     /// [`Durability::Exit`](crate::Durability::Exit) only the one stored
     /// when the run ends.
-    Checkpoint(CheckpointEvent<S>),
+    Checkpoint(Box<CheckpointEvent<S>>),
 }
 
 /// An item of [`RunStream`](crate::RunStream).
