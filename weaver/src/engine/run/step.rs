@@ -7,13 +7,13 @@ use serde_json::Value;
 use super::Loop;
 use super::sink::{send_state, send_task_result, send_task_start, send_update, stream_writer};
 use crate::checkpoint::{Checkpoint, CheckpointSource};
-use crate::engine::Interrupt;
 use crate::engine::algebra::{
     Author, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
 };
 use crate::engine::runner::{Runner, run_task};
 use crate::engine::runtime::Runtime;
 use crate::engine::spec::INPUT_CHANNEL;
+use crate::engine::{Interrupt, StreamWriter};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
@@ -70,7 +70,7 @@ impl<S: GraphState> Loop<'_, S> {
         };
         for (k, task) in prepared.into_iter().enumerate() {
             let mut resume = Vec::new();
-            let mut writer = crate::engine::StreamWriter::default();
+            let mut writer = StreamWriter::default();
             if task.succeeded() {
                 let output = replay_task(self.spec, task.node, &task.writes)?;
                 send_update(&self.sink, step, self.spec, task.node, &output);
