@@ -418,3 +418,40 @@ fn a_fan_out_cut_off_by_a_killed_process_is_finished_by_another_on_postgres() {
         .unwrap();
     });
 }
+
+#[test]
+fn streaming_prints_tokens_as_they_arrive_then_the_update_and_the_whole_text() {
+    let out = run(env!("CARGO_BIN_EXE_streaming"), &[]);
+    let lines: Vec<&str> = out.lines().collect();
+    let find = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix));
+    let custom = find("custom from prepare (step 1): ").expect(&out);
+    assert!(
+        lines[custom].contains(r#""status":"prompt ready""#),
+        "{out}"
+    );
+    // The tokens, numbered in the order they came, each from the model.
+    let tokens: Vec<(usize, &str)> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("token "))
+        .map(|(i, l)| (i, *l))
+        .collect();
+    assert_eq!(tokens.len(), 8, "{out}");
+    let mut text = String::new();
+    for (n, (_, line)) in tokens.iter().enumerate() {
+        let prefix = format!("token {} from model (message reply-1): \"", n + 1);
+        let rest = line.strip_prefix(&prefix).expect(line);
+        let (token, _) = rest.split_once("\" at +").expect(line);
+        text.push_str(token);
+    }
+    assert_eq!(text, "Streams show each token as it comes.", "{out}");
+    // All of them before the model's update, after prepare's.
+    let update = find("update from model").expect(&out);
+    let prepared = find("update from prepare").expect(&out);
+    assert!(prepared < tokens[0].0 && tokens[7].0 < update, "{out}");
+    assert!(custom < prepared, "{out}");
+    let whole = format!("{text:?}");
+    assert!(out.contains(&format!("streamed text: {whole}")), "{out}");
+    assert!(out.contains(&format!("final answer: {whole}")), "{out}");
+    assert!(out.contains(&format!("stored answer: {whole}")), "{out}");
+}

@@ -5,6 +5,7 @@ pub mod decodes;
 pub mod sends;
 pub mod states;
 pub mod store_conformance;
+pub mod streamed;
 
 /// The id of the pending task `node` at the thread's latest checkpoint.
 pub async fn task_id_of<S: weaver::GraphState>(

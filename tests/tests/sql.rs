@@ -49,5 +49,7 @@ mod orphans;
 mod sends;
 #[path = "sql/stored_json.rs"]
 mod stored_json;
+#[path = "sql/streamed.rs"]
+mod streamed;
 #[path = "sql/typed_history.rs"]
 mod typed_history;

@@ -31,8 +31,9 @@ pub mod store;
 pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
 pub use engine::{
-    Input, Interrupt, InterruptSignal, InterruptWhen, IntoPayloadNode, Outcome, PayloadNode,
-    Resume, Route, Runtime, Send, StreamEvent, StreamItem, StreamMode,
+    CheckpointEvent, Input, Interrupt, InterruptSignal, InterruptWhen, IntoPayloadNode,
+    MessageChunk, Outcome, PayloadNode, Resume, Route, Runtime, Send, StreamEvent, StreamItem,
+    StreamMode, StreamModes, StreamWriter, TaskOutcome, TaskRef,
 };
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{

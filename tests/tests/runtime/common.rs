@@ -62,6 +62,8 @@ pub async fn collect(mut s: RunStream<Steps>) -> (Vec<String>, weaver::Result<Ou
                 let nodes: Vec<&str> = i.iter().map(|i| i.node.as_str()).collect();
                 seen.push(format!("i:{}", nodes.join(",")))
             }
+            // Only the values and updates modes are collected here.
+            StreamItem::Event(other) => seen.push(format!("other:{other:?}")),
             StreamItem::Done(result) => {
                 let rest = tokio::time::timeout(Duration::from_secs(5), s.next()).await;
                 assert!(matches!(rest, Ok(None)), "after Done: {rest:?} ({seen:?})");

@@ -471,6 +471,8 @@ async fn stream_yields_updates_then_values_then_the_result() {
                 seen.push(format!("values:{step}:{}", values.foo))
             }
             StreamItem::Event(StreamEvent::Interrupted(_)) => seen.push("interrupted".into()),
+            // The default modes yield no other event.
+            StreamItem::Event(other) => seen.push(format!("other:{other:?}")),
             StreamItem::Done(result) => done = Some(result),
         }
     }

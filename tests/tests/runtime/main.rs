@@ -14,4 +14,5 @@ mod run_cache;
 mod sends;
 mod state;
 mod stream_modes;
+mod stream_writer;
 mod streaming;

@@ -15,7 +15,7 @@ use super::inspect::{self, History, StateSnapshot};
 use super::run::{Loop, Sink};
 use super::spec::Spec;
 use super::update::{self, StepUpdate};
-use super::{Input, Outcome, Resume, StreamItem, StreamMode};
+use super::{Input, Outcome, Resume, StreamItem, StreamMode, StreamModes};
 use crate::checkpoint::Checkpointer;
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
@@ -348,6 +348,68 @@ impl<S: GraphState> CompiledGraph<S> {
         config: &RunConfig,
         mode: StreamMode,
     ) -> RunStream<S> {
+        self.stream_with_modes(input, config, mode)
+    }
+
+    /// Runs like [`stream`](Self::stream), yielding the events of every
+    /// mode in `modes` (LangGraph's `stream_mode=[...]`) in the order they
+    /// happen: one [`StreamMode`], an array or slice of them, or a
+    /// [`StreamModes`]. Besides [`StreamMode::Values`] and
+    /// [`StreamMode::Updates`], [`StreamMode::Custom`] and
+    /// [`StreamMode::Messages`] yield what nodes send through
+    /// [`Runtime::stream`](crate::Runtime::stream), [`StreamMode::Tasks`]
+    /// each task's start and result, and [`StreamMode::Checkpoints`] each
+    /// checkpoint the run stores. Events no mode asks for are never built.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use futures_util::StreamExt;
+    /// use weaver::prelude::*;
+    /// use weaver::{StreamEvent, StreamItem, StreamMode, TaskOutcome};
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Reply {
+    ///     text: String,
+    /// }
+    ///
+    /// let model = |_: &Reply, rt: &Runtime| {
+    ///     for token in ["Hi", "!"] {
+    ///         rt.stream().message_chunk(token);
+    ///     }
+    ///     ReplyUpdate::default().text("Hi!")
+    /// };
+    /// let graph = Graph::<Reply>::new("reply")
+    ///     .add_node("model", model)
+    ///     .add_sequence([START, "model", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
+    ///     .unwrap();
+    /// let config = RunConfig::thread("t");
+    /// let modes = [StreamMode::Messages, StreamMode::Tasks, StreamMode::Checkpoints];
+    /// let mut stream = graph.stream_with_modes(Reply::default(), &config, modes);
+    /// let mut seen = Vec::new();
+    /// while let Some(item) = stream.next().await {
+    ///     match item {
+    ///         StreamItem::Event(StreamEvent::Message { chunk, .. }) => seen.push(chunk.content),
+    ///         StreamItem::Event(StreamEvent::TaskStart { task, .. }) => seen.push(format!("start {}", task.node)),
+    ///         StreamItem::Event(StreamEvent::TaskResult { task, result: TaskOutcome::Update(u) }) => {
+    ///             seen.push(format!("{} wrote {:?}", task.node, u.text))
+    ///         }
+    ///         StreamItem::Event(StreamEvent::Checkpoint(c)) => seen.push(format!("checkpoint {}", c.metadata.step)),
+    ///         StreamItem::Event(other) => panic!("not asked for: {other:?}"),
+    ///         StreamItem::Done(result) => assert_eq!(result.unwrap().complete().unwrap().text, "Hi!"),
+    ///     }
+    /// }
+    /// let wrote = r#"model wrote Some("Hi!")"#;
+    /// assert_eq!(seen, ["checkpoint -1", "checkpoint 0", "start model", "Hi", "!", wrote, "checkpoint 1"]);
+    /// # });
+    /// ```
+    pub fn stream_with_modes(
+        &self,
+        input: impl Into<Input<S>>,
+        config: &RunConfig,
+        modes: impl Into<StreamModes>,
+    ) -> RunStream<S> {
+        let modes = modes.into();
         let (tx, rx) = mpsc::unbounded_channel();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             let _ = tx.send(StreamItem::Done(Err(Error::invalid_argument(
@@ -356,6 +418,7 @@ impl<S: GraphState> CompiledGraph<S> {
             return RunStream { rx, handle: None };
         };
         let graph = self.clone();
+        let sink = Sink::new(tx.clone(), modes, config.ns());
         let config = config.clone();
         let input = input.into();
         let handle = runtime.spawn(async move {
@@ -364,7 +427,7 @@ impl<S: GraphState> CompiledGraph<S> {
                 graph.inner.checkpointer.as_ref(),
                 config,
                 input,
-                Some(Sink::new(tx.clone(), mode)),
+                Some(sink),
                 graph.inner.store.clone(),
                 Some(&graph.inner.snapshots),
             )
@@ -384,8 +447,9 @@ impl<S: GraphState> From<S> for Input<S> {
     }
 }
 
-/// The stream returned by [`CompiledGraph::stream`] and
-/// [`CompiledGraph::stream_with_mode`]: events, then the result.
+/// The stream returned by [`CompiledGraph::stream`],
+/// [`CompiledGraph::stream_with_mode`] and
+/// [`CompiledGraph::stream_with_modes`]: events, then the result.
 ///
 /// User code the run calls panics into a typed error where it can be
 /// caught (nodes, routers, reducers, `Serialize`); a panic elsewhere (a

@@ -1,7 +1,8 @@
 //! Running graphs: the compiled graph, its nodes and their runtime handle,
 //! the step algebra, the runner, the loop (runs tasks, applies their
 //! writes, checkpoints, stops at END, at an interrupt or at the recursion
-//! limit), reads of a thread and `update_state`.
+//! limit), reads of a thread, `update_state` and what a streamed run
+//! yields.
 
 mod algebra;
 mod cache;
@@ -16,6 +17,7 @@ mod runner;
 mod runtime;
 mod send;
 pub(crate) mod spec;
+mod stream;
 mod update;
 mod values;
 
@@ -35,6 +37,10 @@ pub use send::{IntoPayloadNode, IntoRoute, PayloadNode, Route, Send};
 #[doc(hidden)]
 pub use send::{IntoSends, check_send};
 pub use spec::{END, START};
+pub use stream::{
+    CheckpointEvent, MessageChunk, StreamEvent, StreamItem, StreamMode, StreamModes, StreamWriter,
+    TaskOutcome, TaskRef,
+};
 pub use update::StepUpdate;
 
 /// How a run ended when it did not fail.
@@ -145,85 +151,4 @@ impl<S: GraphState> Input<S> {
     pub fn update(update: S::Update) -> Self {
         Input::Update(update)
     }
-}
-
-/// Which events a streamed run yields: LangGraph's `stream_mode`.
-///
-/// Whatever the mode, a run that pauses yields
-/// [`StreamEvent::Interrupted`], and the last item is always
-/// [`StreamItem::Done`] (unless user code panics where no error can be
-/// made of it; see [`RunStream`]). Pass it to
-/// [`CompiledGraph::stream_with_mode`](crate::CompiledGraph::stream_with_mode);
-/// [`CompiledGraph::stream`](crate::CompiledGraph::stream) uses the default,
-/// [`ValuesAndUpdates`](StreamMode::ValuesAndUpdates).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum StreamMode {
-    /// Only the full state after each step ([`StreamEvent::Values`]), as
-    /// LangGraph's `stream_mode="values"`.
-    Values,
-    /// Only each node's update ([`StreamEvent::Update`]), as LangGraph's
-    /// `stream_mode="updates"`.
-    Updates,
-    /// Both, in the order they happen: each node's update as it finishes,
-    /// then the state once its step ends (LangGraph's
-    /// `stream_mode=["updates", "values"]`).
-    #[default]
-    ValuesAndUpdates,
-}
-
-impl StreamMode {
-    /// Whether the mode yields [`StreamEvent::Values`].
-    pub(crate) fn has_values(self) -> bool {
-        matches!(self, StreamMode::Values | StreamMode::ValuesAndUpdates)
-    }
-
-    /// Whether the mode yields [`StreamEvent::Update`].
-    pub(crate) fn has_updates(self) -> bool {
-        matches!(self, StreamMode::Updates | StreamMode::ValuesAndUpdates)
-    }
-}
-
-/// One event of [`CompiledGraph::stream`](crate::CompiledGraph::stream);
-/// which ones come depends on the [`StreamMode`].
-#[derive(Debug, Clone)]
-pub enum StreamEvent<S: GraphState> {
-    /// The full state after a step (`step` as in checkpoint metadata). The
-    /// first one is the state once the input is taken in (step 0 of a new
-    /// thread); a run that continues or resumes from a checkpoint
-    /// (`Input::Continue`, `Input::Resume`) first yields the state it starts
-    /// from, as LangGraph does (a resume that is refused, running nothing,
-    /// yields only its error).
-    Values {
-        /// The step.
-        step: i64,
-        /// The state.
-        values: S,
-    },
-    /// One node's update in a step, sent as soon as the node finishes (so a
-    /// node that finished is streamed even if a sibling then fails or
-    /// interrupts the step; a node whose output came from stored pending
-    /// writes on resume is streamed too). Taking in the input is not a node:
-    /// as in LangGraph, it has no update event (it shows in the first
-    /// `Values`).
-    Update {
-        /// The step the node ran in.
-        step: i64,
-        /// The node.
-        node: String,
-        /// What it wrote.
-        update: S::Update,
-    },
-    /// The run paused. Sent once what the run wrote is stored (under any
-    /// durability), so a consumer may stop reading here and resume later.
-    Interrupted(Vec<Interrupt>),
-}
-
-/// An item of [`RunStream`].
-#[derive(Debug)]
-pub enum StreamItem<S: GraphState> {
-    /// An event of the run.
-    Event(StreamEvent<S>),
-    /// The run's result (the last item).
-    Done(Result<Outcome<S>>),
 }

@@ -7,10 +7,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::stream::StreamWriter;
 use crate::config::RunConfig;
 
 /// The handle a node receives besides the state: the run config, the
-/// per-run context, the memory store, and `interrupt` for human input.
+/// per-run context, the memory store, `interrupt` for human input, and the
+/// [`StreamWriter`] its own stream events go through.
 #[derive(Debug)]
 pub struct Runtime {
     config: Arc<RunConfig>,
@@ -20,6 +22,7 @@ pub struct Runtime {
     resume: Vec<Value>,
     interrupts_called: AtomicUsize,
     store: Option<Arc<dyn crate::store::Store>>,
+    stream: StreamWriter,
 }
 
 impl Runtime {
@@ -38,6 +41,7 @@ impl Runtime {
             resume,
             interrupts_called: AtomicUsize::new(0),
             store: None,
+            stream: StreamWriter::default(),
         }
     }
 
@@ -53,6 +57,29 @@ impl Runtime {
         self.store.as_ref()
     }
     // store: end
+
+    pub(crate) fn with_stream(mut self, stream: StreamWriter) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// Where the node streams its own events: custom values and message
+    /// chunks, delivered to the consumer of a streamed run in the order
+    /// they are sent, before the node's update. A no-op when the run is not
+    /// streamed with [`StreamMode::Custom`](crate::StreamMode::Custom) or
+    /// [`StreamMode::Messages`](crate::StreamMode::Messages); never stored.
+    ///
+    /// ```
+    /// # use weaver::{Runtime, NodeError};
+    /// fn progress(rt: &Runtime) -> Result<(), NodeError> {
+    ///     rt.stream().custom(serde_json::json!({ "progress": 0.5 }))?;
+    ///     rt.stream().message_chunk("tok");
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn stream(&self) -> &StreamWriter {
+        &self.stream
+    }
 
     /// The run's config.
     pub fn config(&self) -> &RunConfig {

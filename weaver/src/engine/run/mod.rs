@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 pub(crate) use load::delta_channels;
 pub(crate) use sink::Sink;
+use sink::send_checkpoint;
 use thread::Thread;
 
 use crate::checkpoint::Checkpointer;
@@ -21,7 +22,7 @@ use crate::config::RunConfig;
 use crate::engine::algebra::{TaskNode, next_tasks, static_stops};
 use crate::engine::cache::SnapshotCache;
 use crate::engine::spec::Spec;
-use crate::engine::values::encode_object;
+use crate::engine::values::{decode_state, encode_object};
 use crate::engine::{Input, Interrupt, InterruptWhen, Outcome, StreamEvent};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
@@ -128,7 +129,17 @@ impl<S: GraphState> Loop<'_, S> {
         let checkpoint = match self.thread.as_mut() {
             Some(thread) => {
                 let metadata = || Self::metadata(config, source, step);
-                thread.commit(checkpoint, metadata).await?
+                let parent = thread.last_saved.clone();
+                let kept = thread.commit(checkpoint, metadata).await?;
+                if thread.is_saved(&kept.id) {
+                    // Every caller made the checkpoint's values from the state.
+                    let values = || Ok(self.state.clone());
+                    let parent = parent.as_deref();
+                    send_checkpoint(
+                        &self.sink, self.spec, &thread.at, parent, &kept, metadata, values,
+                    )?;
+                }
+                kept
             }
             None => checkpoint,
         };
@@ -149,9 +160,31 @@ impl<S: GraphState> Loop<'_, S> {
             return Ok(());
         };
         let (config, source, step) = (&self.config, self.source, self.step);
-        thread
-            .finish(&self.current, || Self::metadata(config, source, step))
-            .await
+        let metadata = || Self::metadata(config, source, step);
+        let (unsaved, parent) = (
+            !thread.is_saved(&self.current.id),
+            thread.last_saved.clone(),
+        );
+        thread.finish(&self.current, metadata).await?;
+        if unsaved {
+            // An unsaved checkpoint kept its values: the state, unless a
+            // step began to change it.
+            let values = || match self.state_is_current {
+                true => Ok(self.state.clone()),
+                false => decode_state(&self.current.channel_values),
+            };
+            let (at, parent) = (&thread.at, parent.as_deref());
+            send_checkpoint(
+                &self.sink,
+                self.spec,
+                at,
+                parent,
+                &self.current,
+                metadata,
+                values,
+            )?;
+        }
+        Ok(())
     }
 
     /// Leaves the state in the graph's cache for the next run on the thread,

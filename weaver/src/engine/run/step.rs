@@ -5,9 +5,8 @@
 use serde_json::Value;
 
 use super::Loop;
-use super::sink::{send_state, send_update};
+use super::sink::{send_state, send_task_result, send_task_start, send_update, stream_writer};
 use crate::checkpoint::{Checkpoint, CheckpointSource};
-use crate::engine::Interrupt;
 use crate::engine::algebra::tasks::send_payload;
 use crate::engine::algebra::{
     Author, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
@@ -16,6 +15,7 @@ use crate::engine::runner::{Runner, run_task};
 use crate::engine::runtime::Runtime;
 use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::INPUT_CHANNEL;
+use crate::engine::{Interrupt, StreamWriter};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
@@ -72,18 +72,29 @@ impl<S: GraphState> Loop<'_, S> {
         };
         for (k, task) in prepared.into_iter().enumerate() {
             let mut resume = Vec::new();
+            let mut writer = StreamWriter::default();
             if task.succeeded() {
                 let output = replay_task(self.spec, task.node, &task.writes)?;
                 send_update(&self.sink, step, self.spec, task.node, &output);
                 started.outputs.push(Some(output));
             } else {
                 resume = task.resume_values();
+                writer = stream_writer(&self.sink, self.spec, task.node, step, &task.id);
+                send_task_start(
+                    &self.sink,
+                    self.spec,
+                    task.node,
+                    step,
+                    &task.id,
+                    &self.state,
+                );
                 started.outputs.push(None);
                 started.to_run.push(k);
             }
             let name = self.spec.name_of(task.node);
             let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)
-                .with_store(self.store.clone());
+                .with_store(self.store.clone())
+                .with_stream(writer);
             started.runtimes.push(runtime);
             started.ids.push(task.id);
         }
@@ -135,6 +146,7 @@ impl<S: GraphState> Loop<'_, S> {
         while let Some((k, result)) = runner.next().await {
             let id = started.ids[k].as_str();
             let (finished, writes) = finish_task(spec, state, nodes[k], id, result, persisting);
+            send_task_result(sink, spec, nodes[k], step, id, &finished);
             match finished {
                 Finished::Succeeded(output) => {
                     send_update(sink, step, spec, nodes[k], &output);

@@ -1,0 +1,161 @@
+//! What a streamed run yields: the stream modes, the events, and the
+//! writer a node streams its own events through.
+
+mod modes;
+mod writer;
+
+use serde_json::Value;
+
+use crate::checkpoint::CheckpointMetadata;
+use crate::config::RunConfig;
+use crate::engine::{Interrupt, Outcome};
+use crate::error::Result;
+use crate::state::GraphState;
+
+pub use modes::{StreamMode, StreamModes};
+pub use writer::{MessageChunk, StreamWriter};
+pub(crate) use writer::{NodeEvent, NodeEvents};
+
+/// The task an event came from.
+///
+/// `namespace` is the run's checkpoint namespace: `""` for a root graph
+/// (a subgraph's events will carry `"<node>:<task id>"` segments there).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct TaskRef {
+    /// The graph's namespace (`""` at the root).
+    pub namespace: String,
+    /// The node the task runs.
+    pub node: String,
+    /// The step it runs in (as in checkpoint metadata).
+    pub step: i64,
+    /// The task id (stable across a resume of the same step; the one
+    /// [`Runtime::task_id`](crate::Runtime::task_id) returns).
+    pub id: String,
+}
+
+/// How a task ended, in a [`StreamEvent::TaskResult`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum TaskOutcome<U> {
+    /// It returned this update.
+    Update(U),
+    /// It failed; the error as the run reports it.
+    Error(String),
+    /// It paused for input.
+    Interrupted(Vec<Interrupt>),
+}
+
+/// A checkpoint as the run stored it, in a [`StreamEvent::Checkpoint`]:
+/// what [`get_state_history`](crate::CompiledGraph::get_state_history)
+/// later lists for it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CheckpointEvent<S> {
+    /// The graph's namespace (`""` at the root).
+    pub namespace: String,
+    /// Addresses the checkpoint (thread, namespace, checkpoint id).
+    pub config: RunConfig,
+    /// Its lineage parent, if it has one.
+    pub parent_config: Option<RunConfig>,
+    /// Its metadata, as stored.
+    pub metadata: CheckpointMetadata,
+    /// The state it holds.
+    pub values: S,
+    /// The nodes that run from it, in task order (`__start__` for a
+    /// checkpoint that holds an input).
+    pub next: Vec<String>,
+}
+
+impl<S> CheckpointEvent<S> {
+    /// The checkpoint's id.
+    pub fn checkpoint_id(&self) -> &str {
+        self.config.get_checkpoint_id().unwrap_or_default()
+    }
+}
+
+/// One event of [`CompiledGraph::stream`](crate::CompiledGraph::stream);
+/// which ones come depends on the [`StreamModes`] asked for.
+///
+/// More kinds of events may come in later versions: match with a
+/// wildcard arm.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum StreamEvent<S: GraphState> {
+    /// The full state after a step (`step` as in checkpoint metadata). The
+    /// first one is the state once the input is taken in (step 0 of a new
+    /// thread); a run that continues or resumes from a checkpoint
+    /// (`Input::Continue`, `Input::Resume`) first yields the state it starts
+    /// from, as LangGraph does (a resume that is refused, running nothing,
+    /// yields only its error).
+    Values {
+        /// The step.
+        step: i64,
+        /// The state.
+        values: S,
+    },
+    /// One node's update in a step, sent as soon as the node finishes (so a
+    /// node that finished is streamed even if a sibling then fails or
+    /// interrupts the step; a node whose output came from stored pending
+    /// writes on resume is streamed too). Taking in the input is not a node:
+    /// as in LangGraph, it has no update event (it shows in the first
+    /// `Values`).
+    Update {
+        /// The step the node ran in.
+        step: i64,
+        /// The node.
+        node: String,
+        /// What it wrote.
+        update: S::Update,
+    },
+    /// The run paused. Sent once what the run wrote is stored (under any
+    /// durability), so a consumer may stop reading here and resume later.
+    Interrupted(Vec<Interrupt>),
+    /// A value a node streamed with
+    /// [`StreamWriter::custom`] ([`StreamMode::Custom`]).
+    Custom {
+        /// The task that sent it.
+        task: TaskRef,
+        /// The value.
+        value: Value,
+    },
+    /// A piece of a message a node streamed with
+    /// [`StreamWriter::message_chunk`] ([`StreamMode::Messages`]), such as
+    /// a model's token.
+    Message {
+        /// The task that sent it.
+        task: TaskRef,
+        /// The chunk.
+        chunk: MessageChunk,
+    },
+    /// A task is about to run ([`StreamMode::Tasks`]): once per attempt,
+    /// so a task that runs again on resume starts again. A task replayed
+    /// from its stored writes does not run, and has no task events.
+    TaskStart {
+        /// The task.
+        task: TaskRef,
+        /// The state it runs on.
+        input: S,
+    },
+    /// A task ended ([`StreamMode::Tasks`]), sent as it ends.
+    TaskResult {
+        /// The task.
+        task: TaskRef,
+        /// How it ended.
+        result: TaskOutcome<S::Update>,
+    },
+    /// The run stored a checkpoint ([`StreamMode::Checkpoints`]): one event
+    /// per checkpoint stored, none without a checkpointer, and under
+    /// [`Durability::Exit`](crate::Durability::Exit) only the one stored
+    /// when the run ends.
+    Checkpoint(Box<CheckpointEvent<S>>),
+}
+
+/// An item of [`RunStream`](crate::RunStream).
+#[derive(Debug)]
+pub enum StreamItem<S: GraphState> {
+    /// An event of the run.
+    Event(StreamEvent<S>),
+    /// The run's result (the last item).
+    Done(Result<Outcome<S>>),
+}
