@@ -31,8 +31,8 @@ pub mod store;
 pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
 pub use engine::{
-    Input, Interrupt, InterruptSignal, InterruptWhen, Outcome, Resume, Runtime, StreamEvent,
-    StreamItem, StreamMode,
+    CachePolicy, Input, Interrupt, InterruptSignal, InterruptWhen, NodePolicy, Outcome, Resume,
+    RetryPolicy, Runtime, StreamEvent, StreamItem, StreamMode,
 };
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{
@@ -47,7 +47,10 @@ pub use weaver_macros::{GraphState, graph};
 pub mod prelude {
     pub use crate::checkpoint::{InMemorySaver, Saver};
     pub use crate::config::{Durability, RunConfig};
-    pub use crate::engine::{History, Input, Interrupt, Outcome, Resume, Runtime, StateSnapshot};
+    pub use crate::engine::{
+        CachePolicy, History, Input, Interrupt, NodePolicy, Outcome, Resume, RetryPolicy, Runtime,
+        StateSnapshot,
+    };
     pub use crate::error::{Error, Result};
     pub use crate::graph::{
         Command, Compile, CompiledGraph, END, Graph, IntoNode, NodeError, START,

@@ -25,8 +25,15 @@ pub struct TaskInfo {
     pub id: String,
     /// The node it runs (`__start__` for the input task).
     pub name: String,
-    /// Its error, if it failed.
+    /// Its error, if it failed: the last attempt's (at the latest
+    /// checkpoint, none once it succeeded; in history, also the failure a
+    /// later attempt recovered from).
     pub error: Option<String>,
+    /// The attempts its last recorded run made: the number its error write
+    /// holds (a failure's, or the failure a later attempt of the same run
+    /// recovered from), 1 for a task that left writes and no error, 0 for one
+    /// that left none.
+    pub attempts: u32,
     /// Its pending interrupts.
     pub interrupts: Vec<Interrupt>,
     /// Whether it finished (its writes are pending) and will not run again.
@@ -166,6 +173,7 @@ fn task_infos<S: GraphState>(spec: &Spec<S>, t: &CheckpointTuple, latest: bool) 
         .into_iter()
         .map(|task| {
             let succeeded = task.succeeded();
+            let attempts = task.attempts();
             let settled = succeeded && latest;
             let (error, interrupts) = if settled {
                 (None, Vec::new())
@@ -179,6 +187,7 @@ fn task_infos<S: GraphState>(spec: &Spec<S>, t: &CheckpointTuple, latest: bool) 
                 name: spec.name_of(task.node).to_owned(),
                 id: task.id,
                 error,
+                attempts,
                 interrupts,
                 succeeded,
             }

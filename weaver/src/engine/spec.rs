@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::node::Node;
+use super::node_cache::NodeCache;
+use super::policy::NodePolicy;
 use crate::state::GraphState;
 
 /// The virtual entry node: edges from `START` pick the first nodes.
@@ -50,6 +52,10 @@ pub(crate) struct NodeSpec<S: GraphState> {
     pub trigger: String,
     pub node: Box<dyn Node<S>>,
     pub out: Edges<S>,
+    /// Its retry, timeout and cache policies (the graph's defaults filled in).
+    pub policy: NodePolicy<S>,
+    /// The results its cache policy keeps.
+    pub cache: NodeCache<S>,
 }
 
 /// A validated graph.

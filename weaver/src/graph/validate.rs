@@ -3,9 +3,10 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::builder::{Compile, Graph};
+use super::builder::{Compile, Graph, RawNode};
 use crate::engine::spec::{Branch, Edges, NodeSpec, Spec, Target, trigger_channel};
-use crate::engine::{CompiledGraph, END, Node, START};
+use crate::engine::node_cache::NodeCache;
+use crate::engine::{CompiledGraph, END, START};
 use crate::error::{Error, GraphError, Result};
 use crate::state::GraphState;
 
@@ -43,13 +44,13 @@ fn unknown(from: &str, to: &str, node: &str) -> GraphError {
     }
 }
 
-/// Nodes as declared: names and bodies.
-type Declared<S> = Vec<(String, Box<dyn Node<S>>)>;
+/// Nodes as declared: names, bodies and policies.
+type Declared<S> = Vec<RawNode<S>>;
 
 /// The declared nodes, sorted by name (task order), duplicates and reserved
 /// names refused.
 fn sorted_nodes<S: GraphState>(mut nodes: Declared<S>) -> Result<Declared<S>> {
-    for (n, _) in &nodes {
+    for (n, ..) in &nodes {
         if let Some(reason) = is_reserved(n) {
             return Err(GraphError::InvalidNodeName {
                 node: n.clone(),
@@ -262,7 +263,7 @@ pub(crate) fn build<S: GraphState>(mut graph: Graph<S>, options: &Compile) -> Re
     let index: HashMap<String, usize> = nodes
         .iter()
         .enumerate()
-        .map(|(i, (n, _))| (n.clone(), i))
+        .map(|(i, (n, ..))| (n.clone(), i))
         .collect();
     let (start, outs) = resolve_edges(&mut graph, &index, nodes.len())?;
     if start.fixed.is_empty() && start.branches.is_empty() && start.destinations.is_empty() {
@@ -291,13 +292,21 @@ pub(crate) fn build<S: GraphState>(mut graph: Graph<S>, options: &Compile) -> Re
     let nodes = nodes
         .into_iter()
         .zip(outs)
-        .map(|((name, node), out)| NodeSpec {
-            trigger: trigger_channel(&name),
-            name,
-            node,
-            out,
+        .map(|((name, node, policy), out)| {
+            let policy = policy.or(&graph.node_defaults);
+            if let Some(reason) = policy.invalid() {
+                return Err(GraphError::InvalidPolicy { node: name, reason }.into());
+            }
+            Ok(NodeSpec {
+                trigger: trigger_channel(&name),
+                name,
+                node,
+                out,
+                policy,
+                cache: NodeCache::new(),
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     Ok(Spec {
         name: graph.name,
         nodes,

@@ -21,4 +21,6 @@ pub(crate) use apply::{Author, advance, apply_finished, apply_writes};
 pub(crate) use interrupts::{Answer, answer, answered, raised_interrupts, static_stops};
 pub(crate) use route::route;
 pub(crate) use tasks::{TaskNode, next_tasks, prepare_tasks, trigger_of};
-pub(crate) use writes::{Finished, TaskOutput, finish_task, replay_task};
+pub(crate) use writes::{
+    Ending, Finished, TaskOutput, TaskRun, failure_message, finish_task, replay_task,
+};
