@@ -45,6 +45,8 @@ mod maintenance;
 mod migrations;
 #[path = "sql/orphans.rs"]
 mod orphans;
+#[path = "sql/policies.rs"]
+mod policies;
 #[path = "sql/stored_json.rs"]
 mod stored_json;
 #[path = "sql/typed_history.rs"]
