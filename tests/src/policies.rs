@@ -11,8 +11,8 @@ use serde_json::json;
 use weaver::checkpoint::{CheckpointRef, ERROR_CHANNEL};
 use weaver::engine::History;
 use weaver::{
-    CachePolicy, Compile, CompiledGraph, END, Error, Graph, NodeError, NodePolicy,
-    Outcome, RetryPolicy, RunConfig, Runtime, START, Saver, StreamEvent, StreamItem,
+    CachePolicy, Compile, CompiledGraph, END, Error, Graph, NodeError, NodePolicy, Outcome,
+    RetryPolicy, RunConfig, Runtime, START, Saver, StreamEvent, StreamItem,
 };
 
 use crate::states::{Steps, StepsUpdate};
@@ -137,7 +137,10 @@ pub async fn flaky_node_succeeds_on_its_third_attempt(saver: Arc<dyn Saver>) {
         .flat_map(|s| &s.tasks)
         .find(|t| t.name == "sibling")
         .unwrap();
-    assert_eq!((sibling_task.attempts, sibling_task.error.clone()), (1, None));
+    assert_eq!(
+        (sibling_task.attempts, sibling_task.error.clone()),
+        (1, None)
+    );
 }
 
 /// A node failing on every attempt fails the run with
@@ -240,30 +243,27 @@ pub async fn the_predicate_refuses_a_retry(saver: Arc<dyn Saver>) {
     }
 }
 
-/// An async node that sleeps through its timeout: `sleeps` says on which
-/// attempts (by number) it does.
+/// [`with_sibling`] whose node is async and sleeps through any timeout on
+/// the attempts `sleeps` picks (by number), counting its calls in `calls`.
 fn sleepy(
+    saver: &Arc<dyn Saver>,
     calls: &Calls,
     sleeps: fn(u32) -> bool,
-) -> impl Fn(
-    &Steps,
-    &Runtime,
-) -> std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<StepsUpdate, NodeError>> + Send + 'static>,
-> + Send
-+ Sync
-+ 'static {
+    policy: NodePolicy<Steps>,
+    sibling: &Calls,
+) -> CompiledGraph<Steps> {
     let calls = calls.clone();
-    move |_: &Steps, rt: &Runtime| {
+    let node = move |_: &Steps, rt: &Runtime| {
         calls.hit();
         let asleep = sleeps(rt.attempt());
-        Box::pin(async move {
+        async move {
             if asleep {
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
-            Ok(StepsUpdate::default().bar(["node"]))
-        })
-    }
+            Ok::<_, NodeError>(StepsUpdate::default().bar(["node"]))
+        }
+    };
+    with_sibling(saver, node, policy, sibling)
 }
 
 /// An attempt longer than the node's timeout ends with
@@ -277,11 +277,14 @@ pub async fn a_timeout_fails_the_attempt_and_is_retried(saver: Arc<dyn Saver>) {
     // No retry policy: one attempt, then the typed time-out.
     let calls = Calls::default();
     let policy = NodePolicy::new().timeout(limit);
-    let graph = with_sibling(&saver, sleepy(&calls, |_| true), policy, &sibling);
+    let graph = sleepy(&saver, &calls, |_| true, policy, &sibling);
     let config = RunConfig::thread("timeout-once");
     let started = std::time::Instant::now();
     let err = graph.invoke(Steps::default(), &config).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(4), "the node was cut short");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the node was cut short"
+    );
     assert!(
         matches!(&err, Error::NodeTimeout { node, timeout } if node == "node" && *timeout == limit),
         "{err:?}"
@@ -296,7 +299,7 @@ pub async fn a_timeout_fails_the_attempt_and_is_retried(saver: Arc<dyn Saver>) {
     // Retried: the third attempt is quick.
     let calls = Calls::default();
     let policy = NodePolicy::new().timeout(limit).retry(quick(3));
-    let graph = with_sibling(&saver, sleepy(&calls, |n| n < 3), policy, &sibling);
+    let graph = sleepy(&saver, &calls, |n| n < 3, policy, &sibling);
     let config = RunConfig::thread("timeout-retried");
     let outcome = graph.invoke(Steps::default(), &config).await.unwrap();
     assert!(matches!(outcome, Outcome::Complete(_)));
@@ -305,7 +308,7 @@ pub async fn a_timeout_fails_the_attempt_and_is_retried(saver: Arc<dyn Saver>) {
     // Every attempt times out.
     let calls = Calls::default();
     let policy = NodePolicy::new().timeout(limit).retry(quick(2));
-    let graph = with_sibling(&saver, sleepy(&calls, |_| true), policy, &sibling);
+    let graph = sleepy(&saver, &calls, |_| true, policy, &sibling);
     let config = RunConfig::thread("timeout-exhausted");
     let err = graph.invoke(Steps::default(), &config).await.unwrap_err();
     let Error::RetriesExhausted { attempts, last, .. } = &err else {
@@ -325,7 +328,7 @@ pub async fn a_timeout_fails_the_attempt_and_is_retried(saver: Arc<dyn Saver>) {
     let calls = Calls::default();
     let retry = quick(3).retry_on(|e| !matches!(e, Error::NodeTimeout { .. }));
     let policy = NodePolicy::new().timeout(limit).retry(retry);
-    let graph = with_sibling(&saver, sleepy(&calls, |_| true), policy, &sibling);
+    let graph = sleepy(&saver, &calls, |_| true, policy, &sibling);
     let config = RunConfig::thread("timeout-refused");
     let err = graph.invoke(Steps::default(), &config).await.unwrap_err();
     assert!(matches!(err, Error::NodeTimeout { .. }), "{err:?}");
@@ -353,9 +356,9 @@ fn cached_graph(
         .expect("valid graph")
 }
 
-fn input(foo: &str) -> Steps {
+fn input(key: &str) -> Steps {
     Steps {
-        foo: foo.into(),
+        foo: key.into(),
         bar: Vec::new(),
     }
 }
@@ -366,12 +369,12 @@ fn input(foo: &str) -> Steps {
 pub async fn a_cache_hit_skips_the_node(saver: Arc<dyn Saver>) {
     let calls = Calls::default();
     let graph = cached_graph(&saver, &calls, CachePolicy::new());
-    let run = |thread: &str, foo: &str| {
+    let run = |thread: &str, key: &str| {
         let (graph, config) = (graph.clone(), RunConfig::thread(thread));
-        let foo = foo.to_owned();
+        let key = key.to_owned();
         async move {
             let state = graph
-                .invoke(input(&foo), &config)
+                .invoke(input(&key), &config)
                 .await
                 .unwrap()
                 .complete()
@@ -398,7 +401,10 @@ pub async fn a_cache_hit_skips_the_node(saver: Arc<dyn Saver>) {
             _ => {}
         }
     }
-    assert_eq!(updates, [("cached".to_owned(), Some(vec!["x:1".to_owned()]))]);
+    assert_eq!(
+        updates,
+        [("cached".to_owned(), Some(vec!["x:1".to_owned()]))]
+    );
     let history = graph
         .get_state_history(&RunConfig::thread("cache-4"), History::default())
         .await
@@ -513,10 +519,13 @@ pub async fn node_defaults_fill_what_a_node_leaves_unset(saver: Arc<dyn Saver>) 
             },
             NodePolicy::new().retry(quick(2)),
         )
-        .add_node("defaulted", move |_: &Steps| -> Result<StepsUpdate, NodeError> {
-            b.hit();
-            Err(NodeError::msg("no"))
-        })
+        .add_node(
+            "defaulted",
+            move |_: &Steps| -> Result<StepsUpdate, NodeError> {
+                b.hit();
+                Err(NodeError::msg("no"))
+            },
+        )
         .add_edge(START, "own")
         .add_edge(START, "defaulted")
         .add_edge("own", END)

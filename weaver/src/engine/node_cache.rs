@@ -97,9 +97,7 @@ impl<S: GraphState> NodeCache<S> {
         let mut entries = self.lock();
         entries.map.insert(key, Entry { command, expires });
         if entries.map.len() >= entries.sweep_at {
-            entries
-                .map
-                .retain(|_, e| e.expires.is_none_or(|t| t > now));
+            entries.map.retain(|_, e| e.expires.is_none_or(|t| t > now));
             entries.sweep_at = (entries.map.len() * 2).max(FIRST_SWEEP);
         }
     }

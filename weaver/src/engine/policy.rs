@@ -255,6 +255,10 @@ impl<S> CachePolicy<S> {
 /// [`Graph::add_node_with`](crate::Graph::add_node_with); what a node leaves
 /// unset comes from [`Graph::node_defaults`](crate::Graph::node_defaults).
 ///
+/// Retries and timeouts use tokio's timer: a graph with either runs in a
+/// runtime with time enabled (`#[tokio::main]` enables it; a hand-built
+/// runtime needs `enable_time`).
+///
 /// ```
 /// use std::time::Duration;
 /// use weaver::{CachePolicy, NodePolicy, RetryPolicy};

@@ -4,8 +4,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::builder::{Compile, Graph, RawNode};
-use crate::engine::spec::{Branch, Edges, NodeSpec, Spec, Target, trigger_channel};
 use crate::engine::node_cache::NodeCache;
+use crate::engine::spec::{Branch, Edges, NodeSpec, Spec, Target, trigger_channel};
 use crate::engine::{CompiledGraph, END, START};
 use crate::error::{Error, GraphError, Result};
 use crate::state::GraphState;

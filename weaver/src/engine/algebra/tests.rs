@@ -353,8 +353,14 @@ fn failures_and_interrupts_become_their_special_writes() {
         source: "boom".into(),
     };
     // (how the task ran, attempts, the run's error, the stored message)
-    let cases: Vec<(Error, u32, fn(&Error) -> bool, &str)> = vec![
-        (boom(), 1, |e| matches!(e, Error::NodeFailed { node, .. } if node == "a"), "boom"),
+    type Expected = fn(&Error) -> bool;
+    let cases: Vec<(Error, u32, Expected, &str)> = vec![
+        (
+            boom(),
+            1,
+            |e| matches!(e, Error::NodeFailed { node, .. } if node == "a"),
+            "boom",
+        ),
         (
             Error::RetriesExhausted {
                 node: "a".into(),
