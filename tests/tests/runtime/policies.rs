@@ -130,3 +130,40 @@ async fn policies_need_no_checkpointer() {
     }
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
+
+/// In a runtime without tokio's timer, a timeout or a wait between
+/// attempts fails the node with a typed error instead of panicking.
+#[test]
+fn a_runtime_without_time_fails_the_node_instead_of_panicking() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let failing = |_: &Steps| -> Result<StepsUpdate, NodeError> { Err(NodeError::msg("no")) };
+    let cases: Vec<(NodePolicy<Steps>, &str)> = vec![
+        (
+            NodePolicy::new().timeout(Duration::from_secs(1)),
+            "panicked: ",
+        ),
+        (
+            NodePolicy::new().retry(RetryPolicy::new().max_attempts(2)),
+            "cannot wait between attempts: ",
+        ),
+    ];
+    for (policy, expected) in cases {
+        let graph = Graph::<Steps>::new("no-timer")
+            .add_node_with("a", failing, policy)
+            .add_sequence([START, "a", END])
+            .compile(Compile::new())
+            .unwrap();
+        let err = rt
+            .block_on(graph.invoke(Steps::default(), &RunConfig::default()))
+            .unwrap_err();
+        match err {
+            Error::NodeFailed { node, source } => {
+                assert_eq!(node, "a");
+                assert!(source.to_string().starts_with(expected), "{source}");
+            }
+            other => panic!("expected NodeFailed, got {other:?}"),
+        }
+    }
+}

@@ -257,7 +257,8 @@ impl<S> CachePolicy<S> {
 ///
 /// Retries and timeouts use tokio's timer: a graph with either runs in a
 /// runtime with time enabled (`#[tokio::main]` enables it; a hand-built
-/// runtime needs `enable_time`).
+/// runtime needs `enable_time`), or its node fails with
+/// [`Error::NodeFailed`] saying so.
 ///
 /// ```
 /// use std::time::Duration;

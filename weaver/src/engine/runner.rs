@@ -97,9 +97,16 @@ async fn attempts<S: GraphState>(
                 let wait = policy.delay(attempt, random_unit());
                 tracing::debug!(node = %node.name, attempt, ?wait, %error, "retrying a failed node");
                 recovered = Some(failure_message(&error));
-                tokio::time::sleep(wait).await;
-                attempt += 1;
-                continue;
+                match pause(wait).await {
+                    Ok(()) => {
+                        attempt += 1;
+                        continue;
+                    }
+                    Err(reason) => Error::NodeFailed {
+                        node: node.name.clone(),
+                        source: reason.into(),
+                    },
+                }
             }
             Some(_) if most > 1 => Error::RetriesExhausted {
                 node: node.name.clone(),
@@ -116,32 +123,44 @@ async fn attempts<S: GraphState>(
     }
 }
 
+/// Sleeps `wait` on the tokio timer; in a runtime without time enabled the
+/// timer panics, which is the reason returned.
+async fn pause(wait: std::time::Duration) -> Result<(), String> {
+    AssertUnwindSafe(async { tokio::time::sleep(wait).await })
+        .catch_unwind()
+        .await
+        .map_err(|panic| format!("cannot wait between attempts: {}", panic_message(&*panic)))
+}
+
 /// One attempt of `node`, under its timeout.
 async fn attempt_once<S: GraphState>(
     node: &NodeSpec<S>,
     state: &S,
     runtime: &Runtime,
 ) -> Ending<S::Update> {
-    // Sync nodes run when `run` is called: catch panics there too.
-    let body = AssertUnwindSafe(async { node.node.run(state, runtime).await }).catch_unwind();
-    let caught = match node.policy.timeout {
-        Some(timeout) => match tokio::time::timeout(timeout, body).await {
-            Ok(caught) => caught,
-            Err(_) => {
-                return Ending::Failed(Error::NodeTimeout {
-                    node: node.name.clone(),
-                    timeout,
-                });
-            }
-        },
-        None => body.await,
-    };
-    let result = caught.unwrap_or_else(|panic| {
-        Err(NodeError::msg(format!(
+    // Sync nodes run when `run` is called: catch panics there too (and the
+    // timer's, in a runtime without time enabled).
+    let body = AssertUnwindSafe(async {
+        match node.policy.timeout {
+            Some(timeout) => tokio::time::timeout(timeout, node.node.run(state, runtime))
+                .await
+                .map_err(|_| timeout),
+            None => Ok(node.node.run(state, runtime).await),
+        }
+    });
+    let result = match body.catch_unwind().await {
+        Ok(Ok(result)) => result,
+        Ok(Err(timeout)) => {
+            return Ending::Failed(Error::NodeTimeout {
+                node: node.name.clone(),
+                timeout,
+            });
+        }
+        Err(panic) => Err(NodeError::msg(format!(
             "panicked: {}",
             panic_message(&*panic)
-        )))
-    });
+        ))),
+    };
     match result {
         Ok(command) => Ending::Returned(command),
         Err(NodeError(NodeErrorKind::Interrupt(signal))) => Ending::Interrupted(signal),
