@@ -2,6 +2,7 @@
 
 pub mod conformance;
 pub mod decodes;
+pub mod policies;
 pub mod sends;
 pub mod states;
 pub mod store_conformance;

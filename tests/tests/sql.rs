@@ -45,6 +45,8 @@ mod maintenance;
 mod migrations;
 #[path = "sql/orphans.rs"]
 mod orphans;
+#[path = "sql/policies.rs"]
+mod policies;
 #[path = "sql/sends.rs"]
 mod sends;
 #[path = "sql/stored_json.rs"]

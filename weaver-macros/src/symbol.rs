@@ -41,8 +41,9 @@ pub(crate) const GOTO: Symbol = Symbol("goto");
 pub(crate) const SEND: Symbol = Symbol("send");
 pub(crate) const INTERRUPT_BEFORE: Symbol = Symbol("interrupt_before");
 pub(crate) const INTERRUPT_AFTER: Symbol = Symbol("interrupt_after");
+pub(crate) const POLICIES: Symbol = Symbol("policies");
 /// The option keys of `graph!`, in the order error messages list them.
-pub(crate) const GRAPH_KEYS: [Symbol; 9] = [
+pub(crate) const GRAPH_KEYS: [Symbol; 10] = [
     NAME,
     STATE,
     NODES,
@@ -52,7 +53,15 @@ pub(crate) const GRAPH_KEYS: [Symbol; 9] = [
     GOTO,
     INTERRUPT_BEFORE,
     INTERRUPT_AFTER,
+    POLICIES,
 ];
+// `graph!`'s `policies: [node => kind(value)]`: each kind is the
+// `weaver::NodePolicy` method of that name.
+pub(crate) const RETRY: Symbol = Symbol("retry");
+pub(crate) const TIMEOUT: Symbol = Symbol("timeout");
+pub(crate) const CACHE: Symbol = Symbol("cache");
+/// The policy kinds, in the order error messages list them.
+pub(crate) const POLICY_KINDS: [Symbol; 3] = [RETRY, TIMEOUT, CACHE];
 pub(crate) const START: Symbol = Symbol("START");
 pub(crate) const END: Symbol = Symbol("END");
 

@@ -113,6 +113,31 @@ pub enum Error {
         declared: Vec<String>,
     },
 
+    /// One attempt of a node ran longer than its timeout
+    /// ([`NodePolicy::timeout`](crate::NodePolicy::timeout)) and was
+    /// cancelled. Counts as a failed attempt for the node's retry policy.
+    #[error("node `{node}` timed out after {timeout:?}")]
+    NodeTimeout {
+        /// The node's name.
+        node: String,
+        /// The timeout in force.
+        timeout: std::time::Duration,
+    },
+
+    /// A node failed on every attempt its retry policy allowed
+    /// ([`RetryPolicy`](crate::RetryPolicy)); `last` is how the last attempt
+    /// failed ([`Error::NodeFailed`] or [`Error::NodeTimeout`]).
+    #[error("node `{node}` failed after {attempts} attempts: {last}")]
+    RetriesExhausted {
+        /// The node's name.
+        node: String,
+        /// The attempts made.
+        attempts: u32,
+        /// The last attempt's failure.
+        #[source]
+        last: Box<Error>,
+    },
+
     /// One step wrote a channel in a way its reducer does not accept (two
     /// writes to a last-value channel, a bad custom reducer input).
     #[error("invalid update to channel `{channel}`: {reason}")]
@@ -393,6 +418,15 @@ pub enum GraphError {
         option: &'static str,
         /// The name.
         node: String,
+    },
+    /// A node's policy cannot be used (no attempts, a zero timeout, a
+    /// backoff factor that is not a finite number of at least 0).
+    #[error("node `{node}` has an unusable policy: {reason}")]
+    InvalidPolicy {
+        /// The node.
+        node: String,
+        /// Why.
+        reason: &'static str,
     },
     /// Static interrupts need a checkpointer to pause and resume.
     #[error("{option} needs a checkpointer: compile with `Compile::new().checkpointer(...)`")]

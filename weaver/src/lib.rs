@@ -31,9 +31,10 @@ pub mod store;
 pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
 pub use engine::{
-    CheckpointEvent, Input, Interrupt, InterruptSignal, InterruptWhen, IntoPayloadNode,
-    MessageChunk, Outcome, PayloadNode, Resume, Route, Runtime, Send, StreamEvent, StreamItem,
-    StreamMode, StreamModes, StreamWriter, TaskOutcome, TaskRef,
+    CachePolicy, CheckpointEvent, Input, Interrupt, InterruptSignal, InterruptWhen,
+    IntoPayloadNode, MessageChunk, NodePolicy, Outcome, PayloadNode, Resume, RetryPolicy, Route,
+    Runtime, Send, StreamEvent, StreamItem, StreamMode, StreamModes, StreamWriter, TaskOutcome,
+    TaskRef,
 };
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{
@@ -48,7 +49,10 @@ pub use weaver_macros::{GraphState, graph};
 pub mod prelude {
     pub use crate::checkpoint::{InMemorySaver, Saver};
     pub use crate::config::{Durability, RunConfig};
-    pub use crate::engine::{History, Input, Interrupt, Outcome, Resume, Runtime, StateSnapshot};
+    pub use crate::engine::{
+        CachePolicy, History, Input, Interrupt, NodePolicy, Outcome, Resume, RetryPolicy, Runtime,
+        StateSnapshot,
+    };
     pub use crate::error::{Error, Result};
     pub use crate::graph::{
         Command, Compile, CompiledGraph, END, Graph, IntoNode, NodeError, START,

@@ -10,6 +10,7 @@ mod history;
 mod interrupts;
 mod pending;
 mod persistence;
+mod policies;
 mod run_cache;
 mod sends;
 mod state;

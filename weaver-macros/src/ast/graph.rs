@@ -11,6 +11,7 @@
 //!     goto: [a -> [b, c], d -> END, ...],        // where a `Command` may go
 //!     interrupt_before: [b],
 //!     interrupt_after: [c],
+//!     policies: [a => retry(expr), a => timeout(expr), b => cache(expr)],
 //! }
 //! ```
 
@@ -19,12 +20,12 @@ use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::token::{Bracket, Comma};
-use syn::{Expr, Ident, LitStr, Token, Type, bracketed};
+use syn::{Expr, Ident, LitStr, Token, Type, bracketed, parenthesized};
 
 use crate::ctxt::{Errors, closest};
 use crate::symbol::{
     CONDITIONAL, EDGES, END, GOTO, GRAPH_KEYS, INTERRUPT_AFTER, INTERRUPT_BEFORE, NAME, NODES,
-    SEND, START, STATE, list,
+    POLICIES, SEND, START, STATE, list,
 };
 
 /// A whole `graph!` input. Options the user left out are `None` / empty.
@@ -40,6 +41,7 @@ pub(crate) struct GraphDecl {
     pub gotos: Vec<Goto>,
     pub interrupt_before: Vec<Ident>,
     pub interrupt_after: Vec<Ident>,
+    pub policies: Vec<PolicyDecl>,
     /// Errors found while parsing that did not stop the parse (unknown or
     /// repeated keys).
     pub errors: Errors,
@@ -49,6 +51,13 @@ pub(crate) struct GraphDecl {
 pub(crate) struct NodeDecl {
     pub name: Ident,
     pub func: Expr,
+}
+
+/// `node => kind(value)`: one policy of a node (`kind` is checked later).
+pub(crate) struct PolicyDecl {
+    pub node: Ident,
+    pub kind: Ident,
+    pub value: Expr,
 }
 
 /// A reference to START, END or a node in an edge.
@@ -107,6 +116,7 @@ impl Parse for GraphDecl {
             gotos: Vec::new(),
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
+            policies: Vec::new(),
             errors: Errors::new(),
         };
         let mut seen: Vec<Ident> = Vec::new();
@@ -159,6 +169,11 @@ impl Parse for GraphDecl {
                 decl.interrupt_before.extend(ident_list(input)?);
             } else if key == INTERRUPT_AFTER {
                 decl.interrupt_after.extend(ident_list(input)?);
+            } else if key == POLICIES {
+                let content;
+                bracketed!(content in input);
+                let list = Punctuated::<PolicyDecl, Comma>::parse_terminated(&content)?;
+                decl.policies.extend(list);
             } else {
                 let word = key.to_string();
                 let hint = closest(&word, GRAPH_KEYS.iter().map(|s| s.0))
@@ -222,6 +237,29 @@ impl Parse for NodeDecl {
             name: last.ident.clone(),
             func: Expr::Path(path),
         })
+    }
+}
+
+impl Parse for PolicyDecl {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let node: Ident = input.parse()?;
+        input.parse::<Token![=>]>().map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                format!(
+                    "expected `=>` after `{node}`; a policy is written \
+                     `{node} => retry(...)`, `{node} => timeout(...)` or `{node} => cache(...)`"
+                ),
+            )
+        })?;
+        let kind: Ident = input.parse()?;
+        let content;
+        parenthesized!(content in input);
+        let value: Expr = content.parse()?;
+        if !content.is_empty() {
+            return Err(content.error("a policy takes one value: `retry(RetryPolicy::new())`"));
+        }
+        Ok(PolicyDecl { node, kind, value })
     }
 }
 

@@ -9,6 +9,7 @@ use syn::ext::IdentExt;
 
 use crate::ast::graph::{Endpoint, GraphDecl};
 use crate::ctxt::{Errors, closest};
+use crate::symbol::{POLICY_KINDS, list};
 
 /// Where an edge leads.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -172,6 +173,8 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
         }
     }
 
+    policies(decl, &index, &names, errors);
+
     // Shape rules only make sense on a graph whose names all resolve.
     if !(before && errors.is_empty()) || decl.nodes.is_empty() {
         return false;
@@ -237,6 +240,49 @@ pub(crate) fn graph(decl: &GraphDecl, errors: &mut Errors) -> bool {
         }
     }
     errors.is_empty()
+}
+
+/// Each policy names a declared node and a known kind, once per node.
+fn policies(
+    decl: &GraphDecl,
+    index: &HashMap<String, usize>,
+    names: &[String],
+    errors: &mut Errors,
+) {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for policy in &decl.policies {
+        let node = policy.node.unraw().to_string();
+        if !index.contains_key(&node) {
+            unknown_node(&policy.node, names, errors, "`policies` names");
+            continue;
+        }
+        let kind = policy.kind.to_string();
+        if !POLICY_KINDS.iter().any(|k| policy.kind == *k) {
+            let hint = closest(&kind, POLICY_KINDS.iter().map(|s| s.0))
+                .map(|near| format!("; did you mean `{near}`?"))
+                .unwrap_or_default();
+            errors.spanned(
+                &policy.kind,
+                format!(
+                    "unknown policy `{kind}`; expected one of {}{hint}",
+                    list(&POLICY_KINDS)
+                ),
+            );
+            continue;
+        }
+        let key = (node, kind);
+        if seen.contains(&key) {
+            errors.spanned(
+                &policy.kind,
+                format!(
+                    "node `{}` is given a `{}` policy twice; keep one",
+                    key.0, key.1
+                ),
+            );
+        } else {
+            seen.push(key);
+        }
+    }
 }
 
 fn unknown_node(ident: &Ident, names: &[String], errors: &mut Errors, context: &str) {

@@ -37,12 +37,33 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
     let nodes = decl.nodes.iter().map(|node| {
         let lit = node.name.unraw().to_string();
         let func = &node.func;
+        // Each policy is the `NodePolicy` method of its kind, its value the
+        // user's expression (so a value of the wrong type is reported there).
+        let policies: Vec<TokenStream> = decl
+            .policies
+            .iter()
+            .filter(|p| p.node.unraw() == node.name.unraw())
+            .map(|p| {
+                let (kind, value) = (&p.kind, &p.value);
+                quote!(.#kind(#value))
+            })
+            .collect();
         // Spanned at the node's name: a function that does not fit the state
         // is reported there, through `IntoNode`'s `on_unimplemented`.
-        if sent.contains(&lit) {
-            quote_spanned!(node.name.span()=> .add_send_node(#lit, #func))
+        let sent = sent.contains(&lit);
+        if policies.is_empty() {
+            if sent {
+                quote_spanned!(node.name.span()=> .add_send_node(#lit, #func))
+            } else {
+                quote_spanned!(node.name.span()=> .add_node(#lit, #func))
+            }
         } else {
-            quote_spanned!(node.name.span()=> .add_node(#lit, #func))
+            let policy = quote!(::weaver::NodePolicy::<#state>::new() #(#policies)*);
+            if sent {
+                quote_spanned!(node.name.span()=> .add_send_node_with(#lit, #func, #policy))
+            } else {
+                quote_spanned!(node.name.span()=> .add_node_with(#lit, #func, #policy))
+            }
         }
     });
     // Each `send:` router's payload must be what each of its targets

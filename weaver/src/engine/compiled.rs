@@ -95,6 +95,46 @@ impl<S: GraphState> CompiledGraph<S> {
         self.inner.store.as_ref()
     }
 
+    /// Forgets every node result the graph's cache policies keep
+    /// ([`CachePolicy`](crate::CachePolicy)), or only `node`'s: the next
+    /// run of a cached node runs it. LangGraph's `clear_cache`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownNode`] if the graph has no node `node`.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct State {
+    ///     n: i64,
+    /// }
+    ///
+    /// let graph = Graph::<State>::new("cached")
+    ///     .add_node_with("a", |s: &State| StateUpdate::default().n(s.n + 1),
+    ///         NodePolicy::new().cache(CachePolicy::new()))
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new())?;
+    /// graph.clear_cache(Some("a"))?;
+    /// graph.clear_cache(None)?;
+    /// assert!(graph.clear_cache(Some("b")).is_err());
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
+    pub fn clear_cache(&self, node: Option<&str>) -> Result<()> {
+        let spec = &self.inner.spec;
+        match node {
+            Some(name) => {
+                let i = spec.index.get(name).ok_or_else(|| Error::UnknownNode {
+                    node: name.to_owned(),
+                })?;
+                spec.nodes[*i].cache.clear();
+            }
+            None => spec.nodes.iter().for_each(|n| n.cache.clear()),
+        }
+        Ok(())
+    }
+
     /// Runs the graph on `input` (a full state, an update, or an [`Input`])
     /// until END or an interrupt.
     ///

@@ -26,8 +26,15 @@ pub struct TaskInfo {
     pub id: String,
     /// The node it runs (`__start__` for the input task).
     pub name: String,
-    /// Its error, if it failed.
+    /// Its error, if it failed: the last attempt's (at the latest
+    /// checkpoint, none once it succeeded; in history, also the failure a
+    /// later attempt recovered from).
     pub error: Option<String>,
+    /// The attempts its last recorded run made: the number its error write
+    /// holds (a failure's, or the failure a later attempt of the same run
+    /// recovered from), 1 for a task that left writes and no error, 0 for one
+    /// that left none.
+    pub attempts: u32,
     /// Its pending interrupts.
     pub interrupts: Vec<Interrupt>,
     /// Whether it finished (its writes are pending) and will not run again.
@@ -178,6 +185,7 @@ fn task_infos<S: GraphState>(
         .into_iter()
         .map(|task| {
             let succeeded = task.succeeded();
+            let attempts = task.attempts();
             let settled = succeeded && latest;
             let (error, interrupts) = if settled {
                 (None, Vec::new())
@@ -191,6 +199,7 @@ fn task_infos<S: GraphState>(
                 name: spec.name_of(task.node).to_owned(),
                 id: task.id,
                 error,
+                attempts,
                 interrupts,
                 succeeded,
             }

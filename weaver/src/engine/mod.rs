@@ -10,8 +10,10 @@ mod compiled;
 mod finite;
 mod inspect;
 pub mod node;
+pub(crate) mod node_cache;
 mod panics;
 mod persist;
+mod policy;
 mod run;
 mod runner;
 mod runtime;
@@ -32,6 +34,7 @@ use crate::state::GraphState;
 pub use compiled::{CompiledGraph, RunStream};
 pub use inspect::{History, StateSnapshot, TaskInfo};
 pub use node::{Command, IntoNode, IntoNodeResult, Node, NodeError};
+pub use policy::{CachePolicy, NodePolicy, RetryPolicy};
 pub use runtime::{InterruptSignal, Runtime};
 pub use send::{IntoPayloadNode, IntoRoute, PayloadNode, Route, Send};
 #[doc(hidden)]

@@ -1,6 +1,7 @@
 //! Running one step's tasks: concurrently, at most `max_concurrency` at a
-//! time, a node's panic caught as its failure; the results come back as
-//! the tasks finish. Dropping the runner cancels the tasks still running.
+//! time, a node's panic caught as its failure, each task under its node's
+//! policies (cache, timeout, retries); the results come back as the tasks
+//! finish. Dropping the runner cancels the tasks still running.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -10,52 +11,168 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::algebra::TaskNode;
-use super::node::{Command, NodeError};
+use super::algebra::{Ending, TaskNode, TaskRun, failure_message};
+use super::node::{Command, NodeError, NodeErrorKind};
 use super::panics::panic_message;
+use super::policy::random_unit;
 use super::runtime::Runtime;
-use super::spec::{NodeBody, Spec};
+use super::spec::{NodeSpec, Spec};
+use crate::error::Error;
 use crate::state::GraphState;
 
-/// What a task returned.
-pub(crate) type TaskResult<U> = Result<Command<U>, NodeError>;
-
 /// Runs the task of `node` on `state`: START's decodes the `input` it takes
-/// in, a node's runs its body on the state, a send's on its payload (the
-/// `input` given); a panic, in a sync node's call too, is its failure.
+/// in; a node's uses its cached result if its cache policy holds one, or
+/// runs its body (a panic, in a sync node's call too, is its failure) as
+/// often as its retry policy allows.
 pub(crate) async fn run_task<S: GraphState>(
     spec: &Spec<S>,
     state: &S,
     runtime: &Runtime,
     node: TaskNode,
     input: Option<&Value>,
-) -> TaskResult<S::Update> {
+) -> TaskRun<S::Update> {
     let Some(i) = node.node() else {
-        return match input {
-            Some(v) => S::Update::deserialize(v)
-                .map(Command::update)
-                .map_err(|e| NodeError::msg(format!("cannot decode the input: {e}"))),
-            None => Ok(Command::update(S::Update::default())),
-        };
-    };
-    // Sync nodes run when `run` is called: catch panics there too.
-    AssertUnwindSafe(async {
-        match &spec.nodes[i].node {
-            NodeBody::State(n) => n.run(state, runtime).await,
-            NodeBody::Payload(n) => match input {
-                Some(payload) => n.run(payload, runtime).await,
-                None => Err(NodeError::msg("a node run by sends ran with no payload")),
+        let end = match input {
+            Some(v) => match S::Update::deserialize(v) {
+                Ok(update) => Ending::Returned(Command::update(update)),
+                Err(e) => Ending::Failed(Error::NodeFailed {
+                    node: spec.name_of(TaskNode::Start).to_owned(),
+                    source: format!("cannot decode the input: {e}").into(),
+                }),
             },
+            None => Ending::Returned(Command::update(S::Update::default())),
+        };
+        return TaskRun::once(end);
+    };
+    let node = &spec.nodes[i];
+    // A send's task runs on its payload, the `input` given.
+    let payload = input.filter(|_| node.node.takes_payload());
+    let Some(policy) = &node.policy.cache else {
+        return attempts(node, state, payload, runtime).await;
+    };
+    let key = match node.cache.key_for(policy, state, payload) {
+        Ok(key) => key,
+        Err(e) => return TaskRun::once(Ending::Failed(e)),
+    };
+    if let Some(command) = node.cache.get(key) {
+        return TaskRun {
+            end: Ending::Returned(command),
+            attempts: 0,
+            recovered: None,
+        };
+    }
+    let run = attempts(node, state, payload, runtime).await;
+    if let Ending::Returned(command) = &run.end {
+        node.cache.put(policy, key, command.clone());
+    }
+    run
+}
+
+/// Runs `node` until an attempt returns, interrupts, fails in a way its
+/// retry policy does not retry, or the attempts run out (then the run
+/// fails with [`Error::RetriesExhausted`]). Between attempts the task
+/// sleeps on the tokio timer.
+async fn attempts<S: GraphState>(
+    node: &NodeSpec<S>,
+    state: &S,
+    payload: Option<&Value>,
+    runtime: &Runtime,
+) -> TaskRun<S::Update> {
+    let retry = node.policy.retry.as_ref();
+    let most = retry.map_or(1, |p| p.attempts());
+    let mut recovered = None;
+    let mut attempt = 1;
+    loop {
+        runtime.begin_attempt(attempt);
+        let end = attempt_once(node, state, payload, runtime).await;
+        let Ending::Failed(error) = end else {
+            // An interrupt is never retried, and leaves no failure behind.
+            let recovered = recovered.filter(|_| matches!(end, Ending::Returned(_)));
+            return TaskRun {
+                end,
+                attempts: attempt,
+                recovered,
+            };
+        };
+        let retryable = retry.filter(|p| p.retries(&error));
+        let end = match retryable {
+            Some(policy) if attempt < most => {
+                let wait = policy.delay(attempt, random_unit());
+                tracing::debug!(node = %node.name, attempt, ?wait, %error, "retrying a failed node");
+                recovered = Some(failure_message(&error));
+                match pause(wait).await {
+                    Ok(()) => {
+                        attempt += 1;
+                        continue;
+                    }
+                    Err(reason) => Error::NodeFailed {
+                        node: node.name.clone(),
+                        source: reason.into(),
+                    },
+                }
+            }
+            Some(_) if most > 1 => Error::RetriesExhausted {
+                node: node.name.clone(),
+                attempts: attempt,
+                last: Box::new(error),
+            },
+            _ => error,
+        };
+        return TaskRun {
+            end: Ending::Failed(end),
+            attempts: attempt,
+            recovered: None,
+        };
+    }
+}
+
+/// Sleeps `wait` on the tokio timer; in a runtime without time enabled the
+/// timer panics, which is the reason returned.
+async fn pause(wait: std::time::Duration) -> Result<(), String> {
+    AssertUnwindSafe(async { tokio::time::sleep(wait).await })
+        .catch_unwind()
+        .await
+        .map_err(|panic| format!("cannot wait between attempts: {}", panic_message(&*panic)))
+}
+
+/// One attempt of `node`, under its timeout.
+async fn attempt_once<S: GraphState>(
+    node: &NodeSpec<S>,
+    state: &S,
+    payload: Option<&Value>,
+    runtime: &Runtime,
+) -> Ending<S::Update> {
+    // Sync nodes run when `run` is called: catch panics there too (and the
+    // timer's, in a runtime without time enabled).
+    let body = AssertUnwindSafe(async {
+        match node.policy.timeout {
+            Some(timeout) => tokio::time::timeout(timeout, node.node.run(state, payload, runtime))
+                .await
+                .map_err(|_| timeout),
+            None => Ok(node.node.run(state, payload, runtime).await),
         }
-    })
-    .catch_unwind()
-    .await
-    .unwrap_or_else(|panic| {
-        Err(NodeError::msg(format!(
+    });
+    let result = match body.catch_unwind().await {
+        Ok(Ok(result)) => result,
+        Ok(Err(timeout)) => {
+            return Ending::Failed(Error::NodeTimeout {
+                node: node.name.clone(),
+                timeout,
+            });
+        }
+        Err(panic) => Err(NodeError::msg(format!(
             "panicked: {}",
             panic_message(&*panic)
-        )))
-    })
+        ))),
+    };
+    match result {
+        Ok(command) => Ending::Returned(command),
+        Err(NodeError(NodeErrorKind::Interrupt(signal))) => Ending::Interrupted(signal),
+        Err(NodeError(NodeErrorKind::Failed(source))) => Ending::Failed(Error::NodeFailed {
+            node: node.name.clone(),
+            source,
+        }),
+    }
 }
 
 /// The tasks of one step, by index: `start(k)` makes task `k`'s future.

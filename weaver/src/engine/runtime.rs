@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -23,6 +23,7 @@ pub struct Runtime {
     interrupts_called: AtomicUsize,
     store: Option<Arc<dyn crate::store::Store>>,
     stream: StreamWriter,
+    attempt: AtomicU32,
 }
 
 impl Runtime {
@@ -42,6 +43,7 @@ impl Runtime {
             interrupts_called: AtomicUsize::new(0),
             store: None,
             stream: StreamWriter::default(),
+            attempt: AtomicU32::new(1),
         }
     }
 
@@ -104,6 +106,30 @@ impl Runtime {
     /// The task id (stable across a resume of the same step).
     pub fn task_id(&self) -> &str {
         &self.task_id
+    }
+
+    /// Which attempt of the task this is: 1 on its first run, 2 on the
+    /// first retry of its [`RetryPolicy`](crate::RetryPolicy), and so on
+    /// (counted within one run of the graph).
+    ///
+    /// ```
+    /// # use weaver::{Runtime, NodeError};
+    /// fn flaky(rt: &Runtime) -> Result<(), NodeError> {
+    ///     if rt.attempt() < 3 {
+    ///         return Err(NodeError::msg("not yet"));
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn attempt(&self) -> u32 {
+        self.attempt.load(Ordering::Relaxed)
+    }
+
+    /// Starts attempt `n` of the task: its `interrupt` calls count from the
+    /// first again, so they meet the same resume values.
+    pub(crate) fn begin_attempt(&self, n: u32) {
+        self.attempt.store(n, Ordering::Relaxed);
+        self.interrupts_called.store(0, Ordering::Relaxed);
     }
 
     /// Pauses the run for human input.

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::node::Node;
+use super::node_cache::NodeCache;
+use super::policy::NodePolicy;
 use super::send::PayloadNode;
 use crate::state::GraphState;
 
@@ -82,9 +84,12 @@ pub(crate) struct NodeSpec<S: GraphState> {
     pub trigger: String,
     pub node: NodeBody<S>,
     pub out: Edges<S>,
+    /// Its retry, timeout and cache policies (the graph's defaults filled in).
+    pub policy: NodePolicy<S>,
+    /// The results its cache policy keeps.
+    pub cache: NodeCache<S>,
 }
 
-/// A validated graph.
 /// What a node runs on: the state (triggered by edges), or the payload of
 /// a [`Send`](crate::Send) (run by sends only).
 pub(crate) enum NodeBody<S: GraphState> {
@@ -97,8 +102,25 @@ impl<S: GraphState> NodeBody<S> {
     pub fn takes_payload(&self) -> bool {
         matches!(self, NodeBody::Payload(_))
     }
+
+    /// Runs the node on `state`, or on `payload` when it takes a send's.
+    pub fn run<'a>(
+        &'a self,
+        state: &'a S,
+        payload: Option<&'a serde_json::Value>,
+        runtime: &'a super::runtime::Runtime,
+    ) -> super::node::NodeFuture<'a, S::Update> {
+        match (self, payload) {
+            (NodeBody::State(n), _) => n.run(state, runtime),
+            (NodeBody::Payload(n), Some(payload)) => n.run(payload, runtime),
+            (NodeBody::Payload(_), None) => Box::pin(std::future::ready(Err(
+                super::node::NodeError::msg("a node run by sends ran with no payload"),
+            ))),
+        }
+    }
 }
 
+/// A validated graph.
 pub(crate) struct Spec<S: GraphState> {
     pub name: String,
     /// Nodes sorted by name: task order within a step is this order.

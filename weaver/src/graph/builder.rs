@@ -4,10 +4,13 @@ use std::sync::Arc;
 
 use crate::checkpoint::{Checkpointer, Saver};
 use crate::engine::spec::{NodeBody, Router};
-use crate::engine::{IntoNode, IntoPayloadNode, IntoRoute};
+use crate::engine::{IntoNode, IntoPayloadNode, IntoRoute, NodePolicy};
 use crate::state::GraphState;
 
 /// A conditional edge as declared: its source, router and target names.
+/// A node as declared: its name, body and policies.
+pub(crate) type RawNode<S> = (String, NodeBody<S>, NodePolicy<S>);
+
 pub(crate) struct RawBranch<S> {
     pub from: String,
     /// The router's name, for errors.
@@ -62,7 +65,9 @@ fn router_name<R>(from: &str) -> String {
 /// ```
 pub struct Graph<S: GraphState> {
     pub(crate) name: String,
-    pub(crate) nodes: Vec<(String, NodeBody<S>)>,
+    pub(crate) nodes: Vec<RawNode<S>>,
+    /// The policies of nodes that leave one unset.
+    pub(crate) node_defaults: NodePolicy<S>,
     pub(crate) edges: Vec<(String, String)>,
     pub(crate) branches: Vec<RawBranch<S>>,
     pub(crate) destinations: Vec<(String, Vec<String>)>,
@@ -77,7 +82,7 @@ impl<S: GraphState> std::fmt::Debug for Graph<S> {
             .field("name", &self.name)
             .field(
                 "nodes",
-                &self.nodes.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                &self.nodes.iter().map(|(n, ..)| n).collect::<Vec<_>>(),
             )
             .field("edges", &self.edges)
             .finish_non_exhaustive()
@@ -93,14 +98,61 @@ impl<S: GraphState> Graph<S> {
             edges: Vec::new(),
             branches: Vec::new(),
             destinations: Vec::new(),
+            node_defaults: NodePolicy::new(),
             interrupts: Compile::default(),
         }
     }
 
     /// Adds a node. Duplicate or reserved names are reported by [`compile`](Graph::compile).
-    pub fn add_node<M>(mut self, name: impl Into<String>, node: impl IntoNode<S, M>) -> Self {
+    pub fn add_node<M>(self, name: impl Into<String>, node: impl IntoNode<S, M>) -> Self {
+        self.add_node_with(name, node, NodePolicy::new())
+    }
+
+    /// Adds a node with its retry, timeout and cache policies (LangGraph's
+    /// `add_node(..., retry_policy=..., cache_policy=...)`); what `policy`
+    /// leaves unset comes from [`node_defaults`](Graph::node_defaults). An
+    /// unusable policy (no attempts, a zero timeout, a backoff factor that is
+    /// not a finite number of at least 0) is reported by
+    /// [`compile`](Graph::compile).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct State {
+    ///     answer: String,
+    /// }
+    ///
+    /// // Fails on its first two attempts.
+    /// fn flaky(_: &State, rt: &Runtime) -> Result<StateUpdate, NodeError> {
+    ///     if rt.attempt() < 3 {
+    ///         return Err(NodeError::msg("service unavailable"));
+    ///     }
+    ///     Ok(StateUpdate::default().answer("ok"))
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let retry = RetryPolicy::new()
+    ///     .max_attempts(3)
+    ///     .initial_interval(Duration::from_millis(1));
+    /// let graph = Graph::<State>::new("retries")
+    ///     .add_node_with("flaky", flaky, NodePolicy::new().retry(retry))
+    ///     .add_sequence([START, "flaky", END])
+    ///     .compile(Compile::new())?;
+    /// let state = graph.invoke(State::default(), &RunConfig::default()).await?.complete()?;
+    /// assert_eq!(state.answer, "ok");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
+    pub fn add_node_with<M>(
+        mut self,
+        name: impl Into<String>,
+        node: impl IntoNode<S, M>,
+        policy: NodePolicy<S>,
+    ) -> Self {
         self.nodes
-            .push((name.into(), NodeBody::State(node.into_node())));
+            .push((name.into(), NodeBody::State(node.into_node()), policy));
         self
     }
 
@@ -113,12 +165,61 @@ impl<S: GraphState> Graph<S> {
     ///
     /// See [`Send`](crate::Send) for an example.
     pub fn add_send_node<P, M>(
-        mut self,
+        self,
         name: impl Into<String>,
         node: impl IntoPayloadNode<S, P, M>,
     ) -> Self {
-        self.nodes
-            .push((name.into(), NodeBody::Payload(node.into_payload_node())));
+        self.add_send_node_with(name, node, NodePolicy::new())
+    }
+
+    /// [`add_send_node`](Graph::add_send_node) with the node's policies, as
+    /// [`add_node_with`](Graph::add_node_with) takes them; a cache policy
+    /// keys a send's result by its payload (its key function, which reads
+    /// the state, is not used).
+    pub fn add_send_node_with<P, M>(
+        mut self,
+        name: impl Into<String>,
+        node: impl IntoPayloadNode<S, P, M>,
+        policy: NodePolicy<S>,
+    ) -> Self {
+        self.nodes.push((
+            name.into(),
+            NodeBody::Payload(node.into_payload_node()),
+            policy,
+        ));
+        self
+    }
+
+    /// The policies of every node that does not set its own (each part,
+    /// retry, timeout and cache, apart): LangGraph JS's `setNodeDefaults`.
+    /// The START task that takes in the input has none.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct State {
+    ///     n: i64,
+    /// }
+    ///
+    /// async fn slow(_: &State) -> StateUpdate {
+    ///     tokio::time::sleep(Duration::from_secs(5)).await;
+    ///     StateUpdate::default().n(1)
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let graph = Graph::<State>::new("defaults")
+    ///     .add_node("slow", slow)
+    ///     .add_sequence([START, "slow", END])
+    ///     .node_defaults(NodePolicy::new().timeout(Duration::from_millis(5)))
+    ///     .compile(Compile::new())?;
+    /// let err = graph.invoke(State::default(), &RunConfig::default()).await.unwrap_err();
+    /// assert!(matches!(err, Error::NodeTimeout { node, .. } if node == "slow"));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
+    pub fn node_defaults(mut self, policy: NodePolicy<S>) -> Self {
+        self.node_defaults = policy;
         self
     }
 

@@ -3,8 +3,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::builder::{Compile, Graph};
-use crate::engine::spec::{Branch, Edges, NodeBody, NodeSpec, Spec, Target, trigger_channel};
+use super::builder::{Compile, Graph, RawNode};
+use crate::engine::node_cache::NodeCache;
+use crate::engine::spec::{Branch, Edges, NodeSpec, Spec, Target, trigger_channel};
 use crate::engine::{CompiledGraph, END, START};
 use crate::error::{Error, GraphError, Result};
 use crate::state::GraphState;
@@ -43,13 +44,13 @@ fn unknown(from: &str, to: &str, node: &str) -> GraphError {
     }
 }
 
-/// Nodes as declared: names and bodies.
-type Declared<S> = Vec<(String, NodeBody<S>)>;
+/// Nodes as declared: names, bodies and policies.
+type Declared<S> = Vec<RawNode<S>>;
 
 /// The declared nodes, sorted by name (task order), duplicates and reserved
 /// names refused.
 fn sorted_nodes<S: GraphState>(mut nodes: Declared<S>) -> Result<Declared<S>> {
-    for (n, _) in &nodes {
+    for (n, ..) in &nodes {
         if let Some(reason) = is_reserved(n) {
             return Err(GraphError::InvalidNodeName {
                 node: n.clone(),
@@ -244,7 +245,7 @@ fn no_plain_edge_into_payload_nodes<S: GraphState>(
         nodes
             .iter()
             .zip(outs)
-            .map(|((name, _), out)| (name.as_str(), out)),
+            .map(|((name, _, _), out)| (name.as_str(), out)),
     );
     for (from, out) in sources {
         for t in out.fixed.iter().chain(&out.destinations) {
@@ -294,7 +295,7 @@ pub(crate) fn build<S: GraphState>(mut graph: Graph<S>, options: &Compile) -> Re
     let index: HashMap<String, usize> = nodes
         .iter()
         .enumerate()
-        .map(|(i, (n, _))| (n.clone(), i))
+        .map(|(i, (n, ..))| (n.clone(), i))
         .collect();
     let (start, outs) = resolve_edges(&mut graph, &index, nodes.len())?;
     no_plain_edge_into_payload_nodes(&nodes, &start, &outs)?;
@@ -324,13 +325,21 @@ pub(crate) fn build<S: GraphState>(mut graph: Graph<S>, options: &Compile) -> Re
     let nodes = nodes
         .into_iter()
         .zip(outs)
-        .map(|((name, node), out)| NodeSpec {
-            trigger: trigger_channel(&name),
-            name,
-            node,
-            out,
+        .map(|((name, node, policy), out)| {
+            let policy = policy.or(&graph.node_defaults);
+            if let Some(reason) = policy.invalid() {
+                return Err(GraphError::InvalidPolicy { node: name, reason }.into());
+            }
+            Ok(NodeSpec {
+                trigger: trigger_channel(&name),
+                name,
+                node,
+                out,
+                policy,
+                cache: NodeCache::new(),
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     Ok(Spec {
         name: graph.name,
         nodes,

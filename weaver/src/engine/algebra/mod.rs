@@ -23,4 +23,6 @@ pub(crate) use route::route;
 pub(crate) use tasks::{
     TaskNode, next_tasks, prepare_tasks, trigger_of, triggered as triggered_tasks,
 };
-pub(crate) use writes::{Finished, TaskOutput, finish_task, replay_task};
+pub(crate) use writes::{
+    Ending, Finished, TaskOutput, TaskRun, failure_message, finish_task, replay_task,
+};

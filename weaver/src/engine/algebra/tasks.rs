@@ -170,16 +170,36 @@ impl Prepared<'_> {
 
     /// The message of the error an earlier attempt left, if any.
     pub fn error(&self) -> Option<String> {
+        self.error_write().map(|w| {
+            w.value
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        })
+    }
+
+    /// The attempts the run that left the task's error write made (the
+    /// write of a failure, or of the failure a later attempt recovered
+    /// from); 1 for a task that left writes and no error, 0 for one that
+    /// left none. An error write stored before attempts were counted says
+    /// 1.
+    pub fn attempts(&self) -> u32 {
+        match self.error_write() {
+            Some(w) => w
+                .value
+                .get("attempts")
+                .and_then(Value::as_u64)
+                .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+            None => u32::from(!self.writes.is_empty()),
+        }
+    }
+
+    fn error_write(&self) -> Option<&PendingWrite> {
         self.writes
             .iter()
             .find(|w| w.channel == ERROR_CHANNEL)
-            .map(|w| {
-                w.value
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            })
+            .copied()
     }
 }
 

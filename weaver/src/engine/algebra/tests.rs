@@ -15,7 +15,7 @@ use crate::channel::{ChannelKind, ChannelSpec};
 use crate::checkpoint::{
     Checkpoint, ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, PendingWrite, RESUME_CHANNEL,
 };
-use crate::engine::node::{Command, IntoNode, NodeError};
+use crate::engine::node::{Command, IntoNode};
 use crate::engine::spec::{
     END, Edges, NodeSpec, START, START_TRIGGER, Spec, Target, trigger_channel,
 };
@@ -118,6 +118,8 @@ fn spec(edges: &[(&str, &str)], before: &[&str]) -> Spec<Tally> {
                 (|_: &Tally| TallyUpdate::default()).into_node(),
             ),
             out: edges_from(n),
+            policy: crate::engine::NodePolicy::new(),
+            cache: crate::engine::node_cache::NodeCache::new(),
         })
         .collect();
     Spec {
@@ -320,7 +322,7 @@ fn task_results_become_writes_that_replay_to_the_same_output() {
         (c, TallyUpdate::default(), &[NO_WRITES_CHANNEL]),
     ];
     for (node, update, channels) in cases {
-        let result = Ok(Command::update(update.clone()));
+        let result = TaskRun::once(Ending::Returned(Command::update(update.clone())));
         let (finished, stored) = finish_task(&spec, &state, *node, "t1", result, true);
         let Finished::Succeeded(out) = finished else {
             panic!("{node:?} did not succeed");
@@ -342,7 +344,7 @@ fn task_results_become_writes_that_replay_to_the_same_output() {
             .collect();
         assert_eq!(replayed.triggers, nodes);
         // Without a checkpointer nothing is built.
-        let result = Ok(Command::update(update.clone()));
+        let result = TaskRun::once(Ending::Returned(Command::update(update.clone())));
         let (_, none) = finish_task(&spec, &state, *node, "t1", result, false);
         assert!(none.is_empty());
     }
@@ -353,20 +355,114 @@ fn failures_and_interrupts_become_their_special_writes() {
     let spec = diamond();
     let state = Tally::default();
     let a = TaskNode::Pull(spec.index["a"]);
-    let failed = Err(NodeError::msg("boom"));
-    let (finished, stored) = finish_task(&spec, &state, a, "t", failed, true);
-    assert!(
-        matches!(finished, Finished::Failed(Error::NodeFailed { ref node, .. }) if node == "a")
-    );
-    assert_eq!(stored.len(), 1);
-    assert_eq!(stored[0].channel, ERROR_CHANNEL);
-    assert_eq!(stored[0].value, json!({"message": "boom"}));
-    assert!(!succeeded(&[&stored[0]]));
+    let boom = || Error::NodeFailed {
+        node: "a".into(),
+        source: "boom".into(),
+    };
+    // (how the task ran, attempts, the run's error, the stored message)
+    type Expected = fn(&Error) -> bool;
+    let cases: Vec<(Error, u32, Expected, &str)> = vec![
+        (
+            boom(),
+            1,
+            |e| matches!(e, Error::NodeFailed { node, .. } if node == "a"),
+            "boom",
+        ),
+        (
+            Error::RetriesExhausted {
+                node: "a".into(),
+                attempts: 3,
+                last: Box::new(boom()),
+            },
+            3,
+            |e| matches!(e, Error::RetriesExhausted { attempts: 3, .. }),
+            "boom",
+        ),
+        (
+            Error::NodeTimeout {
+                node: "a".into(),
+                timeout: std::time::Duration::from_millis(5),
+            },
+            1,
+            |e| matches!(e, Error::NodeTimeout { .. }),
+            "node `a` timed out after 5ms",
+        ),
+    ];
+    for (error, attempts, is_expected, message) in cases {
+        let run = TaskRun {
+            end: Ending::Failed(error),
+            attempts,
+            recovered: None,
+        };
+        let (finished, stored) = finish_task(&spec, &state, a, "t", run, true);
+        let Finished::Failed(e) = finished else {
+            panic!("{message}: did not fail");
+        };
+        assert!(is_expected(&e), "{e}");
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].channel, ERROR_CHANNEL);
+        assert_eq!(
+            stored[0].value,
+            json!({"message": message, "attempts": attempts})
+        );
+        assert!(!succeeded(&[&stored[0]]));
+        let refs: Vec<&PendingWrite> = stored.iter().collect();
+        let task = tasks::Prepared {
+            node: a,
+            id: "t".into(),
+            writes: refs,
+        };
+        assert_eq!(task.attempts(), attempts);
+        assert_eq!(task.error().as_deref(), Some(message));
+    }
 
-    let goto = Ok(Command::update(TallyUpdate::default()).goto("nowhere"));
+    let goto = TaskRun::once(Ending::Returned(
+        Command::update(TallyUpdate::default()).goto("nowhere"),
+    ));
     let (finished, stored) = finish_task(&spec, &state, a, "t", goto, true);
     assert!(matches!(finished, Finished::Failed(_)));
     assert_eq!(stored[0].channel, ERROR_CHANNEL);
+}
+
+#[test]
+fn a_success_after_retries_records_the_failure_it_recovered_from() {
+    let spec = diamond();
+    let state = Tally::default();
+    let a = TaskNode::Pull(spec.index["a"]);
+    let run = TaskRun {
+        end: Ending::Returned(Command::update(TallyUpdate::default())),
+        attempts: 3,
+        recovered: Some("flaky".into()),
+    };
+    let (finished, stored) = finish_task(&spec, &state, a, "t", run, true);
+    assert!(matches!(finished, Finished::Succeeded(_)));
+    let refs: Vec<&PendingWrite> = stored.iter().collect();
+    assert!(succeeded(&refs));
+    let task = tasks::Prepared {
+        node: a,
+        id: "t".into(),
+        writes: refs,
+    };
+    assert_eq!((task.attempts(), task.error()), (3, Some("flaky".into())));
+    // Replaying it reads only its ordinary writes.
+    let refs: Vec<&PendingWrite> = stored.iter().collect();
+    let replayed = replay_task(&spec, a, &refs).unwrap();
+    assert_eq!(replayed.triggers, [Target::Node(spec.index["b"])]);
+    // A first-attempt success records no attempts; an untouched task none.
+    let once = TaskRun::once(Ending::Returned(Command::update(TallyUpdate::default())));
+    let (_, stored) = finish_task(&spec, &state, a, "t", once, true);
+    let first = tasks::Prepared {
+        node: a,
+        id: "t".into(),
+        writes: stored.iter().collect(),
+    };
+    let untouched = tasks::Prepared {
+        node: a,
+        id: "t".into(),
+        writes: Vec::new(),
+    };
+    assert_eq!((first.attempts(), first.error()), (1, None));
+    assert_eq!(untouched.attempts(), 0);
 }
 
 #[test]

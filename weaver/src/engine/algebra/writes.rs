@@ -7,7 +7,8 @@ use serde_json::{Map, Value, json};
 use super::route::route;
 use super::tasks::TaskNode;
 use crate::checkpoint::{ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, PendingWrite};
-use crate::engine::node::{Command, NodeError, NodeErrorKind};
+use crate::engine::node::Command;
+use crate::engine::runtime::InterruptSignal;
 use crate::engine::send::{SENDS_CHANNEL, StoredSend};
 use crate::engine::spec::{Spec, Target};
 use crate::engine::values::encode_object;
@@ -82,51 +83,92 @@ pub(crate) fn replay_task<S: GraphState>(
     })
 }
 
+/// How a task's run ended, as the runner reports it.
+#[derive(Debug)]
+pub(crate) enum Ending<U> {
+    /// The node returned (or its cached command was used).
+    Returned(Command<U>),
+    /// The node paused for input.
+    Interrupted(InterruptSignal),
+    /// The node failed: [`Error::NodeFailed`], [`Error::NodeTimeout`] or
+    /// [`Error::RetriesExhausted`] of its node (or an error computing its
+    /// cache key).
+    Failed(Error),
+}
+
+/// A task's run: how it ended and the attempts it took.
+#[derive(Debug)]
+pub(crate) struct TaskRun<U> {
+    pub end: Ending<U>,
+    /// The attempts made (0 when a cached result was used).
+    pub attempts: u32,
+    /// The last failure a later attempt recovered from (its message).
+    pub recovered: Option<String>,
+}
+
+impl<U> TaskRun<U> {
+    /// A run of one attempt.
+    pub fn once(end: Ending<U>) -> Self {
+        TaskRun {
+            end,
+            attempts: 1,
+            recovered: None,
+        }
+    }
+}
+
 /// How a task of a step ended.
 #[derive(Debug)]
 pub(crate) enum Finished<S: GraphState> {
     /// It returned; its output joins the step's writes.
     Succeeded(TaskOutput<S>),
-    /// It failed ([`Error::NodeFailed`] of its node): the step fails.
+    /// It failed (an error naming its node): the step fails.
     Failed(Error),
     /// It paused for input.
     Interrupted(Interrupt),
 }
 
-/// Turns what task `id` (of `node`, run on `state`) returned into how it
-/// ended and the pending writes that record it. A success's writes are
-/// built only when `persisting` (nothing reads them without a checkpointer).
+/// Turns how task `id` (of `node`, run on `state`) ran into how it ended
+/// and the pending writes that record it. A success's writes are built only
+/// when `persisting` (nothing reads them without a checkpointer). A failure
+/// is recorded with the attempts made; so is a success that took several
+/// (with the failure it recovered from).
 pub(crate) fn finish_task<S: GraphState>(
     spec: &Spec<S>,
     state: &S,
     node: TaskNode,
     id: &str,
-    result: std::result::Result<Command<S::Update>, NodeError>,
+    run: TaskRun<S::Update>,
     persisting: bool,
 ) -> (Finished<S>, Vec<PendingWrite>) {
     let name = spec.name_of(node);
+    let attempts = run.attempts;
     let failed = |error: Error| {
-        let writes = error_writes(id, name, &error);
+        let writes = error_writes(id, name, &failure_message(&error), attempts);
         (Finished::Failed(error), writes)
     };
-    let node_failed = |source: BoxError| Error::NodeFailed {
-        node: name.to_owned(),
-        source,
+    let node_failed = |e: BoxError| {
+        failed(Error::NodeFailed {
+            node: name.to_owned(),
+            source: e,
+        })
     };
-    match result {
-        Ok(cmd) => match output_of(spec, state, node, cmd) {
+    match run.end {
+        Ending::Returned(cmd) => match output_of(spec, state, node, cmd) {
             Ok((output, update)) => {
-                let writes = if persisting {
-                    success_writes(spec, id, node, &output, update)
-                } else {
-                    Vec::new()
-                };
+                let mut writes = Vec::new();
+                if persisting {
+                    writes = success_writes(spec, id, node, &output, update);
+                    if let Some(message) = &run.recovered {
+                        writes.extend(error_writes(id, name, message, attempts));
+                    }
+                }
                 (Finished::Succeeded(output), writes)
             }
             Err(e) => failed(e),
         },
-        Err(NodeError(NodeErrorKind::Interrupt(signal))) => match signal.unencodable {
-            Some(reason) => failed(node_failed(Error::encode("interrupt value", reason).into())),
+        Ending::Interrupted(signal) => match signal.unencodable {
+            Some(reason) => node_failed(Error::encode("interrupt value", reason).into()),
             None => {
                 let interrupt = Interrupt {
                     id: signal.id,
@@ -142,21 +184,30 @@ pub(crate) fn finish_task<S: GraphState>(
                 (Finished::Interrupted(interrupt), writes)
             }
         },
-        Err(NodeError(NodeErrorKind::Failed(e))) => failed(node_failed(e)),
+        Ending::Failed(e) => failed(e),
     }
 }
 
-/// The error write a failed task leaves: the node's own message when the
-/// node failed, the whole error otherwise (a refused route).
-fn error_writes(id: &str, name: &str, e: &Error) -> Vec<PendingWrite> {
-    let message = match e {
+/// What a task's error write says of `error`: the node's own message for a
+/// node's failure (not the run's "node `x` failed: ..."), the last
+/// attempt's for exhausted retries.
+pub(crate) fn failure_message(error: &Error) -> String {
+    match error {
         Error::NodeFailed { source, .. } => source.to_string(),
+        Error::RetriesExhausted { last, .. } => failure_message(last),
         other => other.to_string(),
-    };
+    }
+}
+
+/// The error write a failed task leaves: its message and the attempts made.
+fn error_writes(id: &str, name: &str, message: &str, attempts: u32) -> Vec<PendingWrite> {
     PendingWrite::for_task(
         id,
         name,
-        [(ERROR_CHANNEL.to_owned(), json!({ "message": message }))],
+        [(
+            ERROR_CHANNEL.to_owned(),
+            json!({"message": message, "attempts": attempts}),
+        )],
     )
 }
 

@@ -1,0 +1,169 @@
+//! Node policies (retry, timeout, cache) on the in-memory saver; the same
+//! checks run on SQLite and PostgreSQL in the `sql` tests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use weaver::prelude::*;
+use weaver::{GraphError, Saver};
+use weaver_tests::policies;
+use weaver_tests::states::{Steps, StepsUpdate};
+
+fn saver() -> Arc<dyn Saver> {
+    Arc::new(InMemorySaver::new())
+}
+
+#[tokio::test]
+async fn a_flaky_node_succeeds_on_its_third_attempt() {
+    policies::flaky_node_succeeds_on_its_third_attempt(saver()).await;
+}
+
+#[tokio::test]
+async fn retries_exhausted_fail_with_the_attempts_recorded() {
+    policies::retries_exhausted_fail_with_the_attempts_recorded(saver()).await;
+}
+
+#[tokio::test]
+async fn the_predicate_refuses_a_retry() {
+    policies::the_predicate_refuses_a_retry(saver()).await;
+}
+
+#[tokio::test]
+async fn a_timeout_fails_the_attempt_and_is_retried() {
+    policies::a_timeout_fails_the_attempt_and_is_retried(saver()).await;
+}
+
+#[tokio::test]
+async fn a_cache_hit_skips_the_node() {
+    policies::a_cache_hit_skips_the_node(saver()).await;
+}
+
+#[tokio::test]
+async fn an_expired_cache_entry_runs_the_node_again() {
+    policies::an_expired_cache_entry_runs_the_node_again(saver()).await;
+}
+
+#[tokio::test]
+async fn an_interrupt_is_never_retried() {
+    policies::an_interrupt_is_never_retried(saver()).await;
+}
+
+#[tokio::test]
+async fn node_defaults_fill_what_a_node_leaves_unset() {
+    policies::node_defaults_fill_what_a_node_leaves_unset(saver()).await;
+}
+
+#[test]
+fn unusable_policies_are_refused_at_compile() {
+    let zero_timeout = NodePolicy::new().timeout(Duration::ZERO);
+    let cases: Vec<(NodePolicy<Steps>, NodePolicy<Steps>, &str)> = vec![
+        (
+            NodePolicy::new().retry(RetryPolicy::new().max_attempts(0)),
+            NodePolicy::new(),
+            "a retry policy needs max_attempts of at least 1",
+        ),
+        (
+            NodePolicy::new().retry(RetryPolicy::new().backoff_factor(f64::NAN)),
+            NodePolicy::new(),
+            "a retry policy's backoff_factor must be finite and not negative",
+        ),
+        (
+            zero_timeout.clone(),
+            NodePolicy::new(),
+            "a timeout must be longer than zero",
+        ),
+        // A bad default is refused on the node that takes it.
+        (
+            NodePolicy::new(),
+            zero_timeout,
+            "a timeout must be longer than zero",
+        ),
+    ];
+    for (own, defaults, expected) in cases {
+        let err = Graph::<Steps>::new("bad")
+            .add_node_with("a", |_: &Steps| StepsUpdate::default(), own)
+            .add_sequence([START, "a", END])
+            .node_defaults(defaults)
+            .compile(Compile::new())
+            .unwrap_err();
+        match err {
+            Error::InvalidGraph(GraphError::InvalidPolicy { node, reason }) => {
+                assert_eq!((node.as_str(), reason), ("a", expected));
+            }
+            other => panic!("expected InvalidPolicy, got {other:?}"),
+        }
+    }
+}
+
+/// Without a checkpointer, retries and the cache work the same.
+#[tokio::test]
+async fn policies_need_no_checkpointer() {
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let flaky = move |_: &Steps, rt: &Runtime| -> Result<StepsUpdate, NodeError> {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if rt.attempt() < 2 {
+            return Err(NodeError::msg("once"));
+        }
+        Ok(StepsUpdate::default().bar(["ok"]))
+    };
+    let policy = NodePolicy::new()
+        .retry(
+            RetryPolicy::new()
+                .max_attempts(2)
+                .initial_interval(Duration::from_millis(1)),
+        )
+        .cache(CachePolicy::new());
+    let graph = Graph::<Steps>::new("plain")
+        .add_node_with("flaky", flaky, policy)
+        .add_sequence([START, "flaky", END])
+        .compile(Compile::new())
+        .unwrap();
+    for _ in 0..2 {
+        let state = graph
+            .invoke(Steps::default(), &RunConfig::default())
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        assert_eq!(state.bar, ["ok"]);
+    }
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+/// In a runtime without tokio's timer, a timeout or a wait between
+/// attempts fails the node with a typed error instead of panicking.
+#[test]
+fn a_runtime_without_time_fails_the_node_instead_of_panicking() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let failing = |_: &Steps| -> Result<StepsUpdate, NodeError> { Err(NodeError::msg("no")) };
+    let cases: Vec<(NodePolicy<Steps>, &str)> = vec![
+        (
+            NodePolicy::new().timeout(Duration::from_secs(1)),
+            "panicked: ",
+        ),
+        (
+            NodePolicy::new().retry(RetryPolicy::new().max_attempts(2)),
+            "cannot wait between attempts: ",
+        ),
+    ];
+    for (policy, expected) in cases {
+        let graph = Graph::<Steps>::new("no-timer")
+            .add_node_with("a", failing, policy)
+            .add_sequence([START, "a", END])
+            .compile(Compile::new())
+            .unwrap();
+        let err = rt
+            .block_on(graph.invoke(Steps::default(), &RunConfig::default()))
+            .unwrap_err();
+        match err {
+            Error::NodeFailed { node, source } => {
+                assert_eq!(node, "a");
+                assert!(source.to_string().starts_with(expected), "{source}");
+            }
+            other => panic!("expected NodeFailed, got {other:?}"),
+        }
+    }
+}
