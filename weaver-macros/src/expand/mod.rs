@@ -241,7 +241,7 @@ mod tests {
     #[test]
     fn the_reserved_channels_are_the_runtimes() {
         use weaver::checkpoint::{
-            ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, RESUME_CHANNEL,
+            ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, RESUME_CHANNEL, SENDS_CHANNEL,
         };
         let names: Vec<&str> = crate::symbol::RESERVED_CHANNELS
             .iter()
@@ -251,6 +251,7 @@ mod tests {
             names,
             [
                 weaver::START,
+                SENDS_CHANNEL,
                 ERROR_CHANNEL,
                 INTERRUPT_CHANNEL,
                 RESUME_CHANNEL,

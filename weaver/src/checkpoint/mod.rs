@@ -32,7 +32,7 @@ pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,
     CheckpointSource, CheckpointTuple, DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, INTERRUPT_CHANNEL,
     LineageRequest, ListFilter, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite, PruneStrategy,
-    RESUME_CHANNEL, ThreadInfo, WriteCheck, WriteOp,
+    RESUME_CHANNEL, SENDS_CHANNEL, ThreadInfo, WriteCheck, WriteOp,
 };
 
 // The SQL savers (behind the `sqlite` / `postgres` features).

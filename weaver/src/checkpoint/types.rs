@@ -262,6 +262,11 @@ fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
 
 /// Channel of the write recording a task's failure.
 pub const ERROR_CHANNEL: &str = "__error__";
+
+/// Channel of a checkpoint holding the [`Send`](crate::Send)s its next step
+/// runs (a list of `{"node", "payload"}`), and of the write recording the
+/// sends a task's routers made.
+pub const SENDS_CHANNEL: &str = "__sends__";
 /// Channel of the write recording a task's interrupts.
 pub const INTERRUPT_CHANNEL: &str = "__interrupt__";
 /// Channel of the write recording resume values given to a task.

@@ -14,8 +14,7 @@ use super::node::{AsyncStateFn, AsyncStateRuntimeFn, IntoNodeResult, NodeError, 
 use super::runtime::Runtime;
 use crate::state::GraphState;
 
-/// The channel of a checkpoint holding the sends its next step runs.
-pub(crate) const SENDS_CHANNEL: &str = "__sends__";
+pub(crate) use crate::checkpoint::SENDS_CHANNEL;
 
 /// A task for the next step: run `node` on `payload` (LangGraph's `Send`).
 ///
