@@ -1,5 +1,5 @@
-//! Benchmark workloads of `shared/bench/WORKLOADS.md`, printing one JSON
-//! object per line in the peer's field names, for `shared/bench/compare.py`.
+//! Benchmark workloads of `bench/WORKLOADS.md`, printing one JSON
+//! object per line in the peer's field names, for `bench/tools/compare.py`.
 //!
 //! ```text
 //! cargo run --release -p weaver-bench -- --all > weaver-results.jsonl

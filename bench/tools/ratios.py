@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Issue 4's target ratios in every kept benchmark sitting, side by side.
+"""The headline ratios of every benchmark sitting in a folder, side by side.
 
-For each sitting folder under bench/results (one holding the peer's
+For each sitting folder under the directory given (one holding the peer's
 `results.json` and weaver's `weaver-all.jsonl`, as `bench/tools/sitting.sh`
 writes them), prints weaver's advantage over the peer measured in the same
 sitting:
@@ -9,15 +9,13 @@ sitting:
 - W1 invokes/s on SQLite and on PostgreSQL (default durability);
 - W6 total invokes/s (PostgreSQL, four processes);
 - W4 `history(limit 20)` on SQLite with the `SharedVec` channel
-  (`weaver-sv.jsonl`), cold and cached, only from sittings whose W4 reads
-  ran on a freshly compiled graph (the harness since session 11; older
-  rows timed the graph that wrote the thread and are left blank).
+  (`weaver-sv.jsonl`), cold and cached.
 
 then the median and range of each column over the sittings listed. With
 `--all-figures`, also the median and range of more figures (W2, W3, W5 and
 the other W4 channels; see FIGURES), each a ratio > 1 when weaver is better.
 
-    python3 bench/tools/ratios.py [--since 2026-12-01-session11] [--all-figures] [results-dir]
+    python3 bench/tools/ratios.py [--since <first-sitting-folder>] [--all-figures] <results-dir>
 
 Sittings were run on different commits (`commit.txt` in each folder), so a
 column is a record of the project's history, not repeated measurements of
@@ -105,7 +103,7 @@ FIGURES = [
     ("W4 postgres SV cold", "sv", "W4", "postgres", ("history_limit20", "median_ms"), False, True,
      "W4 history(limit 20), PostgreSQL, `SharedVec<String>`"),
 ]
-# The per-sitting table: issue 4's targets.
+# The per-sitting table: the SQL savers' headline figures.
 COLUMNS = [f[0] for f in FIGURES[:5]]
 FILES = {"all": "weaver-all.jsonl", "sv": "weaver-sv.jsonl", "append": "weaver-append.jsonl"}
 
@@ -139,10 +137,9 @@ def sitting(folder):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("results", nargs="?", default=os.path.join(here, "..", "results"))
-    p.add_argument("--since", default="", help="first session folder to include (by name)")
+    p.add_argument("results", help="the folder holding the sitting folders")
+    p.add_argument("--since", default="", help="first sitting folder to include (by name)")
     p.add_argument("--all-figures", action="store_true",
                    help="also print every figure of FIGURES as median and range")
     args = p.parse_args()

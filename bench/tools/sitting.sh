@@ -5,7 +5,7 @@
 # and the side-by-side tables.
 #
 #   cargo build --release -p weaver-bench
-#   bench/tools/sitting.sh bench/results/<date>-<session>/sitting<N>
+#   bench/tools/sitting.sh bench/out/<name>      # bench/out is ignored: raw output stays out of git
 #
 # Run it with nothing else running on the machine (no build, no tests).
 # REPEATS (default 3) is the number of runs of each row on both sides: each
@@ -15,13 +15,12 @@ set -u
 out="$1"
 repeats="${REPEATS:-3}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-peer="$root/../shared/bench"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 cd "$root"
 git rev-parse --short HEAD > "$out/commit.txt"
 python3 bench/tools/sqlite_commit_floor.py > "$out/floor-before.json" 2>&1
-OUT_DIR="$out/peer" REPEATS="$repeats" bash "$peer/peer/run.sh" > "$out/peer.log" 2>&1
+OUT_DIR="$out/peer" REPEATS="$repeats" bash bench/peer/run.sh > "$out/peer.log" 2>&1
 cp "$out/peer/results.json" "$out/results.json"
 ./target/release/weaver-bench --all --repeats "$repeats" > "$out/weaver-all.jsonl" 2> "$out/weaver-all.log"
 ./target/release/weaver-bench --workload w2 --backend memory,sqlite,postgres --repeats "$repeats" \
@@ -31,7 +30,7 @@ cp "$out/peer/results.json" "$out/results.json"
 ./target/release/weaver-bench --workload w2 --backend memory,sqlite,postgres --repeats "$repeats" \
   --w2-channel append > "$out/weaver-append.jsonl" 2> "$out/weaver-append.log"
 python3 bench/tools/sqlite_commit_floor.py > "$out/floor-after.json" 2>&1
-python3 "$peer/compare.py" "$out/weaver-all.jsonl" "$out/results.json" > "$out/compare.md" 2>&1
-python3 "$peer/compare.py" "$out/weaver-sv.jsonl" "$out/results.json" > "$out/compare-sv.md" 2>&1
-python3 "$peer/compare.py" "$out/weaver-append.jsonl" "$out/results.json" > "$out/compare-append.md" 2>&1
+python3 bench/tools/compare.py "$out/weaver-all.jsonl" "$out/results.json" > "$out/compare.md" 2>&1
+python3 bench/tools/compare.py "$out/weaver-sv.jsonl" "$out/results.json" > "$out/compare-sv.md" 2>&1
+python3 bench/tools/compare.py "$out/weaver-append.jsonl" "$out/results.json" > "$out/compare-append.md" 2>&1
 touch "$out/DONE"

@@ -15,8 +15,7 @@
 //! ```
 //!
 //! Prints one JSON line per file. With `OFF`, `last50_ms` well above
-//! `first50_ms` means a turn does work that grows with the conversation
-//! (see `bench/RESULTS.md`, session 15).
+//! `first50_ms` means a turn does work that grows with the conversation.
 
 use std::path::Path;
 use std::time::Instant;

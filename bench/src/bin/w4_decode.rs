@@ -13,8 +13,7 @@
 //! ```
 //!
 //! Prints one JSON line of median milliseconds per record over 2,000 rounds.
-//! It measures how much of a cold `get_state` the intermediate `Value` costs
-//! (see `bench/RESULTS.md`, session 11).
+//! It measures how much of a cold `get_state` the intermediate `Value` costs.
 
 use serde::Deserialize;
 use serde_json::{Value, json};

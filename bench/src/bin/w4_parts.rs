@@ -128,7 +128,7 @@ async fn run<C: ChatState>() -> weaver::Result<serde_json::Value> {
     let get_state_10th = median_ms(|| async { graph.get_state(&tenth).await.map(drop) }).await?;
     // Cold: each read on a graph compiled just before it (outside the timed
     // region), so no value it decoded or rebuilt before is at hand, as for
-    // another process, or `weaver-bench`'s W2/W4 reads since session 11.
+    // another process, or `weaver-bench`'s W2/W4 reads.
     let compile = || {
         let t = turn.clone();
         Graph::<C>::new("chat")
