@@ -1,6 +1,7 @@
 //! Cross-crate test suites: the saver and store conformance suites and shared fixtures.
 
 pub mod conformance;
+pub mod counters;
 pub mod decodes;
 pub mod policies;
 pub mod sends;

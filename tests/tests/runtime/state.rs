@@ -490,3 +490,9 @@ async fn commands_and_routers_edge_cases() {
     );
     assert_eq!(runs.get("c"), 1, "goto twice runs once");
 }
+
+#[tokio::test]
+async fn stored_counters_at_their_maximum_are_errors_in_memory() {
+    let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(InMemorySaver::new());
+    weaver_tests::counters::stored_counters_at_their_maximum_are_errors(saver).await;
+}

@@ -92,3 +92,18 @@ async fn json_nested_deeper_than_serde_json_reads_is_refused_when_written() {
     deepest_payloads_round_trip_and_deeper_ones_are_refused(saver, "postgres sealed").await;
     pg.drop_schema().await;
 }
+
+#[tokio::test]
+async fn stored_counters_at_their_maximum_are_errors_on_sqlite() {
+    let db = crate::common::SqliteDb::new().await;
+    let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(db.saver().await);
+    weaver_tests::counters::stored_counters_at_their_maximum_are_errors(saver).await;
+}
+
+#[tokio::test]
+async fn stored_counters_at_their_maximum_are_errors_on_postgres() {
+    let db = crate::common::PgDb::new().await;
+    let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(db.saver().await);
+    weaver_tests::counters::stored_counters_at_their_maximum_are_errors(saver).await;
+    db.drop_schema().await;
+}

@@ -2,7 +2,8 @@
 
 use super::algebra::route::Routed;
 use super::algebra::{
-    Author, TaskNode, TaskOutput, apply_finished, apply_writes, next_tasks, route, trigger_of,
+    Author, TaskNode, TaskOutput, apply_finished, apply_writes, has_successor, next_commit_order,
+    next_step, next_tasks, route, trigger_of,
 };
 use super::node::Command;
 use super::run::delta_channels;
@@ -112,7 +113,10 @@ async fn read_base<S: GraphState>(
             (head.clone(), head)
         }
     };
-    let next_order = head.map_or(1, |h| h.commit_order + 1);
+    let next_order = match &head {
+        Some(h) => next_commit_order(h.commit_order, &target.thread_id, &target.checkpoint_ns)?,
+        None => 1,
+    };
     let delta_base = base
         .as_ref()
         .map(|t| DeltaBase::of(&t.checkpoint, delta_channels));
@@ -120,6 +124,9 @@ async fn read_base<S: GraphState>(
         (None, Some(t)) => t.pending_writes.clone(),
         _ => Vec::new(),
     };
+    if let Some(t) = &base {
+        has_successor(&t.checkpoint, t.metadata.step)?;
+    }
     let mut base = match base {
         Some(t) => Base {
             state: decode_state::<S>(&t.checkpoint.channel_values)?,
@@ -260,7 +267,7 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
     for updates in steps {
         let attributed = attribute(spec, &base, &target.thread_id, updates)?;
         let next = update_step(spec, &mut base, attributed)?;
-        base.step = if base.step == -2 { -1 } else { base.step + 1 };
+        base.step = next_step(base.step, &base.checkpoint.id)?;
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, base.step);
         metadata.extra = config.checkpoint_extra();
         let mut record = next.clone();
@@ -280,7 +287,8 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         if let Some(parent) = base.parent.as_ref().filter(|_| !cut.is_empty()) {
             remembered.push((target.at(parent.clone()), cut));
         }
-        base.next_order += 1;
+        base.next_order =
+            next_commit_order(base.next_order, &target.thread_id, &target.checkpoint_ns)?;
         base.parent = Some(next.id.clone());
         base.checkpoint = next;
     }

@@ -34,26 +34,22 @@ impl Author {
 
 /// Moves `checkpoint`'s versions one step on: each task in `consumed` is
 /// marked as having seen its trigger at the version it holds, then every
-/// channel in `written` gets one new version (above all the others).
+/// channel in `written` gets one new version (above all the others). A
+/// stored version at the top of its range is an error (nothing changes).
 pub(crate) fn advance<S: GraphState>(
     spec: &Spec<S>,
     checkpoint: &mut Checkpoint,
     consumed: impl IntoIterator<Item = TaskNode>,
     written: impl IntoIterator<Item = String>,
-) {
-    let version = checkpoint
-        .channel_versions
-        .values()
-        .max()
-        .copied()
-        .unwrap_or(0)
-        + 1;
+) -> Result<()> {
+    let version = super::counters::next_version(checkpoint)?;
     for node in consumed {
         mark_seen(spec, checkpoint, node);
     }
     for ch in written {
         checkpoint.channel_versions.insert(ch, version);
     }
+    Ok(())
 }
 
 /// Applies one step's `writes` to `state` and `checkpoint`: the updates
@@ -97,7 +93,7 @@ pub(crate) fn apply_writes<S: GraphState>(
         });
         output.channels.into_iter().chain(triggers)
     });
-    advance(spec, checkpoint, consumed, channels);
+    advance(spec, checkpoint, consumed, channels)?;
     Ok(sends)
 }
 

@@ -9,6 +9,7 @@
 //! replay of finished tasks all go through these functions.
 
 pub(crate) mod apply;
+pub(crate) mod counters;
 pub(crate) mod interrupts;
 pub(crate) mod route;
 pub(crate) mod tasks;
@@ -18,6 +19,7 @@ pub(crate) mod writes;
 mod tests;
 
 pub(crate) use apply::{Author, advance, apply_finished, apply_writes};
+pub(crate) use counters::{has_successor, next_commit_order, next_step};
 pub(crate) use interrupts::{Answer, answer, answered, raised_interrupts, static_stops};
 pub(crate) use route::route;
 pub(crate) use tasks::{

@@ -4,7 +4,7 @@ use super::Loop;
 use super::sink::send_state;
 use crate::checkpoint::CheckpointSource;
 use crate::engine::algebra::{
-    Answer, advance, answer, apply_finished, next_tasks, triggered_tasks,
+    Answer, advance, answer, apply_finished, next_step, next_tasks, triggered_tasks,
 };
 use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::{INPUT_CHANNEL, START_TRIGGER};
@@ -82,7 +82,7 @@ impl<S: GraphState> Loop<'_, S> {
         // Unfinished tasks are discarded: the triggered ones marked seen, the
         // sends of the current checkpoint not carried over.
         let discarded = triggered_tasks(self.spec, &self.current);
-        advance(self.spec, &mut next, discarded, [START_TRIGGER.to_owned()]);
+        advance(self.spec, &mut next, discarded, [START_TRIGGER.to_owned()])?;
         let input = encode_value("input", &update)?;
         next.channel_values = self.encode_state()?;
         next.channel_values.insert(INPUT_CHANNEL.to_owned(), input);
@@ -90,7 +90,7 @@ impl<S: GraphState> Loop<'_, S> {
             next.channel_values
                 .insert(SENDS_CHANNEL.to_owned(), serde_json::json!(sends));
         }
-        let step = if self.step == -2 { -1 } else { self.step + 1 };
+        let step = next_step(self.step, &self.current.id)?;
         self.commit(next, CheckpointSource::Input, step).await
     }
 

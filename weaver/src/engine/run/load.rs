@@ -9,6 +9,7 @@ use crate::checkpoint::{
     Checkpoint, CheckpointRef, CheckpointSource, CheckpointTuple, Checkpointer,
 };
 use crate::config::RunConfig;
+use crate::engine::algebra::{has_successor, next_commit_order};
 use crate::engine::cache::SnapshotCache;
 use crate::engine::persist::Writer;
 use crate::engine::spec::Spec;
@@ -115,6 +116,10 @@ impl<'g, S: GraphState> Loop<'g, S> {
         let target = lp.config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
         let epoch = cp.deletions(&target.thread_id);
         let found = find(cp, &target, built).await?;
+        let next_order = match found.head.as_ref() {
+            Some(h) => next_commit_order(h.commit_order, &target.thread_id, &target.checkpoint_ns)?,
+            None => 1,
+        };
         let mut thread = Thread {
             writer: Writer::new(cp.clone(), lp.config.get_durability()),
             at: CheckpointRef {
@@ -122,7 +127,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 ..target
             },
             last_saved: None,
-            next_order: found.head.as_ref().map_or(1, |h| h.commit_order + 1),
+            next_order,
             unsaved_writes: Vec::new(),
             unsaved_answers: None,
             delta_channels,
@@ -147,6 +152,8 @@ impl<'g, S: GraphState> Loop<'g, S> {
         mut t: CheckpointTuple,
         cached: Option<(S, DeltaBase)>,
     ) -> Result<()> {
+        // A run from `t` writes after it: its counters must have room.
+        has_successor(&t.checkpoint, t.metadata.step)?;
         match cached {
             Some((state, base)) => {
                 // `current` keeps no value for the delta channels (they are

@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::Loop;
 use super::sink::{send_state, send_task_result, send_task_start, send_update, stream_writer};
 use crate::checkpoint::{Checkpoint, CheckpointSource};
+use crate::engine::algebra::next_step;
 use crate::engine::algebra::tasks::send_payload;
 use crate::engine::algebra::{
     Author, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
@@ -39,7 +40,7 @@ impl<S: GraphState> Loop<'_, S> {
     /// Runs one super-step of `tasks` from the current checkpoint. Returns
     /// the interrupts if any task paused.
     pub(super) async fn run_step(&mut self, tasks: &[TaskNode]) -> Result<Option<Vec<Interrupt>>> {
-        let step = self.step + 1;
+        let step = next_step(self.step, &self.current.id)?;
         let mut started = self.start_step(tasks, step)?;
         let mut ended = self.run_tasks(tasks, &mut started, step).await?;
         if !ended.failures.is_empty() {

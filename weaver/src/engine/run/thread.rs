@@ -84,7 +84,9 @@ impl<S: GraphState> Thread<'_, S> {
 
     /// Notes that the checkpoint `id`, compacted against `base`, is stored.
     fn stored(&mut self, id: String, base: DeltaBase) {
-        self.next_order += 1;
+        // Checked when loaded; a run that stored `u64::MAX` (a head tampered
+        // to just below it) tries it again, which the saver refuses as taken.
+        self.next_order = self.next_order.saturating_add(1);
         self.last_saved = Some(id);
         self.delta_base = Some(base);
     }
