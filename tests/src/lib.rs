@@ -3,6 +3,7 @@
 pub mod conformance;
 pub mod counters;
 pub mod decodes;
+pub mod dropped;
 pub mod policies;
 pub mod sends;
 pub mod states;

@@ -468,3 +468,9 @@ async fn recursion_limit_while_streaming_ends_the_stream_and_the_thread_continue
     );
     assert_eq!(result.unwrap().complete().unwrap().bar.len(), 5);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_turn_after_a_dropped_stream_waits_for_it_in_memory() {
+    let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(InMemorySaver::new());
+    weaver_tests::dropped::the_next_turn_after_a_dropped_stream_waits_for_it(saver).await;
+}

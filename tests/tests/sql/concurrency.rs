@@ -788,3 +788,18 @@ async fn pg_fork_losing_the_target_to_another_writer_is_thread_exists() {
     );
     db.drop_schema().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_turn_after_a_dropped_stream_waits_for_it_on_sqlite() {
+    let db = crate::common::SqliteDb::new().await;
+    let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(db.saver().await);
+    weaver_tests::dropped::the_next_turn_after_a_dropped_stream_waits_for_it(saver).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_turn_after_a_dropped_stream_waits_for_it_on_postgres() {
+    let db = crate::common::PgDb::new().await;
+    let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(db.saver().await);
+    weaver_tests::dropped::the_next_turn_after_a_dropped_stream_waits_for_it(saver).await;
+    db.drop_schema().await;
+}

@@ -455,8 +455,15 @@ impl<S: GraphState> CompiledGraph<S> {
             let _ = tx.send(StreamItem::Done(Err(Error::invalid_argument(
                 "`stream` runs the graph in a tokio task: call it within a tokio runtime, or use `invoke`",
             ))));
-            return RunStream { rx, handle: None };
+            return RunStream {
+                rx,
+                handle: None,
+                thread: None,
+            };
         };
+        // Where a stream dropped before its end registers its run, so the
+        // next call on the thread waits for the run to stop.
+        let thread = graph_thread(self, config);
         let graph = self.clone();
         let sink = Sink::new(tx.clone(), modes, config.ns());
         let config = config.clone();
@@ -477,8 +484,18 @@ impl<S: GraphState> CompiledGraph<S> {
         RunStream {
             rx,
             handle: Some(handle),
+            thread,
         }
     }
+}
+
+/// The checkpointer and thread a streamed run of `graph` writes to, if any.
+fn graph_thread<S: GraphState>(
+    graph: &CompiledGraph<S>,
+    config: &RunConfig,
+) -> Option<(Checkpointer, String)> {
+    let cp = graph.inner.checkpointer.as_ref()?;
+    Some((cp.clone(), config.thread_id()?.to_owned()))
 }
 
 impl<S: GraphState> From<S> for Input<S> {
@@ -496,11 +513,21 @@ impl<S: GraphState> From<S> for Input<S> {
 /// state's `Clone`, say) ends the run's task, and polling the stream then
 /// resumes that panic, as [`invoke`](CompiledGraph::invoke) would panic,
 /// instead of ending the stream without its [`StreamItem::Done`].
+///
+/// Dropping the stream before its end stops the run: it is cancelled at
+/// its next await (a step's tasks, a write), and keeps what it stored
+/// before, as a run that failed there would. On a multi-thread runtime the
+/// run may still be in the middle of a write when the drop returns; the
+/// next call on the same thread, on this graph or on any graph compiled on
+/// a clone of the saver, first waits for the run to have stopped, so it
+/// starts from what the run left (never a `VersionConflict` with it).
 #[derive(Debug)]
 pub struct RunStream<S: GraphState> {
     rx: mpsc::UnboundedReceiver<StreamItem<S>>,
     /// The run's task (none when there was no runtime to run it on).
     handle: Option<JoinHandle<()>>,
+    /// The checkpointer and thread the run writes to, if any.
+    thread: Option<(Checkpointer, String)>,
 }
 
 impl<S: GraphState> futures_core::Stream for RunStream<S> {
@@ -534,8 +561,26 @@ impl<S: GraphState> futures_core::Stream for RunStream<S> {
 
 impl<S: GraphState> Drop for RunStream<S> {
     fn drop(&mut self) {
-        if let Some(handle) = &self.handle {
-            handle.abort();
+        let Some(handle) = self.handle.take() else {
+            return;
+        };
+        if handle.is_finished() {
+            return;
+        }
+        handle.abort();
+        // Registered before the drop returns, landed once the task has
+        // stopped (cancelled at its next await, or finished meanwhile):
+        // a read of the thread waits for it.
+        let Some((cp, thread)) = self.thread.take() else {
+            return;
+        };
+        let guard = cp.take_off(&thread);
+        guard.flight().queued(1);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = handle.await;
+                drop(guard);
+            });
         }
     }
 }
