@@ -6,6 +6,7 @@ pub mod decodes;
 pub mod dropped;
 pub mod policies;
 pub mod sends;
+pub mod shapes;
 pub mod states;
 pub mod store_conformance;
 pub mod streamed;

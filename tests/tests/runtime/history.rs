@@ -274,7 +274,8 @@ async fn as_node_is_inferred_or_rejected() {
         .unwrap();
     let snap = graph.get_state(&first).await.unwrap();
     assert_eq!(snap.next, ["x", "y"]);
-    assert_eq!(snap.step(), Some(-1));
+    // Step 0, as LangGraph numbers a fresh thread's first update.
+    assert_eq!(snap.step(), Some(0));
 
     let config = ran(&graph, "t").await;
     let err = graph
@@ -394,4 +395,10 @@ async fn update_state_on_a_turns_input_checkpoint_keeps_the_input_for_start() {
         .unwrap();
     let state = graph.continue_run(&fork).await.unwrap().complete().unwrap();
     assert_eq!(state.bar, ["a", "b", "a", "b"]);
+}
+
+#[tokio::test]
+async fn forks_and_first_updates_are_numbered_as_in_langgraph_in_memory() {
+    let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(InMemorySaver::new());
+    weaver_tests::shapes::forks_and_first_updates_are_numbered_as_in_langgraph(saver).await;
 }

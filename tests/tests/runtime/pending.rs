@@ -247,7 +247,8 @@ async fn a_replay_that_stops_at_its_fork_stores_it_as_a_fork_in_every_mode() {
 
         let head = graph.get_state(&config).await.unwrap();
         assert_eq!(head.source(), Some("fork"), "{mode:?}");
-        assert_eq!(head.step(), before_b.step(), "{mode:?}");
+        // At the replayed checkpoint's step + 1, as in LangGraph.
+        assert_eq!(head.step(), before_b.step().map(|s| s + 1), "{mode:?}");
         assert_eq!(head.next, ["node_b"], "{mode:?}");
         let forks = graph
             .get_state_history(&config, History::default().filter("source", "fork"))

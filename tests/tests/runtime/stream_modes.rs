@@ -251,10 +251,12 @@ async fn a_replay_streams_the_replayed_checkpoints_state_first() {
         .clone();
     for mode in MODES {
         let (seen, result) = collect(graph.stream_with_mode(Input::Continue, &after_a, mode)).await;
+        // The replay's fork is at step 2 (the replayed step + 1), node_b
+        // runs at step 3.
         let want = match mode {
-            StreamMode::Values => "v1:a v2:a,b",
-            StreamMode::Updates => "u2:node_b",
-            _ => "v1:a u2:node_b v2:a,b",
+            StreamMode::Values => "v2:a v3:a,b",
+            StreamMode::Updates => "u3:node_b",
+            _ => "v2:a u3:node_b v3:a,b",
         };
         assert_eq!(seen.join(" "), want, "{mode:?}");
         assert!(!result.unwrap().is_interrupted());

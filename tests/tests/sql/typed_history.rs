@@ -281,3 +281,18 @@ async fn appended_items_of_the_wrong_type_are_a_decode_error() {
         other => panic!("expected a decode error, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn forks_and_first_updates_are_numbered_as_in_langgraph_on_sqlite() {
+    let db = crate::common::SqliteDb::new().await;
+    let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(db.saver().await);
+    weaver_tests::shapes::forks_and_first_updates_are_numbered_as_in_langgraph(saver).await;
+}
+
+#[tokio::test]
+async fn forks_and_first_updates_are_numbered_as_in_langgraph_on_postgres() {
+    let db = crate::common::PgDb::new().await;
+    let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(db.saver().await);
+    weaver_tests::shapes::forks_and_first_updates_are_numbered_as_in_langgraph(saver).await;
+    db.drop_schema().await;
+}

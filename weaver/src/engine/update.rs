@@ -136,10 +136,12 @@ async fn read_base<S: GraphState>(
             next_order,
             delta_base,
         },
+        // A fresh thread's first update is step 0, as in LangGraph (the
+        // step of a run's input, `-1`, is before it).
         None => Base {
             checkpoint: Checkpoint::empty(),
             state: S::default(),
-            step: -2,
+            step: -1,
             parent: None,
             next_order,
             delta_base,

@@ -97,8 +97,10 @@ impl<S: GraphState> Loop<'_, S> {
     /// Replaying an older checkpoint starts with a `fork` copy of it.
     async fn fork_if_replaying(&mut self) -> Result<()> {
         if self.replaying {
+            // At the replayed checkpoint's step + 1, as in LangGraph: no two
+            // checkpoints of one lineage share a step.
             let next = self.current.successor();
-            let step = self.step;
+            let step = next_step(self.step, &self.current.id)?;
             self.commit(next, CheckpointSource::Fork, step).await?;
         }
         Ok(())
