@@ -145,6 +145,29 @@ impl<S: GraphState> CompiledGraph<S> {
     /// continues it as if no id were named (no `fork`, and the writes of its
     /// tasks that already finished are kept); LangGraph replays whenever an
     /// id is named.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Chat {
+    ///     #[reducer(append)]
+    ///     messages: Vec<String>,
+    /// }
+    ///
+    /// let graph = Graph::<Chat>::new("chat")
+    ///     .add_node("reply", |c: &Chat| ChatUpdate::default().messages(vec![format!("reply {}", c.messages.len())]))
+    ///     .add_sequence([START, "reply", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// let out = graph.invoke(ChatUpdate::default().messages(vec!["hi".to_owned()]), &config).await?;
+    /// assert_eq!(out.complete()?.messages, ["hi", "reply 1"]);
+    /// // The next turn starts from the thread's latest checkpoint.
+    /// let out = graph.invoke(ChatUpdate::default().messages(vec!["again".to_owned()]), &config).await?;
+    /// assert_eq!(out.complete()?.messages.len(), 4);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn invoke(
         &self,
         input: impl Into<Input<S>>,
@@ -171,6 +194,30 @@ impl<S: GraphState> CompiledGraph<S> {
     /// Continues the thread without new input: runs the tasks left by a
     /// failure or a static interrupt (reusing the writes of tasks that
     /// succeeded), or replays from `checkpoint_id`.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Chat {
+    ///     #[reducer(append)]
+    ///     messages: Vec<String>,
+    /// }
+    ///
+    /// let graph = Graph::<Chat>::new("chat")
+    ///     .add_node("reply", |c: &Chat| ChatUpdate::default().messages(vec![format!("reply {}", c.messages.len())]))
+    ///     .add_sequence([START, "reply", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(Chat::default(), &config).await?;
+    /// // Replay from the checkpoint before `reply`: it runs again on a fork.
+    /// let history = graph.get_state_history(&config, History::default()).await?;
+    /// let before = history.iter().find(|s| s.next == ["reply"]).unwrap();
+    /// let out = graph.continue_run(&before.config).await?.complete()?;
+    /// assert_eq!(out.messages, ["reply 0"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn continue_run(&self, config: &RunConfig) -> Result<Outcome<S>> {
         self.invoke(Input::Continue, config).await
     }
@@ -195,6 +242,36 @@ impl<S: GraphState> CompiledGraph<S> {
     /// answers goes on; the other fails with [`Error::VersionConflict`] and
     /// stores nothing (under [`Durability::Exit`](crate::Durability::Exit),
     /// the answers are stored, and checked, when the run ends).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use serde_json::json;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Review {
+    ///     decision: String,
+    /// }
+    ///
+    /// fn ask(_: &Review, rt: &Runtime) -> Result<ReviewUpdate, NodeError> {
+    ///     let answer = rt.interrupt(json!("approve?"))?;
+    ///     Ok(ReviewUpdate::default().decision(answer.as_str().unwrap_or("no")))
+    /// }
+    ///
+    /// let graph = Graph::<Review>::new("review")
+    ///     .add_node("ask", ask)
+    ///     .add_sequence([START, "ask", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// let paused = graph.invoke(Review::default(), &config).await?;
+    /// assert_eq!(paused.interrupts()[0].value, json!("approve?"));
+    /// // Later, in any process on the same saver: answer by id (or, with one
+    /// // pause pending, with the value alone).
+    /// let answers: Resume = paused.interrupts().iter().map(|i| (i.id.clone(), json!("yes"))).collect();
+    /// let done = graph.resume(answers, &config).await?.complete()?;
+    /// assert_eq!(done.decision, "yes");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn resume(
         &self,
         resume: impl Into<Resume>,
@@ -212,6 +289,28 @@ impl<S: GraphState> CompiledGraph<S> {
 
     /// The thread's state at the latest checkpoint (pending writes of tasks
     /// that succeeded applied), or at the checkpoint `config` names (raw).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Chat {
+    ///     #[reducer(append)]
+    ///     messages: Vec<String>,
+    /// }
+    ///
+    /// let graph = Graph::<Chat>::new("chat")
+    ///     .add_node("reply", |c: &Chat| ChatUpdate::default().messages(vec![format!("reply {}", c.messages.len())]))
+    ///     .add_sequence([START, "reply", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(ChatUpdate::default().messages(vec!["hi".to_owned()]), &config).await?;
+    /// let snapshot = graph.get_state(&config).await?;
+    /// assert_eq!(snapshot.values.messages, ["hi", "reply 1"]);
+    /// assert!(snapshot.next.is_empty(), "the run reached END");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn get_state(&self, config: &RunConfig) -> Result<StateSnapshot<S>> {
         let cp = self.require_checkpointer("get_state")?;
         inspect::get_state(&self.inner.spec, cp, &self.inner.snapshots, config).await
@@ -223,6 +322,29 @@ impl<S: GraphState> CompiledGraph<S> {
     /// `checkpoint_id` in `config` does not narrow the listing (LangGraph's
     /// savers list only that checkpoint then): read one checkpoint with
     /// [`get_state`](Self::get_state).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Chat {
+    ///     #[reducer(append)]
+    ///     messages: Vec<String>,
+    /// }
+    ///
+    /// let graph = Graph::<Chat>::new("chat")
+    ///     .add_node("reply", |c: &Chat| ChatUpdate::default().messages(vec![format!("reply {}", c.messages.len())]))
+    ///     .add_sequence([START, "reply", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(Chat::default(), &config).await?;
+    /// let history = graph.get_state_history(&config, History::default().limit(2)).await?;
+    /// // Newest first: the end of the run, then the checkpoint before `reply`.
+    /// assert_eq!(history[0].values.messages, ["reply 0"]);
+    /// assert_eq!(history[1].next, ["reply"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn get_state_history(
         &self,
         config: &RunConfig,
@@ -289,6 +411,28 @@ impl<S: GraphState> CompiledGraph<S> {
     /// ([`Error::AmbiguousUpdate`] if several did; START on a fresh thread);
     /// `END` clears `next`. An older checkpoint is never changed: updating one
     /// forks the thread. Returns the new checkpoint's config.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Chat {
+    ///     #[reducer(append)]
+    ///     messages: Vec<String>,
+    /// }
+    ///
+    /// let graph = Graph::<Chat>::new("chat")
+    ///     .add_node("reply", |c: &Chat| ChatUpdate::default().messages(vec![format!("reply {}", c.messages.len())]))
+    ///     .add_sequence([START, "reply", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(Chat::default(), &config).await?;
+    /// // As if `reply` had also written this: nothing runs next.
+    /// graph.update_state(&config, ChatUpdate::default().messages(vec!["edited".to_owned()]), Some("reply")).await?;
+    /// assert_eq!(graph.get_state(&config).await?.values.messages, ["reply 0", "edited"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn update_state(
         &self,
         config: &RunConfig,
@@ -326,6 +470,36 @@ impl<S: GraphState> CompiledGraph<S> {
     ///
     /// The background task needs a tokio runtime: called outside one, the
     /// stream's only item is `Done` with [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use futures_util::StreamExt;
+    /// use weaver::prelude::*;
+    /// use weaver::{StreamEvent, StreamItem};
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Steps {
+    ///     #[reducer(append)]
+    ///     log: Vec<String>,
+    /// }
+    ///
+    /// let graph = Graph::<Steps>::new("steps")
+    ///     .add_node("a", |_: &Steps| StepsUpdate::default().log(vec!["a".to_owned()]))
+    ///     .add_node("b", |_: &Steps| StepsUpdate::default().log(vec!["b".to_owned()]))
+    ///     .add_sequence([START, "a", "b", END])
+    ///     .compile(Compile::new())?;
+    /// let mut stream = graph.stream(Steps::default(), &RunConfig::default());
+    /// let mut updated = Vec::new();
+    /// while let Some(item) = stream.next().await {
+    ///     match item {
+    ///         StreamItem::Event(StreamEvent::Update { node, .. }) => updated.push(node),
+    ///         StreamItem::Done(result) => assert_eq!(result?.complete()?.log, ["a", "b"]),
+    ///         _ => {}
+    ///     }
+    /// }
+    /// assert_eq!(updated, ["a", "b"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn stream(&self, input: impl Into<Input<S>>, config: &RunConfig) -> RunStream<S> {
         self.stream_with_mode(input, config, StreamMode::default())
     }
