@@ -325,6 +325,33 @@ impl RunConfig {
 
     /// Attaches a per-run context value that nodes read with
     /// `Runtime::context::<T>()`. It is never persisted.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Greeting {
+    ///     text: String,
+    /// }
+    ///
+    /// /// What the host hands every node of a run: a user, a client, a key.
+    /// struct User(String);
+    ///
+    /// fn greet(_: &Greeting, rt: &Runtime) -> GreetingUpdate {
+    ///     let name = rt.context::<User>().map_or("stranger", |u| u.0.as_str());
+    ///     GreetingUpdate::default().text(format!("hello, {name}"))
+    /// }
+    ///
+    /// let graph = Graph::<Greeting>::new("greet")
+    ///     .add_node("greet", greet)
+    ///     .add_sequence([START, "greet", END])
+    ///     .compile(Compile::new())?;
+    /// let config = RunConfig::default().with_context(User("ada".into()));
+    /// let out = graph.invoke(Greeting::default(), &config).await?.complete()?;
+    /// assert_eq!(out.text, "hello, ada");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn with_context<T: Any + Send + Sync>(mut self, context: T) -> Self {
         self.context = Some(Arc::new(context));
         self

@@ -86,6 +86,33 @@ impl SqlSaver<Sqlite> {
     /// locked"); `connect` opens it again, for up to the busy timeout (30 s).
     /// A pool built by hand on these options meets the same error in that
     /// case, and can open it again likewise.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::checkpoint::{CheckpointRef, SqliteSaver};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Count {
+    ///     #[reducer(add)]
+    ///     n: u64,
+    /// }
+    ///
+    /// let dir = std::env::temp_dir().join(format!("weaver-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// let url = format!("sqlite://{}", dir.join("count.db").display());
+    /// let graph = Graph::<Count>::new("count")
+    ///     .add_node("inc", |_: &Count| CountUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(SqliteSaver::connect(&url).await?))?;
+    /// graph.invoke(Count::default(), &RunConfig::thread("t")).await?;
+    /// // Another process (here: another saver on the same file) reads it.
+    /// let other = SqliteSaver::connect(&url).await?;
+    /// let head = other.get_tuple(&CheckpointRef::latest("t")).await?.unwrap();
+    /// assert_eq!(head.checkpoint.channel_values["n"], 1);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn connect(url: &str) -> Result<Self> {
         let pool = sql::sqlite::connect(Self::connect_options(url)?).await?;
         migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
