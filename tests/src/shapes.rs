@@ -47,4 +47,40 @@ pub async fn forks_and_first_updates_are_numbered_as_in_langgraph(saver: Arc<dyn
         .await
         .unwrap();
     assert_eq!(graph.get_state(&fresh).await.unwrap().step(), Some(0));
+
+    // `__copy__`: a sibling of the copied checkpoint, a fork one step on,
+    // with the same values and the same next nodes.
+    let copied = graph
+        .update_state(&before_b.config, StepsUpdate::default(), Some("__copy__"))
+        .await
+        .unwrap();
+    let copy = graph.get_state(&copied).await.unwrap();
+    assert_eq!(copy.source(), Some("fork"));
+    assert_eq!(copy.step(), before_b.step().map(|s| s + 1));
+    assert_eq!(copy.values.bar, before_b.values.bar);
+    assert_eq!(copy.next, before_b.next);
+    let parent = |s: &StateSnapshot<Steps>| {
+        s.parent_config
+            .as_ref()
+            .and_then(|p| p.get_checkpoint_id().map(str::to_owned))
+    };
+    assert_eq!(parent(&copy), parent(before_b), "a sibling");
+    // It runs on like the original.
+    let out = graph
+        .continue_run(&copied)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(out.bar, ["a", "b"]);
+    // A copy carries no update.
+    let err = graph
+        .update_state(
+            &before_b.config,
+            StepsUpdate::default().foo("x"),
+            Some("__copy__"),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
 }

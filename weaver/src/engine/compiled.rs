@@ -410,7 +410,10 @@ impl<S: GraphState> CompiledGraph<S> {
     /// `as_node` the node that last wrote the state is used
     /// ([`Error::AmbiguousUpdate`] if several did; START on a fresh thread);
     /// `END` clears `next`. An older checkpoint is never changed: updating one
-    /// forks the thread. Returns the new checkpoint's config.
+    /// forks the thread. As LangGraph's, `as_node = "__copy__"` with an empty
+    /// update copies the checkpoint as a sibling (same parent, `source:
+    /// fork`, its step + 1), to run it again on a branch of its own. Returns
+    /// the new checkpoint's config.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

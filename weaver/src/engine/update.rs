@@ -82,6 +82,9 @@ struct Base<S> {
     state: S,
     step: i64,
     parent: Option<String>,
+    /// The parent of the checkpoint the update starts from (where a
+    /// `__copy__` puts its sibling).
+    origin_parent: Option<String>,
     next_order: u64,
     delta_base: Option<DeltaBase>,
 }
@@ -133,6 +136,7 @@ async fn read_base<S: GraphState>(
             checkpoint: t.checkpoint.clone(),
             step: t.metadata.step,
             parent: Some(t.checkpoint.id),
+            origin_parent: t.parent_config.and_then(|p| p.checkpoint_id),
             next_order,
             delta_base,
         },
@@ -143,6 +147,7 @@ async fn read_base<S: GraphState>(
             state: S::default(),
             step: -1,
             parent: None,
+            origin_parent: None,
             next_order,
             delta_base,
         },
@@ -244,6 +249,70 @@ fn update_step<S: GraphState>(
     Ok(next)
 }
 
+/// As LangGraph's `as_node = "__copy__"`: a copy of the checkpoint the
+/// update starts from, stored as its sibling (same parent) with `source:
+/// fork` at its step + 1, its values in full (its delta channels rebuilt:
+/// its parent is not the checkpoint it was compacted against). `None` when
+/// `steps` is not one update as `__copy__`; a copy that carries an update,
+/// or shares its step with others, is refused.
+fn copy_entry<S: GraphState>(
+    base: &Base<S>,
+    steps: &[Vec<StepUpdate<S::Update>>],
+    target: &CheckpointRef,
+    config: &RunConfig,
+) -> Result<Option<BatchEntry>> {
+    let is_copy = |(_, n): &StepUpdate<S::Update>| n.as_deref() == Some(COPY);
+    if !steps.iter().flatten().any(is_copy) {
+        return Ok(None);
+    }
+    let [step] = steps else {
+        return Err(Error::invalid_argument(
+            "`__copy__` is an update of its own: one step",
+        ));
+    };
+    let [(update, _)] = step.as_slice() else {
+        return Err(Error::invalid_argument(
+            "`__copy__` is an update of its own: one update",
+        ));
+    };
+    if !encode_object("update", update)?.is_empty() {
+        return Err(Error::invalid_argument(
+            "`__copy__` copies a checkpoint as it is: give it an empty update",
+        ));
+    }
+    if base.parent.is_none() {
+        return Err(Error::ThreadNotFound {
+            thread_id: target.thread_id.clone(),
+        });
+    }
+    let mut copy = base.checkpoint.successor_without_values();
+    copy.channel_values = encode_object("state", &base.state)?;
+    for channel in [INPUT_CHANNEL, SENDS_CHANNEL] {
+        if let Some(v) = base.checkpoint.channel_values.get(channel) {
+            copy.channel_values.insert(channel.to_owned(), v.clone());
+        }
+    }
+    let mut metadata = CheckpointMetadata::new(
+        CheckpointSource::Fork,
+        next_step(base.step, &base.checkpoint.id)?,
+    );
+    metadata.extra = config.checkpoint_extra();
+    Ok(Some(BatchEntry {
+        checkpoint: NewCheckpoint {
+            thread_id: target.thread_id.clone(),
+            checkpoint_ns: target.checkpoint_ns.clone(),
+            parent_id: base.origin_parent.clone(),
+            checkpoint: copy,
+            metadata,
+            commit_order: Some(base.next_order),
+        },
+        writes: Vec::new(),
+    }))
+}
+
+/// The `as_node` of [`copy_entry`].
+const COPY: &str = "__copy__";
+
 /// Writes one `update` checkpoint per step on top of the checkpoint `config`
 /// addresses; returns the config of the last one.
 pub(crate) async fn bulk_update_state<S: GraphState>(
@@ -264,6 +333,14 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
     let epoch = cp.deletions(&target.thread_id);
     let delta_channels = delta_channels::<S>(cp);
     let mut base = read_base(spec, cp, &target, &delta_channels).await?;
+    if let Some(copy) = copy_entry(&base, &steps, &target, config)? {
+        let stored = cp.put_many(vec![copy]).await?;
+        return stored
+            .into_iter()
+            .next()
+            .map(RunConfig::from)
+            .ok_or_else(|| Error::storage("update_state", "no checkpoint stored"));
+    }
     let mut entries = Vec::with_capacity(steps.len());
     let mut remembered = Vec::new();
     for updates in steps {
