@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use super::cache::SnapshotCache;
 use super::inspect::{self, History, StateSnapshot};
-use super::run::{Loop, Sink};
+use super::run::{Env, Loop, Sink};
 use super::spec::Spec;
 use super::update::{self, StepUpdate};
 use super::{Input, Outcome, Resume, StreamItem, StreamMode, StreamModes};
@@ -161,7 +161,7 @@ impl<S: GraphState> CompiledGraph<S> {
             config.clone(),
             input.into(),
             None,
-            self.inner.store.clone(),
+            Env::store(self.inner.store.clone()),
             Some(&self.inner.snapshots),
         )
         .instrument(span)
@@ -468,7 +468,7 @@ impl<S: GraphState> CompiledGraph<S> {
                 config,
                 input,
                 Some(sink),
-                graph.inner.store.clone(),
+                Env::store(graph.inner.store.clone()),
                 Some(&graph.inner.snapshots),
             )
             .await;

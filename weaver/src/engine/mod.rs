@@ -20,6 +20,7 @@ mod runtime;
 mod send;
 pub(crate) mod spec;
 mod stream;
+mod subgraph;
 mod update;
 mod values;
 
@@ -44,6 +45,7 @@ pub use stream::{
     CheckpointEvent, MessageChunk, StreamEvent, StreamItem, StreamMode, StreamModes, StreamWriter,
     TaskOutcome, TaskRef,
 };
+pub use subgraph::SubgraphCall;
 pub use update::StepUpdate;
 
 /// How a run ended when it did not fail.

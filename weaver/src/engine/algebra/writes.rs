@@ -7,12 +7,12 @@ use serde_json::{Map, Value, json};
 use super::route::route;
 use super::tasks::TaskNode;
 use crate::checkpoint::{ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, PendingWrite};
+use crate::engine::Interrupt;
 use crate::engine::node::Command;
 use crate::engine::runtime::InterruptSignal;
 use crate::engine::send::{SENDS_CHANNEL, StoredSend};
 use crate::engine::spec::{Spec, Target};
 use crate::engine::values::encode_object;
-use crate::engine::{Interrupt, InterruptWhen};
 use crate::error::{BoxError, Error, Result};
 use crate::state::GraphState;
 
@@ -124,8 +124,8 @@ pub(crate) enum Finished<S: GraphState> {
     Succeeded(TaskOutput<S>),
     /// It failed (an error naming its node): the step fails.
     Failed(Error),
-    /// It paused for input.
-    Interrupted(Interrupt),
+    /// It paused for input (at a subgraph's interrupts, maybe several).
+    Interrupted(Vec<Interrupt>),
 }
 
 /// Turns how task `id` (of `node`, run on `state`) ran into how it ended
@@ -170,18 +170,13 @@ pub(crate) fn finish_task<S: GraphState>(
         Ending::Interrupted(signal) => match signal.unencodable {
             Some(reason) => node_failed(Error::encode("interrupt value", reason).into()),
             None => {
-                let interrupt = Interrupt {
-                    id: signal.id,
-                    value: signal.value,
-                    node: name.to_owned(),
-                    when: InterruptWhen::Node,
-                };
+                let interrupts = signal.into_interrupts(name);
                 let writes = PendingWrite::for_task(
                     id,
                     name,
-                    [(INTERRUPT_CHANNEL.to_owned(), json!([interrupt]))],
+                    [(INTERRUPT_CHANNEL.to_owned(), json!(interrupts))],
                 );
-                (Finished::Interrupted(interrupt), writes)
+                (Finished::Interrupted(interrupts), writes)
             }
         },
         Ending::Failed(e) => failed(e),

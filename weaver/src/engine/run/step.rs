@@ -12,7 +12,7 @@ use crate::engine::algebra::{
     Author, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
 };
 use crate::engine::runner::{Runner, run_task};
-use crate::engine::runtime::Runtime;
+use crate::engine::runtime::{AnswersById, Runtime};
 use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::INPUT_CHANNEL;
 use crate::engine::{Interrupt, StreamWriter};
@@ -32,7 +32,7 @@ struct Started<S: GraphState> {
 /// How the tasks that ran ended, other than by succeeding (by task index).
 struct Ended {
     failures: Vec<(usize, Error)>,
-    interrupts: Vec<(usize, Interrupt)>,
+    interrupts: Vec<(usize, Vec<Interrupt>)>,
 }
 
 impl<S: GraphState> Loop<'_, S> {
@@ -53,7 +53,9 @@ impl<S: GraphState> Loop<'_, S> {
                 });
             }
             ended.interrupts.sort_by_key(|(k, _)| *k);
-            return Ok(Some(ended.interrupts.into_iter().map(|(_, i)| i).collect()));
+            return Ok(Some(
+                ended.interrupts.into_iter().flat_map(|(_, i)| i).collect(),
+            ));
         }
         self.end_step(tasks, started.outputs, step).await?;
         Ok(None)
@@ -71,7 +73,7 @@ impl<S: GraphState> Loop<'_, S> {
             runtimes: Vec::with_capacity(nodes.len()),
         };
         for (k, task) in prepared.into_iter().enumerate() {
-            let mut resume = Vec::new();
+            let mut resume = AnswersById::new();
             let mut writer = StreamWriter::default();
             if task.succeeded() {
                 let output = replay_task(self.spec, task.node, &task.writes)?;
@@ -79,7 +81,10 @@ impl<S: GraphState> Loop<'_, S> {
                 started.outputs.push(Some(output));
             } else {
                 resume = task.resume_values();
-                writer = stream_writer(&self.sink, self.spec, task.node, step, &task.id);
+                writer = match &self.sink {
+                    Some(_) => stream_writer(&self.sink, self.spec, task.node, step, &task.id),
+                    None => self.outer_stream.clone(),
+                };
                 send_task_start(
                     &self.sink,
                     self.spec,
@@ -94,6 +99,11 @@ impl<S: GraphState> Loop<'_, S> {
             let name = self.spec.name_of(task.node);
             let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)
                 .with_store(self.store.clone())
+                .with_checkpointer(
+                    self.thread
+                        .as_ref()
+                        .map(|t| t.writer.checkpointer().clone()),
+                )
                 .with_stream(writer);
             started.runtimes.push(runtime);
             started.ids.push(task.id);

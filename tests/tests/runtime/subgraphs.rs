@@ -1,0 +1,194 @@
+//! Subgraphs on the in-memory saver: namespaces, interrupts across levels,
+//! failures, a finished subgraph, deletion; and what only a run in memory
+//! shows (a subgraph's own checkpointer, two subgraphs in one task, the
+//! parent's stream).
+
+use std::sync::Arc;
+
+use weaver::prelude::*;
+use weaver_tests::subgraphs::{self, Counts, Depth, Draft, DraftUpdate, draft_graph};
+
+fn memory() -> Arc<dyn Saver> {
+    Arc::new(InMemorySaver::new())
+}
+
+#[tokio::test]
+async fn subgraph_checkpoints_live_under_the_task_namespace_in_memory() {
+    subgraphs::subgraph_checkpoints_live_under_the_task_namespace(memory()).await;
+}
+
+#[tokio::test]
+async fn an_interrupt_one_level_deep_is_answered_from_a_fresh_graph_in_memory() {
+    let saver = memory();
+    subgraphs::a_deep_interrupt_is_answered_from_a_fresh_graph(saver.clone(), saver, Depth::One)
+        .await;
+}
+
+#[tokio::test]
+async fn an_interrupt_two_levels_deep_is_answered_from_a_fresh_graph_in_memory() {
+    let saver = memory();
+    subgraphs::a_deep_interrupt_is_answered_from_a_fresh_graph(saver.clone(), saver, Depth::Two)
+        .await;
+}
+
+#[tokio::test]
+async fn a_failing_inner_node_fails_the_parent_until_continued_in_memory() {
+    subgraphs::a_failing_inner_node_fails_the_parent_until_continued(memory()).await;
+}
+
+#[tokio::test]
+async fn a_finished_subgraph_is_not_run_again_in_memory() {
+    subgraphs::a_finished_subgraph_is_not_run_again(memory()).await;
+}
+
+#[tokio::test]
+async fn deleting_a_thread_deletes_its_subgraphs_in_memory() {
+    subgraphs::deleting_a_thread_deletes_its_subgraphs(memory()).await;
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Outer {
+    topic: String,
+    text: String,
+}
+
+/// A parent running `draft` in its node `call`, twice when `twice`.
+fn outer(
+    saver: Option<Arc<dyn Saver>>,
+    draft: CompiledGraph<Draft>,
+    twice: bool,
+) -> CompiledGraph<Outer> {
+    let compile = match saver {
+        Some(s) => Compile::new().checkpointer_arc(s),
+        None => Compile::new(),
+    };
+    Graph::<Outer>::new("outer")
+        .add_node("call", move |s: &Outer, rt: &Runtime| {
+            let first = rt.subgraph(&draft);
+            let second = twice.then(|| rt.subgraph(&draft));
+            let topic = s.topic.clone();
+            async move {
+                let input = Draft {
+                    topic,
+                    ..Draft::default()
+                };
+                let done = first.invoke(input.clone()).await?;
+                if let Some(second) = second {
+                    second.invoke(input).await?;
+                }
+                Ok::<_, NodeError>(OuterUpdate::default().text(done.text))
+            }
+        })
+        .add_sequence([START, "call", END])
+        .compile(compile)
+        .unwrap()
+}
+
+/// A draft that only outlines (no approval).
+fn outline_only(saver: Option<Arc<dyn Saver>>) -> CompiledGraph<Draft> {
+    let compile = match saver {
+        Some(s) => Compile::new().checkpointer_arc(s),
+        None => Compile::new(),
+    };
+    Graph::<Draft>::new("outline")
+        .add_node("outline", |s: &Draft| {
+            DraftUpdate::default().text(format!("all about {}", s.topic))
+        })
+        .add_sequence([START, "outline", END])
+        .compile(compile)
+        .unwrap()
+}
+
+fn topic() -> Outer {
+    Outer {
+        topic: "rust".into(),
+        ..Outer::default()
+    }
+}
+
+#[tokio::test]
+async fn a_subgraph_with_its_own_checkpointer_runs_on_the_parents() {
+    let (parent, own) = (memory(), memory());
+    let graph = outer(Some(parent.clone()), outline_only(Some(own.clone())), false);
+    let out = graph
+        .invoke(topic(), &RunConfig::thread("t"))
+        .await
+        .unwrap();
+    assert_eq!(out.complete().unwrap().text, "all about rust");
+    assert_eq!(subgraphs::namespaces(&parent, "t").await.len(), 2);
+    assert!(subgraphs::namespaces(&own, "t").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_subgraph_runs_without_a_checkpointer_when_the_parent_has_none() {
+    let graph = outer(None, outline_only(None), true);
+    let out = graph.invoke(topic(), &RunConfig::default()).await.unwrap();
+    assert_eq!(out.complete().unwrap().text, "all about rust");
+    // Pausing needs a checkpointer, at any depth.
+    let asks = draft_graph(None, Arc::new(Counts::default()), Depth::One);
+    let err = outer(None, asks, false)
+        .invoke(topic(), &RunConfig::default())
+        .await
+        .unwrap_err();
+    let Error::NodeFailed { node, source } = &err else {
+        panic!("not a node failure: {err:?}");
+    };
+    assert_eq!(node, "call");
+    let inner = source.downcast_ref::<Error>();
+    assert!(
+        matches!(inner, Some(Error::CheckpointerRequired { .. })),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_second_subgraph_in_one_task_is_refused() {
+    let graph = outer(Some(memory()), outline_only(None), true);
+    let err = graph
+        .invoke(topic(), &RunConfig::thread("t"))
+        .await
+        .unwrap_err();
+    let Error::NodeFailed { node, source } = &err else {
+        panic!("not a node failure: {err:?}");
+    };
+    assert_eq!(node, "call");
+    let inner = source.downcast_ref::<Error>();
+    assert!(
+        matches!(inner, Some(Error::InvalidArgument { .. })),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("second subgraph"), "{err}");
+}
+
+#[tokio::test]
+async fn a_subgraphs_nodes_stream_through_the_parents_stream() {
+    use futures_util::StreamExt;
+    use weaver::{StreamEvent, StreamItem, StreamMode};
+
+    let inner = Graph::<Draft>::new("inner")
+        .add_node("say", |_: &Draft, rt: &Runtime| {
+            rt.stream().custom(serde_json::json!("from inside"))?;
+            Ok::<_, NodeError>(DraftUpdate::default().text("said".to_owned()))
+        })
+        .add_sequence([START, "say", END])
+        .compile(Compile::new())
+        .unwrap();
+    let graph = outer(Some(memory()), inner, false);
+    let mut stream = graph.stream_with_mode(topic(), &RunConfig::thread("t"), StreamMode::Custom);
+    let mut seen = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            StreamItem::Event(StreamEvent::Custom { task, value, .. }) => {
+                seen.push((task.node.clone(), value))
+            }
+            StreamItem::Event(_) => {}
+            StreamItem::Done(result) => {
+                assert_eq!(result.unwrap().complete().unwrap().text, "said")
+            }
+        }
+    }
+    assert_eq!(
+        seen,
+        [("call".to_owned(), serde_json::json!("from inside"))]
+    );
+}
