@@ -32,9 +32,9 @@ pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
 pub use engine::{
     CachePolicy, CheckpointEvent, Input, Interrupt, InterruptSignal, InterruptWhen,
-    IntoPayloadNode, MessageChunk, NodePolicy, Outcome, PayloadNode, Resume, RetryPolicy, Route,
-    Runtime, Send, StreamEvent, StreamItem, StreamMode, StreamModes, StreamWriter, SubgraphCall,
-    TaskOutcome, TaskRef,
+    IntoPayloadNode, MappedSubgraph, MessageChunk, NodePolicy, Outcome, PayloadNode, Resume,
+    RetryPolicy, Route, Runtime, Send, StreamEvent, StreamItem, StreamMode, StreamModes,
+    StreamWriter, SubgraphCall, TaskOutcome, TaskRef,
 };
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{

@@ -192,3 +192,157 @@ async fn a_subgraphs_nodes_stream_through_the_parents_stream() {
         [("call".to_owned(), serde_json::json!("from inside"))]
     );
 }
+
+/// A state shared by a parent and its subgraph: an append, an add and a
+/// last-value channel.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Notes {
+    #[reducer(append)]
+    lines: Vec<String>,
+    #[reducer(add)]
+    steps: u64,
+    last: String,
+}
+
+fn note(line: &str) -> NotesUpdate {
+    NotesUpdate::default()
+        .lines(vec![line.to_owned()])
+        .steps(1u64)
+        .last(line.to_owned())
+}
+
+/// `research` (search, then ask) as a subgraph of plan → research → write.
+fn notes_desk(saver: Arc<dyn Saver>, through_macro: bool) -> CompiledGraph<Notes> {
+    let research = Graph::<Notes>::new("research")
+        .add_node("search", |_: &Notes| note("found"))
+        .add_node("ask", |_: &Notes, rt: &Runtime| {
+            let answer = rt.interrupt("keep it?")?;
+            Ok::<_, NodeError>(note(answer.as_str().unwrap_or_default()))
+        })
+        .add_sequence([START, "search", "ask", END])
+        .compile(Compile::new())
+        .unwrap();
+    let graph = if through_macro {
+        graph! {
+            state: Notes,
+            nodes: [
+                plan = |_: &Notes| note("planned"),
+                research = research,
+                write = |_: &Notes| note("written"),
+            ],
+            edges: [START -> plan -> research -> write -> END],
+        }
+    } else {
+        Graph::<Notes>::new("notes")
+            .add_node("plan", |_: &Notes| note("planned"))
+            .add_subgraph("research", research)
+            .add_node("write", |_: &Notes| note("written"))
+            .add_sequence([START, "plan", "research", "write", END])
+    };
+    graph
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap()
+}
+
+async fn net_change_of_the_notes_desk(through_macro: bool) {
+    let saver = memory();
+    let graph = notes_desk(saver.clone(), through_macro);
+    let config = RunConfig::thread("notes");
+    let out = graph.invoke(Notes::default(), &config).await.unwrap();
+    assert_eq!(out.interrupts().len(), 1, "{out:?}");
+    assert_eq!(out.interrupts()[0].node, "ask");
+    // Another graph on the same saver answers.
+    let again = notes_desk(saver, through_macro);
+    let done = again
+        .resume(serde_json::json!("kept"), &config)
+        .await
+        .unwrap();
+    let done = done.complete().unwrap();
+    // Each line once: the subgraph's update is what it appended, added and
+    // set, not its whole final state.
+    assert_eq!(done.lines, ["planned", "found", "kept", "written"]);
+    assert_eq!(done.steps, 4);
+    assert_eq!(done.last, "written");
+    let history = again
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let after_research = history
+        .iter()
+        .find(|s| s.next == ["write"])
+        .expect("a checkpoint after research");
+    assert_eq!(after_research.values.last, "kept");
+    assert_eq!(after_research.values.steps, 3);
+}
+
+#[tokio::test]
+async fn a_shared_state_subgraph_updates_by_its_net_change() {
+    net_change_of_the_notes_desk(false).await;
+}
+
+#[tokio::test]
+async fn graph_macro_takes_a_compiled_graph_as_a_node() {
+    net_change_of_the_notes_desk(true).await;
+}
+
+fn keep_max(current: &mut u64, new: u64) {
+    *current = (*current).max(new);
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Peak {
+    #[reducer(self::keep_max)]
+    top: u64,
+}
+
+#[tokio::test]
+async fn a_shared_state_subgraph_that_changes_a_custom_channel_is_refused() {
+    let inner = Graph::<Peak>::new("inner")
+        .add_node("raise", |_: &Peak| PeakUpdate::default().top(9u64))
+        .add_sequence([START, "raise", END])
+        .compile(Compile::new())
+        .unwrap();
+    let graph = Graph::<Peak>::new("outer")
+        .add_subgraph("inner", inner)
+        .add_sequence([START, "inner", END])
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap();
+    let err = graph
+        .invoke(Peak::default(), &RunConfig::thread("t"))
+        .await
+        .unwrap_err();
+    let Error::NodeFailed { node, source } = &err else {
+        panic!("not a node failure: {err:?}");
+    };
+    assert_eq!(node, "inner");
+    match source.downcast_ref::<Error>() {
+        Some(Error::InvalidUpdate { channel, reason }) => {
+            assert_eq!(channel, "top");
+            assert!(reason.contains("add_subgraph_with"), "{reason}");
+        }
+        other => panic!("not an invalid update: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_subgraph_over_another_state_is_mapped_both_ways() {
+    let inner = outline_only(None);
+    let graph = Graph::<Outer>::new("outer")
+        .add_subgraph_with(
+            "draft",
+            inner,
+            |s: &Outer| Draft {
+                topic: s.topic.clone(),
+                ..Draft::default()
+            },
+            |done: Draft| OuterUpdate::default().text(done.text),
+        )
+        .add_sequence([START, "draft", END])
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap();
+    let out = graph
+        .invoke(topic(), &RunConfig::thread("t"))
+        .await
+        .unwrap();
+    assert_eq!(out.complete().unwrap().text, "all about rust");
+}

@@ -21,6 +21,7 @@ mod send;
 pub(crate) mod spec;
 mod stream;
 mod subgraph;
+mod subgraph_node;
 mod update;
 mod values;
 
@@ -46,6 +47,7 @@ pub use stream::{
     TaskOutcome, TaskRef,
 };
 pub use subgraph::SubgraphCall;
+pub use subgraph_node::MappedSubgraph;
 pub use update::StepUpdate;
 
 /// How a run ended when it did not fail.

@@ -139,12 +139,15 @@ impl<U: Update, T: IntoNodeResult<U>, E: Into<NodeError>> IntoNodeResult<U> for 
 /// A function usable as a node of a graph over `S`.
 ///
 /// Implemented for sync and async functions and closures taking `&S`, or
-/// `&S` and `&Runtime`, and returning anything [`IntoNodeResult`]. `M` is an
+/// `&S` and `&Runtime`, and returning anything [`IntoNodeResult`]; for a
+/// [`CompiledGraph`](crate::CompiledGraph) over `S`, and one over another
+/// state with its maps ([`CompiledGraph::mapped`](crate::CompiledGraph::mapped)),
+/// which run as subgraphs. `M` is an
 /// inference marker; callers never name it.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be used as a node of a graph over `{S}`",
     label = "not a node function for this state",
-    note = "a node is `fn(&State) -> R`, `fn(&State, &Runtime) -> R`, or the `async fn` forms, where R is the update, a `Command`, or a `Result` of either"
+    note = "a node is `fn(&State) -> R`, `fn(&State, &Runtime) -> R`, or the `async fn` forms, where R is the update, a `Command`, or a `Result` of either; or a `CompiledGraph` over the same state (a subgraph over another state needs `CompiledGraph::mapped`)"
 )]
 pub trait IntoNode<S: GraphState, M>: Send + Sync + 'static {
     /// Erases the function into a [`Node`].
@@ -209,6 +212,12 @@ pub mod markers {
     /// `async fn(&S, &Runtime) -> R`.
     #[derive(Debug)]
     pub struct AsyncRt<R>(std::marker::PhantomData<R>);
+    /// A `CompiledGraph` over the parent's state.
+    #[derive(Debug)]
+    pub struct Subgraph;
+    /// A `CompiledGraph` over another state, with its maps.
+    #[derive(Debug)]
+    pub struct MappedSubgraph;
 }
 
 struct FnNode<F, M>(F, std::marker::PhantomData<fn() -> M>);
