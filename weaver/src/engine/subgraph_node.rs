@@ -56,6 +56,8 @@ where
     }
 }
 
+// Not offered as a fix for a node function that does not fit.
+#[diagnostic::do_not_recommend]
 impl<S: GraphState> IntoNode<S, markers::Subgraph> for CompiledGraph<S> {
     fn into_node(self) -> Box<dyn Node<S>> {
         Box::new(SubgraphNode::new(
@@ -134,6 +136,7 @@ impl<T: GraphState> CompiledGraph<T> {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<P, T, I, O, In> IntoNode<P, (markers::MappedSubgraph, In)> for MappedSubgraph<P, T, I, O>
 where
     P: GraphState,
