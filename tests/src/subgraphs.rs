@@ -425,3 +425,40 @@ pub async fn deleting_a_thread_deletes_its_subgraphs(saver: Arc<dyn Saver>) {
     assert!(namespaces(&saver, "gone").await.is_empty());
     assert_eq!(namespaces(&saver, "kept").await.len(), 3);
 }
+
+/// `get_state_subgraphs` shows the paused subgraphs, two levels deep,
+/// under their namespaces, with the interrupt they wait at.
+pub async fn get_state_shows_the_paused_subgraphs(saver: Arc<dyn Saver>) {
+    let counts = Arc::new(Counts::default());
+    let d = desks(saver, counts, Depth::Two);
+    let config = RunConfig::thread("nested");
+    let out = d.desk.invoke(topic(), &config).await.unwrap();
+    let asked = out.interrupts().to_vec();
+    let plain = d.desk.get_state(&config).await.unwrap();
+    assert!(plain.tasks.iter().all(|t| t.subgraph.is_none()));
+    let snapshot = d.desk.get_state_subgraphs(&config).await.unwrap();
+    assert_eq!(snapshot.tasks.len(), 1);
+    let write = &snapshot.tasks[0];
+    let draft = write.subgraph.as_ref().expect("the draft's state");
+    assert_eq!(draft.config.checkpoint_ns, format!("write:{}", write.id));
+    assert_eq!(draft.values["text"], json!("all about rust"));
+    assert_eq!(draft.interrupts, asked);
+    assert_eq!(draft.subgraphs.len(), 1);
+    let (node, review, check) = &draft.subgraphs[0];
+    assert_eq!(node, "review");
+    assert_eq!(
+        check.config.checkpoint_ns,
+        format!("write:{}|review:{review}", write.id)
+    );
+    assert_eq!(check.values["words"], json!(3));
+    assert_eq!(check.interrupts, asked);
+    assert!(check.subgraphs.is_empty());
+    // Typed, through the subgraph's own graph.
+    let typed = d
+        .check
+        .get_state(&check.config.clone().into())
+        .await
+        .unwrap();
+    assert_eq!(typed.values.words, 3);
+    assert_eq!(typed.next, ["approve"]);
+}

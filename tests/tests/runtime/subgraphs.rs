@@ -346,3 +346,129 @@ async fn a_subgraph_over_another_state_is_mapped_both_ways() {
         .unwrap();
     assert_eq!(out.complete().unwrap().text, "all about rust");
 }
+
+#[tokio::test]
+async fn get_state_shows_the_paused_subgraphs_in_memory() {
+    subgraphs::get_state_shows_the_paused_subgraphs(memory()).await;
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Ticket {
+    urgent: bool,
+    #[reducer(append)]
+    log: Vec<String>,
+    route: String,
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Case {
+    urgent: bool,
+    label: String,
+}
+
+/// A case graph whose `decide` sends urgent cases to the parent's `human`
+/// with `update`.
+fn case_graph(update: serde_json::Value) -> CompiledGraph<Case> {
+    Graph::<Case>::new("case")
+        .add_node("classify", |s: &Case| {
+            CaseUpdate::default().label(if s.urgent { "urgent" } else { "routine" }.to_owned())
+        })
+        .add_node("decide", move |s: &Case| {
+            if s.urgent {
+                return Err(Command::parent(update.clone()).goto("human").into());
+            }
+            Ok::<_, NodeError>(CaseUpdate::default())
+        })
+        .add_sequence([START, "classify", "decide", END])
+        .compile(Compile::new())
+        .unwrap()
+}
+
+fn help_desk(case: CompiledGraph<Case>) -> CompiledGraph<Ticket> {
+    Graph::<Ticket>::new("help_desk")
+        .add_subgraph_with(
+            "triage",
+            case,
+            |t: &Ticket| Case {
+                urgent: t.urgent,
+                ..Case::default()
+            },
+            |done: Case| TicketUpdate::default().route(done.label),
+        )
+        .add_node("human", |_: &Ticket| {
+            TicketUpdate::default().log(vec!["human".to_owned()])
+        })
+        .add_node("auto", |_: &Ticket| {
+            TicketUpdate::default().log(vec!["auto".to_owned()])
+        })
+        .add_edge(START, "triage")
+        .add_edge("triage", "auto")
+        .add_destinations("triage", ["human"])
+        .add_edge("human", END)
+        .add_edge("auto", END)
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_subgraph_node_updates_the_parent_and_goes_to_its_node() {
+    let update = serde_json::json!({ "route": "escalated", "log": ["triaged"] });
+    let graph = help_desk(case_graph(update));
+    let urgent = Ticket {
+        urgent: true,
+        ..Ticket::default()
+    };
+    let done = graph
+        .invoke(urgent, &RunConfig::thread("urgent"))
+        .await
+        .unwrap();
+    let done = done.complete().unwrap();
+    // The parent command is the triage node's result: its update, and its
+    // goto beside the static edge.
+    assert_eq!(done.route, "escalated");
+    assert_eq!(done.log, ["triaged", "auto", "human"]);
+    // Without a parent command, the mapped output is the update.
+    let routine = graph
+        .invoke(Ticket::default(), &RunConfig::thread("routine"))
+        .await
+        .unwrap();
+    let routine = routine.complete().unwrap();
+    assert_eq!(routine.route, "routine");
+    assert_eq!(routine.log, ["auto"]);
+}
+
+#[tokio::test]
+async fn a_parent_command_with_no_parent_or_a_wrong_update_is_an_error() {
+    let case = case_graph(serde_json::json!({ "route": 5 }));
+    let urgent = Case {
+        urgent: true,
+        ..Case::default()
+    };
+    let err = case
+        .invoke(urgent, &RunConfig::default())
+        .await
+        .unwrap_err();
+    match &err {
+        Error::ParentCommand { node, goto, update } => {
+            assert_eq!(node, "decide");
+            assert_eq!(goto, &["human"]);
+            assert_eq!(update, &serde_json::json!({ "route": 5 }));
+        }
+        other => panic!("not a parent command: {other:?}"),
+    }
+    // The parent cannot decode the update: its node fails.
+    let graph = help_desk(case);
+    let ticket = Ticket {
+        urgent: true,
+        ..Ticket::default()
+    };
+    let err = graph
+        .invoke(ticket, &RunConfig::thread("t"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::NodeFailed { node, .. } if node == "triage"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("cannot decode"), "{err}");
+}

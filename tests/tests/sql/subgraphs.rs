@@ -99,3 +99,16 @@ async fn deleting_a_thread_deletes_its_subgraphs_on_postgres() {
     subgraphs::deleting_a_thread_deletes_its_subgraphs(Arc::new(db.saver().await)).await;
     db.drop_schema().await;
 }
+
+#[tokio::test]
+async fn get_state_shows_the_paused_subgraphs_on_sqlite() {
+    let db = SqliteDb::new().await;
+    subgraphs::get_state_shows_the_paused_subgraphs(Arc::new(db.saver().await)).await;
+}
+
+#[tokio::test]
+async fn get_state_shows_the_paused_subgraphs_on_postgres() {
+    let db = PgDb::new().await;
+    subgraphs::get_state_shows_the_paused_subgraphs(Arc::new(db.saver().await)).await;
+    db.drop_schema().await;
+}

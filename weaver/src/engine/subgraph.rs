@@ -18,7 +18,8 @@ use std::sync::atomic::Ordering;
 
 use super::compiled::CompiledGraph;
 use super::inspect;
-use super::node::{NodeError, NodeErrorKind};
+use super::inspect_subgraphs::task_ns;
+use super::node::{NodeError, NodeErrorKind, ParentCommand};
 use super::run::{Env, Loop};
 use super::runtime::{AnswersById, InterruptSignal, Runtime};
 use super::stream::StreamWriter;
@@ -185,11 +186,7 @@ impl Runtime {
     /// }
     /// ```
     pub fn subgraph_ns(&self) -> String {
-        let own = format!("{}:{}", self.node(), self.task_id());
-        match self.config().ns() {
-            "" => own,
-            outer => format!("{outer}|{own}"),
-        }
+        task_ns(self.config().ns(), self.node(), self.task_id())
     }
 }
 
@@ -260,7 +257,20 @@ impl<T: GraphState> SubgraphCall<T> {
             stream: self.stream,
         };
         let built = Some(&inner.snapshots);
-        let outcome = Loop::run(&inner.spec, cp, self.config, input, None, env, built).await?;
+        let run = Loop::run(&inner.spec, cp, self.config, input, None, env, built).await;
+        let outcome = match run {
+            Ok(outcome) => outcome,
+            // Meant for the graph whose node runs this subgraph: that
+            // node's result.
+            Err(Error::ParentCommand { update, goto, .. }) => {
+                let command = ParentCommand {
+                    update: Ok(update),
+                    goto,
+                };
+                return Err(NodeError(NodeErrorKind::Command(command)));
+            }
+            Err(e) => return Err(e.into()),
+        };
         match outcome {
             Outcome::Complete(values) => Ok(values),
             Outcome::Interrupted(interrupts) => Err(paused(interrupts)),

@@ -8,7 +8,7 @@ use super::route::route;
 use super::tasks::TaskNode;
 use crate::checkpoint::{ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, PendingWrite};
 use crate::engine::Interrupt;
-use crate::engine::node::Command;
+use crate::engine::node::{Command, ParentCommand};
 use crate::engine::runtime::InterruptSignal;
 use crate::engine::send::{SENDS_CHANNEL, StoredSend};
 use crate::engine::spec::{Spec, Target};
@@ -90,6 +90,8 @@ pub(crate) enum Ending<U> {
     Returned(Command<U>),
     /// The node paused for input.
     Interrupted(InterruptSignal),
+    /// The node sent a command to the parent graph.
+    Parent(ParentCommand),
     /// The node failed: [`Error::NodeFailed`], [`Error::NodeTimeout`] or
     /// [`Error::RetriesExhausted`] of its node (or an error computing its
     /// cache key).
@@ -126,6 +128,9 @@ pub(crate) enum Finished<S: GraphState> {
     Failed(Error),
     /// It paused for input (at a subgraph's interrupts, maybe several).
     Interrupted(Vec<Interrupt>),
+    /// It sent a command to the parent graph: the run stops, and the
+    /// task leaves no writes.
+    Parent(ParentCommand),
 }
 
 /// Turns how task `id` (of `node`, run on `state`) ran into how it ended
@@ -179,6 +184,7 @@ pub(crate) fn finish_task<S: GraphState>(
                 (Finished::Interrupted(interrupts), writes)
             }
         },
+        Ending::Parent(command) => (Finished::Parent(command), Vec::new()),
         Ending::Failed(e) => failed(e),
     }
 }

@@ -176,6 +176,8 @@ pub(crate) fn send_task_result<S: GraphState>(
         Finished::Succeeded(output) => TaskOutcome::Update(output.update.clone()),
         Finished::Failed(e) => TaskOutcome::Error(e.to_string()),
         Finished::Interrupted(i) => TaskOutcome::Interrupted(i.clone()),
+        // Not this graph's result: the parent's node reports it.
+        Finished::Parent(_) => return,
     };
     sink.send(StreamEvent::TaskResult {
         task: sink.task(spec.name_of(node), step, id),

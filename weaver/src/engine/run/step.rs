@@ -11,6 +11,7 @@ use crate::engine::algebra::tasks::send_payload;
 use crate::engine::algebra::{
     Author, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
 };
+use crate::engine::node::ParentCommand;
 use crate::engine::runner::{Runner, run_task};
 use crate::engine::runtime::{AnswersById, Runtime};
 use crate::engine::send::SENDS_CHANNEL;
@@ -33,6 +34,8 @@ struct Started<S: GraphState> {
 struct Ended {
     failures: Vec<(usize, Error)>,
     interrupts: Vec<(usize, Vec<Interrupt>)>,
+    /// Commands for the parent graph.
+    parent: Vec<(usize, ParentCommand)>,
 }
 
 impl<S: GraphState> Loop<'_, S> {
@@ -45,6 +48,15 @@ impl<S: GraphState> Loop<'_, S> {
         if !ended.failures.is_empty() {
             ended.failures.sort_by_key(|(k, _)| *k);
             return Err(ended.failures.swap_remove(0).1);
+        }
+        if !ended.parent.is_empty() {
+            ended.parent.sort_by_key(|(k, _)| *k);
+            let (k, command) = ended.parent.swap_remove(0);
+            return Err(Error::ParentCommand {
+                node: self.spec.name_of(tasks[k]).to_owned(),
+                update: command.update.unwrap_or_default(),
+                goto: command.goto,
+            });
         }
         if !ended.interrupts.is_empty() {
             if self.thread.is_none() {
@@ -152,6 +164,7 @@ impl<S: GraphState> Loop<'_, S> {
         let mut ended = Ended {
             failures: Vec::new(),
             interrupts: Vec::new(),
+            parent: Vec::new(),
         };
         while let Some((k, result)) = runner.next().await {
             let id = started.ids[k].as_str();
@@ -164,6 +177,7 @@ impl<S: GraphState> Loop<'_, S> {
                 }
                 Finished::Failed(e) => ended.failures.push((k, e)),
                 Finished::Interrupted(i) => ended.interrupts.push((k, i)),
+                Finished::Parent(command) => ended.parent.push((k, command)),
             }
             if let Some(thread) = thread.as_mut().filter(|_| !writes.is_empty()) {
                 // The step's last task, and every task succeeded: the step
