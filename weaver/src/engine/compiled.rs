@@ -220,7 +220,7 @@ impl<S: GraphState> CompiledGraph<S> {
 
     /// [`get_state`](Self::get_state), with the state of the subgraph
     /// each pending task ran, if it ran one, in its
-    /// [`TaskInfo::subgraph`](crate::TaskInfo::subgraph) (and theirs,
+    /// [`TaskInfo::subgraph`](crate::engine::TaskInfo::subgraph) (and theirs,
     /// nested). LangGraph's `get_state(config, subgraphs=True)`.
     ///
     /// # Errors
