@@ -472,3 +472,59 @@ async fn a_parent_command_with_no_parent_or_a_wrong_update_is_an_error() {
     );
     assert!(err.to_string().contains("cannot decode"), "{err}");
 }
+
+#[tokio::test]
+async fn two_paused_subgraphs_are_answered_one_at_a_time_by_id() {
+    let saver = memory();
+    let line = |text: String| NotesUpdate::default().lines(vec![text]);
+    let ask = |name: &'static str| {
+        Graph::<Notes>::new(name)
+            .add_node("work", move |_: &Notes| line("worked".to_owned()))
+            .add_node("ask", move |_: &Notes, rt: &Runtime| {
+                let answer = rt.interrupt(name)?;
+                let answer = answer.as_str().unwrap_or_default();
+                Ok::<_, NodeError>(line(format!("{name}: {answer}")))
+            })
+            .add_sequence([START, "work", "ask", END])
+            .compile(Compile::new())
+            .unwrap()
+    };
+    let graph = Graph::<Notes>::new("pair")
+        .add_subgraph("left", ask("left"))
+        .add_subgraph("right", ask("right"))
+        .add_edge(START, "left")
+        .add_edge(START, "right")
+        .add_edge("left", END)
+        .add_edge("right", END)
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    let config = RunConfig::thread("pair");
+    let out = graph.invoke(Notes::default(), &config).await.unwrap();
+    let asked = out.interrupts().to_vec();
+    assert_eq!(asked.len(), 2, "{out:?}");
+    let id_of = |value: &str| {
+        asked
+            .iter()
+            .find(|i| i.value == value)
+            .map(|i| i.id.clone())
+            .unwrap()
+    };
+    // One value for two pauses is ambiguous.
+    let err = graph
+        .resume(serde_json::json!("x"), &config)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::AmbiguousResume { pending: 2, .. }),
+        "{err:?}"
+    );
+    // The right one first: the left subgraph pauses again, unanswered.
+    let right = Resume::Map([(id_of("right"), serde_json::json!("r"))].into());
+    let out = graph.resume(right, &config).await.unwrap();
+    assert_eq!(out.interrupts().len(), 1, "{out:?}");
+    assert_eq!(out.interrupts()[0].id, id_of("left"));
+    let done = graph.resume(serde_json::json!("l"), &config).await.unwrap();
+    let mut lines = done.complete().unwrap().lines;
+    lines.sort();
+    assert_eq!(lines, ["left: l", "right: r", "worked", "worked"]);
+}
