@@ -455,3 +455,43 @@ fn streaming_prints_tokens_as_they_arrive_then_the_update_and_the_whole_text() {
     assert!(out.contains(&format!("final answer: {whole}")), "{out}");
     assert!(out.contains(&format!("stored answer: {whole}")), "{out}");
 }
+
+#[test]
+fn a_supervisor_agent_paused_in_one_process_is_approved_in_another() {
+    let (dir, db) = temp_db("supervisor");
+    let bin = env!("CARGO_BIN_EXE_supervisor");
+    let asked = run(bin, &[&db, "ask"]);
+    assert!(asked.contains("ran researcher/search"), "{asked}");
+    assert!(asked.contains("ran writer/draft"), "{asked}");
+    assert!(
+        asked.contains(
+            r#"paused in `approve`, asking {"approve":"Draft: weaver is fast; 1 notes"}"#
+        ),
+        "{asked}"
+    );
+    // Another process: the writer continues from its own checkpoint.
+    let approved = run(bin, &[&db, "approve", "ship it"]);
+    assert!(
+        approved.contains("waiting in `writer` under namespace writer:"),
+        "{approved}"
+    );
+    assert!(approved.contains("ran writer/approve"), "{approved}");
+    for done_before in ["researcher/", "writer/draft"] {
+        assert!(!approved.contains(done_before), "{approved}");
+    }
+    assert!(
+        approved.contains(
+            r#"answer: Draft: weaver is fast; 1 notes (ship it); agents: ["researcher", "writer"]"#
+        ),
+        "{approved}"
+    );
+    // Nothing is left to approve: a typed error.
+    let again = Command::new(bin)
+        .args([db.as_str(), "approve", "twice"])
+        .output()
+        .expect("example starts");
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("NoPendingInterrupt"), "{stderr}");
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -10,6 +10,7 @@ pub mod shapes;
 pub mod states;
 pub mod store_conformance;
 pub mod streamed;
+pub mod subgraphs;
 
 /// The id of the pending task `node` at the thread's latest checkpoint.
 pub async fn task_id_of<S: weaver::GraphState>(

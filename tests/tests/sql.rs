@@ -53,5 +53,7 @@ mod sends;
 mod stored_json;
 #[path = "sql/streamed.rs"]
 mod streamed;
+#[path = "sql/subgraphs.rs"]
+mod subgraphs;
 #[path = "sql/typed_history.rs"]
 mod typed_history;

@@ -83,6 +83,22 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// A node sent a command to its parent graph
+    /// ([`Command::parent`](crate::Command::parent)), but its graph ran at
+    /// the top level, with no parent to take it. (Inside a subgraph the
+    /// command never surfaces as an error: the parent node returns it.)
+    #[error(
+        "node `{node}` sent a command to its parent graph, but its graph has no parent (goto {goto:?})"
+    )]
+    ParentCommand {
+        /// The node that sent it.
+        node: String,
+        /// The update for the parent, as JSON.
+        update: serde_json::Value,
+        /// The parent's nodes to run next.
+        goto: Vec<String>,
+    },
+
     /// A router chose a target it may not lead to: one outside the targets
     /// declared with its conditional edge, a node run by sends without a
     /// [`Send`](crate::Send), or a send to a node that takes the state.

@@ -32,13 +32,14 @@ pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
 pub use engine::{
     CachePolicy, CheckpointEvent, Input, Interrupt, InterruptSignal, InterruptWhen,
-    IntoPayloadNode, MessageChunk, NodePolicy, Outcome, PayloadNode, Resume, RetryPolicy, Route,
-    Runtime, Send, StreamEvent, StreamItem, StreamMode, StreamModes, StreamWriter, TaskOutcome,
-    TaskRef,
+    IntoPayloadNode, MappedSubgraph, MessageChunk, NodePolicy, Outcome, PayloadNode, Resume,
+    RetryPolicy, Route, Runtime, Send, StreamEvent, StreamItem, StreamMode, StreamModes,
+    StreamWriter, SubgraphCall, SubgraphState, TaskOutcome, TaskRef,
 };
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{
-    Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, RunStream, START,
+    Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, ParentCommand,
+    RunStream, START,
 };
 pub use schemars::JsonSchema;
 pub use state::{GraphState, StateSchema, Update};

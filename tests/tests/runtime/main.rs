@@ -17,3 +17,4 @@ mod state;
 mod stream_modes;
 mod stream_writer;
 mod streaming;
+mod subgraphs;

@@ -12,7 +12,8 @@ use tracing::Instrument;
 
 use super::cache::SnapshotCache;
 use super::inspect::{self, History, StateSnapshot};
-use super::run::{Loop, Sink};
+use super::inspect_subgraphs::subgraph_state;
+use super::run::{Env, Loop, Sink};
 use super::spec::Spec;
 use super::update::{self, StepUpdate};
 use super::{Input, Outcome, Resume, StreamItem, StreamMode, StreamModes};
@@ -184,7 +185,7 @@ impl<S: GraphState> CompiledGraph<S> {
             config.clone(),
             input.into(),
             None,
-            self.inner.store.clone(),
+            Env::store(self.inner.store.clone()),
             Some(&self.inner.snapshots),
         )
         .instrument(span)
@@ -314,6 +315,56 @@ impl<S: GraphState> CompiledGraph<S> {
     pub async fn get_state(&self, config: &RunConfig) -> Result<StateSnapshot<S>> {
         let cp = self.require_checkpointer("get_state")?;
         inspect::get_state(&self.inner.spec, cp, &self.inner.snapshots, config).await
+    }
+
+    /// [`get_state`](Self::get_state), with the state of the subgraph
+    /// each pending task ran, if it ran one, in its
+    /// [`TaskInfo::subgraph`](crate::engine::TaskInfo::subgraph) (and theirs,
+    /// nested). LangGraph's `get_state(config, subgraphs=True)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`get_state`](Self::get_state).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct State {
+    ///     answer: String,
+    /// }
+    ///
+    /// let ask = Graph::<State>::new("ask")
+    ///     .add_node("ask", |_: &State, rt: &Runtime| {
+    ///         let answer = rt.interrupt("name?")?;
+    ///         Ok::<_, NodeError>(StateUpdate::default().answer(answer.to_string()))
+    ///     })
+    ///     .add_sequence([START, "ask", END])
+    ///     .compile(Compile::new())
+    ///     .unwrap();
+    /// let graph = Graph::<State>::new("outer")
+    ///     .add_subgraph("inner", ask)
+    ///     .add_sequence([START, "inner", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
+    ///     .unwrap();
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(State::default(), &config).await.unwrap();
+    /// let snapshot = graph.get_state_subgraphs(&config).await.unwrap();
+    /// let inner = snapshot.tasks[0].subgraph.as_ref().unwrap();
+    /// assert_eq!(inner.config.checkpoint_ns, format!("inner:{}", snapshot.tasks[0].id));
+    /// assert_eq!(inner.interrupts[0].value, "name?");
+    /// # });
+    /// ```
+    pub async fn get_state_subgraphs(&self, config: &RunConfig) -> Result<StateSnapshot<S>> {
+        let cp = self.require_checkpointer("get_state")?;
+        let mut snapshot = self.get_state(config).await?;
+        let thread = config.thread_id().ok_or(Error::MissingThreadId)?;
+        for task in &mut snapshot.tasks {
+            let state = subgraph_state(cp, thread, config.ns(), &task.name, &task.id).await?;
+            task.subgraph = state.map(Box::new);
+        }
+        Ok(snapshot)
     }
 
     /// The thread's checkpoints (in `config`'s namespace) as snapshots,
@@ -652,7 +703,7 @@ impl<S: GraphState> CompiledGraph<S> {
                 config,
                 input,
                 Some(sink),
-                graph.inner.store.clone(),
+                Env::store(graph.inner.store.clone()),
                 Some(&graph.inner.snapshots),
             )
             .await;

@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::Interrupt;
 use super::algebra::{answered, apply_finished, prepare_tasks, raised_interrupts};
 use super::cache::SnapshotCache;
+use super::inspect_subgraphs::SubgraphState;
 use super::send::SENDS_CHANNEL;
 use super::spec::Spec;
 use super::values::decode_state_owned;
@@ -39,6 +40,10 @@ pub struct TaskInfo {
     pub interrupts: Vec<Interrupt>,
     /// Whether it finished (its writes are pending) and will not run again.
     pub succeeded: bool,
+    /// The state of the subgraph it ran, when read with
+    /// [`get_state_subgraphs`](crate::CompiledGraph::get_state_subgraphs)
+    /// and it ran one (`None` otherwise).
+    pub subgraph: Option<Box<SubgraphState>>,
 }
 
 /// The state of a thread at one checkpoint.
@@ -202,6 +207,7 @@ fn task_infos<S: GraphState>(
                 attempts,
                 interrupts,
                 succeeded,
+                subgraph: None,
             }
         })
         .collect();

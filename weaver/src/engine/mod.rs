@@ -9,6 +9,7 @@ mod cache;
 mod compiled;
 mod finite;
 mod inspect;
+mod inspect_subgraphs;
 pub mod node;
 pub(crate) mod node_cache;
 mod panics;
@@ -20,6 +21,8 @@ mod runtime;
 mod send;
 pub(crate) mod spec;
 mod stream;
+mod subgraph;
+mod subgraph_node;
 mod update;
 mod values;
 
@@ -33,7 +36,8 @@ use crate::state::GraphState;
 
 pub use compiled::{CompiledGraph, RunStream};
 pub use inspect::{History, StateSnapshot, TaskInfo};
-pub use node::{Command, IntoNode, IntoNodeResult, Node, NodeError};
+pub use inspect_subgraphs::SubgraphState;
+pub use node::{Command, IntoNode, IntoNodeResult, Node, NodeError, ParentCommand};
 pub use policy::{CachePolicy, NodePolicy, RetryPolicy};
 pub use runtime::{InterruptSignal, Runtime};
 pub use send::{IntoPayloadNode, IntoRoute, PayloadNode, Route, Send};
@@ -44,6 +48,8 @@ pub use stream::{
     CheckpointEvent, MessageChunk, StreamEvent, StreamItem, StreamMode, StreamModes, StreamWriter,
     TaskOutcome, TaskRef,
 };
+pub use subgraph::SubgraphCall;
+pub use subgraph_node::MappedSubgraph;
 pub use update::StepUpdate;
 
 /// How a run ended when it did not fail.

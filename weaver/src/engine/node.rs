@@ -53,6 +53,67 @@ impl<U> Command<U> {
     }
 }
 
+impl Command<()> {
+    /// A command for the parent graph, from a node of a subgraph
+    /// (LangGraph's `Command(graph=Command.PARENT, ...)`): `update` is an
+    /// update of the parent's state (any value that serializes as one: the
+    /// parent's update type, or JSON), and [`goto`](ParentCommand::goto)
+    /// names the parent's nodes to run next. Return it as the node's error
+    /// (`Err(Command::parent(..).into())`, or with `?`): the subgraph stops
+    /// there, without the node's writes, and the parent node that runs the
+    /// subgraph returns this update and goto as its own command. An update
+    /// that does not decode as the parent's fails that parent node; at the
+    /// top level, with no parent, the run fails with
+    /// [`Error::ParentCommand`](crate::Error::ParentCommand).
+    ///
+    /// ```
+    /// # use weaver::{Command, NodeError};
+    /// # use serde_json::json;
+    /// fn escalate() -> Result<(), NodeError> {
+    ///     Err(Command::parent(json!({ "verdict": "escalated" })).goto("human").into())
+    /// }
+    /// assert!(escalate().is_err());
+    /// ```
+    pub fn parent(update: impl serde::Serialize) -> ParentCommand {
+        // A value that does not encode is caught where the parent decodes
+        // the update: `null` is no update of any state.
+        let update = serde_json::to_value(update)
+            .map_err(|e| e.to_string())
+            .and_then(|v| match v {
+                serde_json::Value::Object(_) => Ok(v),
+                other => Err(format!("not an update (a map of channels): {other}")),
+            });
+        ParentCommand {
+            update,
+            goto: Vec::new(),
+        }
+    }
+}
+
+/// A command for the parent graph, made by [`Command::parent`].
+#[derive(Debug, Clone)]
+pub struct ParentCommand {
+    /// The update, as JSON, or why it could not be encoded as one.
+    pub(crate) update: Result<serde_json::Value, String>,
+    pub(crate) goto: Vec<String>,
+}
+
+impl ParentCommand {
+    /// Adds one of the parent's nodes to run next.
+    pub fn goto(mut self, node: impl Into<String>) -> Self {
+        self.goto.push(node.into());
+        self
+    }
+}
+
+impl fmt::Display for ParentCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a command for the parent graph (goto {:?})", self.goto)
+    }
+}
+
+impl StdError for ParentCommand {}
+
 /// Why a node did not produce an output: it failed, or it asked for human
 /// input (`Runtime::interrupt`).
 ///
@@ -63,6 +124,10 @@ pub struct NodeError(pub(crate) NodeErrorKind);
 pub(crate) enum NodeErrorKind {
     Failed(BoxError),
     Interrupt(InterruptSignal),
+    /// A subgraph node's command for the graph above its own.
+    Parent(ParentCommand),
+    /// The command a subgraph sent up: this node's result.
+    Command(ParentCommand),
 }
 
 impl NodeError {
@@ -82,6 +147,9 @@ impl fmt::Debug for NodeError {
         match &self.0 {
             NodeErrorKind::Failed(e) => f.debug_tuple("NodeError::Failed").field(e).finish(),
             NodeErrorKind::Interrupt(i) => f.debug_tuple("NodeError::Interrupt").field(i).finish(),
+            NodeErrorKind::Parent(c) | NodeErrorKind::Command(c) => {
+                f.debug_tuple("NodeError::Parent").field(c).finish()
+            }
         }
     }
 }
@@ -91,6 +159,7 @@ impl fmt::Display for NodeError {
         match &self.0 {
             NodeErrorKind::Failed(e) => e.fmt(f),
             NodeErrorKind::Interrupt(i) => i.fmt(f),
+            NodeErrorKind::Parent(c) | NodeErrorKind::Command(c) => c.fmt(f),
         }
     }
 }
@@ -98,8 +167,12 @@ impl fmt::Display for NodeError {
 impl<E: StdError + Send + Sync + 'static> From<E> for NodeError {
     fn from(e: E) -> Self {
         let boxed: BoxError = Box::new(e);
-        match boxed.downcast::<InterruptSignal>() {
-            Ok(signal) => NodeError(NodeErrorKind::Interrupt(*signal)),
+        let boxed = match boxed.downcast::<InterruptSignal>() {
+            Ok(signal) => return NodeError(NodeErrorKind::Interrupt(*signal)),
+            Err(other) => other,
+        };
+        match boxed.downcast::<ParentCommand>() {
+            Ok(command) => NodeError(NodeErrorKind::Parent(*command)),
             Err(other) => NodeError(NodeErrorKind::Failed(other)),
         }
     }
@@ -139,12 +212,15 @@ impl<U: Update, T: IntoNodeResult<U>, E: Into<NodeError>> IntoNodeResult<U> for 
 /// A function usable as a node of a graph over `S`.
 ///
 /// Implemented for sync and async functions and closures taking `&S`, or
-/// `&S` and `&Runtime`, and returning anything [`IntoNodeResult`]. `M` is an
+/// `&S` and `&Runtime`, and returning anything [`IntoNodeResult`]; for a
+/// [`CompiledGraph`](crate::CompiledGraph) over `S`, and one over another
+/// state with its maps ([`CompiledGraph::mapped`](crate::CompiledGraph::mapped)),
+/// which run as subgraphs. `M` is an
 /// inference marker; callers never name it.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be used as a node of a graph over `{S}`",
     label = "not a node function for this state",
-    note = "a node is `fn(&State) -> R`, `fn(&State, &Runtime) -> R`, or the `async fn` forms, where R is the update, a `Command`, or a `Result` of either"
+    note = "a node is `fn(&State) -> R`, `fn(&State, &Runtime) -> R`, or the `async fn` forms, where R is the update, a `Command`, or a `Result` of either; or a `CompiledGraph` over the same state (a subgraph over another state needs `CompiledGraph::mapped`)"
 )]
 pub trait IntoNode<S: GraphState, M>: Send + Sync + 'static {
     /// Erases the function into a [`Node`].
@@ -209,6 +285,12 @@ pub mod markers {
     /// `async fn(&S, &Runtime) -> R`.
     #[derive(Debug)]
     pub struct AsyncRt<R>(std::marker::PhantomData<R>);
+    /// A `CompiledGraph` over the parent's state.
+    #[derive(Debug)]
+    pub struct Subgraph;
+    /// A `CompiledGraph` over another state, with its maps.
+    #[derive(Debug)]
+    pub struct MappedSubgraph;
 }
 
 struct FnNode<F, M>(F, std::marker::PhantomData<fn() -> M>);

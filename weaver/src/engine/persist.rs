@@ -128,6 +128,11 @@ async fn store_group(cp: &Checkpointer, group: Vec<WriteOp>) -> Result<()> {
 }
 
 impl Writer {
+    /// The checkpointer written to.
+    pub fn checkpointer(&self) -> &Checkpointer {
+        &self.cp
+    }
+
     pub fn new(cp: Checkpointer, mode: Durability) -> Self {
         // Background writes need a tokio runtime, and pay off only when the
         // saver does I/O; otherwise write in line.

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::algebra::{Ending, TaskNode, TaskRun, failure_message};
-use super::node::{Command, NodeError, NodeErrorKind};
+use super::node::{Command, NodeError, NodeErrorKind, ParentCommand};
 use super::panics::panic_message;
 use super::policy::random_unit;
 use super::runtime::Runtime;
@@ -168,10 +168,34 @@ async fn attempt_once<S: GraphState>(
     match result {
         Ok(command) => Ending::Returned(command),
         Err(NodeError(NodeErrorKind::Interrupt(signal))) => Ending::Interrupted(signal),
+        Err(NodeError(NodeErrorKind::Parent(command))) => Ending::Parent(command),
+        Err(NodeError(NodeErrorKind::Command(command))) => sent_up(&node.name, command),
         Err(NodeError(NodeErrorKind::Failed(source))) => Ending::Failed(Error::NodeFailed {
             node: node.name.clone(),
             source,
         }),
+    }
+}
+
+/// The command a subgraph sent its parent, as the result of the parent's
+/// node `node`: its update decoded as the parent's.
+fn sent_up<U: serde::de::DeserializeOwned>(node: &str, command: ParentCommand) -> Ending<U> {
+    let failed = |reason: String| {
+        Ending::Failed(Error::NodeFailed {
+            node: node.to_owned(),
+            source: format!("the command its subgraph sent up: {reason}").into(),
+        })
+    };
+    let update = match command.update {
+        Ok(v) => v,
+        Err(reason) => return failed(reason),
+    };
+    match U::deserialize(update) {
+        Ok(update) => Ending::Returned(Command {
+            update,
+            goto: command.goto,
+        }),
+        Err(e) => failed(format!("cannot decode its update: {e}")),
     }
 }
 

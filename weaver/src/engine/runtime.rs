@@ -1,5 +1,6 @@
 //! [`Runtime`]: what a node can reach while it runs.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -8,6 +9,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::stream::StreamWriter;
+use super::{Interrupt, InterruptWhen};
+use crate::checkpoint::Checkpointer;
 use crate::config::RunConfig;
 
 /// The handle a node receives besides the state: the run config, the
@@ -19,12 +22,19 @@ pub struct Runtime {
     node: String,
     step: i64,
     task_id: String,
-    resume: Vec<Value>,
+    resume: AnswersById,
     interrupts_called: AtomicUsize,
+    /// Subgraphs invoked in this attempt (a task runs at most one).
+    pub(crate) subgraphs_called: AtomicUsize,
     store: Option<Arc<dyn crate::store::Store>>,
+    /// The run's checkpointer, which the task's subgraph runs on.
+    pub(crate) checkpointer: Option<Checkpointer>,
     stream: StreamWriter,
     attempt: AtomicU32,
 }
+
+/// AnswersById to interrupts, by interrupt id.
+pub(crate) type AnswersById = BTreeMap<String, Value>;
 
 impl Runtime {
     pub(crate) fn new(
@@ -32,7 +42,7 @@ impl Runtime {
         node: &str,
         step: i64,
         task_id: String,
-        resume: Vec<Value>,
+        resume: AnswersById,
     ) -> Self {
         Runtime {
             config,
@@ -41,7 +51,9 @@ impl Runtime {
             task_id,
             resume,
             interrupts_called: AtomicUsize::new(0),
+            subgraphs_called: AtomicUsize::new(0),
             store: None,
+            checkpointer: None,
             stream: StreamWriter::default(),
             attempt: AtomicU32::new(1),
         }
@@ -59,6 +71,16 @@ impl Runtime {
         self.store.as_ref()
     }
     // store: end
+
+    pub(crate) fn with_checkpointer(mut self, checkpointer: Option<Checkpointer>) -> Self {
+        self.checkpointer = checkpointer;
+        self
+    }
+
+    /// The answers the task was resumed with, by interrupt id.
+    pub(crate) fn answers(&self) -> &AnswersById {
+        &self.resume
+    }
 
     pub(crate) fn with_stream(mut self, stream: StreamWriter) -> Self {
         self.stream = stream;
@@ -130,6 +152,7 @@ impl Runtime {
     pub(crate) fn begin_attempt(&self, n: u32) {
         self.attempt.store(n, Ordering::Relaxed);
         self.interrupts_called.store(0, Ordering::Relaxed);
+        self.subgraphs_called.store(0, Ordering::Relaxed);
     }
 
     /// Pauses the run for human input.
@@ -151,7 +174,8 @@ impl Runtime {
     /// ```
     pub fn interrupt(&self, value: impl Serialize) -> Result<Value, InterruptSignal> {
         let index = self.interrupts_called.fetch_add(1, Ordering::Relaxed);
-        if let Some(v) = self.resume.get(index) {
+        let id = interrupt_id(&self.task_id, index);
+        if let Some(v) = self.resume.get(&id) {
             return Ok(v.clone());
         }
         // A value JSON cannot hold fails the node (as an encode error)
@@ -164,9 +188,10 @@ impl Runtime {
             Err(e) => (Value::Null, Some(e)),
         };
         Err(InterruptSignal {
-            id: interrupt_id(&self.task_id, index),
+            id,
             value,
             unencodable,
+            subgraph: Vec::new(),
         })
     }
 }
@@ -185,6 +210,39 @@ pub struct InterruptSignal {
     /// Why the value given to `interrupt` could not be encoded, if it could
     /// not: the node then fails instead of pausing.
     pub(crate) unencodable: Option<String>,
+    /// The interrupts a subgraph the task ran paused at, under their own
+    /// ids (empty for the task's own `interrupt` call): the task records
+    /// these instead.
+    pub(crate) subgraph: Vec<Interrupt>,
+}
+
+impl InterruptSignal {
+    /// The signal of a subgraph that paused at `interrupts` (not empty).
+    pub(crate) fn of_subgraph(interrupts: Vec<Interrupt>) -> Self {
+        InterruptSignal {
+            id: interrupts.first().map(|i| i.id.clone()).unwrap_or_default(),
+            value: interrupts
+                .first()
+                .map(|i| i.value.clone())
+                .unwrap_or_default(),
+            unencodable: None,
+            subgraph: interrupts,
+        }
+    }
+
+    /// The interrupts the signal stands for: a subgraph's, or one made of
+    /// the task's own call (by node `node`).
+    pub(crate) fn into_interrupts(self, node: &str) -> Vec<Interrupt> {
+        if !self.subgraph.is_empty() {
+            return self.subgraph;
+        }
+        vec![Interrupt {
+            id: self.id,
+            value: self.value,
+            node: node.to_owned(),
+            when: InterruptWhen::Node,
+        }]
+    }
 }
 
 impl InterruptSignal {

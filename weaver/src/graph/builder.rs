@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::checkpoint::{Checkpointer, Saver};
 use crate::engine::spec::{NodeBody, Router};
-use crate::engine::{IntoNode, IntoPayloadNode, IntoRoute, NodePolicy};
+use crate::engine::{CompiledGraph, Input, IntoNode, IntoPayloadNode, IntoRoute, NodePolicy};
 use crate::state::GraphState;
 
 /// A conditional edge as declared: its source, router and target names.
@@ -154,6 +154,112 @@ impl<S: GraphState> Graph<S> {
         self.nodes
             .push((name.into(), NodeBody::State(node.into_node()), policy));
         self
+    }
+
+    /// Adds `graph`, a compiled graph over the same state, as the node
+    /// `name` (the same as [`add_node`](Self::add_node) with the graph,
+    /// which is how `graph!` takes it: `nodes: [research = research_graph]`):
+    /// the node runs it as its task's subgraph (see
+    /// [`Runtime::invoke_subgraph`](crate::Runtime::invoke_subgraph): the
+    /// parent's checkpointer, the namespace `name:task_id`, interrupts that
+    /// pause the parent) on the parent's state.
+    ///
+    /// The node's update is the subgraph's net change, not its final state
+    /// (which, applied through the reducers, would append every item of an
+    /// append channel a second time): a last-value, replace or merge
+    /// channel the subgraph changed is written with its final value; an
+    /// append or delta channel with the items the subgraph appended; an add
+    /// channel with the difference. A changed channel with a custom
+    /// reducer, or an append channel the subgraph did more than append to,
+    /// fails the node with [`Error::InvalidUpdate`](crate::Error::InvalidUpdate):
+    /// use [`add_subgraph_with`](Self::add_subgraph_with) to say what the
+    /// update is.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Notes {
+    ///     #[reducer(append)]
+    ///     lines: Vec<String>,
+    /// }
+    ///
+    /// let research = Graph::<Notes>::new("research")
+    ///     .add_node("search", |_: &Notes| NotesUpdate::default().lines(vec!["found".into()]))
+    ///     .add_sequence([START, "search", END])
+    ///     .compile(Compile::new())
+    ///     .unwrap();
+    /// let graph = Graph::<Notes>::new("desk")
+    ///     .add_node("plan", |_: &Notes| NotesUpdate::default().lines(vec!["planned".into()]))
+    ///     .add_subgraph("research", research)
+    ///     .add_sequence([START, "plan", "research", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
+    ///     .unwrap();
+    /// let done = graph.invoke(Notes::default(), &RunConfig::thread("t")).await.unwrap();
+    /// // "planned" once: the subgraph's update is what it appended.
+    /// assert_eq!(done.complete().unwrap().lines, ["planned", "found"]);
+    /// # });
+    /// ```
+    pub fn add_subgraph(self, name: impl Into<String>, graph: CompiledGraph<S>) -> Self {
+        self.add_node(name, graph)
+    }
+
+    /// Adds `graph`, a compiled graph over another state `T`, as the node
+    /// `name`: `input` makes the subgraph's input (a `T` or a `T::Update`)
+    /// from the parent's state, and `output` the node's update from the
+    /// subgraph's final state. The subgraph runs as
+    /// [`add_subgraph`](Self::add_subgraph)'s does; a map whose types do
+    /// not fit the two states does not compile.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Inner {
+    ///     query: String,
+    ///     hits: u64,
+    /// }
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Outer {
+    ///     topic: String,
+    ///     found: u64,
+    /// }
+    ///
+    /// let search = Graph::<Inner>::new("search")
+    ///     .add_node("count", |s: &Inner| InnerUpdate::default().hits(s.query.len() as u64))
+    ///     .add_sequence([START, "count", END])
+    ///     .compile(Compile::new())
+    ///     .unwrap();
+    /// let graph = Graph::<Outer>::new("desk")
+    ///     .add_subgraph_with(
+    ///         "search",
+    ///         search,
+    ///         |s: &Outer| Inner { query: s.topic.clone(), ..Inner::default() },
+    ///         |done: Inner| OuterUpdate::default().found(done.hits),
+    ///     )
+    ///     .add_sequence([START, "search", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
+    ///     .unwrap();
+    /// let input = Outer { topic: "rust".into(), ..Outer::default() };
+    /// let done = graph.invoke(input, &RunConfig::thread("t")).await.unwrap();
+    /// assert_eq!(done.complete().unwrap().found, 4);
+    /// # });
+    /// ```
+    pub fn add_subgraph_with<T, I>(
+        self,
+        name: impl Into<String>,
+        graph: CompiledGraph<T>,
+        input: impl Fn(&S) -> I + Send + Sync + 'static,
+        output: impl Fn(T) -> S::Update + Send + Sync + 'static,
+    ) -> Self
+    where
+        T: GraphState,
+        I: Into<Input<T>>,
+    {
+        self.add_node(name, graph.mapped(input, output))
     }
 
     /// Adds a node run by [`Send`](crate::Send)s: it takes a send's payload

@@ -12,6 +12,7 @@ mod tests;
 pub use crate::engine::IntoRoute;
 pub use crate::engine::node;
 pub use crate::engine::{
-    Command, CompiledGraph, END, IntoNode, IntoNodeResult, Node, NodeError, RunStream, START,
+    Command, CompiledGraph, END, IntoNode, IntoNodeResult, Node, NodeError, ParentCommand,
+    RunStream, START,
 };
 pub use builder::{Compile, Graph};

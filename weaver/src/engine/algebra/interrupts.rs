@@ -4,28 +4,27 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::answers::{encode_answers, stored_answers};
 use super::tasks::TaskNode;
 use super::writes::succeeded;
 use crate::checkpoint::{INTERRUPT_CHANNEL, PendingWrite, RESUME_CHANNEL};
-use crate::engine::runtime::interrupt_id;
+use crate::engine::runtime::AnswersById;
 use crate::engine::spec::Spec;
 use crate::engine::{Interrupt, InterruptWhen, Resume};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
 /// Whether the interrupt `id` of task `task_id` is answered already: the
-/// task's stored resume values hold an answer for its index. An interrupt
-/// write outlives its answer when the attempt that took the answer failed
+/// task's stored resume values hold an answer for it. An interrupt write
+/// outlives its answer when the attempt that took the answer failed
 /// instead of finishing; that interrupt is history, not pending.
 pub(crate) fn answered(task_id: &str, writes: &[&PendingWrite], id: &str) -> bool {
-    let answers = writes
+    writes
         .iter()
         .find(|w| w.channel == RESUME_CHANNEL)
-        .and_then(|w| w.value.as_array())
-        .map_or(0, Vec::len);
-    (0..answers).any(|k| interrupt_id(task_id, k) == id)
+        .is_some_and(|w| stored_answers(task_id, &w.value).contains_key(id))
 }
 
 /// The interrupts a task's `writes` record (answered or not; a record that
@@ -142,7 +141,7 @@ pub(crate) enum Answer {
     },
 }
 
-/// Answers the interrupts waiting at the checkpoint `checkpoint_id`, whose
+/// AnswersById the interrupts waiting at the checkpoint `checkpoint_id`, whose
 /// pending writes are `pending`, with `resume`; `has_tasks`: whether the
 /// checkpoint triggers any task. `pending` takes the new resume writes in
 /// place of the ones they extend. A resume that answers what is not asked
@@ -190,14 +189,13 @@ pub(crate) fn answer<S: GraphState>(
         let stored = pending
             .iter()
             .find(|p| p.task_id == w.task && p.channel == RESUME_CHANNEL);
-        let mut values: Vec<Value> = stored
-            .and_then(|p| Vec::<Value>::deserialize(&p.value).ok())
-            .unwrap_or_default();
-        values.push(answer.clone());
+        let mut values =
+            stored.map_or_else(AnswersById::new, |p| stored_answers(&w.task, &p.value));
+        values.insert(w.interrupt.id.clone(), answer.clone());
         let write = PendingWrite::for_task(
             &w.task,
             &w.node,
-            [(RESUME_CHANNEL.to_owned(), json!(values))],
+            [(RESUME_CHANNEL.to_owned(), encode_answers(&w.task, &values))],
         );
         if let Some(first) = write.first() {
             earlier.push((

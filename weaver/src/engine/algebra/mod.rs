@@ -8,6 +8,7 @@
 //! ([`interrupts`]). The run loop, `get_state`, `update_state` and the
 //! replay of finished tasks all go through these functions.
 
+pub(crate) mod answers;
 pub(crate) mod apply;
 pub(crate) mod counters;
 pub(crate) mod interrupts;

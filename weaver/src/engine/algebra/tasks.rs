@@ -3,8 +3,10 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::answers::stored_answers;
 use super::writes::succeeded;
 use crate::checkpoint::{Checkpoint, ERROR_CHANNEL, PendingWrite, RESUME_CHANNEL};
+use crate::engine::runtime::AnswersById;
 use crate::engine::send::{SENDS_CHANNEL, StoredSend};
 use crate::engine::spec::{START, START_TRIGGER, Spec};
 use crate::error::{Error, Result};
@@ -158,13 +160,13 @@ impl Prepared<'_> {
         succeeded(&self.writes)
     }
 
-    /// The answers its `interrupt` calls get, by order: what the resume
+    /// The answers its interrupts get, by interrupt id: what the resume
     /// writes hold (none when they do not decode: the node asks again).
-    pub fn resume_values(&self) -> Vec<Value> {
+    pub fn resume_values(&self) -> AnswersById {
         self.writes
             .iter()
             .find(|w| w.channel == RESUME_CHANNEL)
-            .and_then(|w| Vec::<Value>::deserialize(&w.value).ok())
+            .map(|w| stored_answers(&self.id, &w.value))
             .unwrap_or_default()
     }
 

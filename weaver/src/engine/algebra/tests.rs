@@ -656,10 +656,66 @@ fn an_answered_interrupt_waits_no_more_and_a_second_answer_extends_the_first() {
     assert_eq!(writes[0].value, json!(["first", "second"]));
     assert_eq!(earlier[0].1, Some(json!(["first"])));
     let prepared = prepare_tasks(&spec, &cp, &pending).unwrap();
+    let by_id = |k: usize| crate::engine::runtime::interrupt_id(&task, k);
     assert_eq!(
         prepared[0].resume_values(),
-        [json!("first"), json!("second")]
+        [(by_id(0), json!("first")), (by_id(1), json!("second"))].into()
     );
+}
+
+#[test]
+fn the_interrupts_of_a_subgraph_are_answered_by_their_own_ids() {
+    let spec = diamond();
+    let cp = checkpoint(&[("branch:to:a", 1)], &[]);
+    let task = task_id(&cp.id, "a");
+    // Task `a` ran a subgraph that paused at two interrupts of its own.
+    let inner = |id: &str| Interrupt {
+        id: id.to_owned(),
+        value: json!(id),
+        node: "inner".into(),
+        when: InterruptWhen::Node,
+    };
+    let (x, y) = (inner("x"), inner("y"));
+    let mut pending = writes(&cp, "a", &[(INTERRUPT_CHANNEL, json!([x, y]))]);
+    assert_eq!(pending_interrupts(&pending).len(), 2);
+    let one = Resume::Map([("y".to_owned(), json!("yes"))].into());
+    let got = answer(&spec, &cp.id, true, &mut pending, one, "t").unwrap();
+    let Answer::Writes { writes, .. } = got else {
+        panic!("nothing answered");
+    };
+    // Not the task's own interrupts by index: stored by id.
+    assert_eq!(writes[0].value, json!({"y": "yes"}));
+    let own: Vec<&PendingWrite> = pending.iter().collect();
+    assert!(answered(&task, &own, "y"));
+    assert!(!answered(&task, &own, "x"));
+    let left = pending_interrupts(&pending);
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].interrupt.id, "x");
+    // The second answer joins the first; the task gets both by id.
+    let got = answer(&spec, &cp.id, true, &mut pending, json!("ok").into(), "t").unwrap();
+    let Answer::Writes { writes, earlier } = got else {
+        panic!("nothing answered");
+    };
+    assert_eq!(writes[0].value, json!({"x": "ok", "y": "yes"}));
+    assert_eq!(earlier[0].1, Some(json!({"y": "yes"})));
+    let prepared = prepare_tasks(&spec, &cp, &pending).unwrap();
+    assert_eq!(
+        prepared[0].resume_values(),
+        [
+            ("x".to_owned(), json!("ok")),
+            ("y".to_owned(), json!("yes"))
+        ]
+        .into()
+    );
+    // An id no one asked for is still refused.
+    let stray = Resume::Map([("z".to_owned(), json!(1))].into());
+    let mut again = writes_of(&cp, &x);
+    let err = answer(&spec, &cp.id, true, &mut again, stray, "t").unwrap_err();
+    assert!(matches!(err, Error::UnknownInterrupt { .. }), "{err:?}");
+}
+
+fn writes_of(cp: &Checkpoint, interrupt: &Interrupt) -> Vec<PendingWrite> {
+    writes(cp, "a", &[(INTERRUPT_CHANNEL, json!([interrupt]))])
 }
 
 #[test]

@@ -7,12 +7,12 @@ use serde_json::{Map, Value, json};
 use super::route::route;
 use super::tasks::TaskNode;
 use crate::checkpoint::{ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, PendingWrite};
-use crate::engine::node::Command;
+use crate::engine::Interrupt;
+use crate::engine::node::{Command, ParentCommand};
 use crate::engine::runtime::InterruptSignal;
 use crate::engine::send::{SENDS_CHANNEL, StoredSend};
 use crate::engine::spec::{Spec, Target};
 use crate::engine::values::encode_object;
-use crate::engine::{Interrupt, InterruptWhen};
 use crate::error::{BoxError, Error, Result};
 use crate::state::GraphState;
 
@@ -90,6 +90,8 @@ pub(crate) enum Ending<U> {
     Returned(Command<U>),
     /// The node paused for input.
     Interrupted(InterruptSignal),
+    /// The node sent a command to the parent graph.
+    Parent(ParentCommand),
     /// The node failed: [`Error::NodeFailed`], [`Error::NodeTimeout`] or
     /// [`Error::RetriesExhausted`] of its node (or an error computing its
     /// cache key).
@@ -124,8 +126,11 @@ pub(crate) enum Finished<S: GraphState> {
     Succeeded(TaskOutput<S>),
     /// It failed (an error naming its node): the step fails.
     Failed(Error),
-    /// It paused for input.
-    Interrupted(Interrupt),
+    /// It paused for input (at a subgraph's interrupts, maybe several).
+    Interrupted(Vec<Interrupt>),
+    /// It sent a command to the parent graph: the run stops, and the
+    /// task leaves no writes.
+    Parent(ParentCommand),
 }
 
 /// Turns how task `id` (of `node`, run on `state`) ran into how it ended
@@ -170,20 +175,16 @@ pub(crate) fn finish_task<S: GraphState>(
         Ending::Interrupted(signal) => match signal.unencodable {
             Some(reason) => node_failed(Error::encode("interrupt value", reason).into()),
             None => {
-                let interrupt = Interrupt {
-                    id: signal.id,
-                    value: signal.value,
-                    node: name.to_owned(),
-                    when: InterruptWhen::Node,
-                };
+                let interrupts = signal.into_interrupts(name);
                 let writes = PendingWrite::for_task(
                     id,
                     name,
-                    [(INTERRUPT_CHANNEL.to_owned(), json!([interrupt]))],
+                    [(INTERRUPT_CHANNEL.to_owned(), json!(interrupts))],
                 );
-                (Finished::Interrupted(interrupt), writes)
+                (Finished::Interrupted(interrupts), writes)
             }
         },
+        Ending::Parent(command) => (Finished::Parent(command), Vec::new()),
         Ending::Failed(e) => failed(e),
     }
 }

@@ -94,13 +94,14 @@ impl<'g, S: GraphState> Loop<'g, S> {
         cp: Option<&Checkpointer>,
         config: RunConfig,
         sink: Option<Sink<S>>,
-        store: Option<Arc<dyn crate::store::Store>>,
+        env: super::Env,
         built: Option<&'g SnapshotCache<S>>,
     ) -> Result<Self> {
         let mut lp = Loop {
             spec,
             config: Arc::new(config),
-            store,
+            store: env.store,
+            outer_stream: env.stream,
             sink,
             thread: None,
             current: Checkpoint::empty(),

@@ -23,15 +23,37 @@ use crate::engine::algebra::{TaskNode, next_tasks, static_stops};
 use crate::engine::cache::SnapshotCache;
 use crate::engine::spec::Spec;
 use crate::engine::values::{decode_state, encode_object};
-use crate::engine::{Input, Interrupt, InterruptWhen, Outcome, StreamEvent};
+use crate::engine::{Input, Interrupt, InterruptWhen, Outcome, StreamEvent, StreamWriter};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
+
+/// What a run's nodes reach besides its thread: the memory store, and,
+/// for a subgraph's run, the stream writer of the task running it (its
+/// nodes' custom events and message chunks go to the parent's stream).
+#[derive(Default)]
+pub(crate) struct Env {
+    pub store: Option<Arc<dyn crate::store::Store>>,
+    pub stream: StreamWriter,
+}
+
+impl Env {
+    /// The environment of a top-level run on `store`.
+    pub fn store(store: Option<Arc<dyn crate::store::Store>>) -> Self {
+        Env {
+            store,
+            stream: StreamWriter::default(),
+        }
+    }
+}
 
 /// The state of one run between steps.
 pub(crate) struct Loop<'g, S: GraphState> {
     spec: &'g Spec<S>,
     config: Arc<RunConfig>,
     store: Option<Arc<dyn crate::store::Store>>,
+    /// The writer of the task this run is the subgraph of, if any: its
+    /// nodes stream through it when the run has no sink of its own.
+    outer_stream: StreamWriter,
     sink: Option<Sink<S>>,
     /// Where the run stores its thread: none without a checkpointer.
     thread: Option<Thread<'g, S>>,
@@ -64,7 +86,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         config: RunConfig,
         input: Input<S>,
         sink: Option<Sink<S>>,
-        store: Option<Arc<dyn crate::store::Store>>,
+        env: Env,
         built: Option<&'g SnapshotCache<S>>,
     ) -> Result<Outcome<S>> {
         // Checked before anything is read or written.
@@ -74,7 +96,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 reason: "recursion_limit must be at least 1".into(),
             });
         }
-        let mut lp = Loop::load(spec, cp, config, sink, store, built).await?;
+        let mut lp = Loop::load(spec, cp, config, sink, env, built).await?;
         let skip_before = lp.take_input(input).await?;
         let result = lp.drive(skip_before).await;
         match result {

@@ -175,7 +175,9 @@ pub(crate) fn send_task_result<S: GraphState>(
     let result = match finished {
         Finished::Succeeded(output) => TaskOutcome::Update(output.update.clone()),
         Finished::Failed(e) => TaskOutcome::Error(e.to_string()),
-        Finished::Interrupted(i) => TaskOutcome::Interrupted(vec![i.clone()]),
+        Finished::Interrupted(i) => TaskOutcome::Interrupted(i.clone()),
+        // Not this graph's result: the parent's node reports it.
+        Finished::Parent(_) => return,
     };
     sink.send(StreamEvent::TaskResult {
         task: sink.task(spec.name_of(node), step, id),

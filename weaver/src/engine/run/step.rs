@@ -12,8 +12,9 @@ use crate::engine::algebra::tasks::send_payload;
 use crate::engine::algebra::{
     Author, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
 };
+use crate::engine::node::ParentCommand;
 use crate::engine::runner::{Runner, run_task};
-use crate::engine::runtime::Runtime;
+use crate::engine::runtime::{AnswersById, Runtime};
 use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::INPUT_CHANNEL;
 use crate::engine::{Interrupt, StreamWriter};
@@ -33,7 +34,9 @@ struct Started<S: GraphState> {
 /// How the tasks that ran ended, other than by succeeding (by task index).
 struct Ended {
     failures: Vec<(usize, Error)>,
-    interrupts: Vec<(usize, Interrupt)>,
+    interrupts: Vec<(usize, Vec<Interrupt>)>,
+    /// Commands for the parent graph.
+    parent: Vec<(usize, ParentCommand)>,
 }
 
 impl<S: GraphState> Loop<'_, S> {
@@ -47,6 +50,15 @@ impl<S: GraphState> Loop<'_, S> {
             ended.failures.sort_by_key(|(k, _)| *k);
             return Err(ended.failures.swap_remove(0).1);
         }
+        if !ended.parent.is_empty() {
+            ended.parent.sort_by_key(|(k, _)| *k);
+            let (k, command) = ended.parent.swap_remove(0);
+            return Err(Error::ParentCommand {
+                node: self.spec.name_of(tasks[k]).to_owned(),
+                update: command.update.unwrap_or_default(),
+                goto: command.goto,
+            });
+        }
         if !ended.interrupts.is_empty() {
             if self.thread.is_none() {
                 return Err(Error::CheckpointerRequired {
@@ -54,7 +66,9 @@ impl<S: GraphState> Loop<'_, S> {
                 });
             }
             ended.interrupts.sort_by_key(|(k, _)| *k);
-            return Ok(Some(ended.interrupts.into_iter().map(|(_, i)| i).collect()));
+            return Ok(Some(
+                ended.interrupts.into_iter().flat_map(|(_, i)| i).collect(),
+            ));
         }
         self.end_step(tasks, started.outputs, step).await?;
         Ok(None)
@@ -72,7 +86,7 @@ impl<S: GraphState> Loop<'_, S> {
             runtimes: Vec::with_capacity(nodes.len()),
         };
         for (k, task) in prepared.into_iter().enumerate() {
-            let mut resume = Vec::new();
+            let mut resume = AnswersById::new();
             let mut writer = StreamWriter::default();
             if task.succeeded() {
                 let output = replay_task(self.spec, task.node, &task.writes)?;
@@ -80,7 +94,10 @@ impl<S: GraphState> Loop<'_, S> {
                 started.outputs.push(Some(output));
             } else {
                 resume = task.resume_values();
-                writer = stream_writer(&self.sink, self.spec, task.node, step, &task.id);
+                writer = match &self.sink {
+                    Some(_) => stream_writer(&self.sink, self.spec, task.node, step, &task.id),
+                    None => self.outer_stream.clone(),
+                };
                 send_task_start(
                     &self.sink,
                     self.spec,
@@ -95,6 +112,11 @@ impl<S: GraphState> Loop<'_, S> {
             let name = self.spec.name_of(task.node);
             let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)
                 .with_store(self.store.clone())
+                .with_checkpointer(
+                    self.thread
+                        .as_ref()
+                        .map(|t| t.writer.checkpointer().clone()),
+                )
                 .with_stream(writer);
             started.runtimes.push(runtime);
             started.ids.push(task.id);
@@ -143,6 +165,7 @@ impl<S: GraphState> Loop<'_, S> {
         let mut ended = Ended {
             failures: Vec::new(),
             interrupts: Vec::new(),
+            parent: Vec::new(),
         };
         while let Some((k, result)) = runner.next().await {
             let id = started.ids[k].as_str();
@@ -155,6 +178,7 @@ impl<S: GraphState> Loop<'_, S> {
                 }
                 Finished::Failed(e) => ended.failures.push((k, e)),
                 Finished::Interrupted(i) => ended.interrupts.push((k, i)),
+                Finished::Parent(command) => ended.parent.push((k, command)),
             }
             if let Some(thread) = thread.as_mut().filter(|_| !writes.is_empty()) {
                 // The step's last task, and every task succeeded: the step

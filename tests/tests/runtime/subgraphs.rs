@@ -1,0 +1,530 @@
+//! Subgraphs on the in-memory saver: namespaces, interrupts across levels,
+//! failures, a finished subgraph, deletion; and what only a run in memory
+//! shows (a subgraph's own checkpointer, two subgraphs in one task, the
+//! parent's stream).
+
+use std::sync::Arc;
+
+use weaver::prelude::*;
+use weaver_tests::subgraphs::{self, Counts, Depth, Draft, DraftUpdate, draft_graph};
+
+fn memory() -> Arc<dyn Saver> {
+    Arc::new(InMemorySaver::new())
+}
+
+#[tokio::test]
+async fn subgraph_checkpoints_live_under_the_task_namespace_in_memory() {
+    subgraphs::subgraph_checkpoints_live_under_the_task_namespace(memory()).await;
+}
+
+#[tokio::test]
+async fn an_interrupt_one_level_deep_is_answered_from_a_fresh_graph_in_memory() {
+    let saver = memory();
+    subgraphs::a_deep_interrupt_is_answered_from_a_fresh_graph(saver.clone(), saver, Depth::One)
+        .await;
+}
+
+#[tokio::test]
+async fn an_interrupt_two_levels_deep_is_answered_from_a_fresh_graph_in_memory() {
+    let saver = memory();
+    subgraphs::a_deep_interrupt_is_answered_from_a_fresh_graph(saver.clone(), saver, Depth::Two)
+        .await;
+}
+
+#[tokio::test]
+async fn a_failing_inner_node_fails_the_parent_until_continued_in_memory() {
+    subgraphs::a_failing_inner_node_fails_the_parent_until_continued(memory()).await;
+}
+
+#[tokio::test]
+async fn a_finished_subgraph_is_not_run_again_in_memory() {
+    subgraphs::a_finished_subgraph_is_not_run_again(memory()).await;
+}
+
+#[tokio::test]
+async fn deleting_a_thread_deletes_its_subgraphs_in_memory() {
+    subgraphs::deleting_a_thread_deletes_its_subgraphs(memory()).await;
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Outer {
+    topic: String,
+    text: String,
+}
+
+/// A parent running `draft` in its node `call`, twice when `twice`.
+fn outer(
+    saver: Option<Arc<dyn Saver>>,
+    draft: CompiledGraph<Draft>,
+    twice: bool,
+) -> CompiledGraph<Outer> {
+    let compile = match saver {
+        Some(s) => Compile::new().checkpointer_arc(s),
+        None => Compile::new(),
+    };
+    Graph::<Outer>::new("outer")
+        .add_node("call", move |s: &Outer, rt: &Runtime| {
+            let first = rt.subgraph(&draft);
+            let second = twice.then(|| rt.subgraph(&draft));
+            let topic = s.topic.clone();
+            async move {
+                let input = Draft {
+                    topic,
+                    ..Draft::default()
+                };
+                let done = first.invoke(input.clone()).await?;
+                if let Some(second) = second {
+                    second.invoke(input).await?;
+                }
+                Ok::<_, NodeError>(OuterUpdate::default().text(done.text))
+            }
+        })
+        .add_sequence([START, "call", END])
+        .compile(compile)
+        .unwrap()
+}
+
+/// A draft that only outlines (no approval).
+fn outline_only(saver: Option<Arc<dyn Saver>>) -> CompiledGraph<Draft> {
+    let compile = match saver {
+        Some(s) => Compile::new().checkpointer_arc(s),
+        None => Compile::new(),
+    };
+    Graph::<Draft>::new("outline")
+        .add_node("outline", |s: &Draft| {
+            DraftUpdate::default().text(format!("all about {}", s.topic))
+        })
+        .add_sequence([START, "outline", END])
+        .compile(compile)
+        .unwrap()
+}
+
+fn topic() -> Outer {
+    Outer {
+        topic: "rust".into(),
+        ..Outer::default()
+    }
+}
+
+#[tokio::test]
+async fn a_subgraph_with_its_own_checkpointer_runs_on_the_parents() {
+    let (parent, own) = (memory(), memory());
+    let graph = outer(Some(parent.clone()), outline_only(Some(own.clone())), false);
+    let out = graph
+        .invoke(topic(), &RunConfig::thread("t"))
+        .await
+        .unwrap();
+    assert_eq!(out.complete().unwrap().text, "all about rust");
+    assert_eq!(subgraphs::namespaces(&parent, "t").await.len(), 2);
+    assert!(subgraphs::namespaces(&own, "t").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_subgraph_runs_without_a_checkpointer_when_the_parent_has_none() {
+    let graph = outer(None, outline_only(None), true);
+    let out = graph.invoke(topic(), &RunConfig::default()).await.unwrap();
+    assert_eq!(out.complete().unwrap().text, "all about rust");
+    // Pausing needs a checkpointer, at any depth.
+    let asks = draft_graph(None, Arc::new(Counts::default()), Depth::One);
+    let err = outer(None, asks, false)
+        .invoke(topic(), &RunConfig::default())
+        .await
+        .unwrap_err();
+    let Error::NodeFailed { node, source } = &err else {
+        panic!("not a node failure: {err:?}");
+    };
+    assert_eq!(node, "call");
+    let inner = source.downcast_ref::<Error>();
+    assert!(
+        matches!(inner, Some(Error::CheckpointerRequired { .. })),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_second_subgraph_in_one_task_is_refused() {
+    let graph = outer(Some(memory()), outline_only(None), true);
+    let err = graph
+        .invoke(topic(), &RunConfig::thread("t"))
+        .await
+        .unwrap_err();
+    let Error::NodeFailed { node, source } = &err else {
+        panic!("not a node failure: {err:?}");
+    };
+    assert_eq!(node, "call");
+    let inner = source.downcast_ref::<Error>();
+    assert!(
+        matches!(inner, Some(Error::InvalidArgument { .. })),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("second subgraph"), "{err}");
+}
+
+#[tokio::test]
+async fn a_subgraphs_nodes_stream_through_the_parents_stream() {
+    use futures_util::StreamExt;
+    use weaver::{StreamEvent, StreamItem, StreamMode};
+
+    let inner = Graph::<Draft>::new("inner")
+        .add_node("say", |_: &Draft, rt: &Runtime| {
+            rt.stream().custom(serde_json::json!("from inside"))?;
+            Ok::<_, NodeError>(DraftUpdate::default().text("said".to_owned()))
+        })
+        .add_sequence([START, "say", END])
+        .compile(Compile::new())
+        .unwrap();
+    let graph = outer(Some(memory()), inner, false);
+    let mut stream = graph.stream_with_mode(topic(), &RunConfig::thread("t"), StreamMode::Custom);
+    let mut seen = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            StreamItem::Event(StreamEvent::Custom { task, value, .. }) => {
+                seen.push((task.node.clone(), value))
+            }
+            StreamItem::Event(_) => {}
+            StreamItem::Done(result) => {
+                assert_eq!(result.unwrap().complete().unwrap().text, "said")
+            }
+        }
+    }
+    assert_eq!(
+        seen,
+        [("call".to_owned(), serde_json::json!("from inside"))]
+    );
+}
+
+/// A state shared by a parent and its subgraph: an append, an add and a
+/// last-value channel.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Notes {
+    #[reducer(append)]
+    lines: Vec<String>,
+    #[reducer(add)]
+    steps: u64,
+    last: String,
+}
+
+fn note(line: &str) -> NotesUpdate {
+    NotesUpdate::default()
+        .lines(vec![line.to_owned()])
+        .steps(1u64)
+        .last(line.to_owned())
+}
+
+/// `research` (search, then ask) as a subgraph of plan → research → write.
+fn notes_desk(saver: Arc<dyn Saver>, through_macro: bool) -> CompiledGraph<Notes> {
+    let research = Graph::<Notes>::new("research")
+        .add_node("search", |_: &Notes| note("found"))
+        .add_node("ask", |_: &Notes, rt: &Runtime| {
+            let answer = rt.interrupt("keep it?")?;
+            Ok::<_, NodeError>(note(answer.as_str().unwrap_or_default()))
+        })
+        .add_sequence([START, "search", "ask", END])
+        .compile(Compile::new())
+        .unwrap();
+    let graph = if through_macro {
+        graph! {
+            state: Notes,
+            nodes: [
+                plan = |_: &Notes| note("planned"),
+                research = research,
+                write = |_: &Notes| note("written"),
+            ],
+            edges: [START -> plan -> research -> write -> END],
+        }
+    } else {
+        Graph::<Notes>::new("notes")
+            .add_node("plan", |_: &Notes| note("planned"))
+            .add_subgraph("research", research)
+            .add_node("write", |_: &Notes| note("written"))
+            .add_sequence([START, "plan", "research", "write", END])
+    };
+    graph
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap()
+}
+
+async fn net_change_of_the_notes_desk(through_macro: bool) {
+    let saver = memory();
+    let graph = notes_desk(saver.clone(), through_macro);
+    let config = RunConfig::thread("notes");
+    let out = graph.invoke(Notes::default(), &config).await.unwrap();
+    assert_eq!(out.interrupts().len(), 1, "{out:?}");
+    assert_eq!(out.interrupts()[0].node, "ask");
+    // Another graph on the same saver answers.
+    let again = notes_desk(saver, through_macro);
+    let done = again
+        .resume(serde_json::json!("kept"), &config)
+        .await
+        .unwrap();
+    let done = done.complete().unwrap();
+    // Each line once: the subgraph's update is what it appended, added and
+    // set, not its whole final state.
+    assert_eq!(done.lines, ["planned", "found", "kept", "written"]);
+    assert_eq!(done.steps, 4);
+    assert_eq!(done.last, "written");
+    let history = again
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let after_research = history
+        .iter()
+        .find(|s| s.next == ["write"])
+        .expect("a checkpoint after research");
+    assert_eq!(after_research.values.last, "kept");
+    assert_eq!(after_research.values.steps, 3);
+}
+
+#[tokio::test]
+async fn a_shared_state_subgraph_updates_by_its_net_change() {
+    net_change_of_the_notes_desk(false).await;
+}
+
+#[tokio::test]
+async fn graph_macro_takes_a_compiled_graph_as_a_node() {
+    net_change_of_the_notes_desk(true).await;
+}
+
+fn keep_max(current: &mut u64, new: u64) {
+    *current = (*current).max(new);
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Peak {
+    #[reducer(self::keep_max)]
+    top: u64,
+}
+
+#[tokio::test]
+async fn a_shared_state_subgraph_that_changes_a_custom_channel_is_refused() {
+    let inner = Graph::<Peak>::new("inner")
+        .add_node("raise", |_: &Peak| PeakUpdate::default().top(9u64))
+        .add_sequence([START, "raise", END])
+        .compile(Compile::new())
+        .unwrap();
+    let graph = Graph::<Peak>::new("outer")
+        .add_subgraph("inner", inner)
+        .add_sequence([START, "inner", END])
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap();
+    let err = graph
+        .invoke(Peak::default(), &RunConfig::thread("t"))
+        .await
+        .unwrap_err();
+    let Error::NodeFailed { node, source } = &err else {
+        panic!("not a node failure: {err:?}");
+    };
+    assert_eq!(node, "inner");
+    match source.downcast_ref::<Error>() {
+        Some(Error::InvalidUpdate { channel, reason }) => {
+            assert_eq!(channel, "top");
+            assert!(reason.contains("add_subgraph_with"), "{reason}");
+        }
+        other => panic!("not an invalid update: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_subgraph_over_another_state_is_mapped_both_ways() {
+    let inner = outline_only(None);
+    let graph = Graph::<Outer>::new("outer")
+        .add_subgraph_with(
+            "draft",
+            inner,
+            |s: &Outer| Draft {
+                topic: s.topic.clone(),
+                ..Draft::default()
+            },
+            |done: Draft| OuterUpdate::default().text(done.text),
+        )
+        .add_sequence([START, "draft", END])
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap();
+    let out = graph
+        .invoke(topic(), &RunConfig::thread("t"))
+        .await
+        .unwrap();
+    assert_eq!(out.complete().unwrap().text, "all about rust");
+}
+
+#[tokio::test]
+async fn get_state_shows_the_paused_subgraphs_in_memory() {
+    subgraphs::get_state_shows_the_paused_subgraphs(memory()).await;
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Ticket {
+    urgent: bool,
+    #[reducer(append)]
+    log: Vec<String>,
+    route: String,
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Case {
+    urgent: bool,
+    label: String,
+}
+
+/// A case graph whose `decide` sends urgent cases to the parent's `human`
+/// with `update`.
+fn case_graph(update: serde_json::Value) -> CompiledGraph<Case> {
+    Graph::<Case>::new("case")
+        .add_node("classify", |s: &Case| {
+            CaseUpdate::default().label(if s.urgent { "urgent" } else { "routine" }.to_owned())
+        })
+        .add_node("decide", move |s: &Case| {
+            if s.urgent {
+                return Err(Command::parent(update.clone()).goto("human").into());
+            }
+            Ok::<_, NodeError>(CaseUpdate::default())
+        })
+        .add_sequence([START, "classify", "decide", END])
+        .compile(Compile::new())
+        .unwrap()
+}
+
+fn help_desk(case: CompiledGraph<Case>) -> CompiledGraph<Ticket> {
+    Graph::<Ticket>::new("help_desk")
+        .add_subgraph_with(
+            "triage",
+            case,
+            |t: &Ticket| Case {
+                urgent: t.urgent,
+                ..Case::default()
+            },
+            |done: Case| TicketUpdate::default().route(done.label),
+        )
+        .add_node("human", |_: &Ticket| {
+            TicketUpdate::default().log(vec!["human".to_owned()])
+        })
+        .add_node("auto", |_: &Ticket| {
+            TicketUpdate::default().log(vec!["auto".to_owned()])
+        })
+        .add_edge(START, "triage")
+        .add_edge("triage", "auto")
+        .add_destinations("triage", ["human"])
+        .add_edge("human", END)
+        .add_edge("auto", END)
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_subgraph_node_updates_the_parent_and_goes_to_its_node() {
+    let update = serde_json::json!({ "route": "escalated", "log": ["triaged"] });
+    let graph = help_desk(case_graph(update));
+    let urgent = Ticket {
+        urgent: true,
+        ..Ticket::default()
+    };
+    let done = graph
+        .invoke(urgent, &RunConfig::thread("urgent"))
+        .await
+        .unwrap();
+    let done = done.complete().unwrap();
+    // The parent command is the triage node's result: its update, and its
+    // goto beside the static edge.
+    assert_eq!(done.route, "escalated");
+    assert_eq!(done.log, ["triaged", "auto", "human"]);
+    // Without a parent command, the mapped output is the update.
+    let routine = graph
+        .invoke(Ticket::default(), &RunConfig::thread("routine"))
+        .await
+        .unwrap();
+    let routine = routine.complete().unwrap();
+    assert_eq!(routine.route, "routine");
+    assert_eq!(routine.log, ["auto"]);
+}
+
+#[tokio::test]
+async fn a_parent_command_with_no_parent_or_a_wrong_update_is_an_error() {
+    let case = case_graph(serde_json::json!({ "route": 5 }));
+    let urgent = Case {
+        urgent: true,
+        ..Case::default()
+    };
+    let err = case
+        .invoke(urgent, &RunConfig::default())
+        .await
+        .unwrap_err();
+    match &err {
+        Error::ParentCommand { node, goto, update } => {
+            assert_eq!(node, "decide");
+            assert_eq!(goto, &["human"]);
+            assert_eq!(update, &serde_json::json!({ "route": 5 }));
+        }
+        other => panic!("not a parent command: {other:?}"),
+    }
+    // The parent cannot decode the update: its node fails.
+    let graph = help_desk(case);
+    let ticket = Ticket {
+        urgent: true,
+        ..Ticket::default()
+    };
+    let err = graph
+        .invoke(ticket, &RunConfig::thread("t"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::NodeFailed { node, .. } if node == "triage"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("cannot decode"), "{err}");
+}
+
+#[tokio::test]
+async fn two_paused_subgraphs_are_answered_one_at_a_time_by_id() {
+    let saver = memory();
+    let line = |text: String| NotesUpdate::default().lines(vec![text]);
+    let ask = |name: &'static str| {
+        Graph::<Notes>::new(name)
+            .add_node("work", move |_: &Notes| line("worked".to_owned()))
+            .add_node("ask", move |_: &Notes, rt: &Runtime| {
+                let answer = rt.interrupt(name)?;
+                let answer = answer.as_str().unwrap_or_default();
+                Ok::<_, NodeError>(line(format!("{name}: {answer}")))
+            })
+            .add_sequence([START, "work", "ask", END])
+            .compile(Compile::new())
+            .unwrap()
+    };
+    let graph = Graph::<Notes>::new("pair")
+        .add_subgraph("left", ask("left"))
+        .add_subgraph("right", ask("right"))
+        .add_edge(START, "left")
+        .add_edge(START, "right")
+        .add_edge("left", END)
+        .add_edge("right", END)
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    let config = RunConfig::thread("pair");
+    let out = graph.invoke(Notes::default(), &config).await.unwrap();
+    let asked = out.interrupts().to_vec();
+    assert_eq!(asked.len(), 2, "{out:?}");
+    let id_of = |value: &str| {
+        asked
+            .iter()
+            .find(|i| i.value == value)
+            .map(|i| i.id.clone())
+            .unwrap()
+    };
+    // One value for two pauses is ambiguous.
+    let err = graph
+        .resume(serde_json::json!("x"), &config)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::AmbiguousResume { pending: 2, .. }),
+        "{err:?}"
+    );
+    // The right one first: the left subgraph pauses again, unanswered.
+    let right = Resume::Map([(id_of("right"), serde_json::json!("r"))].into());
+    let out = graph.resume(right, &config).await.unwrap();
+    assert_eq!(out.interrupts().len(), 1, "{out:?}");
+    assert_eq!(out.interrupts()[0].id, id_of("left"));
+    let done = graph.resume(serde_json::json!("l"), &config).await.unwrap();
+    let mut lines = done.complete().unwrap().lines;
+    lines.sort();
+    assert_eq!(lines, ["left: l", "right: r", "worked", "worked"]);
+}

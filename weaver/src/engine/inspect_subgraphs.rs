@@ -1,0 +1,97 @@
+//! Reading the subgraphs of a thread's pending tasks
+//! ([`CompiledGraph::get_state_subgraphs`](crate::CompiledGraph::get_state_subgraphs)):
+//! the latest checkpoint in each task's namespace, untyped, since the
+//! parent does not know its subgraphs' state types.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::{Map, Value};
+
+use super::Interrupt;
+use super::algebra::interrupts::pending_interrupts;
+use super::algebra::writes::succeeded;
+use crate::checkpoint::{CheckpointMetadata, CheckpointRef, Checkpointer, PendingWrite};
+use crate::error::Result;
+
+/// The state of a subgraph a pending task ran, at its latest checkpoint.
+/// Its values are the channel values as stored; read it typed with the
+/// subgraph's own graph: `subgraph.get_state(&state.config.clone().into())`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SubgraphState {
+    /// Addresses the checkpoint (thread, the subgraph's namespace, id).
+    pub config: CheckpointRef,
+    /// Its channel values, as JSON.
+    pub values: Map<String, Value>,
+    /// Its metadata.
+    pub metadata: CheckpointMetadata,
+    /// The interrupts it waits at.
+    pub interrupts: Vec<Interrupt>,
+    /// The subgraphs its own unfinished tasks ran, by task: (node, task
+    /// id, state).
+    pub subgraphs: Vec<(String, String, SubgraphState)>,
+}
+
+/// The namespace of task `id` of `node` run in the namespace `ns`.
+pub(crate) fn task_ns(ns: &str, node: &str, id: &str) -> String {
+    match ns {
+        "" => format!("{node}:{id}"),
+        outer => format!("{outer}|{node}:{id}"),
+    }
+}
+
+/// The state of the subgraph task `id` of `node` ran, if it ran one.
+pub(crate) fn subgraph_state<'a>(
+    cp: &'a Checkpointer,
+    thread: &'a str,
+    ns: &'a str,
+    node: &'a str,
+    id: &'a str,
+) -> Pin<Box<dyn Future<Output = Result<Option<SubgraphState>>> + Send + 'a>> {
+    Box::pin(async move {
+        let at = CheckpointRef {
+            thread_id: thread.to_owned(),
+            checkpoint_ns: task_ns(ns, node, id),
+            checkpoint_id: None,
+        };
+        let Some(tuple) = cp.get_tuple(&at).await? else {
+            return Ok(None);
+        };
+        let pending = tuple.pending_writes;
+        let mut subgraphs = Vec::new();
+        for (task, path) in unfinished_tasks(&pending) {
+            if let Some(state) = subgraph_state(cp, thread, &at.checkpoint_ns, &path, &task).await?
+            {
+                subgraphs.push((path, task, state));
+            }
+        }
+        Ok(Some(SubgraphState {
+            config: tuple.config,
+            values: tuple.checkpoint.channel_values,
+            metadata: tuple.metadata,
+            interrupts: pending_interrupts(&pending)
+                .into_iter()
+                .map(|w| w.interrupt)
+                .collect(),
+            subgraphs,
+        }))
+    })
+}
+
+/// The tasks among `pending` that did not finish: (task id, node), in the
+/// order their writes were stored.
+fn unfinished_tasks(pending: &[PendingWrite]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for w in pending {
+        if out.iter().any(|(id, _)| *id == w.task_id) {
+            continue;
+        }
+        let writes: Vec<&PendingWrite> =
+            pending.iter().filter(|x| x.task_id == w.task_id).collect();
+        if !succeeded(&writes) {
+            out.push((w.task_id.clone(), w.task_path.clone()));
+        }
+    }
+    out
+}

@@ -1,0 +1,308 @@
+//! Subgraphs: a node runs a compiled graph (of any state type) as part of
+//! its task, on the parent run's checkpointer, in the same thread, under
+//! its own checkpoint namespace.
+//!
+//! The namespace of a subgraph run by task `id` of node `node` is
+//! `node:id`, after the parent's own namespace and a `|` when the parent is
+//! itself a subgraph (LangGraph's format). An interrupt inside the subgraph
+//! pauses its run; the task then records the subgraph's interrupts under
+//! their own ids, so `Outcome::Interrupted` of the top-level run shows them,
+//! and a resume answers them by those ids. The answers are stored with the
+//! task (by id, see `algebra/answers.rs`); when the task runs again, the
+//! subgraph is resumed from its own latest checkpoint with the answers
+//! meant for it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::compiled::CompiledGraph;
+use super::inspect;
+use super::inspect_subgraphs::task_ns;
+use super::node::{NodeError, NodeErrorKind, ParentCommand};
+use super::run::{Env, Loop};
+use super::runtime::{AnswersById, InterruptSignal, Runtime};
+use super::stream::StreamWriter;
+use super::{Input, Interrupt, Outcome, Resume};
+use crate::checkpoint::Checkpointer;
+use crate::config::RunConfig;
+use crate::error::Error;
+use crate::state::GraphState;
+
+/// Where a subgraph's run stands in its namespace, as a task starts.
+enum Standing<T> {
+    /// It never ran there: it starts on the input.
+    Fresh,
+    /// It ran to its end: its final state.
+    Finished(T),
+    /// It paused at these interrupts.
+    Paused(Vec<Interrupt>),
+    /// It stopped midway (a failure, or a crash): it continues.
+    Unfinished,
+}
+
+impl Runtime {
+    /// Runs `graph` as this task's subgraph on `input` and returns its
+    /// final state. LangGraph's calling a compiled graph inside a node.
+    ///
+    /// The subgraph runs on the parent run's checkpointer (a checkpointer
+    /// the subgraph was compiled with is not used here, so all of a thread
+    /// stays on one saver and `delete_thread`/`copy_thread` cover it), in
+    /// the parent's thread, under the namespace `node:task_id` (after the
+    /// parent's namespace and a `|` when nested), with the parent's store,
+    /// context, durability and stream writer. Without a checkpointer it
+    /// runs without one (and cannot pause).
+    ///
+    /// An interrupt inside the subgraph, at any depth, returns an
+    /// interrupt signal: propagate it with `?` and the whole run pauses,
+    /// showing the subgraph's interrupts under their own ids. When the run
+    /// is resumed, the node runs again, and this call continues the
+    /// subgraph from its saved checkpoint (its finished nodes do not run
+    /// again) with the answers. A subgraph that already finished in this
+    /// task (the process stopped before the parent stored the task's
+    /// result) is not run again: its final state is returned. A subgraph
+    /// that failed continues from where it failed.
+    ///
+    /// # Errors
+    ///
+    /// The subgraph's own failure, as a node failure whose source is the
+    /// [`Error`] (downcast it); [`Error::InvalidArgument`] for a second
+    /// subgraph in the same task attempt under a checkpointer (its
+    /// namespace would be the first one's): split such a node in two.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Inner {
+    ///     text: String,
+    /// }
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Outer {
+    ///     topic: String,
+    ///     summary: String,
+    /// }
+    ///
+    /// let inner = Graph::<Inner>::new("inner")
+    ///     .add_node("shout", |s: &Inner| InnerUpdate::default().text(s.text.to_uppercase()))
+    ///     .add_sequence([START, "shout", END])
+    ///     .compile(Compile::new())
+    ///     .unwrap();
+    /// // The node finds the subgraph in the run's context.
+    /// async fn summarize(s: &Outer, rt: &Runtime) -> Result<OuterUpdate, NodeError> {
+    ///     let inner = rt
+    ///         .context::<CompiledGraph<Inner>>()
+    ///         .ok_or_else(|| NodeError::msg("no inner graph"))?;
+    ///     let done = rt.invoke_subgraph(inner, Inner { text: s.topic.clone() }).await?;
+    ///     Ok(OuterUpdate::default().summary(done.text))
+    /// }
+    ///
+    /// let outer = Graph::<Outer>::new("outer")
+    ///     .add_node("summarize", summarize)
+    ///     .add_sequence([START, "summarize", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
+    ///     .unwrap();
+    /// let input = Outer { topic: "rust".into(), ..Outer::default() };
+    /// let config = RunConfig::thread("t").with_context(inner);
+    /// let done = outer.invoke(input, &config).await.unwrap();
+    /// assert_eq!(done.complete().unwrap().summary, "RUST");
+    /// # });
+    /// ```
+    pub async fn invoke_subgraph<T: GraphState>(
+        &self,
+        graph: &CompiledGraph<T>,
+        input: impl Into<Input<T>>,
+    ) -> Result<T, NodeError> {
+        self.subgraph(graph).invoke(input).await
+    }
+
+    /// The call of `graph` as this task's subgraph, to make later: unlike
+    /// [`invoke_subgraph`](Self::invoke_subgraph), its future borrows
+    /// neither the runtime nor the graph, so a node closure can return it.
+    /// The same rules hold.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Count {
+    ///     #[reducer(add)]
+    ///     n: u64,
+    /// }
+    ///
+    /// let inner = Graph::<Count>::new("inner")
+    ///     .add_node("inc", |_: &Count| CountUpdate::default().n(10u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new())
+    ///     .unwrap();
+    /// let outer = Graph::<Count>::new("outer")
+    ///     .add_node("call", move |s: &Count, rt: &Runtime| {
+    ///         let call = rt.subgraph(&inner);
+    ///         let start = s.clone();
+    ///         async move {
+    ///             let done = call.invoke(start).await?;
+    ///             Ok::<_, NodeError>(CountUpdate::default().n(done.n))
+    ///         }
+    ///     })
+    ///     .add_sequence([START, "call", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))
+    ///     .unwrap();
+    /// let done = outer.invoke(Count { n: 1 }, &RunConfig::thread("t")).await.unwrap();
+    /// assert_eq!(done.complete().unwrap().n, 12);
+    /// # });
+    /// ```
+    pub fn subgraph<T: GraphState>(&self, graph: &CompiledGraph<T>) -> SubgraphCall<T> {
+        let called = self.subgraphs_called.fetch_add(1, Ordering::Relaxed);
+        let ns = self.subgraph_ns();
+        let refused = (called > 0 && self.checkpointer.is_some()).then(|| {
+            Error::invalid_argument(format!(
+                "node `{}` runs a second subgraph in one task; a task runs at most one (its namespace is `{ns}`)",
+                self.node(),
+            ))
+        });
+        SubgraphCall {
+            graph: graph.clone(),
+            config: self.config().latest().checkpoint_ns(ns),
+            checkpointer: self.checkpointer.clone(),
+            answers: self.answers().clone(),
+            store: self.store().cloned(),
+            stream: self.stream().clone(),
+            refused,
+        }
+    }
+
+    /// The namespace of this task's subgraph: `node:task_id`, after the
+    /// run's namespace and a `|` when the run is itself a subgraph's.
+    ///
+    /// ```
+    /// # use weaver::{Runtime, NodeError};
+    /// fn where_it_goes(rt: &Runtime) -> String {
+    ///     rt.subgraph_ns() // "node:task id", or "outer:id|node:task id" nested
+    /// }
+    /// ```
+    pub fn subgraph_ns(&self) -> String {
+        task_ns(self.config().ns(), self.node(), self.task_id())
+    }
+}
+
+/// A subgraph call a task is about to make, from
+/// [`Runtime::subgraph`]: everything it needs of the parent's run, owned.
+pub struct SubgraphCall<T: GraphState> {
+    graph: CompiledGraph<T>,
+    /// The parent's config, at the subgraph's namespace.
+    config: RunConfig,
+    checkpointer: Option<Checkpointer>,
+    /// The task's answers, by interrupt id (the subgraph's among them).
+    answers: AnswersById,
+    store: Option<Arc<dyn crate::store::Store>>,
+    stream: StreamWriter,
+    /// Why the call is refused before it runs, if it is.
+    refused: Option<Error>,
+}
+
+impl<T: GraphState> fmt::Debug for SubgraphCall<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SubgraphCall")
+            .field("graph", &self.graph.name())
+            .field("checkpoint_ns", &self.config.ns())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: GraphState> SubgraphCall<T> {
+    /// The namespace the subgraph runs under.
+    pub fn checkpoint_ns(&self) -> &str {
+        self.config.ns()
+    }
+
+    /// Runs the subgraph on `input` (or continues it: see
+    /// [`Runtime::invoke_subgraph`]) and returns its final state.
+    ///
+    /// # Errors
+    ///
+    /// As [`Runtime::invoke_subgraph`].
+    pub async fn invoke(self, input: impl Into<Input<T>>) -> Result<T, NodeError> {
+        if let Some(e) = self.refused {
+            return Err(e.into());
+        }
+        let cp = self.checkpointer.as_ref();
+        let inner = &self.graph.inner;
+        let input = match cp {
+            None => input.into(),
+            Some(cp) => match standing(&self.graph, cp, &self.config).await? {
+                Standing::Fresh => input.into(),
+                Standing::Finished(values) => return Ok(values),
+                Standing::Unfinished => Input::Continue,
+                Standing::Paused(waiting) => {
+                    let answers: AnswersById = waiting
+                        .iter()
+                        .filter_map(|i| Some((i.id.clone(), self.answers.get(&i.id)?.clone())))
+                        .collect();
+                    if answers.is_empty() {
+                        // Nothing answered for it yet: it pauses again
+                        // without running.
+                        return Err(paused(waiting));
+                    }
+                    Input::Resume(Resume::Map(answers))
+                }
+            },
+        };
+        let env = Env {
+            store: self.store,
+            stream: self.stream,
+        };
+        let built = Some(&inner.snapshots);
+        let run = Loop::run(&inner.spec, cp, self.config, input, None, env, built).await;
+        let outcome = match run {
+            Ok(outcome) => outcome,
+            // Meant for the graph whose node runs this subgraph: that
+            // node's result.
+            Err(Error::ParentCommand { update, goto, .. }) => {
+                let command = ParentCommand {
+                    update: Ok(update),
+                    goto,
+                };
+                return Err(NodeError(NodeErrorKind::Command(command)));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match outcome {
+            Outcome::Complete(values) => Ok(values),
+            Outcome::Interrupted(interrupts) => Err(paused(interrupts)),
+        }
+    }
+}
+
+/// The signal of a subgraph paused at `interrupts`.
+fn paused(interrupts: Vec<Interrupt>) -> NodeError {
+    NodeError(NodeErrorKind::Interrupt(InterruptSignal::of_subgraph(
+        interrupts,
+    )))
+}
+
+/// Where `graph`'s run in `config`'s namespace stands.
+async fn standing<T: GraphState>(
+    graph: &CompiledGraph<T>,
+    cp: &Checkpointer,
+    config: &RunConfig,
+) -> Result<Standing<T>, Error> {
+    let inner = &graph.inner;
+    let snapshot = inspect::get_state(&inner.spec, cp, &inner.snapshots, config).await?;
+    if snapshot.metadata.is_none() {
+        return Ok(Standing::Fresh);
+    }
+    if !snapshot.interrupts.is_empty() {
+        return Ok(Standing::Paused(snapshot.interrupts));
+    }
+    // Writes of tasks that finished, with no checkpoint after them, are a
+    // step still to end (their successors are not in `next` yet).
+    if snapshot.next.is_empty() && snapshot.pending_writes.is_empty() {
+        return Ok(Standing::Finished(snapshot.values));
+    }
+    Ok(Standing::Unfinished)
+}
