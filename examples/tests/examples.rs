@@ -475,7 +475,13 @@ fn a_supervisor_agent_paused_in_one_process_is_approved_in_another() {
         approved.contains("waiting in `writer` under namespace writer:"),
         "{approved}"
     );
-    assert!(approved.contains("ran writer/approve"), "{approved}");
+    // Two levels down: the review's namespace sits under the writer's.
+    assert!(
+        approved.contains("  waiting in `review` under namespace writer:"),
+        "{approved}"
+    );
+    assert!(approved.contains("|review:"), "{approved}");
+    assert!(approved.contains("ran writer/review/approve"), "{approved}");
     for done_before in ["researcher/", "writer/draft"] {
         assert!(!approved.contains(done_before), "{approved}");
     }

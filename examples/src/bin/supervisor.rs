@@ -1,9 +1,10 @@
 //! A supervisor routing between two agents, each a subgraph with a state
 //! of its own: a researcher (search, then summarize) and a writer (draft,
-//! then ask for approval). The writer's approval pauses the whole run; a
-//! second process answers it, the writer continues from its checkpoint in
-//! its own namespace (its draft is not written again), and the supervisor
-//! finishes.
+//! then a review, itself a subgraph, that asks for approval). The approval,
+//! two levels below the supervisor, pauses the whole run; a second process
+//! answers it, the writer and its review continue from their checkpoints in
+//! their own namespaces (the draft is not written again), and the
+//! supervisor finishes.
 //!
 //! ```text
 //! supervisor desk.db ask               # runs until the writer asks for approval
@@ -63,21 +64,30 @@ fn researcher() -> weaver::Result<CompiledGraph<Research>> {
         .compile(Compile::new())
 }
 
-fn writer() -> weaver::Result<CompiledGraph<Writing>> {
-    Graph::<Writing>::new("writer")
-        .add_node("draft", |s: &Writing| {
-            ran("writer/draft");
-            WritingUpdate::default().draft(format!("Draft: {}", s.notes.join("; ")))
-        })
+/// The writer's review, a subgraph of the writer sharing its state: the
+/// approval pauses two levels below the supervisor.
+fn review() -> weaver::Result<CompiledGraph<Writing>> {
+    Graph::<Writing>::new("review")
         .add_node("approve", |s: &Writing, rt: &Runtime| {
-            ran("writer/approve");
+            ran("writer/review/approve");
             let answer = rt.interrupt(serde_json::json!({ "approve": s.draft }))?;
             let verdict = answer.as_str().unwrap_or_default();
             Ok::<_, NodeError>(
                 WritingUpdate::default().approved(format!("{} ({verdict})", s.draft)),
             )
         })
-        .add_sequence([START, "draft", "approve", END])
+        .add_sequence([START, "approve", END])
+        .compile(Compile::new())
+}
+
+fn writer() -> weaver::Result<CompiledGraph<Writing>> {
+    Graph::<Writing>::new("writer")
+        .add_node("draft", |s: &Writing| {
+            ran("writer/draft");
+            WritingUpdate::default().draft(format!("Draft: {}", s.notes.join("; ")))
+        })
+        .add_subgraph("review", review()?)
+        .add_sequence([START, "draft", "review", END])
         .compile(Compile::new())
 }
 
@@ -160,6 +170,12 @@ async fn main() -> weaver::Result<()> {
                         "waiting in `{}` under namespace {}",
                         task.name, agent.config.checkpoint_ns
                     );
+                    for (node, _, inner) in &agent.subgraphs {
+                        println!(
+                            "  waiting in `{node}` under namespace {}",
+                            inner.config.checkpoint_ns
+                        );
+                    }
                 }
             }
             graph.resume(serde_json::json!(verdict), &config).await?
