@@ -43,6 +43,8 @@ mod listing;
 mod maintenance;
 #[path = "sql/migrations.rs"]
 mod migrations;
+#[path = "sql/nul_text.rs"]
+mod nul_text;
 #[path = "sql/orphans.rs"]
 mod orphans;
 #[path = "sql/policies.rs"]

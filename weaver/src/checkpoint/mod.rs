@@ -17,6 +17,7 @@ mod saver;
 mod shared;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
+pub(crate) mod text;
 mod trace;
 mod types;
 
