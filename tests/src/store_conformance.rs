@@ -443,6 +443,14 @@ async fn filters(store: &dyn Store) {
         json!({"$nor": [{"age": 30}]}),
         json!({"$not": {"age": 30}}),
         json!({"$and": [{"$or": [{"age": 30}]}]}),
+        // So is every other `$` key: not a field named `$where`.
+        json!({"$where": "this.age > 30"}),
+        json!({"$in": [30, 40]}),
+        json!({"$expr": {"$gt": ["$age", 30]}}),
+        json!({"city": "Paris", "$exists": true}),
+        json!({"$and": [{"$nin": [1]}]}),
+        json!({"$$": 1}),
+        json!({"age": {"$in": [30]}}),
     ] {
         assert_invalid(
             store.search(&ns, Search::new().filter(bad.clone())).await,
