@@ -519,3 +519,110 @@ async fn a_url_of_another_database_is_refused_without_printing_its_password() {
     let err = weaver(&["--db", "weaver.db", "threads"]).await.unwrap_err();
     assert!(err.to_string().contains("`weaver.db`"), "{err}");
 }
+
+/// Control characters in what a thread stores (ids, channel names, values)
+/// reach the terminal escaped, in every command's output, on both databases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_are_printed_escaped() {
+    let thread = "t\u{1b}]0;title\u{7}\u{9b}2J";
+    let (c1, c2) = ("c1\u{1b}[2J", "c2\ninjected\tcol");
+    let lite = SqliteDb::new().await;
+    let pg = PgDb::new().await;
+    let lite_url = format!("sqlite://{}", lite.path.display());
+    let pg_url = pg_url();
+    let targets: Vec<(Arc<dyn Saver>, Vec<&str>)> = vec![
+        (Arc::new(lite.saver().await), vec!["--db", &lite_url]),
+        (
+            Arc::new(pg.saver().await),
+            vec!["--db", &pg_url, "--schema", &pg.schema],
+        ),
+    ];
+    for (saver, db) in &targets {
+        let mut first = crate::common::cp(thread, c1, None, Some(1));
+        first.checkpoint.ts = "2026\u{1b}[8m".into();
+        saver.put(first).await.unwrap();
+        let mut second = crate::common::cp(thread, c2, Some(c1), Some(2));
+        second.checkpoint.channel_values.insert(
+            "ch\u{1b}[1m".into(),
+            serde_json::json!("v\u{85}\u{7f}\u{1b}"),
+        );
+        saver.put(second).await.unwrap();
+        let run = async |more: &[&str]| {
+            let args: Vec<&str> = db.iter().chain(more).copied().collect();
+            weaver(&args).await.unwrap()
+        };
+        let outputs = [
+            ("threads", run(&["threads"]).await, 1),
+            ("history", run(&["history", thread]).await, 3),
+            (
+                "history --json",
+                run(&["history", thread, "--json"]).await,
+                2,
+            ),
+            ("show", run(&["show", thread]).await, 0),
+            ("diff", run(&["diff", thread, "@1", "@2"]).await, 3),
+        ];
+        for (command, out, lines) in &outputs {
+            let raw: Vec<char> = out
+                .chars()
+                .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+                .collect();
+            assert!(raw.is_empty(), "{command} printed {raw:?} raw:\n{out}");
+            if *lines > 0 {
+                assert_eq!(out.lines().count(), *lines, "{command}:\n{out}");
+            }
+        }
+        assert!(
+            outputs[0]
+                .1
+                .starts_with("t\\u{1b}]0;title\\u{7}\\u{9b}2J\t2"),
+            "{}",
+            outputs[0].1
+        );
+        assert!(
+            outputs[1].1.contains("c2\\u{a}injected\\u{9}col"),
+            "{}",
+            outputs[1].1
+        );
+        assert!(
+            outputs[4]
+                .1
+                .contains("+ ch\\u{1b}[1m = \"v\\u0085\\u007f\\u001b\""),
+            "{}",
+            outputs[4].1
+        );
+        // JSON output is the same JSON, only escaped.
+        let shown: Value = serde_json::from_str(&outputs[3].1).unwrap();
+        assert_eq!(shown["thread_id"], thread);
+        assert_eq!(shown["values"]["ch\u{1b}[1m"], "v\u{85}\u{7f}\u{1b}");
+        let line: Value = serde_json::from_str(outputs[2].1.lines().next().unwrap()).unwrap();
+        assert_eq!(line["checkpoint_id"], c2);
+    }
+    drop(targets);
+    pg.drop_schema().await;
+}
+
+/// A PostgreSQL that refuses the connection (nothing listens on the port)
+/// fails the command at once, saying so, rather than after a pool's
+/// timeout saying only that it timed out.
+#[tokio::test]
+async fn a_refused_postgres_connection_is_reported_at_once() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let url = format!("postgres://postgres@127.0.0.1:{port}/test");
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        weaver(&["--db", &url, "threads"]),
+    )
+    .await
+    .expect("the command waited instead of failing");
+    match r {
+        Err(e @ weaver::Error::Storage { .. }) => {
+            let text = e.to_string().to_lowercase();
+            assert!(text.contains("refused"), "{text}");
+            assert!(!text.contains("timed out"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
