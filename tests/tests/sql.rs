@@ -17,6 +17,8 @@ mod concurrency;
 mod conformance;
 #[path = "sql/contract.rs"]
 mod contract;
+#[path = "sql/corrupt_rows.rs"]
+mod corrupt_rows;
 #[path = "sql/delta.rs"]
 mod delta;
 #[path = "sql/delta_diff.rs"]

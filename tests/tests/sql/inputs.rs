@@ -657,7 +657,6 @@ async fn corrupted_rows_are_decode_errors_on_every_read_path() {
         ("metadata an array", "cps", "metadata = '[1,2]'", "metadata = '[1,2]'"),
         ("metadata a blob, not UTF-8", "cps", "metadata = X'FFFE'", ""),
         ("commit_order negative (moves)", "cps", "commit_order = -5", "commit_order = -5"),
-        ("commit_order NULL (moves)", "cps", "commit_order = NULL", ""),
         ("commit_order 2.5", "cps", "commit_order = 2.5", ""),
         ("commit_order text", "cps", "commit_order = 'abc'", ""),
         ("commit_order 'é:9'", "cps", "commit_order = 'é:9'", ""),
