@@ -13,6 +13,7 @@ pub(crate) mod facade;
 pub(crate) mod id;
 pub mod limits;
 mod memory;
+mod nul;
 mod saver;
 mod shared;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

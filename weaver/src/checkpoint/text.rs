@@ -5,18 +5,9 @@
 
 use serde_json::{Map, Value};
 
+pub(crate) use super::nul::{check_id, has_nul};
 use super::types::{CheckpointMetadata, CheckpointRef, NewCheckpoint, PendingWrite, WriteOp};
-use crate::error::{Error, Result};
-
-/// [`Error::InvalidArgument`] when `text`, the `what` of a call, holds a NUL.
-pub(crate) fn check_id(what: &str, text: &str) -> Result<()> {
-    if text.contains('\0') {
-        return Err(Error::invalid_argument(format!(
-            "{what} {text:?} contains a NUL character, which no saver stores"
-        )));
-    }
-    Ok(())
-}
+use crate::error::Result;
 
 /// Checks the thread, namespace and id `target` names.
 pub(crate) fn check_ref(target: &CheckpointRef) -> Result<()> {
@@ -61,16 +52,6 @@ pub(crate) fn check_ops(ops: &[WriteOp]) -> Result<()> {
             check_id("task id", &check.task_id)
         }
     })
-}
-
-/// Whether `value` holds a NUL in a string or an object key, at any depth.
-pub(crate) fn has_nul(value: &Value) -> bool {
-    match value {
-        Value::String(s) => s.contains('\0'),
-        Value::Array(items) => items.iter().any(has_nul),
-        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
-        _ => false,
-    }
 }
 
 /// `metadata` with every NUL removed from its keys and string values (the
@@ -122,11 +103,12 @@ mod tests {
 
     use super::*;
     use crate::checkpoint::CheckpointSource;
+    use crate::error::Error;
 
     #[test]
     fn nuls_are_stripped_from_metadata_keys_and_strings_at_every_depth() {
         let mut m = CheckpointMetadata::new(CheckpointSource::Loop, 1);
-        m.parents.insert("p\0".into(), "c\01".into());
+        m.parents.insert("p\0".into(), "c\u{0}1".into());
         m.extra
             .insert("k\0ey".into(), json!({"a\0": ["x\0y", 1, null]}));
         m.extra.insert("plain".into(), json!("v"));

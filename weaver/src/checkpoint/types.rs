@@ -574,10 +574,10 @@ impl ListFilter {
         ];
         for (what, id) in ids {
             if let Some(id) = id {
-                super::text::check_id(what, id)?;
+                super::nul::check_id(what, id)?;
             }
         }
-        if let Some((key, _)) = self.metadata.iter().find(|(_, v)| super::text::has_nul(v)) {
+        if let Some((key, _)) = self.metadata.iter().find(|(_, v)| super::nul::has_nul(v)) {
             return Err(crate::Error::invalid_argument(format!(
                 "metadata filter value of `{key}` contains a NUL character, which no saver stores"
             )));
