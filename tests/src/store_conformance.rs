@@ -178,8 +178,55 @@ async fn namespace_validation(store: &dyn Store) {
         store.put(&["users"], &long_key, v.clone()).await,
         "long key",
     );
+    for (what, suffix) in [("dotted", &["a.b"][..]), ("empty", &["x", ""][..])] {
+        assert_invalid(
+            store
+                .list_namespaces(ListNamespaces::new().suffix(suffix))
+                .await,
+            &format!("list suffix with a {what} label"),
+        );
+    }
+    for (what, ns) in [
+        ("a dot alone", &["."][..]),
+        ("dots only", &["a", ".."][..]),
+        ("a trailing dot", &["a."][..]),
+        ("a leading empty label", &["", "a"][..]),
+    ] {
+        assert_invalid(
+            store.batch(vec![Op::put(ns, "k", v.clone())]).await,
+            &format!("batch put with {what}"),
+        );
+        assert_invalid(
+            store.batch(vec![Op::search(ns, Search::new())]).await,
+            &format!("batch search with {what}"),
+        );
+    }
     // Nothing was written by the failed calls.
     assert!(store.search(&[], Search::new()).await.unwrap().is_empty());
+    // Labels next to the separator in byte order, and other punctuation,
+    // come back exactly, alone in their prefix and listing.
+    let odd = [["a/b", "c-d"], ["a", " "], ["a\\", ","], ["a", "-"]];
+    for ns in &odd {
+        store.put(ns, "k", v.clone()).await.unwrap();
+    }
+    for ns in &odd {
+        let got = store.get(ns, "k").await.unwrap().expect("stored");
+        assert_eq!(got.namespace, ns, "get");
+        let found = store.search(ns, Search::new()).await.unwrap();
+        assert_eq!(
+            keys(&found),
+            [format!("{}/k", ns.join("."))],
+            "search {ns:?}"
+        );
+        let listed = store
+            .list_namespaces(ListNamespaces::new().prefix(ns))
+            .await
+            .unwrap();
+        assert_eq!(listed, [ns.map(str::to_owned).to_vec()], "list {ns:?}");
+    }
+    for ns in &odd {
+        store.delete(ns, "k").await.unwrap();
+    }
     // Labels may hold anything else, including LIKE wildcards.
     let ns = ["te%st", "a_b", "ü-1 2"];
     store.put(&ns, "k", v.clone()).await.unwrap();
@@ -443,6 +490,14 @@ async fn filters(store: &dyn Store) {
         json!({"$nor": [{"age": 30}]}),
         json!({"$not": {"age": 30}}),
         json!({"$and": [{"$or": [{"age": 30}]}]}),
+        // So is every other `$` key: not a field named `$where`.
+        json!({"$where": "this.age > 30"}),
+        json!({"$in": [30, 40]}),
+        json!({"$expr": {"$gt": ["$age", 30]}}),
+        json!({"city": "Paris", "$exists": true}),
+        json!({"$and": [{"$nin": [1]}]}),
+        json!({"$$": 1}),
+        json!({"age": {"$in": [30]}}),
     ] {
         assert_invalid(
             store.search(&ns, Search::new().filter(bad.clone())).await,

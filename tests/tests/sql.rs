@@ -17,6 +17,8 @@ mod concurrency;
 mod conformance;
 #[path = "sql/contract.rs"]
 mod contract;
+#[path = "sql/corrupt_rows.rs"]
+mod corrupt_rows;
 #[path = "sql/delta.rs"]
 mod delta;
 #[path = "sql/delta_diff.rs"]
@@ -43,6 +45,8 @@ mod listing;
 mod maintenance;
 #[path = "sql/migrations.rs"]
 mod migrations;
+#[path = "sql/nul_text.rs"]
+mod nul_text;
 #[path = "sql/orphans.rs"]
 mod orphans;
 #[path = "sql/policies.rs"]

@@ -22,16 +22,26 @@
 //!
 //! [`run`] is the whole program, for tests and embedding; the binary calls
 //! it with the process's arguments.
+//!
+//! What it prints never drives the terminal: control characters in thread
+//! ids, checkpoint ids, channel names and values (ESC, BEL, newlines, tabs,
+//! DEL, the C1 controls) are shown escaped, `\u{1b}` in text output and
+//! `\u001b` in JSON output (see [`printable`]), and so are they in error
+//! messages. A PostgreSQL server that refuses the connection, or does not
+//! answer within 10 s, fails the command at once, naming the cause.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::str::FromStr;
+use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
 use serde_json::{Value, json};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{PgPool, SqlitePool};
+use sqlx::{Connection, PgConnection, PgPool, SqlitePool};
 use weaver::checkpoint::{
     CheckpointRef, CheckpointTuple, ListFilter, PostgresSaver, PruneStrategy, SqliteSaver,
 };
@@ -215,9 +225,22 @@ impl Db {
                 .map_err(|e| Error::storage("open the SQLite database", e))?;
             Ok(Db::Sqlite(pool))
         } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            let pool = PgPool::connect(url)
+            let op = "connect to PostgreSQL";
+            let options = PgConnectOptions::from_str(url)
+                .map_err(|_| Error::invalid_argument("bad PostgreSQL url `postgres://…`"))?;
+            // One attempt first, so that a refused connection (a server
+            // down, a wrong port) is reported as such at once, rather than
+            // retried until the pool's timeout says only that it timed out.
+            let first = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
                 .await
-                .map_err(|e| Error::storage("connect to PostgreSQL", e))?;
+                .map_err(|_| Error::storage(op, format!("no answer within {CONNECT_TIMEOUT:?}")))?
+                .map_err(|e| Error::storage(op, e))?;
+            let _ = first.close().await;
+            let pool = PgPoolOptions::new()
+                .acquire_timeout(CONNECT_TIMEOUT)
+                .connect_with(options)
+                .await
+                .map_err(|e| Error::storage(op, e))?;
             Ok(Db::Postgres(pool, schema))
         } else {
             // Only the scheme: the rest may hold a password.
@@ -424,6 +447,50 @@ pub enum Outcome {
     },
 }
 
+/// How long connecting to PostgreSQL may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `text` with its control characters (C0 such as ESC, BEL, newline and
+/// tab; DEL; the C1 controls) written as Rust escapes (`\u{1b}`), so that
+/// printing it shows what it holds and never drives the terminal. Other
+/// text comes back as it is.
+///
+/// ```
+/// assert_eq!(weaver_cli::printable("t\u{1b}[2Jx\n"), "t\\u{1b}[2Jx\\u{a}");
+/// assert_eq!(weaver_cli::printable("thread-1 é"), "thread-1 é");
+/// ```
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// JSON text with DEL and the C1 controls escaped too (`\u009b`; JSON
+/// writers escape only the C0 ones), as JSON: the same value, printable.
+fn printable_json(text: String) -> String {
+    if !text.chars().any(|c| ('\u{7f}'..='\u{9f}').contains(&c)) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if ('\u{7f}'..='\u{9f}').contains(&c) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn io(e: std::io::Error) -> Error {
     Error::storage("write the output", e)
 }
@@ -439,7 +506,7 @@ async fn execute(
         Command::Threads { limit, offset } => {
             let cp = db.checkpointer(keys)?;
             for t in cp.list_threads(limit, offset).await? {
-                writeln!(out, "{}\t{}", t.thread_id, t.checkpoints).map_err(io)?;
+                writeln!(out, "{}\t{}", printable(&t.thread_id), t.checkpoints).map_err(io)?;
             }
             Ok(())
         }
@@ -476,17 +543,17 @@ async fn execute(
                         "parent": t.parent_config.as_ref().and_then(|p| p.checkpoint_id.clone()),
                         "created": t.checkpoint.ts,
                     });
-                    writeln!(out, "{line}").map_err(io)?;
+                    writeln!(out, "{}", printable_json(line.to_string())).map_err(io)?;
                 } else {
                     writeln!(
                         out,
                         "{}\t{}\t{}\t{}\t{}\t{}",
                         t.commit_order,
-                        t.checkpoint.id,
+                        printable(&t.checkpoint.id),
                         t.metadata.step,
                         source,
-                        parent,
-                        t.checkpoint.ts
+                        printable(parent),
+                        printable(&t.checkpoint.ts)
                     )
                     .map_err(io)?;
                 }
@@ -519,7 +586,7 @@ async fn execute(
             });
             let text =
                 serde_json::to_string_pretty(&shown).map_err(|e| Error::encode("checkpoint", e))?;
-            writeln!(out, "{text}").map_err(io)
+            writeln!(out, "{}", printable_json(text)).map_err(io)
         }
         Command::Diff {
             thread,
@@ -533,7 +600,10 @@ async fn execute(
             writeln!(
                 out,
                 "version {} ({}) -> version {} ({})",
-                a.commit_order, a.checkpoint.id, b.commit_order, b.checkpoint.id
+                a.commit_order,
+                printable(&a.checkpoint.id),
+                b.commit_order,
+                printable(&b.checkpoint.id)
             )
             .map_err(io)?;
             for line in diff(&a.checkpoint.channel_values, &b.checkpoint.channel_values) {
@@ -713,8 +783,9 @@ fn diff(a: &serde_json::Map<String, Value>, b: &serde_json::Map<String, Value>) 
     channels.sort();
     channels.dedup();
     let mut out = Vec::new();
-    for ch in channels {
-        match (a.get(ch), b.get(ch)) {
+    for name in channels {
+        let ch = printable(name);
+        match (a.get(name), b.get(name)) {
             (Some(x), Some(y)) if x == y => {}
             (None, Some(y)) => out.push(format!("+ {ch} = {}", short(y))),
             (Some(_), None) => out.push(format!("- {ch}")),
@@ -738,9 +809,9 @@ fn diff(a: &serde_json::Map<String, Value>, b: &serde_json::Map<String, Value>) 
     out
 }
 
-/// `value` as compact JSON, cut to 200 characters.
+/// `value` as compact JSON, printable, cut to 200 characters.
 fn short(value: &Value) -> String {
-    let text = value.to_string();
+    let text = printable_json(value.to_string());
     match text.char_indices().nth(200) {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text,

@@ -49,7 +49,11 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Err(e) => {
-            to_stderr(format_args!("weaver: {e}\n"));
+            let message = e.to_string();
+            to_stderr(format_args!(
+                "weaver: {}\n",
+                weaver_cli::printable(&message)
+            ));
             ExitCode::FAILURE
         }
     }

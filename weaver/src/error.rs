@@ -308,6 +308,18 @@ pub enum Error {
         hint: String,
     },
 
+    /// A migration found stored data it cannot carry to the new version
+    /// (rows it names); nothing was changed.
+    #[error("cannot migrate `{adapter}` to version {version}: {reason}")]
+    MigrationRefused {
+        /// The adapter (`checkpoint`, `store`).
+        adapter: String,
+        /// The version that was not applied.
+        version: u32,
+        /// What stands in the way, and what to do about it.
+        reason: String,
+    },
+
     /// A size or count limit was exceeded; nothing was written.
     #[error("limit exceeded: {limit} is {value}, the ceiling is {ceiling}")]
     LimitExceeded {

@@ -127,7 +127,7 @@ async fn inspect(db: &[&str]) {
     assert_eq!(latest["values"]["messages"].as_array().unwrap().len(), 40);
     assert_eq!(
         run(&["migrate", "status"]).await.unwrap(),
-        "checkpoint\t3\t(newest 3)\nstore\t0\t(newest 1)\n"
+        "checkpoint\t4\t(newest 4)\nstore\t0\t(newest 1)\n"
     );
     assert_eq!(
         run(&["migrate", "up", "--adapter", "store"]).await.unwrap(),
@@ -176,7 +176,7 @@ async fn the_inspector_migrates_and_prints_scripts() {
             err,
             Error::MigrationRequired {
                 found: 0,
-                required: 3,
+                required: 4,
                 ..
             }
         ),
@@ -204,13 +204,13 @@ async fn the_inspector_migrates_and_prints_scripts() {
     let first = script.lines().find(|l| !l.starts_with("--")).unwrap();
     assert_eq!(first, "BEGIN;", "{script}");
     assert!(script.ends_with("\nCOMMIT;\n"), "{script}");
-    assert!(script.contains("VALUES ('checkpoint', 3)"), "{script}");
+    assert!(script.contains("VALUES ('checkpoint', 4)"), "{script}");
     assert_eq!(
         run(&["migrate", "status"]).await.unwrap(),
-        "checkpoint\t1\t(newest 3)\nstore\t0\t(newest 1)\n",
+        "checkpoint\t1\t(newest 4)\nstore\t0\t(newest 1)\n",
         "printing a script changes nothing"
     );
-    assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t3\n");
+    assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t4\n");
     assert_eq!(run(&["threads"]).await.unwrap(), "");
     // Options named as options, not as library calls.
     let err = run(&["prune", "t", "--keep-last", "0"]).await.unwrap_err();
@@ -230,10 +230,10 @@ async fn the_inspector_migrates_and_prints_scripts() {
             "{err:?}"
         );
         let text = err.to_string();
-        assert!(text.contains("`weaver migrate down 4`"), "{text}");
+        assert!(text.contains("`weaver migrate down 5`"), "{text}");
         assert!(!text.contains("weaver::migrate"), "{text}");
     }
-    sqlx::query("UPDATE weaver_schema_versions SET version = 3")
+    sqlx::query("UPDATE weaver_schema_versions SET version = 4")
         .execute(&db.pool)
         .await
         .unwrap();
@@ -243,7 +243,7 @@ async fn the_inspector_migrates_and_prints_scripts() {
         run(&["migrate", "up", "--adapter", "checkpoint,store"])
             .await
             .unwrap(),
-        "checkpoint\t3\nstore\t1\n"
+        "checkpoint\t4\nstore\t1\n"
     );
     assert_eq!(
         run(&["migrate", "down", "--adapter", "store", "1"])
@@ -262,7 +262,7 @@ async fn the_inspector_migrates_and_prints_scripts() {
         ])
         .await
         .unwrap(),
-        "store\t1\ncheckpoint\t3\n"
+        "store\t1\ncheckpoint\t4\n"
     );
     assert_eq!(
         run(&["migrate", "down", "1", "--adapter", "store"])
@@ -274,7 +274,7 @@ async fn the_inspector_migrates_and_prints_scripts() {
         run(&["migrate", "up", "--adapter", "checkpoint", "store"])
             .await
             .unwrap(),
-        "checkpoint\t3\nstore\t1\n",
+        "checkpoint\t4\nstore\t1\n",
         "the form taking several values still works where nothing follows"
     );
     assert_eq!(
@@ -283,7 +283,7 @@ async fn the_inspector_migrates_and_prints_scripts() {
             .unwrap(),
         "store\t0\ncheckpoint\t0\n"
     );
-    assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t3\n");
+    assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t4\n");
     assert_eq!(
         run(&["migrate", "down", "1"]).await.unwrap(),
         "checkpoint\t0\n"
@@ -396,13 +396,13 @@ async fn a_postgres_script_run_as_psql_runs_it_changes_nothing_at_another_versio
     assert_eq!(statements.first().unwrap(), "BEGIN", "{script}");
     assert_eq!(statements.last().unwrap(), "COMMIT", "{script}");
     // The database moves on before the script (from version 1) is run:
-    // migrated to 3, and pruned, so its commit orders have a gap the v2
+    // migrated to 4, and pruned, so its commit orders have a gap the v2
     // backfill would renumber.
     run(&["migrate", "up"]).await.unwrap();
     talk(Arc::new(db.saver().await), 2).await;
     run(&["prune", "talk", "--keep-last", "2"]).await.unwrap();
     let before = pg_state(&db).await;
-    assert_eq!(before.0, [3, 0]);
+    assert_eq!(before.0, [4, 0]);
     assert_eq!(before.1.iter().map(|r| r.1).collect::<Vec<_>>(), [5, 6]);
 
     // As `psql -f` runs it: each statement on its own in autocommit mode,
@@ -518,4 +518,111 @@ async fn a_url_of_another_database_is_refused_without_printing_its_password() {
     // A bare path has nothing to hide and is named whole.
     let err = weaver(&["--db", "weaver.db", "threads"]).await.unwrap_err();
     assert!(err.to_string().contains("`weaver.db`"), "{err}");
+}
+
+/// Control characters in what a thread stores (ids, channel names, values)
+/// reach the terminal escaped, in every command's output, on both databases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_are_printed_escaped() {
+    let thread = "t\u{1b}]0;title\u{7}\u{9b}2J";
+    let (c1, c2) = ("c1\u{1b}[2J", "c2\ninjected\tcol");
+    let lite = SqliteDb::new().await;
+    let pg = PgDb::new().await;
+    let lite_url = format!("sqlite://{}", lite.path.display());
+    let pg_url = pg_url();
+    let targets: Vec<(Arc<dyn Saver>, Vec<&str>)> = vec![
+        (Arc::new(lite.saver().await), vec!["--db", &lite_url]),
+        (
+            Arc::new(pg.saver().await),
+            vec!["--db", &pg_url, "--schema", &pg.schema],
+        ),
+    ];
+    for (saver, db) in &targets {
+        let mut first = crate::common::cp(thread, c1, None, Some(1));
+        first.checkpoint.ts = "2026\u{1b}[8m".into();
+        saver.put(first).await.unwrap();
+        let mut second = crate::common::cp(thread, c2, Some(c1), Some(2));
+        second.checkpoint.channel_values.insert(
+            "ch\u{1b}[1m".into(),
+            serde_json::json!("v\u{85}\u{7f}\u{1b}"),
+        );
+        saver.put(second).await.unwrap();
+        let run = async |more: &[&str]| {
+            let args: Vec<&str> = db.iter().chain(more).copied().collect();
+            weaver(&args).await.unwrap()
+        };
+        let outputs = [
+            ("threads", run(&["threads"]).await, 1),
+            ("history", run(&["history", thread]).await, 3),
+            (
+                "history --json",
+                run(&["history", thread, "--json"]).await,
+                2,
+            ),
+            ("show", run(&["show", thread]).await, 0),
+            ("diff", run(&["diff", thread, "@1", "@2"]).await, 3),
+        ];
+        for (command, out, lines) in &outputs {
+            let raw: Vec<char> = out
+                .chars()
+                .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+                .collect();
+            assert!(raw.is_empty(), "{command} printed {raw:?} raw:\n{out}");
+            if *lines > 0 {
+                assert_eq!(out.lines().count(), *lines, "{command}:\n{out}");
+            }
+        }
+        assert!(
+            outputs[0]
+                .1
+                .starts_with("t\\u{1b}]0;title\\u{7}\\u{9b}2J\t2"),
+            "{}",
+            outputs[0].1
+        );
+        assert!(
+            outputs[1].1.contains("c2\\u{a}injected\\u{9}col"),
+            "{}",
+            outputs[1].1
+        );
+        assert!(
+            outputs[4]
+                .1
+                .contains("+ ch\\u{1b}[1m = \"v\\u0085\\u007f\\u001b\""),
+            "{}",
+            outputs[4].1
+        );
+        // JSON output is the same JSON, only escaped.
+        let shown: Value = serde_json::from_str(&outputs[3].1).unwrap();
+        assert_eq!(shown["thread_id"], thread);
+        assert_eq!(shown["values"]["ch\u{1b}[1m"], "v\u{85}\u{7f}\u{1b}");
+        let line: Value = serde_json::from_str(outputs[2].1.lines().next().unwrap()).unwrap();
+        assert_eq!(line["checkpoint_id"], c2);
+    }
+    drop(targets);
+    pg.drop_schema().await;
+}
+
+/// A PostgreSQL that refuses the connection (nothing listens on the port)
+/// fails the command at once, saying so, rather than after a pool's
+/// timeout saying only that it timed out.
+#[tokio::test]
+async fn a_refused_postgres_connection_is_reported_at_once() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let url = format!("postgres://postgres@127.0.0.1:{port}/test");
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        weaver(&["--db", &url, "threads"]),
+    )
+    .await
+    .expect("the command waited instead of failing");
+    match r {
+        Err(e @ weaver::Error::Storage { .. }) => {
+            let text = e.to_string().to_lowercase();
+            assert!(text.contains("refused"), "{text}");
+            assert!(!text.contains("timed out"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

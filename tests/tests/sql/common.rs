@@ -451,3 +451,33 @@ pub fn transcript(turns: usize) -> Vec<String> {
         .flat_map(|i| [format!("user {i}"), format!("ai re user {i}")])
         .collect()
 }
+
+/// A saver of each kind: in memory, on a fresh SQLite file, on a fresh
+/// PostgreSQL schema (dropped by [`EverySaver::done`]).
+pub struct EverySaver {
+    pub savers: Vec<(&'static str, Arc<dyn Saver>)>,
+    pub _sqlite: SqliteDb,
+    pub pg: PgDb,
+}
+
+impl EverySaver {
+    pub async fn new() -> Self {
+        let sqlite = SqliteDb::new().await;
+        let pg = PgDb::new().await;
+        let savers: Vec<(&'static str, Arc<dyn Saver>)> = vec![
+            ("memory", Arc::new(InMemorySaver::new())),
+            ("sqlite", Arc::new(sqlite.saver().await)),
+            ("postgres", Arc::new(pg.saver().await)),
+        ];
+        EverySaver {
+            savers,
+            _sqlite: sqlite,
+            pg,
+        }
+    }
+
+    pub async fn done(self) {
+        drop(self.savers);
+        self.pg.drop_schema().await;
+    }
+}

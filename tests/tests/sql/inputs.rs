@@ -266,7 +266,8 @@ async fn odd_identifiers_round_trip_or_fail_typed_without_a_half_write() {
     let long: String = (0..2000)
         .map(|i| format!("{:x}", (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
         .collect();
-    let odd = ["%_'\"\\:12:", "é😀\u{10FFFF}", "", "a\0b", &long];
+    // NULs are refused alike by every saver (see `nul_text`).
+    let odd = ["%_'\"\\:12:", "é😀\u{10FFFF}", "", &long];
     let mut failures = Vec::new();
     for fx in Fx::both().await {
         for (case, s) in odd.iter().enumerate() {
@@ -656,7 +657,6 @@ async fn corrupted_rows_are_decode_errors_on_every_read_path() {
         ("metadata an array", "cps", "metadata = '[1,2]'", "metadata = '[1,2]'"),
         ("metadata a blob, not UTF-8", "cps", "metadata = X'FFFE'", ""),
         ("commit_order negative (moves)", "cps", "commit_order = -5", "commit_order = -5"),
-        ("commit_order NULL (moves)", "cps", "commit_order = NULL", ""),
         ("commit_order 2.5", "cps", "commit_order = 2.5", ""),
         ("commit_order text", "cps", "commit_order = 'abc'", ""),
         ("commit_order 'é:9'", "cps", "commit_order = 'é:9'", ""),

@@ -84,21 +84,22 @@ async fn a_utf16_database_is_listed_row_by_row_and_reads_back_the_same() {
 /// separators and multi-byte characters, and checks `list` and `get_tuple`
 /// return them as written.
 async fn identifiers_read_back(saver: &SqliteSaver) {
-    // NUL, the frames' `:` and `-`, digits and multi-byte characters.
-    let threads = ["t\0:-é", "12:ab", "-", ""];
-    let ns = "sub:\0-graph";
+    // The frames' `:` and `-`, digits and multi-byte characters (a NUL no
+    // saver stores).
+    let threads = ["t:-é", "12:ab", "-", ""];
+    let ns = "sub:-graph";
     for thread in threads {
-        for (id, parent) in [("c1:\0", None), ("c2-é", Some("c1:\0"))] {
+        for (id, parent) in [("c1:", None), ("c2-é", Some("c1:"))] {
             let mut new = cp(thread, id, parent, None);
             new.checkpoint_ns = ns.to_owned();
             saver.put(new).await.unwrap();
         }
         let head = CheckpointRef::latest(thread).ns(ns).at("c2-é");
         let writes = PendingWrite::for_task(
-            "task:\0-1",
+            "task:-1",
             "path:-é",
             [
-                ("ch:\0".to_owned(), json!("first")),
+                ("ch:".to_owned(), json!("first")),
                 ("ch-é".to_owned(), json!({"k": [1, 2]})),
             ],
         );
@@ -114,14 +115,14 @@ async fn identifiers_read_back(saver: &SqliteSaver) {
         assert_eq!(got[0]["config"]["thread_id"], json!(thread));
         assert_eq!(got[0]["config"]["checkpoint_ns"], json!(ns));
         assert_eq!(got[0]["config"]["checkpoint_id"], json!("c2-é"));
-        assert_eq!(got[0]["parent"]["checkpoint_id"], json!("c1:\0"));
+        assert_eq!(got[0]["parent"]["checkpoint_id"], json!("c1:"));
         assert_eq!(got[0]["values"], json!({"foo": "value of c2-é"}));
         assert_eq!(got[0]["writer"], json!("c2-é"));
         assert_eq!(
             got[0]["writes"],
             json!([
-                ["task:\0-1", "path:-é", 0, "ch:\0", "first"],
-                ["task:\0-1", "path:-é", 1, "ch-é", {"k": [1, 2]}],
+                ["task:-1", "path:-é", 0, "ch:", "first"],
+                ["task:-1", "path:-é", 1, "ch-é", {"k": [1, 2]}],
             ])
         );
         assert_eq!(got[1]["parent"], json!(null));

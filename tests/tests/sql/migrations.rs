@@ -101,7 +101,7 @@ async fn sqlite_v1_data_survives_upgrade() {
         plain.list(&ListFilter::all()).await,
         Err(Error::MigrationRequired {
             found: 1,
-            required: 3,
+            required: 4,
             ..
         })
     ));
@@ -119,8 +119,9 @@ async fn sqlite_v1_data_survives_upgrade() {
         .unwrap();
     assert_eq!(n, 7);
     migrate::up(&db.pool, CK, None).await.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
-    // down 3 reverts only v3, which changes nothing on SQLite.
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [4]);
+    // down 3 reverts v4 (the table rebuilt, rows kept) and v3 (nothing on
+    // SQLite).
     migrate::down(&db.pool, CK, 3).await.unwrap();
     assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [2]);
     migrate::up(&db.pool, CK, None).await.unwrap();
@@ -134,7 +135,7 @@ async fn sqlite_v1_data_survives_upgrade() {
             .unwrap();
     assert_eq!(tables, 0);
     assert!(matches!(
-        migrate::up(&db.pool, CK, Some(4)).await,
+        migrate::up(&db.pool, CK, Some(5)).await,
         Err(Error::InvalidArgument { .. })
     ));
     assert!(matches!(
@@ -156,7 +157,7 @@ async fn postgres_v1_data_survives_upgrade() {
             err,
             Error::MigrationRequired {
                 found: 1,
-                required: 3,
+                required: 4,
                 ..
             }
         ),
@@ -189,7 +190,7 @@ async fn concurrent_up_sqlite() {
     );
     a.unwrap();
     b.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [4]);
 }
 
 #[tokio::test]
@@ -205,7 +206,7 @@ async fn concurrent_up_postgres() {
     a.unwrap();
     b.unwrap();
     c.unwrap();
-    assert_eq!(migrate::versions(&t1, CK).await.unwrap(), [3]);
+    assert_eq!(migrate::versions(&t1, CK).await.unwrap(), [4]);
     db.drop_schema().await;
 }
 
@@ -234,7 +235,7 @@ async fn postgres_v3_stores_payloads_uncompressed() {
     migrate::up(&target, CK, Some(2)).await.unwrap();
     assert_eq!(payload_storage(&db).await, ["x", "x"]);
     migrate::up(&target, CK, None).await.unwrap();
-    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [3]);
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [4]);
     assert_eq!(payload_storage(&db).await, ["e", "e"]);
     // A large, very compressible payload is stored at full size.
     let saver = db.saver().await;
@@ -293,14 +294,14 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_sqlite() {
     run_script(&db.pool, script(1, UP)).await.unwrap();
     migrate::verify_migrated(&db.pool, CK).await.unwrap();
     check_upgraded(&weaver::checkpoint::SqliteSaver::new(db.pool.clone())).await;
-    // The same script again finds version 3, not 1: refused, nothing changed.
+    // The same script again finds version 4, not 1: refused, nothing changed.
     let err = run_script(&db.pool, script(1, UP)).await.unwrap_err();
     assert!(
         err.to_string()
             .contains("weaver_checkpoint_schema_is_at_version_1"),
         "{err}"
     );
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [4]);
     // weaver's own `up` sees the script's marker: nothing left to do.
     migrate::up(&db.pool, CK, None).await.unwrap();
     // A stale script run statement by statement, outside a transaction,
@@ -319,7 +320,7 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_sqlite() {
         }
     }
     assert!(failed, "the check let a stale script through");
-    for statement in script(3, Change::Down { version: 3 }) {
+    for statement in script(4, Change::Down { version: 3 }) {
         sqlx::raw_sql(AssertSqlSafe(statement))
             .execute(&mut *conn)
             .await
@@ -330,7 +331,7 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_sqlite() {
     migrate::up(&db.pool, CK, None).await.unwrap();
     // Down to nothing: the tables go; the empty marker reads as version 0,
     // and weaver migrates up from there.
-    run_script(&db.pool, script(3, Change::Down { version: 1 }))
+    run_script(&db.pool, script(4, Change::Down { version: 1 }))
         .await
         .unwrap();
     assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [0]);
@@ -341,7 +342,7 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_sqlite() {
             .unwrap();
     assert_eq!(tables, ["weaver_schema_versions"]);
     migrate::up(&db.pool, CK, None).await.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [4]);
 }
 
 #[tokio::test]
@@ -373,13 +374,13 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_postgres() {
     let err = run_script(&db.pool, script(1, UP)).await.unwrap_err();
     assert!(
         err.to_string()
-            .contains("weaver schema `checkpoint` is at version 3, not 1"),
+            .contains("weaver schema `checkpoint` is at version 4, not 1"),
         "{err}"
     );
-    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [3]);
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [4]);
     migrate::up(&target, CK, None).await.unwrap();
     // Down to nothing removes every table, the marker with the last adapter.
-    run_script(&db.pool, script(3, Change::Down { version: 1 }))
+    run_script(&db.pool, script(4, Change::Down { version: 1 }))
         .await
         .unwrap();
     assert_eq!(migrate::versions(&target, CK).await.unwrap(), [0]);
@@ -389,7 +390,7 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_postgres() {
     migrate::up(&target, &[Adapter::Checkpoint, Adapter::Store], None)
         .await
         .unwrap();
-    run_script(&db.pool, script(3, Change::Down { version: 1 }))
+    run_script(&db.pool, script(4, Change::Down { version: 1 }))
         .await
         .unwrap();
     assert_eq!(
@@ -431,7 +432,7 @@ fn scripts_refuse_what_weaver_refuses() {
         Err(Error::InvalidArgument { .. })
     ));
     assert!(matches!(
-        postgres(0, Change::Up { target: Some(4) }, None),
+        postgres(0, Change::Up { target: Some(5) }, None),
         Err(Error::InvalidArgument { .. })
     ));
     assert!(matches!(
@@ -443,7 +444,7 @@ fn scripts_refuse_what_weaver_refuses() {
         Err(Error::MigrationRequired { found: 9, .. })
     ));
     // Nothing to change: no statements, not even the version check.
-    assert_eq!(sqlite(3, UP, None).unwrap(), Vec::<String>::new());
+    assert_eq!(sqlite(4, UP, None).unwrap(), Vec::<String>::new());
     assert_eq!(
         postgres(1, Change::Up { target: Some(1) }, None).unwrap(),
         Vec::<String>::new()
@@ -479,7 +480,7 @@ async fn an_adapter_listed_twice_migrates_once() {
     let db = PgDb::new().await;
     let target = db.target();
     migrate::up(&target, up_twice, None).await.unwrap();
-    assert_eq!(migrate::versions(&target, both).await.unwrap(), [3, 1]);
+    assert_eq!(migrate::versions(&target, both).await.unwrap(), [4, 1]);
     migrate::up(&target, up_twice, None).await.unwrap();
     migrate::down(&target, down_twice, 1).await.unwrap();
     assert_eq!(migrate::versions(&target, both).await.unwrap(), [0, 0]);
@@ -487,7 +488,7 @@ async fn an_adapter_listed_twice_migrates_once() {
     db.drop_schema().await;
     let lite = SqliteDb::new().await;
     migrate::up(&lite.pool, up_twice, None).await.unwrap();
-    assert_eq!(migrate::versions(&lite.pool, both).await.unwrap(), [3, 1]);
+    assert_eq!(migrate::versions(&lite.pool, both).await.unwrap(), [4, 1]);
     migrate::down(&lite.pool, down_twice, 1).await.unwrap();
     assert_eq!(migrate::versions(&lite.pool, both).await.unwrap(), [0, 0]);
 }
@@ -561,4 +562,80 @@ async fn the_hint_for_an_unmigrated_schema_names_the_schema() {
         "{err}"
     );
     db.drop_schema().await;
+}
+
+/// Version 4 makes SQLite's `commit_order` `NOT NULL`: a row without one
+/// (invisible to every read of a thread's latest checkpoint) is refused by
+/// name, by weaver's `up` and by the script another tool runs, and nothing
+/// changes; once the row has a commit order the table is rebuilt with its
+/// rows, and refuses such a row from then on.
+#[tokio::test]
+async fn sqlite_v4_refuses_rows_without_commit_order_then_forbids_them() {
+    let db = SqliteDb::new().await;
+    migrate::up(&db.pool, CK, Some(3)).await.unwrap();
+    sqlite_v1_rows(&db).await; // commit_order NULL: written as version 1 did
+    sqlx::query("UPDATE weaver_checkpoints SET commit_order = 1 WHERE checkpoint_id = 'zz-first'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    match migrate::up(&db.pool, CK, None).await {
+        Err(Error::MigrationRefused {
+            adapter,
+            version: 4,
+            reason,
+        }) => {
+            assert_eq!(adapter, "checkpoint");
+            for id in ["aa-second", "mm-third", "only"] {
+                assert!(reason.contains(&format!("checkpoint `{id}`")), "{reason}");
+            }
+            assert!(!reason.contains("zz-first"), "{reason}");
+        }
+        other => panic!("up over rows without commit_order: {other:?}"),
+    }
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
+    let script = migrate::script(Dialect::Sqlite, Adapter::Checkpoint, 3, UP, None).unwrap();
+    let err = run_script(&db.pool, script).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("weaver_checkpoints_has_rows_without_commit_order"),
+        "{err}"
+    );
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
+    let nulls: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM weaver_checkpoints WHERE commit_order IS NULL")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(nulls, 3, "nothing changed");
+    // Repaired by hand, in insertion order.
+    for (id, order) in [("aa-second", 2), ("mm-third", 3), ("only", 1)] {
+        sqlx::query("UPDATE weaver_checkpoints SET commit_order = $1 WHERE checkpoint_id = $2")
+            .bind(order)
+            .bind(id)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    migrate::up(&db.pool, CK, None).await.unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [4]);
+    check_upgraded(&weaver::checkpoint::SqliteSaver::new(db.pool.clone())).await;
+    let null_row = sqlx::query("INSERT INTO weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata) VALUES ('t9', '', 'c', x'00', '{}')")
+        .execute(&db.pool)
+        .await;
+    assert!(
+        null_row
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("NOT NULL")),
+        "{null_row:?}"
+    );
+    // Down to 3 keeps the rows (and allows NULL again, as version 3 did).
+    migrate::down(&db.pool, CK, 4).await.unwrap();
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [3]);
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM weaver_checkpoints")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(rows >= 4, "{rows} rows after down");
+    migrate::up(&db.pool, CK, None).await.unwrap();
+    migrate::verify_migrated(&db.pool, CK).await.unwrap();
 }

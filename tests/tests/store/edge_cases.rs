@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use sqlx::postgres::PgPoolOptions;
@@ -1102,6 +1102,68 @@ async fn a_stored_ttl_past_the_cap_survives_refreshing_reads() {
         let found = keys(s, &ns, Search::new()).await;
         if found != Ok(vec!["k".to_owned()]) {
             problems.push(format!("{name}: search after the refreshes: {found:?}"));
+        }
+    }
+    report(problems);
+}
+
+/// A stored time before the Unix epoch reads back exactly (not clamped to
+/// the epoch), through get, search and listing; an overwrite keeps it as
+/// the item's creation. A row created after its last update is corrupt: a
+/// typed error, and deletable. (The in-memory store takes its times from
+/// the clock only; it shares the conversion these rows go through.)
+#[tokio::test]
+async fn times_before_the_epoch_round_trip_exactly() {
+    let t = Trio::new(StoreConfig::new()).await;
+    let mut problems = Vec::new();
+    let day = Duration::from_secs(86_400);
+    for (name, s) in t.all().skip(1) {
+        let ns = ["old"];
+        s.put(&ns, "k", json!({"t": "pizza"})).await.unwrap();
+        s.put(&ns, "bad", json!({"t": "pizza"})).await.unwrap();
+        let sql = [
+            "UPDATE {t} SET created_at = -86400000000, updated_at = -1000 WHERE key = 'k'",
+            "UPDATE {t} SET created_at = -1, updated_at = -5 WHERE key = 'bad'",
+        ];
+        for sql in sql {
+            if name == "sqlite" {
+                let sql = sql.replace("{t}", "weaver_store_items");
+                sqlx::raw_sql(AssertSqlSafe(sql))
+                    .execute(&t.lite)
+                    .await
+                    .unwrap();
+            } else {
+                let sql = sql.replace("{t}", &format!("\"{}\".weaver_store_items", t.schema));
+                sqlx::raw_sql(AssertSqlSafe(sql))
+                    .execute(&t.pg)
+                    .await
+                    .unwrap();
+            }
+        }
+        let created = UNIX_EPOCH - day;
+        let updated = UNIX_EPOCH - Duration::from_millis(1);
+        let got = s.get(&ns, "k").await.unwrap().unwrap();
+        if (got.created_at, got.updated_at) != (created, updated) {
+            problems.push(format!(
+                "{name}: get read {:?} / {:?}",
+                got.created_at, got.updated_at
+            ));
+        }
+        let bad = s.get(&ns, "bad").await;
+        if !matches!(bad, Err(Error::Decode { .. })) {
+            problems.push(format!("{name}: created after updated read as {bad:?}"));
+        }
+        s.delete(&ns, "bad").await.unwrap();
+        let found = s.search(&ns, Search::new()).await.unwrap();
+        if found.len() != 1 || found[0].created_at != created {
+            problems.push(format!("{name}: search read {found:?}"));
+        }
+        let again = s.put(&ns, "k", json!({"t": "pasta"})).await.unwrap();
+        if again.created_at != created || again.updated_at <= UNIX_EPOCH {
+            problems.push(format!(
+                "{name}: overwrite gave {:?} / {:?}",
+                again.created_at, again.updated_at
+            ));
         }
     }
     report(problems);

@@ -9,6 +9,7 @@ use super::delta;
 use super::limits::{ForkBudget, ForkOptions};
 use super::saver::Saver;
 use super::shared::SaverState;
+use super::text;
 use super::types::{
     BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointTuple, ListFilter,
     NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteCheck, WriteOp,
@@ -190,9 +191,12 @@ impl InMemorySaver {
 /// Inserts one checkpoint after validating it; on error nothing changed.
 fn insert(
     threads: &mut Threads,
-    new: NewCheckpoint,
+    mut new: NewCheckpoint,
     writes: Vec<PendingWrite>,
 ) -> Result<(CheckpointRef, u64)> {
+    text::check_new(&new)?;
+    text::check_writes(&writes)?;
+    text::strip_nul(&mut new.metadata);
     // Validate against what exists before creating anything, so a failed
     // insert leaves no empty thread behind.
     let existing = threads
@@ -321,6 +325,7 @@ fn not_found(target: &CheckpointRef, id: &str) -> Error {
 #[async_trait]
 impl Saver for InMemorySaver {
     async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+        text::check_ref(target)?;
         let threads = self.read();
         let Some(log) = threads
             .get(&target.thread_id)
@@ -384,6 +389,8 @@ impl Saver for InMemorySaver {
     }
 
     async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
+        text::check_ref(target)?;
+        text::check_writes(&writes)?;
         stored_mut(&mut self.write(), target)?.add_writes(writes);
         Ok(())
     }
@@ -395,6 +402,7 @@ impl Saver for InMemorySaver {
             Insert(CheckpointRef, u64),
             Writes(CheckpointRef, BTreeMap<(String, i64), PendingWrite>),
         }
+        text::check_ops(&ops)?;
         let mut threads = self.write();
         let mut undo: Vec<Undo> = Vec::new();
         for op in ops {
@@ -467,6 +475,8 @@ impl Saver for InMemorySaver {
         target_thread: &str,
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
+        text::check_ref(source)?;
+        text::check_id("thread id", target_thread)?;
         let id = source
             .checkpoint_id
             .as_deref()
@@ -518,6 +528,8 @@ impl Saver for InMemorySaver {
     }
 
     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
+        text::check_id("thread id", source_thread)?;
+        text::check_id("thread id", target_thread)?;
         let mut threads = self.write();
         if threads.get(target_thread).is_some_and(|n| !n.is_empty()) {
             return Err(Error::ThreadExists {
@@ -538,6 +550,7 @@ impl Saver for InMemorySaver {
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        text::check_id("thread id", thread_id)?;
         self.write().remove(thread_id);
         self.state.note_deletion(thread_id);
         Ok(())
@@ -545,6 +558,9 @@ impl Saver for InMemorySaver {
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
         let keep = strategy.keep()?;
+        for t in thread_ids {
+            text::check_id("thread id", t)?;
+        }
         let mut threads = self.write();
         let Some(keep) = keep else {
             let mut deleted = 0u64;
@@ -609,6 +625,7 @@ impl Saver for InMemorySaver {
     }
 
     async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
+        text::check_id("thread id", thread_id)?;
         let threads = self.read();
         let checkpoints = threads
             .get(thread_id)
@@ -622,6 +639,8 @@ impl Saver for InMemorySaver {
         checkpoint_ns: &str,
         commit_order: u64,
     ) -> Result<Option<CheckpointRef>> {
+        text::check_id("thread id", thread_id)?;
+        text::check_id("checkpoint namespace", checkpoint_ns)?;
         let threads = self.read();
         let found = threads
             .get(thread_id)
@@ -640,6 +659,7 @@ impl Saver for InMemorySaver {
         count: usize,
         _below: Option<u64>,
     ) -> Result<Vec<CheckpointTuple>> {
+        text::check_ref(from)?;
         let Some(id) = &from.checkpoint_id else {
             return Ok(Vec::new());
         };

@@ -13,10 +13,12 @@ pub(crate) mod facade;
 pub(crate) mod id;
 pub mod limits;
 mod memory;
+mod nul;
 mod saver;
 mod shared;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
+pub(crate) mod text;
 mod trace;
 mod types;
 

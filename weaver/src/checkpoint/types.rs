@@ -563,8 +563,25 @@ impl ListFilter {
 
     /// Checks the filter before a saver runs it: metadata keys must be plain
     /// identifiers (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 bytes), so no backend
-    /// ever has to put a caller's key into a query; `before` needs a thread.
+    /// ever has to put a caller's key into a query; `before` needs a thread;
+    /// no identifier or value holds a NUL character, which no saver stores
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument) otherwise).
     pub fn check(&self) -> crate::Result<()> {
+        let ids = [
+            ("thread id", &self.thread_id),
+            ("checkpoint namespace", &self.checkpoint_ns),
+            ("checkpoint id", &self.before),
+        ];
+        for (what, id) in ids {
+            if let Some(id) = id {
+                super::nul::check_id(what, id)?;
+            }
+        }
+        if let Some((key, _)) = self.metadata.iter().find(|(_, v)| super::nul::has_nul(v)) {
+            return Err(crate::Error::invalid_argument(format!(
+                "metadata filter value of `{key}` contains a NUL character, which no saver stores"
+            )));
+        }
         if let Some(key) = self.metadata.keys().find(|k| !is_plain_identifier(k)) {
             return Err(crate::Error::invalid_argument(format!(
                 "metadata filter key `{key}` is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"

@@ -272,9 +272,20 @@ impl RunConfig {
 
     /// [`Error::InvalidConfig`] if [`configurable`](RunConfig::configurable)
     /// was given an addressing key (`thread_id`, `checkpoint_ns`,
-    /// `checkpoint_id`) with a value that is neither a string nor `null`.
-    /// Every graph call checks this before it reads or writes anything.
+    /// `checkpoint_id`) with a value that is neither a string nor `null`;
+    /// [`Error::InvalidArgument`] if the thread id, namespace or checkpoint
+    /// id holds a NUL character, which no saver stores. Every graph call checks this before it reads or writes anything.
     pub(crate) fn check(&self) -> Result<()> {
+        let ids = [
+            self.thread_id.as_deref(),
+            Some(self.checkpoint_ns.as_str()),
+            self.checkpoint_id.as_deref(),
+        ];
+        if let Some(id) = ids.into_iter().flatten().find(|id| id.contains('\0')) {
+            return Err(Error::InvalidArgument {
+                reason: format!("{id:?} contains a NUL character, which no saver stores"),
+            });
+        }
         match ADDRESSING
             .iter()
             .find_map(|k| self.configurable.get(*k).map(|v| (*k, v)))

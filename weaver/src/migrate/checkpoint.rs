@@ -14,6 +14,15 @@ use super::Migration;
 /// took about 7 of the 10 ms a 128 KiB checkpoint cost to store (W2), and the
 /// JSON codec's output rarely shrinks much while an encrypted payload never
 /// does. SQLite never compresses, so version 3 changes nothing there.
+/// Version 4: SQLite's `commit_order` is `NOT NULL`, as PostgreSQL's has
+/// been since version 2 (SQLite cannot add the constraint to a column, so
+/// the table is rebuilt, rowids kept); a row without a commit order was
+/// invisible to every read of the latest checkpoint. A database holding such
+/// rows is refused, nothing changed (weaver's `up` names them in
+/// [`Error::MigrationRefused`](crate::Error::MigrationRefused); a script run
+/// by another tool fails its check
+/// `weaver_checkpoints_has_rows_without_commit_order`): give them a commit
+/// order or delete them first. PostgreSQL changes nothing.
 pub(crate) static SQLITE: &[Migration] = &[
     Migration {
         version: 1,
@@ -65,6 +74,52 @@ pub(crate) static SQLITE: &[Migration] = &[
         version: 3,
         up: &[],
         down: &[],
+    },
+    Migration {
+        version: 4,
+        up: &[
+            "DROP TABLE IF EXISTS temp.weaver_migration_guard",
+            "CREATE TEMP TABLE weaver_migration_guard (ok INTEGER CONSTRAINT weaver_checkpoints_has_rows_without_commit_order CHECK (ok = 1))",
+            "INSERT INTO temp.weaver_migration_guard (ok)
+                SELECT NOT EXISTS (SELECT 1 FROM {p}weaver_checkpoints WHERE commit_order IS NULL)",
+            "DROP TABLE temp.weaver_migration_guard",
+            "CREATE TABLE {p}weaver_checkpoints_v4 (
+                thread_id TEXT NOT NULL,
+                checkpoint_ns TEXT NOT NULL DEFAULT '',
+                checkpoint_id TEXT NOT NULL,
+                parent_checkpoint_id TEXT,
+                checkpoint BLOB NOT NULL,
+                metadata TEXT NOT NULL,
+                commit_order INTEGER NOT NULL,
+                PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+            )",
+            "INSERT INTO {p}weaver_checkpoints_v4 (rowid, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order)
+                SELECT rowid, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order
+                  FROM {p}weaver_checkpoints ORDER BY rowid",
+            "DROP TABLE {p}weaver_checkpoints",
+            "ALTER TABLE {p}weaver_checkpoints_v4 RENAME TO weaver_checkpoints",
+            "CREATE UNIQUE INDEX {p}weaver_checkpoints_commit_order
+                ON weaver_checkpoints (thread_id, checkpoint_ns, commit_order)",
+        ],
+        down: &[
+            "CREATE TABLE {p}weaver_checkpoints_v3 (
+                thread_id TEXT NOT NULL,
+                checkpoint_ns TEXT NOT NULL DEFAULT '',
+                checkpoint_id TEXT NOT NULL,
+                parent_checkpoint_id TEXT,
+                checkpoint BLOB NOT NULL,
+                metadata TEXT NOT NULL,
+                commit_order INTEGER,
+                PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+            )",
+            "INSERT INTO {p}weaver_checkpoints_v3 (rowid, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order)
+                SELECT rowid, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order
+                  FROM {p}weaver_checkpoints ORDER BY rowid",
+            "DROP TABLE {p}weaver_checkpoints",
+            "ALTER TABLE {p}weaver_checkpoints_v3 RENAME TO weaver_checkpoints",
+            "CREATE UNIQUE INDEX {p}weaver_checkpoints_commit_order
+                ON weaver_checkpoints (thread_id, checkpoint_ns, commit_order)",
+        ],
     },
 ];
 
@@ -128,5 +183,10 @@ pub(crate) static POSTGRES: &[Migration] = &[
             "ALTER TABLE {p}weaver_checkpoint_writes ALTER COLUMN value SET STORAGE EXTENDED",
             "ALTER TABLE {p}weaver_checkpoints ALTER COLUMN checkpoint SET STORAGE EXTENDED",
         ],
+    },
+    Migration {
+        version: 4,
+        up: &[],
+        down: &[],
     },
 ];

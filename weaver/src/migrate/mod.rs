@@ -25,8 +25,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Schema of the checkpoint adapter, version 3 (both databases; version 3
-//! only changes how PostgreSQL stores the payload columns):
+//! Schema of the checkpoint adapter, version 4 (both databases; version 3
+//! only changes how PostgreSQL stores the payload columns, version 4 makes
+//! SQLite's `commit_order` `NOT NULL` as PostgreSQL's is):
 //! `weaver_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
 //! checkpoint, metadata, commit_order)` with primary key `(thread_id,
 //! checkpoint_ns, checkpoint_id)` and unique `(thread_id, checkpoint_ns,

@@ -9,7 +9,7 @@ use super::{
     Adapter, Change, Dialect, MARKER_TABLE, MigrationTarget, distinct, script, sealed,
     stored_version,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sql::error::storage;
 use crate::sql::sqlite::begin_immediate;
 
@@ -34,6 +34,9 @@ impl MigrationTarget for SqlitePool {
                     .await
                     .map_err(storage(op))?;
             let current = stored_version(*adapter, current)?;
+            if *adapter == Adapter::Checkpoint {
+                refuse_rows_without_order(&mut tx, current, change).await?;
+            }
             for statement in script(Dialect::Sqlite, *adapter, current, change, None)? {
                 sqlx::raw_sql(AssertSqlSafe(statement))
                     .execute(&mut *tx)
@@ -78,4 +81,50 @@ impl MigrationTarget for SqlitePool {
         }
         Ok(out)
     }
+}
+
+/// [`Error::MigrationRefused`] naming the checkpoints that have no
+/// `commit_order`, when `change` takes the checkpoint tables from `current`
+/// to version 4 or above (which makes the column `NOT NULL`). Before
+/// version 2 there is no such column, and version 2 gives every row one.
+async fn refuse_rows_without_order(
+    tx: &mut sqlx::SqliteConnection,
+    current: u32,
+    change: Change,
+) -> Result<()> {
+    let reaches = match change {
+        Change::Up { target } => target.is_none_or(|t| t >= 4),
+        Change::Down { .. } => false,
+    };
+    if !(2..4).contains(&current) || !reaches {
+        return Ok(());
+    }
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT thread_id, checkpoint_ns, checkpoint_id FROM weaver_checkpoints
+          WHERE commit_order IS NULL ORDER BY rowid LIMIT 11",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(storage("migrate"))?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut named: Vec<String> = rows
+        .iter()
+        .take(10)
+        .map(|(t, ns, id)| format!("thread `{t}` namespace `{ns}` checkpoint `{id}`"))
+        .collect();
+    if rows.len() > 10 {
+        named.push("and more".to_owned());
+    }
+    Err(Error::MigrationRefused {
+        adapter: Adapter::Checkpoint.name().to_owned(),
+        version: 4,
+        reason: format!(
+            "these rows of weaver_checkpoints have no commit_order, which version 4 requires \
+             (no read of a thread's latest checkpoint sees them): {}; give each a commit_order \
+             or delete it, then migrate again",
+            named.join(", ")
+        ),
+    })
 }

@@ -159,7 +159,9 @@ impl Filter {
 
     /// Parses the JSON form. A non-object filter, an unknown operator, an
     /// object mixing operators and plain keys, a key `$or`, `$nor` or `$not`
-    /// (only `$and` combines conditions), or an ordering operator
+    /// (only `$and` combines conditions), any other key starting with `$`
+    /// but `$` itself (`$where`, `$in`, `$expr`: never read as a field
+    /// name), or an ordering operator
     /// (`$gt`…) whose operand is neither a number nor a string is
     /// [`Error::InvalidArgument`]; a form nested deeper than
     /// [`MAX_FILTER_NESTING`] is
@@ -206,6 +208,15 @@ impl Filter {
                 return Err(Error::invalid_argument(format!(
                     "`{field}` is not supported: conditions combine only with `$and` \
                      (run one search per alternative for `$or`)"
+                )));
+            }
+            // Any other `$` key is an operator of another filter language
+            // (`$where`, `$in`, `$expr`), never a field; `$` alone is the
+            // whole value.
+            if field.starts_with('$') && field != "$" {
+                return Err(Error::invalid_argument(format!(
+                    "unknown filter key `{field}`: the only top-level operator is `$and`, \
+                     and field paths do not start with `$`"
                 )));
             }
             match cond {

@@ -76,17 +76,32 @@ impl Record {
     }
 }
 
-/// Now, in microseconds since the Unix epoch.
+/// Now, in microseconds since the Unix epoch (negative before it).
 pub(crate) fn now_micros() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    micros_since_epoch(SystemTime::now())
 }
 
+/// `t` in microseconds since the Unix epoch, negative before it (saturating
+/// at the ends of an `i64`, some 292,000 years either way).
+fn micros_since_epoch(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
+        Err(before) => i64::try_from(before.duration().as_micros()).map_or(i64::MIN, |m| -m),
+    }
+}
+
+/// The time `micros` microseconds from the Unix epoch, before it when
+/// negative: the inverse of [`micros_since_epoch`], so a stored time reads
+/// back as it was (a platform whose `SystemTime` cannot reach it gets the
+/// nearest it can).
 fn time_of(micros: i64) -> SystemTime {
-    UNIX_EPOCH
-        .checked_add(Duration::from_micros(micros.max(0).unsigned_abs()))
-        .unwrap_or(UNIX_EPOCH)
+    let d = Duration::from_micros(micros.unsigned_abs());
+    let t = if micros < 0 {
+        UNIX_EPOCH.checked_sub(d)
+    } else {
+        UNIX_EPOCH.checked_add(d)
+    };
+    t.unwrap_or(UNIX_EPOCH)
 }
 
 /// A time to live in microseconds, capped at [`MAX_TTL`] (a longer one,
@@ -430,4 +445,27 @@ pub(crate) fn finish_list<'a>(
 /// The result of a search.
 pub(crate) fn found(page: &[(Record, Option<f64>)]) -> OpResult {
     OpResult::Found(page.iter().map(|(r, s)| r.to_item(*s)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::{micros_since_epoch, time_of};
+
+    #[test]
+    fn times_before_the_epoch_round_trip_exactly() {
+        for micros in [
+            -1,
+            -5,
+            -86_400_000_000,
+            -62_135_596_800_000_000,
+            0,
+            1,
+            1_700_000_000_123_456,
+        ] {
+            assert_eq!(micros_since_epoch(time_of(micros)), micros, "{micros}");
+        }
+        assert_eq!(time_of(-1), UNIX_EPOCH - Duration::from_micros(1));
+    }
 }

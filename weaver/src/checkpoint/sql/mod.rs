@@ -149,9 +149,12 @@ impl Settings {
     /// Encodes a checkpoint and its writes, checking sizes before anything is written.
     pub(crate) fn encode_entry(
         &self,
-        new: NewCheckpoint,
+        mut new: NewCheckpoint,
         writes: Vec<PendingWrite>,
     ) -> Result<EncodedEntry> {
+        crate::checkpoint::text::check_new(&new)?;
+        crate::checkpoint::text::check_writes(&writes)?;
+        crate::checkpoint::text::strip_nul(&mut new.metadata);
         let ctx = RecordContext::checkpoint(&new.thread_id, &new.checkpoint_ns, &new.checkpoint.id);
         let record = ctx.parent(new.parent_id.as_deref());
         let payload = self.codec.encode_checkpoint(&new.checkpoint, &record)?;

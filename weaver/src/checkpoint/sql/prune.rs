@@ -21,9 +21,13 @@ impl Drop for DeletionNote<'_> {
 
 impl<D: Backend> SqlSaver<D> {
     /// Prunes `thread` to the `keep` newest checkpoints of each namespace,
-    /// inside the transaction on `conn`: a kept record whose parent goes is
-    /// first stored with its delta channels in full. Returns how many
-    /// checkpoints were deleted.
+    /// inside the transaction on `conn`: every kept record is decoded first
+    /// (one that does not decode fails the call with its
+    /// [`Error::Decode`](crate::Error::Decode), so the transaction deletes
+    /// nothing: a prune never leaves a corrupt head without the good
+    /// versions before it), and a kept record whose parent goes is stored
+    /// with its delta channels in full. Returns how many checkpoints were
+    /// deleted.
     pub(super) async fn keep_last(
         &self,
         conn: &mut D::Connection,
@@ -58,15 +62,25 @@ impl<D: Backend> SqlSaver<D> {
                 Self::exec_below(conn, lock, (thread, ns, cut), op).await?;
             }
             let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(cut)];
-            let orphans = D::fetch_all(conn, q.orphans_from.clone(), args)
+            let rows = D::fetch_all(conn, q.kept_from.clone(), args)
                 .await
                 .map_err(storage(op))?;
-            for row in &orphans {
-                let kept = self.decode_record(row, thread, ns, op)?;
-                if kept.checkpoint.deltas.is_empty() {
+            let kept = rows
+                .iter()
+                .map(|row| self.decode_record(row, thread, ns, op))
+                .collect::<Result<Vec<_>>>()?;
+            let kept_ids: std::collections::HashSet<&str> =
+                kept.iter().map(|t| t.checkpoint.id.as_str()).collect();
+            for kept in &kept {
+                let parent_kept = kept
+                    .parent_config
+                    .as_ref()
+                    .and_then(|p| p.checkpoint_id.as_deref())
+                    .is_some_and(|p| kept_ids.contains(p));
+                if parent_kept || kept.checkpoint.deltas.is_empty() {
                     continue;
                 }
-                let full = self.materialized(conn, &kept, op).await?;
+                let full = self.materialized(conn, kept, op).await?;
                 let parent = kept
                     .parent_config
                     .as_ref()

@@ -40,7 +40,8 @@ pub(crate) struct Queries {
     /// too) or waits and finds its parent gone (`None` on SQLite).
     pub(crate) lock_thread_rows: Option<String>,
     pub(crate) nth_newest: String,
-    pub(crate) orphans_from: String,
+    /// The records a prune keeps (commit order `$3` and above), oldest first.
+    pub(crate) kept_from: String,
     pub(crate) thread_count: String,
     pub(crate) id_at_order: String,
     pub(crate) list_threads: String,
@@ -156,8 +157,8 @@ impl Queries {
             nth_newest: format!(
                 "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 ORDER BY commit_order DESC LIMIT 1 OFFSET $3"
             ),
-            orphans_from: format!(
-                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} AS c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.commit_order >= $3 AND NOT EXISTS (SELECT 1 FROM {cps} AS p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = c.parent_checkpoint_id AND p.commit_order >= $3) ORDER BY c.commit_order"
+            kept_from: format!(
+                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order >= $3 ORDER BY commit_order"
             ),
             thread_count: format!("SELECT COUNT(*) FROM {cps} WHERE thread_id = $1"),
             id_at_order: format!(
@@ -588,6 +589,7 @@ pub(crate) fn list_where(
         clauses.push(format!("commit_order < ${i}"));
     }
     filter.check()?;
+    let mut matches = Vec::new();
     for (key, value) in &filter.metadata {
         let k = push(&mut params, Param::Text(key.clone()));
         let v = push(&mut params, Param::Text(value.to_string()));
@@ -607,7 +609,22 @@ pub(crate) fn list_where(
             }
             _ => FilterValue::Json,
         };
-        clauses.push(q.metadata_clause(k, v, kind));
+        matches.push(q.metadata_clause(k, v, kind));
+    }
+    if !matches.is_empty() {
+        // A row whose metadata is no JSON object (not text, not JSON, an
+        // array: stored behind the saver's back) is selected rather than
+        // skipped, so that a filtered listing fails on it with the decode
+        // error naming it, as an unfiltered one does. `CASE` evaluates the
+        // JSON operators only on JSON.
+        let matches = matches.join(" AND ");
+        clauses.push(match q.dialect {
+            Dialect::Sqlite => format!(
+                "(CASE WHEN NOT (typeof(metadata) = 'text' AND json_valid(metadata)) THEN 1 \
+                 WHEN json_type(metadata) <> 'object' THEN 1 ELSE ({matches}) END)"
+            ),
+            Dialect::Postgres => format!("(jsonb_typeof(metadata) <> 'object' OR ({matches}))"),
+        });
     }
     if clauses.is_empty() {
         clauses.push("1 = 1".to_owned());

@@ -12,7 +12,7 @@ use super::{
     order_i64, packed,
 };
 use crate::checkpoint::{Checkpoint, CheckpointRef, CheckpointTuple, LineageRequest, delta};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sql::error::{connection_lost, is_too_big, storage};
 
 /// What [`SqlSaver::fetch_packed_or_rows`] read: the packed row, or the
@@ -100,19 +100,41 @@ impl<D: Backend> SqlSaver<D> {
         let q = &self.settings.q;
         let packed = q.packed_tuples(where_, limit, order);
         let rows = || q.tuples(where_, limit, order);
-        match self.fetch_packed_or_rows(packed, rows, params, op).await? {
-            Fetched::Packed(rows) => {
-                let mut out = TupleAssembler::default();
-                for row in rows {
-                    let packed: Option<&[u8]> = Self::get(&row, "packed", op)?;
-                    if let Some(packed) = packed {
-                        self.settings.unpack(packed, &mut out)?;
+        match self
+            .fetch_packed_or_rows(packed, rows, params.clone(), op)
+            .await?
+        {
+            Fetched::Packed(packed) => match self.unpack_all(&packed, op) {
+                // A packed listing that does not decode (a row's text that
+                // is not UTF-8 spoils the whole pack) names no row: listed
+                // row by row, the bad one is named where its decoding can
+                // tell (else the packed listing's error stands).
+                Err(unnamed @ Error::Decode { .. }) => {
+                    let listed = match self.fetch_dynamic(rows(), params, op).await {
+                        Ok(rows) => self.assemble(rows, op),
+                        Err(e) => Err(e),
+                    };
+                    match listed {
+                        Err(Error::Decode { .. }) | Ok(_) => listed,
+                        Err(_) => Err(unnamed),
                     }
                 }
-                Ok(out.finish())
-            }
+                done => done,
+            },
             Fetched::Rows(rows) => self.assemble(rows, op),
         }
+    }
+
+    /// The tuples of packed listing rows.
+    fn unpack_all(&self, rows: &[D::Row], op: &'static str) -> Result<Vec<CheckpointTuple>> {
+        let mut out = TupleAssembler::default();
+        for row in rows {
+            let packed: Option<&[u8]> = Self::get(row, "packed", op)?;
+            if let Some(packed) = packed {
+                self.settings.unpack(packed, &mut out)?;
+            }
+        }
+        Ok(out.finish())
     }
 
     /// Runs `packed` (a listing SQLite packs into one row) where the
@@ -155,7 +177,10 @@ impl<D: Backend> SqlSaver<D> {
             let payload: &[u8] = Self::get(&row, "payload", op)?;
             if kind == 0 {
                 let parent: Option<String> = Self::get(&row, "parent_checkpoint_id", op)?;
-                let metadata: &str = Self::get(&row, "metadata", op)?;
+                let metadata: &str = Self::get(&row, "metadata", op).map_err(|e| {
+                    let ctx = crate::codec::RecordContext::checkpoint(&thread_id, &ns, &id);
+                    Error::decode(format!("metadata of {}", ctx.describe()), e)
+                })?;
                 let order: i64 = Self::get(&row, "commit_order", op)?;
                 out.push_tuple(
                     self.settings

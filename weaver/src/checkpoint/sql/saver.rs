@@ -16,6 +16,7 @@ use super::{
     EncodedEntry, EncodedWrite, KeyOrder, Param, Settings, list_where, not_found, retried,
     shallow_error, write_batches,
 };
+use crate::checkpoint::text;
 use crate::checkpoint::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, LineageRequest, ListFilter,
     NewCheckpoint, PendingWrite, PruneStrategy, Saver, SaverState, ThreadInfo, WriteCheck, WriteOp,
@@ -222,6 +223,8 @@ impl<D: Backend> SqlSaver<D> {
         target: &CheckpointRef,
         writes: Vec<PendingWrite>,
     ) -> Result<(String, Vec<EncodedWrite>)> {
+        text::check_ref(target)?;
+        text::check_writes(&writes)?;
         let id = target
             .checkpoint_id
             .clone()
@@ -243,6 +246,7 @@ enum Encoded {
 #[async_trait]
 impl<D: Backend> Saver for SqlSaver<D> {
     async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+        text::check_ref(target)?;
         self.rechecked(async {
             let op = "get_tuple";
             self.ensure_migrated().await?;
@@ -279,6 +283,7 @@ impl<D: Backend> Saver for SqlSaver<D> {
     }
 
     async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        filter.check()?;
         self.rechecked(async {
             let op = "list";
             self.ensure_migrated().await?;
@@ -378,6 +383,8 @@ impl<D: Backend> Saver for SqlSaver<D> {
                     }
                     WriteOp::Check(c) => {
                         c.checkpoint_id()?;
+                        text::check_ref(&c.target)?;
+                        text::check_id("task id", &c.task_id)?;
                         Ok(Encoded::Check(c))
                     }
                 })
@@ -455,16 +462,21 @@ impl<D: Backend> Saver for SqlSaver<D> {
         target_thread: &str,
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
+        text::check_ref(source)?;
+        text::check_id("thread id", target_thread)?;
         self.rechecked(self.fork(source, target_thread, options))
             .await
     }
 
     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
+        text::check_id("thread id", source_thread)?;
+        text::check_id("thread id", target_thread)?;
         self.rechecked(self.copy(source_thread, target_thread))
             .await
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        text::check_id("thread id", thread_id)?;
         // Cached values of this process no longer hold once the thread's
         // ids may be stored again.
         let thread = [thread_id.to_owned()];
@@ -484,6 +496,9 @@ impl<D: Backend> Saver for SqlSaver<D> {
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
         let keep = strategy.keep()?;
+        for t in thread_ids {
+            text::check_id("thread id", t)?;
+        }
         let _deleted = keep
             .is_none()
             .then_some(DeletionNote(&self.state, thread_ids));
@@ -523,6 +538,9 @@ impl<D: Backend> Saver for SqlSaver<D> {
     }
 
     async fn lineages(&self, requests: &[LineageRequest]) -> Result<Vec<Vec<CheckpointTuple>>> {
+        for r in requests {
+            text::check_ref(&r.from)?;
+        }
         self.rechecked(self.read_lineages(requests)).await
     }
 
@@ -560,6 +578,7 @@ impl<D: Backend> Saver for SqlSaver<D> {
     }
 
     async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
+        text::check_id("thread id", thread_id)?;
         self.rechecked(async {
             let op = "thread_info";
             self.ensure_migrated().await?;
@@ -588,6 +607,8 @@ impl<D: Backend> Saver for SqlSaver<D> {
         checkpoint_ns: &str,
         commit_order: u64,
     ) -> Result<Option<CheckpointRef>> {
+        text::check_id("thread id", thread_id)?;
+        text::check_id("checkpoint namespace", checkpoint_ns)?;
         self.rechecked(async {
             let op = "at_commit_order";
             self.ensure_migrated().await?;

@@ -156,6 +156,14 @@ impl<D: Dialect> SqlStore<D> {
             expires_at,
             ttl,
         } = row;
+        if created_at > updated_at {
+            return Err(Error::decode(
+                format!("store item `{key}` in `{namespace}`"),
+                format_args!(
+                    "created at {created_at} µs, after its last update at {updated_at} µs"
+                ),
+            ));
+        }
         Ok(Record {
             value: self.sealing.value_of(&namespace, &key, value)?,
             index_text: self.sealing.index_text_of(&namespace, &key, index_text)?,
