@@ -186,7 +186,8 @@ fn task_infos<S: GraphState>(
     t: &CheckpointTuple,
     latest: bool,
 ) -> Result<Vec<TaskInfo>> {
-    let tasks = prepare_tasks(spec, &t.checkpoint, &t.pending_writes)?
+    let at = &t.checkpoint.id;
+    prepare_tasks(spec, &t.checkpoint, &t.pending_writes)?
         .into_iter()
         .map(|task| {
             let succeeded = task.succeeded();
@@ -195,12 +196,15 @@ fn task_infos<S: GraphState>(
             let (error, interrupts) = if settled {
                 (None, Vec::new())
             } else {
-                let interrupts = raised_interrupts(&task.writes)
-                    .filter(|i| !(latest && answered(&task.id, &task.writes, &i.id)))
-                    .collect();
+                let mut interrupts = Vec::new();
+                for i in raised_interrupts(at, &task.writes)? {
+                    if !(latest && answered(at, &task.id, &task.writes, &i.id)?) {
+                        interrupts.push(i);
+                    }
+                }
                 (task.error(), interrupts)
             };
-            TaskInfo {
+            Ok(TaskInfo {
                 name: spec.name_of(task.node).to_owned(),
                 id: task.id,
                 error,
@@ -208,10 +212,9 @@ fn task_infos<S: GraphState>(
                 interrupts,
                 succeeded,
                 subgraph: None,
-            }
+            })
         })
-        .collect();
-    Ok(tasks)
+        .collect()
 }
 
 /// `get_state`: the checkpoint `config` addresses (latest when it names none).

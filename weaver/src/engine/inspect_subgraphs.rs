@@ -70,7 +70,7 @@ pub(crate) fn subgraph_state<'a>(
             config: tuple.config,
             values: tuple.checkpoint.channel_values,
             metadata: tuple.metadata,
-            interrupts: pending_interrupts(&pending)
+            interrupts: pending_interrupts(&tuple.checkpoint.id, &pending)?
                 .into_iter()
                 .map(|w| w.interrupt)
                 .collect(),

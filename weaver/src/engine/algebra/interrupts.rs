@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::answers::{encode_answers, stored_answers};
+use super::answers::{encode_answers, stored_answers, task_record};
 use super::tasks::TaskNode;
 use super::writes::succeeded;
 use crate::checkpoint::{INTERRUPT_CHANNEL, PendingWrite, RESUME_CHANNEL};
@@ -19,24 +19,42 @@ use crate::state::GraphState;
 /// Whether the interrupt `id` of task `task_id` is answered already: the
 /// task's stored resume values hold an answer for it. An interrupt write
 /// outlives its answer when the attempt that took the answer failed
-/// instead of finishing; that interrupt is history, not pending.
-pub(crate) fn answered(task_id: &str, writes: &[&PendingWrite], id: &str) -> bool {
-    writes
-        .iter()
-        .find(|w| w.channel == RESUME_CHANNEL)
-        .is_some_and(|w| stored_answers(task_id, &w.value).contains_key(id))
+/// instead of finishing; that interrupt is history, not pending. Stored
+/// answers that do not decode are an [`Error::Decode`] naming the task at
+/// checkpoint `checkpoint_id`.
+pub(crate) fn answered(
+    checkpoint_id: &str,
+    task_id: &str,
+    writes: &[&PendingWrite],
+    id: &str,
+) -> Result<bool> {
+    match writes.iter().find(|w| w.channel == RESUME_CHANNEL) {
+        Some(w) => Ok(stored_answers(checkpoint_id, task_id, &w.value)?.contains_key(id)),
+        None => Ok(false),
+    }
 }
 
-/// The interrupts a task's `writes` record (answered or not; a record that
-/// does not decode holds none).
-pub(crate) fn raised_interrupts<'w>(
-    writes: &'w [&'w PendingWrite],
-) -> impl Iterator<Item = Interrupt> + 'w {
-    writes
-        .iter()
-        .filter(|w| w.channel == INTERRUPT_CHANNEL)
-        .filter_map(|w| Vec::<Interrupt>::deserialize(&w.value).ok())
-        .flatten()
+/// The interrupts a task's `writes` at checkpoint `checkpoint_id` record
+/// (answered or not); a record that does not decode is an
+/// [`Error::Decode`] naming the task.
+pub(crate) fn raised_interrupts(
+    checkpoint_id: &str,
+    writes: &[&PendingWrite],
+) -> Result<Vec<Interrupt>> {
+    let mut out = Vec::new();
+    for w in writes.iter().filter(|w| w.channel == INTERRUPT_CHANNEL) {
+        out.extend(decode_interrupts(checkpoint_id, w)?);
+    }
+    Ok(out)
+}
+
+/// The interrupts the interrupt write `w` at checkpoint `checkpoint_id`
+/// records.
+fn decode_interrupts(checkpoint_id: &str, w: &PendingWrite) -> Result<Vec<Interrupt>> {
+    Vec::<Interrupt>::deserialize(&w.value).map_err(|e| {
+        let what = task_record("the interrupts", checkpoint_id, &w.task_id);
+        Error::decode(format!("{what} (node `{}`)", w.task_path), e)
+    })
 }
 
 /// An interrupt waiting for an answer.
@@ -50,21 +68,23 @@ pub(crate) struct Waiting {
     pub interrupt: Interrupt,
 }
 
-/// Interrupts recorded among `pending` (a checkpoint's pending writes) and
-/// not answered yet, in the order stored. A task that ran to the end on a
-/// later attempt waits for nothing.
-pub(crate) fn pending_interrupts(pending: &[PendingWrite]) -> Vec<Waiting> {
+/// Interrupts recorded among `pending` (the pending writes of checkpoint
+/// `checkpoint_id`) and not answered yet, in the order stored. A task that
+/// ran to the end on a later attempt waits for nothing; a record of
+/// interrupts or answers that does not decode is an [`Error::Decode`]
+/// naming its task (never a thread left waiting for nothing).
+pub(crate) fn pending_interrupts(
+    checkpoint_id: &str,
+    pending: &[PendingWrite],
+) -> Result<Vec<Waiting>> {
     let mut out = Vec::new();
     for w in pending.iter().filter(|w| w.channel == INTERRUPT_CHANNEL) {
         let task: Vec<&PendingWrite> = pending.iter().filter(|x| x.task_id == w.task_id).collect();
         if succeeded(&task) {
             continue;
         }
-        let Ok(list) = Vec::<Interrupt>::deserialize(&w.value) else {
-            continue;
-        };
-        for i in list {
-            if !answered(&w.task_id, &task, &i.id) {
+        for i in decode_interrupts(checkpoint_id, w)? {
+            if !answered(checkpoint_id, &w.task_id, &task, &i.id)? {
                 out.push(Waiting {
                     task: w.task_id.clone(),
                     node: w.task_path.clone(),
@@ -73,7 +93,7 @@ pub(crate) fn pending_interrupts(pending: &[PendingWrite]) -> Vec<Waiting> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// The static stops (`interrupt_before` / `interrupt_after`, by `when`) of
@@ -155,7 +175,7 @@ pub(crate) fn answer<S: GraphState>(
     resume: Resume,
     thread_id: &str,
 ) -> Result<Answer> {
-    let waiting = pending_interrupts(pending);
+    let waiting = pending_interrupts(checkpoint_id, pending)?;
     if waiting.is_empty() {
         return answer_static(spec, checkpoint_id, has_tasks, &resume, thread_id);
     }
@@ -189,8 +209,10 @@ pub(crate) fn answer<S: GraphState>(
         let stored = pending
             .iter()
             .find(|p| p.task_id == w.task && p.channel == RESUME_CHANNEL);
-        let mut values =
-            stored.map_or_else(AnswersById::new, |p| stored_answers(&w.task, &p.value));
+        let mut values = match stored {
+            Some(p) => stored_answers(checkpoint_id, &w.task, &p.value)?,
+            None => AnswersById::new(),
+        };
         values.insert(w.interrupt.id.clone(), answer.clone());
         let write = PendingWrite::for_task(
             &w.task,

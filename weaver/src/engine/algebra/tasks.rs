@@ -161,13 +161,14 @@ impl Prepared<'_> {
     }
 
     /// The answers its interrupts get, by interrupt id: what the resume
-    /// writes hold (none when they do not decode: the node asks again).
-    pub fn resume_values(&self) -> AnswersById {
-        self.writes
-            .iter()
-            .find(|w| w.channel == RESUME_CHANNEL)
-            .map(|w| stored_answers(&self.id, &w.value))
-            .unwrap_or_default()
+    /// writes hold. Answers that do not decode are an [`Error::Decode`]
+    /// naming the task at its checkpoint `checkpoint_id` (never dropped,
+    /// which would ask again).
+    pub fn resume_values(&self, checkpoint_id: &str) -> Result<AnswersById> {
+        match self.writes.iter().find(|w| w.channel == RESUME_CHANNEL) {
+            Some(w) => stored_answers(checkpoint_id, &self.id, &w.value),
+            None => Ok(AnswersById::new()),
+        }
     }
 
     /// The message of the error an earlier attempt left, if any.

@@ -537,9 +537,18 @@ fn bad_stored_writes_are_typed_errors() {
         assert!(err.to_string().contains(says), "{channel}: {err}");
         assert_eq!(at.channel_versions, cp.channel_versions);
     }
-    // A record of interrupts that does not decode holds none.
-    let garbage = writes(&cp, "a", &[(INTERRUPT_CHANNEL, json!("?"))]);
-    assert!(pending_interrupts(&garbage).is_empty());
+    // A record of interrupts that does not decode, as a whole or by an
+    // item, is an error naming its task and checkpoint.
+    for bad in [json!("?"), json!([{"id": 1}])] {
+        let garbage = writes(&cp, "a", &[(INTERRUPT_CHANNEL, bad)]);
+        let err = pending_interrupts(&cp.id, &garbage).unwrap_err();
+        assert!(matches!(err, Error::Decode { .. }), "{err:?}");
+        let says = err.to_string();
+        assert!(
+            says.contains(&garbage[0].task_id) && says.contains(&cp.id),
+            "{says}"
+        );
+    }
 }
 
 fn raised(cp: &Checkpoint, node: &str, index: usize) -> (Interrupt, Vec<PendingWrite>) {
@@ -610,7 +619,7 @@ fn an_answered_interrupt_waits_no_more_and_a_second_answer_extends_the_first() {
     let cp = checkpoint(&[("branch:to:a", 1)], &[]);
     let (ia, mut pending) = raised(&cp, "a", 0);
     assert_eq!(
-        pending_interrupts(&pending),
+        pending_interrupts(&cp.id, &pending).unwrap(),
         [Waiting {
             task: task_id(&cp.id, "a"),
             node: "a".into(),
@@ -633,14 +642,17 @@ fn an_answered_interrupt_waits_no_more_and_a_second_answer_extends_the_first() {
     assert_eq!(earlier[0].1, None);
     let task = task_id(&cp.id, "a");
     let own: Vec<&PendingWrite> = pending.iter().collect();
-    assert!(answered(&task, &own, &ia.id));
-    assert!(pending_interrupts(&pending).is_empty());
+    assert!(answered(&cp.id, &task, &own, &ia.id).unwrap());
+    assert!(pending_interrupts(&cp.id, &pending).unwrap().is_empty());
 
     // The node runs again and asks a second question.
     let (i2, w2) = raised(&cp, "a", 1);
     pending.retain(|w| w.channel != INTERRUPT_CHANNEL);
     pending.extend(w2);
-    assert_eq!(pending_interrupts(&pending)[0].interrupt, i2);
+    assert_eq!(
+        pending_interrupts(&cp.id, &pending).unwrap()[0].interrupt,
+        i2
+    );
     let got = answer(
         &spec,
         &cp.id,
@@ -658,9 +670,27 @@ fn an_answered_interrupt_waits_no_more_and_a_second_answer_extends_the_first() {
     let prepared = prepare_tasks(&spec, &cp, &pending).unwrap();
     let by_id = |k: usize| crate::engine::runtime::interrupt_id(&task, k);
     assert_eq!(
-        prepared[0].resume_values(),
+        prepared[0].resume_values(&cp.id).unwrap(),
         [(by_id(0), json!("first")), (by_id(1), json!("second"))].into()
     );
+    // Stored answers neither an array nor an object are an error naming
+    // the task and checkpoint, for the task's next run, for the next
+    // resume and for what waits.
+    for bad in [json!("?"), json!(7), Value::Null] {
+        for w in pending.iter_mut().filter(|w| w.channel == RESUME_CHANNEL) {
+            w.value = bad.clone();
+        }
+        let named = |err: Error| {
+            let says = err.to_string();
+            assert!(matches!(err, Error::Decode { .. }), "{says}");
+            assert!(says.contains(&task) && says.contains(&cp.id), "{says}");
+        };
+        let prepared = prepare_tasks(&spec, &cp, &pending).unwrap();
+        named(prepared[0].resume_values(&cp.id).unwrap_err());
+        named(pending_interrupts(&cp.id, &pending).unwrap_err());
+        let mut again = pending.clone();
+        named(answer(&spec, &cp.id, true, &mut again, json!("x").into(), "t").unwrap_err());
+    }
 }
 
 #[test]
@@ -677,7 +707,7 @@ fn the_interrupts_of_a_subgraph_are_answered_by_their_own_ids() {
     };
     let (x, y) = (inner("x"), inner("y"));
     let mut pending = writes(&cp, "a", &[(INTERRUPT_CHANNEL, json!([x, y]))]);
-    assert_eq!(pending_interrupts(&pending).len(), 2);
+    assert_eq!(pending_interrupts(&cp.id, &pending).unwrap().len(), 2);
     let one = Resume::Map([("y".to_owned(), json!("yes"))].into());
     let got = answer(&spec, &cp.id, true, &mut pending, one, "t").unwrap();
     let Answer::Writes { writes, .. } = got else {
@@ -686,9 +716,9 @@ fn the_interrupts_of_a_subgraph_are_answered_by_their_own_ids() {
     // Not the task's own interrupts by index: stored by id.
     assert_eq!(writes[0].value, json!({"y": "yes"}));
     let own: Vec<&PendingWrite> = pending.iter().collect();
-    assert!(answered(&task, &own, "y"));
-    assert!(!answered(&task, &own, "x"));
-    let left = pending_interrupts(&pending);
+    assert!(answered(&cp.id, &task, &own, "y").unwrap());
+    assert!(!answered(&cp.id, &task, &own, "x").unwrap());
+    let left = pending_interrupts(&cp.id, &pending).unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].interrupt.id, "x");
     // The second answer joins the first; the task gets both by id.
@@ -700,7 +730,7 @@ fn the_interrupts_of_a_subgraph_are_answered_by_their_own_ids() {
     assert_eq!(earlier[0].1, Some(json!({"y": "yes"})));
     let prepared = prepare_tasks(&spec, &cp, &pending).unwrap();
     assert_eq!(
-        prepared[0].resume_values(),
+        prepared[0].resume_values(&cp.id).unwrap(),
         [
             ("x".to_owned(), json!("ok")),
             ("y".to_owned(), json!("yes"))

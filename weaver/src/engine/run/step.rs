@@ -93,7 +93,7 @@ impl<S: GraphState> Loop<'_, S> {
                 send_update(&self.sink, step, self.spec, task.node, &output);
                 started.outputs.push(Some(output));
             } else {
-                resume = task.resume_values();
+                resume = task.resume_values(&self.current.id)?;
                 writer = match &self.sink {
                     Some(_) => stream_writer(&self.sink, self.spec, task.node, step, &task.id),
                     None => self.outer_stream.clone(),
