@@ -61,3 +61,5 @@ mod streamed;
 mod subgraphs;
 #[path = "sql/typed_history.rs"]
 mod typed_history;
+#[path = "sql/undecodable_interrupts.rs"]
+mod undecodable_interrupts;
