@@ -34,7 +34,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
-pub use compiled::{CompiledGraph, RunStream};
+pub use compiled::CompiledGraph;
 pub use inspect::{History, StateSnapshot, TaskInfo};
 pub use inspect_subgraphs::SubgraphState;
 pub use node::{Command, IntoNode, IntoNodeResult, Node, NodeError, ParentCommand};
@@ -45,8 +45,8 @@ pub use send::{IntoPayloadNode, IntoRoute, PayloadNode, Route, Send};
 pub use send::{IntoSends, check_send};
 pub use spec::{END, START};
 pub use stream::{
-    CheckpointEvent, MessageChunk, StreamEvent, StreamItem, StreamMode, StreamModes, StreamWriter,
-    TaskOutcome, TaskRef,
+    CheckpointEvent, MessageChunk, RunStream, StreamEvent, StreamItem, StreamMode, StreamModes,
+    StreamWriter, TaskOutcome, TaskRef,
 };
 pub use subgraph::SubgraphCall;
 pub use subgraph_node::MappedSubgraph;

@@ -2,6 +2,7 @@
 //! writer a node streams its own events through.
 
 mod modes;
+mod run;
 mod writer;
 
 use serde_json::Value;
@@ -13,6 +14,7 @@ use crate::error::Result;
 use crate::state::GraphState;
 
 pub use modes::{StreamMode, StreamModes};
+pub use run::RunStream;
 pub use writer::{MessageChunk, StreamWriter};
 pub(crate) use writer::{NodeEvent, NodeEvents};
 

@@ -1,0 +1,107 @@
+//! [`RunStream`]: a streamed run's events and result, and what dropping it
+//! before its end does.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::checkpoint::Checkpointer;
+use crate::engine::StreamItem;
+use crate::state::GraphState;
+
+/// The stream returned by [`CompiledGraph::stream`](crate::CompiledGraph::stream),
+/// [`CompiledGraph::stream_with_mode`](crate::CompiledGraph::stream_with_mode) and
+/// [`CompiledGraph::stream_with_modes`](crate::CompiledGraph::stream_with_modes): events, then the result.
+///
+/// User code the run calls panics into a typed error where it can be
+/// caught (nodes, routers, reducers, `Serialize`); a panic elsewhere (a
+/// state's `Clone`, say) ends the run's task, and polling the stream then
+/// resumes that panic, as [`invoke`](crate::CompiledGraph::invoke) would panic,
+/// instead of ending the stream without its [`StreamItem::Done`](crate::StreamItem::Done).
+///
+/// Dropping the stream before its end stops the run: it is cancelled at
+/// its next await (a step's tasks, a write), and keeps what it stored
+/// before, as a run that failed there would. On a multi-thread runtime the
+/// run may still be in the middle of a write when the drop returns; the
+/// next call on the same thread, on this graph or on any graph compiled on
+/// a clone of the saver, first waits for the run to have stopped, so it
+/// starts from what the run left (never a `VersionConflict` with it).
+#[derive(Debug)]
+pub struct RunStream<S: GraphState> {
+    rx: mpsc::UnboundedReceiver<StreamItem<S>>,
+    /// The run's task (none when there was no runtime to run it on).
+    handle: Option<JoinHandle<()>>,
+    /// The checkpointer and thread the run writes to, if any.
+    thread: Option<(Checkpointer, String)>,
+}
+
+impl<S: GraphState> RunStream<S> {
+    /// The stream of the run whose events arrive on `rx`, run by the task
+    /// `handle` (none without a runtime) on `thread` (the checkpointer and
+    /// thread it writes to, if any).
+    pub(crate) fn new(
+        rx: mpsc::UnboundedReceiver<StreamItem<S>>,
+        handle: Option<JoinHandle<()>>,
+        thread: Option<(Checkpointer, String)>,
+    ) -> Self {
+        RunStream { rx, handle, thread }
+    }
+}
+
+impl<S: GraphState> futures_core::Stream for RunStream<S> {
+    type Item = StreamItem<S>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(None) => {
+                // The channel closed: the task has ended, or is ending.
+                // Wait for it, and pass on its panic (one that ended it
+                // before it sent `Done`).
+                let Some(handle) = self.handle.as_mut() else {
+                    return Poll::Ready(None);
+                };
+                match Pin::new(handle).poll(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Err(e)) if e.is_panic() => {
+                        self.handle = None;
+                        std::panic::resume_unwind(e.into_panic())
+                    }
+                    Poll::Ready(_) => {
+                        self.handle = None;
+                        Poll::Ready(None)
+                    }
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: GraphState> Drop for RunStream<S> {
+    fn drop(&mut self) {
+        let Some(handle) = self.handle.take() else {
+            return;
+        };
+        if handle.is_finished() {
+            return;
+        }
+        handle.abort();
+        // Registered before the drop returns, landed once the task has
+        // stopped (cancelled at its next await, or finished meanwhile):
+        // a read of the thread waits for it.
+        let Some((cp, thread)) = self.thread.take() else {
+            return;
+        };
+        let guard = cp.take_off(&thread);
+        guard.flight().queued(1);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = handle.await;
+                drop(guard);
+            });
+        }
+    }
+}
