@@ -839,7 +839,7 @@ async fn run_row(workload: &str, backend: &str, args: &Args) -> weaver::Result<V
         "w5" => w5(backend, args).await,
         "w6" => w6(args).await,
         "w7" => w7(backend, args).await,
-        "w8" => w8(backend, args).await,
+        "w8" => w1_w3(workload, backend, args).await,
         other => Err(Error::invalid_argument(format!("unknown workload {other}"))),
     }
 }
@@ -868,41 +868,12 @@ fn map_reduce(be: &Backend) -> CompiledGraph<Steps> {
     )
 }
 
-async fn w8(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
-    let be = Backend::open(backend).await?;
-    let graph = map_reduce(&be);
-    for i in 0..WARMUP {
-        graph
-            .invoke(input(), &config(args, format!("warm-{i}")))
-            .await?;
-    }
-    let check = graph
-        .invoke(input(), &config(args, "check".into()))
-        .await?
-        .complete()?;
-    let ok = check.foo == (64 * 256).to_string() && check.bar.len() == 64;
-    let be = be.reset().await?;
-    let n = args.n.unwrap_or(200);
-    let graph = map_reduce(&be);
-    let mut fields = timed(n, |i| {
-        let graph = graph.clone();
-        let c = config(args, format!("w8-{i}"));
-        async move { graph.invoke(input(), &c).await.map(drop) }
-    })
-    .await?;
-    fields["output_ok"] = json!(ok);
-    drop(graph);
-    be.close().await?;
-    Ok(vec![row("W8", backend, args, fields)])
-}
-
+/// W1, W3 and W8: the same throughput loop over their graphs.
 async fn w1_w3(workload: &str, backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
-    let build = |be: &Backend| {
-        if workload == "w1" {
-            two_step(be)
-        } else {
-            fan_out(be, None, false)
-        }
+    let build = |be: &Backend| match workload {
+        "w1" => two_step(be),
+        "w8" => map_reduce(be),
+        _ => fan_out(be, None, false),
     };
     let be = Backend::open(backend).await?;
     let graph = build(&be);
@@ -915,13 +886,17 @@ async fn w1_w3(workload: &str, backend: &str, args: &Args) -> weaver::Result<Vec
         .invoke(input(), &config(args, "check".into()))
         .await?
         .complete()?;
-    let ok = if workload == "w1" {
-        check.foo == "b" && check.bar == ["a", "b"]
-    } else {
-        check.foo == "joined" && check.bar.len() == 8
+    let ok = match workload {
+        "w1" => check.foo == "b" && check.bar == ["a", "b"],
+        "w8" => check.foo == (64 * 256).to_string() && check.bar.len() == 64,
+        _ => check.foo == "joined" && check.bar.len() == 8,
     };
     let be = be.reset().await?;
-    let n = args.n.unwrap_or(if workload == "w1" { 2000 } else { 500 });
+    let n = args.n.unwrap_or(match workload {
+        "w1" => 2000,
+        "w8" => 200,
+        _ => 500,
+    });
     let graph = build(&be);
     let mut fields = timed(n, |i| {
         let graph = graph.clone();
