@@ -23,6 +23,7 @@ pub mod config;
 pub mod engine;
 mod error;
 pub mod graph;
+pub mod guide;
 pub mod migrate;
 mod sql;
 pub mod state;

@@ -1,0 +1,5 @@
+//! The user guide: one chapter per thing a user sets out to do.
+//!
+//! Each chapter is a page of this module; its examples are compiled and run
+//! as doctests, so they stay true to the API. The chapters' sources are the
+//! markdown files under `docs/guide/` in the repository.
