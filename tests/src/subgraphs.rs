@@ -462,3 +462,87 @@ pub async fn get_state_shows_the_paused_subgraphs(saver: Arc<dyn Saver>) {
     assert_eq!(typed.values.words, 3);
     assert_eq!(typed.next, ["approve"]);
 }
+
+/// Replaying the parent checkpoint taken while the subgraph was paused
+/// (after the thread went on past it) resumes the subgraph at its pause,
+/// one or two levels deep: the interrupt is asked again, the subgraphs'
+/// nodes that finished before it do not run again, and answering it ends
+/// the replay's branch with the new answer.
+pub async fn replaying_a_paused_parent_checkpoint_resumes_the_subgraph_at_its_pause(
+    saver: Arc<dyn Saver>,
+    depth: Depth,
+) {
+    let counts = Arc::new(Counts::default());
+    let d = desks(saver.clone(), counts.clone(), depth);
+    let config = RunConfig::thread("replay");
+    let asked = d.desk.invoke(topic(), &config).await.unwrap();
+    let asked = asked.interrupts().to_vec();
+    assert_eq!(asked.len(), 1);
+    let done = d.desk.resume(json!("yes"), &config).await.unwrap();
+    assert_eq!(done.complete().unwrap().verdict, "yes");
+    let before = (counts.of("outline"), counts.of("inspect"));
+    assert_eq!(before, (1, usize::from(depth == Depth::Two)));
+
+    let history = d
+        .desk
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let paused = history
+        .iter()
+        .find(|s| s.next == ["write"])
+        .expect("the checkpoint the write task paused at");
+    assert_eq!(paused.interrupts, asked, "the pause is in the history");
+    let replay = d.desk.continue_run(&paused.config).await.unwrap();
+    let again = replay.interrupts().to_vec();
+    assert_eq!(again.len(), 1, "the subgraph paused again: {replay:?}");
+    let asker = match depth {
+        Depth::One => "review",
+        Depth::Two => "approve",
+    };
+    assert_eq!(again[0].node, asker);
+    assert_eq!(again[0].value, asked[0].value);
+    assert_eq!(
+        (counts.of("outline"), counts.of("inspect")),
+        before,
+        "the subgraphs' finished nodes did not run again"
+    );
+    assert_eq!(counts.of("prepare"), 1);
+
+    // The replay is the thread's head now; answering it finishes the branch.
+    let branch = d.desk.resume(json!("no"), &config).await.unwrap();
+    let branch = branch.complete().unwrap();
+    assert_eq!(branch.verdict, "no");
+    assert_eq!(branch.log, ["prepared", "written", "published"]);
+    assert_eq!((counts.of("outline"), counts.of("inspect")), before);
+    // The original branch is intact.
+    let original = d.desk.get_state(&history[0].config).await.unwrap();
+    assert_eq!(original.values.verdict, "yes");
+    // Every namespace the replay wrote belongs to the thread: deleting it
+    // leaves none.
+    saver.delete_thread("replay").await.unwrap();
+    assert!(namespaces(&saver, "replay").await.is_empty());
+}
+
+/// A replay of a checkpoint whose task was not paused runs the subgraph
+/// from its start, as the original run did.
+pub async fn replaying_before_the_subgraph_ran_starts_it_over(saver: Arc<dyn Saver>) {
+    let counts = Arc::new(Counts::default());
+    let d = desks(saver, counts.clone(), Depth::One);
+    let config = RunConfig::thread("replay-early");
+    d.desk.invoke(topic(), &config).await.unwrap();
+    d.desk.resume(json!("yes"), &config).await.unwrap();
+    let history = d
+        .desk
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let early = history
+        .iter()
+        .find(|s| s.next == ["prepare"])
+        .expect("the checkpoint before prepare");
+    let replay = d.desk.continue_run(&early.config).await.unwrap();
+    assert_eq!(replay.interrupts().len(), 1, "{replay:?}");
+    assert_eq!(counts.of("outline"), 2, "a new subgraph run");
+    assert_eq!(counts.of("prepare"), 2);
+}

@@ -838,7 +838,7 @@ mod schema {
 
 /// Mermaid renderings of compiled graphs.
 mod mermaid {
-    use super::equivalence::{conditional_graph, fan_graph};
+    use super::equivalence::{Flow, FlowUpdate, conditional_graph, fan_graph};
     use super::*;
 
     #[test]
@@ -853,5 +853,69 @@ mod mermaid {
         let drawn = graph.draw_mermaid();
         assert_eq!(drawn, graph.draw_mermaid(), "deterministic");
         insta::assert_snapshot!(drawn);
+    }
+
+    /// A supervisor whose `team` node is a subgraph whose `research` node
+    /// is a subgraph in turn (the conditional graph, inside a fan).
+    fn nested() -> CompiledGraph<Flow> {
+        let research = conditional_graph().compile(Compile::new()).unwrap();
+        let team = fan_graph()
+            .add_subgraph("research", research)
+            .add_edge("research", END)
+            .add_edge(START, "research")
+            .compile(Compile::new())
+            .unwrap();
+        Graph::<Flow>::new("supervisor")
+            .add_node("plan", |_: &Flow| FlowUpdate::default())
+            .add_subgraph("team", team)
+            .add_sequence([START, "plan", "team", END])
+            .compile(Compile::new())
+            .unwrap()
+    }
+
+    #[test]
+    fn subgraphs_nested_two_levels_deep() {
+        let graph = nested();
+        let drawn = graph.draw_mermaid_xray(2);
+        insta::assert_snapshot!(drawn);
+        // One level: the team's own subgraph stays one node.
+        let one = graph.draw_mermaid_xray(1);
+        assert_eq!(one.matches("subgraph ").count(), 1, "{one}");
+        assert_eq!(drawn.matches("subgraph ").count(), 2, "{drawn}");
+        assert_eq!(graph.draw_mermaid_xray(0), graph.draw_mermaid());
+        assert!(!graph.draw_mermaid().contains("subgraph "));
+        // Every id is declared once (a node, a block, or START/END inside).
+        let mut declared = std::collections::BTreeSet::new();
+        for line in drawn.lines().map(str::trim) {
+            let decl = line
+                .strip_prefix("subgraph ")
+                .map(|r| r.split('[').next().unwrap())
+                .or_else(|| {
+                    (!line.contains("--") && line.contains('('))
+                        .then(|| line.split('(').next().unwrap())
+                });
+            if let Some(id) = decl {
+                assert!(
+                    declared.insert(id.to_owned()),
+                    "{id} declared twice:\n{drawn}"
+                );
+            }
+        }
+        // Every edge joins declared ids.
+        for line in drawn
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.contains("-->") || l.contains("-.->"))
+        {
+            let line = line.trim_end_matches(';');
+            let (from, to) = line
+                .split_once(' ')
+                .map(|(f, r)| (f, r.rsplit(' ').next().unwrap()))
+                .unwrap();
+            assert!(
+                declared.contains(from) && declared.contains(to),
+                "{line}\n{drawn}"
+            );
+        }
     }
 }

@@ -32,7 +32,7 @@ pub mod store;
 pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
 pub use engine::{
-    CachePolicy, CheckpointEvent, Input, Interrupt, InterruptSignal, InterruptWhen,
+    CachePolicy, CheckpointEvent, GraphOutline, Input, Interrupt, InterruptSignal, InterruptWhen,
     IntoPayloadNode, MappedSubgraph, MessageChunk, NodePolicy, Outcome, PayloadNode, Resume,
     RetryPolicy, Route, Runtime, Send, StreamEvent, StreamItem, StreamMode, StreamModes,
     StreamWriter, SubgraphCall, SubgraphState, TaskOutcome, TaskRef,

@@ -42,6 +42,29 @@ async fn a_finished_subgraph_is_not_run_again_in_memory() {
 }
 
 #[tokio::test]
+async fn replaying_a_paused_parent_checkpoint_resumes_the_subgraph_one_level_deep_in_memory() {
+    subgraphs::replaying_a_paused_parent_checkpoint_resumes_the_subgraph_at_its_pause(
+        memory(),
+        Depth::One,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn replaying_a_paused_parent_checkpoint_resumes_the_subgraph_two_levels_deep_in_memory() {
+    subgraphs::replaying_a_paused_parent_checkpoint_resumes_the_subgraph_at_its_pause(
+        memory(),
+        Depth::Two,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn replaying_before_the_subgraph_ran_starts_it_over_in_memory() {
+    subgraphs::replaying_before_the_subgraph_ran_starts_it_over(memory()).await;
+}
+
+#[tokio::test]
 async fn deleting_a_thread_deletes_its_subgraphs_in_memory() {
     subgraphs::deleting_a_thread_deletes_its_subgraphs(memory()).await;
 }

@@ -112,3 +112,44 @@ async fn get_state_shows_the_paused_subgraphs_on_postgres() {
     subgraphs::get_state_shows_the_paused_subgraphs(Arc::new(db.saver().await)).await;
     db.drop_schema().await;
 }
+
+async fn replay_on_sqlite(depth: Depth) {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    subgraphs::replaying_a_paused_parent_checkpoint_resumes_the_subgraph_at_its_pause(saver, depth)
+        .await;
+}
+
+async fn replay_on_postgres(depth: Depth) {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    subgraphs::replaying_a_paused_parent_checkpoint_resumes_the_subgraph_at_its_pause(saver, depth)
+        .await;
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn replaying_a_paused_parent_checkpoint_resumes_the_subgraph_one_level_deep_on_sqlite() {
+    replay_on_sqlite(Depth::One).await;
+}
+
+#[tokio::test]
+async fn replaying_a_paused_parent_checkpoint_resumes_the_subgraph_two_levels_deep_on_sqlite() {
+    replay_on_sqlite(Depth::Two).await;
+}
+
+#[tokio::test]
+async fn replaying_a_paused_parent_checkpoint_resumes_the_subgraph_one_level_deep_on_postgres() {
+    replay_on_postgres(Depth::One).await;
+}
+
+#[tokio::test]
+async fn replaying_a_paused_parent_checkpoint_resumes_the_subgraph_two_levels_deep_on_postgres() {
+    replay_on_postgres(Depth::Two).await;
+}
+
+#[tokio::test]
+async fn replaying_before_the_subgraph_ran_starts_it_over_on_sqlite() {
+    let db = SqliteDb::new().await;
+    subgraphs::replaying_before_the_subgraph_ran_starts_it_over(Arc::new(db.saver().await)).await;
+}

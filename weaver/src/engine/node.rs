@@ -18,6 +18,16 @@ pub type NodeFuture<'a, U> =
 pub trait Node<S: GraphState>: Send + Sync + 'static {
     /// Runs the node on the step's state.
     fn run<'a>(&'a self, state: &'a S, runtime: &'a Runtime) -> NodeFuture<'a, S::Update>;
+
+    /// The shape of the graph this node runs as its subgraph, with that
+    /// graph's own subgraph nodes `depth` levels deeper, for
+    /// [`CompiledGraph::draw_mermaid_xray`](crate::CompiledGraph::draw_mermaid_xray).
+    /// `None`, the default, for a node that is not a compiled graph (a
+    /// function that calls one is drawn as one node).
+    fn outline(&self, depth: usize) -> Option<super::GraphOutline> {
+        let _ = depth;
+        None
+    }
 }
 
 /// What a node returns: an update, plus optional `goto` targets that are

@@ -31,6 +31,19 @@ pub struct Runtime {
     pub(crate) checkpointer: Option<Checkpointer>,
     stream: StreamWriter,
     attempt: AtomicU32,
+    /// In a replay's first step: where this task's counterpart at the
+    /// replayed checkpoint was paused inside its subgraph.
+    pub(crate) origin: Option<TaskOrigin>,
+}
+
+/// Where a task of a replay's first step was paused inside its subgraph
+/// when the replayed checkpoint was current.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskOrigin {
+    /// The namespace of the subgraph the task's counterpart ran.
+    pub ns: String,
+    /// The interrupts the replayed checkpoint records for that task.
+    pub interrupts: Vec<String>,
 }
 
 /// AnswersById to interrupts, by interrupt id.
@@ -56,6 +69,7 @@ impl Runtime {
             checkpointer: None,
             stream: StreamWriter::default(),
             attempt: AtomicU32::new(1),
+            origin: None,
         }
     }
 
@@ -71,6 +85,11 @@ impl Runtime {
         self.store.as_ref()
     }
     // store: end
+
+    pub(crate) fn with_origin(mut self, origin: Option<TaskOrigin>) -> Self {
+        self.origin = origin;
+        self
+    }
 
     pub(crate) fn with_checkpointer(mut self, checkpointer: Option<Checkpointer>) -> Self {
         self.checkpointer = checkpointer;

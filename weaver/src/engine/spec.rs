@@ -98,6 +98,14 @@ pub(crate) enum NodeBody<S: GraphState> {
 }
 
 impl<S: GraphState> NodeBody<S> {
+    /// The shape of the subgraph the node runs, if it is a compiled graph.
+    pub fn outline(&self, depth: usize) -> Option<super::GraphOutline> {
+        match self {
+            NodeBody::State(n) => n.outline(depth),
+            NodeBody::Payload(_) => None,
+        }
+    }
+
     /// Whether the node takes a send's payload instead of the state.
     pub fn takes_payload(&self) -> bool {
         matches!(self, NodeBody::Payload(_))

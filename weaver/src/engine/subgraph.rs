@@ -21,8 +21,9 @@ use super::inspect;
 use super::inspect_subgraphs::task_ns;
 use super::node::{NodeError, NodeErrorKind, ParentCommand};
 use super::run::{Env, Loop};
-use super::runtime::{AnswersById, InterruptSignal, Runtime};
+use super::runtime::{AnswersById, InterruptSignal, Runtime, TaskOrigin};
 use super::stream::StreamWriter;
+use super::subgraph_replay::paused_at;
 use super::{Input, Interrupt, Outcome, Resume};
 use crate::checkpoint::Checkpointer;
 use crate::config::RunConfig;
@@ -172,6 +173,7 @@ impl Runtime {
             answers: self.answers().clone(),
             store: self.store().cloned(),
             stream: self.stream().clone(),
+            origin: self.origin.clone(),
             refused,
         }
     }
@@ -201,6 +203,9 @@ pub struct SubgraphCall<T: GraphState> {
     answers: AnswersById,
     store: Option<Arc<dyn crate::store::Store>>,
     stream: StreamWriter,
+    /// Where the task's counterpart paused inside its subgraph, when the
+    /// task runs in a replay's first step.
+    origin: Option<TaskOrigin>,
     /// Why the call is refused before it runs, if it is.
     refused: Option<Error>,
 }
@@ -232,10 +237,23 @@ impl<T: GraphState> SubgraphCall<T> {
         }
         let cp = self.checkpointer.as_ref();
         let inner = &self.graph.inner;
+        let mut copy_from = None;
         let input = match cp {
             None => input.into(),
             Some(cp) => match standing(&self.graph, cp, &self.config).await? {
-                Standing::Fresh => input.into(),
+                // A replayed task whose subgraph was paused: the subgraph
+                // goes on from its checkpoint at the pause.
+                Standing::Fresh => match &self.origin {
+                    Some(origin) => {
+                        let thread = self.config.thread_id().unwrap_or_default();
+                        copy_from = paused_at(cp, thread, origin).await?;
+                        match copy_from {
+                            Some(_) => Input::Continue,
+                            None => input.into(),
+                        }
+                    }
+                    None => input.into(),
+                },
                 Standing::Finished(values) => return Ok(values),
                 Standing::Unfinished => Input::Continue,
                 Standing::Paused(waiting) => {
@@ -255,6 +273,7 @@ impl<T: GraphState> SubgraphCall<T> {
         let env = Env {
             store: self.store,
             stream: self.stream,
+            copy_from,
         };
         let built = Some(&inner.snapshots);
         let run = Loop::run(&inner.spec, cp, self.config, input, None, env, built).await;

@@ -54,6 +54,10 @@ where
             Ok(Command::update(update))
         })
     }
+
+    fn outline(&self, depth: usize) -> Option<super::GraphOutline> {
+        Some(self.graph.outline(depth))
+    }
 }
 
 // Not offered as a fix for a node function that does not fit.

@@ -2,7 +2,8 @@
 
 use std::fmt::Write;
 
-use crate::engine::spec::{Edges, Target};
+use crate::engine::outline::GraphOutline;
+use crate::engine::spec::Target;
 use crate::engine::{CompiledGraph, END, START};
 use crate::state::GraphState;
 
@@ -14,8 +15,10 @@ impl<S: GraphState> CompiledGraph<S> {
     /// destinations dotted (`-.->`). Nodes appear sorted by name, then the
     /// edges of START and of each node in that order, so the output is
     /// deterministic. Node ids are the names when they are plain words (not
-    /// a Mermaid keyword such as `end`, nor of the form `node_<digits>`),
-    /// and `node_<i>` otherwise (the label always shows the real name).
+    /// a Mermaid keyword such as `end`, nor starting with `node_` and a
+    /// digit), and `node_<i>` otherwise (the label always shows the real
+    /// name). A subgraph node is drawn as one node; see
+    /// [`draw_mermaid_xray`](Self::draw_mermaid_xray) to draw it nested.
     ///
     /// ```
     /// use weaver::prelude::*;
@@ -30,53 +33,129 @@ impl<S: GraphState> CompiledGraph<S> {
     /// # Ok::<(), weaver::Error>(())
     /// ```
     pub fn draw_mermaid(&self) -> String {
-        let spec = &self.inner.spec;
-        let ids: Vec<String> = spec
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                if plain_id(&n.name) {
-                    n.name.clone()
-                } else {
-                    format!("node_{i}")
-                }
-            })
-            .collect();
-        let id = |t: &Target| match t {
-            Target::Node(i) => ids[*i].as_str(),
-            Target::End => END,
-        };
+        self.draw_mermaid_xray(0)
+    }
+
+    /// [`draw_mermaid`](Self::draw_mermaid) with each subgraph node drawn
+    /// as a Mermaid `subgraph` block holding its own graph, `depth` levels
+    /// deep (LangGraph's `get_graph(xray=depth)`): the parent's edges lead
+    /// to and from the block, and the nodes inside have the ids
+    /// `node_<i>_<j>` (`node_<i>_start` and `node_<i>_end` for the
+    /// subgraph's START and END), labelled with their names. Depth 0 is
+    /// [`draw_mermaid`](Self::draw_mermaid).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct State { n: i64 }
+    ///
+    /// let inner = Graph::<State>::new("inner")
+    ///     .add_node("think", |_: &State| StateUpdate::default())
+    ///     .add_sequence([START, "think", END])
+    ///     .compile(Compile::new())?;
+    /// let outer = Graph::<State>::new("outer")
+    ///     .add_subgraph("agent", inner)
+    ///     .add_sequence([START, "agent", END])
+    ///     .compile(Compile::new())?;
+    /// let drawn = outer.draw_mermaid_xray(1);
+    /// assert!(drawn.contains("\tsubgraph agent[\"agent\"]\n"));
+    /// assert!(drawn.contains("\t\tnode_0_start --> node_0_0;\n"));
+    /// assert!(drawn.contains("\t__start__ --> agent;\n"));
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
+    pub fn draw_mermaid_xray(&self, depth: usize) -> String {
+        let outline = self.outline(depth);
         let mut out = String::new();
         out.push_str("---\ntitle: ");
-        out.push_str(&yaml_scalar(&spec.name));
+        out.push_str(&yaml_scalar(&outline.name));
         out.push_str("\n---\ngraph TD;\n");
         let _ = writeln!(out, "\t{START}([\"{START}\"]):::first");
-        for (node, id) in spec.nodes.iter().zip(&ids) {
-            let _ = writeln!(out, "\t{id}(\"{}\")", escape(&node.name));
-        }
+        let ids = top_ids(&outline);
+        draw_body(&mut out, &outline, &ids, 1);
         let _ = writeln!(out, "\t{END}([\"{END}\"]):::last");
-        let mut edges = |from: &str, e: &Edges<S>| {
-            for t in &e.fixed {
-                let _ = writeln!(out, "\t{from} --> {};", id(t));
-            }
-            for b in &e.branches {
-                for (_, t) in &b.targets {
-                    let _ = writeln!(out, "\t{from} -.-> {};", id(t));
-                }
-            }
-            for t in &e.destinations {
-                let _ = writeln!(out, "\t{from} -.-> {};", id(t));
-            }
-        };
-        edges(START, &spec.start);
-        for (node, id) in spec.nodes.iter().zip(&ids) {
-            edges(id, &node.out);
-        }
+        draw_edges(&mut out, &outline, &ids, START, END, 1);
         out.push_str("\tclassDef default fill:#f2f0ff,line-height:1.2\n");
         out.push_str("\tclassDef first fill-opacity:0\n");
         out.push_str("\tclassDef last fill:#bfb6fc\n");
         out
+    }
+}
+
+/// The ids of the top-level graph's nodes: the name, or `node_<i>`.
+fn top_ids(outline: &GraphOutline) -> Vec<String> {
+    outline
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if plain_id(&n.name) {
+                n.name.clone()
+            } else {
+                format!("node_{i}")
+            }
+        })
+        .collect()
+}
+
+/// The ids of the nodes inside the subgraph block of the node `prefix`
+/// names (`node_<i>`, or a deeper one's).
+fn inner_ids(outline: &GraphOutline, prefix: &str) -> Vec<String> {
+    (0..outline.nodes.len())
+        .map(|j| format!("{prefix}_{j}"))
+        .collect()
+}
+
+/// The nodes of `outline` (ids `ids`), a subgraph node as a block with its
+/// own graph inside, indented by `level` tabs.
+fn draw_body(out: &mut String, outline: &GraphOutline, ids: &[String], level: usize) {
+    let tabs = "\t".repeat(level);
+    for (i, (node, id)) in outline.nodes.iter().zip(ids).enumerate() {
+        let label = escape(&node.name);
+        let Some(inner) = &node.subgraph else {
+            let _ = writeln!(out, "{tabs}{id}(\"{label}\")");
+            continue;
+        };
+        // Inside, ids are numbered by the path of indices from the top.
+        let prefix = if level == 1 {
+            format!("node_{i}")
+        } else {
+            id.clone()
+        };
+        let inner_ids = inner_ids(inner, &prefix);
+        let (start, end) = (format!("{prefix}_start"), format!("{prefix}_end"));
+        let _ = writeln!(out, "{tabs}subgraph {id}[\"{label}\"]");
+        let _ = writeln!(out, "{tabs}\t{start}([\"{START}\"]):::first");
+        draw_body(out, inner, &inner_ids, level + 1);
+        let _ = writeln!(out, "{tabs}\t{end}([\"{END}\"]):::last");
+        draw_edges(out, inner, &inner_ids, &start, &end, level + 1);
+        let _ = writeln!(out, "{tabs}end");
+    }
+}
+
+/// The edges of `outline`, its START and END drawn as `start` and `end`.
+fn draw_edges(
+    out: &mut String,
+    outline: &GraphOutline,
+    ids: &[String],
+    start: &str,
+    end: &str,
+    level: usize,
+) {
+    let tabs = "\t".repeat(level);
+    let id = |t: &Target| match t {
+        Target::Node(i) => ids[*i].as_str(),
+        Target::End => end,
+    };
+    let mut edges = |from: &str, e: &[(Target, bool)]| {
+        for (t, conditional) in e {
+            let arrow = if *conditional { "-.->" } else { "-->" };
+            let _ = writeln!(out, "{tabs}{from} {arrow} {};", id(t));
+        }
+    };
+    edges(start, &outline.start);
+    for (node, id) in outline.nodes.iter().zip(ids) {
+        edges(id, &node.out);
     }
 }
 
@@ -98,12 +177,13 @@ const KEYWORDS: &[&str] = &[
 ];
 
 /// Whether `name` can be its own node id: a plain word that is neither
-/// START, END, a Mermaid keyword, nor of the form `node_<digits>` (the ids
-/// other nodes get, which it could collide with).
+/// START, END, a Mermaid keyword, nor `node_` and a digit (the start of
+/// the ids other nodes get, which it could collide with).
 fn plain_id(name: &str) -> bool {
+    // `node_<i>` and the ids inside subgraph blocks, `node_<i>_<j>`.
     let generated = name
         .strip_prefix("node_")
-        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+        .is_some_and(|d| d.starts_with(|c: char| c.is_ascii_digit()));
     !name.is_empty()
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && name != START

@@ -8,6 +8,7 @@ use crate::engine::algebra::{
 };
 use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::{INPUT_CHANNEL, START_TRIGGER};
+use crate::engine::subgraph_replay::Replayed;
 use crate::engine::values::encode_value;
 use crate::engine::{Input, Resume};
 use crate::error::{Error, Result};
@@ -97,6 +98,13 @@ impl<S: GraphState> Loop<'_, S> {
     /// Replaying an older checkpoint starts with a `fork` copy of it.
     async fn fork_if_replaying(&mut self) -> Result<()> {
         if self.replaying {
+            // The fork's first step runs the replayed checkpoint's tasks
+            // again; those paused inside a subgraph find it there.
+            self.replayed = Some(Replayed {
+                id: self.current.id.clone(),
+                ns: self.start_ns.clone(),
+                pending: std::mem::take(&mut self.pending),
+            });
             // At the replayed checkpoint's step + 1, as in LangGraph: no two
             // checkpoints of one lineage share a step.
             let next = self.current.successor();

@@ -110,13 +110,23 @@ impl<'g, S: GraphState> Loop<'g, S> {
             state: S::default(),
             pending: Vec::new(),
             replaying: false,
+            replayed: None,
+            start_ns: String::new(),
             state_is_current: false,
         };
         let Some(cp) = cp else { return Ok(lp) };
         let delta_channels = delta_channels::<S>(cp);
         let target = lp.config.checkpoint_ref().ok_or(Error::MissingThreadId)?;
         let epoch = cp.deletions(&target.thread_id);
-        let found = find(cp, &target, built).await?;
+        lp.start_ns = target.checkpoint_ns.clone();
+        let mut found = find(cp, &target, built).await?;
+        if let Some(from) = env.copy_from {
+            // A paused subgraph's checkpoint, replayed into this namespace.
+            lp.start_ns = from.checkpoint_ns.clone();
+            found.start = Some(cp.fetch_tuple(&from).await?);
+            found.cached = None;
+        }
+        let copying = lp.start_ns != target.checkpoint_ns;
         let next_order = match found.head.as_ref() {
             Some(h) => next_commit_order(h.commit_order, &target.thread_id, &target.checkpoint_ns)?,
             None => 1,
@@ -140,6 +150,13 @@ impl<'g, S: GraphState> Loop<'g, S> {
             lp.start_from(&mut thread, t, found.cached)?;
             // A checkpoint other than the head is replayed from a fork.
             lp.replaying = found.head.is_some_and(|h| h.checkpoint.id != lp.current.id);
+            if copying {
+                // The fork is the first checkpoint of this namespace: no
+                // parent here, every delta channel stored whole.
+                lp.replaying = true;
+                thread.last_saved = None;
+                thread.delta_base = None;
+            }
         }
         lp.thread = Some(thread);
         Ok(lp)

@@ -22,6 +22,7 @@ use crate::config::RunConfig;
 use crate::engine::algebra::{TaskNode, next_tasks, static_stops};
 use crate::engine::cache::SnapshotCache;
 use crate::engine::spec::Spec;
+use crate::engine::subgraph_replay::Replayed;
 use crate::engine::values::{decode_state, encode_object};
 use crate::engine::{Input, Interrupt, InterruptWhen, Outcome, StreamEvent, StreamWriter};
 use crate::error::{Error, Result};
@@ -34,6 +35,10 @@ use crate::state::GraphState;
 pub(crate) struct Env {
     pub store: Option<Arc<dyn crate::store::Store>>,
     pub stream: StreamWriter,
+    /// A subgraph checkpoint (in another namespace) the run starts from, as
+    /// a replay of it into the run's own namespace: the subgraph of a
+    /// replayed task that was paused there.
+    pub copy_from: Option<crate::checkpoint::CheckpointRef>,
 }
 
 impl Env {
@@ -41,7 +46,7 @@ impl Env {
     pub fn store(store: Option<Arc<dyn crate::store::Store>>) -> Self {
         Env {
             store,
-            stream: StreamWriter::default(),
+            ..Env::default()
         }
     }
 }
@@ -72,6 +77,11 @@ pub(crate) struct Loop<'g, S: GraphState> {
     pending: Vec<PendingWrite>,
     /// The run started from a checkpoint older than the thread's head.
     replaying: bool,
+    /// The checkpoint a replay forked, until its first step has started.
+    replayed: Option<Replayed>,
+    /// The namespace the run's start checkpoint was read from (another
+    /// one than the run's when it starts from a copied subgraph checkpoint).
+    start_ns: String,
     /// Whether `state` is exactly the values of `current` (it was encoded
     /// into it, or decoded from it): cleared before the state changes, set
     /// when a checkpoint of it is made. Only such a state is cached.

@@ -17,6 +17,7 @@ use crate::engine::runner::{Runner, run_task};
 use crate::engine::runtime::{AnswersById, Runtime};
 use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::INPUT_CHANNEL;
+use crate::engine::subgraph_replay::Replayed;
 use crate::engine::{Interrupt, StreamWriter};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
@@ -44,7 +45,8 @@ impl<S: GraphState> Loop<'_, S> {
     /// the interrupts if any task paused.
     pub(super) async fn run_step(&mut self, tasks: &[TaskNode]) -> Result<Option<Vec<Interrupt>>> {
         let step = next_step(self.step, &self.current.id)?;
-        let mut started = self.start_step(tasks, step)?;
+        let replayed = self.replayed.take();
+        let mut started = self.start_step(tasks, step, replayed.as_ref())?;
         let mut ended = self.run_tasks(tasks, &mut started, step).await?;
         if !ended.failures.is_empty() {
             ended.failures.sort_by_key(|(k, _)| *k);
@@ -77,7 +79,14 @@ impl<S: GraphState> Loop<'_, S> {
     /// Prepares the step's tasks: a task that finished on an earlier attempt
     /// is replayed from its writes (and streamed, as LangGraph streams
     /// cached writes), the others get their runtime with their answers.
-    fn start_step(&self, nodes: &[TaskNode], step: i64) -> Result<Started<S>> {
+    /// A replay's first step (`replayed`) tells each task where its
+    /// counterpart at the replayed checkpoint paused inside a subgraph.
+    fn start_step(
+        &self,
+        nodes: &[TaskNode],
+        step: i64,
+        replayed: Option<&Replayed>,
+    ) -> Result<Started<S>> {
         let prepared = tasks::prepare(self.spec, &self.current.id, nodes, &self.pending);
         let mut started = Started {
             ids: Vec::with_capacity(nodes.len()),
@@ -110,7 +119,12 @@ impl<S: GraphState> Loop<'_, S> {
                 started.to_run.push(k);
             }
             let name = self.spec.name_of(task.node);
+            let origin = match replayed {
+                Some(r) => r.origin_of(self.spec, task.node)?,
+                None => None,
+            };
             let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)
+                .with_origin(origin)
                 .with_store(self.store.clone())
                 .with_checkpointer(
                     self.thread

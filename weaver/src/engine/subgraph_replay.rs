@@ -1,0 +1,102 @@
+//! Replaying a parent checkpoint taken while a subgraph was paused.
+//!
+//! A replay of checkpoint `C` starts from a fork `C'` of it, whose tasks
+//! have new ids, so their subgraphs get new namespaces. A task of `C'`
+//! whose counterpart at `C` was paused inside its subgraph does not start
+//! that subgraph over: its first call copies the subgraph's checkpoint at
+//! the pause (the one whose interrupts `C` records for the task) into the
+//! new namespace and continues from there, so the subgraph's finished
+//! nodes do not run again. The subgraph's own run is a replay of that
+//! checkpoint, so a subgraph paused two levels deep is found the same way.
+
+use serde::Deserialize;
+
+use super::algebra::TaskNode;
+use super::algebra::tasks::task_id_of;
+use super::inspect_subgraphs::task_ns;
+use super::runtime::TaskOrigin;
+use super::spec::Spec;
+use crate::checkpoint::{CheckpointRef, Checkpointer, INTERRUPT_CHANNEL, ListFilter, PendingWrite};
+use crate::engine::Interrupt;
+use crate::error::{Error, Result};
+use crate::state::GraphState;
+
+/// The checkpoint a run replays, as its first step starts: the tasks of
+/// that step are the replayed checkpoint's tasks again.
+#[derive(Debug, Clone)]
+pub(crate) struct Replayed {
+    /// The replayed checkpoint's id.
+    pub id: String,
+    /// Its namespace.
+    pub ns: String,
+    /// Its pending writes (what its tasks recorded, interrupts among them).
+    pub pending: Vec<PendingWrite>,
+}
+
+impl Replayed {
+    /// The origin of the task of `node`, if its counterpart at the replayed
+    /// checkpoint was paused (a record that does not decode is an
+    /// [`Error::Decode`] naming the task, as everywhere else).
+    pub fn origin_of<S: GraphState>(
+        &self,
+        spec: &Spec<S>,
+        node: TaskNode,
+    ) -> Result<Option<TaskOrigin>> {
+        let task = task_id_of(spec, &self.id, node);
+        let interrupts = interrupt_ids(&self.id, &task, &self.pending)?;
+        if interrupts.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(TaskOrigin {
+            ns: task_ns(&self.ns, spec.name_of(node), &task),
+            interrupts,
+        }))
+    }
+}
+
+/// The ids of the interrupts `pending` (writes at checkpoint
+/// `checkpoint_id`) records for `task`.
+fn interrupt_ids(checkpoint_id: &str, task: &str, pending: &[PendingWrite]) -> Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for w in pending
+        .iter()
+        .filter(|w| w.task_id == task && w.channel == INTERRUPT_CHANNEL)
+    {
+        let raised = Vec::<Interrupt>::deserialize(&w.value).map_err(|e| {
+            Error::decode(
+                format!(
+                    "the interrupts of task `{task}` (node `{}`) at checkpoint `{checkpoint_id}`",
+                    w.task_path
+                ),
+                e,
+            )
+        })?;
+        ids.extend(raised.into_iter().map(|i| i.id));
+    }
+    Ok(ids)
+}
+
+/// The subgraph checkpoint in `origin`'s namespace of `thread` that paused
+/// at the origin's interrupts (the newest such one), if it is still stored.
+pub(crate) async fn paused_at(
+    cp: &Checkpointer,
+    thread: &str,
+    origin: &TaskOrigin,
+) -> Result<Option<CheckpointRef>> {
+    let filter = ListFilter::thread(thread).ns(origin.ns.clone());
+    for tuple in cp.list_stored(&filter).await? {
+        let id = &tuple.checkpoint.id;
+        let pending = &tuple.pending_writes;
+        let tasks = pending
+            .iter()
+            .filter(|w| w.channel == INTERRUPT_CHANNEL)
+            .map(|w| w.task_id.as_str());
+        for task in tasks {
+            let ids = interrupt_ids(id, task, pending)?;
+            if ids.iter().any(|i| origin.interrupts.contains(i)) {
+                return Ok(Some(tuple.config.clone()));
+            }
+        }
+    }
+    Ok(None)
+}
