@@ -317,3 +317,40 @@ async fn an_update_as_a_node_makes_its_routers_sends() {
     assert_eq!(out.summaries, ["X", "Y"]);
     assert_eq!(calls.total(), 2);
 }
+
+/// A send's task starts with its payload in the task events; the other
+/// tasks start with none.
+#[tokio::test]
+async fn a_send_task_starts_with_its_payload_in_the_task_events() {
+    use futures_util::StreamExt;
+    use weaver::{StreamEvent, StreamItem, StreamMode};
+    let calls = Arc::new(Calls::default());
+    let graph = sends::fan_out_graph(Some(memory()), calls);
+    let input = Corpus {
+        docs: vec!["x".into(), "y".into()],
+        ..Corpus::default()
+    };
+    let mut stream = graph.stream_with_mode(input, &RunConfig::thread("t"), StreamMode::Tasks);
+    let mut payloads = Vec::new();
+    let mut others = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            StreamItem::Event(StreamEvent::TaskStart { task, payload, .. }) => {
+                if task.node == "summarize" {
+                    payloads.push(payload.expect("a send's payload"));
+                } else {
+                    others.push((task.node, payload));
+                }
+            }
+            StreamItem::Event(_) => {}
+            StreamItem::Done(done) => {
+                done.unwrap();
+                break;
+            }
+        }
+    }
+    payloads.sort_by_key(|p| p.to_string());
+    assert_eq!(payloads, [json!("x"), json!("y")]);
+    assert!(!others.is_empty());
+    assert!(others.iter().all(|(_, p)| p.is_none()), "{others:?}");
+}

@@ -294,6 +294,7 @@ async fn tasks_mode_streams_starts_results_errors_and_pauses() {
         StreamEvent::TaskStart {
             task: started,
             input,
+            payload,
         },
         StreamEvent::TaskResult { task, result },
     ) = (start, end)
@@ -301,6 +302,7 @@ async fn tasks_mode_streams_starts_results_errors_and_pauses() {
         panic!("{seen:?}");
     };
     assert_eq!(input.foo, "ok", "the state the task ran on");
+    assert_eq!(payload, &None, "not a send's task");
     assert_eq!(task, started);
     let TaskOutcome::Error(message) = result else {
         panic!("{result:?}")

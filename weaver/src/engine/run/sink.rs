@@ -151,11 +151,13 @@ pub(crate) fn send_task_start<S: GraphState>(
     step: i64,
     id: &str,
     state: &S,
+    payload: Option<&serde_json::Value>,
 ) {
     if let Some(sink) = wanting(sink, StreamMode::Tasks).filter(|_| node.node().is_some()) {
         sink.send(StreamEvent::TaskStart {
             task: sink.task(spec.name_of(node), step, id),
             input: state.clone(),
+            payload: payload.cloned(),
         });
     }
 }

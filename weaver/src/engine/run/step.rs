@@ -114,6 +114,10 @@ impl<S: GraphState> Loop<'_, S> {
                     step,
                     &task.id,
                     &self.state,
+                    match task.node {
+                        TaskNode::Push { index, .. } => send_payload(&self.current, index),
+                        _ => None,
+                    },
                 );
                 started.outputs.push(None);
                 started.to_run.push(k);

@@ -138,6 +138,10 @@ pub enum StreamEvent<S: GraphState> {
         task: TaskRef,
         /// The state it runs on.
         input: S,
+        /// The payload of the [`Send`](crate::Send) that made the task, for
+        /// a node run by sends (it runs on this instead of the state);
+        /// `None` for any other task.
+        payload: Option<serde_json::Value>,
     },
     /// A task ended ([`StreamMode::Tasks`]), sent as it ends.
     TaskResult {
