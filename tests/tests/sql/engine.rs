@@ -336,3 +336,60 @@ async fn exit_run_stores_its_answers_with_its_last_checkpoint_postgres() {
     exit_run_stores_its_answers_with_its_last_checkpoint(Arc::new(db.saver().await)).await;
     db.drop_schema().await;
 }
+
+/// A state of several megabytes under `async`: its checkpoints are stored
+/// op by op rather than in group commits; a failed node after a large step
+/// leaves that step stored, so continuing runs only the failed node.
+async fn a_large_state_under_async_keeps_every_step(saver: Arc<dyn Saver>) {
+    let grown = Arc::new(AtomicUsize::new(0));
+    let failed_once = Arc::new(AtomicBool::new(false));
+    let g = grown.clone();
+    let f = failed_once.clone();
+    let graph = Graph::<Steps>::new("large")
+        .add_node("grow", move |_: &Steps| {
+            g.fetch_add(1, Ordering::SeqCst);
+            StepsUpdate::default().bar(["x".repeat(3 * 1024 * 1024), "y".repeat(3 * 1024 * 1024)])
+        })
+        .add_node(
+            "after",
+            move |_: &Steps| -> Result<StepsUpdate, NodeError> {
+                if !f.swap(true, Ordering::SeqCst) {
+                    return Err(NodeError::msg("transient"));
+                }
+                Ok(StepsUpdate::default().foo("done"))
+            },
+        )
+        .add_sequence([START, "grow", "after", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("large").durability(Durability::Async);
+    let err = graph.invoke(Steps::default(), &config).await.unwrap_err();
+    assert!(matches!(err, Error::NodeFailed { .. }), "{err:?}");
+    let stopped = graph.get_state(&config).await.unwrap();
+    assert_eq!(stopped.next, ["after"]);
+    assert_eq!(stopped.values.bar.len(), 2);
+    let done = graph.continue_run(&config).await.unwrap();
+    let done = done.complete().unwrap();
+    assert_eq!(done.foo, "done");
+    assert_eq!(done.bar[0].len(), 3 * 1024 * 1024);
+    assert_eq!(grown.load(Ordering::SeqCst), 1, "the large step was stored");
+    let history = saver.list(&ListFilter::thread("large")).await.unwrap();
+    assert!(
+        history.len() >= 4,
+        "input, start, grow, after: {}",
+        history.len()
+    );
+}
+
+#[tokio::test]
+async fn a_large_state_under_async_keeps_every_step_on_sqlite() {
+    let db = SqliteDb::new().await;
+    a_large_state_under_async_keeps_every_step(Arc::new(db.saver().await)).await;
+}
+
+#[tokio::test]
+async fn a_large_state_under_async_keeps_every_step_on_postgres() {
+    let db = PgDb::new().await;
+    a_large_state_under_async_keeps_every_step(Arc::new(db.saver().await)).await;
+    db.drop_schema().await;
+}

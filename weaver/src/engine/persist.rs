@@ -112,11 +112,24 @@ impl Background {
 /// mode would have stored them: a task's writes queued beside a checkpoint
 /// the saver refuses (too large, a conflict) are kept, so resuming does not
 /// run the task again. Returns the failing op's error.
+///
+/// A group whose payload is large (a state of many megabytes) is stored
+/// one op at a time from the start, as `sync` mode stores it: the copy the
+/// fallback needs would double the memory the run holds (each checkpoint
+/// of a large state is itself that large), for a commit saved that is
+/// small beside writing the payload.
 async fn store_group(cp: &Checkpointer, group: Vec<WriteOp>) -> Result<()> {
     if group.len() == 1 {
         return cp.put_ops(group).await;
     }
-    if cp.put_ops(group.clone()).await.is_ok() {
+    let small = group
+        .iter()
+        .try_fold(0usize, |sum, op| {
+            let sum = sum.saturating_add(op_bytes(op, LARGE_GROUP_BYTES));
+            (sum < LARGE_GROUP_BYTES).then_some(sum)
+        })
+        .is_some();
+    if small && cp.put_ops(group.clone()).await.is_ok() {
         return Ok(());
     }
     // Each op alone: stops at the failing one. If none fails (the group's
@@ -125,6 +138,54 @@ async fn store_group(cp: &Checkpointer, group: Vec<WriteOp>) -> Result<()> {
         cp.put_ops(vec![op]).await?;
     }
     Ok(())
+}
+
+/// The payload size from which a background group is stored op by op.
+const LARGE_GROUP_BYTES: usize = 4 * 1024 * 1024;
+
+/// About how many bytes `op`'s payload takes as JSON (strings by their
+/// length, every other value by a few bytes), counted up to `cap`.
+fn op_bytes(op: &WriteOp, cap: usize) -> usize {
+    match op {
+        WriteOp::Put(c) => c
+            .checkpoint
+            .channel_values
+            .values()
+            .fold(0, |sum, v| sum.saturating_add(value_bytes(v, cap))),
+        WriteOp::Writes(_, writes) => writes
+            .iter()
+            .fold(0, |sum, w| sum.saturating_add(value_bytes(&w.value, cap))),
+        WriteOp::Check(_) => 0,
+    }
+}
+
+/// About how many bytes `value` takes as JSON, counted up to `cap` (walked
+/// without recursion, so any nesting is fine).
+fn value_bytes(value: &serde_json::Value, cap: usize) -> usize {
+    use serde_json::Value;
+    let mut sum = 0usize;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        if sum >= cap {
+            break;
+        }
+        sum = sum.saturating_add(match v {
+            Value::String(s) => s.len() + 2,
+            Value::Array(items) => {
+                stack.extend(items);
+                2
+            }
+            Value::Object(map) => {
+                for (k, v) in map {
+                    sum = sum.saturating_add(k.len() + 4);
+                    stack.push(v);
+                }
+                2
+            }
+            _ => 8,
+        });
+    }
+    sum
 }
 
 impl Writer {
