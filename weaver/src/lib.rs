@@ -31,6 +31,7 @@ pub mod store;
 
 pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
+pub use engine::EffectInfo;
 pub use engine::{
     CachePolicy, CheckpointEvent, Input, Interrupt, InterruptSignal, InterruptWhen,
     IntoPayloadNode, MappedSubgraph, MessageChunk, NodePolicy, Outcome, PayloadNode, Resume,

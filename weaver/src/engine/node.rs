@@ -128,6 +128,8 @@ pub(crate) enum NodeErrorKind {
     Parent(ParentCommand),
     /// The command a subgraph sent up: this node's result.
     Command(ParentCommand),
+    /// The effect journal refused or failed (a typed error of its own).
+    Journal(crate::error::Error),
 }
 
 impl NodeError {
@@ -146,6 +148,7 @@ impl fmt::Debug for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             NodeErrorKind::Failed(e) => f.debug_tuple("NodeError::Failed").field(e).finish(),
+            NodeErrorKind::Journal(e) => f.debug_tuple("NodeError::Journal").field(e).finish(),
             NodeErrorKind::Interrupt(i) => f.debug_tuple("NodeError::Interrupt").field(i).finish(),
             NodeErrorKind::Parent(c) | NodeErrorKind::Command(c) => {
                 f.debug_tuple("NodeError::Parent").field(c).finish()
@@ -158,6 +161,7 @@ impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             NodeErrorKind::Failed(e) => e.fmt(f),
+            NodeErrorKind::Journal(e) => e.fmt(f),
             NodeErrorKind::Interrupt(i) => i.fmt(f),
             NodeErrorKind::Parent(c) | NodeErrorKind::Command(c) => c.fmt(f),
         }
