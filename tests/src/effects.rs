@@ -478,3 +478,152 @@ pub async fn the_journal_is_copied_and_deleted_with_its_thread(
     let out = graph.invoke(order("o-9"), &cfg).await.unwrap();
     assert_eq!(out.interrupts()[0].value, json!({ "receipt": "refund-2" }));
 }
+
+/// The payment service of the `effects` example (`<bin> payments`), run
+/// as a process of its own; killed when dropped.
+pub struct PaymentService {
+    child: std::process::Child,
+    /// Where it listens.
+    pub addr: String,
+}
+
+impl PaymentService {
+    /// Starts `<bin> payments` and reads where it listens.
+    pub fn start(bin: &str) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(bin)
+            .arg("payments")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the payment service starts");
+        let stdout = child.stdout.take().expect("piped");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("the payment service printed {line:?}"))
+            .to_owned();
+        PaymentService { child, addr }
+    }
+
+    /// `GET /refunds`: how many calls each idempotency key got.
+    pub fn calls(&mut self) -> serde_json::Map<String, Value> {
+        use std::io::{Read, Write};
+        assert!(
+            self.child.try_wait().unwrap().is_none(),
+            "the service is up"
+        );
+        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        write!(
+            stream,
+            "GET /refunds HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        serde_json::from_str(body).unwrap()
+    }
+}
+
+impl Drop for PaymentService {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `<bin> <args>` to its end; what it printed.
+fn run_example(bin: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(bin)
+        .args(args)
+        .output()
+        .expect("the example starts");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{bin} {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// A worker (`<bin> <url> <schema> <addr> hang`, the `effects` example)
+/// is killed with SIGKILL once its refund is journaled and before its step
+/// commits; another process finishes the step (`finish`) and a third
+/// approves it: the payment service got one call, under one key.
+/// `saver` reads the database the example writes (migrated already).
+pub async fn a_killed_worker_is_finished_by_another_process(
+    bin: &str,
+    url: &str,
+    schema: &str,
+    saver: Arc<dyn Saver>,
+) {
+    let mut payments = PaymentService::start(bin);
+    let addr = payments.addr.clone();
+    let mut worker = std::process::Command::new(bin)
+        .args([url, schema, &addr, "hang"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the worker starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let journal = loop {
+        let head = saver.get_tuple(&CheckpointRef::latest("refund-1")).await;
+        if let Ok(Some(t)) = &head {
+            let entries = effect_writes(&t.pending_writes);
+            if !entries.is_empty() {
+                break entries.into_iter().cloned().collect::<Vec<_>>();
+            }
+        }
+        if let Some(status) = worker.try_wait().unwrap() {
+            let out = worker.wait_with_output().unwrap();
+            panic!(
+                "the worker ended by itself: {status}\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the refund was never journaled: {head:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // SIGKILL: no cleanup, the step never commits.
+    worker.kill().unwrap();
+    let killed = worker.wait_with_output().unwrap();
+    let printed = String::from_utf8_lossy(&killed.stdout);
+    assert!(
+        printed.contains("hanging before the step commits"),
+        "{printed}"
+    );
+    assert_eq!(journal.len(), 1, "{journal:?}");
+    let calls = payments.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let key = calls.keys().next().unwrap().clone();
+    assert_eq!(journal[0].value["key"], json!(key));
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("refund-1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.metadata.step, 0, "the refund's step did not commit");
+
+    let finished = run_example(bin, &[url, schema, &addr, "finish"]);
+    assert!(finished.contains("refund re_1"), "{finished}");
+    assert!(finished.contains("waiting for review"), "{finished}");
+    let approved = run_example(bin, &[url, schema, &addr, "approve"]);
+    assert!(
+        approved.contains("refund re_1 of order-1: approved"),
+        "{approved}"
+    );
+    let calls = payments.calls();
+    assert_eq!(calls.get(&key), Some(&json!(1)), "{calls:?}");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+}
