@@ -152,6 +152,10 @@ async fn refund(s: &Refund, rt: &Runtime) -> Result<RefundUpdate, NodeError> {
 
 /// START → `refund` (retried up to three times, a millisecond apart) → END.
 pub fn refund_graph(saver: Arc<dyn Saver>) -> CompiledGraph<Refund> {
+    refunds(Compile::new().checkpointer_arc(saver))
+}
+
+fn refunds(compile: Compile) -> CompiledGraph<Refund> {
     let retry = RetryPolicy::new()
         .max_attempts(3)
         .initial_interval(Duration::from_millis(1))
@@ -159,8 +163,47 @@ pub fn refund_graph(saver: Arc<dyn Saver>) -> CompiledGraph<Refund> {
     Graph::<Refund>::new("refunds")
         .add_node_with("refund", refund, NodePolicy::new().retry(retry))
         .add_sequence([START, "refund", END])
-        .compile(Compile::new().checkpointer_arc(saver))
+        .compile(compile)
         .unwrap()
+}
+
+/// An effect in a subgraph is journaled in the subgraph's namespace, under
+/// a key of that namespace, and runs once across the pause inside it.
+pub async fn an_effect_in_a_subgraph_runs_once(saver: Arc<dyn Saver>, thread: &str) {
+    let ledger = Ledger::new(Mode::Plain);
+    let cfg = config(thread, &ledger);
+    let parent = Graph::<Refund>::new("desk")
+        .add_node("payout", refunds(Compile::new()))
+        .add_sequence([START, "payout", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let out = parent.invoke(order("o-10"), &cfg).await.unwrap();
+    assert_eq!(out.interrupts()[0].value, json!({ "receipt": "refund-1" }));
+    let listed = saver
+        .list(&weaver::checkpoint::ListFilter::thread(thread))
+        .await
+        .unwrap();
+    let entries: Vec<(String, Value)> = listed
+        .iter()
+        .flat_map(|t| {
+            effect_writes(&t.pending_writes)
+                .into_iter()
+                .map(|w| (t.config.checkpoint_ns.clone(), w.value.clone()))
+        })
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(entries[0].0.starts_with("payout:"), "{entries:?}");
+    assert_eq!(entries[0].1["key"], json!(ledger.calls()[0]));
+    // The parent's own task journaled nothing.
+    assert!(journaled(&parent, &cfg).await.is_empty());
+    let state = parent
+        .resume(json!("approved"), &cfg)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(state.receipt, "refund-1");
+    assert_eq!(ledger.calls().len(), 1, "{:?}", ledger.calls());
 }
 
 fn order(id: &str) -> RefundUpdate {
@@ -452,6 +495,16 @@ pub async fn the_journal_is_copied_and_deleted_with_its_thread(
     );
     assert_eq!(snapshot.next, ["refund"]);
 
+    // Pruning keeps the latest checkpoint's writes, the journal with them.
+    saver
+        .prune(
+            &[thread.to_owned()],
+            weaver::checkpoint::PruneStrategy::KeepLatest,
+        )
+        .await
+        .unwrap();
+    assert_eq!(journaled(&graph, &cfg).await.len(), 1);
+
     let copy = format!("{thread}-copy");
     saver.copy_thread(thread, &copy).await.unwrap();
     let copied = config(&copy, &ledger);
@@ -626,4 +679,34 @@ pub async fn a_killed_worker_is_finished_by_another_process(
     let calls = payments.calls();
     assert_eq!(calls.get(&key), Some(&json!(1)), "{calls:?}");
     assert_eq!(calls.len(), 1, "{calls:?}");
+}
+
+/// A damaged journal entry (stored data that is not an entry) is
+/// `Error::Decode` naming the task, for `get_state` and for the run that
+/// would read it, never a result made up or an effect run again.
+pub async fn a_damaged_journal_entry_is_a_decode_error(saver: Arc<dyn Saver>, thread: &str) {
+    let ledger = Ledger::new(Mode::Plain);
+    let cfg = config(thread, &ledger);
+    let graph = refund_graph(saver.clone());
+    graph.invoke(order("o-11"), &cfg).await.unwrap();
+    let head = saver
+        .get_tuple(&CheckpointRef::latest(thread))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut entry = effect_writes(&head.pending_writes)[0].clone();
+    let task = entry.task_id.clone();
+    entry.value = json!({ "name": 7 });
+    saver.put_writes(&head.config, vec![entry]).await.unwrap();
+    let err = graph.get_state(&cfg).await.unwrap_err();
+    match &err {
+        Error::Decode { what, .. } => assert!(what.contains(&task), "{what}"),
+        other => panic!("expected Decode, got {other:?}"),
+    }
+    let err = graph.resume(json!("approved"), &cfg).await.unwrap_err();
+    match &err {
+        Error::Decode { what, .. } => assert!(what.contains(&task), "{what}"),
+        other => panic!("expected Decode, got {other:?}"),
+    }
+    assert_eq!(ledger.calls().len(), 1, "{:?}", ledger.calls());
 }

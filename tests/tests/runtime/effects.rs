@@ -59,3 +59,13 @@ async fn unstorable_and_undecodable_results_are_typed_errors_in_memory() {
 async fn the_journal_is_copied_and_deleted_with_its_thread_in_memory() {
     effects::the_journal_is_copied_and_deleted_with_its_thread(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn an_effect_in_a_subgraph_runs_once_in_memory() {
+    effects::an_effect_in_a_subgraph_runs_once(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_damaged_journal_entry_is_a_decode_error_in_memory() {
+    effects::a_damaged_journal_entry_is_a_decode_error(memory(), "t").await;
+}

@@ -153,3 +153,33 @@ async fn the_journal_is_copied_and_deleted_with_its_thread_on_postgres() {
     effects::the_journal_is_copied_and_deleted_with_its_thread(a, "t").await;
     db.drop_schema().await;
 }
+
+#[tokio::test]
+async fn an_effect_in_a_subgraph_runs_once_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let (a, _) = sqlite_pair(&db).await;
+    effects::an_effect_in_a_subgraph_runs_once(a, "t").await;
+}
+
+#[tokio::test]
+async fn an_effect_in_a_subgraph_runs_once_on_postgres() {
+    let db = PgDb::new().await;
+    let (a, _) = pg_pair(&db).await;
+    effects::an_effect_in_a_subgraph_runs_once(a, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn a_damaged_journal_entry_is_a_decode_error_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let (a, _) = sqlite_pair(&db).await;
+    effects::a_damaged_journal_entry_is_a_decode_error(a, "t").await;
+}
+
+#[tokio::test]
+async fn a_damaged_journal_entry_is_a_decode_error_on_postgres() {
+    let db = PgDb::new().await;
+    let (a, _) = pg_pair(&db).await;
+    effects::a_damaged_journal_entry_is_a_decode_error(a, "t").await;
+    db.drop_schema().await;
+}
