@@ -819,6 +819,21 @@ fn short(value: &Value) -> String {
     }
 }
 
+/// The side effects `writes` journal (`Runtime::effect`), each with its
+/// task; a damaged entry is a decode error naming its task.
+fn effects(writes: &[weaver::checkpoint::PendingWrite]) -> weaver::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for w in writes {
+        if let Some(info) = weaver::EffectInfo::from_write(w) {
+            let mut shown = json!(info?);
+            shown["task_id"] = json!(w.task_id);
+            shown["task_path"] = json!(w.task_path);
+            out.push(shown);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -884,19 +899,4 @@ mod tests {
         let err = parse_keys("KEYS", &format!("{good},k2=abc")).unwrap_err();
         assert!(err.to_string().contains("key 2 of 2 (`k2`)"), "{err}");
     }
-}
-
-/// The side effects `writes` journal (`Runtime::effect`), each with its
-/// task; a damaged entry is a decode error naming its task.
-fn effects(writes: &[weaver::checkpoint::PendingWrite]) -> weaver::Result<Vec<Value>> {
-    let mut out = Vec::new();
-    for w in writes {
-        if let Some(info) = weaver::EffectInfo::from_write(w) {
-            let mut shown = json!(info?);
-            shown["task_id"] = json!(w.task_id);
-            shown["task_path"] = json!(w.task_path);
-            out.push(shown);
-        }
-    }
-    Ok(out)
 }

@@ -31,13 +31,13 @@ pub mod store;
 
 pub use checkpoint::{Checkpointer, InMemorySaver, Saver};
 pub use config::{Durability, RunConfig};
-pub use engine::EffectInfo;
 pub use engine::{
     CachePolicy, CheckpointEvent, Input, Interrupt, InterruptSignal, InterruptWhen,
     IntoPayloadNode, MappedSubgraph, MessageChunk, NodePolicy, Outcome, PayloadNode, Resume,
     RetryPolicy, Route, Runtime, Send, StreamEvent, StreamItem, StreamMode, StreamModes,
     StreamWriter, SubgraphCall, SubgraphState, TaskOutcome, TaskRef,
 };
+pub use engine::{EffectError, EffectInfo};
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{
     Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, ParentCommand,

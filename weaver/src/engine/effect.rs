@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::finite;
-use super::node::{NodeError, NodeErrorKind};
 use crate::checkpoint::id::{now_rfc3339, stable_id};
 use crate::checkpoint::{CheckpointRef, Checkpointer, EFFECT_CHANNEL, ListFilter, PendingWrite};
 use crate::error::{BoxError, Error, Result};
@@ -281,14 +280,14 @@ impl Journal {
         name: &str,
         explicit: Option<&str>,
         f: F,
-    ) -> Result<T, NodeError>
+    ) -> Result<T, EffectError>
     where
         T: Serialize + DeserializeOwned,
         E: Into<BoxError>,
         F: FnOnce(String) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let journal_error = |e: Error| NodeError(NodeErrorKind::Journal(e));
+        let journal_error = EffectError::Journal;
         if let Some(write) = self.recorded(position) {
             let entry = entry_of(&write).map_err(journal_error)?;
             if entry.info.name != name {
@@ -324,7 +323,7 @@ impl Journal {
         };
         let value = f(key.clone())
             .await
-            .map_err(|e| NodeError(NodeErrorKind::Failed(e.into())))?;
+            .map_err(|e| EffectError::Failed(e.into()))?;
         let what = || format!("the result of effect `{name}` of task `{}`", self.task_id);
         let result = finite::check(&value)
             .map_err(|e| e.to_string())
@@ -352,6 +351,30 @@ impl Journal {
                 e,
             )
         })
+    }
+}
+
+/// Why [`Runtime::effect`](crate::Runtime::effect) did not return a
+/// result: the effect's own error, or the journal's (a typed
+/// [`Error`]). `?` turns it into the node's
+/// [`NodeError`](crate::NodeError): the effect's error fails the node as
+/// the node's own would, the journal's is the run's error as it is.
+#[derive(Debug)]
+pub enum EffectError {
+    /// The effect's closure failed; nothing was journaled.
+    Failed(BoxError),
+    /// The journal refused or failed: [`Error::EffectOrder`], an
+    /// [`Error::Encode`] or [`Error::Decode`] naming the effect, a storage
+    /// failure.
+    Journal(Error),
+}
+
+impl std::fmt::Display for EffectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EffectError::Failed(e) => e.fmt(f),
+            EffectError::Journal(e) => e.fmt(f),
+        }
     }
 }
 

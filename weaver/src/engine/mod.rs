@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::state::GraphState;
 
 pub use compiled::CompiledGraph;
-pub use effect::EffectInfo;
+pub use effect::{EffectError, EffectInfo};
 pub use inspect::{History, StateSnapshot, TaskInfo};
 pub use inspect_subgraphs::SubgraphState;
 pub use node::{Command, IntoNode, IntoNodeResult, Node, NodeError, ParentCommand};

@@ -182,6 +182,15 @@ impl<E: StdError + Send + Sync + 'static> From<E> for NodeError {
     }
 }
 
+impl From<super::effect::EffectError> for NodeError {
+    fn from(e: super::effect::EffectError) -> Self {
+        match e {
+            super::effect::EffectError::Failed(e) => NodeError(NodeErrorKind::Failed(e)),
+            super::effect::EffectError::Journal(e) => NodeError(NodeErrorKind::Journal(e)),
+        }
+    }
+}
+
 /// What a node function may return: an update, a [`Command`], or a `Result`
 /// of either whose error converts into [`NodeError`].
 #[diagnostic::on_unimplemented(

@@ -11,8 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::effect::Journal;
-use super::node::NodeError;
+use super::effect::{EffectError, Journal};
 use crate::error::BoxError;
 
 use super::stream::StreamWriter;
@@ -197,9 +196,10 @@ impl Runtime {
     /// Effects are matched by their position among the task's effects:
     /// call them in the same order on every run (one after another, not
     /// concurrently). A name other than the one journaled at that position
-    /// is [`Error::EffectOrder`](crate::Error::EffectOrder). `f`'s error
-    /// fails the node (and is retried like any other failure), journaling
-    /// nothing; a result that does not serialize is
+    /// is [`Error::EffectOrder`](crate::Error::EffectOrder). Errors come
+    /// as an [`EffectError`] that `?` turns into the node's error. `f`'s
+    /// error fails the node (and is retried like any other failure),
+    /// journaling nothing; a result that does not serialize is
     /// [`Error::Encode`](crate::Error::Encode), one journaled that does not
     /// decode as `T` [`Error::Decode`](crate::Error::Decode), both naming
     /// the effect, and neither is retried.
@@ -225,7 +225,7 @@ impl Runtime {
     ///     Ok(receipt)
     /// }
     /// ```
-    pub async fn effect<T, E, F, Fut>(&self, name: &str, f: F) -> Result<T, NodeError>
+    pub async fn effect<T, E, F, Fut>(&self, name: &str, f: F) -> Result<T, EffectError>
     where
         T: Serialize + DeserializeOwned,
         E: Into<BoxError>,
@@ -251,10 +251,12 @@ impl Runtime {
     /// ```
     /// # use weaver::{Runtime, NodeError};
     /// async fn refund(rt: &Runtime, order: &str) -> Result<String, NodeError> {
-    ///     rt.effect_with_key(&format!("refund-{order}"), "refund", |key| async move {
-    ///         Ok::<_, std::io::Error>(format!("refunded under {key}"))
-    ///     })
-    ///     .await
+    ///     let receipt = rt
+    ///         .effect_with_key(&format!("refund-{order}"), "refund", |key| async move {
+    ///             Ok::<_, std::io::Error>(format!("refunded under {key}"))
+    ///         })
+    ///         .await?;
+    ///     Ok(receipt)
     /// }
     /// ```
     pub async fn effect_with_key<T, E, F, Fut>(
@@ -262,7 +264,7 @@ impl Runtime {
         key: &str,
         name: &str,
         f: F,
-    ) -> Result<T, NodeError>
+    ) -> Result<T, EffectError>
     where
         T: Serialize + DeserializeOwned,
         E: Into<BoxError>,
