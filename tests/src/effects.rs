@@ -345,6 +345,10 @@ async fn before_refund(graph: &CompiledGraph<Refund>, cfg: &RunConfig) -> String
         .unwrap();
     let before: Vec<_> = history.iter().filter(|s| s.next == ["refund"]).collect();
     assert_eq!(before.len(), 1, "one checkpoint runs `refund`");
+    // History keeps the journal with the task, after the step committed.
+    let effects = &before[0].tasks[0].effects;
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    assert_eq!(effects[0].name, "refund");
     before[0]
         .config
         .get_checkpoint_id()

@@ -390,3 +390,23 @@ pub(crate) fn is_journal_mismatch(error: &Error) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{effect_index, position_of};
+
+    #[test]
+    fn journal_indexes_are_below_the_special_writes_and_map_back() {
+        for position in [0usize, 1, 7, 1_000_000] {
+            let idx = effect_index(position);
+            assert!(idx <= -1000, "{idx}");
+            assert_eq!(position_of(idx), Some(position));
+        }
+        // The special writes' indexes (-1 to -4) and ordinary ones are no
+        // journal positions.
+        for idx in [-4, -1, 0, 5, -999] {
+            assert_eq!(position_of(idx), None, "{idx}");
+        }
+        assert_eq!(effect_index(usize::MAX), i64::MIN);
+    }
+}
