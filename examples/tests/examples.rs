@@ -501,3 +501,93 @@ fn a_supervisor_agent_paused_in_one_process_is_approved_in_another() {
     assert!(stderr.contains("NoPendingInterrupt"), "{stderr}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// The `effects` example's payment service, run as a process of its own;
+/// killed when dropped.
+struct PaymentService {
+    process: Killed,
+    addr: String,
+}
+
+impl PaymentService {
+    fn start() -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
+            .arg("payments")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("example starts");
+        let stdout = child.stdout.take().expect("piped");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("the payment service printed {line:?}"))
+            .to_owned();
+        PaymentService {
+            process: Killed(Some(child)),
+            addr,
+        }
+    }
+
+    /// `GET /refunds`: how many calls each idempotency key got.
+    fn calls(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        use std::io::{Read, Write};
+        assert!(
+            self.process.child().try_wait().unwrap().is_none(),
+            "the service is up"
+        );
+        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        write!(
+            stream,
+            "GET /refunds HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        serde_json::from_str(body).unwrap()
+    }
+}
+
+#[test]
+fn effects_in_one_process_refund_once() {
+    let out = run(env!("CARGO_BIN_EXE_effects"), &[]);
+    assert_eq!(
+        out.lines().filter(|l| *l == "refund re_1").count(),
+        2,
+        "{out}"
+    );
+    assert!(out.contains("refund re_1 of order-1: approved"), "{out}");
+    assert!(out.contains(":1}"), "{out}");
+}
+
+#[test]
+fn a_refund_paused_in_one_process_and_approved_in_another_is_made_once() {
+    let (dir, db) = temp_db("effects");
+    let url = format!("sqlite://{db}");
+    let mut payments = PaymentService::start();
+    let bin = env!("CARGO_BIN_EXE_effects");
+    let first = run(bin, &[&url, "-", &payments.addr, "request"]);
+    assert!(first.contains("waiting for review"), "{first}");
+    assert!(first.contains("journaled effect `refund`"), "{first}");
+    let calls = payments.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let key = calls.keys().next().unwrap().clone();
+    assert!(first.contains(&format!("(key {key})")), "{first}");
+
+    let second = run(bin, &[&url, "-", &payments.addr, "approve"]);
+    assert!(
+        second.contains("refund re_1 of order-1: approved"),
+        "{second}"
+    );
+    let calls = payments.calls();
+    assert_eq!(calls.get(&key), Some(&serde_json::json!(1)), "{calls:?}");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -25,6 +25,8 @@ mod delta;
 mod delta_diff;
 #[path = "sql/ecto.rs"]
 mod ecto;
+#[path = "sql/effects.rs"]
+mod effects;
 #[path = "sql/encryption.rs"]
 mod encryption;
 #[path = "sql/engine.rs"]

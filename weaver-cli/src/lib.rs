@@ -95,7 +95,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// One checkpoint as JSON: values, metadata, pending writes.
+    /// One checkpoint as JSON: values, metadata, pending writes, journaled effects.
     Show {
         /// The thread id.
         thread: String,
@@ -583,6 +583,7 @@ async fn execute(
                 "metadata": t.metadata,
                 "values": t.checkpoint.channel_values,
                 "pending_writes": t.pending_writes,
+                "effects": effects(&t.pending_writes)?,
             });
             let text =
                 serde_json::to_string_pretty(&shown).map_err(|e| Error::encode("checkpoint", e))?;
@@ -816,6 +817,21 @@ fn short(value: &Value) -> String {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text,
     }
+}
+
+/// The side effects `writes` journal (`Runtime::effect`), each with its
+/// task; a damaged entry is a decode error naming its task.
+fn effects(writes: &[weaver::checkpoint::PendingWrite]) -> weaver::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for w in writes {
+        if let Some(info) = weaver::EffectInfo::from_write(w) {
+            let mut shown = json!(info?);
+            shown["task_id"] = json!(w.task_id);
+            shown["task_path"] = json!(w.task_path);
+            out.push(shown);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

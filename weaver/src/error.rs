@@ -345,6 +345,25 @@ pub enum Error {
         /// The thread.
         thread_id: String,
     },
+
+    /// A task ran again and called its side effects
+    /// ([`Runtime::effect`](crate::Runtime::effect)) in another order than
+    /// the run that journaled them: the effect at `position` is `found`
+    /// where the journal holds `expected`. The journaled result is not
+    /// returned for another effect, and nothing is run or stored.
+    #[error(
+        "task `{task_id}` called effect `{found}` at position {position}, where its journal holds `{expected}`: effects must run in the same order on every run of a task"
+    )]
+    EffectOrder {
+        /// The task.
+        task_id: String,
+        /// The effect's position among the task's effects (0 for the first).
+        position: usize,
+        /// The name journaled at that position.
+        expected: String,
+        /// The name called there now.
+        found: String,
+    },
 }
 
 impl Error {

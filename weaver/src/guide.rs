@@ -3,3 +3,8 @@
 //! Each chapter is a page of this module; its examples are compiled and run
 //! as doctests, so they stay true to the API. The chapters' sources are the
 //! markdown files under `docs/guide/` in the repository.
+
+/// Side effects and human review: effects that run once per task.
+pub mod side_effects {
+    #![doc = include_str!("../../docs/guide/side-effects.md")]
+}

@@ -37,6 +37,7 @@ pub use engine::{
     RetryPolicy, Route, Runtime, Send, StreamEvent, StreamItem, StreamMode, StreamModes,
     StreamWriter, SubgraphCall, SubgraphState, TaskOutcome, TaskRef,
 };
+pub use engine::{EffectError, EffectInfo};
 pub use error::{BoxError, Error, GraphError, Result};
 pub use graph::{
     Command, Compile, CompiledGraph, END, Graph, IntoNode, Node, NodeError, ParentCommand,

@@ -5,6 +5,7 @@ mod clones;
 mod common;
 mod config;
 mod conformance;
+mod effects;
 mod engine;
 mod history;
 mod interrupts;

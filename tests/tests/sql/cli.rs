@@ -626,3 +626,44 @@ async fn a_refused_postgres_connection_is_reported_at_once() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `show` lists the side effects a paused task journaled, with its task;
+/// a damaged journal entry fails `show` with a decode error naming the task.
+#[tokio::test]
+async fn show_lists_the_journaled_effects_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let ledger = weaver_tests::effects::Ledger::new(weaver_tests::effects::Mode::Plain);
+    let graph = weaver_tests::effects::refund_graph(saver.clone());
+    let config = RunConfig::thread("refund").with_context(ledger.clone());
+    let input = weaver_tests::effects::RefundUpdate::default().order("o-1".to_owned());
+    graph.invoke(input, &config).await.unwrap();
+    let url = format!("sqlite://{}", db.path.display());
+    let shown: Value =
+        serde_json::from_str(&weaver(&["--db", &url, "show", "refund"]).await.unwrap()).unwrap();
+    let effects = shown["effects"].as_array().unwrap();
+    assert_eq!(effects.len(), 1, "{shown}");
+    assert_eq!(effects[0]["name"], "refund");
+    assert_eq!(effects[0]["position"], 0);
+    assert_eq!(effects[0]["key"], ledger.calls()[0].as_str());
+    assert_eq!(effects[0]["task_path"], "refund");
+    let task = effects[0]["task_id"].as_str().unwrap().to_owned();
+
+    let head = saver
+        .get_tuple(&weaver::checkpoint::CheckpointRef::latest("refund"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut entry = head
+        .pending_writes
+        .iter()
+        .find(|w| w.channel == weaver::checkpoint::EFFECT_CHANNEL)
+        .unwrap()
+        .clone();
+    entry.value = serde_json::json!("not an entry");
+    saver.put_writes(&head.config, vec![entry]).await.unwrap();
+    match weaver(&["--db", &url, "show", "refund"]).await {
+        Err(weaver::Error::Decode { what, .. }) => assert!(what.contains(&task), "{what}"),
+        other => panic!("expected a decode error, got {other:?}"),
+    }
+}

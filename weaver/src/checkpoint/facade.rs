@@ -187,6 +187,17 @@ impl Checkpointer {
         self.saver.put_writes(target, writes).await
     }
 
+    /// [`Saver::put_writes`], once the background writes queued for the
+    /// thread have landed (the checkpoint written to may be among them).
+    pub(crate) async fn put_writes_settled(
+        &self,
+        target: &CheckpointRef,
+        writes: Vec<PendingWrite>,
+    ) -> Result<()> {
+        self.settle(&target.thread_id).await;
+        self.saver.put_writes(target, writes).await
+    }
+
     /// [`Saver::put_checkpoint_with_writes`].
     pub async fn put_checkpoint_with_writes(
         &self,

@@ -30,6 +30,7 @@ pub use limits::{ForkBudget, ForkOptions};
 pub use memory::InMemorySaver;
 pub use saver::Saver;
 pub use shared::SaverState;
+pub use types::EFFECT_CHANNEL;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,
     CheckpointSource, CheckpointTuple, DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, INTERRUPT_CHANNEL,

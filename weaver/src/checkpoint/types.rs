@@ -273,6 +273,11 @@ pub const INTERRUPT_CHANNEL: &str = "__interrupt__";
 pub const RESUME_CHANNEL: &str = "__resume__";
 /// Channel of the write marking a task that finished without writing.
 pub const NO_WRITES_CHANNEL: &str = "__no_writes__";
+/// Channel of the writes journaling a task's side effects
+/// ([`Runtime::effect`](crate::Runtime::effect)): one per effect, at index
+/// `-1000 - position`. Never a state update: replays of a task's writes
+/// skip them.
+pub const EFFECT_CHANNEL: &str = "__effect__";
 
 /// Index of special writes: they replace an earlier write of the same task
 /// and index, where ordinary writes (index ≥ 0) are kept as first written.

@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::Interrupt;
 use super::algebra::{answered, apply_finished, prepare_tasks, raised_interrupts};
 use super::cache::SnapshotCache;
+use super::effect::EffectInfo;
 use super::inspect_subgraphs::SubgraphState;
 use super::send::SENDS_CHANNEL;
 use super::spec::Spec;
@@ -44,6 +45,9 @@ pub struct TaskInfo {
     /// [`get_state_subgraphs`](crate::CompiledGraph::get_state_subgraphs)
     /// and it ran one (`None` otherwise).
     pub subgraph: Option<Box<SubgraphState>>,
+    /// The side effects it journaled ([`Runtime::effect`](crate::Runtime::effect)),
+    /// by position: kept with the task, whether it finished or not.
+    pub effects: Vec<EffectInfo>,
 }
 
 /// The state of a thread at one checkpoint.
@@ -192,6 +196,7 @@ fn task_infos<S: GraphState>(
         .map(|task| {
             let succeeded = task.succeeded();
             let attempts = task.attempts();
+            let effects = EffectInfo::of_writes(task.writes.iter().copied())?;
             let settled = succeeded && latest;
             let (error, interrupts) = if settled {
                 (None, Vec::new())
@@ -212,6 +217,7 @@ fn task_infos<S: GraphState>(
                 interrupts,
                 succeeded,
                 subgraph: None,
+                effects,
             })
         })
         .collect()

@@ -7,6 +7,7 @@
 mod algebra;
 mod cache;
 mod compiled;
+mod effect;
 mod finite;
 mod inspect;
 mod inspect_subgraphs;
@@ -37,6 +38,7 @@ use crate::error::{Error, Result};
 use crate::state::GraphState;
 
 pub use compiled::CompiledGraph;
+pub use effect::{EffectError, EffectInfo};
 pub use inspect::{History, StateSnapshot, TaskInfo};
 pub use inspect_subgraphs::SubgraphState;
 pub use node::{Command, IntoNode, IntoNodeResult, Node, NodeError, ParentCommand};

@@ -138,6 +138,8 @@ pub(crate) enum NodeErrorKind {
     Parent(ParentCommand),
     /// The command a subgraph sent up: this node's result.
     Command(ParentCommand),
+    /// The effect journal refused or failed (a typed error of its own).
+    Journal(crate::error::Error),
 }
 
 impl NodeError {
@@ -156,6 +158,7 @@ impl fmt::Debug for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             NodeErrorKind::Failed(e) => f.debug_tuple("NodeError::Failed").field(e).finish(),
+            NodeErrorKind::Journal(e) => f.debug_tuple("NodeError::Journal").field(e).finish(),
             NodeErrorKind::Interrupt(i) => f.debug_tuple("NodeError::Interrupt").field(i).finish(),
             NodeErrorKind::Parent(c) | NodeErrorKind::Command(c) => {
                 f.debug_tuple("NodeError::Parent").field(c).finish()
@@ -168,6 +171,7 @@ impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             NodeErrorKind::Failed(e) => e.fmt(f),
+            NodeErrorKind::Journal(e) => e.fmt(f),
             NodeErrorKind::Interrupt(i) => i.fmt(f),
             NodeErrorKind::Parent(c) | NodeErrorKind::Command(c) => c.fmt(f),
         }
@@ -184,6 +188,15 @@ impl<E: StdError + Send + Sync + 'static> From<E> for NodeError {
         match boxed.downcast::<ParentCommand>() {
             Ok(command) => NodeError(NodeErrorKind::Parent(*command)),
             Err(other) => NodeError(NodeErrorKind::Failed(other)),
+        }
+    }
+}
+
+impl From<super::effect::EffectError> for NodeError {
+    fn from(e: super::effect::EffectError) -> Self {
+        match e {
+            super::effect::EffectError::Failed(e) => NodeError(NodeErrorKind::Failed(e)),
+            super::effect::EffectError::Journal(e) => NodeError(NodeErrorKind::Journal(e)),
         }
     }
 }

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::algebra::{Ending, TaskNode, TaskRun, failure_message};
+use super::effect::is_journal_mismatch;
 use super::node::{Command, NodeError, NodeErrorKind, ParentCommand};
 use super::panics::panic_message;
 use super::policy::random_unit;
@@ -94,7 +95,7 @@ async fn attempts<S: GraphState>(
                 recovered,
             };
         };
-        let retryable = retry.filter(|p| p.retries(&error));
+        let retryable = retry.filter(|p| !is_journal_mismatch(&error) && p.retries(&error));
         let end = match retryable {
             Some(policy) if attempt < most => {
                 let wait = policy.delay(attempt, random_unit());
@@ -170,6 +171,7 @@ async fn attempt_once<S: GraphState>(
         Err(NodeError(NodeErrorKind::Interrupt(signal))) => Ending::Interrupted(signal),
         Err(NodeError(NodeErrorKind::Parent(command))) => Ending::Parent(command),
         Err(NodeError(NodeErrorKind::Command(command))) => sent_up(&node.name, command),
+        Err(NodeError(NodeErrorKind::Journal(error))) => Ending::Failed(error),
         Err(NodeError(NodeErrorKind::Failed(source))) => Ending::Failed(Error::NodeFailed {
             node: node.name.clone(),
             source,

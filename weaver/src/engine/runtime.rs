@@ -5,8 +5,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
+use std::future::Future;
+
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+use super::effect::{EffectError, Journal};
+use crate::error::BoxError;
 
 use super::stream::StreamWriter;
 use super::{Interrupt, InterruptWhen};
@@ -34,6 +40,10 @@ pub struct Runtime {
     /// In a replay's first step: where this task's counterpart at the
     /// replayed checkpoint was paused inside its subgraph.
     pub(crate) origin: Option<TaskOrigin>,
+    /// Where the task's side effects are journaled.
+    journal: Arc<Journal>,
+    /// Effects called in this attempt.
+    effects_called: AtomicUsize,
 }
 
 /// Where a task of a replay's first step was paused inside its subgraph
@@ -57,7 +67,10 @@ impl Runtime {
         task_id: String,
         resume: AnswersById,
     ) -> Self {
+        let journal = Arc::new(Journal::detached(&task_id, node));
         Runtime {
+            journal,
+            effects_called: AtomicUsize::new(0),
             config,
             node: node.to_owned(),
             step,
@@ -172,6 +185,113 @@ impl Runtime {
         self.attempt.store(n, Ordering::Relaxed);
         self.interrupts_called.store(0, Ordering::Relaxed);
         self.subgraphs_called.store(0, Ordering::Relaxed);
+        self.effects_called.store(0, Ordering::Relaxed);
+    }
+
+    pub(crate) fn with_journal(mut self, journal: Journal) -> Self {
+        self.journal = Arc::new(journal);
+        self
+    }
+
+    /// The task's effect journal.
+    pub(crate) fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Runs a side effect once per task: `f`'s result is journaled (a
+    /// pending write of the task, stored the moment `f` returns, whatever
+    /// the run's [`Durability`](crate::Durability)), and every later run
+    /// of the same task (a resume after an interrupt, a retry of its
+    /// [`RetryPolicy`](crate::RetryPolicy), another process finishing a
+    /// step a killed one left) gets the journaled result back without
+    /// calling `f`.
+    ///
+    /// `f` gets the effect's idempotency key, the same on every run of the
+    /// task and different on any other task (a fork or replay from an
+    /// older checkpoint runs new tasks): send it to the outside service
+    /// (an `Idempotency-Key` header) so that a call cut off before its
+    /// result was journaled is not carried out twice.
+    ///
+    /// Effects are matched by their position among the task's effects:
+    /// call them in the same order on every run (one after another, not
+    /// concurrently). A name other than the one journaled at that position
+    /// is [`Error::EffectOrder`](crate::Error::EffectOrder). Errors come
+    /// as an [`EffectError`] that `?` turns into the node's error. `f`'s
+    /// error fails the node (and is retried like any other failure),
+    /// journaling nothing; a result that does not serialize is
+    /// [`Error::Encode`](crate::Error::Encode), one journaled that does not
+    /// decode as `T` [`Error::Decode`](crate::Error::Decode), both naming
+    /// the effect, and neither is retried.
+    ///
+    /// The entry is stored before `effect` returns under every durability,
+    /// provided the checkpoint the task started from is stored: always
+    /// under `sync` and `async` (after the run's queued writes land), and
+    /// under `exit` when the run started from it (a resume). A task of a
+    /// checkpoint an `exit` run has not stored yet keeps its entries with
+    /// its other writes, stored with that checkpoint when the run ends;
+    /// without a checkpointer the journal lasts for the task's attempts.
+    ///
+    /// ```
+    /// # use weaver::{Runtime, NodeError};
+    /// async fn charge(rt: &Runtime) -> Result<u64, NodeError> {
+    ///     let receipt: u64 = rt
+    ///         .effect("charge", |key| async move {
+    ///             // e.g. POST /charges with `Idempotency-Key: {key}`
+    ///             assert!(key.starts_with("weaver-"));
+    ///             Ok::<_, std::io::Error>(42)
+    ///         })
+    ///         .await?;
+    ///     Ok(receipt)
+    /// }
+    /// ```
+    pub async fn effect<T, E, F, Fut>(&self, name: &str, f: F) -> Result<T, EffectError>
+    where
+        T: Serialize + DeserializeOwned,
+        E: Into<BoxError>,
+        F: FnOnce(String) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let position = self.effects_called.fetch_add(1, Ordering::Relaxed);
+        self.journal.run(position, name, None, f).await
+    }
+
+    /// [`effect`](Runtime::effect) under an idempotency key of the caller's
+    /// that outlives the task: a result journaled under `key` by any task
+    /// of the thread (any namespace, a task of a fork or replay from an
+    /// older checkpoint too) is returned instead of calling `f`. The
+    /// result lives as long as the checkpoint whose task journaled it:
+    /// [`fork_at`](crate::Saver::fork_at) and
+    /// [`copy_thread`](crate::Saver::copy_thread) copy it with the lineage,
+    /// a prune that removes that checkpoint and
+    /// [`delete_thread`](crate::Saver::delete_thread) remove it. The first
+    /// run of a keyed effect in a task reads the thread's writes to look
+    /// for it. `f` gets a key made of the thread and `key`.
+    ///
+    /// ```
+    /// # use weaver::{Runtime, NodeError};
+    /// async fn refund(rt: &Runtime, order: &str) -> Result<String, NodeError> {
+    ///     let receipt = rt
+    ///         .effect_with_key(&format!("refund-{order}"), "refund", |key| async move {
+    ///             Ok::<_, std::io::Error>(format!("refunded under {key}"))
+    ///         })
+    ///         .await?;
+    ///     Ok(receipt)
+    /// }
+    /// ```
+    pub async fn effect_with_key<T, E, F, Fut>(
+        &self,
+        key: &str,
+        name: &str,
+        f: F,
+    ) -> Result<T, EffectError>
+    where
+        T: Serialize + DeserializeOwned,
+        E: Into<BoxError>,
+        F: FnOnce(String) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let position = self.effects_called.fetch_add(1, Ordering::Relaxed);
+        self.journal.run(position, name, Some(key), f).await
     }
 
     /// Pauses the run for human input.

@@ -12,6 +12,7 @@ use crate::engine::algebra::tasks::send_payload;
 use crate::engine::algebra::{
     Author, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
 };
+use crate::engine::effect::Journal;
 use crate::engine::node::ParentCommand;
 use crate::engine::runner::{Runner, run_task};
 use crate::engine::runtime::{AnswersById, Runtime};
@@ -127,7 +128,19 @@ impl<S: GraphState> Loop<'_, S> {
                 Some(r) => r.origin_of(self.spec, task.node)?,
                 None => None,
             };
+            let journal = match &self.thread {
+                Some(t) => Journal::new(
+                    Some(t.writer.checkpointer().clone()),
+                    t.at.at(self.current.id.clone()),
+                    t.is_saved(&self.current.id),
+                    &task.id,
+                    name,
+                    &task.writes,
+                ),
+                None => Journal::detached(&task.id, name),
+            };
             let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)
+                .with_journal(journal)
                 .with_origin(origin)
                 .with_store(self.store.clone())
                 .with_checkpointer(
@@ -187,7 +200,10 @@ impl<S: GraphState> Loop<'_, S> {
         };
         while let Some((k, result)) = runner.next().await {
             let id = started.ids[k].as_str();
-            let (finished, writes) = finish_task(spec, state, nodes[k], id, result, persisting);
+            let (finished, mut writes) = finish_task(spec, state, nodes[k], id, result, persisting);
+            // Effects journaled while the task's checkpoint was not stored
+            // go with its other writes.
+            writes.extend(runtimes[k].journal().take_held());
             send_task_result(sink, spec, nodes[k], step, id, &finished);
             match finished {
                 Finished::Succeeded(output) => {

@@ -1,0 +1,71 @@
+//! Journaled side effects on the in-memory saver (two clones of one saver
+//! stand for two processes), and without a checkpointer.
+
+use std::sync::Arc;
+
+use weaver::prelude::*;
+use weaver_tests::effects;
+
+fn pair() -> (Arc<dyn Saver>, Arc<dyn Saver>) {
+    let saver = InMemorySaver::new();
+    (Arc::new(saver.clone()), Arc::new(saver))
+}
+
+fn memory() -> Arc<dyn Saver> {
+    Arc::new(InMemorySaver::new())
+}
+
+#[tokio::test]
+async fn an_effect_before_an_interrupt_runs_once_in_memory() {
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        let (a, b) = pair();
+        effects::an_effect_before_an_interrupt_runs_once(a, b, "t", durability).await;
+    }
+}
+
+#[tokio::test]
+async fn a_retried_node_runs_its_effect_once_in_memory() {
+    let (a, b) = pair();
+    effects::a_retried_node_runs_its_effect_once(a, b, "t").await;
+}
+
+#[tokio::test]
+async fn a_run_cut_off_after_its_effect_is_finished_without_it_in_memory() {
+    let (a, b) = pair();
+    effects::a_run_cut_off_after_its_effect_is_finished_without_it(a, b, "t").await;
+}
+
+#[tokio::test]
+async fn a_fork_from_before_the_node_runs_the_effect_again_in_memory() {
+    effects::a_fork_from_before_the_node_runs_the_effect_again(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn with_an_explicit_key_a_fork_does_not_run_the_effect_in_memory() {
+    effects::with_an_explicit_key_a_fork_does_not(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn effects_in_another_order_are_a_typed_error_in_memory() {
+    effects::effects_in_another_order_are_a_typed_error(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn unstorable_and_undecodable_results_are_typed_errors_in_memory() {
+    effects::unstorable_and_undecodable_results_are_typed_errors(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn the_journal_is_copied_and_deleted_with_its_thread_in_memory() {
+    effects::the_journal_is_copied_and_deleted_with_its_thread(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn an_effect_in_a_subgraph_runs_once_in_memory() {
+    effects::an_effect_in_a_subgraph_runs_once(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_damaged_journal_entry_is_a_decode_error_in_memory() {
+    effects::a_damaged_journal_entry_is_a_decode_error(memory(), "t").await;
+}
