@@ -29,6 +29,8 @@ mod ecto;
 mod encryption;
 #[path = "sql/engine.rs"]
 mod engine;
+#[path = "sql/evolution.rs"]
+mod evolution;
 #[path = "sql/failures.rs"]
 mod failures;
 #[path = "sql/group.rs"]

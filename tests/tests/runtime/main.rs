@@ -6,6 +6,7 @@ mod common;
 mod config;
 mod conformance;
 mod engine;
+mod evolution;
 mod history;
 mod interrupts;
 mod pending;

@@ -15,6 +15,7 @@ pub(crate) mod node_cache;
 mod panics;
 mod persist;
 mod policy;
+mod renames;
 mod run;
 mod runner;
 mod runtime;
