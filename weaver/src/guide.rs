@@ -3,3 +3,7 @@
 //! Each chapter is a page of this module; its examples are compiled and run
 //! as doctests, so they stay true to the API. The chapters' sources are the
 //! markdown files under `docs/guide/` in the repository.
+
+pub mod releasing {
+    #![doc = include_str!("../../docs/guide/releasing.md")]
+}

@@ -332,24 +332,29 @@ impl<'a> Comparer<'a> {
         };
         let removed: Vec<&String> = pp.keys().filter(|k| !cp.contains_key(*k)).collect();
         let added: Vec<&String> = cp.keys().filter(|k| !pp.contains_key(*k)).collect();
+        // An added field with the schema of a removed one looks like a
+        // rename: the old values would be lost.
         let mut renamed = BTreeSet::new();
-        for r in &removed {
-            let old = resolve(&pp[*r], self.prev_root);
-            if let Some(a) = added.iter().find(|a| {
-                !renamed.contains(**a)
-                    && strip_docs(resolve(&cp[**a], self.cur_root)) == strip_docs(old)
-            }) {
-                renamed.insert((*a).clone());
-                renamed.insert((*r).clone());
-                self.push(
-                    Severity::Failure,
-                    &at(r),
-                    format!(
-                        "removed while `{}` was added with the same schema: a rename, which reads old checkpoints without their `{r}`; bump the state version with an upcaster that moves the value",
-                        at(a)
-                    ),
-                );
+        for a in &added {
+            let new = strip_docs(resolve(&cp[*a], self.cur_root));
+            let was: Vec<&&String> = removed
+                .iter()
+                .filter(|r| strip_docs(resolve(&pp[**r], self.prev_root)) == new)
+                .collect();
+            if was.is_empty() {
+                continue;
             }
+            let names: Vec<String> = was.iter().map(|r| format!("`{}`", at(r))).collect();
+            renamed.insert((*a).clone());
+            renamed.extend(was.iter().map(|r| (**r).clone()));
+            self.push(
+                Severity::Failure,
+                &at(a),
+                format!(
+                    "added with the schema of removed {}: a rename reads old checkpoints without the old value; bump the state version with an upcaster that moves it",
+                    names.join(", ")
+                ),
+            );
         }
         for r in removed.iter().filter(|r| !renamed.contains(**r)) {
             if top {

@@ -49,12 +49,15 @@ pub use scan::{ScanReport, ThreadScan, scan_stored};
 pub use schema::{SchemaSnapshot, schema_snapshot};
 
 /// Checkpoint metadata key holding the version of the state that wrote the
-/// checkpoint ([`GraphState::VERSION`](crate::GraphState::VERSION)).
+/// checkpoint ([`GraphState::VERSION`](crate::GraphState::VERSION)). The
+/// engine's value replaces a run metadata key of the same name
+/// ([`RunConfig::metadata`](crate::RunConfig::metadata)); metadata filters
+/// can select by it (`ListFilter::metadata(STATE_VERSION_KEY, 1)`).
 pub const STATE_VERSION_KEY: &str = "state_version";
 
 /// Checkpoint metadata key holding the fingerprint of the JSON Schema of
 /// the state that wrote the checkpoint (absent for a state without
-/// `JsonSchema`).
+/// `JsonSchema`); it replaces a run metadata key of the same name.
 pub const STATE_SCHEMA_KEY: &str = "state_schema";
 
 /// The fingerprint of a JSON Schema: 16 hex digits of the FNV-1a hash of

@@ -81,7 +81,8 @@ impl Upgraded {
 /// Brings channel values stored by version `stored` of `S` (`None`: an
 /// unversioned record, version 1) to the form the current `S` decodes: runs
 /// [`GraphState::upcast`] from `stored` up to [`GraphState::VERSION`], then
-/// fills every channel the values lack with its value in `S::default()`.
+/// fills every channel the values lack with its value in `S::default()`
+/// (a field the default does not serialize is left to its serde default).
 /// Keys `S` has no channel for stay, and are ignored when the state is
 /// decoded. Every read of a stored state (`get_state`, history, a run or
 /// resume, `update_state`, a fork) goes through this function.
@@ -135,9 +136,12 @@ pub fn upgrade_values<S: GraphState>(
     if !missing.is_empty() {
         let mut defaults = default_values::<S>()?;
         for name in missing {
-            let value = defaults.remove(name).unwrap_or(Value::Null);
-            values.insert(name.to_owned(), value);
-            done.defaulted.push(name.to_owned());
+            // A field the default does not serialize (`skip_serializing_if`)
+            // is left to its own serde default.
+            if let Some(value) = defaults.remove(name) {
+                values.insert(name.to_owned(), value);
+                done.defaulted.push(name.to_owned());
+            }
         }
     }
     Ok(done)
