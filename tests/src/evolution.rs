@@ -134,12 +134,20 @@ fn ask_v2(s: &TicketV2, rt: &Runtime) -> Result<TicketV2Update, NodeError> {
 
 /// V2, with `ask` named `node`.
 pub fn graph_v2(saver: Arc<dyn Saver>, node: &str, options: Compile) -> CompiledGraph<TicketV2> {
+    v2_named(node, options.checkpointer_arc(saver)).expect("v2 graph")
+}
+
+/// V2 with `ask` named `confirm`, compiled with `options` (no saver).
+pub fn graph_v2_with(options: Compile) -> weaver::Result<CompiledGraph<TicketV2>> {
+    v2_named("confirm", options)
+}
+
+fn v2_named(node: &str, options: Compile) -> weaver::Result<CompiledGraph<TicketV2>> {
     Graph::<TicketV2>::new("tickets")
         .add_node("write", write_v2)
         .add_node(node, ask_v2)
         .add_sequence([START, "write", node, END])
-        .compile(options.checkpointer_arc(saver))
-        .expect("v2 graph")
+        .compile(options)
 }
 
 fn write_v3(_s: &TicketV3) -> TicketV3Update {
@@ -447,4 +455,69 @@ pub async fn renamed_nodes_map_to_new_names(saver: Arc<dyn Saver>, thread: &str)
         done.log,
         ["opened", "v2 answer \"yes\" for printer on fire"]
     );
+}
+
+/// Version 2 whose upcaster refuses every record.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[graph_state(version = 2, upcast(1 => refuse))]
+pub struct TicketRefused {
+    /// The subject.
+    pub subject: String,
+}
+
+/// An upcaster that fails.
+pub fn refuse(_m: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    Err("tickets before version 2 are archived".into())
+}
+
+/// An upcaster's error is an `Error::Upcast` naming both versions and the
+/// reason; a record whose `state_version` is not a version is a decode
+/// error of that metadata key, never read as version 1.
+pub async fn failing_upcasters_and_bad_versions_are_typed_errors(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+) {
+    let config = paused_v1(saver.clone(), thread).await;
+    let refused = reader::<TicketRefused>(saver.clone());
+    match refused.get_state(&config).await {
+        Err(weaver::Error::Upcast {
+            from: 1,
+            to: 2,
+            reason,
+            ..
+        }) => assert!(reason.contains("archived"), "{reason}"),
+        other => panic!("expected Upcast 1 -> 2, got {other:?}"),
+    }
+    match refused.resume(json!("yes"), &config).await {
+        Err(weaver::Error::Upcast { .. }) => {}
+        other => panic!("expected Upcast on resume, got {other:?}"),
+    }
+    let bad = format!("{thread}-bad");
+    let mut record = weaver::checkpoint::Checkpoint::empty();
+    record
+        .channel_values
+        .insert("title".into(), json!("stored by hand"));
+    let mut metadata =
+        weaver::checkpoint::CheckpointMetadata::new(weaver::checkpoint::CheckpointSource::Loop, 0);
+    metadata
+        .extra
+        .insert(STATE_VERSION_KEY.into(), json!("two"));
+    saver
+        .put(weaver::checkpoint::NewCheckpoint {
+            thread_id: bad.clone(),
+            checkpoint_ns: String::new(),
+            parent_id: None,
+            checkpoint: record,
+            metadata,
+            commit_order: None,
+        })
+        .await
+        .expect("put");
+    let v1 = reader::<TicketV1>(saver);
+    match v1.get_state(&RunConfig::thread(&bad)).await {
+        Err(weaver::Error::Decode { what, .. }) => {
+            assert!(what.contains(STATE_VERSION_KEY), "{what}")
+        }
+        other => panic!("expected a decode error of the version, got {other:?}"),
+    }
 }

@@ -41,6 +41,11 @@ async fn renamed_nodes_map_to_new_names_in_memory() {
     evolution::renamed_nodes_map_to_new_names(memory(), "t").await;
 }
 
+#[tokio::test]
+async fn failing_upcasters_and_bad_versions_are_typed_errors_in_memory() {
+    evolution::failing_upcasters_and_bad_versions_are_typed_errors(memory(), "t").await;
+}
+
 mod release_checks {
     //! `weaver::evolution::check_compatible` / `assert_compatible`: the
     //! state's schema against the previous release's snapshot.
@@ -217,5 +222,36 @@ mod release_checks {
         assert!(check_compatible::<TicketV2>(&bare).unwrap().is_compatible());
         let both = TicketV1::schemas().to_string();
         assert!(check_compatible::<TicketV2>(&both).unwrap().is_compatible());
+    }
+}
+
+#[test]
+fn unusable_node_renames_are_refused_at_compile() {
+    use weaver::{Compile, Error, GraphError};
+    let cases = [
+        (("ask", "nowhere"), "the new name is not a node"),
+        (("write", "confirm"), "the old name is still a node"),
+        (("__start__", "confirm"), "never renamed"),
+    ];
+    for ((old, new), reason) in cases {
+        let got = evolution::graph_v2_with(Compile::new().rename_node(old, new));
+        match got {
+            Err(Error::InvalidGraph(GraphError::InvalidRename { reason: r, .. })) => {
+                assert!(r.contains(reason), "{old} -> {new}: {r}")
+            }
+            other => panic!(
+                "{old} -> {new}: expected InvalidRename, got {:?}",
+                other.err()
+            ),
+        }
+    }
+    let twice = Compile::new()
+        .rename_node("old", "confirm")
+        .rename_node("old", "write");
+    match evolution::graph_v2_with(twice) {
+        Err(Error::InvalidGraph(GraphError::InvalidRename { reason, .. })) => {
+            assert!(reason.contains("twice"), "{reason}")
+        }
+        other => panic!("expected InvalidRename, got {:?}", other.err()),
     }
 }

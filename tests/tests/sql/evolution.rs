@@ -98,3 +98,18 @@ async fn renamed_nodes_map_to_new_names_on_postgres() {
     evolution::renamed_nodes_map_to_new_names(saver, "t").await;
     db.drop_schema().await;
 }
+
+#[tokio::test]
+async fn failing_upcasters_and_bad_versions_are_typed_errors_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    evolution::failing_upcasters_and_bad_versions_are_typed_errors(saver, "t").await;
+}
+
+#[tokio::test]
+async fn failing_upcasters_and_bad_versions_are_typed_errors_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    evolution::failing_upcasters_and_bad_versions_are_typed_errors(saver, "t").await;
+    db.drop_schema().await;
+}
