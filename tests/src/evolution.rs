@@ -437,6 +437,13 @@ pub async fn renamed_nodes_map_to_new_names(saver: Arc<dyn Saver>, thread: &str)
             other => panic!("expected RemovedNode `ask`, got {other:?}"),
         }
     }
+    // The history lists the past: it reads, without the removed node's work.
+    let history = plain
+        .get_state_history(&config, History::default())
+        .await
+        .expect("history reads without the removed node");
+    assert!(history.iter().all(|s| !s.next.iter().any(|n| n == "ask")));
+    assert_eq!(history[0].values.title, "printer on fire");
     let mapped = graph_v2(
         saver,
         "confirm",

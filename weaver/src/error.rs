@@ -383,7 +383,9 @@ pub enum Error {
     },
 
     /// A stored checkpoint has work pending for a node this graph does not
-    /// have (it was removed or renamed since the checkpoint was written).
+    /// have (it was removed or renamed since the checkpoint was written):
+    /// from a run, a resume, an update or `get_state` of the thread's head.
+    /// A history lists such past checkpoints without that work.
     #[error(
         "checkpoint `{checkpoint_id}` of thread `{thread_id}` has work pending for node `{node}`, which this graph does not have: add the node back, or map the old name to its new one with `Compile::rename_node(\"{node}\", \"<new name>\")`"
     )]

@@ -130,7 +130,7 @@ pub(crate) fn snapshot<S: GraphState>(
 ) -> Result<StateSnapshot<S>> {
     // The snapshot keeps no channel values: they move into the state. Its
     // sends stay, for its tasks.
-    super::renames::read_tuple(spec, &mut t)?;
+    super::renames::read_tuple(spec, &mut t, apply_pending)?;
     let sends = t.checkpoint.channel_values.remove(SENDS_CHANNEL);
     let values: S = decode_state_owned(std::mem::take(&mut t.checkpoint.channel_values))?;
     if let Some(sends) = sends {
@@ -246,7 +246,7 @@ pub(crate) async fn get_state<S: GraphState>(
             let mut one = [t];
             cp.resolve_listed(&mut one, ListedParents::Rebuild).await?;
             let [mut t] = one;
-            super::renames::read_tuple(spec, &mut t)?;
+            super::renames::read_tuple(spec, &mut t, latest)?;
             let values: S = decode_state_owned(std::mem::take(&mut t.checkpoint.channel_values))?;
             built.remember(key, &values, epoch);
             snapshot_of(spec, t, values, latest)

@@ -20,17 +20,29 @@ use crate::state::GraphState;
 const MAPPED_INTERRUPTS: usize = 256;
 
 /// Reads a stored checkpoint for this graph and state: nodes renamed since
-/// it was written take their new names, work pending for a node the graph
-/// does not have is an [`Error::RemovedNode`], and its values and pending
-/// writes are upgraded to the current state version.
+/// it was written take their new names, and its values and pending writes
+/// are upgraded to the current state version. With `strict` (a checkpoint
+/// a run, an update or `get_state` of the thread's head goes on from),
+/// work pending for a node the graph does not have is an
+/// [`Error::RemovedNode`]; a past checkpoint of the history reads without
+/// that work (it was done, or abandoned, long ago).
 pub(crate) fn read_tuple<S: GraphState>(
     spec: &Spec<S>,
     t: &mut CheckpointTuple,
+    strict: bool,
 ) -> Result<Upgraded> {
     if !spec.renames.is_empty() {
         rename(spec, t);
     }
-    refuse_removed(spec, t)?;
+    if strict {
+        refuse_removed(spec, t)?;
+    } else if let Some(Value::Array(sends)) = t.checkpoint.channel_values.get_mut(SENDS_CHANNEL) {
+        sends.retain(|s| {
+            s.get("node")
+                .and_then(Value::as_str)
+                .is_none_or(|n| spec.index.contains_key(n))
+        });
+    }
     upgrade_tuple::<S>(t)
 }
 

@@ -123,7 +123,7 @@ async fn read_base<S: GraphState>(
     // Read through the current state's version; a checkpoint upgraded in
     // memory is no base for deltas (its stored form differs).
     let upgraded = match base.as_mut() {
-        Some(t) => super::renames::read_tuple(spec, t)?.changed(),
+        Some(t) => super::renames::read_tuple(spec, t, true)?.changed(),
         None => false,
     };
     let delta_base = base

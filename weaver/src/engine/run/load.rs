@@ -169,7 +169,8 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 // Read through the current state's version; a checkpoint
                 // upgraded in memory is no base for deltas (its stored form
                 // differs): the next checkpoint stores them in full.
-                let upgraded = crate::engine::renames::read_tuple(self.spec, &mut t)?.changed();
+                let upgraded =
+                    crate::engine::renames::read_tuple(self.spec, &mut t, true)?.changed();
                 self.state = decode_state(&t.checkpoint.channel_values)?;
                 thread.delta_base =
                     (!upgraded).then(|| DeltaBase::of(&t.checkpoint, &thread.delta_channels));
