@@ -5,6 +5,7 @@ pub mod counters;
 pub mod decodes;
 pub mod dropped;
 pub mod effects;
+pub mod evolution;
 pub mod policies;
 pub mod sends;
 pub mod shapes;

@@ -31,6 +31,8 @@ mod effects;
 mod encryption;
 #[path = "sql/engine.rs"]
 mod engine;
+#[path = "sql/evolution.rs"]
+mod evolution;
 #[path = "sql/failures.rs"]
 mod failures;
 #[path = "sql/group.rs"]

@@ -10,7 +10,16 @@
 //! weaver --db postgres://postgres@127.0.0.1/test --schema tenant_a migrate status
 //! weaver --db sqlite://weaver-quickstart.db migrate up --adapter checkpoint,store
 //! weaver --db sqlite://weaver-quickstart.db migrate down --adapter store 1
+//! weaver --db sqlite://weaver-quickstart.db scan --schema-file state-schema.json --check
 //! ```
+//!
+//! `scan` has no Rust state type: it checks each root checkpoint's stored
+//! values against a JSON Schema snapshot the application writes with
+//! `weaver::evolution::schema_snapshot` (see the guide's *Releasing*
+//! chapter), and reports, per thread, the checkpoints that would not read
+//! and the first failing field path. It cannot run the state's upcasters
+//! (they are Rust code): checkpoints of an older state version are counted,
+//! not checked, and nothing is rewritten.
 //!
 //! Checkpoints read through [`weaver::Checkpointer`], so delta channels
 //! show their whole values. An encrypted database needs its keys in the
@@ -48,6 +57,8 @@ use weaver::checkpoint::{
 use weaver::codec::{EncryptedCodec, EncryptionKey, JsonCodec};
 use weaver::migrate::{self, Adapter, Change, Dialect, MigrationTarget, PgSchema};
 use weaver::{Checkpointer, Error, Result};
+
+mod scan;
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -130,6 +141,19 @@ enum Command {
         /// Delete the threads entirely.
         #[arg(long)]
         delete: bool,
+    },
+    /// Root checkpoints a state's schema snapshot cannot read (the file
+    /// `weaver::evolution::schema_snapshot` writes), per thread.
+    Scan {
+        /// The snapshot file (JSON).
+        #[arg(long)]
+        schema_file: std::path::PathBuf,
+        /// Threads read at a time.
+        #[arg(long, default_value_t = 100)]
+        batch: usize,
+        /// Fail (exit status 1) when a checkpoint does not read.
+        #[arg(long)]
+        check: bool,
     },
     /// The schema: its versions, migrate it, or print the SQL.
     Migrate {
@@ -503,6 +527,11 @@ async fn execute(
 ) -> Result<()> {
     match command {
         Command::Migrate { action } => migrate_command(db, action, out).await,
+        Command::Scan {
+            schema_file,
+            batch,
+            check,
+        } => scan::scan(&db.checkpointer(keys)?, &schema_file, batch, check, out).await,
         Command::Threads { limit, offset } => {
             let cp = db.checkpointer(keys)?;
             for t in cp.list_threads(limit, offset).await? {

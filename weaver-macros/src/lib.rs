@@ -18,9 +18,10 @@ mod check;
 mod ctxt;
 mod expand;
 mod symbol;
+mod versioning;
 
 #[doc = include_str!("../doc/graph_state.md")]
-#[proc_macro_derive(GraphState, attributes(reducer))]
+#[proc_macro_derive(GraphState, attributes(reducer, graph_state))]
 pub fn derive_graph_state(input: TokenStream) -> TokenStream {
     expand::derive_graph_state(input.into()).into()
 }

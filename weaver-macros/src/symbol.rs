@@ -15,6 +15,12 @@ pub(crate) const ADD: Symbol = Symbol("add");
 pub(crate) const MERGE: Symbol = Symbol("merge");
 pub(crate) const REPLACE: Symbol = Symbol("replace");
 pub(crate) const DELTA: Symbol = Symbol("delta");
+/// `#[graph_state(version = N, upcast(1 => f, ...))]` on the state struct.
+pub(crate) const GRAPH_STATE: Symbol = Symbol("graph_state");
+pub(crate) const VERSION: Symbol = Symbol("version");
+pub(crate) const UPCAST: Symbol = Symbol("upcast");
+/// The keys of `#[graph_state(...)]`, in the order error messages list them.
+pub(crate) const GRAPH_STATE_KEYS: [Symbol; 2] = [VERSION, UPCAST];
 /// The built-in reducers, in the order error messages list them.
 pub(crate) const REDUCERS: [Symbol; 5] = [APPEND, DELTA, ADD, MERGE, REPLACE];
 /// The channels the runtime keeps beside the state's in a checkpoint and

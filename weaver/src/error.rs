@@ -364,6 +364,58 @@ pub enum Error {
         /// The name called there now.
         found: String,
     },
+
+    /// A checkpoint was written by a version of the state that this one
+    /// cannot read: a newer version, or an older one with no upcaster path
+    /// to the current version (see [`crate::evolution`]).
+    #[error(
+        "checkpoint `{checkpoint_id}` was written by version {found} of state `{state}`, which version {current} cannot read: {reason}"
+    )]
+    StateVersion {
+        /// The checkpoint.
+        checkpoint_id: String,
+        /// The state type.
+        state: String,
+        /// The version the checkpoint records.
+        found: u32,
+        /// The version of the state reading it.
+        current: u32,
+        /// Why, and what to do.
+        reason: String,
+    },
+
+    /// An upcaster declared on the state returned an error.
+    #[error(
+        "cannot upcast checkpoint `{checkpoint_id}` of state `{state}` from version {from} to {to}: {reason}"
+    )]
+    Upcast {
+        /// The checkpoint.
+        checkpoint_id: String,
+        /// The state type.
+        state: String,
+        /// The version upcast from.
+        from: u32,
+        /// The version upcast to.
+        to: u32,
+        /// The upcaster's error.
+        reason: String,
+    },
+
+    /// A stored checkpoint has work pending for a node this graph does not
+    /// have (it was removed or renamed since the checkpoint was written):
+    /// from a run, a resume, an update or `get_state` of the thread's head.
+    /// A history lists such past checkpoints without that work.
+    #[error(
+        "checkpoint `{checkpoint_id}` of thread `{thread_id}` has work pending for node `{node}`, which this graph does not have: add the node back, or map the old name to its new one with `Compile::rename_node(\"{node}\", \"<new name>\")`"
+    )]
+    RemovedNode {
+        /// The thread.
+        thread_id: String,
+        /// The checkpoint.
+        checkpoint_id: String,
+        /// The node's name in the checkpoint.
+        node: String,
+    },
 }
 
 impl Error {
@@ -472,6 +524,17 @@ pub enum GraphError {
     InvalidPolicy {
         /// The node.
         node: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A [`Compile::rename_node`](crate::Compile::rename_node) mapping that
+    /// cannot be used.
+    #[error("cannot read node `{old}` as `{new}`: {reason}")]
+    InvalidRename {
+        /// The old name.
+        old: String,
+        /// The new name.
+        new: String,
         /// Why.
         reason: &'static str,
     },

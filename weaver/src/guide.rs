@@ -8,3 +8,8 @@
 pub mod side_effects {
     #![doc = include_str!("../../docs/guide/side-effects.md")]
 }
+
+/// Releasing a new version of a graph: state evolution, upcasters, renames.
+pub mod releasing {
+    #![doc = include_str!("../../docs/guide/releasing.md")]
+}

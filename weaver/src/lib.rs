@@ -22,6 +22,7 @@ pub mod codec;
 pub mod config;
 pub mod engine;
 mod error;
+pub mod evolution;
 pub mod graph;
 pub mod guide;
 pub mod migrate;
@@ -77,6 +78,7 @@ pub struct ReadmeDoctests;
 pub mod __private {
     //! Re-exports for generated code; not a public API.
     pub use crate::engine::{IntoSends, check_send};
+    pub use crate::evolution::probe::{NoSchema, Probe, ViaSchema, upcast_with};
     pub use crate::state::reducer::{AddReducer, AppendReducer, DeltaReducer, MergeReducer};
     pub use schemars;
     pub use serde;

@@ -7,6 +7,7 @@ mod config;
 mod conformance;
 mod effects;
 mod engine;
+mod evolution;
 mod history;
 mod interrupts;
 mod pending;

@@ -667,3 +667,113 @@ async fn show_lists_the_journaled_effects_on_sqlite() {
         other => panic!("expected a decode error, got {other:?}"),
     }
 }
+
+/// `weaver scan` on a SQLite file written by the first release of a state:
+/// against the snapshot of an additive release nothing fails; against a
+/// retyped field every checkpoint fails at that field; a later version's
+/// snapshot counts them as older; checkpoints of a newer version fail.
+#[tokio::test]
+async fn the_scan_reports_checkpoints_a_schema_snapshot_cannot_read() {
+    use weaver::evolution::schema_snapshot;
+    use weaver_tests::evolution::{self as evo, TicketRetyped, TicketV2, TicketV3};
+
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    evo::paused_v1(saver.clone(), "old").await;
+    evo::paused_v1(saver.clone(), "older").await;
+    let url = format!("sqlite://{}", db.path.display());
+    let file = db.path.with_extension("schema.json");
+    let scan = async |snapshot: String, check: bool| {
+        std::fs::write(&file, snapshot).unwrap();
+        let f = file.display().to_string();
+        let mut args = vec![
+            "--db",
+            url.as_str(),
+            "scan",
+            "--schema-file",
+            f.as_str(),
+            "--batch",
+            "1",
+        ];
+        if check {
+            args.push("--check");
+        }
+        weaver(&args).await
+    };
+
+    let additive = scan(schema_snapshot::<TicketV2>().to_json(), true)
+        .await
+        .unwrap();
+    assert!(
+        additive.starts_with("scanned 2 threads, 6 checkpoints against state version 1"),
+        "{additive}"
+    );
+    assert!(
+        additive.contains(": 0 unreadable, 0 of an older version"),
+        "{additive}"
+    );
+    assert_eq!(additive.lines().count(), 1, "{additive}");
+
+    let retyped = scan(schema_snapshot::<TicketRetyped>().to_json(), false)
+        .await
+        .unwrap();
+    let lines: Vec<&str> = retyped.lines().collect();
+    assert!(lines[0].contains(": 6 unreadable"), "{retyped}");
+    assert_eq!(lines[1], "thread\tunreadable\tcheckpoint\tpath\treason");
+    assert_eq!(lines.len(), 4, "{retyped}");
+    for (line, thread) in lines[2..].iter().zip(["old", "older"]) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        assert_eq!(
+            (cols[0], cols[1], cols[3]),
+            (thread, "3", "priority"),
+            "{line}"
+        );
+        assert!(cols[4].contains("expected array"), "{line}");
+    }
+    let failed = scan(schema_snapshot::<TicketRetyped>().to_json(), true).await;
+    assert!(
+        matches!(failed, Err(weaver::Error::Decode { .. })),
+        "{failed:?}"
+    );
+
+    let newer = scan(schema_snapshot::<TicketV3>().to_json(), true)
+        .await
+        .unwrap();
+    assert!(
+        newer.contains(": 0 unreadable, 6 of an older version"),
+        "{newer}"
+    );
+
+    // A thread the version 2 state wrote, scanned with version 1's snapshot.
+    let v3 = evo::graph_v3(saver.clone());
+    v3.invoke(TicketV3::default(), &RunConfig::thread("new"))
+        .await
+        .unwrap();
+    let old_snapshot = scan(schema_snapshot::<TicketV2>().to_json(), false)
+        .await
+        .unwrap();
+    assert!(old_snapshot.contains(": 3 unreadable"), "{old_snapshot}");
+    assert!(
+        old_snapshot.contains("newer than the snapshot's 1"),
+        "{old_snapshot}"
+    );
+
+    let bad = scan("[1]".into(), false).await;
+    assert!(
+        matches!(bad, Err(weaver::Error::InvalidArgument { .. })),
+        "{bad:?}"
+    );
+    std::fs::remove_file(&file).unwrap();
+    let missing = weaver(&[
+        "--db",
+        &url,
+        "scan",
+        "--schema-file",
+        &file.display().to_string(),
+    ])
+    .await;
+    assert!(
+        matches!(missing, Err(weaver::Error::InvalidArgument { .. })),
+        "{missing:?}"
+    );
+}

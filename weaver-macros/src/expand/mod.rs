@@ -35,9 +35,11 @@ pub(crate) fn derive_graph_state(input: TokenStream) -> TokenStream {
     check::state::channels(&state, &mut errors);
     check::state::serde_attrs(&input, &mut errors);
     check::state::struct_reducer(&input, &mut errors);
+    let versioning = crate::versioning::read(&input.attrs, &mut errors);
+    crate::versioning::check(&versioning, &mut errors);
     let update = update::expand(&state);
     let channels = channel::expand(&state);
-    let state_impl = state::expand(&state);
+    let state_impl = state::expand(&state, &crate::versioning::expand(&versioning));
     let errors = errors.into_compile_errors();
     quote! {
         #errors

@@ -9,7 +9,7 @@ use super::update_ident;
 use crate::ast::state::{Field, State};
 use crate::attr::Reducer;
 
-pub(super) fn expand(state: &State<'_>) -> TokenStream {
+pub(super) fn expand(state: &State<'_>, versioning: &TokenStream) -> TokenStream {
     let ident = state.ident;
     let update = update_ident(ident);
     let specs = state.fields.iter().map(|f| {
@@ -57,6 +57,8 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
                 }
 
                 const EXTENDS_DELTAS: bool = #extends_deltas;
+
+                #versioning
 
                 fn extend_deltas(
                     &mut self,

@@ -134,6 +134,7 @@ pub(crate) fn snapshot<S: GraphState>(
 ) -> Result<StateSnapshot<S>> {
     // The snapshot keeps no channel values: they move into the state. Its
     // sends stay, for its tasks.
+    super::renames::read_tuple(spec, &mut t, apply_pending)?;
     let sends = t.checkpoint.channel_values.remove(SENDS_CHANNEL);
     let values: S = decode_state_owned(std::mem::take(&mut t.checkpoint.channel_values))?;
     if let Some(sends) = sends {
@@ -251,6 +252,7 @@ pub(crate) async fn get_state<S: GraphState>(
             let mut one = [t];
             cp.resolve_listed(&mut one, ListedParents::Rebuild).await?;
             let [mut t] = one;
+            super::renames::read_tuple(spec, &mut t, latest)?;
             let values: S = decode_state_owned(std::mem::take(&mut t.checkpoint.channel_values))?;
             built.remember(key, &values, epoch);
             snapshot_of(spec, t, values, latest)
@@ -294,7 +296,13 @@ pub(crate) async fn history<S: GraphState>(
     let mut tuples = cp.list_stored(&filter).await?;
     // Stored by an older version of the state (a channel no longer declared
     // as deltas), or a state that cannot extend its values: rebuild as JSON.
+    // Records of another state version are rebuilt as JSON too, and upgraded
+    // whole: an upcaster may change a delta channel's items.
+    let current = |t: &CheckpointTuple| {
+        crate::evolution::stored_version(&t.metadata).is_ok_and(|v| v.unwrap_or(1) == S::VERSION)
+    };
     let typed = S::EXTENDS_DELTAS
+        && tuples.iter().all(current)
         && tuples.iter().all(|t| {
             t.checkpoint
                 .deltas

@@ -17,6 +17,7 @@ pub(crate) mod outline;
 mod panics;
 mod persist;
 mod policy;
+mod renames;
 mod run;
 mod runner;
 mod runtime;

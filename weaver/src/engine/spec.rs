@@ -137,6 +137,8 @@ pub(crate) struct Spec<S: GraphState> {
     pub start: Edges<S>,
     pub interrupt_before: Vec<bool>,
     pub interrupt_after: Vec<bool>,
+    /// Old node name → the node's name now, for stored checkpoints.
+    pub renames: HashMap<String, String>,
 }
 
 /// Trigger channel of the START pseudo-task (it applies the input).

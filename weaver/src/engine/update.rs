@@ -106,7 +106,7 @@ async fn read_base<S: GraphState>(
         checkpoint_id: None,
         ..target.clone()
     };
-    let (head, base) = match &target.checkpoint_id {
+    let (head, mut base) = match &target.checkpoint_id {
         Some(_) => {
             let (head, base) = tokio::join!(cp.get_tuple(&latest), cp.fetch_tuple(target));
             (head?, Some(base?))
@@ -120,8 +120,15 @@ async fn read_base<S: GraphState>(
         Some(h) => next_commit_order(h.commit_order, &target.thread_id, &target.checkpoint_ns)?,
         None => 1,
     };
+    // Read through the current state's version; a checkpoint upgraded in
+    // memory is no base for deltas (its stored form differs).
+    let upgraded = match base.as_mut() {
+        Some(t) => super::renames::read_tuple(spec, t, true)?.changed(),
+        None => false,
+    };
     let delta_base = base
         .as_ref()
+        .filter(|_| !upgraded)
         .map(|t| DeltaBase::of(&t.checkpoint, delta_channels));
     let succeeded_writes: Vec<PendingWrite> = match (&target.checkpoint_id, &base) {
         (None, Some(t)) => t.pending_writes.clone(),
@@ -297,6 +304,7 @@ fn copy_entry<S: GraphState>(
         next_step(base.step, &base.checkpoint.id)?,
     );
     metadata.extra = config.checkpoint_extra();
+    crate::evolution::stamp::<S>(&mut metadata);
     Ok(Some(BatchEntry {
         checkpoint: NewCheckpoint {
             thread_id: target.thread_id.clone(),
@@ -349,6 +357,7 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         base.step = next_step(base.step, &base.checkpoint.id)?;
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, base.step);
         metadata.extra = config.checkpoint_extra();
+        crate::evolution::stamp::<S>(&mut metadata);
         let mut record = next.clone();
         let (record_base, cut) = compact(&mut record, &delta_channels, base.delta_base.as_ref());
         entries.push(BatchEntry {

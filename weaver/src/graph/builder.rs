@@ -427,6 +427,7 @@ pub struct Compile {
     // store: begin
     pub(crate) store: Option<Arc<dyn crate::store::Store>>,
     // store: end
+    pub(crate) renames: Vec<(String, String)>,
 }
 
 impl Compile {
@@ -438,6 +439,38 @@ impl Compile {
     /// Checkpoints every super-step into `saver`.
     pub fn checkpointer(mut self, saver: impl Saver + 'static) -> Self {
         self.checkpointer = Some(Checkpointer::new(saver));
+        self
+    }
+
+    /// Reads stored checkpoints that name node `old` (a name the graph no
+    /// longer has) as naming node `new`: their pending work, finished
+    /// tasks' writes, interrupts and answers move to `new`, so a thread
+    /// paused before a rename resumes after it. Without it such a
+    /// checkpoint is an [`Error::RemovedNode`](crate::Error::RemovedNode).
+    /// `new` must be a node of the graph and `old` not, each `old` mapped
+    /// once ([`GraphError::InvalidRename`](crate::GraphError::InvalidRename)
+    /// otherwise, from `compile`). Stored records are not rewritten.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    /// async fn review(_s: &S) -> SUpdate { SUpdate::default().n(1u32) }
+    ///
+    /// // `review` was called `check` in the previous release.
+    /// let graph = graph! { state: S, nodes: [review], edges: [START -> review, review -> END] }
+    ///     .compile(Compile::new().rename_node("check", "review"));
+    /// assert!(graph.is_ok());
+    /// let wrong = graph! { state: S, nodes: [review], edges: [START -> review, review -> END] }
+    ///     .compile(Compile::new().rename_node("check", "nowhere"));
+    /// assert!(matches!(
+    ///     wrong,
+    ///     Err(weaver::Error::InvalidGraph(weaver::GraphError::InvalidRename { .. }))
+    /// ));
+    /// ```
+    pub fn rename_node(mut self, old: impl Into<String>, new: impl Into<String>) -> Self {
+        self.renames.push((old.into(), new.into()));
         self
     }
 

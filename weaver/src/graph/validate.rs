@@ -340,7 +340,9 @@ pub(crate) fn build<S: GraphState>(mut graph: Graph<S>, options: &Compile) -> Re
             })
         })
         .collect::<Result<_>>()?;
+    let renames = renames(&options.renames, &index)?;
     Ok(Spec {
+        renames,
         name: graph.name,
         nodes,
         index,
@@ -348,4 +350,37 @@ pub(crate) fn build<S: GraphState>(mut graph: Graph<S>, options: &Compile) -> Re
         interrupt_before,
         interrupt_after,
     })
+}
+
+/// The old-name → new-name map of [`Compile::rename_node`], checked: the
+/// new name is a node, the old one is not (nor START or END), each old
+/// name is mapped once.
+fn renames(
+    given: &[(String, String)],
+    index: &HashMap<String, usize>,
+) -> Result<HashMap<String, String>> {
+    let mut out = HashMap::new();
+    for (old, new) in given {
+        let refuse = |reason| GraphError::InvalidRename {
+            old: old.clone(),
+            new: new.clone(),
+            reason,
+        };
+        let reason = if !index.contains_key(new) {
+            Some("the new name is not a node of this graph")
+        } else if index.contains_key(old) {
+            Some("the old name is still a node of this graph")
+        } else if old == START || old == END || old.is_empty() {
+            Some("START, END and the empty name are never renamed")
+        } else if out.contains_key(old) {
+            Some("the old name is mapped twice")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(refuse(reason).into());
+        }
+        out.insert(old.clone(), new.clone());
+    }
+    Ok(out)
 }

@@ -123,6 +123,7 @@ fn spec(edges: &[(&str, &str)], before: &[&str]) -> Spec<Tally> {
         })
         .collect();
     Spec {
+        renames: HashMap::new(),
         name: "tally".into(),
         nodes,
         start: edges_from(START),

@@ -183,8 +183,14 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 thread.delta_base = Some(base);
             }
             None => {
+                // Read through the current state's version; a checkpoint
+                // upgraded in memory is no base for deltas (its stored form
+                // differs): the next checkpoint stores them in full.
+                let upgraded =
+                    crate::engine::renames::read_tuple(self.spec, &mut t, true)?.changed();
                 self.state = decode_state(&t.checkpoint.channel_values)?;
-                thread.delta_base = Some(DeltaBase::of(&t.checkpoint, &thread.delta_channels));
+                thread.delta_base =
+                    (!upgraded).then(|| DeltaBase::of(&t.checkpoint, &thread.delta_channels));
             }
         }
         self.state_is_current = true;

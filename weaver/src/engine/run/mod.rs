@@ -138,6 +138,7 @@ impl<S: GraphState> Loop<'_, S> {
     fn metadata(config: &RunConfig, source: CheckpointSource, step: i64) -> CheckpointMetadata {
         let mut metadata = CheckpointMetadata::new(source, step);
         metadata.extra = config.checkpoint_extra();
+        crate::evolution::stamp::<S>(&mut metadata);
         metadata
     }
 

@@ -1,0 +1,257 @@
+//! State and graph evolution on the in-memory saver: threads written by
+//! the first release of a state, read by later releases (the shared suite
+//! in `weaver_tests::evolution`).
+
+use std::sync::Arc;
+
+use weaver::{InMemorySaver, Saver};
+use weaver_tests::evolution;
+
+fn memory() -> Arc<dyn Saver> {
+    Arc::new(InMemorySaver::new())
+}
+
+#[tokio::test]
+async fn additive_changes_read_old_threads_in_memory() {
+    evolution::additive_changes_read_old_threads(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn upcasters_rename_a_field_in_memory() {
+    evolution::upcasters_rename_a_field(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn unreadable_changes_are_typed_errors_in_memory() {
+    evolution::unreadable_changes_are_typed_errors(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn pending_writes_are_upcast_in_memory() {
+    evolution::pending_writes_are_upcast(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn forks_read_old_checkpoints_in_memory() {
+    evolution::forks_read_old_checkpoints(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn renamed_nodes_map_to_new_names_in_memory() {
+    evolution::renamed_nodes_map_to_new_names(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn failing_upcasters_and_bad_versions_are_typed_errors_in_memory() {
+    evolution::failing_upcasters_and_bad_versions_are_typed_errors(memory(), "t").await;
+}
+
+mod release_checks {
+    //! `weaver::evolution::check_compatible` / `assert_compatible`: the
+    //! state's schema against the previous release's snapshot.
+
+    use serde::{Deserialize, Serialize};
+    use weaver::evolution::{Severity, check_compatible, schema_snapshot};
+    use weaver::prelude::*;
+    use weaver_tests::evolution::{TicketGap, TicketRetyped, TicketV1, TicketV2, TicketV3};
+
+    fn previous<S: StateSchema>() -> String {
+        schema_snapshot::<S>().to_json()
+    }
+
+    fn report<S: StateSchema>(prev: &str) -> Vec<(Severity, String, String)> {
+        check_compatible::<S>(prev)
+            .unwrap()
+            .changes
+            .into_iter()
+            .map(|c| (c.severity, c.path, c.message))
+            .collect()
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Counts {
+        small: u32,
+        big: u64,
+        name: String,
+        profile: Profile,
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Profile {
+        age: u32,
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct CountsChanged {
+        small: u64,
+        big: u32,
+        name: Option<String>,
+        profile: ProfileChanged,
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct ProfileChanged {
+        age: u32,
+        email: String,
+        #[serde(default)]
+        phone: String,
+    }
+
+    /// `title` renamed `subject` in place, without a version or upcaster.
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Renamed {
+        subject: String,
+        priority: u32,
+        legacy: String,
+        #[reducer(delta)]
+        log: Vec<String>,
+    }
+
+    #[test]
+    fn additive_changes_pass_with_notes_only() {
+        let got = report::<TicketV2>(&previous::<TicketV1>());
+        assert!(got.iter().all(|(s, ..)| *s == Severity::Info), "{got:?}");
+        assert!(
+            got.iter()
+                .any(|(_, p, m)| p == "legacy" && m.contains("ignored")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|(_, p, m)| p == "count" && m.contains("default")),
+            "{got:?}"
+        );
+        // Nothing changed at all.
+        assert!(report::<TicketV1>(&previous::<TicketV1>()).is_empty());
+    }
+
+    #[test]
+    fn a_rename_without_an_upcaster_fails_and_with_one_passes() {
+        let got = report::<Renamed>(&previous::<TicketV1>());
+        let (sev, path, msg) = &got[0];
+        assert_eq!(
+            (*sev, path.as_str()),
+            (Severity::Failure, "subject"),
+            "{got:?}"
+        );
+        assert!(msg.contains("rename") && msg.contains("`title`"), "{msg}");
+        // TicketV3 is version 2 with an upcaster from 1.
+        let report = check_compatible::<TicketV3>(&previous::<TicketV1>()).unwrap();
+        assert!(report.is_compatible(), "{report}");
+        assert!(
+            report
+                .changes
+                .iter()
+                .any(|c| c.path == "subject" && c.message.contains("covered by the upcasters")),
+            "{report}"
+        );
+        let rollback: Vec<_> = report.warnings().collect();
+        assert_eq!(rollback.len(), 1, "{report}");
+        assert!(
+            rollback[0]
+                .message
+                .contains("refused by the previous release"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn a_type_change_or_a_version_gap_fails_naming_it() {
+        let got = report::<TicketRetyped>(&previous::<TicketV1>());
+        let failure = got
+            .iter()
+            .find(|(s, ..)| *s == Severity::Failure)
+            .expect("a failure");
+        assert_eq!(failure.1, "priority");
+        assert!(failure.2.contains("type changed"), "{}", failure.2);
+        let gap = check_compatible::<TicketGap>(&previous::<TicketV1>()).unwrap();
+        let first = gap.failures().next().expect("a failure");
+        assert!(
+            first
+                .message
+                .contains("no upcaster goes from version 1 to 2"),
+            "{first}"
+        );
+        // The version going down.
+        let down = check_compatible::<TicketV1>(&previous::<TicketV3>()).unwrap();
+        assert!(
+            down.failures()
+                .any(|c| c.message.contains("went down from 2 to 1")),
+            "{down}"
+        );
+    }
+
+    #[test]
+    fn narrowing_fails_widening_warns_and_nested_required_fields_fail() {
+        let got = report::<CountsChanged>(&previous::<Counts>());
+        let find = |path: &str| {
+            got.iter()
+                .find(|(_, p, _)| p == path)
+                .unwrap_or_else(|| panic!("no change at {path}: {got:?}"))
+        };
+        assert_eq!(find("big").0, Severity::Failure, "u64 to u32");
+        assert_eq!(find("small").0, Severity::Warning, "u32 to u64");
+        assert_eq!(
+            find("name").0,
+            Severity::Warning,
+            "String to Option<String>"
+        );
+        let email = find("profile.email");
+        assert_eq!(email.0, Severity::Failure);
+        assert!(email.2.contains("#[serde(default)]"), "{}", email.2);
+        assert!(
+            got.iter().all(|(_, p, _)| p != "profile.phone"),
+            "a field with a default: {got:?}"
+        );
+        // Most severe first.
+        assert!(got.windows(2).all(|w| w[0].0 >= w[1].0), "{got:?}");
+    }
+
+    #[test]
+    fn assert_compatible_panics_on_failures_and_bad_snapshots() {
+        let ok = weaver::evolution::assert_compatible::<TicketV2>(&previous::<TicketV1>());
+        assert!(ok.is_compatible());
+        let failed = std::panic::catch_unwind(|| {
+            weaver::evolution::assert_compatible::<TicketRetyped>(&previous::<TicketV1>())
+        });
+        let message = *failed.unwrap_err().downcast::<String>().unwrap();
+        assert!(message.contains("priority"), "{message}");
+        assert!(check_compatible::<TicketV1>("{\"type\": \"string\"}").is_err());
+        // A bare schema, or `StateSchema::schemas()`, reads as version 1.
+        let bare = TicketV1::state_schema().to_string();
+        assert!(check_compatible::<TicketV2>(&bare).unwrap().is_compatible());
+        let both = TicketV1::schemas().to_string();
+        assert!(check_compatible::<TicketV2>(&both).unwrap().is_compatible());
+    }
+}
+
+#[test]
+fn unusable_node_renames_are_refused_at_compile() {
+    use weaver::{Compile, Error, GraphError};
+    let cases = [
+        (("ask", "nowhere"), "the new name is not a node"),
+        (("write", "confirm"), "the old name is still a node"),
+        (("__start__", "confirm"), "never renamed"),
+    ];
+    for ((old, new), reason) in cases {
+        let got = evolution::graph_v2_with(Compile::new().rename_node(old, new));
+        match got {
+            Err(Error::InvalidGraph(GraphError::InvalidRename { reason: r, .. })) => {
+                assert!(r.contains(reason), "{old} -> {new}: {r}")
+            }
+            other => panic!(
+                "{old} -> {new}: expected InvalidRename, got {:?}",
+                other.err()
+            ),
+        }
+    }
+    let twice = Compile::new()
+        .rename_node("old", "confirm")
+        .rename_node("old", "write");
+    match evolution::graph_v2_with(twice) {
+        Err(Error::InvalidGraph(GraphError::InvalidRename { reason, .. })) => {
+            assert!(reason.contains("twice"), "{reason}")
+        }
+        other => panic!("expected InvalidRename, got {:?}", other.err()),
+    }
+}

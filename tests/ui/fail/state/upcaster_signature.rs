@@ -1,0 +1,14 @@
+use serde_json::{Map, Value};
+use weaver::prelude::*;
+
+fn up(m: Map<String, Value>) -> Map<String, Value> {
+    m
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+#[graph_state(version = 2, upcast(1 => up))]
+struct State {
+    title: String,
+}
+
+fn main() {}

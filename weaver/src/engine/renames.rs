@@ -1,0 +1,184 @@
+//! Stored checkpoints that name nodes by an older name: mapped to the
+//! graph's current names ([`Compile::rename_node`](crate::Compile::rename_node)),
+//! and work pending for a node the graph no longer has refused.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::algebra::task_id;
+use super::runtime::interrupt_id;
+use super::send::SENDS_CHANNEL;
+use super::spec::{START, Spec, trigger_channel};
+use crate::checkpoint::{CheckpointTuple, INTERRUPT_CHANNEL, RESUME_CHANNEL};
+use crate::error::{Error, Result};
+use crate::evolution::{Upgraded, upgrade_tuple};
+use crate::state::GraphState;
+
+/// How many interrupt ids of one task a rename maps (a task raising more
+/// is answered by position, which needs no id).
+const MAPPED_INTERRUPTS: usize = 256;
+
+/// Reads a stored checkpoint for this graph and state: nodes renamed since
+/// it was written take their new names, and its values and pending writes
+/// are upgraded to the current state version. With `strict` (a checkpoint
+/// a run, an update or `get_state` of the thread's head goes on from),
+/// work pending for a node the graph does not have is an
+/// [`Error::RemovedNode`]; a past checkpoint of the history reads without
+/// that work (it was done, or abandoned, long ago).
+pub(crate) fn read_tuple<S: GraphState>(
+    spec: &Spec<S>,
+    t: &mut CheckpointTuple,
+    strict: bool,
+) -> Result<Upgraded> {
+    if !spec.renames.is_empty() {
+        rename(spec, t);
+    }
+    if strict {
+        refuse_removed(spec, t)?;
+    } else if let Some(Value::Array(sends)) = t.checkpoint.channel_values.get_mut(SENDS_CHANNEL) {
+        sends.retain(|s| {
+            s.get("node")
+                .and_then(Value::as_str)
+                .is_none_or(|n| spec.index.contains_key(n))
+        });
+    }
+    upgrade_tuple::<S>(t)
+}
+
+/// Moves everything `t` records under an old node name to the new name.
+fn rename<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) {
+    let cp = &mut t.checkpoint;
+    let renamed = |name: &str| spec.renames.get(name).map(String::as_str);
+    // Triggers and what each node consumed.
+    for (old, new) in &spec.renames {
+        let (from, to) = (trigger_channel(old), trigger_channel(new));
+        if let Some(v) = cp.channel_versions.remove(&from) {
+            let slot = cp.channel_versions.entry(to.clone()).or_insert(0);
+            *slot = (*slot).max(v);
+        }
+        if let Some(mut seen) = cp.versions_seen.remove(old) {
+            if let Some(v) = seen.remove(&from) {
+                seen.insert(to.clone(), v);
+            }
+            cp.versions_seen
+                .entry(new.clone())
+                .or_default()
+                .extend(seen);
+        }
+    }
+    // Task ids are derived from node names: the ids of the old names' tasks
+    // map to the new names' ids.
+    let mut ids: HashMap<String, String> = HashMap::new();
+    for (old, new) in &spec.renames {
+        ids.insert(task_id(&cp.id, old), task_id(&cp.id, new));
+    }
+    if let Some(Value::Array(sends)) = cp.channel_values.get_mut(SENDS_CHANNEL) {
+        for (index, send) in sends.iter_mut().enumerate() {
+            let Some(node) = send.get("node").and_then(Value::as_str).map(str::to_owned) else {
+                continue;
+            };
+            if let Some(new) = renamed(&node) {
+                let push = |name: &str| {
+                    crate::checkpoint::id::stable_id(&[&cp.id, "push", &index.to_string(), name])
+                };
+                ids.insert(push(&node), push(new));
+                send["node"] = Value::from(new);
+            }
+        }
+    }
+    let mut interrupt_ids: HashMap<String, String> = HashMap::new();
+    for (old, new) in &ids {
+        for k in 0..MAPPED_INTERRUPTS {
+            interrupt_ids.insert(interrupt_id(old, k), interrupt_id(new, k));
+        }
+    }
+    for w in &mut t.pending_writes {
+        if let Some(new) = renamed(&w.task_path) {
+            w.task_path = new.to_owned();
+        }
+        if let Some(new) = ids.get(&w.task_id) {
+            w.task_id = new.clone();
+        }
+        if let Some(node) = w.channel.strip_prefix("branch:to:")
+            && let Some(new) = renamed(node)
+        {
+            w.channel = trigger_channel(new);
+        }
+        if w.channel == INTERRUPT_CHANNEL || w.channel == RESUME_CHANNEL {
+            replace_ids(&mut w.value, &interrupt_ids);
+        }
+        if w.channel == SENDS_CHANNEL
+            && let Value::Array(sends) = &mut w.value
+        {
+            for send in sends {
+                let new = send.get("node").and_then(Value::as_str).and_then(renamed);
+                if let Some(new) = new.map(str::to_owned) {
+                    send["node"] = Value::from(new);
+                }
+            }
+        }
+    }
+    t.pending_writes
+        .sort_by(|a, b| (a.task_id.as_str(), a.idx).cmp(&(b.task_id.as_str(), b.idx)));
+}
+
+/// Replaces every string (and object key) of `value` that `ids` maps.
+fn replace_ids(value: &mut Value, ids: &HashMap<String, String>) {
+    match value {
+        Value::String(s) => {
+            if let Some(new) = ids.get(s.as_str()) {
+                *s = new.clone();
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| replace_ids(v, ids)),
+        Value::Object(map) => {
+            let old = std::mem::take(map);
+            for (k, mut v) in old {
+                replace_ids(&mut v, ids);
+                map.insert(ids.get(&k).cloned().unwrap_or(k), v);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An [`Error::RemovedNode`] for the first node `t` has work pending for
+/// (a newer trigger than it consumed, or a send to it) that the graph does
+/// not have.
+fn refuse_removed<S: GraphState>(spec: &Spec<S>, t: &CheckpointTuple) -> Result<()> {
+    let cp = &t.checkpoint;
+    let removed = |node: &str| Error::RemovedNode {
+        thread_id: t.config.thread_id.clone(),
+        checkpoint_id: cp.id.clone(),
+        node: node.to_owned(),
+    };
+    for (channel, &version) in &cp.channel_versions {
+        let Some(node) = channel.strip_prefix("branch:to:") else {
+            continue;
+        };
+        if node == START || spec.index.contains_key(node) {
+            continue;
+        }
+        let seen = cp
+            .versions_seen
+            .get(node)
+            .and_then(|m| m.get(channel))
+            .copied()
+            .unwrap_or(0);
+        if version > seen {
+            return Err(removed(node));
+        }
+    }
+    if let Some(Value::Array(sends)) = cp.channel_values.get(SENDS_CHANNEL) {
+        for node in sends
+            .iter()
+            .filter_map(|s| s.get("node").and_then(Value::as_str))
+        {
+            if !spec.index.contains_key(node) {
+                return Err(removed(node));
+            }
+        }
+    }
+    Ok(())
+}

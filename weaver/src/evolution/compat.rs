@@ -1,0 +1,577 @@
+//! Comparing the state's JSON Schema with the previous release's.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde_json::Value;
+
+use super::schema::{SchemaSnapshot, resolve, schema_snapshot};
+use crate::error::Result;
+use crate::state::{GraphState, StateSchema};
+
+/// How much a [`Change`] matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Read as it is: nothing to do.
+    Info,
+    /// Old checkpoints read, but a rollback to the previous release could
+    /// not read what this one writes.
+    Warning,
+    /// Checkpoints the previous release wrote would not read.
+    Failure,
+}
+
+/// One difference between the previous release's state schema and this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// How much it matters.
+    pub severity: Severity,
+    /// Where: a field path such as `profile.age` (`items[]` for an array's
+    /// items, `scores{}` for a map's values); empty for the whole state.
+    pub path: String,
+    /// What changed, and what to do about it.
+    pub message: String,
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = match self.severity {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Failure => "failure",
+        };
+        match self.path.as_str() {
+            "" => write!(f, "{level}: {}", self.message),
+            path => write!(f, "{level}: `{path}`: {}", self.message),
+        }
+    }
+}
+
+/// The result of [`compare`]: every change found, most severe first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Compatibility {
+    /// The changes.
+    pub changes: Vec<Change>,
+}
+
+impl Compatibility {
+    /// The changes old checkpoints cannot be read with.
+    pub fn failures(&self) -> impl Iterator<Item = &Change> {
+        self.of(Severity::Failure)
+    }
+
+    /// The changes a rollback could not read.
+    pub fn warnings(&self) -> impl Iterator<Item = &Change> {
+        self.of(Severity::Warning)
+    }
+
+    /// Whether every checkpoint of the previous release reads.
+    pub fn is_compatible(&self) -> bool {
+        self.failures().next().is_none()
+    }
+
+    fn of(&self, severity: Severity) -> impl Iterator<Item = &Change> {
+        self.changes.iter().filter(move |c| c.severity == severity)
+    }
+}
+
+impl fmt::Display for Compatibility {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.changes.is_empty() {
+            return f.write_str("no changes");
+        }
+        for c in &self.changes {
+            writeln!(f, "{c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Compares the previous release's snapshot with the current one.
+/// `upcasts_from` lists the versions the current state has an upcaster from
+/// ([`GraphState::UPCASTS`]): with a path of upcasters from the previous
+/// version, the changes they cover are reported as info (the upcasters are
+/// trusted to do them; test them on stored data).
+///
+/// The rules, for old checkpoints read by the new release (failures) and
+/// new ones read by the previous release after a rollback (warnings):
+/// a top-level field added reads as its default and a removed one is
+/// ignored (info); a removed field and an added one with the same schema
+/// look like a rename, which loses the values (failure); a type changed or
+/// narrowed (`u64` to `u32`, `f64` to `i64`, an enum variant removed) is a
+/// failure, a widened one (`u32` to `u64`, a variant added, `T` to
+/// `Option<T>`) a warning; inside a field, a new required property is a
+/// failure (old values lack it) unless it has a default.
+pub fn compare(
+    previous: &SchemaSnapshot,
+    current: &SchemaSnapshot,
+    upcasts_from: &[u32],
+) -> Compatibility {
+    let mut cmp = Comparer {
+        prev_root: &previous.schema,
+        cur_root: &current.schema,
+        changes: Vec::new(),
+    };
+    let (from, to) = (previous.state_version, current.state_version);
+    let path_ok = (from..to).all(|v| upcasts_from.contains(&v));
+    if to < from {
+        cmp.push(
+            Severity::Failure,
+            "",
+            format!("the state version went down from {from} to {to}: checkpoints of version {from} would be refused"),
+        );
+    } else if to > from && !path_ok {
+        let gap = (from..to)
+            .find(|v| !upcasts_from.contains(v))
+            .unwrap_or(from);
+        cmp.push(
+            Severity::Failure,
+            "",
+            format!("the state version went from {from} to {to}, but no upcaster goes from version {gap} to {}: checkpoints of version {from} would be refused", gap + 1),
+        );
+    } else if to > from {
+        cmp.push(
+            Severity::Warning,
+            "",
+            format!("checkpoints written at version {to} are refused by the previous release (version {from}): a rollback cannot resume them"),
+        );
+    }
+    cmp.object("", &previous.schema, &current.schema, true);
+    let mut changes = cmp.changes;
+    if to > from && path_ok {
+        // The upcasters are what makes these readable.
+        for c in changes
+            .iter_mut()
+            .filter(|c| c.severity == Severity::Failure)
+        {
+            c.severity = Severity::Info;
+            c.message = format!(
+                "{} (covered by the upcasters from version {from})",
+                c.message
+            );
+        }
+    }
+    changes.sort_by_key(|c| std::cmp::Reverse(c.severity));
+    Compatibility { changes }
+}
+
+/// [`compare`] of the snapshot `previous` (JSON, as
+/// [`SchemaSnapshot::parse`] reads it) with the current `S`.
+///
+/// ```
+/// use weaver::prelude::*;
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// struct V1 { topic: String, turns: u64 }
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// struct V2 { topic: String, turns: u32, mood: String }
+///
+/// let previous = weaver::evolution::schema_snapshot::<V1>().to_json();
+/// let report = weaver::evolution::check_compatible::<V2>(&previous).unwrap();
+/// assert!(!report.is_compatible());
+/// let failure = report.failures().next().unwrap();
+/// assert_eq!(failure.path, "turns");
+/// ```
+pub fn check_compatible<S: StateSchema>(previous: &str) -> Result<Compatibility> {
+    let previous = SchemaSnapshot::parse(previous)?;
+    Ok(compare(
+        &previous,
+        &schema_snapshot::<S>(),
+        <S as GraphState>::UPCASTS,
+    ))
+}
+
+/// [`check_compatible`] for a test: panics, listing every failure, when old
+/// checkpoints would not read (or when `previous` does not parse); prints
+/// the warnings; returns the report.
+///
+/// ```
+/// use weaver::prelude::*;
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// struct V1 { topic: String }
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// struct V2 { topic: String, turns: u32 }
+///
+/// // In a test, `previous` is the snapshot committed with the last release,
+/// // e.g. `include_str!("../state-schema.json")`.
+/// let previous = weaver::evolution::schema_snapshot::<V1>().to_json();
+/// let report = weaver::evolution::assert_compatible::<V2>(&previous);
+/// assert_eq!(report.warnings().count(), 0);
+/// ```
+#[track_caller]
+pub fn assert_compatible<S: StateSchema>(previous: &str) -> Compatibility {
+    let report = match check_compatible::<S>(previous) {
+        Ok(report) => report,
+        Err(e) => panic!("the previous schema snapshot does not read: {e}"),
+    };
+    for w in report.warnings() {
+        eprintln!("{w}");
+    }
+    if !report.is_compatible() {
+        panic!(
+            "checkpoints of the previous release would not read with `{}`:\n{report}",
+            std::any::type_name::<S>()
+        );
+    }
+    report
+}
+
+struct Comparer<'a> {
+    prev_root: &'a Value,
+    cur_root: &'a Value,
+    changes: Vec<Change>,
+}
+
+impl<'a> Comparer<'a> {
+    fn push(&mut self, severity: Severity, path: &str, message: String) {
+        self.changes.push(Change {
+            severity,
+            path: path.to_owned(),
+            message,
+        });
+    }
+
+    /// Compares two schemas of the value at `path`.
+    fn node(&mut self, path: &str, prev: &'a Value, cur: &'a Value) {
+        let prev = resolve(prev, self.prev_root);
+        let cur = resolve(cur, self.cur_root);
+        if prev == cur && !prev.to_string().contains("$ref") {
+            return;
+        }
+        let (pt, ct) = (kinds(prev, self.prev_root), kinds(cur, self.cur_root));
+        let lost: Vec<&str> = pt
+            .iter()
+            .filter(|k| !covers(&ct, k))
+            .map(String::as_str)
+            .collect();
+        let gained: Vec<&str> = ct
+            .iter()
+            .filter(|k| !covers(&pt, k))
+            .map(String::as_str)
+            .collect();
+        if !lost.is_empty() {
+            self.push(
+                Severity::Failure,
+                path,
+                format!(
+                    "type changed from {} to {}: stored values of {} do not decode; bump the state version with an upcaster",
+                    show(&pt),
+                    show(&ct),
+                    lost.join(", ")
+                ),
+            );
+            return;
+        }
+        if !gained.is_empty() {
+            self.push(
+                Severity::Warning,
+                path,
+                format!(
+                    "type widened from {} to {}: the previous release cannot read {}",
+                    show(&pt),
+                    show(&ct),
+                    gained.join(", ")
+                ),
+            );
+        }
+        let (Some(po), Some(co)) = (
+            object_of(prev, self.prev_root),
+            object_of(cur, self.cur_root),
+        ) else {
+            self.children(path, prev, cur);
+            return;
+        };
+        self.object(path, po, co, false);
+    }
+
+    /// Array items and map values.
+    fn children(&mut self, path: &str, prev: &'a Value, cur: &'a Value) {
+        if let (Some(p), Some(c)) = (prev.get("items"), cur.get("items"))
+            && p.is_object()
+            && c.is_object()
+        {
+            self.node(&format!("{path}[]"), p, c);
+        }
+        if let (Some(p), Some(c)) = (
+            prev.get("additionalProperties"),
+            cur.get("additionalProperties"),
+        ) && p.is_object()
+            && c.is_object()
+        {
+            self.node(&format!("{path}{{}}"), p, c);
+        }
+    }
+
+    /// Compares the properties of two object schemas; `top`: the state.
+    fn object(&mut self, path: &str, prev: &'a Value, cur: &'a Value, top: bool) {
+        static EMPTY: std::sync::OnceLock<serde_json::Map<String, Value>> =
+            std::sync::OnceLock::new();
+        let empty = EMPTY.get_or_init(serde_json::Map::new);
+        let props = |s: &'a Value| {
+            s.get("properties")
+                .and_then(Value::as_object)
+                .unwrap_or(empty)
+        };
+        let required = |s: &Value| -> BTreeSet<String> {
+            s.get("required")
+                .and_then(Value::as_array)
+                .map(|r| {
+                    r.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let (pp, cp) = (props(prev), props(cur));
+        let (preq, creq) = (required(prev), required(cur));
+        let at = |name: &str| match path {
+            "" => name.to_owned(),
+            p => format!("{p}.{name}"),
+        };
+        let removed: Vec<&String> = pp.keys().filter(|k| !cp.contains_key(*k)).collect();
+        let added: Vec<&String> = cp.keys().filter(|k| !pp.contains_key(*k)).collect();
+        // An added field with the schema of a removed one looks like a
+        // rename: the old values would be lost.
+        let mut renamed = BTreeSet::new();
+        for a in &added {
+            let new = strip_docs(resolve(&cp[*a], self.cur_root));
+            let was: Vec<&&String> = removed
+                .iter()
+                .filter(|r| strip_docs(resolve(&pp[**r], self.prev_root)) == new)
+                .collect();
+            if was.is_empty() {
+                continue;
+            }
+            let names: Vec<String> = was.iter().map(|r| format!("`{}`", at(r))).collect();
+            renamed.insert((*a).clone());
+            renamed.extend(was.iter().map(|r| (**r).clone()));
+            self.push(
+                Severity::Failure,
+                &at(a),
+                format!(
+                    "added with the schema of removed {}: a rename reads old checkpoints without the old value; bump the state version with an upcaster that moves it",
+                    names.join(", ")
+                ),
+            );
+        }
+        for r in removed.iter().filter(|r| !renamed.contains(**r)) {
+            if top {
+                self.push(
+                    Severity::Info,
+                    &at(r),
+                    "removed: ignored when old checkpoints are read".into(),
+                );
+            } else if preq.contains(*r) && !has_default(&pp[*r]) {
+                self.push(
+                    Severity::Warning,
+                    &at(r),
+                    "removed, but the previous release requires it: a rollback cannot read values written without it".into(),
+                );
+            }
+            if no_extra_keys(cur) {
+                self.push(
+                    Severity::Failure,
+                    &at(r),
+                    "removed, and the object denies unknown fields: stored values holding it do not decode".into(),
+                );
+            }
+        }
+        for a in added.iter().filter(|a| !renamed.contains(**a)) {
+            if top {
+                self.push(
+                    Severity::Info,
+                    &at(a),
+                    "added: old checkpoints read it as its default".into(),
+                );
+            } else if creq.contains(*a) && !has_default(&cp[*a]) {
+                self.push(
+                    Severity::Failure,
+                    &at(a),
+                    "added as required: stored values lack it; give it `#[serde(default)]`".into(),
+                );
+            }
+            if no_extra_keys(prev) {
+                self.push(
+                    Severity::Warning,
+                    &at(a),
+                    "added, and the previous release denies unknown fields there: a rollback cannot read it".into(),
+                );
+            }
+        }
+        for (name, p) in pp {
+            let Some(c) = cp.get(name) else { continue };
+            if !top && !preq.contains(name) && creq.contains(name) && !has_default(c) {
+                self.push(
+                    Severity::Failure,
+                    &at(name),
+                    "now required: stored values may lack it; give it `#[serde(default)]`".into(),
+                );
+            }
+            self.node(&at(name), p, c);
+        }
+    }
+}
+
+/// Whether a schema declares a default (`#[serde(default)]`).
+fn has_default(schema: &Value) -> bool {
+    schema.get("default").is_some()
+}
+
+/// Whether an object schema refuses unknown keys (`deny_unknown_fields`).
+fn no_extra_keys(schema: &Value) -> bool {
+    schema.get("additionalProperties") == Some(&Value::Bool(false))
+}
+
+/// A schema without its descriptive keys.
+fn strip_docs(schema: &Value) -> Value {
+    let mut s = schema.clone();
+    if let Some(m) = s.as_object_mut() {
+        for k in ["description", "title", "default", "examples"] {
+            m.remove(k);
+        }
+    }
+    s
+}
+
+/// The object schema of a value whose only object kind is `schema` (an
+/// `Option<Struct>` included).
+fn object_of<'a>(schema: &'a Value, root: &'a Value) -> Option<&'a Value> {
+    if schema.get("properties").is_some() {
+        return Some(schema);
+    }
+    let branches = schema
+        .get("anyOf")
+        .or_else(|| schema.get("oneOf"))?
+        .as_array()?;
+    let objects: Vec<&Value> = branches
+        .iter()
+        .map(|b| resolve(b, root))
+        .filter(|b| b.get("properties").is_some())
+        .collect();
+    match objects.as_slice() {
+        [one] if branches.len() <= 2 => Some(one),
+        _ => None,
+    }
+}
+
+/// The kinds of value a schema accepts, each as text: `string`, `null`,
+/// `integer[lo,hi]`, `number`, `boolean`, `array`, `object`, `"a"` (an enum
+/// value or constant), `any`. A variant of a tagged enum is an object
+/// kind named by its tag.
+fn kinds(schema: &Value, root: &Value) -> BTreeSet<String> {
+    let schema = resolve(schema, root);
+    let mut out = BTreeSet::new();
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        out.extend(values.iter().map(|v| v.to_string()));
+        return out;
+    }
+    if let Some(v) = schema.get("const") {
+        out.insert(v.to_string());
+        return out;
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(branches) = schema.get(key).and_then(Value::as_array) {
+            for b in branches {
+                out.extend(kinds(b, root));
+            }
+            return out;
+        }
+    }
+    let types: Vec<&str> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => {
+            out.insert("any".into());
+            return out;
+        }
+    };
+    for t in types {
+        match t {
+            "integer" => {
+                let (lo, hi) = int_range(schema);
+                out.insert(format!("integer[{lo},{hi}]"))
+            }
+            "object" => match tag_of(schema) {
+                Some(tag) => out.insert(format!("object {tag}")),
+                None => out.insert("object".into()),
+            },
+            other => out.insert(other.to_owned()),
+        };
+    }
+    out
+}
+
+/// The key of an externally tagged enum variant (`{"Move": {...}}`).
+fn tag_of(schema: &Value) -> Option<String> {
+    let req = schema.get("required")?.as_array()?;
+    let props = schema.get("properties")?.as_object()?;
+    match (req.as_slice(), props.len()) {
+        ([Value::String(k)], 1)
+            if schema.get("additionalProperties") == Some(&Value::Bool(false)) =>
+        {
+            Some(format!("{{{k}}}"))
+        }
+        _ => None,
+    }
+}
+
+/// The range of an integer schema, from its `format` and bounds.
+pub(super) fn int_range(schema: &Value) -> (i128, i128) {
+    let (mut lo, mut hi) = match schema.get("format").and_then(Value::as_str) {
+        Some("int8") => (i8::MIN as i128, i8::MAX as i128),
+        Some("uint8") => (0, u8::MAX as i128),
+        Some("int16") => (i16::MIN as i128, i16::MAX as i128),
+        Some("uint16") => (0, u16::MAX as i128),
+        Some("int32") => (i32::MIN as i128, i32::MAX as i128),
+        Some("uint32") => (0, u32::MAX as i128),
+        Some("uint64") | Some("uint") => (0, u64::MAX as i128),
+        Some("int128") => (i128::MIN, i128::MAX),
+        Some("uint128") => (0, i128::MAX),
+        _ => (i64::MIN as i128, i64::MAX as i128),
+    };
+    if let Some(m) = schema.get("minimum").and_then(Value::as_f64) {
+        lo = lo.max(m.ceil() as i128);
+    }
+    if let Some(m) = schema.get("maximum").and_then(Value::as_f64) {
+        hi = hi.min(m.floor() as i128);
+    }
+    (lo, hi)
+}
+
+/// Whether the kinds `set` accept every value of kind `kind`.
+fn covers(set: &BTreeSet<String>, kind: &str) -> bool {
+    if set.contains(kind) || set.contains("any") {
+        return true;
+    }
+    if let Some((lo, hi)) = parse_int(kind) {
+        return set.contains("number")
+            || set
+                .iter()
+                .filter_map(|k| parse_int(k))
+                .any(|(l, h)| l <= lo && hi <= h);
+    }
+    if kind.starts_with("object {") {
+        return set.contains("object");
+    }
+    false
+}
+
+fn parse_int(kind: &str) -> Option<(i128, i128)> {
+    let range = kind.strip_prefix("integer[")?.strip_suffix(']')?;
+    let (lo, hi) = range.split_once(',')?;
+    Some((lo.parse().ok()?, hi.parse().ok()?))
+}
+
+/// Kinds for a message: `integer[0,4294967295]` as `integer (0..=4294967295)`.
+fn show(kinds: &BTreeSet<String>) -> String {
+    let shown: Vec<String> = kinds
+        .iter()
+        .map(|k| match parse_int(k) {
+            Some((lo, hi)) => format!("integer ({lo}..={hi})"),
+            None => k.clone(),
+        })
+        .collect();
+    shown.join(" | ")
+}

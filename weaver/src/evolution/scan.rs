@@ -1,0 +1,319 @@
+//! Scanning stored checkpoints against a state's schema snapshot: what the
+//! `weaver scan` command runs, without the state's Rust type.
+
+use serde_json::Value;
+
+use super::read::stored_version;
+use super::schema::{SchemaSnapshot, resolve};
+use crate::checkpoint::{CheckpointTuple, ListFilter, SENDS_CHANNEL, Saver};
+use crate::error::Result;
+
+/// The first checkpoint of a thread that does not read, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadScan {
+    /// The thread.
+    pub thread_id: String,
+    /// Its root checkpoints that do not read.
+    pub unreadable: u64,
+    /// The newest of them.
+    pub checkpoint_id: String,
+    /// The first field path that fails in it (empty for the whole state).
+    pub path: String,
+    /// Why it fails.
+    pub reason: String,
+}
+
+/// What [`scan_stored`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ScanReport {
+    /// Threads scanned.
+    pub threads: u64,
+    /// Root checkpoints scanned.
+    pub checkpoints: u64,
+    /// Checkpoints whose values do not match the schema, or written by a
+    /// newer state version than the snapshot's.
+    pub unreadable: u64,
+    /// Checkpoints written by an older state version: they read only
+    /// through the state's upcasters, which a scan without the Rust type
+    /// cannot run (they are not checked).
+    pub older: u64,
+    /// One entry per thread with unreadable checkpoints, in thread order.
+    pub failing: Vec<ThreadScan>,
+}
+
+/// Checks every root-namespace checkpoint `saver` holds against the state
+/// schema of `snapshot`, `batch` threads at a time, calling `progress` with
+/// the report so far after each batch. A checkpoint of the snapshot's
+/// version must match the schema (a missing top-level field is fine: it
+/// reads as its default; extra fields are ignored); one of a newer version
+/// is unreadable; one of an older version is counted in
+/// [`ScanReport::older`]. Pending writes are not checked. Nothing is
+/// written.
+///
+/// ```
+/// use weaver::prelude::*;
+/// use weaver::evolution::{scan_stored, schema_snapshot};
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// struct S { n: u32 }
+///
+/// async fn one(_s: &S) -> SUpdate { SUpdate::default().n(1u32) }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let saver = InMemorySaver::new();
+/// let graph = graph! { state: S, nodes: [one], edges: [START -> one, one -> END] }
+///     .compile(Compile::new().checkpointer(saver.clone()))?;
+/// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+///
+/// let report = scan_stored(&saver, &schema_snapshot::<S>(), 100, &mut |_| {}).await?;
+/// assert_eq!((report.threads, report.unreadable), (1, 0));
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
+/// ```
+pub async fn scan_stored(
+    saver: &dyn Saver,
+    snapshot: &SchemaSnapshot,
+    batch: usize,
+    progress: &mut (dyn FnMut(&ScanReport) + Send),
+) -> Result<ScanReport> {
+    let batch = batch.max(1);
+    let mut report = ScanReport::default();
+    let mut offset = 0;
+    loop {
+        let threads = saver.list_threads(Some(batch), offset).await?;
+        if threads.is_empty() {
+            break;
+        }
+        offset += threads.len();
+        for thread in threads {
+            let tuples = saver
+                .list(&ListFilter::thread(&thread.thread_id).ns(""))
+                .await?;
+            report.threads += 1;
+            let mut failing: Option<ThreadScan> = None;
+            for t in &tuples {
+                report.checkpoints += 1;
+                match check_tuple(t, snapshot)? {
+                    Check::Reads => {}
+                    Check::Older => report.older += 1,
+                    Check::Fails(path, reason) => {
+                        report.unreadable += 1;
+                        match &mut failing {
+                            Some(f) => f.unreadable += 1,
+                            None => {
+                                failing = Some(ThreadScan {
+                                    thread_id: thread.thread_id.clone(),
+                                    unreadable: 1,
+                                    checkpoint_id: t.checkpoint.id.clone(),
+                                    path,
+                                    reason,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            report.failing.extend(failing);
+        }
+        progress(&report);
+    }
+    Ok(report)
+}
+
+enum Check {
+    Reads,
+    Older,
+    Fails(String, String),
+}
+
+fn check_tuple(t: &CheckpointTuple, snapshot: &SchemaSnapshot) -> Result<Check> {
+    let version = stored_version(&t.metadata)?.unwrap_or(1);
+    if version > snapshot.state_version {
+        return Ok(Check::Fails(
+            String::new(),
+            format!(
+                "written by state version {version}, newer than the snapshot's {}",
+                snapshot.state_version
+            ),
+        ));
+    }
+    if version < snapshot.state_version {
+        return Ok(Check::Older);
+    }
+    let root = &snapshot.schema;
+    let props = root.get("properties").and_then(Value::as_object);
+    for (name, value) in &t.checkpoint.channel_values {
+        if name.starts_with("__") && (name == SENDS_CHANNEL || name == "__start__") {
+            continue;
+        }
+        let Some(schema) = props.and_then(|p| p.get(name)) else {
+            continue;
+        };
+        if let Err((path, reason)) = validate(value, schema, root, name.clone()) {
+            return Ok(Check::Fails(path, reason));
+        }
+    }
+    Ok(Check::Reads)
+}
+
+type Invalid = (String, String);
+
+/// Checks `value` against `schema` (the subset of JSON Schema that
+/// `schemars` generates for serde types); the error is the first failing
+/// path and why.
+pub(super) fn validate(
+    value: &Value,
+    schema: &Value,
+    root: &Value,
+    path: String,
+) -> std::result::Result<(), Invalid> {
+    let schema = resolve(schema, root);
+    let fail = |path: String, reason: String| Err((path, reason));
+    match schema {
+        Value::Bool(true) => return Ok(()),
+        Value::Bool(false) => return fail(path, "no value is allowed here".into()),
+        _ => {}
+    }
+    if let Some(values) = schema.get("enum").and_then(Value::as_array)
+        && !values.contains(value)
+    {
+        return fail(
+            path,
+            format!(
+                "{} is not one of {}",
+                short(value),
+                Value::Array(values.clone())
+            ),
+        );
+    }
+    if let Some(c) = schema.get("const")
+        && c != value
+    {
+        return fail(path, format!("{} is not {c}", short(value)));
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(branches) = schema.get(key).and_then(Value::as_array) {
+            let mut first = None;
+            for b in branches {
+                match validate(value, b, root, path.clone()) {
+                    Ok(()) => {
+                        first = None;
+                        break;
+                    }
+                    Err(e) => {
+                        // The deepest failure says most about a near miss.
+                        if first
+                            .as_ref()
+                            .is_none_or(|(p, _): &Invalid| e.0.len() > p.len())
+                        {
+                            first = Some(e);
+                        }
+                    }
+                }
+            }
+            if let Some(e) = first {
+                return Err(e);
+            }
+        }
+    }
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        for s in all {
+            validate(value, s, root, path.clone())?;
+        }
+    }
+    if let Some(types) = schema.get("type") {
+        let allowed: Vec<&str> = match types {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if !allowed.iter().any(|t| is_type(value, t, schema)) {
+            return fail(
+                path,
+                format!("expected {}, found {}", allowed.join(" or "), short(value)),
+            );
+        }
+    }
+    match value {
+        Value::Object(map) => {
+            if let Some(required) = schema.get("required").and_then(Value::as_array) {
+                for r in required.iter().filter_map(Value::as_str) {
+                    if !map.contains_key(r) {
+                        return fail(join(&path, r), "missing required field".into());
+                    }
+                }
+            }
+            let props = schema.get("properties").and_then(Value::as_object);
+            for (k, v) in map {
+                let at = join(&path, k);
+                match props.and_then(|p| p.get(k)) {
+                    Some(s) => validate(v, s, root, at)?,
+                    None => match schema.get("additionalProperties") {
+                        Some(Value::Bool(false)) => return fail(at, "unknown field".into()),
+                        Some(s @ Value::Object(_)) => validate(v, s, root, at)?,
+                        _ => {}
+                    },
+                }
+            }
+        }
+        Value::Array(items) => {
+            let prefix = schema.get("prefixItems").and_then(Value::as_array);
+            for (i, item) in items.iter().enumerate() {
+                let at = format!("{path}[{i}]");
+                match prefix.and_then(|p| p.get(i)) {
+                    Some(s) => validate(item, s, root, at)?,
+                    None => {
+                        if let Some(s) = schema.get("items").filter(|s| !s.is_array()) {
+                            validate(item, s, root, at)?;
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Whether `value` is of JSON Schema type `t` (an integer within the
+/// schema's `format` and bounds).
+fn is_type(value: &Value, t: &str, schema: &Value) -> bool {
+    match t {
+        "null" => value.is_null(),
+        "boolean" => value.is_boolean(),
+        "string" => value.is_string(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        "number" => value.is_number(),
+        "integer" => {
+            let Some(n) = value
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| value.as_u64().map(i128::from))
+            else {
+                return false;
+            };
+            let (lo, hi) = super::compat::int_range(schema);
+            lo <= n && n <= hi
+        }
+        _ => true,
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// A value for a message, cut short.
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}

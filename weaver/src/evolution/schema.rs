@@ -1,0 +1,122 @@
+//! The snapshot of a state's schema a release commits, for the next
+//! release's checks.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::state::StateSchema;
+
+/// A state's version and JSON Schema, as committed with a release (e.g. as
+/// `state-schema.json`) for [`check_compatible`](super::check_compatible)
+/// and the `weaver scan` command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SchemaSnapshot {
+    /// [`GraphState::VERSION`](crate::GraphState::VERSION) of the state.
+    pub state_version: u32,
+    /// [`fingerprint`](super::fingerprint) of `schema`.
+    pub fingerprint: String,
+    /// The state's JSON Schema ([`StateSchema::state_schema`]).
+    pub schema: Value,
+}
+
+/// The snapshot of `S` to commit with a release.
+///
+/// ```
+/// use weaver::prelude::*;
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// #[graph_state(version = 2)]
+/// struct Chat { topic: String }
+///
+/// let snap = weaver::evolution::schema_snapshot::<Chat>();
+/// assert_eq!(snap.state_version, 2);
+/// assert_eq!(snap.schema["properties"]["topic"]["type"], "string");
+/// // What a release commits, and what the checks read back:
+/// let text = snap.to_json();
+/// assert_eq!(weaver::evolution::SchemaSnapshot::parse(&text).unwrap(), snap);
+/// ```
+pub fn schema_snapshot<S: StateSchema>() -> SchemaSnapshot {
+    let schema = S::state_schema();
+    SchemaSnapshot {
+        state_version: S::VERSION,
+        fingerprint: super::fingerprint(&schema),
+        schema,
+    }
+}
+
+impl SchemaSnapshot {
+    /// The snapshot as pretty JSON (keys sorted), the file to commit.
+    pub fn to_json(&self) -> String {
+        // A struct of a number, a string and a JSON value always serializes.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Reads a committed snapshot: the form [`to_json`](Self::to_json)
+    /// writes, or a bare JSON Schema of the state, or the
+    /// `{"state": ..., "update": ...}` of
+    /// [`StateSchema::schemas`] (both read as version 1). Anything else is
+    /// an [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// use weaver::evolution::SchemaSnapshot;
+    /// let bare = SchemaSnapshot::parse(r#"{"type": "object", "properties": {}}"#).unwrap();
+    /// assert_eq!(bare.state_version, 1);
+    /// assert!(SchemaSnapshot::parse("[1, 2]").is_err());
+    /// assert!(SchemaSnapshot::parse("not json").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<SchemaSnapshot> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| Error::invalid_argument(format!("schema snapshot is not JSON: {e}")))?;
+        SchemaSnapshot::from_value(value)
+    }
+
+    /// [`parse`](Self::parse) of a JSON value.
+    pub fn from_value(value: Value) -> Result<SchemaSnapshot> {
+        let Value::Object(map) = value else {
+            return Err(Error::invalid_argument(
+                "schema snapshot must be a JSON object",
+            ));
+        };
+        if map.contains_key("schema") {
+            return serde_json::from_value(Value::Object(map)).map_err(|e| {
+                Error::invalid_argument(format!("schema snapshot does not read: {e}"))
+            });
+        }
+        let schema = match map.get("state") {
+            Some(state @ Value::Object(_)) if map.contains_key("update") => state.clone(),
+            _ => Value::Object(map),
+        };
+        if schema.get("type").and_then(Value::as_str) != Some("object")
+            || !schema.get("properties").is_some_and(Value::is_object)
+        {
+            return Err(Error::invalid_argument(
+                "schema snapshot must describe a state: an object schema with `properties`",
+            ));
+        }
+        Ok(SchemaSnapshot {
+            state_version: 1,
+            fingerprint: super::fingerprint(&schema),
+            schema,
+        })
+    }
+}
+
+/// `schema` with a local `$ref` (`#/$defs/X`, `#/definitions/X`) followed
+/// in `root`, a few levels deep; a reference that does not resolve stays.
+pub(super) fn resolve<'a>(mut schema: &'a Value, root: &'a Value) -> &'a Value {
+    for _ in 0..32 {
+        let Some(target) = schema.get("$ref").and_then(Value::as_str) else {
+            return schema;
+        };
+        let Some(found) = target
+            .strip_prefix('#')
+            .and_then(|pointer| root.pointer(pointer))
+        else {
+            return schema;
+        };
+        schema = found;
+    }
+    schema
+}
