@@ -250,8 +250,11 @@ async fn unlisted_metadata_is_sealed_in_the_row_and_read_back_listed_keys_filter
     }
 }
 
+/// A change made to a stored metadata object.
+type Tamper = fn(&mut Map<String, Value>);
+
 /// Every way the metadata column of the latest checkpoint is rewritten.
-fn tamperings() -> Vec<(&'static str, fn(&mut Map<String, Value>))> {
+fn tamperings() -> Vec<(&'static str, Tamper)> {
     vec![
         ("step changed", |m| {
             let step = m["step"].as_i64().unwrap();

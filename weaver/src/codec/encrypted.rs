@@ -491,6 +491,8 @@ impl Codec for EncryptedCodec {
         }
         let what = || format!("metadata of {}", ctx.describe());
         let plain = serde_json::to_vec(&sealed).map_err(|e| Error::encode(what(), e))?;
+        // Read back through serde_json, which refuses deeper documents.
+        super::check_json_depth(&plain)?;
         let envelope = self.seal_as(
             METADATA_MAGIC,
             plain,
