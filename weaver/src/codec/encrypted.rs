@@ -186,14 +186,25 @@ impl EncryptedCodec {
     /// sealed in the records written before.
     ///
     /// ```
-    /// use weaver::checkpoint::ListFilter;
-    /// use weaver::codec::{Codec, EncryptedCodec, EncryptionKey};
+    /// use serde_json::json;
+    /// use weaver::checkpoint::{CheckpointMetadata, CheckpointSource, ListFilter};
+    /// use weaver::codec::{Codec, EncryptedCodec, EncryptionKey, RecordContext};
     ///
     /// let key = EncryptionKey::new("k1", [7; 32]).unwrap();
     /// let codec = EncryptedCodec::json([key])
     ///     .unwrap()
     ///     .with_plaintext_metadata(["user_id", "tenant"])
     ///     .unwrap();
+    /// let mut metadata = CheckpointMetadata::new(CheckpointSource::Loop, 1);
+    /// metadata.extra.insert("user_id".into(), json!("u1"));
+    /// metadata.extra.insert("user_email".into(), json!("ada@example.com"));
+    /// let ctx = RecordContext::checkpoint("t1", "", "c1");
+    /// let stored = codec.seal_metadata(metadata.to_json(), &ctx).unwrap();
+    /// assert_eq!(stored["user_id"], json!("u1"));
+    /// assert!(!serde_json::to_string(&stored).unwrap().contains("ada@"));
+    /// let mut read: CheckpointMetadata = serde_json::from_value(stored.into()).unwrap();
+    /// codec.open_metadata(&mut read.extra, &ctx).unwrap();
+    /// assert_eq!(read, metadata);
     /// let by_user = ListFilter::all().metadata("user_id", "u1");
     /// assert!(codec.check_metadata_filter(&by_user.metadata).is_ok());
     /// let by_email = ListFilter::all().metadata("user_email", "a@b.c");

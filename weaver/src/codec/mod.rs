@@ -249,6 +249,19 @@ pub trait Codec: Debug + Send + Sync {
     /// [`CheckpointMetadata::to_json`](crate::checkpoint::CheckpointMetadata::to_json)
     /// gives it). Unchanged unless overridden ([`EncryptedCodec`] seals
     /// every extra key it was not told to keep in the clear).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::checkpoint::{CheckpointMetadata, CheckpointSource};
+    /// use weaver::codec::{Codec, JsonCodec, RecordContext};
+    ///
+    /// let mut metadata = CheckpointMetadata::new(CheckpointSource::Loop, 1);
+    /// metadata.extra.insert("user_id".into(), json!("u1"));
+    /// let ctx = RecordContext::checkpoint("t1", "", "c1");
+    /// let stored = JsonCodec.seal_metadata(metadata.to_json(), &ctx).unwrap();
+    /// assert_eq!(stored, metadata.to_json());
+    /// assert!(!JsonCodec.binds_metadata());
+    /// ```
     fn seal_metadata(
         &self,
         metadata: Map<String, Value>,
