@@ -343,6 +343,38 @@ async fn tampered_metadata_is_a_decrypt_error_on_every_read_path() {
     }
 }
 
+/// A key written twice: SQLite keeps both (its functions, so filters, read
+/// the first, serde_json the last), and the read refuses the row;
+/// PostgreSQL's JSONB keeps the last, the value sealed.
+#[tokio::test]
+async fn a_repeated_metadata_key_is_refused_where_the_database_keeps_it() {
+    for db in Db::both().await {
+        let n = db.name();
+        let s = db.saver_with(codec()).await;
+        let g = chat(s.clone());
+        g.invoke(user(0), &config("t")).await.unwrap();
+        let (id, text, _) = db.raw("t").await.pop().unwrap();
+        let twice = text.replacen('{', r#"{"step": 99, "user_id": "u9", "#, 1);
+        db.set_metadata("t", &id, &twice).await;
+        let by_step = ListFilter::thread("t").metadata("step", 99);
+        let by_user = ListFilter::thread("t").metadata("user_id", "u9");
+        match db {
+            Db::Lite(_) => {
+                names_checkpoint(g.get_state(&RunConfig::thread("t")).await, &id, n);
+                names_checkpoint(s.list(&by_step).await, &id, n);
+                names_checkpoint(s.list(&by_user).await, &id, n);
+            }
+            Db::Pg(_) => {
+                let state = g.get_state(&RunConfig::thread("t")).await.unwrap();
+                assert_eq!(state.metadata.unwrap().extra["user_id"], json!("u1"));
+                assert!(s.list(&by_step).await.unwrap().is_empty(), "{n}");
+                assert!(s.list(&by_user).await.unwrap().is_empty(), "{n}");
+            }
+        }
+        db.done().await;
+    }
+}
+
 #[tokio::test]
 async fn numbers_and_text_the_databases_reformat_stay_authenticated() {
     for db in Db::both().await {

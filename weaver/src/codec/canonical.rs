@@ -40,6 +40,85 @@ pub fn canonical_json(value: &Value) -> Vec<u8> {
     out
 }
 
+/// The JSON value of `text`, refused when an object at any depth repeats a
+/// key. A saver writes no such document, and SQLite's functions read the
+/// first of repeated keys where serde_json reads the last, so a filter could
+/// match a value other than the one read.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn unique_json(text: &str) -> serde_json::Result<Value> {
+    serde_json::from_str::<Unique>(text).map(|u| u.0)
+}
+
+/// A JSON value whose objects never repeat a key.
+struct Unique(Value);
+
+impl<'de> serde::Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(UniqueVisitor).map(Unique)
+    }
+}
+
+struct UniqueVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        // JSON text holds finite numbers only.
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Unique(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Unique(value) = map.next_value()?;
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "the key `{key}` is repeated"
+                )));
+            }
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
 fn push_len(out: &mut Vec<u8>, len: usize) {
     out.extend_from_slice(&(len as u64).to_be_bytes());
 }
@@ -121,6 +200,23 @@ mod tests {
 
     fn read(text: &str) -> Value {
         serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn repeated_keys_are_refused_at_every_depth() {
+        use super::unique_json;
+        let text = r#"{"a": [1, {"b": "x", "c": null}], "d": {"e": 1.5e300, "f": -0.0}}"#;
+        assert_eq!(unique_json(text).unwrap(), read(text));
+        for bad in [
+            r#"{"a": 1, "a": 1}"#,
+            r#"{"a": 1, "b": {"c": 1, "c": 2}}"#,
+            r#"{"a": [{"x": 1, "y": 2, "x": 3}]}"#,
+            r#"{"\u0061": 1, "a": 2}"#,
+        ] {
+            let e = unique_json(bad).unwrap_err().to_string();
+            assert!(e.contains("is repeated"), "{bad}: {e}");
+        }
+        assert!(unique_json("{").is_err());
     }
 
     #[test]

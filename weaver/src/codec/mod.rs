@@ -41,6 +41,8 @@ mod canonical;
 mod encrypted;
 
 pub use canonical::canonical_json;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use canonical::unique_json;
 #[cfg(feature = "encryption")]
 #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
 pub use encrypted::{EncryptedCodec, EncryptionKey, SEALED_METADATA_KEY};

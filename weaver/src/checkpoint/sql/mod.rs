@@ -25,7 +25,8 @@ use super::types::{
     CheckpointMetadata, CheckpointRef, CheckpointTuple, NewCheckpoint, PendingWrite,
 };
 use crate::codec::{
-    Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, canonical_json, check_json_depth, check_size,
+    Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, canonical_json, check_json_depth,
+    check_size, unique_json,
 };
 use crate::error::{Error, Result};
 use crate::sql::Dialect;
@@ -257,8 +258,16 @@ impl Settings {
         let (checkpoint, metadata) = if self.codec.binds_metadata() {
             // The record is opened with the metadata as stored, then the
             // metadata is read: changed metadata fails the record.
-            let value: serde_json::Value = serde_json::from_str(metadata)
-                .map_err(|e| Error::decode(format!("metadata of {ctx}"), e))?;
+            let value = unique_json(metadata).map_err(|e| {
+                match serde_json::from_str::<serde_json::Value>(metadata) {
+                    // JSON, but with a repeated key: not what was sealed.
+                    Ok(_) => Error::Decrypt {
+                        what: ctx.describe(),
+                        reason: format!("the stored metadata was altered: {e}"),
+                    },
+                    Err(e) => Error::decode(format!("metadata of {ctx}"), e),
+                }
+            })?;
             let canonical = canonical_json(&value);
             let checkpoint = self
                 .codec
