@@ -314,6 +314,11 @@ async fn tampered_metadata_is_a_decrypt_error_on_every_read_path() {
             let listed = s.list(&ListFilter::thread(thread.as_str())).await;
             names_checkpoint(listed, &id, &at("list"));
             names_checkpoint(g.invoke(user(9), &config).await, &id, &at("invoke"));
+            let at_id = config.clone().checkpoint_id(id.as_str());
+            let replay = g.invoke(user(9), &at_id).await;
+            names_checkpoint(replay, &id, &at("invoke from the checkpoint"));
+            let updated = g.update_state(&config, user(9), Some("chat")).await;
+            names_checkpoint(updated, &id, &at("update_state"));
             // A graph that never read the thread (no caches) refuses it too.
             let fresh = chat(db.saver_with(codec()).await);
             names_checkpoint(
@@ -339,6 +344,17 @@ async fn tampered_metadata_is_a_decrypt_error_on_every_read_path() {
             let state = g.get_state(&config).await.unwrap();
             assert_eq!(state.values.turns, 4, "{what}");
         }
+        // An older checkpoint's metadata: history and a read of it refuse it.
+        let (first, text, _) = db.raw("t-step-changed").await.remove(0);
+        let mut meta: Map<String, Value> = serde_json::from_str(&text).unwrap();
+        assert_eq!(meta.insert("step".into(), json!(0)), Some(json!(-1)), "{n}");
+        let changed = serde_json::to_string(&meta).unwrap();
+        db.set_metadata("t-step-changed", &first, &changed).await;
+        let config = RunConfig::thread("t-step-changed");
+        let history = g.get_state_history(&config, History::default()).await;
+        names_checkpoint(history, &first, n);
+        let old = config.clone().checkpoint_id(first.as_str());
+        names_checkpoint(g.get_state(&old).await, &first, n);
         db.done().await;
     }
 }
