@@ -19,9 +19,19 @@
 
 use serde_json::{Number, Value};
 
-/// The canonical encoding of `value` (see the [module](self) docs): equal
-/// for two values exactly when they are equal as JSON with numbers compared
-/// by decimal value and object keys unordered.
+/// The canonical encoding of `value`: equal for two values exactly when
+/// they are equal as JSON with numbers compared by decimal value and object
+/// keys unordered, so that a value reads back to the same encoding from
+/// PostgreSQL's JSONB (keys reordered, strings re-escaped, `1e300` given back
+/// as `1` and 300 zeros, `-0.0` as `0.0`) and from SQLite's text.
+///
+/// * an object's keys are sorted by their UTF-8 bytes, at every depth;
+/// * a string is encoded by its characters (escapes decoded);
+/// * a number by its decimal value: the digits of the shortest text that
+///   reads back as it, leading and trailing zeros moved into an exponent, so
+///   `1`, `1.0` and `10e-1` are one value, and `-0.0` is `0`;
+/// * every element is tagged with its kind and, where it has one, its
+///   length, so no two different values share an encoding.
 ///
 /// ```
 /// use serde_json::json;
