@@ -55,6 +55,8 @@ mod nul_text;
 mod orphans;
 #[path = "sql/policies.rs"]
 mod policies;
+#[path = "sql/sealed_metadata.rs"]
+mod sealed_metadata;
 #[path = "sql/sends.rs"]
 mod sends;
 #[path = "sql/stored_json.rs"]

@@ -285,10 +285,12 @@ async fn encrypted_maintenance_agrees_with_memory_and_leaves_nothing_in_the_clea
         let n = db.name();
         let s = db.saver(&[("old", 3), ("k1", 1)], usize::MAX).await;
         assert_eq!(maintenance(s.as_ref()).await, want, "{n}");
-        let mut stored = db.blobs("SELECT checkpoint FROM {cps}").await;
-        stored.extend(db.blobs("SELECT value FROM {writes}").await);
-        assert_eq!(stored.len(), 12 + 13, "{n}");
-        let sealed = stored.iter().all(|p| p.starts_with(b"WVE2\x02k1"));
+        let records = db.blobs("SELECT checkpoint FROM {cps}").await;
+        let writes = db.blobs("SELECT value FROM {writes}").await;
+        assert_eq!(records.len() + writes.len(), 12 + 13, "{n}");
+        // Records are sealed with their metadata (WVE3), writes on their own.
+        let sealed = records.iter().all(|p| p.starts_with(b"WVE3\x02k1"))
+            && writes.iter().all(|p| p.starts_with(b"WVE2\x02k1"));
         assert!(sealed, "{n}: a payload not sealed by k1");
         // Another process with the keys in another order reads the same.
         let other = db.saver(&[("k1", 1), ("old", 3)], usize::MAX).await;

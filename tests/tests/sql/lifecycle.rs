@@ -789,12 +789,12 @@ fn key(id: &str, b: u8) -> EncryptionKey {
     EncryptionKey::new(id, [b; 32]).unwrap()
 }
 
-/// Key ids of the stored checkpoint envelopes (`WVE2 | len | id | ...`).
+/// Key ids of the stored checkpoint envelopes (`WVE3 | len | id | ...`).
 fn key_ids(payloads: Vec<Vec<u8>>) -> Vec<String> {
     payloads
         .into_iter()
         .map(|p| {
-            assert_eq!(&p[..4], b"WVE2", "stored in the clear");
+            assert_eq!(&p[..4], b"WVE3", "stored in the clear");
             String::from_utf8(p[5..5 + p[4] as usize].to_vec()).unwrap()
         })
         .collect()

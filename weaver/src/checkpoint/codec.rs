@@ -133,4 +133,109 @@ mod tests {
         let any_channel = write.channel("whatever", "p");
         assert_eq!(c.decode_value(&old, &any_channel).unwrap(), json!([1]));
     }
+
+    #[test]
+    fn a_record_beside_metadata_is_bound_to_it() {
+        use crate::codec::canonical_json;
+        let c = codec();
+        let cp = Checkpoint::empty();
+        let row = RecordContext::checkpoint("t", "", &cp.id).parent(Some("p"));
+        let stored = canonical_json(&json!({"source": "loop", "step": 2, "parents": {}}));
+        let sealed = c.encode_checkpoint(&cp, &row.metadata(&stored)).unwrap();
+        assert!(sealed.starts_with(b"WVE3"));
+        assert_eq!(
+            c.decode_checkpoint(&sealed, &row.metadata(&stored))
+                .unwrap(),
+            cp
+        );
+        let changed = canonical_json(&json!({"source": "loop", "step": 3, "parents": {}}));
+        for other in [
+            row.metadata(&changed),
+            row,
+            row.parent(None).metadata(&stored),
+        ] {
+            let r = c.decode_checkpoint(&sealed, &other);
+            assert!(matches!(r, Err(Error::Decrypt { .. })), "{other:?}");
+        }
+        // Relabelled as the format before, the envelope is refused.
+        let relabelled = [b"WVE2".as_slice(), &sealed[4..]].concat();
+        let r = c.decode_checkpoint(&relabelled, &row.metadata(&stored));
+        assert!(matches!(r, Err(Error::Decrypt { .. })), "{r:?}");
+        // A pending write never binds metadata.
+        let write = row.metadata(&stored).write("task", 0).channel("a", "p0");
+        assert_eq!(write.metadata, None);
+        assert!(
+            c.encode_value(&json!(1), &write)
+                .unwrap()
+                .starts_with(b"WVE2")
+        );
+    }
+
+    #[test]
+    fn unlisted_metadata_keys_are_sealed_to_their_checkpoint() {
+        use crate::codec::SEALED_METADATA_KEY;
+        let c = codec().with_plaintext_metadata(["tenant"]).unwrap();
+        let row = RecordContext::checkpoint("t", "ns", "c1");
+        let meta = json!({"source": "input", "step": -1, "parents": {"": "p"},
+                          "tenant": "acme", "user_email": "a@b.c", "n": [1, 2]});
+        let serde_json::Value::Object(meta) = meta else {
+            unreachable!()
+        };
+        let stored = c.seal_metadata(meta.clone(), &row).unwrap();
+        let clear: Vec<&str> = stored.keys().map(String::as_str).collect();
+        assert_eq!(
+            clear,
+            ["__weaver_sealed__", "parents", "source", "step", "tenant"]
+        );
+        assert!(!serde_json::to_string(&stored).unwrap().contains("a@b.c"));
+        let mut read = stored.clone();
+        c.open_metadata(&mut read, &row).unwrap();
+        assert_eq!(read, meta);
+        // Sealed for another checkpoint, or damaged: a decrypt error.
+        for (ctx, value) in [
+            (
+                RecordContext::checkpoint("t", "ns", "c2"),
+                stored[SEALED_METADATA_KEY].clone(),
+            ),
+            (
+                RecordContext::checkpoint("u", "ns", "c1"),
+                stored[SEALED_METADATA_KEY].clone(),
+            ),
+            (row, json!("not base64!")),
+            (row, json!("V1ZNMQ==")),
+            (row, json!(7)),
+        ] {
+            let mut read = stored.clone();
+            read.insert(SEALED_METADATA_KEY.into(), value.clone());
+            let r = c.open_metadata(&mut read, &ctx);
+            assert!(matches!(r, Err(Error::Decrypt { .. })), "{value} {r:?}");
+        }
+        // Nothing to seal: nothing added.
+        let serde_json::Value::Object(engine) =
+            json!({"source": "loop", "step": 1, "parents": {}, "tenant": "x"})
+        else {
+            unreachable!()
+        };
+        assert_eq!(c.seal_metadata(engine.clone(), &row).unwrap(), engine);
+        for bad in ["a b", "", SEALED_METADATA_KEY] {
+            assert!(matches!(
+                codec().with_plaintext_metadata([bad]),
+                Err(Error::InvalidArgument { .. })
+            ));
+        }
+        let filter = |k: &str| {
+            let mut m = serde_json::Map::new();
+            m.insert(k.into(), json!(1));
+            c.check_metadata_filter(&m)
+        };
+        for ok in ["source", "step", "parents", "tenant"] {
+            filter(ok).unwrap();
+        }
+        match filter("user_email") {
+            Err(Error::InvalidArgument { reason }) => {
+                assert!(reason.contains("`user_email`"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -5,18 +5,38 @@ use std::sync::Arc;
 
 use aes_gcm::aead::{Aead, Generate, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde_json::{Map, Value};
 use std::borrow::Cow;
 
-use super::{Codec, JsonCodec, RecordContext};
+use super::{Codec, JsonCodec, RecordContext, push_field};
 use crate::error::{Error, Result};
 
-/// Envelope magic of the format this build writes: the associated data is
-/// the whole [`RecordContext::associated_data`].
+/// Envelope magic of a checkpoint record stored beside its metadata: the
+/// associated data is the whole [`RecordContext::associated_data`] and the
+/// stored metadata's canonical encoding ([`RecordContext::metadata`]).
+const MAGIC_V3: &[u8; 4] = b"WVE3";
+/// Envelope magic of pending writes, and of checkpoint records sealed
+/// without metadata (weaver's format before metadata was bound): the
+/// associated data is the whole [`RecordContext::associated_data`].
 const MAGIC: &[u8; 4] = b"WVE2";
 /// Envelope magic of the first format, still read: its associated data is
 /// the row's identity only (no parent, channel or task path).
 const MAGIC_V1: &[u8; 4] = b"WVE1";
 const NONCE_LEN: usize = 12;
+/// The metadata keys the engine writes and reads, always in the clear (as
+/// `CheckpointMetadata::RESERVED` names them).
+const ENGINE_METADATA: [&str; 3] = ["source", "step", "parents"];
+
+/// Envelope magic of a checkpoint's sealed metadata keys.
+const METADATA_MAGIC: &[u8; 4] = b"WVM1";
+
+/// The metadata key under which [`EncryptedCodec`] stores the metadata keys
+/// it seals: one base64 string holding a `WVM1` envelope of their JSON
+/// object, bound to the checkpoint's thread, namespace and id. Reads replace
+/// it by the keys it holds.
+pub const SEALED_METADATA_KEY: &str = "__weaver_sealed__";
 
 /// A named 256-bit key. The id is stored in each envelope so that a payload
 /// can be decrypted after newer keys were added.
@@ -59,19 +79,34 @@ impl EncryptionKey {
 /// Encrypts what another codec produces with AES-256-GCM.
 ///
 /// * a fresh random 96-bit nonce per record;
-/// * the envelope is `WVE2 | key-id length | key id | nonce | ciphertext+tag`;
+/// * the envelope is `WVE3 | key-id length | key id | nonce | ciphertext+tag`
+///   for a checkpoint record (`WVE2` for a pending write);
 /// * the newest key (the last given) encrypts, any known key decrypts, so
 ///   keys rotate by appending a new one and keeping the old;
 /// * the record's thread id, namespace, checkpoint id and key id are
 ///   associated data, with a checkpoint record's parent id, and a write's
 ///   task id, index, channel and task path: a ciphertext moved to another
 ///   row, or left in its row while the row is relinked to another parent or
-///   its value to another channel, fails to decrypt.
+///   its value to another channel, fails to decrypt;
+/// * a checkpoint record's associated data also holds the metadata stored
+///   beside it ([`canonical_json`](super::canonical_json) of the stored
+///   JSON, so that PostgreSQL's re-formatting of JSONB does not matter):
+///   metadata changed in the database (a value, an added or removed key)
+///   makes the record fail to decrypt, on every read;
+/// * of the metadata, only `source`, `step`, `parents` and the keys given
+///   to [`with_plaintext_metadata`](EncryptedCodec::with_plaintext_metadata)
+///   are stored in the clear (filters can match them); every other key (a
+///   run's [`metadata`](crate::RunConfig::metadata) and the
+///   [`configurable`](crate::RunConfig::configurable) values copied into it)
+///   is sealed under [`SEALED_METADATA_KEY`] and read back in place. A
+///   metadata filter on a sealed key is [`Error::InvalidArgument`] naming it.
 ///
-/// Envelopes of the first format (`WVE1`, from before parents and
-/// channels were bound) still decrypt, bound to the row's identity only;
-/// rewriting a record (a new checkpoint, `prune`, `copy_thread`) seals it in
-/// the current format.
+/// Envelopes of older formats still decrypt: `WVE2` records (from before
+/// metadata was bound) with their metadata as stored, unauthenticated, and
+/// `WVE1` (from before parents and channels were bound) bound to the row's
+/// identity only. Rewriting a record (a new checkpoint, `prune`,
+/// `copy_thread`) seals it in the current format, its metadata split as the
+/// codec's clear keys say.
 ///
 /// A wrong or unknown key, a tampered byte, or a plaintext payload is
 /// [`Error::Decrypt`].
@@ -98,6 +133,8 @@ pub struct EncryptedCodec {
     inner: Arc<dyn Codec>,
     /// Oldest first; the last one encrypts.
     keys: Vec<EncryptionKey>,
+    /// Extra metadata keys stored in the clear, sorted.
+    plaintext_metadata: Arc<[String]>,
 }
 
 impl fmt::Debug for EncryptedCodec {
@@ -105,6 +142,7 @@ impl fmt::Debug for EncryptedCodec {
         f.debug_struct("EncryptedCodec")
             .field("inner", &self.inner)
             .field("keys", &self.keys.iter().map(|k| &k.id).collect::<Vec<_>>())
+            .field("plaintext_metadata", &self.plaintext_metadata)
             .finish()
     }
 }
@@ -133,7 +171,75 @@ impl EncryptedCodec {
         Ok(EncryptedCodec {
             inner: Arc::new(inner),
             keys,
+            plaintext_metadata: Arc::from(Vec::new()),
         })
+    }
+
+    /// Stores the metadata keys `keys` in the clear, besides `source`,
+    /// `step` and `parents`, so that metadata filters can match them; every
+    /// other metadata key is sealed. Replaces an earlier list. Each key must
+    /// be a plain identifier (`[A-Za-z_][A-Za-z0-9_]*`, as filter keys are)
+    /// other than [`SEALED_METADATA_KEY`]
+    /// ([`Error::InvalidArgument`] otherwise).
+    ///
+    /// The split is made when a record is written: a key listed later stays
+    /// sealed in the records written before.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::checkpoint::{CheckpointMetadata, CheckpointSource, ListFilter};
+    /// use weaver::codec::{Codec, EncryptedCodec, EncryptionKey, RecordContext};
+    ///
+    /// let key = EncryptionKey::new("k1", [7; 32]).unwrap();
+    /// let codec = EncryptedCodec::json([key])
+    ///     .unwrap()
+    ///     .with_plaintext_metadata(["user_id", "tenant"])
+    ///     .unwrap();
+    /// let mut metadata = CheckpointMetadata::new(CheckpointSource::Loop, 1);
+    /// metadata.extra.insert("user_id".into(), json!("u1"));
+    /// metadata.extra.insert("user_email".into(), json!("ada@example.com"));
+    /// let ctx = RecordContext::checkpoint("t1", "", "c1");
+    /// let stored = codec.seal_metadata(metadata.to_json(), &ctx).unwrap();
+    /// assert_eq!(stored["user_id"], json!("u1"));
+    /// assert!(!serde_json::to_string(&stored).unwrap().contains("ada@"));
+    /// let mut read: CheckpointMetadata = serde_json::from_value(stored.into()).unwrap();
+    /// codec.open_metadata(&mut read.extra, &ctx).unwrap();
+    /// assert_eq!(read, metadata);
+    /// let by_user = ListFilter::all().metadata("user_id", "u1");
+    /// assert!(codec.check_metadata_filter(&by_user.metadata).is_ok());
+    /// let by_email = ListFilter::all().metadata("user_email", "a@b.c");
+    /// assert!(codec.check_metadata_filter(&by_email.metadata).is_err());
+    /// assert!(EncryptedCodec::json([EncryptionKey::new("k1", [7; 32]).unwrap()])
+    ///     .unwrap()
+    ///     .with_plaintext_metadata(["not a key"])
+    ///     .is_err());
+    /// ```
+    pub fn with_plaintext_metadata<K: Into<String>>(
+        mut self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Self> {
+        let mut keys: Vec<String> = keys.into_iter().map(Into::into).collect();
+        if let Some(k) = keys
+            .iter()
+            .find(|k| !crate::sql::is_plain_identifier(k) || k.as_str() == SEALED_METADATA_KEY)
+        {
+            return Err(Error::invalid_argument(format!(
+                "metadata key `{k}` cannot be stored in the clear: a plaintext metadata key is a plain identifier ([A-Za-z_][A-Za-z0-9_]*) other than `{SEALED_METADATA_KEY}`"
+            )));
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        self.plaintext_metadata = Arc::from(keys);
+        Ok(self)
+    }
+
+    /// Whether metadata key `key` is stored in the clear.
+    fn in_the_clear(&self, key: &str) -> bool {
+        ENGINE_METADATA.contains(&key)
+            || self
+                .plaintext_metadata
+                .binary_search_by(|k| k.as_str().cmp(key))
+                .is_ok()
     }
 
     /// JSON inside AES-256-GCM with the given keys.
@@ -148,17 +254,41 @@ impl EncryptedCodec {
         } else {
             ctx.associated_data()
         };
+        if magic == MAGIC_V3 {
+            match ctx.metadata {
+                None => push_field(&mut aad, &[0]),
+                Some(m) => {
+                    push_field(&mut aad, &[1]);
+                    push_field(&mut aad, m);
+                }
+            }
+        }
         aad.extend_from_slice(key_id.as_bytes());
         aad
     }
 
     fn seal(&self, plain: Vec<u8>, ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
+        // A checkpoint record beside its metadata binds it; a pending write,
+        // or a record sealed on its own, keeps the format before.
+        let magic = match (ctx.write, ctx.metadata) {
+            (None, Some(_)) => MAGIC_V3,
+            _ => MAGIC,
+        };
         self.seal_as(
-            MAGIC,
+            magic,
             plain,
-            |id| Self::aad(MAGIC, id, ctx),
+            |id| Self::aad(magic, id, ctx),
             || ctx.describe(),
         )
+    }
+
+    /// The associated data of a checkpoint's sealed metadata keys: the
+    /// row's identity, the part's name and the key id.
+    fn metadata_aad(ctx: &RecordContext<'_>, key_id: &str) -> Vec<u8> {
+        let mut aad = ctx.identity_data();
+        push_field(&mut aad, b"sealed metadata");
+        aad.extend_from_slice(key_id.as_bytes());
+        aad
     }
 
     /// Seals `plain` in an envelope of format `magic` with the newest key,
@@ -197,7 +327,7 @@ impl EncryptedCodec {
 
     fn open(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Vec<u8>> {
         self.open_as(
-            &[MAGIC, MAGIC_V1],
+            &[MAGIC_V3, MAGIC, MAGIC_V1],
             bytes,
             |magic, id| Self::aad(magic, id, ctx),
             || ctx.describe(),
@@ -342,5 +472,88 @@ impl Codec for EncryptedCodec {
     fn decode<'b>(&self, stored: Cow<'b, [u8]>, ctx: &RecordContext<'_>) -> Result<Cow<'b, [u8]>> {
         let plain = self.open(&stored, ctx)?;
         self.inner.decode(Cow::Owned(plain), ctx)
+    }
+
+    fn binds_metadata(&self) -> bool {
+        true
+    }
+
+    /// Keeps `source`, `step`, `parents` and the
+    /// [plaintext keys](EncryptedCodec::with_plaintext_metadata); seals the
+    /// others into one value under [`SEALED_METADATA_KEY`].
+    fn seal_metadata(
+        &self,
+        mut metadata: Map<String, Value>,
+        ctx: &RecordContext<'_>,
+    ) -> Result<Map<String, Value>> {
+        let sealed_keys: Vec<String> = metadata
+            .keys()
+            .filter(|k| !self.in_the_clear(k))
+            .cloned()
+            .collect();
+        if sealed_keys.is_empty() {
+            return Ok(metadata);
+        }
+        let mut sealed = Map::new();
+        for k in sealed_keys {
+            if let Some(v) = metadata.remove(&k) {
+                sealed.insert(k, v);
+            }
+        }
+        let what = || format!("metadata of {}", ctx.describe());
+        let plain = serde_json::to_vec(&sealed).map_err(|e| Error::encode(what(), e))?;
+        // Read back through serde_json, which refuses deeper documents.
+        super::check_json_depth(&plain)?;
+        let envelope = self.seal_as(
+            METADATA_MAGIC,
+            plain,
+            |id| Self::metadata_aad(ctx, id),
+            what,
+        )?;
+        metadata.insert(
+            SEALED_METADATA_KEY.to_owned(),
+            Value::String(BASE64.encode(envelope)),
+        );
+        Ok(metadata)
+    }
+
+    fn open_metadata(&self, extra: &mut Map<String, Value>, ctx: &RecordContext<'_>) -> Result<()> {
+        let Some(stored) = extra.remove(SEALED_METADATA_KEY) else {
+            return Ok(());
+        };
+        let what = || format!("metadata of {}", ctx.describe());
+        let fail = |reason: &str| Error::Decrypt {
+            what: what(),
+            reason: reason.to_owned(),
+        };
+        let Value::String(text) = stored else {
+            return Err(fail("the sealed metadata is not a string"));
+        };
+        let Ok(envelope) = BASE64.decode(text) else {
+            return Err(fail("the sealed metadata is not base64"));
+        };
+        let plain = self.open_as(
+            &[METADATA_MAGIC],
+            &envelope,
+            |_, id| Self::metadata_aad(ctx, id),
+            what,
+        )?;
+        let sealed: Map<String, Value> =
+            serde_json::from_slice(&plain).map_err(|e| Error::decode(what(), e))?;
+        extra.extend(sealed);
+        Ok(())
+    }
+
+    /// Refuses a key stored sealed: only `source`, `step`, `parents` and the
+    /// [plaintext keys](EncryptedCodec::with_plaintext_metadata) can be
+    /// matched in the database.
+    fn check_metadata_filter(&self, filter: &Map<String, Value>) -> Result<()> {
+        match filter.keys().find(|k| !self.in_the_clear(k)) {
+            None => Ok(()),
+            Some(key) => Err(Error::invalid_argument(format!(
+                "metadata key `{key}` is sealed by the encrypting codec, so no filter can match it; \
+                 list it in `EncryptedCodec::with_plaintext_metadata` to store it in the clear"
+            ))),
+        }
     }
 }

@@ -13,8 +13,11 @@
 //! [`CheckpointCodec`](crate::checkpoint::CheckpointCodec), implemented for
 //! every codec.
 //!
-//! Metadata is not passed through the codec: it stays plain JSON so that
-//! metadata filters run inside the database.
+//! Metadata is stored as JSON so that metadata filters run inside the
+//! database. A codec may keep some of it out of the clear
+//! ([`Codec::seal_metadata`]) and bind what is stored to the checkpoint
+//! record ([`Codec::binds_metadata`], [`RecordContext::metadata`]), as
+//! [`EncryptedCodec`] does.
 //!
 //! ```
 //! use weaver::checkpoint::{Checkpoint, CheckpointCodec};
@@ -29,15 +32,20 @@
 use std::borrow::Cow;
 use std::fmt::{self, Debug};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 
+mod canonical;
 #[cfg(feature = "encryption")]
 mod encrypted;
+
+pub use canonical::canonical_json;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use canonical::unique_json;
 #[cfg(feature = "encryption")]
 #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
-pub use encrypted::{EncryptedCodec, EncryptionKey};
+pub use encrypted::{EncryptedCodec, EncryptionKey, SEALED_METADATA_KEY};
 #[cfg(feature = "encryption")]
 pub(crate) use encrypted::{ItemContext, ItemPart};
 
@@ -72,6 +80,10 @@ pub struct RecordContext<'a> {
     pub write: Option<(&'a str, i64)>,
     /// For a pending write: the channel and the task path stored with it.
     pub channel: Option<(&'a str, &'a str)>,
+    /// For a checkpoint record: the [`canonical_json`] encoding of the
+    /// metadata stored beside it, given by savers to a codec that
+    /// [binds metadata](Codec::binds_metadata); `None` otherwise.
+    pub metadata: Option<&'a [u8]>,
 }
 
 impl<'a> RecordContext<'a> {
@@ -85,6 +97,7 @@ impl<'a> RecordContext<'a> {
             parent_id: None,
             write: None,
             channel: None,
+            metadata: None,
         }
     }
 
@@ -93,11 +106,30 @@ impl<'a> RecordContext<'a> {
         RecordContext { parent_id, ..self }
     }
 
+    /// The context of a checkpoint record stored beside the metadata whose
+    /// [`canonical_json`] encoding is `canonical`.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::codec::{RecordContext, canonical_json};
+    ///
+    /// let stored = canonical_json(&json!({"source": "loop", "step": 2, "parents": {}}));
+    /// let ctx = RecordContext::checkpoint("t1", "", "c2").metadata(&stored);
+    /// assert_eq!(ctx.metadata, Some(stored.as_slice()));
+    /// ```
+    pub fn metadata(self, canonical: &'a [u8]) -> Self {
+        RecordContext {
+            metadata: Some(canonical),
+            ..self
+        }
+    }
+
     /// The context of the pending write `(task_id, idx)` of a checkpoint
-    /// (the checkpoint's parent is not part of it).
+    /// (the checkpoint's parent and metadata are not part of it).
     pub fn write(self, task_id: &'a str, idx: i64) -> Self {
         RecordContext {
             parent_id: None,
+            metadata: None,
             write: Some((task_id, idx)),
             ..self
         }
@@ -202,6 +234,59 @@ pub trait Codec: Debug + Send + Sync {
     /// Decodes a pending write's value.
     fn decode_value(&self, bytes: &[u8], ctx: &RecordContext<'_>) -> Result<Value> {
         from_json(&self.decode(Cow::Borrowed(bytes), ctx)?, ctx)
+    }
+
+    /// Whether a checkpoint record is bound to the metadata stored beside
+    /// it: a saver then gives the record's context the [`canonical_json`]
+    /// encoding of the stored metadata ([`RecordContext::metadata`]) when it
+    /// writes and when it reads the record, so that metadata changed in the
+    /// database fails the record's decoding. `false` unless overridden
+    /// ([`EncryptedCodec`] binds it).
+    fn binds_metadata(&self) -> bool {
+        false
+    }
+
+    /// The metadata to store beside the checkpoint `ctx` names, from its
+    /// JSON form (`source`, `step`, `parents` and the extra keys, as
+    /// [`CheckpointMetadata::to_json`](crate::checkpoint::CheckpointMetadata::to_json)
+    /// gives it). Unchanged unless overridden ([`EncryptedCodec`] seals
+    /// every extra key it was not told to keep in the clear).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::checkpoint::{CheckpointMetadata, CheckpointSource};
+    /// use weaver::codec::{Codec, JsonCodec, RecordContext};
+    ///
+    /// let mut metadata = CheckpointMetadata::new(CheckpointSource::Loop, 1);
+    /// metadata.extra.insert("user_id".into(), json!("u1"));
+    /// let ctx = RecordContext::checkpoint("t1", "", "c1");
+    /// let stored = JsonCodec.seal_metadata(metadata.to_json(), &ctx).unwrap();
+    /// assert_eq!(stored, metadata.to_json());
+    /// assert!(!JsonCodec.binds_metadata());
+    /// ```
+    fn seal_metadata(
+        &self,
+        metadata: Map<String, Value>,
+        ctx: &RecordContext<'_>,
+    ) -> Result<Map<String, Value>> {
+        let _ = ctx;
+        Ok(metadata)
+    }
+
+    /// Undoes [`seal_metadata`](Codec::seal_metadata) on the extra keys of
+    /// metadata read for the checkpoint `ctx` names (after its record was
+    /// decoded). Nothing to do unless overridden.
+    fn open_metadata(&self, extra: &mut Map<String, Value>, ctx: &RecordContext<'_>) -> Result<()> {
+        let _ = (extra, ctx);
+        Ok(())
+    }
+
+    /// Whether a metadata filter with these keys can run on what this codec
+    /// stores in the clear: [`Error::InvalidArgument`] naming a key it does
+    /// not. Every key can unless overridden.
+    fn check_metadata_filter(&self, filter: &Map<String, Value>) -> Result<()> {
+        let _ = filter;
+        Ok(())
     }
 }
 

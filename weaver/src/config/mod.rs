@@ -247,6 +247,9 @@ impl RunConfig {
     /// unless [`metadata`](RunConfig::metadata) sets that key, the key
     /// starts with `__`, or it looks like a credential (it contains `key`,
     /// `token`, `secret`, `password` or `auth`, as LangGraph leaves out).
+    /// Under an encrypting codec such a value is sealed in the metadata
+    /// unless the codec lists its key as plaintext
+    /// (`EncryptedCodec::with_plaintext_metadata`).
     pub fn configurable(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         let (key, value) = (key.into(), value.into());
         if ADDRESSING.contains(&key.as_str()) {

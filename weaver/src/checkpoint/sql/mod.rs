@@ -25,7 +25,8 @@ use super::types::{
     CheckpointMetadata, CheckpointRef, CheckpointTuple, NewCheckpoint, PendingWrite,
 };
 use crate::codec::{
-    Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, check_json_depth, check_size,
+    Codec, JsonCodec, MAX_RECORD_BYTES, RecordContext, canonical_json, check_json_depth,
+    check_size, unique_json,
 };
 use crate::error::{Error, Result};
 use crate::sql::Dialect;
@@ -156,18 +157,11 @@ impl Settings {
         crate::checkpoint::text::check_writes(&writes)?;
         crate::checkpoint::text::strip_nul(&mut new.metadata);
         let ctx = RecordContext::checkpoint(&new.thread_id, &new.checkpoint_ns, &new.checkpoint.id);
-        let record = ctx.parent(new.parent_id.as_deref());
-        let payload = self.codec.encode_checkpoint(&new.checkpoint, &record)?;
-        check_size("checkpoint record bytes", &payload, self.max_record_bytes)?;
-        let metadata = serde_json::to_string(&new.metadata)
-            .map_err(|e| Error::encode(format!("metadata of {ctx}"), e))?;
-        check_size(
-            "checkpoint metadata bytes",
-            metadata.as_bytes(),
-            self.max_record_bytes,
+        let (payload, metadata) = self.encode_record(
+            &new.checkpoint,
+            &new.metadata,
+            ctx.parent(new.parent_id.as_deref()),
         )?;
-        // Read back through serde_json, which refuses deeper documents.
-        check_json_depth(metadata.as_bytes())?;
         let writes = self.encode_writes(&ctx, writes)?;
         Ok(EncodedEntry {
             new,
@@ -175,6 +169,43 @@ impl Settings {
             metadata,
             writes,
         })
+    }
+
+    /// Encodes a checkpoint record and its metadata for the row `ctx` names
+    /// (with the record's parent): the payload and the metadata's JSON
+    /// text, sizes checked. A codec that
+    /// [binds metadata](Codec::binds_metadata) seals the record with the
+    /// canonical encoding of the metadata as stored.
+    pub(crate) fn encode_record(
+        &self,
+        checkpoint: &crate::checkpoint::Checkpoint,
+        metadata: &CheckpointMetadata,
+        ctx: RecordContext<'_>,
+    ) -> Result<(Vec<u8>, String)> {
+        fn text<T: serde::Serialize>(m: &T, ctx: &RecordContext<'_>) -> Result<String> {
+            serde_json::to_string(m).map_err(|e| Error::encode(format!("metadata of {ctx}"), e))
+        }
+        let (payload, metadata) = if self.codec.binds_metadata() {
+            let stored = self.codec.seal_metadata(metadata.to_json(), &ctx)?;
+            let value = serde_json::Value::Object(stored);
+            let canonical = canonical_json(&value);
+            let payload = self
+                .codec
+                .encode_checkpoint(checkpoint, &ctx.metadata(&canonical))?;
+            (payload, text(&value, &ctx)?)
+        } else {
+            let payload = self.codec.encode_checkpoint(checkpoint, &ctx)?;
+            (payload, text(metadata, &ctx)?)
+        };
+        check_size("checkpoint record bytes", &payload, self.max_record_bytes)?;
+        check_size(
+            "checkpoint metadata bytes",
+            metadata.as_bytes(),
+            self.max_record_bytes,
+        )?;
+        // Read back through serde_json, which refuses deeper documents.
+        check_json_depth(metadata.as_bytes())?;
+        Ok((payload, metadata))
     }
 
     /// Encodes pending writes of the checkpoint `ctx` names.
@@ -224,7 +255,30 @@ impl Settings {
     ) -> Result<CheckpointTuple> {
         let ctx = RecordContext::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id)
             .parent(parent_id.as_deref());
-        let checkpoint = self.codec.decode_checkpoint(payload, &ctx)?;
+        let (checkpoint, metadata) = if self.codec.binds_metadata() {
+            // The record is opened with the metadata as stored, then the
+            // metadata is read: changed metadata fails the record.
+            let value = unique_json(metadata).map_err(|e| {
+                match serde_json::from_str::<serde_json::Value>(metadata) {
+                    // JSON, but with a repeated key: not what was sealed.
+                    Ok(_) => Error::Decrypt {
+                        what: ctx.describe(),
+                        reason: format!("the stored metadata was altered: {e}"),
+                    },
+                    Err(e) => Error::decode(format!("metadata of {ctx}"), e),
+                }
+            })?;
+            let canonical = canonical_json(&value);
+            let checkpoint = self
+                .codec
+                .decode_checkpoint(payload, &ctx.metadata(&canonical))?;
+            let mut metadata = metadata_from_value(value, &ctx)?;
+            self.codec.open_metadata(&mut metadata.extra, &ctx)?;
+            (checkpoint, metadata)
+        } else {
+            let checkpoint = self.codec.decode_checkpoint(payload, &ctx)?;
+            (checkpoint, decode_metadata(metadata, &ctx)?)
+        };
         // The payload names its checkpoint: one copied from another row
         // (the encrypting codec's associated data catches that, plain JSON
         // does not) would otherwise be read as this one.
@@ -237,7 +291,6 @@ impl Settings {
                 ),
             ));
         }
-        let metadata = decode_metadata(metadata, &ctx)?;
         let commit_order = u64::try_from(commit_order)
             .map_err(|_| Error::decode(ctx.describe(), "negative commit_order"))?;
         // The identifiers move into the config; only the parent's copies.
@@ -301,6 +354,20 @@ impl Settings {
             value,
         })
     }
+}
+
+/// Metadata read as JSON into its fields; an error names the offending field.
+fn metadata_from_value(
+    value: serde_json::Value,
+    ctx: &RecordContext<'_>,
+) -> Result<CheckpointMetadata> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        Error::decode(
+            format!("metadata of {ctx} at field `{path}`"),
+            e.into_inner(),
+        )
+    })
 }
 
 fn decode_metadata(text: &str, ctx: &RecordContext<'_>) -> Result<CheckpointMetadata> {

@@ -86,6 +86,23 @@ impl<D: Backend> SqlSaver<D> {
                     .as_ref()
                     .and_then(|p| p.checkpoint_id.as_deref());
                 let ctx = RecordContext::checkpoint(thread, ns, &full.id).parent(parent);
+                if self.settings.codec.binds_metadata() {
+                    // The record is sealed with its metadata: both are
+                    // rewritten, the metadata split as the codec says now.
+                    let (payload, metadata) =
+                        self.settings.encode_record(&full, &kept.metadata, ctx)?;
+                    let args = [
+                        Arg::Text(thread),
+                        Arg::Text(ns),
+                        Arg::Text(&full.id),
+                        Arg::Bytes(&payload),
+                        Arg::Text(&metadata),
+                    ];
+                    D::execute(conn, q.set_record.clone(), args)
+                        .await
+                        .map_err(storage(op))?;
+                    continue;
+                }
                 let payload = self.settings.codec.encode_checkpoint(&full, &ctx)?;
                 check_size(
                     "checkpoint record bytes",

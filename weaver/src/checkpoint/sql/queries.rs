@@ -48,6 +48,9 @@ pub(crate) struct Queries {
     pub(crate) lineage: String,
     pub(crate) lineage_writes: String,
     pub(crate) set_payload: String,
+    /// A checkpoint's record and metadata, rewritten together (by a codec
+    /// that binds one to the other).
+    pub(crate) set_record: String,
     /// The commit order of a checkpoint, locking it on PostgreSQL against
     /// another [`WriteCheck`](crate::checkpoint::WriteCheck) of it until the
     /// transaction ends (SQLite's writers take turns).
@@ -182,6 +185,10 @@ impl Queries {
             ),
             set_payload: format!(
                 "UPDATE {cps} SET checkpoint = $4 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
+            ),
+            set_record: format!(
+                "UPDATE {cps} SET checkpoint = $4, metadata = {} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+                meta_in.replace("$6", "$5")
             ),
             lock_checked: match dialect {
                 Dialect::Sqlite => order_of,

@@ -284,6 +284,9 @@ impl<D: Backend> Saver for SqlSaver<D> {
 
     async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
         filter.check()?;
+        self.settings
+            .codec
+            .check_metadata_filter(&filter.metadata)?;
         self.rechecked(async {
             let op = "list";
             self.ensure_migrated().await?;
