@@ -51,6 +51,8 @@ mod nul_text;
 mod orphans;
 #[path = "sql/policies.rs"]
 mod policies;
+#[path = "sql/pooler.rs"]
+mod pooler;
 #[path = "sql/sends.rs"]
 mod sends;
 #[path = "sql/stored_json.rs"]

@@ -36,9 +36,14 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<u64> {
         let q = &self.settings.q;
-        let rows = D::fetch_all(conn, q.namespaces_of_thread.clone(), [Arg::Text(thread)])
-            .await
-            .map_err(storage(op))?;
+        let rows = D::fetch_all(
+            conn,
+            self.settings.pooling,
+            q.namespaces_of_thread.clone(),
+            [Arg::Text(thread)],
+        )
+        .await
+        .map_err(storage(op))?;
         let namespaces = rows
             .iter()
             .map(|r| Self::get::<String>(r, 0, op))
@@ -47,9 +52,10 @@ impl<D: Backend> SqlSaver<D> {
         let mut deleted = 0;
         for ns in &namespaces {
             let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(skip)];
-            let newest_pruned = D::fetch_optional(conn, q.nth_newest.clone(), args)
-                .await
-                .map_err(storage(op))?;
+            let newest_pruned =
+                D::fetch_optional(conn, self.settings.pooling, q.nth_newest.clone(), args)
+                    .await
+                    .map_err(storage(op))?;
             let Some(row) = newest_pruned else {
                 continue;
             };
@@ -59,10 +65,10 @@ impl<D: Backend> SqlSaver<D> {
             // waits and finds its parent gone (PostgreSQL; SQLite writers
             // take turns).
             if let Some(lock) = &q.lock_pruned {
-                Self::exec_below(conn, lock, (thread, ns, cut), op).await?;
+                self.exec_below(conn, lock, (thread, ns, cut), op).await?;
             }
             let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(cut)];
-            let rows = D::fetch_all(conn, q.kept_from.clone(), args)
+            let rows = D::fetch_all(conn, self.settings.pooling, q.kept_from.clone(), args)
                 .await
                 .map_err(storage(op))?;
             let kept = rows
@@ -98,7 +104,7 @@ impl<D: Backend> SqlSaver<D> {
                     Arg::Text(&full.id),
                     Arg::Bytes(&payload),
                 ];
-                D::execute(conn, q.set_payload.clone(), args)
+                D::execute(conn, self.settings.pooling, q.set_payload.clone(), args)
                     .await
                     .map_err(storage(op))?;
             }
@@ -110,13 +116,14 @@ impl<D: Backend> SqlSaver<D> {
     /// Runs `sql` with the parameters thread, namespace and commit order;
     /// returns the rows it changed.
     pub(super) async fn exec_below(
+        &self,
         conn: &mut D::Connection,
         sql: &str,
         (thread, ns, order): (&str, &str, i64),
         op: &'static str,
     ) -> Result<u64> {
         let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(order)];
-        D::execute(conn, sql.to_owned(), args)
+        D::execute(conn, self.settings.pooling, sql.to_owned(), args)
             .await
             .map_err(storage(op))
     }
@@ -130,8 +137,9 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<u64> {
         let q = &self.settings.q;
-        Self::exec_below(conn, &q.delete_writes_below, below, op).await?;
-        Self::exec_below(conn, &q.delete_cps_below, below, op).await
+        self.exec_below(conn, &q.delete_writes_below, below, op)
+            .await?;
+        self.exec_below(conn, &q.delete_cps_below, below, op).await
     }
 
     /// Deletes every checkpoint and write of `thread` inside the transaction
@@ -147,15 +155,30 @@ impl<D: Backend> SqlSaver<D> {
     ) -> Result<u64> {
         let q = &self.settings.q;
         if let Some(lock) = &q.lock_thread_rows {
-            D::execute(conn, lock.clone(), [Arg::Text(thread)])
-                .await
-                .map_err(storage(op))?;
-        }
-        D::execute(conn, q.delete_writes.clone(), [Arg::Text(thread)])
+            D::execute(
+                conn,
+                self.settings.pooling,
+                lock.clone(),
+                [Arg::Text(thread)],
+            )
             .await
             .map_err(storage(op))?;
-        D::execute(conn, q.delete_cps.clone(), [Arg::Text(thread)])
-            .await
-            .map_err(storage(op))
+        }
+        D::execute(
+            conn,
+            self.settings.pooling,
+            q.delete_writes.clone(),
+            [Arg::Text(thread)],
+        )
+        .await
+        .map_err(storage(op))?;
+        D::execute(
+            conn,
+            self.settings.pooling,
+            q.delete_cps.clone(),
+            [Arg::Text(thread)],
+        )
+        .await
+        .map_err(storage(op))
     }
 }

@@ -198,7 +198,7 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<Vec<D::Row>> {
         let mut conn = self.pool.acquire().await.map_err(storage(op))?;
-        D::fetch_all(&mut conn, sql, args)
+        D::fetch_all(&mut conn, self.settings.pooling, sql, args)
             .await
             .map_err(storage(op))
     }
@@ -212,7 +212,7 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<Option<D::Row>> {
         let mut conn = self.pool.acquire().await.map_err(storage(op))?;
-        D::fetch_optional(&mut conn, sql, args)
+        D::fetch_optional(&mut conn, self.settings.pooling, sql, args)
             .await
             .map_err(storage(op))
     }
