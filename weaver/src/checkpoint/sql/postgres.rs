@@ -50,6 +50,9 @@ use crate::sql::{Dialect, Pooling};
 /// table or column missing (the schema was migrated down meanwhile) fails
 /// with `MigrationRequired` too.
 ///
+/// Behind a pooler in transaction mode (PgBouncer, Supabase, Neon, RDS
+/// Proxy) build it with [`pooler_safe(true)`](PostgresSaver::pooler_safe).
+///
 /// Metadata is stored as `JSONB`, which keeps a number's value but not its
 /// spelling: a float written in exponent form that is a whole number, such
 /// as `1e16`, reads back as the integer `10000000000000000`.

@@ -32,6 +32,9 @@ use crate::store::types::{Op, OpResult, StoreConfig};
 /// that meets an expired item deletes it, which is a write: a read-only
 /// batch that meets one runs again as a writing batch.
 ///
+/// Behind a pooler in transaction mode (PgBouncer, Supabase, Neon, RDS
+/// Proxy) build it with [`pooler_safe(true)`](PostgresStore::pooler_safe).
+///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> weaver::Result<()> {
 /// use weaver::migrate::{self, Adapter};
