@@ -5,6 +5,8 @@
 
 #[path = "sql/cli.rs"]
 mod cli;
+#[path = "sql/cli_fleet.rs"]
+mod cli_fleet;
 #[path = "sql/clones.rs"]
 mod clones;
 #[path = "sql/codec.rs"]
@@ -31,6 +33,8 @@ mod encryption;
 mod engine;
 #[path = "sql/failures.rs"]
 mod failures;
+#[path = "sql/fleet.rs"]
+mod fleet;
 #[path = "sql/group.rs"]
 mod group;
 #[path = "sql/hot.rs"]

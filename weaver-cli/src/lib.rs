@@ -32,6 +32,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod fleet;
+
 use std::borrow::Cow;
 use std::io::Write;
 use std::str::FromStr;
@@ -73,7 +75,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List threads with how many checkpoints each holds.
+    /// List threads with how many checkpoints each holds; with a search
+    /// option, a page of threads (most recent first) with their times.
     Threads {
         /// At most this many threads.
         #[arg(long)]
@@ -81,6 +84,18 @@ enum Command {
         /// Skip this many threads first.
         #[arg(long, default_value_t = 0)]
         offset: usize,
+        /// Only threads idle for at least this long (`30d`, `12h`, `90m`, `45s`).
+        #[arg(long)]
+        idle_for: Option<String>,
+        /// Order by creation instead of last activity.
+        #[arg(long)]
+        by_created: bool,
+        /// Only threads whose latest checkpoint has metadata KEY=VALUE (repeatable).
+        #[arg(long)]
+        metadata: Vec<String>,
+        /// Continue after this cursor (the `next` line of the page before).
+        #[arg(long)]
+        after: Option<String>,
     },
     /// A thread's checkpoints, newest first.
     History {
@@ -121,15 +136,21 @@ enum Command {
     },
     /// Delete old checkpoints of threads: keep the newest N, or delete the threads.
     Prune {
-        /// The thread ids.
-        #[arg(required = true)]
+        /// The thread ids (with --older-than, none means every thread).
+        #[arg(required_unless_present_any = ["idle_for", "older_than"])]
         threads: Vec<String>,
         /// Keep this many newest checkpoints per namespace.
-        #[arg(long, conflicts_with = "delete", required_unless_present = "delete")]
+        #[arg(long, conflicts_with = "delete", required_unless_present_any = ["delete", "older_than"])]
         keep_last: Option<usize>,
         /// Delete the threads entirely.
         #[arg(long)]
         delete: bool,
+        /// With --delete: delete every thread idle for at least this long (`30d`, `12h`).
+        #[arg(long, requires = "delete", conflicts_with = "threads")]
+        idle_for: Option<String>,
+        /// Delete checkpoints stored longer ago than this (`7d`), keeping the --keep-last newest (default 1).
+        #[arg(long, conflicts_with_all = ["delete", "idle_for"])]
+        older_than: Option<String>,
     },
     /// The schema: its versions, migrate it, or print the SQL.
     Migrate {
@@ -503,7 +524,29 @@ async fn execute(
 ) -> Result<()> {
     match command {
         Command::Migrate { action } => migrate_command(db, action, out).await,
-        Command::Threads { limit, offset } => {
+        Command::Threads {
+            limit,
+            offset,
+            idle_for,
+            by_created,
+            metadata,
+            after,
+        } if idle_for.is_some() || by_created || !metadata.is_empty() || after.is_some() => {
+            if offset != 0 {
+                return Err(Error::invalid_argument(
+                    "--offset pages the plain listing; a search pages with --after",
+                ));
+            }
+            let search = fleet::Search {
+                idle_for,
+                created: by_created,
+                metadata,
+                after,
+                limit,
+            };
+            fleet::search(&db.checkpointer(keys)?, search, out).await
+        }
+        Command::Threads { limit, offset, .. } => {
             let cp = db.checkpointer(keys)?;
             for t in cp.list_threads(limit, offset).await? {
                 writeln!(out, "{}\t{}", printable(&t.thread_id), t.checkpoints).map_err(io)?;
@@ -612,9 +655,23 @@ async fn execute(
             Ok(())
         }
         Command::Prune {
+            idle_for: Some(idle),
+            ..
+        } => fleet::delete_idle(&db.checkpointer(keys)?, &idle, out).await,
+        Command::Prune {
+            threads,
+            keep_last,
+            older_than: Some(age),
+            ..
+        } => {
+            let cp = db.checkpointer(keys)?;
+            fleet::prune_older(&cp, threads, &age, keep_last.unwrap_or(1), out).await
+        }
+        Command::Prune {
             threads,
             keep_last,
             delete,
+            ..
         } => {
             let cp = db.checkpointer(keys)?;
             let strategy = match (keep_last, delete) {

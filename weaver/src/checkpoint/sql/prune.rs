@@ -4,6 +4,7 @@
 use super::backend::Backend;
 use super::group::Arg;
 use super::saver::SqlSaver;
+use crate::checkpoint::Keep;
 use crate::checkpoint::{CheckpointCodec, SaverState};
 use crate::codec::{RecordContext, check_size};
 use crate::error::Result;
@@ -32,7 +33,7 @@ impl<D: Backend> SqlSaver<D> {
         &self,
         conn: &mut D::Connection,
         thread: &str,
-        keep: usize,
+        keep: Keep,
         op: &'static str,
     ) -> Result<u64> {
         let q = &self.settings.q;
@@ -48,9 +49,22 @@ impl<D: Backend> SqlSaver<D> {
             .iter()
             .map(|r| Self::get::<String>(r, 0, op))
             .collect::<Result<Vec<_>>>()?;
-        let skip = i64::try_from(keep).unwrap_or(i64::MAX);
+        let newest = i64::try_from(keep.newest).unwrap_or(i64::MAX);
         let mut deleted = 0;
         for ns in &namespaces {
+            let skip = match keep.younger_than {
+                None => newest,
+                Some(age) => {
+                    let ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+                    let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(ms)];
+                    let row =
+                        D::fetch_optional(conn, self.settings.pooling, q.young_in_ns.clone(), args)
+                            .await
+                            .map_err(storage(op))?;
+                    let young = row.map(|r| Self::get::<i64>(&r, 0, op)).transpose()?;
+                    newest.max(young.unwrap_or(0))
+                }
+            };
             let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(skip)];
             let newest_pruned =
                 D::fetch_optional(conn, self.settings.pooling, q.nth_newest.clone(), args)
