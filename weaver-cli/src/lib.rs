@@ -10,6 +10,9 @@
 //! weaver --db postgres://postgres@127.0.0.1/test --schema tenant_a migrate status
 //! weaver --db sqlite://weaver-quickstart.db migrate up --adapter checkpoint,store
 //! weaver --db sqlite://weaver-quickstart.db migrate down --adapter store 1
+//! weaver --db sqlite://weaver-quickstart.db threads --idle-for 30d --by-created
+//! weaver --db sqlite://weaver-quickstart.db prune --idle-for 30d --delete
+//! weaver --db sqlite://weaver-quickstart.db prune --older-than 7d --keep-last 5
 //! ```
 //!
 //! Checkpoints read through [`weaver::Checkpointer`], so delta channels

@@ -62,12 +62,16 @@ impl Log {
     }
 
     /// A copy of this log with its commit orders renumbered 1, 2, … in
-    /// their order ([`Saver::copy_thread`]).
+    /// their order ([`Saver::copy_thread`]), stored now (as the SQL savers
+    /// store a copy).
     fn renumbered(&self) -> Log {
         let mut copy = Log::default();
+        let now = SystemTime::now();
         for (n, stored) in (1u64..).zip(self.by_order.values()) {
             copy.by_id.insert(stored.checkpoint.id.clone(), n);
-            copy.by_order.insert(n, stored.clone());
+            let mut stored = stored.clone();
+            stored.stored_at = now;
+            copy.by_order.insert(n, stored);
         }
         copy
     }
@@ -533,8 +537,10 @@ impl Saver for InMemorySaver {
             });
         }
         let mut copy = Log::default();
-        for (i, s) in lineage.into_iter().rev().enumerate() {
+        let now = SystemTime::now();
+        for (i, mut s) in lineage.into_iter().rev().enumerate() {
             let order = i as u64 + 1;
+            s.stored_at = now;
             copy.by_id.insert(s.checkpoint.id.clone(), order);
             copy.by_order.insert(order, s);
         }
