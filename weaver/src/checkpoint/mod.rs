@@ -32,6 +32,7 @@ pub use limits::{ForkBudget, ForkOptions};
 pub use memory::InMemorySaver;
 pub use saver::Saver;
 pub use shared::SaverState;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use types::Keep;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,

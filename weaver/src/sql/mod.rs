@@ -29,6 +29,7 @@ pub(crate) fn is_plain_identifier(name: &str) -> bool {
 }
 
 /// How a saver or store sends its statements to the database.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Pooling {
     /// Straight to the database (or through a pooler in session mode):
@@ -42,6 +43,7 @@ pub enum Pooling {
     Transaction,
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 impl Pooling {
     /// Whether statements are prepared under a name and kept (`sqlx`'s
     /// `persistent`).
