@@ -18,7 +18,7 @@ use weaver::Error;
 use weaver::checkpoint::{
     BatchEntry, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource,
     DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, ForkOptions, ListFilter, NewCheckpoint, PendingWrite,
-    PruneStrategy, RESUME_CHANNEL, Saver, ThreadInfo, WriteCheck, WriteOp, limits,
+    PruneStrategy, RESUME_CHANNEL, Saver, WriteCheck, WriteOp, limits,
 };
 
 /// Runs every check, each on a fresh saver from `make`.
@@ -1366,14 +1366,16 @@ async fn thread_info_and_commit_order_lookup(saver: Arc<dyn Saver>) {
     let sub = c.checkpoint.id.clone();
     saver.put(c).await.unwrap();
     chain(saver.as_ref(), "b", 1).await;
+    let info = saver.thread_info("a").await.unwrap().unwrap();
     assert_eq!(
-        saver.thread_info("a").await.unwrap(),
-        Some(ThreadInfo {
-            thread_id: "a".into(),
-            checkpoints: 4
-        }),
+        (info.thread_id.as_str(), info.checkpoints),
+        ("a", 4),
         "every namespace counts"
     );
+    // The times a saver records, if it records them, bound its history.
+    if let (Some(created), Some(updated)) = (info.created_at, info.updated_at) {
+        assert!(created <= updated, "{info:?}");
+    }
     let found = saver.at_commit_order("a", "", 2).await.unwrap().unwrap();
     assert_eq!(found, CheckpointRef::latest("a").at(a[1].clone()));
     let found = saver.at_commit_order("a", "sub", 1).await.unwrap().unwrap();

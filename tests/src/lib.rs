@@ -6,6 +6,7 @@ pub mod decodes;
 pub mod dropped;
 pub mod effects;
 pub mod evolution;
+pub mod fleet;
 pub mod policies;
 pub mod sends;
 pub mod shapes;

@@ -5,6 +5,8 @@
 
 #[path = "sql/cli.rs"]
 mod cli;
+#[path = "sql/cli_fleet.rs"]
+mod cli_fleet;
 #[path = "sql/clones.rs"]
 mod clones;
 #[path = "sql/codec.rs"]
@@ -35,6 +37,8 @@ mod engine;
 mod evolution;
 #[path = "sql/failures.rs"]
 mod failures;
+#[path = "sql/fleet.rs"]
+mod fleet;
 #[path = "sql/group.rs"]
 mod group;
 #[path = "sql/hot.rs"]
@@ -55,6 +59,8 @@ mod nul_text;
 mod orphans;
 #[path = "sql/policies.rs"]
 mod policies;
+#[path = "sql/pooler.rs"]
+mod pooler;
 #[path = "sql/sealed_metadata.rs"]
 mod sealed_metadata;
 #[path = "sql/sends.rs"]

@@ -4,6 +4,8 @@
 mod edge_cases;
 #[path = "store/encrypted.rs"]
 mod encrypted;
+#[path = "store/pooler.rs"]
+mod pooler;
 
 use serde_json::Value;
 use weaver::store::OpResult;

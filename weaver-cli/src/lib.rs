@@ -11,6 +11,9 @@
 //! weaver --db sqlite://weaver-quickstart.db migrate up --adapter checkpoint,store
 //! weaver --db sqlite://weaver-quickstart.db migrate down --adapter store 1
 //! weaver --db sqlite://weaver-quickstart.db scan --schema-file state-schema.json --check
+//! weaver --db sqlite://weaver-quickstart.db threads --idle-for 30d --by-created
+//! weaver --db sqlite://weaver-quickstart.db prune --idle-for 30d --delete
+//! weaver --db sqlite://weaver-quickstart.db prune --older-than 7d --keep-last 5
 //! ```
 //!
 //! `scan` has no Rust state type: it checks each root checkpoint's stored
@@ -40,6 +43,8 @@
 //! answer within 10 s, fails the command at once, naming the cause.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+mod fleet;
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -84,7 +89,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List threads with how many checkpoints each holds.
+    /// List threads with how many checkpoints each holds; with a search
+    /// option, a page of threads (most recent first) with their times.
     Threads {
         /// At most this many threads.
         #[arg(long)]
@@ -92,6 +98,18 @@ enum Command {
         /// Skip this many threads first.
         #[arg(long, default_value_t = 0)]
         offset: usize,
+        /// Only threads idle for at least this long (`30d`, `12h`, `90m`, `45s`).
+        #[arg(long)]
+        idle_for: Option<String>,
+        /// Order by creation instead of last activity.
+        #[arg(long)]
+        by_created: bool,
+        /// Only threads whose latest checkpoint has metadata KEY=VALUE (repeatable).
+        #[arg(long)]
+        metadata: Vec<String>,
+        /// Continue after this cursor (the `next` line of the page before).
+        #[arg(long)]
+        after: Option<String>,
     },
     /// A thread's checkpoints, newest first.
     History {
@@ -132,15 +150,21 @@ enum Command {
     },
     /// Delete old checkpoints of threads: keep the newest N, or delete the threads.
     Prune {
-        /// The thread ids.
-        #[arg(required = true)]
+        /// The thread ids (with --older-than, none means every thread).
+        #[arg(required_unless_present_any = ["idle_for", "older_than"])]
         threads: Vec<String>,
         /// Keep this many newest checkpoints per namespace.
-        #[arg(long, conflicts_with = "delete", required_unless_present = "delete")]
+        #[arg(long, conflicts_with = "delete", required_unless_present_any = ["delete", "older_than"])]
         keep_last: Option<usize>,
         /// Delete the threads entirely.
         #[arg(long)]
         delete: bool,
+        /// With --delete: delete every thread idle for at least this long (`30d`, `12h`).
+        #[arg(long, requires = "delete", conflicts_with = "threads")]
+        idle_for: Option<String>,
+        /// Delete checkpoints stored longer ago than this (`7d`), keeping the --keep-last newest (default 1).
+        #[arg(long, conflicts_with_all = ["delete", "idle_for"])]
+        older_than: Option<String>,
     },
     /// Root checkpoints a state's schema snapshot cannot read (the file
     /// `weaver::evolution::schema_snapshot` writes), per thread.
@@ -532,7 +556,29 @@ async fn execute(
             batch,
             check,
         } => scan::scan(&db.checkpointer(keys)?, &schema_file, batch, check, out).await,
-        Command::Threads { limit, offset } => {
+        Command::Threads {
+            limit,
+            offset,
+            idle_for,
+            by_created,
+            metadata,
+            after,
+        } if idle_for.is_some() || by_created || !metadata.is_empty() || after.is_some() => {
+            if offset != 0 {
+                return Err(Error::invalid_argument(
+                    "--offset pages the plain listing; a search pages with --after",
+                ));
+            }
+            let search = fleet::Search {
+                idle_for,
+                created: by_created,
+                metadata,
+                after,
+                limit,
+            };
+            fleet::search(&db.checkpointer(keys)?, search, out).await
+        }
+        Command::Threads { limit, offset, .. } => {
             let cp = db.checkpointer(keys)?;
             for t in cp.list_threads(limit, offset).await? {
                 writeln!(out, "{}\t{}", printable(&t.thread_id), t.checkpoints).map_err(io)?;
@@ -642,9 +688,23 @@ async fn execute(
             Ok(())
         }
         Command::Prune {
+            idle_for: Some(idle),
+            ..
+        } => fleet::delete_idle(&db.checkpointer(keys)?, &idle, out).await,
+        Command::Prune {
+            threads,
+            keep_last,
+            older_than: Some(age),
+            ..
+        } => {
+            let cp = db.checkpointer(keys)?;
+            fleet::prune_older(&cp, threads, &age, keep_last.unwrap_or(1), out).await
+        }
+        Command::Prune {
             threads,
             keep_last,
             delete,
+            ..
         } => {
             let cp = db.checkpointer(keys)?;
             let strategy = match (keep_last, delete) {

@@ -481,3 +481,20 @@ impl EverySaver {
         self.pg.drop_schema().await;
     }
 }
+
+/// Threads and their counts: the times a saver recorded differ between
+/// savers, but every one of weaver's records them, the oldest first.
+pub fn counts(
+    listed: weaver::Result<Vec<weaver::checkpoint::ThreadInfo>>,
+) -> weaver::Result<Vec<(String, u64)>> {
+    listed.map(|threads| {
+        threads
+            .into_iter()
+            .map(|t| {
+                let (created, updated) = (t.created_at.unwrap(), t.updated_at.unwrap());
+                assert!(created <= updated, "{t:?}");
+                (t.thread_id, t.checkpoints)
+            })
+            .collect()
+    })
+}

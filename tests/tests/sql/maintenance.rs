@@ -130,13 +130,13 @@ async fn scenario(s: &dyn Saver) -> Vec<String> {
     ] {
         step!(
             format!("list_threads({limit:?}, {offset})"),
-            s.list_threads(limit, offset).await
+            crate::common::counts(s.list_threads(limit, offset).await)
         );
     }
     for (limit, offset) in [(None, 3), (None, 99), (Some(max), 1), (Some(1), max)] {
         step!(
             format!("list_threads({limit:?}, {offset})"),
-            s.list_threads(limit, offset).await
+            crate::common::counts(s.list_threads(limit, offset).await)
         );
     }
     // lineage: counts 0, 1, 2, 3, unbounded; hints right, wrong and absurd.
@@ -208,7 +208,10 @@ async fn scenario(s: &dyn Saver) -> Vec<String> {
     }
     step!("copy(t, t-copy)", s.copy_thread("t", "t-copy").await);
     step!("list(t-copy)", s.list(&ListFilter::thread("t-copy")).await);
-    step!("list_threads after copies", s.list_threads(None, 0).await);
+    step!(
+        "list_threads after copies",
+        crate::common::counts(s.list_threads(None, 0).await)
+    );
     // prune: unknown and repeated threads, both strategies.
     let twice = ["t".to_owned(), "ghost".to_owned(), "t".to_owned()];
     step!(
@@ -260,7 +263,10 @@ async fn scenario(s: &dyn Saver) -> Vec<String> {
         "fork_at(b) reused",
         s.fork_at(&t.at("b"), "f-r", opts).await
     );
-    step!("list_threads end", s.list_threads(None, 0).await);
+    step!(
+        "list_threads end",
+        crate::common::counts(s.list_threads(None, 0).await)
+    );
     log
 }
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::delta::{self, Cached, ListedParents};
+use super::fleet::{ThreadPage, ThreadQuery};
 use super::limits::ForkOptions;
 use super::saver::Saver;
 use super::shared::SaverState;
@@ -305,5 +306,61 @@ impl Checkpointer {
         offset: usize,
     ) -> Result<Vec<ThreadInfo>> {
         self.saver.list_threads(limit, offset).await
+    }
+
+    /// [`Saver::search_threads`]: a page of threads by metadata, idleness
+    /// and time, with the cursor of the next.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::checkpoint::{Checkpointer, InMemorySaver, ThreadQuery};
+    /// let cp = Checkpointer::new(InMemorySaver::new());
+    /// let page = cp.search_threads(&ThreadQuery::new()).await?;
+    /// assert!(page.threads.is_empty() && page.next.is_none());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
+    pub async fn search_threads(&self, query: &ThreadQuery) -> Result<ThreadPage> {
+        self.saver.search_threads(query).await
+    }
+
+    /// [`Saver::delete_idle_threads`], each thread deleted as
+    /// [`delete_thread`](Checkpointer::delete_thread) does (writes queued
+    /// for it stored first, its cached values forgotten), calling
+    /// `progress(deleted, found)` after each.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use weaver::checkpoint::{Checkpointer, InMemorySaver};
+    /// let cp = Checkpointer::new(InMemorySaver::new());
+    /// assert_eq!(cp.delete_idle_threads(Duration::from_secs(3600), &mut |_, _| {}).await?, 0);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
+    pub async fn delete_idle_threads(
+        &self,
+        idle_for: std::time::Duration,
+        progress: &mut (dyn FnMut(u64, u64) + Send),
+    ) -> Result<u64> {
+        let query = ThreadQuery::new().idle_for(idle_for).limit(100);
+        let (mut deleted, mut found) = (0, 0);
+        let mut page = self.search_threads(&query).await?;
+        loop {
+            for t in &page.threads {
+                found += 1;
+                let still_idle = self
+                    .thread_info(&t.thread_id)
+                    .await?
+                    .is_some_and(|now| now.updated_at == t.updated_at);
+                if still_idle {
+                    self.delete_thread(&t.thread_id).await?;
+                    deleted += 1;
+                }
+                progress(deleted, found);
+            }
+            match page.next.take() {
+                Some(next) => page = self.search_threads(&query.clone().after(next)).await?,
+                None => return Ok(deleted),
+            }
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 
@@ -10,6 +11,7 @@ use super::limits::{ForkBudget, ForkOptions};
 use super::saver::Saver;
 use super::shared::SaverState;
 use super::text;
+use super::types::Keep;
 use super::types::{
     BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointTuple, ListFilter,
     NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteCheck, WriteOp,
@@ -50,6 +52,8 @@ struct Stored {
     metadata: CheckpointMetadata,
     parent_id: Option<String>,
     writes: BTreeMap<(String, i64), PendingWrite>,
+    /// When it was stored.
+    stored_at: std::time::SystemTime,
 }
 
 impl Log {
@@ -58,12 +62,16 @@ impl Log {
     }
 
     /// A copy of this log with its commit orders renumbered 1, 2, … in
-    /// their order ([`Saver::copy_thread`]).
+    /// their order ([`Saver::copy_thread`]), stored now (as the SQL savers
+    /// store a copy).
     fn renumbered(&self) -> Log {
         let mut copy = Log::default();
+        let now = SystemTime::now();
         for (n, stored) in (1u64..).zip(self.by_order.values()) {
             copy.by_id.insert(stored.checkpoint.id.clone(), n);
-            copy.by_order.insert(n, stored.clone());
+            let mut stored = stored.clone();
+            stored.stored_at = now;
+            copy.by_order.insert(n, stored);
         }
         copy
     }
@@ -95,6 +103,20 @@ impl Log {
             next = s.parent_id.as_deref();
         }
         out
+    }
+
+    /// How many of the newest records `keep` keeps at `now`: at least
+    /// `keep.newest`, and every record stored within `keep.younger_than`
+    /// with every record after it.
+    fn kept(&self, keep: Keep, now: SystemTime) -> usize {
+        let young = keep.younger_than.map_or(0, |age| {
+            let since = now.checked_sub(age).unwrap_or(std::time::UNIX_EPOCH);
+            self.by_order
+                .values()
+                .position(|s| s.stored_at > since)
+                .map_or(0, |first| self.by_order.len() - first)
+        });
+        keep.newest.max(young)
     }
 
     /// The lowest commit order kept when only the `keep` newest records
@@ -252,6 +274,7 @@ fn insert(
         metadata,
         parent_id: new.parent_id,
         writes: BTreeMap::new(),
+        stored_at: SystemTime::now(),
     };
     stored.add_writes(writes);
     log.by_id.insert(stored.checkpoint.id.clone(), order);
@@ -514,8 +537,10 @@ impl Saver for InMemorySaver {
             });
         }
         let mut copy = Log::default();
-        for (i, s) in lineage.into_iter().rev().enumerate() {
+        let now = SystemTime::now();
+        for (i, mut s) in lineage.into_iter().rev().enumerate() {
             let order = i as u64 + 1;
+            s.stored_at = now;
             copy.by_id.insert(s.checkpoint.id.clone(), order);
             copy.by_order.insert(order, s);
         }
@@ -576,8 +601,10 @@ impl Saver for InMemorySaver {
         // anything is removed, so that a bad record fails the call with
         // nothing changed.
         let mut rebuilt = Vec::new();
+        let now = SystemTime::now();
         for t in thread_ids {
             for (ns, log) in threads.get(t).into_iter().flatten() {
+                let keep = log.kept(keep, now);
                 for (order, full) in log.materialized_boundary(t, ns, keep)? {
                     rebuilt.push((t.clone(), ns.clone(), order, full));
                 }
@@ -595,7 +622,7 @@ impl Saver for InMemorySaver {
         let mut deleted = 0u64;
         for t in thread_ids {
             for log in threads.get_mut(t).into_iter().flat_map(|n| n.values_mut()) {
-                let Some(cut) = log.cutoff(keep) else {
+                let Some(cut) = log.cutoff(log.kept(keep, now)) else {
                     continue;
                 };
                 let old: Vec<u64> = log.by_order.range(..cut).map(|(o, _)| *o).collect();
@@ -617,20 +644,16 @@ impl Saver for InMemorySaver {
             .filter(|(_, nss)| nss.values().any(|l| !l.by_order.is_empty()))
             .skip(offset)
             .take(limit.unwrap_or(usize::MAX))
-            .map(|(t, nss)| ThreadInfo {
-                thread_id: t.clone(),
-                checkpoints: nss.values().map(|l| l.by_order.len() as u64).sum(),
-            })
+            .filter_map(|(t, nss)| info_of(t, nss))
             .collect())
     }
 
     async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
         text::check_id("thread id", thread_id)?;
         let threads = self.read();
-        let checkpoints = threads
+        Ok(threads
             .get(thread_id)
-            .map_or(0, |nss| nss.values().map(|l| l.by_order.len() as u64).sum());
-        Ok(ThreadInfo::counted(thread_id, checkpoints))
+            .and_then(|nss| info_of(thread_id, nss)))
     }
 
     async fn at_commit_order(
@@ -682,4 +705,17 @@ impl Saver for InMemorySaver {
     fn shared_state(&self) -> Option<Arc<SaverState>> {
         Some(self.state.clone())
     }
+}
+
+/// What [`Saver::thread_info`] says of thread `thread_id` whose namespaces
+/// are `nss`: `None` when it holds no checkpoint.
+fn info_of(thread_id: &str, nss: &BTreeMap<String, Log>) -> Option<ThreadInfo> {
+    let times = nss
+        .values()
+        .flat_map(|l| l.by_order.values().map(|s| s.stored_at));
+    let (first, last) = times.fold(None, |acc: Option<(SystemTime, SystemTime)>, t| {
+        Some(acc.map_or((t, t), |(a, b)| (a.min(t), b.max(t))))
+    })?;
+    let checkpoints = nss.values().map(|l| l.by_order.len() as u64).sum();
+    ThreadInfo::counted(thread_id, checkpoints).map(|i| i.at(first, last))
 }

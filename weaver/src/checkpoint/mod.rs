@@ -10,6 +10,7 @@ mod cache;
 mod codec;
 pub(crate) mod delta;
 pub(crate) mod facade;
+mod fleet;
 pub(crate) mod id;
 pub mod limits;
 mod memory;
@@ -25,12 +26,15 @@ mod types;
 pub use codec::CheckpointCodec;
 pub use delta::DELTA_SNAPSHOT_EVERY;
 pub use facade::Checkpointer;
+pub use fleet::{ThreadOrder, ThreadPage, ThreadQuery};
 pub use id::{new_checkpoint_id, now_rfc3339};
 pub use limits::{ForkBudget, ForkOptions};
 pub use memory::InMemorySaver;
 pub use saver::Saver;
 pub use shared::SaverState;
 pub use types::EFFECT_CHANNEL;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use types::Keep;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,
     CheckpointSource, CheckpointTuple, DELTA_CHECKPOINT_FORMAT, ERROR_CHANNEL, INTERRUPT_CHANNEL,

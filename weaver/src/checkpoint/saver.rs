@@ -2,10 +2,12 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 
 use super::delta::{self, Cached, LineageSource, ListedParents};
+use super::fleet::{Cursor, ThreadPage, ThreadQuery};
 use super::limits::{self, ForkOptions};
 use super::shared::SaverState;
 use super::types::{
@@ -13,6 +15,9 @@ use super::types::{
     PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
 };
 use crate::error::Result;
+
+/// How many idle threads [`Saver::delete_idle_threads`] lists at a time.
+const IDLE_BATCH: usize = 100;
 
 /// A checkpointer: per-thread execution history.
 ///
@@ -299,6 +304,137 @@ pub trait Saver: Debug + Send + Sync {
         let listed = self.list_stored(&ListFilter::thread(thread_id)).await?;
         let checkpoints = listed.len() as u64;
         Ok(ThreadInfo::counted(thread_id, checkpoints))
+    }
+
+    /// One page of the threads `query` asks for: those whose latest root
+    /// checkpoint has its metadata values and that have been idle for its
+    /// `idle_for`, the most recent first by last activity or creation, and
+    /// the cursor of the next page (LangGraph Platform's thread search).
+    ///
+    /// A zero limit or `idle_for`, or a cursor that is not one of this
+    /// order's, is [`Error::InvalidArgument`](crate::Error::InvalidArgument),
+    /// and so is a listing by time on a saver whose
+    /// [`ThreadInfo`]s carry no times. Times are those the saver recorded
+    /// (the database's clock on SQL savers); idleness is measured against
+    /// this process's clock.
+    ///
+    /// The default reads every thread's [`ThreadInfo`] through
+    /// [`list_threads`](Saver::list_threads), then the latest root
+    /// checkpoint of each candidate when the query filters on metadata.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointSource, NewCheckpoint, ThreadQuery};
+    /// use weaver::{InMemorySaver, Saver};
+    /// let saver = InMemorySaver::new();
+    /// for (thread, user) in [("a", "ann"), ("b", "bob"), ("c", "ann")] {
+    ///     let mut metadata = CheckpointMetadata::new(CheckpointSource::Input, -1);
+    ///     metadata.extra.insert("user".into(), user.into());
+    ///     let checkpoint = NewCheckpoint {
+    ///         thread_id: thread.into(),
+    ///         checkpoint_ns: String::new(),
+    ///         parent_id: None,
+    ///         checkpoint: Checkpoint::empty(),
+    ///         metadata,
+    ///         commit_order: None,
+    ///     };
+    ///     saver.put(checkpoint).await?;
+    ///     // Times are kept to the millisecond.
+    ///     tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    /// }
+    /// let page = saver.search_threads(&ThreadQuery::new().metadata("user", "ann").limit(1)).await?;
+    /// assert_eq!(page.threads[0].thread_id, "c"); // the most recently active
+    /// let rest = saver
+    ///     .search_threads(&ThreadQuery::new().metadata("user", "ann").after(page.next.unwrap()))
+    ///     .await?;
+    /// assert_eq!(rest.threads[0].thread_id, "a");
+    /// assert_eq!(rest.next, None);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
+    async fn search_threads(&self, query: &ThreadQuery) -> Result<ThreadPage> {
+        let after = query.check()?;
+        let threads = self.list_threads(None, 0).await?;
+        let candidates = query.candidates(threads, after.as_ref(), SystemTime::now())?;
+        let mut out: Vec<(u64, ThreadInfo)> = Vec::new();
+        let mut more = false;
+        for (ms, info) in candidates {
+            if !query.metadata.is_empty() {
+                let head = ListFilter {
+                    checkpoint_ns: Some(String::new()),
+                    limit: Some(1),
+                    ..ListFilter::thread(info.thread_id.clone())
+                };
+                let head = self.list_stored(&head).await?;
+                if !head
+                    .first()
+                    .is_some_and(|h| h.metadata.matches(&query.metadata))
+                {
+                    continue;
+                }
+            }
+            if out.len() == query.limit {
+                more = true;
+                break;
+            }
+            out.push((ms, info));
+        }
+        let next = match out.last() {
+            Some((ms, last)) if more => Some(Cursor::after(query.order, *ms, last)),
+            _ => None,
+        };
+        Ok(ThreadPage::new(
+            out.into_iter().map(|(_, t)| t).collect(),
+            next,
+        ))
+    }
+
+    /// Deletes every thread idle for at least `idle_for` (as
+    /// [`delete_thread`](Saver::delete_thread) does, one thread per
+    /// transaction, so a long run never holds one transaction open), calling
+    /// `progress(deleted so far, found so far)` after each; returns how many
+    /// threads went. A thread found idle that stores a checkpoint before its
+    /// turn is kept. A zero `idle_for` is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use weaver::{InMemorySaver, Saver};
+    /// let saver = InMemorySaver::new();
+    /// let gone = saver
+    ///     .delete_idle_threads(Duration::from_secs(30 * 24 * 3600), &mut |_, _| {})
+    ///     .await?;
+    /// assert_eq!(gone, 0);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
+    async fn delete_idle_threads(
+        &self,
+        idle_for: std::time::Duration,
+        progress: &mut (dyn FnMut(u64, u64) + Send),
+    ) -> Result<u64> {
+        let query = ThreadQuery::new().idle_for(idle_for).limit(IDLE_BATCH);
+        let mut deleted = 0;
+        let mut found = 0;
+        let mut page = self.search_threads(&query).await?;
+        loop {
+            for t in &page.threads {
+                found += 1;
+                // Still idle now (it may have run since it was listed).
+                let idle = match self.thread_info(&t.thread_id).await? {
+                    Some(now) => now.updated_at == t.updated_at,
+                    None => false,
+                };
+                if idle {
+                    self.delete_thread(&t.thread_id).await?;
+                    deleted += 1;
+                }
+                progress(deleted, found);
+            }
+            match page.next.take() {
+                Some(next) => page = self.search_threads(&query.clone().after(next)).await?,
+                None => return Ok(deleted),
+            }
+        }
     }
 
     /// Where the checkpoint of `thread_id` and `checkpoint_ns` whose commit

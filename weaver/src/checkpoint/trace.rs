@@ -140,6 +140,13 @@ impl Saver for Traced {
         traced("thread_info", thread_id, self.0.thread_info(thread_id)).await
     }
 
+    async fn search_threads(
+        &self,
+        query: &super::fleet::ThreadQuery,
+    ) -> Result<super::fleet::ThreadPage> {
+        traced("search_threads", "*", self.0.search_threads(query)).await
+    }
+
     async fn at_commit_order(
         &self,
         thread_id: &str,

@@ -624,19 +624,57 @@ pub enum PruneStrategy {
     KeepLast(usize),
     /// Delete the thread's checkpoints and writes entirely.
     Delete,
+    /// Delete, per namespace, the checkpoints stored more than `age` ago
+    /// (by the database's clock; [`ThreadInfo`] shows the times), but keep
+    /// the `keep_newest` newest whatever their age, and every checkpoint
+    /// committed after a kept one: what goes is always the oldest part of
+    /// a namespace, as with [`KeepLast`](PruneStrategy::KeepLast). A zero
+    /// `age`, or a `keep_newest` of 0, is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    OlderThan {
+        /// How old a checkpoint must be to go.
+        age: std::time::Duration,
+        /// How many of the newest checkpoints of each namespace stay.
+        keep_newest: usize,
+    },
+}
+
+/// What a prune keeps of each namespace (see [`PruneStrategy::keep`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Keep {
+    /// At least this many of the newest checkpoints.
+    pub(crate) newest: usize,
+    /// Also every checkpoint stored less than this long ago.
+    pub(crate) younger_than: Option<std::time::Duration>,
 }
 
 impl PruneStrategy {
     /// How many checkpoints per namespace the strategy keeps (`None`: it
     /// deletes the thread), or why it is invalid.
-    pub(crate) fn keep(self) -> crate::error::Result<Option<usize>> {
+    pub(crate) fn keep(self) -> crate::error::Result<Option<Keep>> {
+        let newest = |newest| {
+            Ok(Some(Keep {
+                newest,
+                younger_than: None,
+            }))
+        };
         match self {
-            PruneStrategy::KeepLatest => Ok(Some(1)),
+            PruneStrategy::KeepLatest => newest(1),
             PruneStrategy::KeepLast(0) => Err(crate::Error::invalid_argument(
                 "PruneStrategy::KeepLast(0) would keep nothing; use PruneStrategy::Delete to delete a thread",
             )),
-            PruneStrategy::KeepLast(n) => Ok(Some(n)),
+            PruneStrategy::KeepLast(n) => newest(n),
             PruneStrategy::Delete => Ok(None),
+            PruneStrategy::OlderThan { age, .. } if age.is_zero() => Err(
+                crate::Error::invalid_argument("PruneStrategy::OlderThan needs an age above zero"),
+            ),
+            PruneStrategy::OlderThan { keep_newest: 0, .. } => Err(crate::Error::invalid_argument(
+                "PruneStrategy::OlderThan with keep_newest 0 could delete a thread's newest checkpoint; keep at least 1",
+            )),
+            PruneStrategy::OlderThan { age, keep_newest } => Ok(Some(Keep {
+                newest: keep_newest,
+                younger_than: Some(age),
+            })),
         }
     }
 }
@@ -669,6 +707,14 @@ pub struct ThreadInfo {
     pub thread_id: String,
     /// How many checkpoints it holds (all namespaces).
     pub checkpoints: u64,
+    /// When the oldest checkpoint it still holds was stored (weaver's
+    /// savers record it; `None` from a saver that does not).
+    #[serde(default)]
+    pub created_at: Option<std::time::SystemTime>,
+    /// When its newest checkpoint was stored: its last activity (`None`
+    /// from a saver that does not record times).
+    #[serde(default)]
+    pub updated_at: Option<std::time::SystemTime>,
 }
 
 impl ThreadInfo {
@@ -678,7 +724,20 @@ impl ThreadInfo {
         (checkpoints > 0).then(|| ThreadInfo {
             thread_id: thread_id.to_owned(),
             checkpoints,
+            created_at: None,
+            updated_at: None,
         })
+    }
+
+    /// These counts with the times its checkpoints were stored.
+    pub(crate) fn at(
+        mut self,
+        created_at: std::time::SystemTime,
+        updated_at: std::time::SystemTime,
+    ) -> Self {
+        self.created_at = Some(created_at);
+        self.updated_at = Some(updated_at);
+        self
     }
 }
 

@@ -23,6 +23,11 @@ use super::Migration;
 /// by another tool fails its check
 /// `weaver_checkpoints_has_rows_without_commit_order`): give them a commit
 /// order or delete them first. PostgreSQL changes nothing.
+/// Version 5: `created_at`, when each checkpoint was stored (milliseconds
+/// since the Unix epoch, the database's clock at the insert; rows stored
+/// before the migration get the time of the migration), which thread
+/// listings and pruning by age read. SQLite cannot add a column whose
+/// default is not a constant, so the table is rebuilt again, rowids kept.
 pub(crate) static SQLITE: &[Migration] = &[
     Migration {
         version: 1,
@@ -121,6 +126,30 @@ pub(crate) static SQLITE: &[Migration] = &[
                 ON weaver_checkpoints (thread_id, checkpoint_ns, commit_order)",
         ],
     },
+    Migration {
+        version: 5,
+        up: &[
+            "CREATE TABLE {p}weaver_checkpoints_v5 (
+                thread_id TEXT NOT NULL,
+                checkpoint_ns TEXT NOT NULL DEFAULT '',
+                checkpoint_id TEXT NOT NULL,
+                parent_checkpoint_id TEXT,
+                checkpoint BLOB NOT NULL,
+                metadata TEXT NOT NULL,
+                commit_order INTEGER NOT NULL,
+                created_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+                PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+            )",
+            "INSERT INTO {p}weaver_checkpoints_v5 (rowid, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order)
+                SELECT rowid, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, commit_order
+                  FROM {p}weaver_checkpoints ORDER BY rowid",
+            "DROP TABLE {p}weaver_checkpoints",
+            "ALTER TABLE {p}weaver_checkpoints_v5 RENAME TO weaver_checkpoints",
+            "CREATE UNIQUE INDEX {p}weaver_checkpoints_commit_order
+                ON weaver_checkpoints (thread_id, checkpoint_ns, commit_order)",
+        ],
+        down: &["ALTER TABLE {p}weaver_checkpoints DROP COLUMN created_at"],
+    },
 ];
 
 /// The PostgreSQL rendering of the same logical schema.
@@ -188,5 +217,13 @@ pub(crate) static POSTGRES: &[Migration] = &[
         version: 4,
         up: &[],
         down: &[],
+    },
+    Migration {
+        version: 5,
+        up: &[
+            "ALTER TABLE {p}weaver_checkpoints ADD COLUMN created_at BIGINT NOT NULL
+                DEFAULT (floor(extract(epoch FROM clock_timestamp()) * 1000))::BIGINT",
+        ],
+        down: &["ALTER TABLE {p}weaver_checkpoints DROP COLUMN created_at"],
     },
 ];

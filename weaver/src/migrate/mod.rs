@@ -25,11 +25,12 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Schema of the checkpoint adapter, version 4 (both databases; version 3
+//! Schema of the checkpoint adapter, version 5 (both databases; version 3
 //! only changes how PostgreSQL stores the payload columns, version 4 makes
-//! SQLite's `commit_order` `NOT NULL` as PostgreSQL's is):
+//! SQLite's `commit_order` `NOT NULL` as PostgreSQL's is, version 5 adds
+//! `created_at`, milliseconds since the Unix epoch set by the database):
 //! `weaver_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
-//! checkpoint, metadata, commit_order)` with primary key `(thread_id,
+//! checkpoint, metadata, commit_order, created_at)` with primary key `(thread_id,
 //! checkpoint_ns, checkpoint_id)` and unique `(thread_id, checkpoint_ns,
 //! commit_order)`; `weaver_checkpoint_writes(thread_id, checkpoint_ns,
 //! checkpoint_id, task_id, idx, channel, task_path, value)` with primary key

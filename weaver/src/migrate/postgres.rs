@@ -1,5 +1,7 @@
 //! Migrations on PostgreSQL: one transaction holding
 //! `pg_advisory_xact_lock`, so concurrent migrators run one after the other.
+//! Every statement is unnamed and inside a transaction, so migrations run
+//! through a pooler in transaction mode (PgBouncer) as they do directly.
 
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, PgPool};
@@ -100,6 +102,7 @@ impl MigrationTarget for PgSchema<'_> {
             let found: Option<i32> = sqlx::query_scalar(AssertSqlSafe(format!(
                 "SELECT version FROM {p}weaver_schema_versions WHERE adapter = $1"
             )))
+            .persistent(false)
             .bind(adapter.name())
             .fetch_optional(&mut *tx)
             .await
@@ -129,9 +132,16 @@ impl MigrationTarget for PgSchema<'_> {
     async fn versions(&self, adapters: &[Adapter]) -> Result<Vec<u32>> {
         let op = "migrate versions";
         let p = table_prefix(self.schema.as_deref());
+        // One transaction of unnamed statements: through a pooler in
+        // transaction mode each transaction may run on another server
+        // session, which would not hold a named statement, and a statement
+        // outside a transaction may even be parsed on one and run on
+        // another.
+        let mut tx = self.pool.begin().await.map_err(storage(op))?;
         let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+            .persistent(false)
             .bind(format!("{p}weaver_schema_versions"))
-            .fetch_one(self.pool)
+            .fetch_one(&mut *tx)
             .await
             .map_err(storage(op))?;
         let mut out = Vec::with_capacity(adapters.len());
@@ -141,13 +151,15 @@ impl MigrationTarget for PgSchema<'_> {
                 Some(_) => sqlx::query_scalar(AssertSqlSafe(format!(
                     "SELECT version FROM {p}weaver_schema_versions WHERE adapter = $1"
                 )))
+                .persistent(false)
                 .bind(adapter.name())
-                .fetch_optional(self.pool)
+                .fetch_optional(&mut *tx)
                 .await
                 .map_err(storage(op))?,
             };
             out.push(stored_version(*adapter, v.map(i64::from))?);
         }
+        tx.commit().await.map_err(storage(op))?;
         Ok(out)
     }
 }

@@ -27,3 +27,27 @@ pub(crate) fn is_plain_identifier(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
         && name.len() <= 63
 }
+
+/// How a saver or store sends its statements to the database.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Pooling {
+    /// Straight to the database (or through a pooler in session mode):
+    /// named prepared statements, cached on each connection.
+    #[default]
+    Session,
+    /// Through a pooler in transaction mode (PgBouncer, Supavisor, RDS
+    /// Proxy), which may give each transaction another server session:
+    /// unnamed statements only, each inside a transaction, so nothing a
+    /// statement needs is left on a session between two transactions.
+    Transaction,
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+impl Pooling {
+    /// Whether statements are prepared under a name and kept (`sqlx`'s
+    /// `persistent`).
+    pub(crate) fn persistent(self) -> bool {
+        self == Pooling::Session
+    }
+}

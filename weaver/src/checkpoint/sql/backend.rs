@@ -15,7 +15,7 @@ use sqlx::{Database, Decode, Encode, Pool, Row, Transaction, Type};
 use super::Verified;
 use super::group::Arg;
 use crate::error::Result;
-use crate::sql::Dialect;
+use crate::sql::{Dialect, Pooling};
 
 /// A column of a result row: by name, or by position (a scalar query's
 /// unnamed column).
@@ -67,6 +67,7 @@ pub trait Backend: Database {
     /// and namespace take turns, inside the transaction on `conn`.
     fn lock_thread(
         conn: &mut Self::Connection,
+        pooling: Pooling,
         thread_id: &str,
         ns: &str,
         op: &'static str,
@@ -87,9 +88,13 @@ pub trait Backend: Database {
     /// cannot await).
     fn close_on_drop(conn: Self::Connection);
 
-    /// Runs `sql` with `args`; returns the rows it changed.
+    /// Runs `sql` with `args`; returns the rows it changed. With
+    /// [`Pooling::Transaction`] the statement is unnamed, and one run
+    /// outside a transaction runs inside one of its own (the `fetch`
+    /// calls too).
     fn execute<'a>(
         conn: &mut Self::Connection,
+        pooling: Pooling,
         sql: String,
         args: impl IntoIterator<Item = Arg<'a>>,
     ) -> impl Future<Output = std::result::Result<u64, sqlx::Error>> + Send;
@@ -97,6 +102,7 @@ pub trait Backend: Database {
     /// Runs `sql` with `args`; returns its rows.
     fn fetch_all<'a>(
         conn: &mut Self::Connection,
+        pooling: Pooling,
         sql: String,
         args: impl IntoIterator<Item = Arg<'a>>,
     ) -> impl Future<Output = std::result::Result<Vec<Self::Row>, sqlx::Error>> + Send;
@@ -104,6 +110,7 @@ pub trait Backend: Database {
     /// Runs `sql` with `args`; returns its first row, if any.
     fn fetch_optional<'a>(
         conn: &mut Self::Connection,
+        pooling: Pooling,
         sql: String,
         args: impl IntoIterator<Item = Arg<'a>>,
     ) -> impl Future<Output = std::result::Result<Option<Self::Row>, sqlx::Error>> + Send;

@@ -12,6 +12,7 @@ use crate::checkpoint::{
     CheckpointRef, CheckpointTuple, ForkBudget, ForkOptions, NewCheckpoint, PendingWrite, delta,
 };
 use crate::error::{Error, Result};
+use crate::sql::Pooling;
 use crate::sql::error::storage;
 
 impl<D: Backend> SqlSaver<D> {
@@ -44,9 +45,14 @@ impl<D: Backend> SqlSaver<D> {
         // between the two reads would otherwise leave checkpoints without
         // their writes.
         let mut snapshot = D::begin_snapshot(&self.pool, op).await?;
-        let rows = D::fetch_all(&mut snapshot, q.lineage.clone(), lineage_args)
-            .await
-            .map_err(storage(op))?;
+        let rows = D::fetch_all(
+            &mut snapshot,
+            self.settings.pooling,
+            q.lineage.clone(),
+            lineage_args,
+        )
+        .await
+        .map_err(storage(op))?;
         if rows.is_empty() {
             let thread = &source.thread_id;
             self.superseded(thread, ns, op, || {
@@ -85,9 +91,14 @@ impl<D: Backend> SqlSaver<D> {
             // what is written.
             budget.only(&t.checkpoint)?;
         }
-        let write_rows = D::fetch_all(&mut snapshot, q.lineage_writes.clone(), lineage_args)
-            .await
-            .map_err(storage(op))?;
+        let write_rows = D::fetch_all(
+            &mut snapshot,
+            self.settings.pooling,
+            q.lineage_writes.clone(),
+            lineage_args,
+        )
+        .await
+        .map_err(storage(op))?;
         snapshot.commit().await.map_err(storage(op))?;
         let mut writes: HashMap<String, Vec<PendingWrite>> = HashMap::new();
         for row in &write_rows {
@@ -116,7 +127,16 @@ impl<D: Backend> SqlSaver<D> {
             let mut tx = self.begin_write(op).await?;
             let args = [Arg::Text(target_thread), Arg::Text(ns)];
             let (taken, orphans) = (&q.thread_ns_has_any, &q.delete_orphan_ns_writes);
-            claim_target::<D, 2>(&mut tx, taken, orphans, args, target_thread, op).await?;
+            claim_target::<D, 2>(
+                &mut tx,
+                self.settings.pooling,
+                taken,
+                orphans,
+                args,
+                target_thread,
+                op,
+            )
+            .await?;
             for e in encoded {
                 self.insert_raw(&mut tx, e, op).await?;
             }
@@ -140,19 +160,38 @@ impl<D: Backend> SqlSaver<D> {
             let mut tx = D::begin_write_snapshot(&self.pool, op).await?;
             let target = [Arg::Text(target_thread)];
             let (taken, orphans) = (&q.thread_has_any, &q.delete_orphan_writes);
-            claim_target::<D, 1>(&mut tx, taken, orphans, target, target_thread, op).await?;
+            claim_target::<D, 1>(
+                &mut tx,
+                self.settings.pooling,
+                taken,
+                orphans,
+                target,
+                target_thread,
+                op,
+            )
+            .await?;
             let source = [Arg::Text(source_thread)];
-            let rows = D::fetch_all(&mut tx, q.thread_rows.clone(), source)
-                .await
-                .map_err(storage(op))?;
+            let rows = D::fetch_all(
+                &mut tx,
+                self.settings.pooling,
+                q.thread_rows.clone(),
+                source,
+            )
+            .await
+            .map_err(storage(op))?;
             if rows.is_empty() {
                 return Err(Error::ThreadNotFound {
                     thread_id: source_thread.to_owned(),
                 });
             }
-            let write_rows = D::fetch_all(&mut tx, q.thread_writes.clone(), source)
-                .await
-                .map_err(storage(op))?;
+            let write_rows = D::fetch_all(
+                &mut tx,
+                self.settings.pooling,
+                q.thread_writes.clone(),
+                source,
+            )
+            .await
+            .map_err(storage(op))?;
             let mut writes: HashMap<(String, String), Vec<PendingWrite>> = HashMap::new();
             for row in &write_rows {
                 let ns: String = Self::get(row, "checkpoint_ns", op)?;
@@ -222,13 +261,14 @@ impl<D: Backend> SqlSaver<D> {
 /// a value stored first, so those rows would be read as the copy's.
 async fn claim_target<D: Backend, const N: usize>(
     tx: &mut sqlx::Transaction<'static, D>,
+    pooling: Pooling,
     taken: &str,
     orphans: &str,
     args: [Arg<'_>; N],
     target_thread: &str,
     op: &'static str,
 ) -> Result<()> {
-    let found = D::fetch_optional(tx, taken.to_owned(), args)
+    let found = D::fetch_optional(tx, pooling, taken.to_owned(), args)
         .await
         .map_err(storage(op))?;
     if found.is_some() {
@@ -236,7 +276,7 @@ async fn claim_target<D: Backend, const N: usize>(
             thread_id: target_thread.to_owned(),
         });
     }
-    D::execute(tx, orphans.to_owned(), args)
+    D::execute(tx, pooling, orphans.to_owned(), args)
         .await
         .map_err(storage(op))?;
     Ok(())

@@ -70,6 +70,8 @@ pub(crate) struct Settings {
     /// (zero unless the user opts in with `with_spin`).
     pub(crate) spin: std::time::Duration,
     pub(crate) q: Arc<Queries>,
+    /// How statements reach the database (`pooler_safe` on PostgreSQL).
+    pub(crate) pooling: crate::sql::Pooling,
     /// Set by the first operation, once the schema is found migrated.
     pub(crate) verified: Arc<tokio::sync::OnceCell<Verified>>,
 }
@@ -92,6 +94,7 @@ impl Settings {
             max_record_bytes: MAX_RECORD_BYTES,
             spin: std::time::Duration::ZERO,
             q: Arc::new(Queries::new(dialect, prefix)),
+            pooling: crate::sql::Pooling::Session,
             verified: Arc::new(tokio::sync::OnceCell::new()),
         }
     }

@@ -13,8 +13,8 @@ use super::saver::SqlSaver;
 use crate::error::{Error, Result};
 use crate::migrate::postgres::{checked_schema, table_prefix};
 use crate::migrate::{self, Adapter, PgSchema};
-use crate::sql::Dialect;
 use crate::sql::error::storage;
+use crate::sql::{Dialect, Pooling};
 
 /// A checkpointer on PostgreSQL, through a user-supplied `sqlx` pool.
 ///
@@ -50,6 +50,9 @@ use crate::sql::error::storage;
 /// table or column missing (the schema was migrated down meanwhile) fails
 /// with `MigrationRequired` too.
 ///
+/// Behind a pooler in transaction mode (PgBouncer, Supabase, Neon, RDS
+/// Proxy) build it with [`pooler_safe(true)`](PostgresSaver::pooler_safe).
+///
 /// Metadata is stored as `JSONB`, which keeps a number's value but not its
 /// spelling: a float written in exponent form that is a whole number, such
 /// as `1e16`, reads back as the integer `10000000000000000`.
@@ -77,6 +80,40 @@ impl SqlSaver<Postgres> {
             .map_err(|e| Error::storage("connect", e))?;
         migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
         Ok(PostgresSaver::new(pool))
+    }
+
+    /// Makes the saver safe behind a pooler in transaction mode (PgBouncer
+    /// with `pool_mode = transaction`, Supabase's and Neon's poolers, RDS
+    /// Proxy), which may run each transaction on another server session:
+    /// with `true` every statement is sent unnamed (never a named prepared
+    /// statement, which would be missing or taken on the next session),
+    /// and one that is not part of a transaction runs in a transaction of
+    /// its own, so nothing is left on a session between two transactions.
+    /// The locks the saver takes are transaction-scoped in either mode.
+    /// `false` (the default) prepares each statement once per connection.
+    ///
+    /// A pooler drops the `search_path` a client sends: give the schema
+    /// with [`with_prefix`](PostgresSaver::with_prefix), which names it in
+    /// every statement, or leave the tables in the database's default
+    /// `search_path`. [`crate::migrate::up`] runs through such a pooler as
+    /// it is.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> weaver::Result<()> {
+    /// use weaver::checkpoint::PostgresSaver;
+    /// // PgBouncer in transaction mode in front of the database.
+    /// let saver = PostgresSaver::connect("postgres://app@pooler:6432/app")
+    ///     .await?
+    ///     .pooler_safe(true);
+    /// # Ok(()) }
+    /// ```
+    pub fn pooler_safe(mut self, on: bool) -> Self {
+        self.settings.pooling = if on {
+            Pooling::Transaction
+        } else {
+            Pooling::Session
+        };
+        self
     }
 
     /// Uses the tables in PostgreSQL schema `schema` (one set per tenant;
@@ -128,11 +165,13 @@ impl Backend for Postgres {
     /// (explicit commit orders rely on the unique constraint instead).
     async fn lock_thread(
         conn: &mut PgConnection,
+        pooling: Pooling,
         thread_id: &str,
         ns: &str,
         op: &'static str,
     ) -> Result<()> {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))")
+            .persistent(pooling.persistent())
             .bind(thread_id)
             .bind(ns)
             .execute(&mut *conn)
@@ -169,29 +208,57 @@ impl Backend for Postgres {
 
     fn execute<'a>(
         conn: &mut PgConnection,
+        pooling: Pooling,
         sql: String,
         args: impl IntoIterator<Item = Arg<'a>>,
     ) -> impl Future<Output = std::result::Result<u64, sqlx::Error>> + Send {
-        let query = bound::<Postgres>(sql, args);
-        async move { query.execute(conn).await.map(|r| r.rows_affected()) }
+        let args: Vec<Arg<'a>> = args.into_iter().collect();
+        let simple = pooling == Pooling::Transaction && args.is_empty();
+        let query = bound::<Postgres>(sql.clone(), args).persistent(pooling.persistent());
+        async move {
+            if simple {
+                // No parameters (`ROLLBACK`): one simple-protocol message,
+                // which a pooler runs on one session.
+                return sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(conn)
+                    .await
+                    .map(|r| r.rows_affected());
+            }
+            match run(conn, pooling, query, Want::Execute).await? {
+                Got::Changed(n) => Ok(n),
+                _ => unreachable!("an execute returns a count"),
+            }
+        }
     }
 
     fn fetch_all<'a>(
         conn: &mut PgConnection,
+        pooling: Pooling,
         sql: String,
         args: impl IntoIterator<Item = Arg<'a>>,
     ) -> impl Future<Output = std::result::Result<Vec<PgRow>, sqlx::Error>> + Send {
-        let query = bound::<Postgres>(sql, args);
-        query.fetch_all(conn)
+        let query = bound::<Postgres>(sql, args).persistent(pooling.persistent());
+        async move {
+            match run(conn, pooling, query, Want::All).await? {
+                Got::All(rows) => Ok(rows),
+                _ => unreachable!("fetch_all returns rows"),
+            }
+        }
     }
 
     fn fetch_optional<'a>(
         conn: &mut PgConnection,
+        pooling: Pooling,
         sql: String,
         args: impl IntoIterator<Item = Arg<'a>>,
     ) -> impl Future<Output = std::result::Result<Option<PgRow>, sqlx::Error>> + Send {
-        let query = bound::<Postgres>(sql, args);
-        query.fetch_optional(conn)
+        let query = bound::<Postgres>(sql, args).persistent(pooling.persistent());
+        async move {
+            match run(conn, pooling, query, Want::Optional).await? {
+                Got::Optional(row) => Ok(row),
+                _ => unreachable!("fetch_optional returns at most a row"),
+            }
+        }
     }
 
     fn text(row: &PgRow, col: Col) -> std::result::Result<&str, sqlx::Error> {
@@ -217,4 +284,62 @@ impl Backend for Postgres {
     fn opt_bytes(row: &PgRow, col: Col) -> std::result::Result<Option<&[u8]>, sqlx::Error> {
         column(row, col)
     }
+}
+
+/// What a statement is run for.
+enum Want {
+    Execute,
+    All,
+    Optional,
+}
+
+/// What it returned.
+enum Got {
+    Changed(u64),
+    All(Vec<PgRow>),
+    Optional(Option<PgRow>),
+}
+
+/// Runs `query` on `conn` for `want`. Through a transaction-mode pooler a
+/// statement outside a transaction runs inside one of its own: `sqlx`
+/// parses a statement and binds it in two exchanges, and between them the
+/// pooler may hand the server session to another client (whose statement
+/// the bind would then run). A single statement in a transaction of its
+/// own behaves as it does on its own under `READ COMMITTED`.
+async fn run(
+    conn: &mut PgConnection,
+    pooling: Pooling,
+    query: sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments>,
+    want: Want,
+) -> std::result::Result<Got, sqlx::Error> {
+    use sqlx::Connection;
+    if pooling == Pooling::Session || conn.is_in_transaction() {
+        return once(&mut *conn, query, want).await;
+    }
+    let mut tx = conn.begin().await?;
+    match once(&mut tx, query, want).await {
+        Ok(got) => {
+            tx.commit().await?;
+            Ok(got)
+        }
+        Err(e) => {
+            // The statement's error is the one to report; a connection that
+            // cannot roll back fails its next use.
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
+}
+
+/// Runs `query` once on `conn`.
+async fn once(
+    conn: &mut PgConnection,
+    query: sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments>,
+    want: Want,
+) -> std::result::Result<Got, sqlx::Error> {
+    Ok(match want {
+        Want::Execute => Got::Changed(query.execute(conn).await?.rows_affected()),
+        Want::All => Got::All(query.fetch_all(conn).await?),
+        Want::Optional => Got::Optional(query.fetch_optional(conn).await?),
+    })
 }

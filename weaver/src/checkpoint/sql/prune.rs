@@ -4,6 +4,7 @@
 use super::backend::Backend;
 use super::group::Arg;
 use super::saver::SqlSaver;
+use crate::checkpoint::Keep;
 use crate::checkpoint::{CheckpointCodec, SaverState};
 use crate::codec::{RecordContext, check_size};
 use crate::error::Result;
@@ -32,24 +33,43 @@ impl<D: Backend> SqlSaver<D> {
         &self,
         conn: &mut D::Connection,
         thread: &str,
-        keep: usize,
+        keep: Keep,
         op: &'static str,
     ) -> Result<u64> {
         let q = &self.settings.q;
-        let rows = D::fetch_all(conn, q.namespaces_of_thread.clone(), [Arg::Text(thread)])
-            .await
-            .map_err(storage(op))?;
+        let rows = D::fetch_all(
+            conn,
+            self.settings.pooling,
+            q.namespaces_of_thread.clone(),
+            [Arg::Text(thread)],
+        )
+        .await
+        .map_err(storage(op))?;
         let namespaces = rows
             .iter()
             .map(|r| Self::get::<String>(r, 0, op))
             .collect::<Result<Vec<_>>>()?;
-        let skip = i64::try_from(keep).unwrap_or(i64::MAX);
+        let newest = i64::try_from(keep.newest).unwrap_or(i64::MAX);
         let mut deleted = 0;
         for ns in &namespaces {
+            let skip = match keep.younger_than {
+                None => newest,
+                Some(age) => {
+                    let ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+                    let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(ms)];
+                    let row =
+                        D::fetch_optional(conn, self.settings.pooling, q.young_in_ns.clone(), args)
+                            .await
+                            .map_err(storage(op))?;
+                    let young = row.map(|r| Self::get::<i64>(&r, 0, op)).transpose()?;
+                    newest.max(young.unwrap_or(0))
+                }
+            };
             let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(skip)];
-            let newest_pruned = D::fetch_optional(conn, q.nth_newest.clone(), args)
-                .await
-                .map_err(storage(op))?;
+            let newest_pruned =
+                D::fetch_optional(conn, self.settings.pooling, q.nth_newest.clone(), args)
+                    .await
+                    .map_err(storage(op))?;
             let Some(row) = newest_pruned else {
                 continue;
             };
@@ -59,10 +79,10 @@ impl<D: Backend> SqlSaver<D> {
             // waits and finds its parent gone (PostgreSQL; SQLite writers
             // take turns).
             if let Some(lock) = &q.lock_pruned {
-                Self::exec_below(conn, lock, (thread, ns, cut), op).await?;
+                self.exec_below(conn, lock, (thread, ns, cut), op).await?;
             }
             let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(cut)];
-            let rows = D::fetch_all(conn, q.kept_from.clone(), args)
+            let rows = D::fetch_all(conn, self.settings.pooling, q.kept_from.clone(), args)
                 .await
                 .map_err(storage(op))?;
             let kept = rows
@@ -98,7 +118,7 @@ impl<D: Backend> SqlSaver<D> {
                         Arg::Bytes(&payload),
                         Arg::Text(&metadata),
                     ];
-                    D::execute(conn, q.set_record.clone(), args)
+                    D::execute(conn, self.settings.pooling, q.set_record.clone(), args)
                         .await
                         .map_err(storage(op))?;
                     continue;
@@ -115,7 +135,7 @@ impl<D: Backend> SqlSaver<D> {
                     Arg::Text(&full.id),
                     Arg::Bytes(&payload),
                 ];
-                D::execute(conn, q.set_payload.clone(), args)
+                D::execute(conn, self.settings.pooling, q.set_payload.clone(), args)
                     .await
                     .map_err(storage(op))?;
             }
@@ -127,13 +147,14 @@ impl<D: Backend> SqlSaver<D> {
     /// Runs `sql` with the parameters thread, namespace and commit order;
     /// returns the rows it changed.
     pub(super) async fn exec_below(
+        &self,
         conn: &mut D::Connection,
         sql: &str,
         (thread, ns, order): (&str, &str, i64),
         op: &'static str,
     ) -> Result<u64> {
         let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(order)];
-        D::execute(conn, sql.to_owned(), args)
+        D::execute(conn, self.settings.pooling, sql.to_owned(), args)
             .await
             .map_err(storage(op))
     }
@@ -147,8 +168,9 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<u64> {
         let q = &self.settings.q;
-        Self::exec_below(conn, &q.delete_writes_below, below, op).await?;
-        Self::exec_below(conn, &q.delete_cps_below, below, op).await
+        self.exec_below(conn, &q.delete_writes_below, below, op)
+            .await?;
+        self.exec_below(conn, &q.delete_cps_below, below, op).await
     }
 
     /// Deletes every checkpoint and write of `thread` inside the transaction
@@ -164,15 +186,30 @@ impl<D: Backend> SqlSaver<D> {
     ) -> Result<u64> {
         let q = &self.settings.q;
         if let Some(lock) = &q.lock_thread_rows {
-            D::execute(conn, lock.clone(), [Arg::Text(thread)])
-                .await
-                .map_err(storage(op))?;
-        }
-        D::execute(conn, q.delete_writes.clone(), [Arg::Text(thread)])
+            D::execute(
+                conn,
+                self.settings.pooling,
+                lock.clone(),
+                [Arg::Text(thread)],
+            )
             .await
             .map_err(storage(op))?;
-        D::execute(conn, q.delete_cps.clone(), [Arg::Text(thread)])
-            .await
-            .map_err(storage(op))
+        }
+        D::execute(
+            conn,
+            self.settings.pooling,
+            q.delete_writes.clone(),
+            [Arg::Text(thread)],
+        )
+        .await
+        .map_err(storage(op))?;
+        D::execute(
+            conn,
+            self.settings.pooling,
+            q.delete_cps.clone(),
+            [Arg::Text(thread)],
+        )
+        .await
+        .map_err(storage(op))
     }
 }

@@ -40,6 +40,9 @@ pub(crate) struct Queries {
     /// too) or waits and finds its parent gone (`None` on SQLite).
     pub(crate) lock_thread_rows: Option<String>,
     pub(crate) nth_newest: String,
+    /// How many checkpoints of `($1, $2)` the first one stored less than
+    /// `$3` milliseconds ago (by the database's clock) starts.
+    pub(crate) young_in_ns: String,
     /// The records a prune keeps (commit order `$3` and above), oldest first.
     pub(crate) kept_from: String,
     pub(crate) thread_count: String,
@@ -74,6 +77,12 @@ impl Queries {
         // so a child either waits for the prune and finds its parent gone,
         // or commits first and is seen (and rebuilt) by the prune. SQLite
         // serializes writers on its own.
+        // Milliseconds since the Unix epoch, by the database's clock (what
+        // `created_at` defaults to).
+        let now_ms = match dialect {
+            Dialect::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+            Dialect::Postgres => "(floor(extract(epoch FROM clock_timestamp()) * 1000))::BIGINT",
+        };
         let key_share = match dialect {
             Dialect::Sqlite => "",
             Dialect::Postgres => " FOR KEY SHARE",
@@ -157,18 +166,23 @@ impl Queries {
                 Dialect::Sqlite => None,
                 Dialect::Postgres => Some(format!("{older} ORDER BY commit_order FOR UPDATE")),
             },
+            young_in_ns: format!(
+                "SELECT COUNT(*) FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order >= (SELECT MIN(commit_order) FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND created_at > {now_ms} - $3)"
+            ),
             nth_newest: format!(
                 "SELECT commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 ORDER BY commit_order DESC LIMIT 1 OFFSET $3"
             ),
             kept_from: format!(
                 "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, {meta_out} AS metadata, commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order >= $3 ORDER BY commit_order"
             ),
-            thread_count: format!("SELECT COUNT(*) FROM {cps} WHERE thread_id = $1"),
+            thread_count: format!(
+                "SELECT COUNT(*) AS n, MIN(created_at) AS created_at, MAX(created_at) AS updated_at FROM {cps} WHERE thread_id = $1"
+            ),
             id_at_order: format!(
                 "SELECT checkpoint_id FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND commit_order = $3"
             ),
             list_threads: format!(
-                "SELECT thread_id, COUNT(*) AS n FROM {cps} GROUP BY thread_id ORDER BY thread_id LIMIT $1 OFFSET $2"
+                "SELECT thread_id, COUNT(*) AS n, MIN(created_at) AS created_at, MAX(created_at) AS updated_at FROM {cps} GROUP BY thread_id ORDER BY thread_id LIMIT $1 OFFSET $2"
             ),
             lineage: format!(
                 "{lineage_cte}

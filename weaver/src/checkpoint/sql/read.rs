@@ -65,7 +65,7 @@ impl<D: Backend> SqlSaver<D> {
         let args = || params.iter().map(Arg::from);
         let rows = match self
             .settings
-            .spin(D::fetch_all(&mut lease, sql, args()))
+            .spin(D::fetch_all(&mut lease, self.settings.pooling, sql, args()))
             .await
         {
             Ok(rows) => rows,
@@ -74,7 +74,7 @@ impl<D: Backend> SqlSaver<D> {
                     drop(lease);
                     lease = self.hot.lease(&self.pool).await?;
                     self.settings
-                        .spin(D::fetch_all(&mut lease, sql, args()))
+                        .spin(D::fetch_all(&mut lease, self.settings.pooling, sql, args()))
                         .await?
                 }
                 None => return Err(e),
@@ -252,9 +252,14 @@ impl<D: Backend> SqlSaver<D> {
             Arg::Text(&t.checkpoint.id),
             Arg::Int(depth),
         ];
-        let rows = D::fetch_all(conn, self.settings.q.lineage.clone(), args)
-            .await
-            .map_err(storage(op))?;
+        let rows = D::fetch_all(
+            conn,
+            self.settings.pooling,
+            self.settings.q.lineage.clone(),
+            args,
+        )
+        .await
+        .map_err(storage(op))?;
         let chain = self.decode_lineage(&rows, thread, ns, op)?;
         delta::materialize(chain, count)
     }

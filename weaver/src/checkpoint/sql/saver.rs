@@ -198,7 +198,7 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<Vec<D::Row>> {
         let mut conn = self.pool.acquire().await.map_err(storage(op))?;
-        D::fetch_all(&mut conn, sql, args)
+        D::fetch_all(&mut conn, self.settings.pooling, sql, args)
             .await
             .map_err(storage(op))
     }
@@ -212,9 +212,37 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<Option<D::Row>> {
         let mut conn = self.pool.acquire().await.map_err(storage(op))?;
-        D::fetch_optional(&mut conn, sql, args)
+        D::fetch_optional(&mut conn, self.settings.pooling, sql, args)
             .await
             .map_err(storage(op))
+    }
+
+    /// A thread's row of counts and times (`n`, `created_at`, `updated_at`,
+    /// milliseconds since the Unix epoch): `None` when it counts none.
+    pub(super) fn thread_row(
+        thread_id: &str,
+        row: &D::Row,
+        op: &'static str,
+    ) -> Result<Option<ThreadInfo>> {
+        let n: i64 = Self::get(row, "n", op)?;
+        let Some(info) = ThreadInfo::counted(thread_id, u64::try_from(n).unwrap_or(0)) else {
+            return Ok(None);
+        };
+        let time = |col: &'static str| -> Result<std::time::SystemTime> {
+            let ms: i64 = Self::get(row, col, op)?;
+            u64::try_from(ms)
+                .ok()
+                .and_then(|ms| {
+                    std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms))
+                })
+                .ok_or_else(|| {
+                    Error::decode(
+                        "checkpoint time",
+                        format!("thread `{thread_id}`: `{col}` {ms} is not a time after 1970"),
+                    )
+                })
+        };
+        Ok(Some(info.at(time("created_at")?, time("updated_at")?)))
     }
 
     /// Encodes writes of the checkpoint `target` names; returns its id with them.
@@ -570,10 +598,9 @@ impl<D: Backend> Saver for SqlSaver<D> {
                 .await?;
             rows.iter()
                 .map(|row| {
-                    Ok(ThreadInfo {
-                        thread_id: Self::get(row, "thread_id", op)?,
-                        checkpoints: u64::try_from(Self::get::<i64>(row, "n", op)?).unwrap_or(0),
-                    })
+                    let thread: String = Self::get(row, "thread_id", op)?;
+                    Self::thread_row(&thread, row, op)?
+                        .ok_or_else(|| Error::storage(op, "a listed thread without checkpoints"))
                 })
                 .collect()
         })
@@ -592,14 +619,10 @@ impl<D: Backend> Saver for SqlSaver<D> {
                     op,
                 )
                 .await?;
-            let n: i64 = match &row {
-                Some(row) => Self::get(row, 0, op)?,
-                None => 0,
-            };
-            Ok(ThreadInfo::counted(
-                thread_id,
-                u64::try_from(n).unwrap_or(0),
-            ))
+            match &row {
+                Some(row) => Self::thread_row(thread_id, row, op),
+                None => Ok(None),
+            }
         })
         .await
     }

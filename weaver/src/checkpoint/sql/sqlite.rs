@@ -12,7 +12,7 @@ use super::group::Arg;
 use super::saver::SqlSaver;
 use crate::error::{Error, Result};
 use crate::migrate::{self, Adapter};
-use crate::sql::{self, Dialect};
+use crate::sql::{self, Dialect, Pooling};
 
 // The store's transactions start here too.
 pub(crate) use crate::sql::sqlite::{begin_deferred, begin_immediate};
@@ -150,6 +150,7 @@ impl Backend for Sqlite {
     /// `BEGIN IMMEDIATE` already serializes writers.
     async fn lock_thread(
         _conn: &mut SqliteConnection,
+        _pooling: Pooling,
         _thread_id: &str,
         _ns: &str,
         _op: &'static str,
@@ -181,6 +182,7 @@ impl Backend for Sqlite {
 
     fn execute<'a>(
         conn: &mut SqliteConnection,
+        _pooling: Pooling,
         sql: String,
         args: impl IntoIterator<Item = Arg<'a>>,
     ) -> impl Future<Output = std::result::Result<u64, sqlx::Error>> + Send {
@@ -190,6 +192,7 @@ impl Backend for Sqlite {
 
     fn fetch_all<'a>(
         conn: &mut SqliteConnection,
+        _pooling: Pooling,
         sql: String,
         args: impl IntoIterator<Item = Arg<'a>>,
     ) -> impl Future<Output = std::result::Result<Vec<SqliteRow>, sqlx::Error>> + Send {
@@ -199,6 +202,7 @@ impl Backend for Sqlite {
 
     fn fetch_optional<'a>(
         conn: &mut SqliteConnection,
+        _pooling: Pooling,
         sql: String,
         args: impl IntoIterator<Item = Arg<'a>>,
     ) -> impl Future<Output = std::result::Result<Option<SqliteRow>, sqlx::Error>> + Send {

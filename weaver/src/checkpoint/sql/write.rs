@@ -33,7 +33,7 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<Option<i64>> {
         let args = [Arg::Text(thread), Arg::Text(ns), Arg::Text(id)];
-        let row = D::fetch_optional(conn, sql, args)
+        let row = D::fetch_optional(conn, self.settings.pooling, sql, args)
             .await
             .map_err(storage(op))?;
         row.map(|r| Self::get(&r, 0, op)).transpose()
@@ -48,9 +48,14 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<i64> {
         let sql = self.settings.q.head.clone();
-        let row = D::fetch_optional(conn, sql, [Arg::Text(thread), Arg::Text(ns)])
-            .await
-            .map_err(storage(op))?;
+        let row = D::fetch_optional(
+            conn,
+            self.settings.pooling,
+            sql,
+            [Arg::Text(thread), Arg::Text(ns)],
+        )
+        .await
+        .map_err(storage(op))?;
         match row {
             Some(row) => Self::get(&row, 0, op),
             None => Ok(0),
@@ -81,7 +86,9 @@ impl<D: Backend> SqlSaver<D> {
                 ]
             }));
             let sql = q.insert_writes_multi(rows.len(), replace);
-            affected += D::execute(conn, sql, args).await.map_err(storage(op))?;
+            affected += D::execute(conn, self.settings.pooling, sql, args)
+                .await
+                .map_err(storage(op))?;
         }
         Ok(affected)
     }
@@ -140,7 +147,7 @@ impl<D: Backend> SqlSaver<D> {
             Arg::Text(&check.task_id),
             Arg::Int(check.idx),
         ];
-        let row = D::fetch_optional(conn, q.one_write.clone(), args)
+        let row = D::fetch_optional(conn, self.settings.pooling, q.one_write.clone(), args)
             .await
             .map_err(storage(op))?;
         let stored = match &row {
@@ -184,7 +191,7 @@ impl<D: Backend> SqlSaver<D> {
                     // refuse a stale writer (its number may be free again):
                     // writers of one thread take turns, each reading the
                     // head once it holds the lock.
-                    D::lock_thread(conn, thread, ns, op).await?;
+                    D::lock_thread(conn, self.settings.pooling, thread, ns, op).await?;
                     let head = self.head_in(conn, thread, ns, op).await?;
                     if order_i64(n)? <= head {
                         return Err(conflict(new, n));
@@ -193,7 +200,7 @@ impl<D: Backend> SqlSaver<D> {
                 n
             }
             None => {
-                D::lock_thread(conn, thread, ns, op).await?;
+                D::lock_thread(conn, self.settings.pooling, thread, ns, op).await?;
                 let head = self.head_in(conn, thread, ns, op).await?;
                 u64::try_from(head).unwrap_or(0) + 1
             }
@@ -206,7 +213,14 @@ impl<D: Backend> SqlSaver<D> {
         } else {
             &q.insert_cp
         };
-        match D::execute(conn, sql.clone(), row_args(e, order_db)).await {
+        match D::execute(
+            conn,
+            self.settings.pooling,
+            sql.clone(),
+            row_args(e, order_db),
+        )
+        .await
+        {
             Ok(n) if n > 0 => {}
             Ok(_) => {
                 // No row: the parent is missing, or commits at or after this
@@ -217,7 +231,7 @@ impl<D: Backend> SqlSaver<D> {
                     Arg::Int(order_db),
                     Arg::Text(id),
                 ];
-                let taken = D::fetch_optional(conn, q.taken.clone(), args)
+                let taken = D::fetch_optional(conn, self.settings.pooling, q.taken.clone(), args)
                     .await
                     .map_err(storage(op))?;
                 if taken.is_some() {
@@ -244,7 +258,8 @@ impl<D: Backend> SqlSaver<D> {
             // has committed (and is deleted with it) or waits and finds it
             // gone, never left pointing at no checkpoint.
             if let Some(lock) = &q.lock_pruned {
-                Self::exec_below(conn, lock, (thread, ns, order_db), op).await?;
+                self.exec_below(conn, lock, (thread, ns, order_db), op)
+                    .await?;
             }
             self.delete_below(conn, (thread, ns, order_db), op).await?;
         }
@@ -264,7 +279,11 @@ impl<D: Backend> SqlSaver<D> {
         // A lease not marked done is closed when dropped, so a query cut off
         // mid-transaction never serves again.
         let mut lease = self.hot.lease(&self.pool).await.map_err(storage(op))?;
-        let failed = match self.settings.spin(D::execute(&mut lease, sql, args)).await {
+        let failed = match self
+            .settings
+            .spin(D::execute(&mut lease, self.settings.pooling, sql, args))
+            .await
+        {
             Ok(_) => {
                 lease.done();
                 return Ok(true);
@@ -273,7 +292,7 @@ impl<D: Backend> SqlSaver<D> {
         };
         // SQLite stops at the failing statement with its transaction open. A
         // connection that cannot roll back is closed, never used again.
-        if D::execute(&mut lease, "ROLLBACK".to_owned(), [])
+        if D::execute(&mut lease, self.settings.pooling, "ROLLBACK".to_owned(), [])
             .await
             .is_ok()
         {
@@ -366,19 +385,24 @@ impl<D: Backend> SqlSaver<D> {
         let new = &e.new;
         let order = order_i64(new.commit_order.unwrap_or(1))?;
         let (thread, ns, id) = (&new.thread_id, &new.checkpoint_ns, &new.checkpoint.id);
-        D::execute(conn, self.settings.q.insert_cp.clone(), row_args(e, order))
-            .await
-            .map_err(|err| {
-                // The target was found empty: a taken id or commit order is
-                // another writer's, committed since.
-                if is_unique_violation(&err) {
-                    Error::ThreadExists {
-                        thread_id: new.thread_id.clone(),
-                    }
-                } else {
-                    Error::storage(op, err)
+        D::execute(
+            conn,
+            self.settings.pooling,
+            self.settings.q.insert_cp.clone(),
+            row_args(e, order),
+        )
+        .await
+        .map_err(|err| {
+            // The target was found empty: a taken id or commit order is
+            // another writer's, committed since.
+            if is_unique_violation(&err) {
+                Error::ThreadExists {
+                    thread_id: new.thread_id.clone(),
                 }
-            })?;
+            } else {
+                Error::storage(op, err)
+            }
+        })?;
         self.insert_writes(conn, (thread, ns, id), &e.writes, op)
             .await
             .map(drop)

@@ -11,6 +11,7 @@ use std::future::Future;
 use sqlx::{AssertSqlSafe, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
 use crate::error::Result;
+use crate::sql::Pooling;
 
 /// A batch's transaction.
 pub(crate) type Tx<DB> = sqlx::Transaction<'static, DB>;
@@ -65,10 +66,11 @@ impl RowsAffected for sqlx::postgres::PgQueryResult {
 /// transaction, rows read as [`StoredRow`]s. Implemented once, for every
 /// database with these column types, so the `sqlx` bounds are written
 /// here and nowhere else.
-pub(crate) trait Driver: Database {
+pub(crate) trait Driver: Database + sqlx::database::HasStatementCache {
     /// Every row `sql` returns.
     fn fetch_all<'a>(
         tx: &'a mut Tx<Self>,
+        pooling: Pooling,
         sql: &'a str,
         args: &'a [Arg<'a>],
     ) -> impl Future<Output = sqlx::Result<Vec<Self::Row>>> + Send + 'a;
@@ -76,6 +78,7 @@ pub(crate) trait Driver: Database {
     /// The row `sql` returns, if any.
     fn fetch_optional<'a>(
         tx: &'a mut Tx<Self>,
+        pooling: Pooling,
         sql: &'a str,
         args: &'a [Arg<'a>],
     ) -> impl Future<Output = sqlx::Result<Option<Self::Row>>> + Send + 'a;
@@ -83,6 +86,7 @@ pub(crate) trait Driver: Database {
     /// How many rows `sql` changed.
     fn execute<'a>(
         tx: &'a mut Tx<Self>,
+        pooling: Pooling,
         sql: &'a str,
         args: &'a [Arg<'a>],
     ) -> impl Future<Output = sqlx::Result<u64>> + Send + 'a;
@@ -121,7 +125,7 @@ where
 
 impl<DB> Driver for DB
 where
-    DB: Database,
+    DB: Database + sqlx::database::HasStatementCache,
     DB::Arguments: IntoArguments<DB>,
     DB::QueryResult: RowsAffected,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -137,26 +141,38 @@ where
 {
     async fn fetch_all<'a>(
         tx: &'a mut Tx<Self>,
+        pooling: Pooling,
         sql: &'a str,
         args: &'a [Arg<'a>],
     ) -> sqlx::Result<Vec<Self::Row>> {
-        query::<DB>(sql, args).fetch_all(&mut **tx).await
+        query::<DB>(sql, args)
+            .persistent(pooling.persistent())
+            .fetch_all(&mut **tx)
+            .await
     }
 
     async fn fetch_optional<'a>(
         tx: &'a mut Tx<Self>,
+        pooling: Pooling,
         sql: &'a str,
         args: &'a [Arg<'a>],
     ) -> sqlx::Result<Option<Self::Row>> {
-        query::<DB>(sql, args).fetch_optional(&mut **tx).await
+        query::<DB>(sql, args)
+            .persistent(pooling.persistent())
+            .fetch_optional(&mut **tx)
+            .await
     }
 
     async fn execute<'a>(
         tx: &'a mut Tx<Self>,
+        pooling: Pooling,
         sql: &'a str,
         args: &'a [Arg<'a>],
     ) -> sqlx::Result<u64> {
-        let done = query::<DB>(sql, args).execute(&mut **tx).await?;
+        let done = query::<DB>(sql, args)
+            .persistent(pooling.persistent())
+            .execute(&mut **tx)
+            .await?;
         Ok(done.rows())
     }
 
@@ -202,6 +218,7 @@ pub(crate) trait Dialect: Debug + Send + Sync + 'static {
     /// batch's reads see one state, never half of another batch.
     fn begin_write(
         pool: &Pool<Self::Db>,
+        pooling: Pooling,
         schema: Option<&str>,
         op: &'static str,
     ) -> impl Future<Output = Result<Tx<Self::Db>>> + Send;
@@ -232,6 +249,7 @@ impl Dialect for SqliteDialect {
 
     async fn begin_write(
         pool: &sqlx::SqlitePool,
+        _pooling: Pooling,
         _schema: Option<&str>,
         op: &'static str,
     ) -> Result<Tx<sqlx::Sqlite>> {
@@ -269,6 +287,7 @@ impl Dialect for PostgresDialect {
 
     async fn begin_write(
         pool: &sqlx::PgPool,
+        pooling: Pooling,
         schema: Option<&str>,
         op: &'static str,
     ) -> Result<Tx<sqlx::Postgres>> {
@@ -277,6 +296,7 @@ impl Dialect for PostgresDialect {
         sqlx::query(
             "SELECT pg_advisory_xact_lock(hashtext('weaver.store:' || COALESCE(CAST($1 AS TEXT), CAST(current_schema() AS TEXT), '')))",
         )
+        .persistent(pooling.persistent())
         .bind(schema)
         .execute(&mut *tx)
         .await

@@ -39,6 +39,7 @@ use super::plan::{
 use super::seal::Sealing;
 use super::types::{Op, OpResult, StoreConfig};
 use crate::error::{Error, Result};
+use crate::sql::Pooling;
 use crate::sql::error::storage;
 
 #[cfg(feature = "postgres")]
@@ -57,6 +58,8 @@ pub(crate) struct SqlStore<D: Dialect> {
     config: StoreConfig,
     sealing: Sealing,
     verified: Arc<OnceCell<()>>,
+    /// How statements reach the database (`pooler_safe` on PostgreSQL).
+    pooling: Pooling,
     dialect: PhantomData<D>,
 }
 
@@ -69,6 +72,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
             config: self.config.clone(),
             sealing: self.sealing.clone(),
             verified: self.verified.clone(),
+            pooling: self.pooling,
             dialect: PhantomData,
         }
     }
@@ -105,6 +109,7 @@ impl<D: Dialect> SqlStore<D> {
             config: StoreConfig::default(),
             sealing: Sealing::default(),
             verified: Arc::default(),
+            pooling: Pooling::Session,
             dialect: PhantomData,
         }
     }
@@ -115,6 +120,11 @@ impl<D: Dialect> SqlStore<D> {
         self.queries = Queries::new(prefix);
         self.schema = Some(schema);
         self.verified = Arc::default();
+    }
+
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn set_pooling(&mut self, pooling: Pooling) {
+        self.pooling = pooling;
     }
 
     pub(crate) fn set_config(&mut self, config: StoreConfig) {
@@ -139,7 +149,7 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     async fn begin_write(&self, op: &'static str) -> Result<Tx<D::Db>> {
-        D::begin_write(&self.pool, self.schema.as_deref(), op).await
+        D::begin_write(&self.pool, self.pooling, self.schema.as_deref(), op).await
     }
 
     /// The record a row holds, its payloads opened.
@@ -189,7 +199,7 @@ impl<D: Dialect> SqlStore<D> {
     ) -> Result<Option<OpResult>> {
         let op = "store get";
         let args = [Arg::Text(namespace), Arg::Text(key)];
-        let row = D::Db::fetch_optional(tx, &self.queries.get, &args)
+        let row = D::Db::fetch_optional(tx, self.pooling, &self.queries.get, &args)
             .await
             .map_err(storage(op))?;
         let Some(row) = row else {
@@ -202,7 +212,7 @@ impl<D: Dialect> SqlStore<D> {
                 return Ok(None);
             }
             let args = [Arg::Text(namespace), Arg::Text(key), Arg::Int(now)];
-            D::Db::execute(tx, &self.queries.delete_expired_one, &args)
+            D::Db::execute(tx, self.pooling, &self.queries.delete_expired_one, &args)
                 .await
                 .map_err(storage(op))?;
             return Ok(Some(OpResult::Got(None)));
@@ -224,7 +234,7 @@ impl<D: Dialect> SqlStore<D> {
             Arg::Text(&record.namespace),
             Arg::Text(&record.key),
         ];
-        D::Db::execute(tx, &self.queries.refresh, &args)
+        D::Db::execute(tx, self.pooling, &self.queries.refresh, &args)
             .await
             .map_err(storage("store refresh ttl"))?;
         Ok(())
@@ -252,7 +262,7 @@ impl<D: Dialect> SqlStore<D> {
                 &self.queries.scan_prefix
             }
         };
-        let rows = D::Db::fetch_all(tx, sql, &args)
+        let rows = D::Db::fetch_all(tx, self.pooling, sql, &args)
             .await
             .map_err(storage("store search"))?;
         let candidates = rows
@@ -291,7 +301,7 @@ impl<D: Dialect> SqlStore<D> {
             (&self.queries.namespaces_prefix, args)
         };
         let op = "store list_namespaces";
-        let rows = D::Db::fetch_all(tx, sql, &args)
+        let rows = D::Db::fetch_all(tx, self.pooling, sql, &args)
             .await
             .map_err(storage(op))?;
         let namespaces = rows
@@ -327,7 +337,7 @@ impl<D: Dialect> SqlStore<D> {
             Arg::OptInt(record.expires_at),
             Arg::OptInt(record.ttl),
         ];
-        let row = D::Db::fetch_optional(tx, &self.queries.upsert, &args)
+        let row = D::Db::fetch_optional(tx, self.pooling, &self.queries.upsert, &args)
             .await
             .map_err(storage("store put"))?
             .ok_or_else(|| Error::storage("store put", "the upsert returned no row"))?;
@@ -388,7 +398,7 @@ impl<D: Dialect> SqlStore<D> {
                 Plan::Put(put) => self.put_in(tx, put, now).await?,
                 Plan::Delete { namespace, key } => {
                     let args = [Arg::Text(namespace), Arg::Text(key)];
-                    D::Db::execute(tx, &self.queries.delete, &args)
+                    D::Db::execute(tx, self.pooling, &self.queries.delete, &args)
                         .await
                         .map_err(storage("store delete"))?;
                     OpResult::Deleted
@@ -407,7 +417,7 @@ impl<D: Dialect> SqlStore<D> {
         // halfway through.
         let mut tx = self.begin_write("store sweep").await?;
         let args = [Arg::Int(now_micros())];
-        let done = D::Db::execute(&mut tx, &self.queries.sweep, &args)
+        let done = D::Db::execute(&mut tx, self.pooling, &self.queries.sweep, &args)
             .await
             .map_err(storage("store sweep"))?;
         tx.commit().await.map_err(storage("store sweep"))?;

@@ -7,6 +7,7 @@ use super::SqlStore;
 use super::dialect::PostgresDialect;
 use crate::error::Result;
 use crate::migrate::postgres::{checked_schema, table_prefix};
+use crate::sql::Pooling;
 use crate::store::Store;
 use crate::store::layers::{Layered, backend, backend_mut, layered};
 use crate::store::types::{Op, OpResult, StoreConfig};
@@ -30,6 +31,9 @@ use crate::store::types::{Op, OpResult, StoreConfig};
 /// still sees one snapshot, all of a concurrent batch or none of it. A get
 /// that meets an expired item deletes it, which is a write: a read-only
 /// batch that meets one runs again as a writing batch.
+///
+/// Behind a pooler in transaction mode (PgBouncer, Supabase, Neon, RDS
+/// Proxy) build it with [`pooler_safe(true)`](PostgresStore::pooler_safe).
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> weaver::Result<()> {
@@ -62,6 +66,33 @@ impl PostgresStore {
         let prefix = table_prefix(Some(&schema));
         backend_mut(&mut self.inner).set_schema(schema, &prefix);
         Ok(self)
+    }
+
+    /// Makes the store safe behind a pooler in transaction mode (PgBouncer
+    /// with `pool_mode = transaction`, Supabase's and Neon's poolers, RDS
+    /// Proxy): with `true` every statement is sent unnamed, never as a
+    /// named prepared statement that the next server session would lack or
+    /// already hold. Each batch is one transaction in either mode, and its
+    /// write lock is transaction-scoped, so nothing else is kept on a
+    /// session. `false` (the default) prepares each statement once per
+    /// connection. A pooler drops the client's `search_path`: name the
+    /// schema with [`with_prefix`](PostgresStore::with_prefix).
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: sqlx::PgPool) -> weaver::Result<()> {
+    /// use weaver::store::{PostgresStore, Store};
+    /// let store = PostgresStore::new(pool).with_prefix("tenant_a")?.pooler_safe(true);
+    /// store.put(&["users"], "k", serde_json::json!({"a": 1})).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn pooler_safe(mut self, on: bool) -> Self {
+        let pooling = if on {
+            Pooling::Transaction
+        } else {
+            Pooling::Session
+        };
+        backend_mut(&mut self.inner).set_pooling(pooling);
+        self
     }
 
     /// Uses `config` (embedder, TTL).

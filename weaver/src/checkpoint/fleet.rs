@@ -1,0 +1,258 @@
+//! Listing a saver's threads as a fleet: [`ThreadQuery`] (metadata filter,
+//! idleness, order, cursor paging) and the [`ThreadPage`] it returns, for
+//! [`Saver::search_threads`](super::Saver::search_threads).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+use super::types::ThreadInfo;
+use crate::error::{Error, Result};
+
+/// Which time threads are listed by, the most recent first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ThreadOrder {
+    /// By last activity: when the newest checkpoint was stored.
+    #[default]
+    LastActivity,
+    /// By creation: when the oldest checkpoint still held was stored.
+    Created,
+}
+
+impl ThreadOrder {
+    /// The time `info` is ordered by.
+    fn time_of(self, info: &ThreadInfo) -> Option<SystemTime> {
+        match self {
+            ThreadOrder::LastActivity => info.updated_at,
+            ThreadOrder::Created => info.created_at,
+        }
+    }
+
+    fn tag(self) -> &'static str {
+        match self {
+            ThreadOrder::LastActivity => "a",
+            ThreadOrder::Created => "c",
+        }
+    }
+}
+
+/// What [`Saver::search_threads`](super::Saver::search_threads) lists: every
+/// thread by default, newest activity first, 100 a page.
+///
+/// ```
+/// use std::time::Duration;
+/// use weaver::checkpoint::{ThreadOrder, ThreadQuery};
+/// let q = ThreadQuery::new()
+///     .metadata("user", "ann")
+///     .idle_for(Duration::from_secs(30 * 24 * 3600))
+///     .order(ThreadOrder::Created)
+///     .limit(50);
+/// assert_eq!(q.limit, 50);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ThreadQuery {
+    /// Keep threads whose latest checkpoint of the root namespace has these
+    /// metadata values (matched as [`ListFilter`](super::ListFilter)'s
+    /// `metadata`).
+    pub metadata: Map<String, Value>,
+    /// Keep threads whose last activity is at least this long ago.
+    pub idle_for: Option<Duration>,
+    /// The order of the listing.
+    pub order: ThreadOrder,
+    /// At most this many threads a page (at least 1).
+    pub limit: usize,
+    /// Start after this cursor, a [`ThreadPage::next`] of the same query.
+    pub cursor: Option<String>,
+}
+
+impl Default for ThreadQuery {
+    fn default() -> Self {
+        ThreadQuery {
+            metadata: Map::new(),
+            idle_for: None,
+            order: ThreadOrder::default(),
+            limit: 100,
+            cursor: None,
+        }
+    }
+}
+
+impl ThreadQuery {
+    /// Every thread, by last activity, 100 a page.
+    pub fn new() -> Self {
+        ThreadQuery::default()
+    }
+
+    /// Keeps threads whose latest root checkpoint has metadata `key` equal
+    /// to `value`.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Keeps threads idle for at least `idle`.
+    pub fn idle_for(mut self, idle: Duration) -> Self {
+        self.idle_for = Some(idle);
+        self
+    }
+
+    /// Lists in `order`.
+    pub fn order(mut self, order: ThreadOrder) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// At most `limit` threads a page.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Starts after `cursor` (a [`ThreadPage::next`]).
+    pub fn after(mut self, cursor: impl Into<String>) -> Self {
+        self.cursor = Some(cursor.into());
+        self
+    }
+
+    /// Why the query cannot run, if it cannot: a zero `limit` or
+    /// `idle_for`, or a cursor that is not one of this order's.
+    pub(crate) fn check(&self) -> Result<Option<Cursor>> {
+        if self.limit == 0 {
+            return Err(Error::invalid_argument(
+                "a thread listing needs a limit of at least 1",
+            ));
+        }
+        if self.idle_for.is_some_and(|d| d.is_zero()) {
+            return Err(Error::invalid_argument(
+                "idle_for must be above zero (every thread has been idle for zero time)",
+            ));
+        }
+        self.cursor
+            .as_deref()
+            .map(|c| Cursor::parse(c, self.order))
+            .transpose()
+    }
+
+    /// Of `threads` (every thread the saver holds), those this query may
+    /// list at `now` after `after`, before the metadata filter, in order,
+    /// each with the time it is ordered by (milliseconds since the epoch).
+    pub(crate) fn candidates(
+        &self,
+        threads: Vec<ThreadInfo>,
+        after: Option<&Cursor>,
+        now: SystemTime,
+    ) -> Result<Vec<(u64, ThreadInfo)>> {
+        let mut keyed = Vec::with_capacity(threads.len());
+        for t in threads {
+            let Some(time) = self.order.time_of(&t) else {
+                return Err(Error::invalid_argument(format!(
+                    "thread `{}` has no stored times: this saver does not record them, so its threads cannot be listed by time",
+                    t.thread_id
+                )));
+            };
+            if let Some(idle) = self.idle_for {
+                let last = t.updated_at.unwrap_or(time);
+                if now.duration_since(last).unwrap_or(Duration::ZERO) < idle {
+                    continue;
+                }
+            }
+            keyed.push((millis(time), t));
+        }
+        // Most recent first; ties by thread id.
+        keyed.sort_by(|(a, x), (b, y)| b.cmp(a).then_with(|| x.thread_id.cmp(&y.thread_id)));
+        if let Some(c) = after {
+            keyed.retain(|(ms, t)| *ms < c.ms || (*ms == c.ms && t.thread_id > c.thread_id));
+        }
+        Ok(keyed)
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 before it).
+fn millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Where a page ended: the last thread's time and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cursor {
+    ms: u64,
+    thread_id: String,
+}
+
+impl Cursor {
+    /// The cursor after `info` in `order`.
+    pub(crate) fn after(order: ThreadOrder, ms: u64, info: &ThreadInfo) -> String {
+        format!("{}:{ms}:{}", order.tag(), info.thread_id)
+    }
+
+    /// Reads `text`, a cursor of a listing in `order`.
+    fn parse(text: &str, order: ThreadOrder) -> Result<Cursor> {
+        let bad = |why: &str| {
+            Error::invalid_argument(format!(
+                "thread listing cursor `{text}` is malformed: {why}"
+            ))
+        };
+        let (tag, rest) = text.split_once(':').ok_or_else(|| bad("no order"))?;
+        if tag != order.tag() {
+            return Err(if matches!(tag, "a" | "c") {
+                bad("it continues a listing in another order")
+            } else {
+                bad("unknown order")
+            });
+        }
+        let (ms, thread_id) = rest.split_once(':').ok_or_else(|| bad("no thread"))?;
+        let ms = ms.parse::<u64>().map_err(|_| bad("bad time"))?;
+        if thread_id.is_empty() {
+            return Err(bad("no thread"));
+        }
+        Ok(Cursor {
+            ms,
+            thread_id: thread_id.to_owned(),
+        })
+    }
+}
+
+/// One page of [`Saver::search_threads`](super::Saver::search_threads).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadPage {
+    /// The threads, in the query's order.
+    pub threads: Vec<ThreadInfo>,
+    /// The cursor of the next page ([`ThreadQuery::after`]), `None` on the
+    /// last page.
+    pub next: Option<String>,
+}
+
+impl ThreadPage {
+    /// A page of `threads` followed by `next`.
+    pub(crate) fn new(threads: Vec<ThreadInfo>, next: Option<String>) -> Self {
+        ThreadPage { threads, next }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_read_back_and_bad_ones_are_typed_errors() {
+        let info = ThreadInfo::counted("t:1", 2).unwrap();
+        let c = Cursor::after(ThreadOrder::Created, 42, &info);
+        assert_eq!(
+            Cursor::parse(&c, ThreadOrder::Created).unwrap(),
+            Cursor {
+                ms: 42,
+                thread_id: "t:1".into()
+            }
+        );
+        for bad in ["", "x", "a:1", "c:nope:t", "z:1:t", "c:1:"] {
+            let err = Cursor::parse(bad, ThreadOrder::Created).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument { .. }), "{bad}: {err}");
+        }
+        let err = Cursor::parse(&c, ThreadOrder::LastActivity).unwrap_err();
+        assert!(err.to_string().contains("another order"), "{err}");
+    }
+}
