@@ -63,7 +63,7 @@
 //! # The main types
 //!
 //! - Authoring: [`GraphState`] (derive) and its update, [`Graph`] and
-//!   [`graph!`], [`Compile`], [`Command`], [`Send`](crate::Send), [`NodePolicy`]
+//!   [`graph!`], [`Compile`], [`Command`], [`Send`], [`NodePolicy`]
 //!   ([`RetryPolicy`], [`CachePolicy`]).
 //! - Running: [`CompiledGraph`] ([`invoke`](CompiledGraph::invoke),
 //!   [`resume`](CompiledGraph::resume), [`stream`](CompiledGraph::stream),
