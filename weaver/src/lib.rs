@@ -4,14 +4,83 @@
 //! model, with the graph and its state checked by the Rust compiler.
 //!
 //! A graph's state is a struct whose fields are *channels*
-//! ([`GraphState`], usually derived). Nodes read the state and return a
-//! typed partial update; nodes triggered together run concurrently in a
-//! *super-step*, and their updates merge through each channel's reducer in a
-//! deterministic order. With a checkpointer ([`Saver`]), every super-step is
-//! checkpointed per *thread*, which gives history, time travel, forks,
-//! human-in-the-loop pauses and recovery after a failed node.
+//! ([`GraphState`], usually derived); each channel has a reducer that says
+//! how writes to it combine. Nodes are functions that read the state and
+//! return a typed partial update, or a [`Command`] that also says where to
+//! go. Nodes triggered together run concurrently in a *super-step*, and
+//! their updates merge in a deterministic order. With a checkpointer
+//! ([`Saver`]: [`InMemorySaver`], SQLite, PostgreSQL) every super-step is
+//! stored per *thread*, which gives history, time travel, forks,
+//! human-in-the-loop pauses answered from any process, and recovery after
+//! a failed node.
 //!
-//! See the README for the quick start.
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use weaver::prelude::*;
+//!
+//! #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+//! struct State {
+//!     topic: String,
+//!     #[reducer(append)]
+//!     notes: Vec<String>,
+//! }
+//!
+//! fn research(s: &State) -> StateUpdate {
+//!     StateUpdate::default().notes(vec![format!("facts about {}", s.topic)])
+//! }
+//! async fn write(s: &State) -> StateUpdate {
+//!     StateUpdate::default().notes(vec![format!("essay from {} note(s)", s.notes.len())])
+//! }
+//!
+//! let graph = graph! {
+//!     state: State,
+//!     nodes: [research, write],
+//!     edges: [START -> research -> write -> END],
+//! }
+//! .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+//!
+//! let config = RunConfig::thread("essay-1");
+//! let input = State { topic: "owls".into(), ..State::default() };
+//! let done = graph.invoke(input, &config).await?.complete()?;
+//! assert_eq!(done.notes, ["facts about owls", "essay from 1 note(s)"]);
+//! // Every step is a checkpoint of the thread, newest first.
+//! assert_eq!(graph.get_state_history(&config, History::default()).await?.len(), 4);
+//! # Ok::<(), weaver::Error>(()) }).unwrap();
+//! ```
+//!
+//! # The guide
+//!
+//! The [`guide`] has a chapter per task, each with runnable examples:
+//! [quick start](guide::quick_start), [state and reducers](guide::state),
+//! [building graphs](guide::graphs), [running them](guide::running),
+//! [persistence](guide::persistence),
+//! [human in the loop](guide::human_in_the_loop),
+//! [time travel](guide::time_travel), [the memory store](guide::memory_store),
+//! [limits and errors](guide::limits_and_errors),
+//! [coming from LangGraph](guide::coming_from_langgraph) and
+//! [side effects](guide::side_effects).
+//!
+//! # The main types
+//!
+//! - Authoring: [`GraphState`] (derive) and its update, [`Graph`] and
+//!   [`graph!`], [`Compile`], [`Command`], [`Send`], [`NodePolicy`]
+//!   ([`RetryPolicy`], [`CachePolicy`]).
+//! - Running: [`CompiledGraph`] ([`invoke`](CompiledGraph::invoke),
+//!   [`resume`](CompiledGraph::resume), [`stream`](CompiledGraph::stream),
+//!   [`get_state`](CompiledGraph::get_state),
+//!   [`update_state`](CompiledGraph::update_state)), [`RunConfig`],
+//!   [`Durability`], [`Runtime`] (what a node is handed), [`Outcome`],
+//!   [`StreamMode`] and [`StreamEvent`].
+//! - Storing: [`Saver`] and the [`Checkpointer`] facade, [`InMemorySaver`],
+//!   [`checkpoint::SqliteSaver`] (feature `sqlite`),
+//!   [`checkpoint::PostgresSaver`] (feature `postgres`), [`migrate`].
+//! - Memory: [`Store`], [`InMemoryStore`], [`store::SqliteStore`],
+//!   [`store::PostgresStore`].
+//! - Errors: [`Error`], one enum for every fallible call.
+//!
+//! Features: `sqlite`, `postgres` (the SQL savers, stores and migrations),
+//! `encryption` ([`codec::EncryptedCodec`]). `use weaver::prelude::*;`
+//! brings the names most programs need.
 #![forbid(unsafe_code)]
 #![deny(missing_docs, missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -34,7 +34,7 @@ fn position_of(idx: i64) -> Option<usize> {
 }
 
 /// One side effect a task journaled, as
-/// [`TaskInfo::effects`](crate::TaskInfo::effects) lists it.
+/// [`TaskInfo::effects`](crate::engine::TaskInfo::effects) lists it.
 ///
 /// ```
 /// use weaver::checkpoint::{EFFECT_CHANNEL, PendingWrite};
