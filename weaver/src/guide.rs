@@ -25,6 +25,11 @@
 //! 10. [Coming from LangGraph](coming_from_langgraph): each LangGraph API
 //!     and its weaver counterpart.
 //! 11. [Side effects](side_effects): effects that run once per task.
+//! 12. [Releasing a new version](releasing): state versions, upcasters,
+//!     renamed nodes, the pre-deploy checks.
+//! 13. [Encryption](encryption): what is sealed, authenticated and left in
+//!     the clear.
+//! 14. [Deploying](deploying): PostgreSQL, poolers, fleet retention.
 
 /// Quick start: install, a first graph, a checkpointed run, history, resume.
 pub mod quick_start {
@@ -84,4 +89,14 @@ pub mod side_effects {
 /// Releasing a new version of a graph: state evolution, upcasters, renames.
 pub mod releasing {
     #![doc = include_str!("../../docs/guide/releasing.md")]
+}
+
+/// Encryption: what an `EncryptedCodec` seals, authenticates and leaves in the clear.
+pub mod encryption {
+    #![doc = include_str!("../../docs/guide/encryption.md")]
+}
+
+/// Deploying: PostgreSQL, poolers in transaction mode, fleet retention.
+pub mod deploying {
+    #![doc = include_str!("../../docs/guide/deploying.md")]
 }
