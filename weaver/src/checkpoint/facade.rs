@@ -70,7 +70,7 @@ impl Checkpointer {
 
     /// Waits until no background writer of the saver has operations of
     /// `thread` queued.
-    async fn settle(&self, thread: &str) {
+    pub(crate) async fn settle(&self, thread: &str) {
         self.state.settle(thread).await;
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::delta::{self, Cached, LineageSource, ListedParents};
+use super::lease::Leases;
 use super::limits::{self, ForkOptions};
 use super::shared::SaverState;
 use super::types::{
@@ -467,6 +468,16 @@ pub trait Saver: Debug + Send + Sync {
     /// keeps an `Arc<SaverState>` beside it and returns it here; a saver
     /// wrapping another returns the inner saver's.
     fn shared_state(&self) -> Option<Arc<SaverState>> {
+        None
+    }
+
+    /// The saver's [`Leases`]: what keeps one run per thread at a time
+    /// across the processes sharing its storage
+    /// ([`Multitask`](crate::config::Multitask)). `None` by default: runs
+    /// on such a saver take no lease and race, as under
+    /// [`Multitask::Race`](crate::config::Multitask::Race). weaver's savers
+    /// have them; a saver wrapping another returns the inner saver's.
+    fn leases(&self) -> Option<&dyn Leases> {
         None
     }
 }

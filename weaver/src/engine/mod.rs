@@ -10,6 +10,7 @@ mod compiled;
 mod finite;
 mod inspect;
 mod inspect_subgraphs;
+mod lease;
 pub mod node;
 pub(crate) mod node_cache;
 mod panics;

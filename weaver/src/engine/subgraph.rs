@@ -255,6 +255,7 @@ impl<T: GraphState> SubgraphCall<T> {
         let env = Env {
             store: self.store,
             stream: self.stream,
+            watch: None,
         };
         let built = Some(&inner.snapshots);
         let run = Loop::run(&inner.spec, cp, self.config, input, None, env, built).await;
