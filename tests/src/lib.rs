@@ -4,6 +4,7 @@ pub mod conformance;
 pub mod counters;
 pub mod decodes;
 pub mod dropped;
+pub mod leases;
 pub mod policies;
 pub mod sends;
 pub mod shapes;

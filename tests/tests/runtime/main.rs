@@ -8,6 +8,7 @@ mod conformance;
 mod engine;
 mod history;
 mod interrupts;
+mod leases;
 mod pending;
 mod persistence;
 mod policies;
