@@ -127,7 +127,7 @@ async fn inspect(db: &[&str]) {
     assert_eq!(latest["values"]["messages"].as_array().unwrap().len(), 40);
     assert_eq!(
         run(&["migrate", "status"]).await.unwrap(),
-        "checkpoint\t4\t(newest 4)\nstore\t0\t(newest 1)\n"
+        "checkpoint\t5\t(newest 5)\nstore\t0\t(newest 1)\n"
     );
     assert_eq!(
         run(&["migrate", "up", "--adapter", "store"]).await.unwrap(),
@@ -204,10 +204,10 @@ async fn the_inspector_migrates_and_prints_scripts() {
     let first = script.lines().find(|l| !l.starts_with("--")).unwrap();
     assert_eq!(first, "BEGIN;", "{script}");
     assert!(script.ends_with("\nCOMMIT;\n"), "{script}");
-    assert!(script.contains("VALUES ('checkpoint', 4)"), "{script}");
+    assert!(script.contains("VALUES ('checkpoint', 5)"), "{script}");
     assert_eq!(
         run(&["migrate", "status"]).await.unwrap(),
-        "checkpoint\t1\t(newest 4)\nstore\t0\t(newest 1)\n",
+        "checkpoint\t1\t(newest 5)\nstore\t0\t(newest 1)\n",
         "printing a script changes nothing"
     );
     assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t4\n");

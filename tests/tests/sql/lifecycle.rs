@@ -176,7 +176,7 @@ async fn down_above_current_and_up_below_current_are_no_ops() {
         db.up(CK, None).await.unwrap();
         db.up(CK, Some(1)).await.unwrap();
         db.up(CK, Some(2)).await.unwrap();
-        assert_eq!(db.versions(CK).await, [4], "{n}: up(target below current)");
+        assert_eq!(db.versions(CK).await, [5], "{n}: up(target below current)");
         assert!(matches!(
             db.down(CK, 5).await,
             Err(Error::InvalidArgument { .. })
@@ -294,7 +294,7 @@ async fn sqlite_up_waits_for_a_writer_and_races_another_pool() {
     });
     migrate::up(&db.pool, CK, None).await.unwrap();
     release.await.unwrap().close().await.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [4]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [5]);
     let n: i64 = sqlx::query_scalar("SELECT commit_order FROM weaver_checkpoints")
         .fetch_one(&db.pool)
         .await
@@ -510,7 +510,7 @@ async fn postgres_search_path_and_named_schema_migrate_together() {
             a.is_ok() && b.is_ok(),
             "round {round}: search_path {a:?}, named {b:?}"
         );
-        assert_eq!(versions, [4]);
+        assert_eq!(versions, [5]);
     }
 }
 

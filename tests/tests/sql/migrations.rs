@@ -119,7 +119,7 @@ async fn sqlite_v1_data_survives_upgrade() {
         .unwrap();
     assert_eq!(n, 7);
     migrate::up(&db.pool, CK, None).await.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [4]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [5]);
     // down 3 reverts v4 (the table rebuilt, rows kept) and v3 (nothing on
     // SQLite).
     migrate::down(&db.pool, CK, 3).await.unwrap();
@@ -190,7 +190,7 @@ async fn concurrent_up_sqlite() {
     );
     a.unwrap();
     b.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [4]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [5]);
 }
 
 #[tokio::test]
@@ -617,7 +617,7 @@ async fn sqlite_v4_refuses_rows_without_commit_order_then_forbids_them() {
             .unwrap();
     }
     migrate::up(&db.pool, CK, None).await.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [4]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [5]);
     check_upgraded(&weaver::checkpoint::SqliteSaver::new(db.pool.clone())).await;
     let null_row = sqlx::query("INSERT INTO weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata) VALUES ('t9', '', 'c', x'00', '{}')")
         .execute(&db.pool)

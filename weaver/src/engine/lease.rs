@@ -120,7 +120,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
     let times = config.get_lease_times();
     times.check()?;
     // A run dropped before its end gives its lease back in the background.
-    cp.settle(thread_id).await;
+    let _ = cp.settle(thread_id).await;
     let holder = holder_id(config);
     let wait = strategy.wait();
     let stop = match strategy {
@@ -132,6 +132,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
     let mut ticket = None;
     let mut asked: Option<String> = None;
     let mut backoff = Duration::from_millis(2);
+    let mut resettled = false;
     let previous = loop {
         let request = LeaseRequest {
             thread_id,
@@ -158,6 +159,12 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
             }
         };
         ticket = k;
+        // A run dropped meanwhile (or just before) gives its lease back in
+        // the background: once that landed, try again at once.
+        if !resettled && cp.settle(thread_id).await {
+            resettled = true;
+            continue;
+        }
         if let Some(stop) = stop
             && !busy_holder.is_empty()
             && asked.as_deref() != Some(busy_holder.as_str())
