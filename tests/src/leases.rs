@@ -128,7 +128,8 @@ pub async fn reject_refuses_a_second_run(saver: Arc<dyn Saver>, thread: &str) {
 /// Runs that arrive while the thread is held wait their turn and go in the
 /// order they arrived; each turn is whole and the history one chain.
 pub async fn enqueue_serves_runs_in_arrival_order(saver: Arc<dyn Saver>, thread: &str) {
-    let g = turns(saver.clone(), Duration::from_millis(15), Arc::default());
+    // Slow enough that every run has queued before the first one ends.
+    let g = turns(saver.clone(), Duration::from_millis(100), Arc::default());
     let config = RunConfig::thread(thread)
         .lease_times(short())
         .multitask(Multitask::Enqueue { wait: Duration::from_secs(20) });
@@ -136,8 +137,17 @@ pub async fn enqueue_serves_runs_in_arrival_order(saver: Arc<dyn Saver>, thread:
     for i in 0..5 {
         let (g, config) = (g.clone(), config.clone());
         runs.push(tokio::spawn(async move { g.invoke(say(&format!("u{i}")), &config).await }));
-        // Each arrives once the one before has its ticket.
-        tokio::time::sleep(Duration::from_millis(12)).await;
+        // Each arrives once the one before holds the thread or its ticket.
+        let leases = saver.leases().expect("the saver has leases");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let info = leases.lease_info(thread).await.unwrap();
+            if info.is_some_and(|l| l.queued >= i) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "run u{i} never queued");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
     for r in runs {
         r.await.unwrap().unwrap();
