@@ -544,12 +544,13 @@ fn workers(url: &str, schema: &str, names: &[&str], turns: usize, strategy: &str
 /// cuts the head's transcript into turns, each checked whole (the user's
 /// message, then the model's, the tool's and the approval, in that order);
 /// returns the turns' labels in order.
-fn stored_turns(saver: &dyn Saver) -> Vec<String> {
+fn stored_turns(url: &str, schema: &str) -> Vec<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
+        let saver = open_saver(url, schema).await;
         let mut hist = saver
             .list(&weaver::checkpoint::ListFilter::thread("conv"))
             .await
@@ -599,12 +600,12 @@ fn printed(lines: &[String], word: &str) -> Vec<String> {
 /// Two workers, twenty turns each, `Enqueue`: every turn runs, whole, in
 /// the order each worker sent it; then `Reject`: every turn either runs
 /// whole or is refused with `ThreadBusy`, and a refused turn left nothing.
-fn workers_take_turns(url: &str, schema: &str, saver: impl Fn() -> Box<dyn Saver>) {
+fn workers_take_turns(url: &str, schema: &str) {
     let out = workers(url, schema, &["alice", "bob"], 20, "enqueue");
     for lines in &out {
         assert_eq!(printed(lines, "done").len(), 20, "{lines:?}");
     }
-    let turns = stored_turns(&*saver());
+    let turns = stored_turns(url, schema);
     assert_eq!(turns.len(), 40, "{turns:?}");
     for w in ["alice", "bob"] {
         let mine: Vec<String> = turns.iter().filter(|t| t.starts_with(w)).cloned().collect();
@@ -612,7 +613,7 @@ fn workers_take_turns(url: &str, schema: &str, saver: impl Fn() -> Box<dyn Saver
         assert_eq!(mine, sent, "{w}'s turns in the order sent");
     }
     let out = workers(url, schema, &["carol", "dave", "erin"], 10, "reject");
-    let turns = stored_turns(&*saver());
+    let turns = stored_turns(url, schema);
     let mut done = Vec::new();
     for lines in &out {
         assert_eq!(lines.len(), 10, "every turn reports: {lines:?}");
@@ -631,9 +632,9 @@ fn workers_take_turns(url: &str, schema: &str, saver: impl Fn() -> Box<dyn Saver
 /// Under `Interrupt` and `Rollback` three workers at once: a stopped turn
 /// is reported, the stored turns are whole (a rolled-back one left
 /// nothing); under `Rollback` no stopped turn is stored at all.
-fn workers_stop_each_other(url: &str, schema: &str, saver: impl Fn() -> Box<dyn Saver>) {
+fn workers_stop_each_other(url: &str, schema: &str) {
     let out = workers(url, schema, &["f", "g", "h"], 8, "rollback");
-    let turns = stored_turns(&*saver());
+    let turns = stored_turns(url, schema);
     for lines in &out {
         assert_eq!(lines.len(), 8, "{lines:?}");
         for d in printed(lines, "done") {
@@ -648,7 +649,7 @@ fn workers_stop_each_other(url: &str, schema: &str, saver: impl Fn() -> Box<dyn 
 /// A worker killed (SIGKILL) mid-turn holds the lease until it runs out;
 /// another worker then takes the thread over, finishes the dead turn and
 /// runs its own: every stored turn whole.
-fn a_killed_worker_is_taken_over(url: &str, schema: &str, saver: impl Fn() -> Box<dyn Saver>) {
+fn a_killed_worker_is_taken_over(url: &str, schema: &str) {
     let bin = env!("CARGO_BIN_EXE_chat_workers");
     let mut victim = Killed(Some(
         Command::new(bin)
@@ -670,29 +671,21 @@ fn a_killed_worker_is_taken_over(url: &str, schema: &str, saver: impl Fn() -> Bo
     assert!(!printed_done.is_empty(), "{}", String::from_utf8_lossy(&killed.stderr));
     let out = workers(url, schema, &["heir"], 3, "enqueue");
     assert_eq!(printed(&out[0], "done").len(), 3, "{:?}", out[0]);
-    let turns = stored_turns(&*saver());
+    let turns = stored_turns(url, schema);
     for d in printed_done {
         assert!(turns.contains(&d), "acknowledged turn {d} lost");
     }
     assert_eq!(&turns[turns.len() - 3..], ["heir:0", "heir:1", "heir:2"]);
 }
 
-fn sqlite_saver(url: &str) -> Box<dyn Saver> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    Box::new(rt.block_on(SqliteSaver::connect(url)).unwrap())
-}
-
-fn pg_saver(url: &str, schema: &str) -> Box<dyn Saver> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let pool = rt
-        .block_on(sqlx::postgres::PgPoolOptions::new().connect(url))
-        .unwrap_or_else(|e| panic!("PostgreSQL is unreachable at {url} ({e}): start it or set DATABASE_URL"));
+/// A saver on the database at `url` (`schema` for PostgreSQL).
+async fn open_saver(url: &str, schema: &str) -> Box<dyn Saver> {
+    if url.starts_with("sqlite:") {
+        return Box::new(SqliteSaver::connect(url).await.unwrap());
+    }
+    let pool = sqlx::PgPool::connect(url).await.unwrap_or_else(|e| {
+        panic!("PostgreSQL is unreachable at {url} ({e}): start it or set DATABASE_URL")
+    });
     Box::new(
         weaver::checkpoint::PostgresSaver::new(pool)
             .with_prefix(schema)
@@ -720,7 +713,7 @@ fn drop_pg_schema(url: &str, schema: &str) {
 fn workers_take_turns_on_one_sqlite_file() {
     let (dir, db) = temp_db("workers");
     let url = format!("sqlite://{db}");
-    workers_take_turns(&url, "-", || sqlite_saver(&url));
+    workers_take_turns(&url, "-");
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -728,7 +721,7 @@ fn workers_take_turns_on_one_sqlite_file() {
 fn workers_take_turns_on_postgres() {
     let url = pg_url();
     let schema = format!("weaver_workers_{}", std::process::id());
-    workers_take_turns(&url, &schema, || pg_saver(&url, &schema));
+    workers_take_turns(&url, &schema);
     drop_pg_schema(&url, &schema);
 }
 
@@ -736,7 +729,7 @@ fn workers_take_turns_on_postgres() {
 fn workers_stop_each_other_on_one_sqlite_file() {
     let (dir, db) = temp_db("workers-stop");
     let url = format!("sqlite://{db}");
-    workers_stop_each_other(&url, "-", || sqlite_saver(&url));
+    workers_stop_each_other(&url, "-");
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -744,7 +737,7 @@ fn workers_stop_each_other_on_one_sqlite_file() {
 fn workers_stop_each_other_on_postgres() {
     let url = pg_url();
     let schema = format!("weaver_workers_stop_{}", std::process::id());
-    workers_stop_each_other(&url, &schema, || pg_saver(&url, &schema));
+    workers_stop_each_other(&url, &schema);
     drop_pg_schema(&url, &schema);
 }
 
@@ -752,7 +745,7 @@ fn workers_stop_each_other_on_postgres() {
 fn a_killed_worker_is_taken_over_on_one_sqlite_file() {
     let (dir, db) = temp_db("workers-kill");
     let url = format!("sqlite://{db}");
-    a_killed_worker_is_taken_over(&url, "-", || sqlite_saver(&url));
+    a_killed_worker_is_taken_over(&url, "-");
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -760,6 +753,6 @@ fn a_killed_worker_is_taken_over_on_one_sqlite_file() {
 fn a_killed_worker_is_taken_over_on_postgres() {
     let url = pg_url();
     let schema = format!("weaver_workers_kill_{}", std::process::id());
-    a_killed_worker_is_taken_over(&url, &schema, || pg_saver(&url, &schema));
+    a_killed_worker_is_taken_over(&url, &schema);
     drop_pg_schema(&url, &schema);
 }

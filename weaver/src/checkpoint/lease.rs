@@ -220,6 +220,11 @@ pub(crate) fn decide(
 ) -> Result<Decision> {
     let me = request.holder;
     let previous = match row {
+        // Already the caller's (its resume after a pause it held): runs
+        // queued meanwhile wait for it.
+        Some(r) if r.holder == me && r.expires_at > now => {
+            return Ok(Decision::Take(Previous::Released, None, 0));
+        }
         None => Previous::Released,
         Some(r) if r.holder.is_empty() || r.holder == me => Previous::Released,
         Some(r) if r.expires_at > now => return Ok(Decision::Busy(r.holder.clone())),

@@ -128,10 +128,16 @@ impl<D: Backend> SqlSaver<D> {
              ON CONFLICT (thread_id) DO NOTHING",
             sql.leases
         );
-        D::execute(conn, insert, [Arg::Text(thread)])
-            .await
-            .map_err(storage(op))?;
-        let row = Self::locked_row(conn, &sql, thread, op).await?;
+        // The row exists, locked (PostgreSQL): a row given back (deleted)
+        // between the insert and the lock is inserted again.
+        let row = loop {
+            D::execute(conn, insert.clone(), [Arg::Text(thread)])
+                .await
+                .map_err(storage(op))?;
+            if let Some(row) = Self::locked_row(conn, &sql, thread, op).await? {
+                break Some(row);
+            }
+        };
         let now = Self::now(conn, &sql, op).await?;
         let lease_ms = ms(request.lease);
         let stale = format!(
