@@ -505,7 +505,13 @@ fn a_supervisor_agent_paused_in_one_process_is_approved_in_another() {
 /// Starts `chat_workers` once per worker, all at once, on thread `conv`
 /// of the database at `url` (`schema`: the PostgreSQL schema, `-` for
 /// SQLite) under `strategy` with a 300 ms lease; returns what each printed.
-fn workers(url: &str, schema: &str, names: &[&str], turns: usize, strategy: &str) -> Vec<Vec<String>> {
+fn workers(
+    url: &str,
+    schema: &str,
+    names: &[&str],
+    turns: usize,
+    strategy: &str,
+) -> Vec<Vec<String>> {
     let bin = env!("CARGO_BIN_EXE_chat_workers");
     let turns = turns.to_string();
     std::thread::scope(|s| {
@@ -558,7 +564,10 @@ fn stored_turns(url: &str, schema: &str) -> Vec<String> {
         hist.reverse();
         for (i, t) in hist.iter().enumerate() {
             assert_eq!(t.commit_order, i as u64 + 1, "commit orders");
-            let parent = t.parent_config.as_ref().and_then(|p| p.checkpoint_id.clone());
+            let parent = t
+                .parent_config
+                .as_ref()
+                .and_then(|p| p.checkpoint_id.clone());
             let before = i
                 .checked_sub(1)
                 .map(|j| hist[j].config.checkpoint_id.clone().unwrap());
@@ -668,7 +677,11 @@ fn a_killed_worker_is_taken_over(url: &str, schema: &str) {
             .collect::<Vec<_>>(),
         "done",
     );
-    assert!(!printed_done.is_empty(), "{}", String::from_utf8_lossy(&killed.stderr));
+    assert!(
+        !printed_done.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&killed.stderr)
+    );
     let out = workers(url, schema, &["heir"], 3, "enqueue");
     assert_eq!(printed(&out[0], "done").len(), 3, "{:?}", out[0]);
     let turns = stored_turns(url, schema);

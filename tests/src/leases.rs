@@ -31,7 +31,11 @@ fn last_user(t: &Talk) -> String {
 
 /// The turn graph: `model` then `tool`, each taking `step`; `tool` fails
 /// while `failing` holds.
-pub fn turns(saver: Arc<dyn Saver>, step: Duration, failing: Arc<AtomicBool>) -> CompiledGraph<Talk> {
+pub fn turns(
+    saver: Arc<dyn Saver>,
+    step: Duration,
+    failing: Arc<AtomicBool>,
+) -> CompiledGraph<Talk> {
     Graph::<Talk>::new("turns")
         .add_node("model", move |t: &Talk| {
             let u = last_user(t);
@@ -81,9 +85,19 @@ pub async fn one_chain(saver: &Arc<dyn Saver>, thread: &str) {
     hist.reverse();
     for (i, t) in hist.iter().enumerate() {
         assert_eq!(t.commit_order, i as u64 + 1, "commit orders of {thread}");
-        let parent = t.parent_config.as_ref().and_then(|p| p.checkpoint_id.clone());
-        let before = i.checked_sub(1).map(|j| hist[j].config.checkpoint_id.clone().unwrap());
-        assert_eq!(parent, before, "checkpoint {} of {thread} is off the chain", i + 1);
+        let parent = t
+            .parent_config
+            .as_ref()
+            .and_then(|p| p.checkpoint_id.clone());
+        let before = i
+            .checked_sub(1)
+            .map(|j| hist[j].config.checkpoint_id.clone().unwrap());
+        assert_eq!(
+            parent,
+            before,
+            "checkpoint {} of {thread} is off the chain",
+            i + 1
+        );
     }
 }
 
@@ -132,11 +146,15 @@ pub async fn enqueue_serves_runs_in_arrival_order(saver: Arc<dyn Saver>, thread:
     let g = turns(saver.clone(), Duration::from_millis(100), Arc::default());
     let config = RunConfig::thread(thread)
         .lease_times(short())
-        .multitask(Multitask::Enqueue { wait: Duration::from_secs(20) });
+        .multitask(Multitask::Enqueue {
+            wait: Duration::from_secs(20),
+        });
     let mut runs = Vec::new();
     for i in 0..5 {
         let (g, config) = (g.clone(), config.clone());
-        runs.push(tokio::spawn(async move { g.invoke(say(&format!("u{i}")), &config).await }));
+        runs.push(tokio::spawn(async move {
+            g.invoke(say(&format!("u{i}")), &config).await
+        }));
         // Each arrives once the one before holds the thread or its ticket.
         let leases = saver.leases().expect("the saver has leases");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -145,7 +163,10 @@ pub async fn enqueue_serves_runs_in_arrival_order(saver: Arc<dyn Saver>, thread:
             if info.is_some_and(|l| l.queued >= i) {
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "run u{i} never queued");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run u{i} never queued"
+            );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
@@ -167,10 +188,18 @@ pub async fn enqueue_with_no_wait_fails_at_once(saver: Arc<dyn Saver>, thread: &
         async move { g.invoke(say("a"), &config).await }
     });
     tokio::time::sleep(Duration::from_millis(30)).await;
-    let none = config.clone().multitask(Multitask::Enqueue { wait: Duration::ZERO });
+    let none = config.clone().multitask(Multitask::Enqueue {
+        wait: Duration::ZERO,
+    });
     let e = g.invoke(say("b"), &none).await.unwrap_err();
     assert!(matches!(e, Error::ThreadBusy { .. }), "{e:?}");
-    let info = saver.leases().unwrap().lease_info(thread).await.unwrap().unwrap();
+    let info = saver
+        .leases()
+        .unwrap()
+        .lease_info(thread)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(info.queued, 0, "no ticket left: {info:?}");
     first.await.unwrap().unwrap();
     g.invoke(say("c"), &config).await.unwrap();
@@ -216,7 +245,10 @@ pub async fn interrupt_keeps_the_stopped_turn(saver: Arc<dyn Saver>, thread: &st
     let rest = &messages[3..];
     let b = rest.iter().position(|m| m == "b").expect("b ran");
     assert!(b >= 1 && rest[0] == "a", "{messages:?}");
-    assert!(rest[1..b].iter().all(|m| m == "assistant:a"), "{messages:?}");
+    assert!(
+        rest[1..b].iter().all(|m| m == "assistant:a"),
+        "{messages:?}"
+    );
     assert_eq!(whole_turns(&rest[b..]), ["b"]);
 }
 
@@ -250,13 +282,21 @@ pub async fn a_dead_holder_is_taken_over_and_finished(saver: Arc<dyn Saver>, thr
         ticket: None,
         roll_back_dead: false,
     };
-    assert!(matches!(leases.acquire(&ghost).await.unwrap(), Acquired::Held { .. }));
+    assert!(matches!(
+        leases.acquire(&ghost).await.unwrap(),
+        Acquired::Held { .. }
+    ));
     let config = RunConfig::thread(thread)
         .lease_times(short())
-        .multitask(Multitask::Enqueue { wait: Duration::from_secs(10) });
+        .multitask(Multitask::Enqueue {
+            wait: Duration::from_secs(10),
+        });
     let started = std::time::Instant::now();
     g.invoke(say("next"), &config).await.unwrap();
-    assert!(started.elapsed() >= Duration::from_millis(100), "waited for the lease");
+    assert!(
+        started.elapsed() >= Duration::from_millis(100),
+        "waited for the lease"
+    );
     assert_eq!(whole_turns(&transcript(&g, thread).await), ["dead", "next"]);
     one_chain(&saver, thread).await;
 }
@@ -284,7 +324,10 @@ pub async fn a_run_that_lost_its_lease_stops(saver: Arc<dyn Saver>, thread: &str
         ticket: None,
         roll_back_dead: false,
     };
-    assert!(matches!(leases.acquire(&thief).await.unwrap(), Acquired::Held { .. }));
+    assert!(matches!(
+        leases.acquire(&thief).await.unwrap(),
+        Acquired::Held { .. }
+    ));
     let e = running.await.unwrap().unwrap_err();
     assert!(matches!(e, Error::LeaseLost { .. }), "{e:?}");
     let messages = transcript(&g, thread).await;
@@ -306,13 +349,22 @@ pub async fn foreign_and_expired_leases_are_refused(saver: Arc<dyn Saver>, threa
         ticket: None,
         roll_back_dead: false,
     };
-    assert!(matches!(leases.acquire(&foreign).await.unwrap(), Acquired::Held { .. }));
-    let e = g.invoke(say("x"), &RunConfig::thread(thread)).await.unwrap_err();
+    assert!(matches!(
+        leases.acquire(&foreign).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let e = g
+        .invoke(say("x"), &RunConfig::thread(thread))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&e, Error::ThreadBusy { holder, .. } if holder == "someone-else"),
         "{e:?}"
     );
-    leases.release(thread, "not-the-holder", false).await.unwrap();
+    leases
+        .release(thread, "not-the-holder", false)
+        .await
+        .unwrap();
     let e = leases
         .renew(thread, "not-the-holder", Duration::from_secs(1))
         .await
@@ -339,14 +391,24 @@ pub async fn foreign_and_expired_leases_are_refused(saver: Arc<dyn Saver>, threa
     };
     assert!(matches!(
         leases.acquire(&next).await.unwrap(),
-        Acquired::Held { previous: weaver::checkpoint::Previous::Died, .. }
+        Acquired::Held {
+            previous: weaver::checkpoint::Previous::Died,
+            ..
+        }
     ));
     leases.release(thread, "next", false).await.unwrap();
     // Bad times: refused, nothing written.
-    let bad = RunConfig::thread(thread).lease_times(LeaseTimes::new(Duration::from_secs(1)).renew_every(Duration::from_secs(2)));
+    let bad = RunConfig::thread(thread)
+        .lease_times(LeaseTimes::new(Duration::from_secs(1)).renew_every(Duration::from_secs(2)));
     let e = g.invoke(say("x"), &bad).await.unwrap_err();
     assert!(matches!(e, Error::InvalidConfig { .. }), "{e:?}");
-    assert!(saver.list(&ListFilter::thread(thread)).await.unwrap().is_empty());
+    assert!(
+        saver
+            .list(&ListFilter::thread(thread))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// A named holder's turn that pauses at an interrupt keeps the thread
@@ -360,12 +422,16 @@ pub async fn a_paused_named_holder_keeps_the_thread(saver: Arc<dyn Saver>, threa
         .add_sequence([START, "ask", END])
         .compile(Compile::new().checkpointer_arc(saver.clone()))
         .unwrap();
-    let mine = RunConfig::thread(thread).lease_times(short()).lease_holder("w:1");
+    let mine = RunConfig::thread(thread)
+        .lease_times(short())
+        .lease_holder("w:1");
     let paused = g.invoke(say("u"), &mine).await.unwrap();
     assert_eq!(paused.interrupts().len(), 1);
     let other = RunConfig::thread(thread).lease_times(short());
     let e = g.invoke(say("v"), &other).await.unwrap_err();
     assert!(matches!(e, Error::ThreadBusy { .. }), "{e:?}");
     g.resume(serde_json::json!("yes"), &mine).await.unwrap();
-    g.invoke(say("v"), &other).await.unwrap_or_else(|e| panic!("{e}"));
+    g.invoke(say("v"), &other)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }

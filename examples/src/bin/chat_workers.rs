@@ -80,7 +80,17 @@ fn strategy(name: &str) -> weaver::Result<Multitask> {
 
 async fn run() -> weaver::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, url, schema, thread, worker, turns, strategy_name, lease_ms] = args.as_slice() else {
+    let [
+        _,
+        url,
+        schema,
+        thread,
+        worker,
+        turns,
+        strategy_name,
+        lease_ms,
+    ] = args.as_slice()
+    else {
         return Err(Error::invalid_argument(
             "usage: chat_workers <database-url> <schema> <thread> <worker> <turns> <strategy> <lease-ms>",
         ));

@@ -284,7 +284,7 @@ async fn unmigrated_database_is_a_typed_error() {
     match err {
         Error::MigrationRequired {
             found: 0,
-            required: 4,
+            required: 5,
             ref hint,
             ..
         } => {

@@ -163,7 +163,10 @@ async fn damaged_rows(saver: &dyn Leases, corrupt: impl AsyncFn(&str)) {
     saver.acquire(&ask("a")).await.unwrap();
     corrupt("UPDATE {p}weaver_thread_leases SET stop = 'sideways', expires_at = 0").await;
     let e = saver.acquire(&ask("b")).await.unwrap_err();
-    assert!(matches!(&e, Error::Decode { what, .. } if what.contains("`t`")), "{e:?}");
+    assert!(
+        matches!(&e, Error::Decode { what, .. } if what.contains("`t`")),
+        "{e:?}"
+    );
     let e = saver.lease_info("t").await.unwrap_err();
     assert!(matches!(e, Error::Decode { .. }), "{e:?}");
     corrupt("UPDATE {p}weaver_thread_leases SET stop = 'rollback', base_order = -5").await;

@@ -178,7 +178,7 @@ async fn down_above_current_and_up_below_current_are_no_ops() {
         db.up(CK, Some(2)).await.unwrap();
         assert_eq!(db.versions(CK).await, [5], "{n}: up(target below current)");
         assert!(matches!(
-            db.down(CK, 5).await,
+            db.down(CK, 6).await,
             Err(Error::InvalidArgument { .. })
         ));
         assert!(matches!(
@@ -208,7 +208,7 @@ async fn saver_after_down_is_migration_required() {
                 r,
                 Err(Error::MigrationRequired {
                     found: 1,
-                    required: 4,
+                    required: 5,
                     ..
                 })
             ),
@@ -254,7 +254,7 @@ async fn checkpoint_and_store_adapters_are_independent() {
         db.up(CK, None).await.unwrap();
         db.verify(BOTH).await.unwrap();
         db.down(ST, 1).await.unwrap();
-        assert_eq!(db.versions(BOTH).await, [4, 0], "{n}");
+        assert_eq!(db.versions(BOTH).await, [5, 0], "{n}");
         db.verify(CK).await.unwrap();
         db.saver().put(cp("t", "a", None, Some(1))).await.unwrap();
         db.down(CK, 1).await.unwrap();
@@ -317,7 +317,7 @@ async fn sqlite_up_waits_for_a_writer_and_races_another_pool() {
         migrate::versions(&pool2, &[Adapter::Checkpoint, Adapter::Store])
             .await
             .unwrap(),
-        [4, 1]
+        [5, 1]
     );
 }
 

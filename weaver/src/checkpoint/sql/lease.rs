@@ -233,7 +233,12 @@ impl<D: Backend> SqlSaver<D> {
 
     /// Runs `sql` with `args` on a pooled connection, one statement in its
     /// own transaction; returns the rows it changed.
-    async fn lease_execute(&self, sql: String, args: Vec<Arg<'_>>, op: &'static str) -> Result<u64> {
+    async fn lease_execute(
+        &self,
+        sql: String,
+        args: Vec<Arg<'_>>,
+        op: &'static str,
+    ) -> Result<u64> {
         self.rechecked(async {
             self.ensure_migrated().await?;
             let mut conn = self.pool.acquire().await.map_err(storage(op))?;
@@ -348,7 +353,8 @@ impl<D: Backend> Leases for SqlSaver<D> {
             .rechecked(async {
                 self.ensure_migrated().await?;
                 let mut conn = self.pool.acquire().await.map_err(storage(op))?;
-                let row = Self::locked_row(&mut conn, &Sql { lock: "", ..sql }, thread_id, op).await?;
+                let row =
+                    Self::locked_row(&mut conn, &Sql { lock: "", ..sql }, thread_id, op).await?;
                 let sql = self.lease_sql();
                 let now = Self::now(&mut conn, &sql, op).await?;
                 let count = format!("SELECT COUNT(*) FROM {} WHERE thread_id = $1", sql.tickets);

@@ -154,11 +154,21 @@ impl<'g, S: GraphState> Loop<'g, S> {
         let watch = Some(hold.watch.clone());
         if hold.previous == Previous::Died
             && config.get_checkpoint_id().is_none()
-            && !matches!(config.get_multitask(), crate::config::Multitask::Rollback { .. })
+            && !matches!(
+                config.get_multitask(),
+                crate::config::Multitask::Rollback { .. }
+            )
         {
-            let finished =
-                Loop::run(spec, cp, config.clone(), Input::Continue, None, env(watch.clone()), built)
-                    .await;
+            let finished = Loop::run(
+                spec,
+                cp,
+                config.clone(),
+                Input::Continue,
+                None,
+                env(watch.clone()),
+                built,
+            )
+            .await;
             match finished {
                 Ok(Outcome::Interrupted(_)) => {
                     hold.roll_back_to(hold.previous_base).await?;
@@ -171,8 +181,8 @@ impl<'g, S: GraphState> Loop<'g, S> {
             }
         }
         let result = Loop::run(spec, cp, config.clone(), input, sink, env(watch), built).await;
-        let paused = matches!(result, Ok(Outcome::Interrupted(_)))
-            && config.get_lease_holder().is_some();
+        let paused =
+            matches!(result, Ok(Outcome::Interrupted(_))) && config.get_lease_holder().is_some();
         if let Err(e) = hold.release(paused).await {
             // The run is stored; its lease runs out by itself.
             tracing::warn!(error = %e, "could not give the thread's lease back");
