@@ -98,7 +98,10 @@ impl Multitask {
 /// ([`Multitask::Rollback`] removes it instead). A live run renews its lease
 /// every `renew` in the background; a run that could not renew in time
 /// (its lease ran out, or another run took it) stops at its next step
-/// boundary with [`Error::LeaseLost`](crate::Error::LeaseLost).
+/// boundary with [`Error::LeaseLost`](crate::Error::LeaseLost). Renewing
+/// and waiting use tokio's timer: on a runtime built without it (no
+/// `enable_time`), a run is not renewed, so one longer than its lease
+/// stops with `LeaseLost`.
 ///
 /// ```
 /// use std::time::Duration;

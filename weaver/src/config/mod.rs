@@ -17,6 +17,23 @@ pub use lease::{LeaseTimes, Multitask};
 pub const DEFAULT_RECURSION_LIMIT: usize = 25;
 
 /// When checkpoints are written relative to the run.
+///
+/// # Several workers on one thread
+///
+/// With the default [`Multitask::Reject`] (or any strategy but
+/// [`Multitask::Race`]) a run holds the thread's lease from before it
+/// reads the thread until it has stored everything, so in every mode a
+/// turn starts from the previous turn's end: no worker's turn is built on
+/// another's unfinished one, and a turn that does not run (refused, timed
+/// out waiting, rolled back) leaves no checkpoint on the thread. The modes
+/// then differ only in what a *crash* leaves: `Sync` every step stored, so
+/// the next holder finishes the dead turn from its pending writes; `Async`
+/// the steps whose background writes landed; `Exit` nothing of the dead
+/// turn. Without a lease (`Race`) two workers race on commit orders: under
+/// `Sync` and `Async` the loser keeps the commits it made before its
+/// [`Error::VersionConflict`] and the other worker's next turn may build
+/// on them; under `Exit` a turn is one commit, whole or nothing, but a
+/// worker may lose any number of races.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
