@@ -655,6 +655,65 @@ fn workers_stop_each_other(url: &str, schema: &str) {
     }
 }
 
+/// Under `Interrupt` three workers at once: a stopped turn keeps what it
+/// committed (a prefix of a whole turn) and was reported `stopped`; every
+/// turn reported `done` is whole; the history is one chain.
+fn workers_interrupt_each_other(url: &str, schema: &str) {
+    let out = workers(url, schema, &["p", "q", "r"], 8, "interrupt");
+    let (mut done, mut stopped) = (Vec::new(), Vec::new());
+    for lines in &out {
+        assert_eq!(lines.len(), 8, "{lines:?}");
+        done.extend(printed(lines, "done"));
+        stopped.extend(printed(lines, "stopped"));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let messages: Vec<String> = rt.block_on(async {
+        let saver = open_saver(url, schema).await;
+        let head = saver
+            .get_tuple(&CheckpointRef::latest("conv"))
+            .await
+            .unwrap()
+            .expect("the thread has checkpoints");
+        head.checkpoint.channel_values["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap().to_owned())
+            .collect()
+    });
+    let mut i = 0;
+    while i < messages.len() {
+        let u = messages[i].clone();
+        let whole = [
+            format!("assistant {u}"),
+            format!("tool {u}"),
+            format!("approved {u}"),
+        ];
+        let mut n = 0;
+        while n < 3 && messages.get(i + 1 + n) == Some(&whole[n]) {
+            n += 1;
+        }
+        if n < 3 {
+            assert!(
+                stopped.contains(&u),
+                "turn {u} cut short but not stopped: {messages:?}"
+            );
+        } else {
+            assert!(
+                done.contains(&u) || stopped.contains(&u),
+                "{u}: {messages:?}"
+            );
+        }
+        i += 1 + n;
+    }
+    for d in &done {
+        assert!(messages.contains(d), "turn {d} lost");
+    }
+}
+
 /// A worker killed (SIGKILL) mid-turn holds the lease until it runs out;
 /// another worker then takes the thread over, finishes the dead turn and
 /// runs its own: every stored turn whole.
@@ -767,5 +826,21 @@ fn a_killed_worker_is_taken_over_on_postgres() {
     let url = pg_url();
     let schema = format!("weaver_workers_kill_{}", std::process::id());
     a_killed_worker_is_taken_over(&url, &schema);
+    drop_pg_schema(&url, &schema);
+}
+
+#[test]
+fn workers_interrupt_each_other_on_one_sqlite_file() {
+    let (dir, db) = temp_db("workers-interrupt");
+    let url = format!("sqlite://{db}");
+    workers_interrupt_each_other(&url, "-");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn workers_interrupt_each_other_on_postgres() {
+    let url = pg_url();
+    let schema = format!("weaver_workers_interrupt_{}", std::process::id());
+    workers_interrupt_each_other(&url, &schema);
     drop_pg_schema(&url, &schema);
 }

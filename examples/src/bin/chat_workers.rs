@@ -133,7 +133,11 @@ async fn run() -> weaver::Result<()> {
         match outcome {
             Ok(_) => println!("done {label}"),
             Err(Error::ThreadBusy { .. }) => println!("busy {label}"),
-            Err(Error::RunStopped { .. }) => println!("stopped {label}"),
+            // Stopped while running, or while paused: a newer run took the
+            // thread from the pause, which its input replaced.
+            Err(Error::RunStopped { .. } | Error::NoPendingInterrupt { .. }) => {
+                println!("stopped {label}")
+            }
             Err(e) => return Err(e),
         }
     }
