@@ -45,6 +45,8 @@ mod group;
 mod hot;
 #[path = "sql/inputs.rs"]
 mod inputs;
+#[path = "sql/leases.rs"]
+mod leases;
 #[path = "sql/lifecycle.rs"]
 mod lifecycle;
 #[path = "sql/listing.rs"]

@@ -416,6 +416,46 @@ pub enum Error {
         /// The node's name in the checkpoint.
         node: String,
     },
+
+    /// Another run holds the thread's lease
+    /// ([`Multitask::Reject`](crate::config::Multitask::Reject), or a
+    /// waiting strategy whose wait ran out). Nothing of the thread was read
+    /// or written: unlike [`VersionConflict`](Error::VersionConflict), the
+    /// run never started.
+    #[error("thread `{thread_id}` is busy: run `{holder}` holds it (waited {waited:?})")]
+    ThreadBusy {
+        /// The thread.
+        thread_id: String,
+        /// The run holding it when this one gave up (empty when runs queued
+        /// ahead held it up).
+        holder: String,
+        /// How long this run waited.
+        waited: std::time::Duration,
+    },
+
+    /// A newer run asked this one to stop
+    /// ([`Multitask::Interrupt`](crate::config::Multitask::Interrupt) or
+    /// [`Multitask::Rollback`](crate::config::Multitask::Rollback)): it
+    /// stopped at a step boundary. Under `Interrupt` what it committed
+    /// stays, under `Rollback` the newer run removes it.
+    #[error("run on thread `{thread_id}` was stopped by a newer run ({strategy})")]
+    RunStopped {
+        /// The thread.
+        thread_id: String,
+        /// `interrupt` or `rollback`.
+        strategy: &'static str,
+    },
+
+    /// The run's lease of its thread ran out, or another holder has it: the
+    /// run could not renew it in time, and stopped at a step boundary
+    /// instead of writing over a run that took the thread over.
+    #[error("run on thread `{thread_id}` lost its lease: {reason}")]
+    LeaseLost {
+        /// The thread.
+        thread_id: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -30,6 +30,8 @@
 //! 13. [Encryption](encryption): what is sealed, authenticated and left in
 //!     the clear.
 //! 14. [Deploying](deploying): PostgreSQL, poolers, fleet retention.
+//! 15. [Several workers on one conversation](workers): one run per thread
+//!     at a time, the multitask strategies, whole turns.
 
 /// Quick start: install, a first graph, a checkpointed run, history, resume.
 pub mod quick_start {
@@ -99,4 +101,9 @@ pub mod encryption {
 /// Deploying: PostgreSQL, poolers in transaction mode, fleet retention.
 pub mod deploying {
     #![doc = include_str!("../../docs/guide/deploying.md")]
+}
+
+/// Several workers on one conversation: leases and multitask strategies.
+pub mod workers {
+    #![doc = include_str!("../../docs/guide/workers.md")]
 }

@@ -3,7 +3,9 @@
 //! runs the turn and commits it. With `Durability::Exit` a turn is one
 //! checkpoint, so it commits whole or not at all: if another process got
 //! there first the turn fails with `VersionConflict` (printed, not retried:
-//! the host decides whether re-running the input is safe).
+//! the host decides whether re-running the input is safe). It takes no
+//! lease ([`Multitask::Race`]): `chat_workers` shows the same conversation
+//! with one run at a time, where no turn is lost.
 //!
 //! ```text
 //! chat_turns <database-url> <schema> <thread> <worker> <turns>
@@ -19,6 +21,7 @@
 use std::time::Duration;
 
 use weaver::checkpoint::{PostgresSaver, SqliteSaver};
+use weaver::config::Multitask;
 use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::prelude::*;
 use weaver::state::SharedVec;
@@ -84,7 +87,11 @@ async fn run() -> weaver::Result<()> {
         edges: [START -> reply -> END],
     }
     .compile(compile)?;
-    let config = RunConfig::thread(thread.clone()).durability(Durability::Exit);
+    // No lease: the processes race on the thread's commit orders, and a
+    // turn that lost is reported (`chat_workers` takes turns instead).
+    let config = RunConfig::thread(thread.clone())
+        .durability(Durability::Exit)
+        .multitask(Multitask::Race);
     for turn in 0..turns {
         let label = format!("{worker}:{turn}");
         let input = ChatUpdate::default().messages(vec![label.clone()]);

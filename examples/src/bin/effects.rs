@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 use weaver::checkpoint::{PostgresSaver, SqliteSaver};
+use weaver::config::Multitask;
 use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::prelude::*;
 
@@ -206,7 +207,12 @@ async fn step(saver: Arc<dyn Saver>, addr: &str, step: &str) -> weaver::Result<(
         addr: addr.to_owned(),
         hang: step == "hang",
     };
-    let config = RunConfig::thread("refund-1").with_context(payments);
+    // The steps of one refund run one after another, each in its own
+    // process: no lease (a killed holder's paused turn would be rolled back
+    // when another process takes its thread over, and with it the journal).
+    let config = RunConfig::thread("refund-1")
+        .multitask(Multitask::Race)
+        .with_context(payments);
     let outcome = match step {
         "request" | "hang" => {
             let input = RefundUpdate::default().order("order-1".to_owned());

@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 use weaver::checkpoint::{PostgresSaver, SqliteSaver};
+use weaver::config::{LeaseTimes, Multitask};
 use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::prelude::*;
 
@@ -104,8 +105,15 @@ async fn main() -> weaver::Result<()> {
         .add_edge("summarize", "reduce")
         .add_edge("reduce", END)
         .compile(compile)?;
+    // A one-second lease: the process that finishes a killed one's thread
+    // waits (at most that long) for the dead holder's lease to run out,
+    // then takes the thread over.
     let config = RunConfig::thread("corpus-1")
         .durability(Durability::Sync)
+        .lease_times(LeaseTimes::new(Duration::from_secs(1)))
+        .multitask(Multitask::Enqueue {
+            wait: Duration::from_secs(30),
+        })
         .with_context(Hang(step == "hang"));
     let done = match step.as_str() {
         "run" | "hang" => {

@@ -16,6 +16,7 @@
 use std::time::Duration;
 
 use weaver::checkpoint::SqliteSaver;
+use weaver::config::{LeaseTimes, Multitask};
 use weaver::prelude::*;
 
 /// What the reviewers gathered.
@@ -67,7 +68,14 @@ async fn main() -> weaver::Result<()> {
         return Err(usage());
     };
     let saver = SqliteSaver::connect(&format!("sqlite://{file}")).await?;
-    let config = RunConfig::thread("review-1").durability(Durability::Sync);
+    // A one-second lease: `finish` waits (at most that long) for the killed
+    // holder's lease to run out, then takes the thread over.
+    let config = RunConfig::thread("review-1")
+        .durability(Durability::Sync)
+        .lease_times(LeaseTimes::new(Duration::from_secs(1)))
+        .multitask(Multitask::Enqueue {
+            wait: Duration::from_secs(30),
+        });
     match step.as_str() {
         "hang" => {
             graph(saver, true)?

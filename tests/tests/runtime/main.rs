@@ -10,6 +10,7 @@ mod engine;
 mod evolution;
 mod history;
 mod interrupts;
+mod leases;
 mod pending;
 mod persistence;
 mod policies;

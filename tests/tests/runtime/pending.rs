@@ -184,7 +184,10 @@ async fn two_runs_racing_on_one_thread_one_wins_the_other_conflicts() {
         .add_sequence([START, "slow", END])
         .compile(Compile::new().checkpointer(saver.clone()))
         .unwrap();
-    let config = RunConfig::thread("race").durability(Durability::Exit);
+    // No lease: the two runs race on the commit orders.
+    let config = RunConfig::thread("race")
+        .durability(Durability::Exit)
+        .multitask(weaver::config::Multitask::Race);
     let (a, b) = tokio::join!(
         graph.invoke(StepsUpdate::default().bar(["a"]), &config),
         graph.invoke(StepsUpdate::default().bar(["b"]), &config)

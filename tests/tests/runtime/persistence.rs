@@ -288,7 +288,10 @@ async fn race(durability: Durability) {
         racing(db.saver().await, barrier.clone()),
         racing(db.saver().await, barrier.clone()),
     );
-    let config = RunConfig::thread("chat").durability(durability);
+    // No lease: the two runs race on the commit orders.
+    let config = RunConfig::thread("chat")
+        .durability(durability)
+        .multitask(weaver::config::Multitask::Race);
     p1.invoke(StepsUpdate::default().bar(["x"]), &config)
         .await
         .unwrap();

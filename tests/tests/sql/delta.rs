@@ -637,7 +637,10 @@ async fn interrupts_resume_in_another_process_on_delta_channels() {
 /// `VersionConflict`, and a reader of its own sees one consistent transcript.
 async fn racing_turns(saver: Arc<dyn Saver>) {
     let graph = chat(saver.clone());
-    let config = RunConfig::thread("race").durability(Durability::Exit);
+    // No lease: the turns race on the commit orders.
+    let config = RunConfig::thread("race")
+        .durability(Durability::Exit)
+        .multitask(weaver::config::Multitask::Race);
     let mut handles = Vec::new();
     for t in 0..6 {
         let (graph, config) = (graph.clone(), config.clone());

@@ -598,7 +598,10 @@ async fn crash_child() {
         _ => Durability::Sync,
     };
     let g = cold(&open(&spec).await);
-    let config = RunConfig::thread("crash").durability(mode);
+    // No lease: the parent steps the thread as soon as the child is killed.
+    let config = RunConfig::thread("crash")
+        .durability(mode)
+        .multitask(weaver::config::Multitask::Race);
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(15) {
         step(&g, &config).await;
@@ -609,7 +612,7 @@ async fn crash_child() {
 /// thread is one readable chain and the next step completes exactly one
 /// turn, running the node only if its writes were not stored.
 async fn crash_rounds(spec: &str, saver: Arc<dyn Saver>) {
-    let config = RunConfig::thread("crash");
+    let config = RunConfig::thread("crash").multitask(weaver::config::Multitask::Race);
     let mut last = 0;
     for round in 0..9 {
         let mode = ["async", "sync", "exit"][round % 3];

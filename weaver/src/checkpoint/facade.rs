@@ -71,8 +71,9 @@ impl Checkpointer {
 
     /// Waits until no background writer of the saver has operations of
     /// `thread` queued.
-    async fn settle(&self, thread: &str) {
-        self.state.settle(thread).await;
+    /// Returns whether there were any to wait for.
+    pub(crate) async fn settle(&self, thread: &str) -> bool {
+        self.state.settle(thread).await
     }
 
     /// How many deletions of `thread_id` (and of threads sharing its

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use super::delta::{self, Cached, LineageSource, ListedParents};
 use super::fleet::{Cursor, ThreadPage, ThreadQuery};
+use super::lease::Leases;
 use super::limits::{self, ForkOptions};
 use super::shared::SaverState;
 use super::types::{
@@ -603,6 +604,16 @@ pub trait Saver: Debug + Send + Sync {
     /// keeps an `Arc<SaverState>` beside it and returns it here; a saver
     /// wrapping another returns the inner saver's.
     fn shared_state(&self) -> Option<Arc<SaverState>> {
+        None
+    }
+
+    /// The saver's [`Leases`]: what keeps one run per thread at a time
+    /// across the processes sharing its storage
+    /// ([`Multitask`](crate::config::Multitask)). `None` by default: runs
+    /// on such a saver take no lease and race, as under
+    /// [`Multitask::Race`](crate::config::Multitask::Race). weaver's savers
+    /// have them; a saver wrapping another returns the inner saver's.
+    fn leases(&self) -> Option<&dyn Leases> {
         None
     }
 }

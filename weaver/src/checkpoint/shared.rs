@@ -77,17 +77,20 @@ impl SaverState {
     }
 
     /// Waits until no background writer has operations of `thread` queued.
-    pub(crate) async fn settle(&self, thread: &str) {
+    /// Returns whether it had any to wait for.
+    pub(crate) async fn settle(&self, thread: &str) -> bool {
         if self.registered.load(Ordering::SeqCst) == 0 {
-            return;
+            return false;
         }
         let queued: Vec<Arc<Flight>> = match self.flights().get(thread) {
             Some(list) => list.clone(),
-            None => return,
+            None => return false,
         };
+        let mut waited = false;
         for flight in queued {
-            flight.settled().await;
+            waited |= flight.settled().await;
         }
+        waited
     }
 
     /// Records a deletion of `thread_id` (its ids may be stored again with
@@ -125,15 +128,17 @@ impl Flight {
         }
     }
 
-    /// Waits until nothing is queued.
-    async fn settled(&self) {
+    /// Waits until nothing is queued; returns whether anything was.
+    async fn settled(&self) -> bool {
+        let mut waited = false;
         loop {
             let landed = self.landed.notified();
             tokio::pin!(landed);
             landed.as_mut().enable();
             if self.pending.load(Ordering::SeqCst) == 0 {
-                return;
+                return waited;
             }
+            waited = true;
             landed.await;
         }
     }

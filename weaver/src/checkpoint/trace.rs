@@ -202,4 +202,8 @@ impl Saver for Traced {
     fn shared_state(&self) -> Option<Arc<SaverState>> {
         self.0.shared_state()
     }
+
+    fn leases(&self) -> Option<&dyn super::lease::Leases> {
+        self.0.leases()
+    }
 }

@@ -9,11 +9,31 @@ use serde_json::{Map, Value, json};
 use crate::checkpoint::CheckpointRef;
 use crate::error::{Error, Result};
 
+mod lease;
+pub use lease::{LeaseTimes, Multitask};
+
 /// Default number of super-steps one run may take before
 /// [`Error::RecursionLimit`].
 pub const DEFAULT_RECURSION_LIMIT: usize = 25;
 
 /// When checkpoints are written relative to the run.
+///
+/// # Several workers on one thread
+///
+/// With the default [`Multitask::Reject`] (or any strategy but
+/// [`Multitask::Race`]) a run holds the thread's lease from before it
+/// reads the thread until it has stored everything, so in every mode a
+/// turn starts from the previous turn's end: no worker's turn is built on
+/// another's unfinished one, and a turn that does not run (refused, timed
+/// out waiting, rolled back) leaves no checkpoint on the thread. The modes
+/// then differ only in what a *crash* leaves: `Sync` every step stored, so
+/// the next holder finishes the dead turn from its pending writes; `Async`
+/// the steps whose background writes landed; `Exit` nothing of the dead
+/// turn. Without a lease (`Race`) two workers race on commit orders: under
+/// `Sync` and `Async` the loser keeps the commits it made before its
+/// [`Error::VersionConflict`] and the other worker's next turn may build
+/// on them; under `Exit` a turn is one commit, whole or nothing, but a
+/// worker may lose any number of races.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -68,6 +88,9 @@ pub struct RunConfig {
     configurable: Map<String, Value>,
     max_concurrency: Option<usize>,
     context: Option<Arc<dyn Any + Send + Sync>>,
+    multitask: Option<Multitask>,
+    lease_times: Option<LeaseTimes>,
+    lease_holder: Option<String>,
 }
 
 impl fmt::Debug for RunConfig {
@@ -82,6 +105,9 @@ impl fmt::Debug for RunConfig {
             .field("configurable", &self.configurable)
             .field("max_concurrency", &self.max_concurrency)
             .field("context", &self.context.as_ref().map(|_| ".."))
+            .field("multitask", &self.multitask)
+            .field("lease_times", &self.lease_times)
+            .field("lease_holder", &self.lease_holder)
             .finish()
     }
 }
@@ -394,6 +420,61 @@ impl RunConfig {
     /// The durability mode in force.
     pub fn get_durability(&self) -> Durability {
         self.durability.unwrap_or_default()
+    }
+
+    /// Sets what the run does when another run holds its thread (default
+    /// [`Multitask::Reject`]).
+    pub fn multitask(mut self, strategy: Multitask) -> Self {
+        self.multitask = Some(strategy);
+        self
+    }
+
+    /// What the run does when another run holds its thread.
+    pub fn get_multitask(&self) -> Multitask {
+        self.multitask.unwrap_or_default()
+    }
+
+    /// Sets how long the run's hold of its thread lasts and how often it is
+    /// renewed (default [`LeaseTimes::default`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weaver::RunConfig;
+    /// use weaver::config::LeaseTimes;
+    ///
+    /// let config = RunConfig::thread("t").lease_times(LeaseTimes::new(Duration::from_secs(3)));
+    /// assert_eq!(config.get_lease_times().renew, Duration::from_secs(1));
+    /// ```
+    pub fn lease_times(mut self, times: LeaseTimes) -> Self {
+        self.lease_times = Some(times);
+        self
+    }
+
+    /// How long the run's hold of its thread lasts and how often it is renewed.
+    pub fn get_lease_times(&self) -> LeaseTimes {
+        self.lease_times.unwrap_or_default()
+    }
+
+    /// Names the run's holder of the thread's lease (by default each run
+    /// is its own holder, with a fresh id). Runs with the same holder name
+    /// are one holder: a run of it that pauses at an interrupt keeps the
+    /// thread, for one lease time, so that its resume goes on before any
+    /// other holder's run: a turn with a pause stays whole. Use a name
+    /// unique to the turn (a worker's name and turn number).
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    /// let config = RunConfig::thread("t").lease_holder("worker-a:7");
+    /// assert_eq!(config.get_lease_holder(), Some("worker-a:7"));
+    /// ```
+    pub fn lease_holder(mut self, holder: impl Into<String>) -> Self {
+        self.lease_holder = Some(holder.into());
+        self
+    }
+
+    /// The run's holder name, when one was set.
+    pub fn get_lease_holder(&self) -> Option<&str> {
+        self.lease_holder.as_deref()
     }
 
     /// The user metadata attached to checkpoints of this run.

@@ -9,7 +9,7 @@ use tracing::Instrument;
 use super::cache::SnapshotCache;
 use super::inspect::{self, History, StateSnapshot};
 use super::inspect_subgraphs::subgraph_state;
-use super::run::{Env, Loop, Sink};
+use super::run::{Loop, Sink};
 use super::spec::Spec;
 use super::stream::RunStream;
 use super::update::{self, StepUpdate};
@@ -176,13 +176,13 @@ impl<S: GraphState> CompiledGraph<S> {
             graph = %self.inner.spec.name,
             thread_id = config.thread_id().unwrap_or("")
         );
-        Loop::run(
+        Loop::run_held(
             &self.inner.spec,
             self.inner.checkpointer.as_ref(),
             config.clone(),
             input.into(),
             None,
-            Env::store(self.inner.store.clone()),
+            self.inner.store.clone(),
             Some(&self.inner.snapshots),
         )
         .instrument(span)
@@ -690,13 +690,13 @@ impl<S: GraphState> CompiledGraph<S> {
         let config = config.clone();
         let input = input.into();
         let handle = runtime.spawn(async move {
-            let result = Loop::run(
+            let result = Loop::run_held(
                 &graph.inner.spec,
                 graph.inner.checkpointer.as_ref(),
                 config,
                 input,
                 Some(sink),
-                Env::store(graph.inner.store.clone()),
+                graph.inner.store.clone(),
                 Some(&graph.inner.snapshots),
             )
             .await;

@@ -11,6 +11,7 @@ mod effect;
 mod finite;
 mod inspect;
 mod inspect_subgraphs;
+mod lease;
 pub mod node;
 pub(crate) mod node_cache;
 pub(crate) mod outline;

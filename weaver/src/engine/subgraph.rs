@@ -274,6 +274,7 @@ impl<T: GraphState> SubgraphCall<T> {
             store: self.store,
             stream: self.stream,
             copy_from,
+            watch: None,
         };
         let built = Some(&inner.snapshots);
         let run = Loop::run(&inner.spec, cp, self.config, input, None, env, built).await;

@@ -28,6 +28,10 @@ use super::Migration;
 /// before the migration get the time of the migration), which thread
 /// listings and pruning by age read. SQLite cannot add a column whose
 /// default is not a constant, so the table is rebuilt again, rowids kept.
+/// Version 6: thread leases (`weaver_thread_leases`: one row per thread
+/// naming the run that holds it and when its hold ends, in milliseconds of
+/// the database clock) and the tickets of runs waiting for a thread
+/// (`weaver_thread_tickets`, served in `seq` order).
 pub(crate) static SQLITE: &[Migration] = &[
     Migration {
         version: 1,
@@ -125,8 +129,7 @@ pub(crate) static SQLITE: &[Migration] = &[
             "CREATE UNIQUE INDEX {p}weaver_checkpoints_commit_order
                 ON weaver_checkpoints (thread_id, checkpoint_ns, commit_order)",
         ],
-    },
-    Migration {
+    },    Migration {
         version: 5,
         up: &[
             "CREATE TABLE {p}weaver_checkpoints_v5 (
@@ -149,6 +152,30 @@ pub(crate) static SQLITE: &[Migration] = &[
                 ON weaver_checkpoints (thread_id, checkpoint_ns, commit_order)",
         ],
         down: &["ALTER TABLE {p}weaver_checkpoints DROP COLUMN created_at"],
+    },
+    Migration {
+        version: 6,
+        up: &[
+            "CREATE TABLE {p}weaver_thread_leases (
+                thread_id TEXT NOT NULL PRIMARY KEY,
+                holder TEXT NOT NULL,
+                expires_at INTEGER NOT NULL,
+                base_order INTEGER NOT NULL,
+                stop TEXT
+            )",
+            "CREATE TABLE {p}weaver_thread_tickets (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                thread_id TEXT NOT NULL,
+                holder TEXT NOT NULL,
+                seen_at INTEGER NOT NULL
+            )",
+            "CREATE INDEX {p}weaver_thread_tickets_thread
+                ON weaver_thread_tickets (thread_id, seq)",
+        ],
+        down: &[
+            "DROP TABLE {p}weaver_thread_tickets",
+            "DROP TABLE {p}weaver_thread_leases",
+        ],
     },
 ];
 
@@ -217,13 +244,36 @@ pub(crate) static POSTGRES: &[Migration] = &[
         version: 4,
         up: &[],
         down: &[],
-    },
-    Migration {
+    },    Migration {
         version: 5,
         up: &[
             "ALTER TABLE {p}weaver_checkpoints ADD COLUMN created_at BIGINT NOT NULL
                 DEFAULT (floor(extract(epoch FROM clock_timestamp()) * 1000))::BIGINT",
         ],
         down: &["ALTER TABLE {p}weaver_checkpoints DROP COLUMN created_at"],
+    },
+    Migration {
+        version: 6,
+        up: &[
+            r#"CREATE TABLE {p}weaver_thread_leases (
+                thread_id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+                holder TEXT COLLATE "C" NOT NULL,
+                expires_at BIGINT NOT NULL,
+                base_order BIGINT NOT NULL,
+                stop TEXT
+            )"#,
+            r#"CREATE TABLE {p}weaver_thread_tickets (
+                seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                thread_id TEXT COLLATE "C" NOT NULL,
+                holder TEXT NOT NULL,
+                seen_at BIGINT NOT NULL
+            )"#,
+            "CREATE INDEX weaver_thread_tickets_thread
+                ON {p}weaver_thread_tickets (thread_id, seq)",
+        ],
+        down: &[
+            "DROP TABLE {p}weaver_thread_tickets",
+            "DROP TABLE {p}weaver_thread_leases",
+        ],
     },
 ];

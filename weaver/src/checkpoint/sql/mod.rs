@@ -42,6 +42,7 @@ mod copy;
 mod group;
 mod history;
 mod hot;
+mod lease;
 mod packed;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -61,6 +61,8 @@ pub(crate) struct Queries {
     /// One pending write of a checkpoint, by task and index.
     pub(crate) one_write: String,
     pub(crate) meta_out: &'static str,
+    /// The table prefix (empty, or a quoted PostgreSQL schema and a dot).
+    pub(crate) prefix: String,
 }
 
 impl Queries {
@@ -212,6 +214,7 @@ impl Queries {
                 "SELECT channel, task_path, value FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND task_id = $4 AND idx = $5"
             ),
             meta_out,
+            prefix: p.to_owned(),
             cps,
             writes,
         }

@@ -142,7 +142,7 @@ impl<D: Backend> SqlSaver<D> {
     /// [`Error::MigrationRequired`] a fresh check of the schema gives: the
     /// saver checks the schema once, on its first call, and the schema may
     /// be migrated down or dropped while the saver is in use.
-    async fn rechecked<T: Send>(
+    pub(super) async fn rechecked<T: Send>(
         &self,
         call: impl std::future::Future<Output = Result<T>> + Send,
     ) -> Result<T> {
@@ -273,6 +273,10 @@ enum Encoded {
 
 #[async_trait]
 impl<D: Backend> Saver for SqlSaver<D> {
+    fn leases(&self) -> Option<&dyn crate::checkpoint::Leases> {
+        Some(self)
+    }
+
     async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
         text::check_ref(target)?;
         self.rechecked(async {

@@ -17,10 +17,11 @@ use sink::send_checkpoint;
 use thread::Thread;
 
 use crate::checkpoint::Checkpointer;
-use crate::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointSource, PendingWrite};
+use crate::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointSource, PendingWrite, Previous};
 use crate::config::RunConfig;
 use crate::engine::algebra::{TaskNode, next_tasks, static_stops};
 use crate::engine::cache::SnapshotCache;
+use crate::engine::lease::{self, Watch};
 use crate::engine::spec::Spec;
 use crate::engine::subgraph_replay::Replayed;
 use crate::engine::values::{decode_state, encode_object};
@@ -39,16 +40,8 @@ pub(crate) struct Env {
     /// a replay of it into the run's own namespace: the subgraph of a
     /// replayed task that was paused there.
     pub copy_from: Option<crate::checkpoint::CheckpointRef>,
-}
-
-impl Env {
-    /// The environment of a top-level run on `store`.
-    pub fn store(store: Option<Arc<dyn crate::store::Store>>) -> Self {
-        Env {
-            store,
-            ..Env::default()
-        }
-    }
+    /// The run's hold of its thread, checked at each step boundary.
+    pub watch: Option<Arc<Watch>>,
 }
 
 /// The state of one run between steps.
@@ -69,6 +62,9 @@ pub(crate) struct Loop<'g, S: GraphState> {
     /// Why `current` was written (its metadata's `source`, stored with it
     /// when `exit` durability stores it at the end).
     source: CheckpointSource,
+    /// The run's hold of its thread: it stops at a step boundary once the
+    /// hold is lost or a newer run asked it to stop.
+    watch: Option<Arc<Watch>>,
     /// `current`'s step (-2 before the thread's first checkpoint).
     step: i64,
     /// The typed state at `current`.
@@ -121,6 +117,9 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 }
                 Ok(outcome)
             }
+            // A run whose hold is gone stores nothing more: another run may
+            // have the thread now.
+            Err(e @ Error::LeaseLost { .. }) => Err(e),
             Err(e) => {
                 // Keep what the run produced (the checkpoint it stopped at and
                 // its tasks' writes); report the run's own error first.
@@ -130,6 +129,76 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 Err(e)
             }
         }
+    }
+}
+
+impl<'g, S: GraphState> Loop<'g, S> {
+    /// Runs `input` as a top-level run: holding the thread's lease (see
+    /// [`Multitask`](crate::config::Multitask)) for the whole run when the
+    /// graph has a checkpointer. A run that takes over the thread from a
+    /// holder that died first finishes that holder's run from its last
+    /// checkpoint and pending writes (or, when it was paused at an
+    /// interrupt no one is left to answer, removes it), so that this run's
+    /// input never lands on an unfinished turn.
+    pub async fn run_held(
+        spec: &'g Spec<S>,
+        cp: Option<&Checkpointer>,
+        config: RunConfig,
+        input: Input<S>,
+        sink: Option<Sink<S>>,
+        store: Option<Arc<dyn crate::store::Store>>,
+        built: Option<&'g SnapshotCache<S>>,
+    ) -> Result<Outcome<S>> {
+        let env = |watch: Option<Arc<Watch>>| Env {
+            copy_from: None,
+            store: store.clone(),
+            stream: StreamWriter::default(),
+            watch,
+        };
+        let Some(checkpointer) = cp else {
+            return Loop::run(spec, cp, config, input, sink, env(None), built).await;
+        };
+        config.check()?;
+        let Some(hold) = lease::take(checkpointer, &config).await? else {
+            return Loop::run(spec, cp, config, input, sink, env(None), built).await;
+        };
+        let watch = Some(hold.watch.clone());
+        if hold.previous == Previous::Died
+            && config.get_checkpoint_id().is_none()
+            && !matches!(
+                config.get_multitask(),
+                crate::config::Multitask::Rollback { .. }
+            )
+        {
+            let finished = Loop::run(
+                spec,
+                cp,
+                config.clone(),
+                Input::Continue,
+                None,
+                env(watch.clone()),
+                built,
+            )
+            .await;
+            match finished {
+                Ok(Outcome::Interrupted(_)) => {
+                    hold.roll_back_to(hold.previous_base).await?;
+                }
+                Ok(_) | Err(Error::ThreadNotFound { .. }) => {}
+                Err(e) => {
+                    let _ = hold.release(false).await;
+                    return Err(e);
+                }
+            }
+        }
+        let result = Loop::run(spec, cp, config.clone(), input, sink, env(watch), built).await;
+        let paused =
+            matches!(result, Ok(Outcome::Interrupted(_))) && config.get_lease_holder().is_some();
+        if let Err(e) = hold.release(paused).await {
+            // The run is stored; its lease runs out by itself.
+            tracing::warn!(error = %e, "could not give the thread's lease back");
+        }
+        result
     }
 }
 
@@ -234,6 +303,9 @@ impl<S: GraphState> Loop<'_, S> {
         let limit = self.config.get_recursion_limit();
         let mut steps = 0usize;
         loop {
+            if let Some(watch) = &self.watch {
+                watch.check()?;
+            }
             let tasks = next_tasks(self.spec, &self.current)?;
             if tasks.is_empty() {
                 return Ok(Outcome::Complete(self.state.clone()));

@@ -1,0 +1,437 @@
+//! One run per thread at a time, run against any saver: the in-memory saver
+//! in the runtime tests, SQLite and PostgreSQL in the SQL tests. Each turn
+//! is a user message, a model step and a tool step; a whole turn adds
+//! exactly `[u, assistant:u, tool:u]` to the transcript.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use weaver::checkpoint::{Acquired, LeaseRequest, ListFilter};
+use weaver::config::{LeaseTimes, Multitask};
+use weaver::prelude::*;
+
+/// The conversation.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Talk {
+    /// Every message, in order.
+    #[reducer(append)]
+    pub messages: Vec<String>,
+}
+
+fn last_user(t: &Talk) -> String {
+    t.messages
+        .iter()
+        .rev()
+        .find(|m| !m.contains(':'))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The turn graph: `model` then `tool`, each taking `step`; `tool` fails
+/// while `failing` holds.
+pub fn turns(
+    saver: Arc<dyn Saver>,
+    step: Duration,
+    failing: Arc<AtomicBool>,
+) -> CompiledGraph<Talk> {
+    Graph::<Talk>::new("turns")
+        .add_node("model", move |t: &Talk| {
+            let u = last_user(t);
+            async move {
+                tokio::time::sleep(step).await;
+                TalkUpdate::default().messages(vec![format!("assistant:{u}")])
+            }
+        })
+        .add_node("tool", move |t: &Talk| {
+            let u = last_user(t);
+            let failing = failing.clone();
+            async move {
+                tokio::time::sleep(step).await;
+                if failing.load(Ordering::SeqCst) {
+                    return Err(NodeError::msg("tool is down"));
+                }
+                Ok(TalkUpdate::default().messages(vec![format!("tool:{u}")]))
+            }
+        })
+        .add_sequence([START, "model", "tool", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .expect("compiles")
+}
+
+/// Short leases, so that a test waits milliseconds for a lease to run out.
+pub fn short() -> LeaseTimes {
+    LeaseTimes::new(Duration::from_millis(300)).renew_every(Duration::from_millis(50))
+}
+
+fn say(u: &str) -> TalkUpdate {
+    TalkUpdate::default().messages(vec![u.to_owned()])
+}
+
+/// The transcript of the thread's head.
+async fn transcript(g: &CompiledGraph<Talk>, thread: &str) -> Vec<String> {
+    g.get_state(&RunConfig::thread(thread))
+        .await
+        .unwrap()
+        .values
+        .messages
+}
+
+/// Checks that the thread's history is one chain (each checkpoint's parent
+/// the previous one, commit orders 1, 2, …), and returns its turns.
+pub async fn one_chain(saver: &Arc<dyn Saver>, thread: &str) {
+    let mut hist = saver.list(&ListFilter::thread(thread)).await.unwrap();
+    hist.reverse();
+    for (i, t) in hist.iter().enumerate() {
+        assert_eq!(t.commit_order, i as u64 + 1, "commit orders of {thread}");
+        let parent = t
+            .parent_config
+            .as_ref()
+            .and_then(|p| p.checkpoint_id.clone());
+        let before = i
+            .checked_sub(1)
+            .map(|j| hist[j].config.checkpoint_id.clone().unwrap());
+        assert_eq!(
+            parent,
+            before,
+            "checkpoint {} of {thread} is off the chain",
+            i + 1
+        );
+    }
+}
+
+/// The transcript cut into turns, each checked whole: `[u, assistant:u, tool:u]`.
+pub fn whole_turns(messages: &[String]) -> Vec<String> {
+    assert_eq!(messages.len() % 3, 0, "not whole turns: {messages:?}");
+    messages
+        .chunks(3)
+        .map(|c| {
+            let u = &c[0];
+            assert_eq!(c[1], format!("assistant:{u}"), "{messages:?}");
+            assert_eq!(c[2], format!("tool:{u}"), "{messages:?}");
+            u.clone()
+        })
+        .collect()
+}
+
+/// A second run while one goes fails at once with `ThreadBusy` (the
+/// default strategy), writing nothing; once the first ended, a run goes.
+pub async fn reject_refuses_a_second_run(saver: Arc<dyn Saver>, thread: &str) {
+    let g = turns(saver.clone(), Duration::from_millis(60), Arc::default());
+    let config = RunConfig::thread(thread).lease_times(short());
+    let first = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(say("a"), &config).await }
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let second = g.invoke(say("b"), &config).await.unwrap_err();
+    assert!(
+        matches!(&second, Error::ThreadBusy { thread_id, holder, .. } if thread_id == thread && !holder.is_empty()),
+        "{second:?}"
+    );
+    first.await.unwrap().unwrap();
+    assert_eq!(whole_turns(&transcript(&g, thread).await), ["a"]);
+    g.invoke(say("c"), &config).await.unwrap();
+    assert_eq!(whole_turns(&transcript(&g, thread).await), ["a", "c"]);
+    one_chain(&saver, thread).await;
+    let leases = saver.leases().expect("the saver has leases");
+    assert_eq!(leases.lease_info(thread).await.unwrap(), None, "given back");
+}
+
+/// Runs that arrive while the thread is held wait their turn and go in the
+/// order they arrived; each turn is whole and the history one chain.
+pub async fn enqueue_serves_runs_in_arrival_order(saver: Arc<dyn Saver>, thread: &str) {
+    // Slow enough that every run has queued before the first one ends.
+    let g = turns(saver.clone(), Duration::from_millis(100), Arc::default());
+    let config = RunConfig::thread(thread)
+        .lease_times(short())
+        .multitask(Multitask::Enqueue {
+            wait: Duration::from_secs(20),
+        });
+    let mut runs = Vec::new();
+    for i in 0..5 {
+        let (g, config) = (g.clone(), config.clone());
+        runs.push(tokio::spawn(async move {
+            g.invoke(say(&format!("u{i}")), &config).await
+        }));
+        // Each arrives once the one before holds the thread or its ticket.
+        let leases = saver.leases().expect("the saver has leases");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let info = leases.lease_info(thread).await.unwrap();
+            if info.is_some_and(|l| l.queued >= i) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run u{i} never queued"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    for r in runs {
+        r.await.unwrap().unwrap();
+    }
+    let turns = whole_turns(&transcript(&g, thread).await);
+    assert_eq!(turns, ["u0", "u1", "u2", "u3", "u4"]);
+    one_chain(&saver, thread).await;
+}
+
+/// `Enqueue` with no wait tries once: `ThreadBusy`, and no ticket left
+/// behind to hold up the runs after it.
+pub async fn enqueue_with_no_wait_fails_at_once(saver: Arc<dyn Saver>, thread: &str) {
+    let g = turns(saver.clone(), Duration::from_millis(60), Arc::default());
+    let config = RunConfig::thread(thread).lease_times(short());
+    let first = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(say("a"), &config).await }
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let none = config.clone().multitask(Multitask::Enqueue {
+        wait: Duration::ZERO,
+    });
+    let e = g.invoke(say("b"), &none).await.unwrap_err();
+    assert!(matches!(e, Error::ThreadBusy { .. }), "{e:?}");
+    let info = saver
+        .leases()
+        .unwrap()
+        .lease_info(thread)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(info.queued, 0, "no ticket left: {info:?}");
+    first.await.unwrap().unwrap();
+    g.invoke(say("c"), &config).await.unwrap();
+    assert_eq!(whole_turns(&transcript(&g, thread).await), ["a", "c"]);
+}
+
+/// Starts turn `a` (slow steps), then runs `b` under `strategy`: `a` stops
+/// at a step boundary with `RunStopped`; returns the transcript.
+async fn stopped_by(saver: &Arc<dyn Saver>, thread: &str, strategy: Multitask) -> Vec<String> {
+    let g = turns(saver.clone(), Duration::from_millis(120), Arc::default());
+    let config = RunConfig::thread(thread).lease_times(short());
+    g.invoke(say("first"), &config.clone().multitask(Multitask::Race))
+        .await
+        .unwrap();
+    let running = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(say("a"), &config).await }
+    });
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    g.invoke(say("b"), &config.clone().multitask(strategy))
+        .await
+        .unwrap();
+    let stopped = running.await.unwrap().unwrap_err();
+    let name = match strategy {
+        Multitask::Rollback { .. } => "rollback",
+        _ => "interrupt",
+    };
+    assert!(
+        matches!(&stopped, Error::RunStopped { strategy, .. } if *strategy == name),
+        "{stopped:?}"
+    );
+    one_chain(saver, thread).await;
+    transcript(&g, thread).await
+}
+
+/// `Interrupt`: the running turn stops keeping what it committed; the new
+/// input goes on from there (LangGraph's interrupt strategy).
+pub async fn interrupt_keeps_the_stopped_turn(saver: Arc<dyn Saver>, thread: &str) {
+    let wait = Duration::from_secs(10);
+    let messages = stopped_by(&saver, thread, Multitask::Interrupt { wait }).await;
+    assert_eq!(messages[..3], ["first", "assistant:first", "tool:first"]);
+    // `a` stopped after its input, or after its model step.
+    let rest = &messages[3..];
+    let b = rest.iter().position(|m| m == "b").expect("b ran");
+    assert!(b >= 1 && rest[0] == "a", "{messages:?}");
+    assert!(
+        rest[1..b].iter().all(|m| m == "assistant:a"),
+        "{messages:?}"
+    );
+    assert_eq!(whole_turns(&rest[b..]), ["b"]);
+}
+
+/// `Rollback`: the running turn stops and what it committed goes; the
+/// thread holds whole turns only.
+pub async fn rollback_removes_the_stopped_turn(saver: Arc<dyn Saver>, thread: &str) {
+    let wait = Duration::from_secs(10);
+    let messages = stopped_by(&saver, thread, Multitask::Rollback { wait }).await;
+    assert_eq!(whole_turns(&messages), ["first", "b"]);
+}
+
+/// A holder that died mid-turn (its lease runs out, never given back): the
+/// next run waits for the lease to run out, finishes the dead turn from its
+/// pending writes, then runs its own.
+pub async fn a_dead_holder_is_taken_over_and_finished(saver: Arc<dyn Saver>, thread: &str) {
+    let failing = Arc::new(AtomicBool::new(true));
+    let g = turns(saver.clone(), Duration::from_millis(5), failing.clone());
+    let race = RunConfig::thread(thread)
+        .durability(Durability::Sync)
+        .multitask(Multitask::Race);
+    // The dead turn: its model step stored, its tool step not.
+    let e = g.invoke(say("dead"), &race).await.unwrap_err();
+    assert!(matches!(e, Error::NodeFailed { .. }), "{e:?}");
+    failing.store(false, Ordering::SeqCst);
+    let leases = saver.leases().unwrap();
+    let ghost = LeaseRequest {
+        thread_id: thread,
+        holder: "ghost",
+        lease: Duration::from_millis(150),
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+    };
+    assert!(matches!(
+        leases.acquire(&ghost).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let config = RunConfig::thread(thread)
+        .lease_times(short())
+        .multitask(Multitask::Enqueue {
+            wait: Duration::from_secs(10),
+        });
+    let started = std::time::Instant::now();
+    g.invoke(say("next"), &config).await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(100),
+        "waited for the lease"
+    );
+    assert_eq!(whole_turns(&transcript(&g, thread).await), ["dead", "next"]);
+    one_chain(&saver, thread).await;
+}
+
+/// A run whose lease another holder took stops at its next step boundary
+/// with `LeaseLost`, storing nothing more.
+pub async fn a_run_that_lost_its_lease_stops(saver: Arc<dyn Saver>, thread: &str) {
+    let g = turns(saver.clone(), Duration::from_millis(120), Arc::default());
+    let config = RunConfig::thread(thread)
+        .lease_times(short())
+        .lease_holder("victim")
+        .durability(Durability::Sync);
+    let running = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(say("a"), &config).await }
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let leases = saver.leases().unwrap();
+    leases.release(thread, "victim", false).await.unwrap();
+    let thief = LeaseRequest {
+        thread_id: thread,
+        holder: "thief",
+        lease: Duration::from_secs(30),
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+    };
+    assert!(matches!(
+        leases.acquire(&thief).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let e = running.await.unwrap().unwrap_err();
+    assert!(matches!(e, Error::LeaseLost { .. }), "{e:?}");
+    let messages = transcript(&g, thread).await;
+    assert!(!messages.contains(&"tool:a".to_owned()), "{messages:?}");
+    leases.release(thread, "thief", false).await.unwrap();
+}
+
+/// Bad paths of the lease itself: a foreign holder's row refuses runs and
+/// is not given back or renewed by anyone else; a lease that ran out is
+/// not renewed; bad lease times are refused before anything is read.
+pub async fn foreign_and_expired_leases_are_refused(saver: Arc<dyn Saver>, thread: &str) {
+    let leases = saver.leases().unwrap();
+    let g = turns(saver.clone(), Duration::from_millis(1), Arc::default());
+    let foreign = LeaseRequest {
+        thread_id: thread,
+        holder: "someone-else",
+        lease: Duration::from_secs(60),
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+    };
+    assert!(matches!(
+        leases.acquire(&foreign).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let e = g
+        .invoke(say("x"), &RunConfig::thread(thread))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::ThreadBusy { holder, .. } if holder == "someone-else"),
+        "{e:?}"
+    );
+    leases
+        .release(thread, "not-the-holder", false)
+        .await
+        .unwrap();
+    let e = leases
+        .renew(thread, "not-the-holder", Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::LeaseLost { .. }), "{e:?}");
+    let info = leases.lease_info(thread).await.unwrap().unwrap();
+    assert_eq!(info.holder, "someone-else");
+    leases.release(thread, "someone-else", false).await.unwrap();
+    // Ran out: renewal refused, and the next holder takes it as dead.
+    let short_lived = LeaseRequest {
+        lease: Duration::from_millis(20),
+        ..foreign.clone()
+    };
+    leases.acquire(&short_lived).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let e = leases
+        .renew(thread, "someone-else", Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::LeaseLost { .. }), "{e:?}");
+    let next = LeaseRequest {
+        holder: "next",
+        ..foreign.clone()
+    };
+    assert!(matches!(
+        leases.acquire(&next).await.unwrap(),
+        Acquired::Held {
+            previous: weaver::checkpoint::Previous::Died,
+            ..
+        }
+    ));
+    leases.release(thread, "next", false).await.unwrap();
+    // Bad times: refused, nothing written.
+    let bad = RunConfig::thread(thread)
+        .lease_times(LeaseTimes::new(Duration::from_secs(1)).renew_every(Duration::from_secs(2)));
+    let e = g.invoke(say("x"), &bad).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidConfig { .. }), "{e:?}");
+    assert!(
+        saver
+            .list(&ListFilter::thread(thread))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// A named holder's turn that pauses at an interrupt keeps the thread
+/// until its resume: another run is refused meanwhile.
+pub async fn a_paused_named_holder_keeps_the_thread(saver: Arc<dyn Saver>, thread: &str) {
+    let g = Graph::<Talk>::new("paused")
+        .add_node("ask", |_: &Talk, rt: &Runtime| {
+            let answer = rt.interrupt(serde_json::json!("approve?"))?;
+            Ok::<_, NodeError>(TalkUpdate::default().messages(vec![format!("approved:{answer}")]))
+        })
+        .add_sequence([START, "ask", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let mine = RunConfig::thread(thread)
+        .lease_times(short())
+        .lease_holder("w:1");
+    let paused = g.invoke(say("u"), &mine).await.unwrap();
+    assert_eq!(paused.interrupts().len(), 1);
+    let other = RunConfig::thread(thread).lease_times(short());
+    let e = g.invoke(say("v"), &other).await.unwrap_err();
+    assert!(matches!(e, Error::ThreadBusy { .. }), "{e:?}");
+    g.resume(serde_json::json!("yes"), &mine).await.unwrap();
+    g.invoke(say("v"), &other)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -1,0 +1,55 @@
+//! One run per thread at a time on the in-memory saver (in process).
+
+use std::sync::Arc;
+
+use weaver::{InMemorySaver, Saver};
+use weaver_tests::leases;
+
+fn memory() -> Arc<dyn Saver> {
+    Arc::new(InMemorySaver::new())
+}
+
+#[tokio::test]
+async fn reject_refuses_a_second_run_in_memory() {
+    leases::reject_refuses_a_second_run(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn enqueue_serves_runs_in_arrival_order_in_memory() {
+    leases::enqueue_serves_runs_in_arrival_order(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn enqueue_with_no_wait_fails_at_once_in_memory() {
+    leases::enqueue_with_no_wait_fails_at_once(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn interrupt_keeps_the_stopped_turn_in_memory() {
+    leases::interrupt_keeps_the_stopped_turn(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn rollback_removes_the_stopped_turn_in_memory() {
+    leases::rollback_removes_the_stopped_turn(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_dead_holder_is_taken_over_and_finished_in_memory() {
+    leases::a_dead_holder_is_taken_over_and_finished(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_run_that_lost_its_lease_stops_in_memory() {
+    leases::a_run_that_lost_its_lease_stops(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn foreign_and_expired_leases_are_refused_in_memory() {
+    leases::foreign_and_expired_leases_are_refused(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_paused_named_holder_keeps_the_thread_in_memory() {
+    leases::a_paused_named_holder_keeps_the_thread(memory(), "t").await;
+}

@@ -1,0 +1,206 @@
+//! One run per thread at a time on a SQLite file and on PostgreSQL: the
+//! shared lease suite, and lease rows damaged in the database.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use weaver::checkpoint::{LeaseRequest, Leases};
+use weaver::{Error, Saver};
+use weaver_tests::leases;
+
+use crate::common::{PgDb, SqliteDb};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_refuses_a_second_run_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::reject_refuses_a_second_run(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_refuses_a_second_run_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::reject_refuses_a_second_run(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_serves_runs_in_arrival_order_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::enqueue_serves_runs_in_arrival_order(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_serves_runs_in_arrival_order_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::enqueue_serves_runs_in_arrival_order(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_with_no_wait_fails_at_once_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::enqueue_with_no_wait_fails_at_once(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_with_no_wait_fails_at_once_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::enqueue_with_no_wait_fails_at_once(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupt_keeps_the_stopped_turn_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::interrupt_keeps_the_stopped_turn(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupt_keeps_the_stopped_turn_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::interrupt_keeps_the_stopped_turn(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_removes_the_stopped_turn_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::rollback_removes_the_stopped_turn(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_removes_the_stopped_turn_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::rollback_removes_the_stopped_turn(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holder_is_taken_over_and_finished_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_dead_holder_is_taken_over_and_finished(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holder_is_taken_over_and_finished_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_dead_holder_is_taken_over_and_finished(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_lost_its_lease_stops_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_run_that_lost_its_lease_stops(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_lost_its_lease_stops_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_run_that_lost_its_lease_stops(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_and_expired_leases_are_refused_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::foreign_and_expired_leases_are_refused(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_and_expired_leases_are_refused_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::foreign_and_expired_leases_are_refused(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_named_holder_keeps_the_thread_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_paused_named_holder_keeps_the_thread(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_named_holder_keeps_the_thread_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_paused_named_holder_keeps_the_thread(saver, "t").await;
+    db.drop_schema().await;
+}
+
+fn ask(holder: &str) -> LeaseRequest<'_> {
+    LeaseRequest {
+        thread_id: "t",
+        holder,
+        lease: Duration::from_secs(30),
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+    }
+}
+
+/// A lease row whose stop request is not one weaver writes is a typed
+/// decode error naming the thread, on every call that reads it; a negative
+/// base order of a row taken over is one too. Nothing is changed.
+async fn damaged_rows(saver: &dyn Leases, corrupt: impl AsyncFn(&str)) {
+    saver.acquire(&ask("a")).await.unwrap();
+    corrupt("UPDATE {p}weaver_thread_leases SET stop = 'sideways', expires_at = 0").await;
+    let e = saver.acquire(&ask("b")).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::Decode { what, .. } if what.contains("`t`")),
+        "{e:?}"
+    );
+    let e = saver.lease_info("t").await.unwrap_err();
+    assert!(matches!(e, Error::Decode { .. }), "{e:?}");
+    corrupt("UPDATE {p}weaver_thread_leases SET stop = 'rollback', base_order = -5").await;
+    let e = saver.acquire(&ask("b")).await.unwrap_err();
+    assert!(matches!(e, Error::Decode { .. }), "{e:?}");
+    let info = saver.lease_info("t").await.unwrap().unwrap();
+    assert_eq!(info.holder, "a", "unchanged");
+}
+
+#[tokio::test]
+async fn damaged_lease_rows_are_decode_errors_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver = db.saver().await;
+    let pool = db.pool.clone();
+    damaged_rows(&saver, async |sql: &str| {
+        sqlx::query(sqlx::AssertSqlSafe(sql.replace("{p}", "")))
+            .execute(&pool)
+            .await
+            .unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn damaged_lease_rows_are_decode_errors_on_postgres() {
+    let db = PgDb::new().await;
+    let saver = db.saver().await;
+    let prefix = format!("\"{}\".", db.schema);
+    damaged_rows(&saver, async |sql: &str| {
+        sqlx::query(sqlx::AssertSqlSafe(sql.replace("{p}", &prefix)))
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    })
+    .await;
+    db.drop_schema().await;
+}

@@ -1,0 +1,434 @@
+//! [`Leases`]: one run per thread at a time, through the saver's own
+//! storage. A lease is a row per thread naming its holder and when its hold
+//! ends; runs waiting for the thread hold tickets, served in the order they
+//! were taken. Every operation is one short transaction, so it works
+//! through a connection pooler in transaction mode (no session state, no
+//! advisory lock).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::{Error, Result};
+
+/// Why a holder gave the thread up before its run ended: a newer run asked
+/// it to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Stop {
+    /// Stop at the next step boundary, keeping what was committed.
+    Interrupt,
+    /// Stop at the next step boundary; what the run committed is removed.
+    Rollback,
+}
+
+impl Stop {
+    /// The name stored in the lease row.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stop::Interrupt => "interrupt",
+            Stop::Rollback => "rollback",
+        }
+    }
+
+    /// Reads a stored name; anything else is [`Error::Decode`].
+    pub fn parse(thread_id: &str, stored: &str) -> Result<Self> {
+        match stored {
+            "interrupt" => Ok(Stop::Interrupt),
+            "rollback" => Ok(Stop::Rollback),
+            other => Err(Error::decode(
+                format!("lease of thread `{thread_id}`"),
+                format!("unknown stop request {other:?}"),
+            )),
+        }
+    }
+}
+
+/// One request for a thread's lease ([`Leases::acquire`]).
+#[derive(Debug, Clone)]
+pub struct LeaseRequest<'a> {
+    /// The thread.
+    pub thread_id: &'a str,
+    /// Who asks: a run's unique id.
+    pub holder: &'a str,
+    /// How long the hold lasts if granted.
+    pub lease: Duration,
+    /// Take a ticket (join the queue) when the thread is busy.
+    pub queue: bool,
+    /// The ticket taken by an earlier call, if any.
+    pub ticket: Option<i64>,
+    /// Taking over a holder that died mid-run removes what its run
+    /// committed, instead of leaving it for the caller to finish.
+    pub roll_back_dead: bool,
+}
+
+/// How the previous holder left the thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Previous {
+    /// It gave the lease back when its run ended (or there was none).
+    Released,
+    /// Its lease ran out without being given back: it died mid-run.
+    Died,
+    /// It stopped because a newer run asked it to.
+    Stopped(Stop),
+}
+
+/// The answer to [`Leases::acquire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Acquired {
+    /// The caller holds the thread now.
+    Held {
+        /// How the previous holder left it.
+        previous: Previous,
+        /// How many checkpoints of the previous holder's run were removed
+        /// (it was stopped, or died, under [`Stop::Rollback`]).
+        rolled_back: u64,
+        /// The thread's head commit order when the previous holder's run
+        /// began (0 when there was none).
+        previous_base: u64,
+    },
+    /// Another run holds the thread, or runs queued ahead wait for it.
+    Busy {
+        /// The holder (empty when it is free but others are queued first).
+        holder: String,
+        /// The caller's ticket, when it asked to queue.
+        ticket: Option<i64>,
+    },
+}
+
+/// What [`Leases::renew`] learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Renewed {
+    /// A newer run asked the holder to stop.
+    pub stop: Option<Stop>,
+}
+
+/// A thread's lease as stored ([`Leases::lease_info`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseInfo {
+    /// The holder's run id.
+    pub holder: String,
+    /// Milliseconds until the hold ends (zero or less: it ran out).
+    pub remaining_ms: i64,
+    /// The thread's head commit order when the holder's run began.
+    pub base_order: u64,
+    /// A stop a newer run asked for.
+    pub stop: Option<Stop>,
+    /// Tickets waiting for the thread.
+    pub queued: usize,
+}
+
+/// A saver's leases: what keeps one run per thread at a time, across every
+/// process sharing the saver's database. weaver's savers implement it
+/// (in process for [`InMemorySaver`](super::InMemorySaver); a lease table
+/// and a ticket table for the SQL savers); the engine calls it around each
+/// run (see [`Multitask`](crate::config::Multitask)).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use std::time::Duration;
+/// use weaver::checkpoint::{Acquired, InMemorySaver, LeaseRequest, Leases, Previous};
+///
+/// let saver = InMemorySaver::new();
+/// let ask = |holder| LeaseRequest {
+///     thread_id: "t",
+///     holder,
+///     lease: Duration::from_secs(5),
+///     queue: false,
+///     ticket: None,
+///     roll_back_dead: false,
+/// };
+/// let first = saver.acquire(&ask("run-a")).await.unwrap();
+/// assert!(matches!(first, Acquired::Held { previous: Previous::Released, .. }));
+/// let second = saver.acquire(&ask("run-b")).await.unwrap();
+/// assert!(matches!(second, Acquired::Busy { holder, .. } if holder == "run-a"));
+/// saver.release("t", "run-a", false).await.unwrap();
+/// assert!(matches!(saver.acquire(&ask("run-b")).await.unwrap(), Acquired::Held { .. }));
+/// # });
+/// ```
+#[async_trait]
+pub trait Leases: Debug + Send + Sync {
+    /// Takes the thread's lease for `request.holder` when it is free (no
+    /// live holder, and no ticket ahead of the caller's), ran out, or is
+    /// already the caller's. Taking over a holder that stopped under
+    /// [`Stop::Rollback`], or died after being asked to, removes the
+    /// checkpoints its run committed on the root namespace, in the same
+    /// transaction. Otherwise `Busy`, with a ticket when `request.queue`;
+    /// tickets not presented again for a lease time are dropped.
+    async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired>;
+
+    /// Extends the holder's lease by `lease` from now; tells a stop a newer
+    /// run asked for. A lease that ran out or is someone else's is not
+    /// renewed: [`Error::LeaseLost`].
+    async fn renew(&self, thread_id: &str, holder: &str, lease: Duration) -> Result<Renewed>;
+
+    /// Gives the lease back, if `holder` has it. `stopped`: the holder
+    /// stopped because asked to; the row is kept, run out, for the next
+    /// holder to act on (and roll back).
+    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> Result<()>;
+
+    /// Asks the live holder `holder` to stop (a rollback request is not
+    /// weakened to an interrupt).
+    async fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> Result<()>;
+
+    /// Gives up a ticket.
+    async fn leave_queue(&self, thread_id: &str, ticket: i64) -> Result<()>;
+
+    /// The thread's lease as stored, if any.
+    async fn lease_info(&self, thread_id: &str) -> Result<Option<LeaseInfo>>;
+
+    /// Removes the checkpoints of the thread's root namespace above commit
+    /// order `above`, with their writes, provided `holder` holds the lease
+    /// ([`Error::LeaseLost`] otherwise, nothing removed); returns how many
+    /// went.
+    async fn truncate(&self, thread_id: &str, holder: &str, above: u64) -> Result<u64>;
+}
+
+/// A lease row, as stored.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    pub holder: String,
+    pub expires_at: i64,
+    pub base_order: i64,
+    pub stop: Option<String>,
+}
+
+/// What an acquire does, once the row and the queue are read.
+#[derive(Debug)]
+pub(crate) enum Decision {
+    /// Take the lease; roll back above this commit order first; the
+    /// previous holder's base commit order.
+    Take(Previous, Option<u64>, u64),
+    /// Leave it (to this holder).
+    Busy(String),
+}
+
+/// Decides an acquire by `me` at `now` (ms) of the thread whose row is
+/// `row`, whose oldest live ticket is `first`, the caller holding `mine`.
+pub(crate) fn decide(
+    thread_id: &str,
+    row: Option<&Row>,
+    request: &LeaseRequest<'_>,
+    now: i64,
+    first: Option<i64>,
+    mine: Option<i64>,
+) -> Result<Decision> {
+    let me = request.holder;
+    let previous = match row {
+        // Already the caller's (its resume after a pause it held): runs
+        // queued meanwhile wait for it.
+        Some(r) if r.holder == me && r.expires_at > now => {
+            return Ok(Decision::Take(Previous::Released, None, 0));
+        }
+        None => Previous::Released,
+        Some(r) if r.holder.is_empty() || r.holder == me => Previous::Released,
+        Some(r) if r.expires_at > now => return Ok(Decision::Busy(r.holder.clone())),
+        Some(r) => match r.stop.as_deref() {
+            None => Previous::Died,
+            Some(s) => Previous::Stopped(Stop::parse(thread_id, s)?),
+        },
+    };
+    if first.is_some() && first != mine {
+        return Ok(Decision::Busy(String::new()));
+    }
+    let rollback = match (previous, row) {
+        (Previous::Stopped(Stop::Rollback), Some(r)) => Some(r),
+        (Previous::Died, Some(r)) if request.roll_back_dead => Some(r),
+        _ => None,
+    };
+    let base = match row {
+        Some(r) if !r.holder.is_empty() && r.holder != me => {
+            u64::try_from(r.base_order).map_err(|_| {
+                Error::decode(
+                    format!("lease of thread `{thread_id}`"),
+                    format!("negative base commit order {}", r.base_order),
+                )
+            })?
+        }
+        _ => 0,
+    };
+    Ok(Decision::Take(previous, rollback.map(|_| base), base))
+}
+
+/// Milliseconds since the Unix epoch on this machine's clock.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// `d` in milliseconds, for a stored time.
+pub(crate) fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The leases of an in-process saver: the same rules as the SQL tables.
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    inner: Mutex<TableInner>,
+}
+
+#[derive(Debug, Default)]
+struct TableInner {
+    rows: HashMap<String, Row>,
+    /// Tickets by sequence: (thread, last seen, ms).
+    queue: BTreeMap<i64, (String, i64)>,
+    next_ticket: i64,
+}
+
+impl Table {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TableInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// [`Leases::acquire`]; `head` is the thread's head commit order, and
+    /// `truncate(above)` removes the root checkpoints above a commit order,
+    /// returning how many went.
+    pub(crate) fn acquire(
+        &self,
+        request: &LeaseRequest<'_>,
+        head: impl FnOnce() -> u64,
+        truncate: impl FnOnce(u64) -> u64,
+    ) -> Result<Acquired> {
+        let now = now_ms();
+        let lease = ms(request.lease);
+        let mut t = self.lock();
+        let thread = request.thread_id;
+        t.queue
+            .retain(|_, (th, seen)| th != thread || *seen >= now.saturating_sub(lease));
+        let mut mine = request.ticket.filter(|k| t.queue.contains_key(k));
+        if let Some(k) = mine {
+            t.queue.insert(k, (thread.to_owned(), now));
+        }
+        let first = t
+            .queue
+            .iter()
+            .find(|(_, (th, _))| th == thread)
+            .map(|(k, _)| *k);
+        match decide(thread, t.rows.get(thread), request, now, first, mine)? {
+            Decision::Busy(holder) => {
+                if request.queue && mine.is_none() {
+                    t.next_ticket += 1;
+                    let k = t.next_ticket;
+                    t.queue.insert(k, (thread.to_owned(), now));
+                    mine = Some(k);
+                }
+                Ok(Acquired::Busy {
+                    holder,
+                    ticket: mine,
+                })
+            }
+            Decision::Take(previous, rollback, previous_base) => {
+                let rolled_back = rollback.map_or(0, truncate);
+                let base = i64::try_from(head()).unwrap_or(i64::MAX);
+                t.rows.insert(
+                    thread.to_owned(),
+                    Row {
+                        holder: request.holder.to_owned(),
+                        expires_at: now.saturating_add(lease),
+                        base_order: base,
+                        stop: None,
+                    },
+                );
+                if let Some(k) = mine {
+                    t.queue.remove(&k);
+                }
+                Ok(Acquired::Held {
+                    previous,
+                    rolled_back,
+                    previous_base,
+                })
+            }
+        }
+    }
+
+    pub(crate) fn renew(&self, thread_id: &str, holder: &str, lease: Duration) -> Result<Renewed> {
+        let now = now_ms();
+        let mut t = self.lock();
+        match t.rows.get_mut(thread_id) {
+            Some(r) if r.holder == holder && r.expires_at > now => {
+                r.expires_at = now.saturating_add(ms(lease));
+                let stop = r.stop.clone();
+                let stop = stop.map(|s| Stop::parse(thread_id, &s)).transpose()?;
+                Ok(Renewed { stop })
+            }
+            _ => Err(lost(thread_id)),
+        }
+    }
+
+    pub(crate) fn release(&self, thread_id: &str, holder: &str, stopped: bool) {
+        let mut t = self.lock();
+        if t.rows.get(thread_id).is_some_and(|r| r.holder == holder) {
+            if stopped {
+                if let Some(r) = t.rows.get_mut(thread_id) {
+                    r.expires_at = 0;
+                }
+            } else {
+                t.rows.remove(thread_id);
+            }
+        }
+    }
+
+    pub(crate) fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) {
+        let now = now_ms();
+        let mut t = self.lock();
+        if let Some(r) = t.rows.get_mut(thread_id)
+            && r.holder == holder
+            && r.expires_at > now
+            && r.stop.as_deref() != Some(Stop::Rollback.as_str())
+        {
+            r.stop = Some(stop.as_str().to_owned());
+        }
+    }
+
+    /// Whether `holder` holds the thread's lease now.
+    pub(crate) fn holds(&self, thread_id: &str, holder: &str) -> bool {
+        let now = now_ms();
+        self.lock()
+            .rows
+            .get(thread_id)
+            .is_some_and(|r| r.holder == holder && r.expires_at > now)
+    }
+
+    pub(crate) fn leave_queue(&self, ticket: i64) {
+        self.lock().queue.remove(&ticket);
+    }
+
+    pub(crate) fn info(&self, thread_id: &str) -> Result<Option<LeaseInfo>> {
+        let now = now_ms();
+        let t = self.lock();
+        let queued = t.queue.values().filter(|(th, _)| th == thread_id).count();
+        t.rows
+            .get(thread_id)
+            .map(|r| info_of(thread_id, r, now, queued))
+            .transpose()
+    }
+}
+
+/// [`LeaseInfo`] of a stored row.
+pub(crate) fn info_of(thread_id: &str, r: &Row, now: i64, queued: usize) -> Result<LeaseInfo> {
+    Ok(LeaseInfo {
+        holder: r.holder.clone(),
+        remaining_ms: r.expires_at.saturating_sub(now),
+        base_order: u64::try_from(r.base_order).unwrap_or(0),
+        stop: r
+            .stop
+            .as_deref()
+            .map(|s| Stop::parse(thread_id, s))
+            .transpose()?,
+        queued,
+    })
+}
+
+/// The error of a lease that cannot be renewed.
+pub(crate) fn lost(thread_id: &str) -> Error {
+    Error::LeaseLost {
+        thread_id: thread_id.to_owned(),
+        reason: "the lease ran out or another run holds it; renewal refused".into(),
+    }
+}

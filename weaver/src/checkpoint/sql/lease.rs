@@ -1,0 +1,424 @@
+//! [`Leases`] on the SQL savers: a lease row per thread and a ticket row
+//! per waiting run (schema version 5), each operation one short
+//! transaction through the saver's query helpers, with times taken from
+//! the database clock (every process sees the same one).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::backend::Backend;
+use super::group::Arg;
+use super::prune::DeletionNote;
+use super::saver::SqlSaver;
+use crate::checkpoint::lease::{self, Decision, Row, decide, info_of, lost, ms};
+use crate::checkpoint::text;
+use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
+use crate::error::Result;
+use crate::sql::Dialect;
+use crate::sql::error::storage;
+
+/// The lease SQL of one saver (table prefix and dialect applied).
+struct Sql {
+    leases: String,
+    tickets: String,
+    cps: String,
+    writes: String,
+    now: &'static str,
+    lock: &'static str,
+    /// How statements are sent (pooler-safe or not).
+    pooling: crate::sql::Pooling,
+}
+
+impl<D: Backend> SqlSaver<D> {
+    fn lease_sql(&self) -> Sql {
+        let q = &self.settings.q;
+        let p = &q.prefix;
+        let (now, lock) = match q.dialect {
+            Dialect::Sqlite => (
+                "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+                "",
+            ),
+            Dialect::Postgres => (
+                "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+                " FOR UPDATE",
+            ),
+        };
+        Sql {
+            pooling: self.settings.pooling,
+            leases: format!("{p}weaver_thread_leases"),
+            tickets: format!("{p}weaver_thread_tickets"),
+            cps: q.cps.clone(),
+            writes: q.writes.clone(),
+            now,
+            lock,
+        }
+    }
+
+    /// The lease row of `thread_id`, locked (PostgreSQL) until `conn`'s
+    /// transaction ends.
+    async fn locked_row(
+        conn: &mut D::Connection,
+        sql: &Sql,
+        thread_id: &str,
+        op: &'static str,
+    ) -> Result<Option<Row>> {
+        let select = format!(
+            "SELECT holder, expires_at, base_order, stop FROM {} WHERE thread_id = $1{}",
+            sql.leases, sql.lock
+        );
+        let row = D::fetch_optional(conn, sql.pooling, select, [Arg::Text(thread_id)])
+            .await
+            .map_err(storage(op))?;
+        row.map(|r| {
+            Ok(Row {
+                holder: Self::get(&r, "holder", op)?,
+                expires_at: Self::get(&r, "expires_at", op)?,
+                base_order: Self::get(&r, "base_order", op)?,
+                stop: Self::get(&r, "stop", op)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn now(conn: &mut D::Connection, sql: &Sql, op: &'static str) -> Result<i64> {
+        let row = D::fetch_optional(conn, sql.pooling, format!("SELECT {}", sql.now), [])
+            .await
+            .map_err(storage(op))?;
+        match row {
+            Some(r) => Self::get(&r, 0, op),
+            None => Ok(lease::now_ms()),
+        }
+    }
+
+    /// Removes the root checkpoints of the thread above `above`, in `conn`'s
+    /// transaction; returns how many went.
+    async fn truncate_in(
+        conn: &mut D::Connection,
+        sql: &Sql,
+        thread_id: &str,
+        above: u64,
+        op: &'static str,
+    ) -> Result<u64> {
+        let above = i64::try_from(above).unwrap_or(i64::MAX);
+        let writes = format!(
+            "DELETE FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id IN \
+             (SELECT checkpoint_id FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order > $2)",
+            sql.writes, sql.cps
+        );
+        D::execute(
+            conn,
+            sql.pooling,
+            writes,
+            [Arg::Text(thread_id), Arg::Int(above)],
+        )
+        .await
+        .map_err(storage(op))?;
+        let cps = format!(
+            "DELETE FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order > $2",
+            sql.cps
+        );
+        D::execute(
+            conn,
+            sql.pooling,
+            cps,
+            [Arg::Text(thread_id), Arg::Int(above)],
+        )
+        .await
+        .map_err(storage(op))
+    }
+
+    async fn acquire_in(
+        &self,
+        conn: &mut D::Connection,
+        request: &LeaseRequest<'_>,
+        op: &'static str,
+    ) -> Result<Acquired> {
+        let sql = self.lease_sql();
+        let thread = request.thread_id;
+        let insert = format!(
+            "INSERT INTO {} (thread_id, holder, expires_at, base_order) VALUES ($1, '', 0, 0) \
+             ON CONFLICT (thread_id) DO NOTHING",
+            sql.leases
+        );
+        // The row exists, locked (PostgreSQL): a row given back (deleted)
+        // between the insert and the lock is inserted again.
+        let row = loop {
+            D::execute(conn, sql.pooling, insert.clone(), [Arg::Text(thread)])
+                .await
+                .map_err(storage(op))?;
+            if let Some(row) = Self::locked_row(conn, &sql, thread, op).await? {
+                break Some(row);
+            }
+        };
+        let now = Self::now(conn, &sql, op).await?;
+        let lease_ms = ms(request.lease);
+        let stale = format!(
+            "DELETE FROM {} WHERE thread_id = $1 AND seen_at < $2",
+            sql.tickets
+        );
+        D::execute(
+            conn,
+            sql.pooling,
+            stale,
+            [Arg::Text(thread), Arg::Int(now.saturating_sub(lease_ms))],
+        )
+        .await
+        .map_err(storage(op))?;
+        let mut mine = None;
+        if let Some(k) = request.ticket {
+            let seen = format!(
+                "UPDATE {} SET seen_at = $1 WHERE seq = $2 AND thread_id = $3",
+                sql.tickets
+            );
+            let n = D::execute(
+                conn,
+                sql.pooling,
+                seen,
+                [Arg::Int(now), Arg::Int(k), Arg::Text(thread)],
+            )
+            .await
+            .map_err(storage(op))?;
+            mine = (n == 1).then_some(k);
+        }
+        let first_sql = format!(
+            "SELECT seq FROM {} WHERE thread_id = $1 ORDER BY seq LIMIT 1",
+            sql.tickets
+        );
+        let first = D::fetch_optional(conn, sql.pooling, first_sql, [Arg::Text(thread)])
+            .await
+            .map_err(storage(op))?
+            .map(|r| Self::get::<i64>(&r, 0, op))
+            .transpose()?;
+        match decide(thread, row.as_ref(), request, now, first, mine)? {
+            Decision::Busy(holder) => {
+                if request.queue && mine.is_none() {
+                    let take = format!(
+                        "INSERT INTO {} (thread_id, holder, seen_at) VALUES ($1, $2, $3) RETURNING seq",
+                        sql.tickets
+                    );
+                    let args = [Arg::Text(thread), Arg::Text(request.holder), Arg::Int(now)];
+                    let r = D::fetch_optional(conn, sql.pooling, take, args)
+                        .await
+                        .map_err(storage(op))?;
+                    mine = r.map(|r| Self::get::<i64>(&r, 0, op)).transpose()?;
+                }
+                Ok(Acquired::Busy {
+                    holder,
+                    ticket: mine,
+                })
+            }
+            Decision::Take(previous, rollback, previous_base) => {
+                let rolled_back = match rollback {
+                    Some(above) => Self::truncate_in(conn, &sql, thread, above, op).await?,
+                    None => 0,
+                };
+                let head = format!(
+                    "SELECT COALESCE(MAX(commit_order), 0) FROM {} WHERE thread_id = $1 AND checkpoint_ns = ''",
+                    sql.cps
+                );
+                let base = match D::fetch_optional(conn, sql.pooling, head, [Arg::Text(thread)])
+                    .await
+                    .map_err(storage(op))?
+                {
+                    Some(r) => Self::get::<i64>(&r, 0, op)?,
+                    None => 0,
+                };
+                let take = format!(
+                    "UPDATE {} SET holder = $2, expires_at = $3, base_order = $4, stop = NULL WHERE thread_id = $1",
+                    sql.leases
+                );
+                let args = [
+                    Arg::Text(thread),
+                    Arg::Text(request.holder),
+                    Arg::Int(now.saturating_add(lease_ms)),
+                    Arg::Int(base),
+                ];
+                D::execute(conn, sql.pooling, take, args)
+                    .await
+                    .map_err(storage(op))?;
+                if let Some(k) = mine {
+                    let leave = format!("DELETE FROM {} WHERE seq = $1", sql.tickets);
+                    D::execute(conn, sql.pooling, leave, [Arg::Int(k)])
+                        .await
+                        .map_err(storage(op))?;
+                }
+                Ok(Acquired::Held {
+                    previous,
+                    rolled_back,
+                    previous_base,
+                })
+            }
+        }
+    }
+
+    /// Runs `sql` with `args` on a pooled connection, one statement in its
+    /// own transaction; returns the rows it changed.
+    async fn lease_execute(
+        &self,
+        sql: String,
+        args: Vec<Arg<'_>>,
+        op: &'static str,
+    ) -> Result<u64> {
+        self.rechecked(async {
+            self.ensure_migrated().await?;
+            let mut conn = self.pool.acquire().await.map_err(storage(op))?;
+            D::execute(&mut conn, self.settings.pooling, sql, args)
+                .await
+                .map_err(storage(op))
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl<D: Backend> Leases for SqlSaver<D> {
+    async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired> {
+        text::check_id("thread id", request.thread_id)?;
+        text::check_id("lease holder", request.holder)?;
+        let op = "lease_acquire";
+        let thread = [request.thread_id.to_owned()];
+        let out = self
+            .rechecked(async {
+                self.ensure_migrated().await?;
+                let mut tx = self.begin_write(op).await?;
+                let out = self.acquire_in(&mut tx, request, op).await?;
+                tx.commit().await.map_err(storage(op))?;
+                Ok(out)
+            })
+            .await?;
+        if let Acquired::Held { rolled_back, .. } = &out
+            && *rolled_back > 0
+        {
+            // What this process cached of the removed checkpoints goes.
+            drop(DeletionNote(&self.state, &thread));
+        }
+        Ok(out)
+    }
+
+    async fn renew(&self, thread_id: &str, holder: &str, lease: Duration) -> Result<Renewed> {
+        let op = "lease_renew";
+        let sql = self.lease_sql();
+        let renew = format!(
+            "UPDATE {} SET expires_at = {now} + $3 WHERE thread_id = $1 AND holder = $2 AND expires_at > {now} RETURNING stop",
+            sql.leases,
+            now = sql.now
+        );
+        let row = self
+            .rechecked(async {
+                self.ensure_migrated().await?;
+                let mut conn = self.pool.acquire().await.map_err(storage(op))?;
+                let args = [Arg::Text(thread_id), Arg::Text(holder), Arg::Int(ms(lease))];
+                D::fetch_optional(&mut conn, self.settings.pooling, renew, args)
+                    .await
+                    .map_err(storage(op))
+            })
+            .await?;
+        let Some(row) = row else {
+            return Err(lost(thread_id));
+        };
+        let stop: Option<String> = Self::get(&row, 0, op)?;
+        let stop = stop.map(|s| Stop::parse(thread_id, &s)).transpose()?;
+        Ok(Renewed { stop })
+    }
+
+    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> Result<()> {
+        let sql = self.lease_sql();
+        let release = match stopped {
+            true => format!(
+                "UPDATE {} SET expires_at = 0 WHERE thread_id = $1 AND holder = $2",
+                sql.leases
+            ),
+            false => format!(
+                "DELETE FROM {} WHERE thread_id = $1 AND holder = $2",
+                sql.leases
+            ),
+        };
+        let args = vec![Arg::Text(thread_id), Arg::Text(holder)];
+        self.lease_execute(release, args, "lease_release")
+            .await
+            .map(|_| ())
+    }
+
+    async fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> Result<()> {
+        let sql = self.lease_sql();
+        let ask = format!(
+            "UPDATE {} SET stop = $3 WHERE thread_id = $1 AND holder = $2 AND expires_at > {} \
+             AND (stop IS NULL OR stop <> 'rollback')",
+            sql.leases, sql.now
+        );
+        let args = vec![
+            Arg::Text(thread_id),
+            Arg::Text(holder),
+            Arg::Text(stop.as_str()),
+        ];
+        self.lease_execute(ask, args, "lease_request_stop")
+            .await
+            .map(|_| ())
+    }
+
+    async fn leave_queue(&self, thread_id: &str, ticket: i64) -> Result<()> {
+        let sql = self.lease_sql();
+        let leave = format!(
+            "DELETE FROM {} WHERE seq = $1 AND thread_id = $2",
+            sql.tickets
+        );
+        let args = vec![Arg::Int(ticket), Arg::Text(thread_id)];
+        self.lease_execute(leave, args, "lease_leave_queue")
+            .await
+            .map(|_| ())
+    }
+
+    async fn lease_info(&self, thread_id: &str) -> Result<Option<LeaseInfo>> {
+        let op = "lease_info";
+        let sql = self.lease_sql();
+        let (row, now, queued) = self
+            .rechecked(async {
+                self.ensure_migrated().await?;
+                let mut conn = self.pool.acquire().await.map_err(storage(op))?;
+                let row =
+                    Self::locked_row(&mut conn, &Sql { lock: "", ..sql }, thread_id, op).await?;
+                let sql = self.lease_sql();
+                let now = Self::now(&mut conn, &sql, op).await?;
+                let count = format!("SELECT COUNT(*) FROM {} WHERE thread_id = $1", sql.tickets);
+                let queued = match D::fetch_optional(
+                    &mut conn,
+                    self.settings.pooling,
+                    count,
+                    [Arg::Text(thread_id)],
+                )
+                .await
+                .map_err(storage(op))?
+                {
+                    Some(r) => Self::get::<i64>(&r, 0, op)?,
+                    None => 0,
+                };
+                Ok((row, now, queued))
+            })
+            .await?;
+        let queued = usize::try_from(queued).unwrap_or(0);
+        row.filter(|r| !r.holder.is_empty())
+            .map(|r| info_of(thread_id, &r, now, queued))
+            .transpose()
+    }
+
+    async fn truncate(&self, thread_id: &str, holder: &str, above: u64) -> Result<u64> {
+        let op = "lease_truncate";
+        let sql = self.lease_sql();
+        let thread = [thread_id.to_owned()];
+        let _deleted = DeletionNote(&self.state, &thread);
+        self.rechecked(async {
+            self.ensure_migrated().await?;
+            let mut tx = self.begin_write(op).await?;
+            let row = Self::locked_row(&mut tx, &sql, thread_id, op).await?;
+            let now = Self::now(&mut tx, &sql, op).await?;
+            if !row.is_some_and(|r| r.holder == holder && r.expires_at > now) {
+                return Err(lost(thread_id));
+            }
+            let n = Self::truncate_in(&mut tx, &sql, thread_id, above, op).await?;
+            tx.commit().await.map_err(storage(op))?;
+            Ok(n)
+        })
+        .await
+    }
+}

@@ -1,0 +1,300 @@
+//! A run's hold of its thread: taking the saver's lease under the run's
+//! [`Multitask`] strategy, renewing it while the run goes, noticing at a
+//! step boundary that the run must stop, and giving it back.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::checkpoint::{Acquired, Checkpointer, LeaseRequest, Previous, Saver, Stop};
+use crate::config::{LeaseTimes, Multitask, RunConfig};
+use crate::error::{Error, Result};
+
+/// What the run checks at each step boundary: whether it must stop.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    thread_id: String,
+    /// 0: go on; 1: interrupt; 2: rollback.
+    stop: AtomicU8,
+    lost: AtomicBool,
+    /// When the hold ends unless renewed (measured before each call that
+    /// set it, so never later than the saver's).
+    deadline: Mutex<Instant>,
+}
+
+impl Watch {
+    fn new(thread_id: &str, deadline: Instant) -> Self {
+        Watch {
+            thread_id: thread_id.to_owned(),
+            stop: AtomicU8::new(0),
+            lost: AtomicBool::new(false),
+            deadline: Mutex::new(deadline),
+        }
+    }
+
+    fn set_deadline(&self, at: Instant) {
+        *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = at;
+    }
+
+    fn set_stop(&self, stop: Stop) {
+        let code = match stop {
+            Stop::Interrupt => 1,
+            Stop::Rollback => 2,
+        };
+        self.stop.fetch_max(code, Ordering::SeqCst);
+    }
+
+    fn stop(&self) -> Option<Stop> {
+        match self.stop.load(Ordering::SeqCst) {
+            0 => None,
+            1 => Some(Stop::Interrupt),
+            _ => Some(Stop::Rollback),
+        }
+    }
+
+    /// `Ok` while the run may go on; the error it stops with otherwise.
+    pub(crate) fn check(&self) -> Result<()> {
+        let expired = Instant::now() >= *self.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        if self.lost.load(Ordering::SeqCst) || expired {
+            return Err(Error::LeaseLost {
+                thread_id: self.thread_id.clone(),
+                reason: if expired {
+                    "the lease ran out before it was renewed".into()
+                } else {
+                    "renewal refused: another run holds the thread".into()
+                },
+            });
+        }
+        match self.stop() {
+            None => Ok(()),
+            Some(s) => Err(Error::RunStopped {
+                thread_id: self.thread_id.clone(),
+                strategy: s.as_str(),
+            }),
+        }
+    }
+}
+
+/// A run's hold of its thread; given back by [`Hold::release`], or, if the
+/// run is dropped first, in the background (a read of the thread waits for
+/// it, as for a dropped run's queued writes).
+pub(crate) struct Hold {
+    cp: Checkpointer,
+    thread_id: String,
+    holder: String,
+    times: LeaseTimes,
+    pub watch: Arc<Watch>,
+    /// How the previous holder left the thread.
+    pub previous: Previous,
+    /// The thread's head commit order when the previous holder's run began.
+    pub previous_base: u64,
+    renewer: Option<tokio::task::JoinHandle<()>>,
+    released: bool,
+}
+
+/// The unique id of a run's hold.
+fn holder_id(config: &RunConfig) -> String {
+    match config.get_lease_holder() {
+        Some(h) => h.to_owned(),
+        None => uuid::Uuid::now_v7().to_string(),
+    }
+}
+
+/// How long a waiting run sleeps between two tries at most.
+fn poll_cap(times: LeaseTimes) -> Duration {
+    (times.lease / 4).clamp(Duration::from_millis(1), Duration::from_millis(250))
+}
+
+/// Takes the lease of the thread `config` names on `cp`'s saver, under the
+/// config's strategy: `None` when the run takes none ([`Multitask::Race`],
+/// no thread, or a saver without leases).
+pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option<Hold>> {
+    let strategy = config.get_multitask();
+    let (Some(thread_id), false) = (config.thread_id(), strategy == Multitask::Race) else {
+        return Ok(None);
+    };
+    let saver: Arc<dyn Saver> = cp.saver().clone();
+    let Some(leases) = saver.leases() else {
+        return Ok(None);
+    };
+    let times = config.get_lease_times();
+    times.check()?;
+    // A run dropped before its end gives its lease back in the background.
+    let _ = cp.settle(thread_id).await;
+    let holder = holder_id(config);
+    let wait = strategy.wait();
+    let stop = match strategy {
+        Multitask::Interrupt { .. } => Some(Stop::Interrupt),
+        Multitask::Rollback { .. } => Some(Stop::Rollback),
+        _ => None,
+    };
+    let start = Instant::now();
+    let mut ticket = None;
+    let mut asked: Option<String> = None;
+    let mut backoff = Duration::from_millis(2);
+    let mut resettled = false;
+    let previous = loop {
+        let request = LeaseRequest {
+            thread_id,
+            holder: &holder,
+            lease: times.lease,
+            queue: !wait.is_zero(),
+            ticket,
+            roll_back_dead: stop == Some(Stop::Rollback),
+        };
+        let before = Instant::now();
+        let answer = leases.acquire(&request).await;
+        let (busy_holder, k) = match answer {
+            Ok(Acquired::Held {
+                previous,
+                previous_base,
+                ..
+            }) => break (previous, previous_base, before),
+            Ok(Acquired::Busy { holder, ticket }) => (holder, ticket),
+            Err(e) => {
+                if let Some(k) = ticket {
+                    let _ = leases.leave_queue(thread_id, k).await;
+                }
+                return Err(e);
+            }
+        };
+        ticket = k;
+        // A run dropped meanwhile (or just before) gives its lease back in
+        // the background: once that landed, try again at once.
+        if !resettled && cp.settle(thread_id).await {
+            resettled = true;
+            continue;
+        }
+        if let Some(stop) = stop
+            && !busy_holder.is_empty()
+            && asked.as_deref() != Some(busy_holder.as_str())
+        {
+            leases.request_stop(thread_id, &busy_holder, stop).await?;
+            asked = Some(busy_holder.clone());
+        }
+        let waited = start.elapsed();
+        if waited >= wait {
+            if let Some(k) = ticket {
+                leases.leave_queue(thread_id, k).await?;
+            }
+            return Err(Error::ThreadBusy {
+                thread_id: thread_id.to_owned(),
+                holder: busy_holder,
+                waited,
+            });
+        }
+        tokio::time::sleep(backoff.min(wait - waited)).await;
+        backoff = (backoff * 2).min(poll_cap(times));
+    };
+    let (previous, previous_base, since) = previous;
+    let watch = Arc::new(Watch::new(thread_id, since + times.lease));
+    let renewer = tokio::runtime::Handle::try_current().ok().map(|rt| {
+        rt.spawn(renew(
+            saver.clone(),
+            thread_id.to_owned(),
+            holder.clone(),
+            times,
+            watch.clone(),
+        ))
+    });
+    Ok(Some(Hold {
+        cp: cp.clone(),
+        thread_id: thread_id.to_owned(),
+        holder,
+        times,
+        watch,
+        previous,
+        previous_base,
+        renewer,
+        released: false,
+    }))
+}
+
+/// Renews the hold every `times.renew` until the run ends or the saver
+/// refuses; passes on stop requests.
+async fn renew(
+    saver: Arc<dyn Saver>,
+    thread_id: String,
+    holder: String,
+    times: LeaseTimes,
+    watch: Arc<Watch>,
+) {
+    let Some(leases) = saver.leases() else { return };
+    loop {
+        tokio::time::sleep(times.renew).await;
+        let before = Instant::now();
+        match leases.renew(&thread_id, &holder, times.lease).await {
+            Ok(renewed) => {
+                watch.set_deadline(before + times.lease);
+                if let Some(s) = renewed.stop {
+                    watch.set_stop(s);
+                }
+            }
+            Err(Error::LeaseLost { .. }) => {
+                watch.lost.store(true, Ordering::SeqCst);
+                return;
+            }
+            // A failed call (the database away for a moment): tried again
+            // at the next period; the deadline stops the run meanwhile.
+            Err(_) => {}
+        }
+    }
+}
+
+impl Hold {
+    /// Removes the root checkpoints of the thread above `above` while
+    /// holding it (a dead holder's run paused where no one answers it).
+    pub async fn roll_back_to(&self, above: u64) -> Result<u64> {
+        match self.cp.saver().leases() {
+            Some(l) => l.truncate(&self.thread_id, &self.holder, above).await,
+            None => Ok(0),
+        }
+    }
+
+    /// Gives the lease back once the run has ended (`paused`: at an
+    /// interrupt, for a named holder that resumes it).
+    pub async fn release(mut self, paused: bool) -> Result<()> {
+        self.released = true;
+        if let Some(r) = self.renewer.take() {
+            r.abort();
+        }
+        let Some(leases) = self.cp.saver().leases() else {
+            return Ok(());
+        };
+        let stopped = self.watch.stop().is_some();
+        if paused && !stopped {
+            // Kept for one lease time, not renewed: the holder's resume
+            // takes it back.
+            return leases
+                .renew(&self.thread_id, &self.holder, self.times.lease)
+                .await
+                .map(|_| ());
+        }
+        leases.release(&self.thread_id, &self.holder, stopped).await
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Some(r) = self.renewer.take() {
+            r.abort();
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let guard = self.cp.take_off(&self.thread_id);
+        guard.flight().queued(1);
+        let saver = self.cp.saver().clone();
+        let (thread, holder) = (self.thread_id.clone(), self.holder.clone());
+        let stopped = self.watch.stop().is_some();
+        rt.spawn(async move {
+            if let Some(l) = saver.leases() {
+                let _ = l.release(&thread, &holder, stopped).await;
+            }
+            drop(guard);
+        });
+    }
+}
