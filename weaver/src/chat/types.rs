@@ -71,6 +71,7 @@ pub struct Turn {
 /// to it was accepted (the flow then moves on to the node's successor);
 /// `done` that the flow reached END.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Tracker {
     /// The current node, if the flow has entered one.
     pub node: Option<String>,
