@@ -591,3 +591,148 @@ fn a_refund_paused_in_one_process_and_approved_in_another_is_made_once() {
     assert_eq!(calls.len(), 1, "{calls:?}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// The bytes of a SQLite database and its write-ahead log, if any.
+fn sqlite_bytes(db: &str) -> Vec<u8> {
+    let mut bytes = std::fs::read(db).unwrap();
+    if let Ok(wal) = std::fs::read(format!("{db}-wal")) {
+        bytes.extend(wal);
+    }
+    bytes
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn a_chat_flow_questionnaire_runs_one_turn_per_process_and_stores_no_message() {
+    let (dir, db) = temp_db("chat-flow");
+    let bin = env!("CARGO_BIN_EXE_chat_flow");
+    let marker = r#"{"marker":"PAYLOAD-c0ffee"}"#;
+    let turn = |message: &str| run(bin, &[&db, "signup-1", message, "--payload", marker]);
+    let bot = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter_map(|l| l.strip_prefix("bot: "))
+            .map(str::to_owned)
+            .collect()
+    };
+
+    let out = turn("");
+    assert_eq!(bot(&out), ["What is your name?"], "{out}");
+    assert!(out.contains("version 3\nwaiting at ask_name"), "{out}");
+    let out = turn("   ");
+    assert_eq!(bot(&out), ["Please tell me your name."], "{out}");
+    assert!(out.contains("version 4\nwaiting at ask_name"), "{out}");
+    let out = turn("Ada Lovelace");
+    assert_eq!(
+        bot(&out),
+        ["Nice to meet you, Ada Lovelace. What is your email?"],
+        "{out}"
+    );
+    assert!(out.contains("version 6\nwaiting at ask_email"), "{out}");
+    let out = turn("ada-at-example");
+    assert_eq!(
+        bot(&out),
+        ["That does not look like an email address. Please try again."],
+        "{out}"
+    );
+    assert!(out.contains("version 7\nwaiting at ask_email"), "{out}");
+
+    // Two processes answer version 7 at once: one turn wins, the other is
+    // refused with the version it attempted, and nothing retries it.
+    let racers: Vec<_> = ["ada@example.com", "lovelace@example.org"]
+        .into_iter()
+        .map(|email| {
+            let child = Command::new(bin)
+                .args([db.as_str(), "signup-1", email, "--at", "7"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (email, Killed(Some(child)))
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut conflicts = 0;
+    for (email, mut child) in racers {
+        let out = child.0.take().unwrap().wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if stdout.contains("conflict: conversation signup-1 already has version 8") {
+            assert!(bot(&stdout).is_empty(), "{stdout}");
+            conflicts += 1;
+        } else {
+            let thanks = format!("Thanks, Ada Lovelace! We will write to {email}.");
+            assert_eq!(bot(&stdout), [thanks], "{stdout}");
+            assert!(stdout.contains("version 9\ndone"), "{stdout}");
+            winners.push(email);
+        }
+    }
+    assert_eq!((winners.len(), conflicts), (1, 1));
+
+    // A finished conversation runs nothing and re-sends nothing.
+    let out = turn("hello?");
+    assert!(bot(&out).is_empty(), "{out}");
+    assert!(out.contains("version 9\ndone"), "{out}");
+
+    // The file holds the answers and the tracker, never a message, a
+    // payload or a refused reply.
+    let bytes = sqlite_bytes(&db);
+    assert!(
+        contains(&bytes, "Ada Lovelace"),
+        "the scan sees stored values"
+    );
+    assert!(contains(&bytes, winners[0]));
+    for never in [
+        "What is your name?",
+        "Please tell me your name.",
+        "Nice to meet you",
+        "does not look like an email",
+        "Thanks, Ada",
+        "PAYLOAD-c0ffee",
+        "ada-at-example",
+    ] {
+        assert!(!contains(&bytes, never), "`{never}` is in the file");
+    }
+    // The same through the saver's records, as stored JSON.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stored = rt.block_on(async {
+        let saver = SqliteSaver::connect(&format!("sqlite://{db}"))
+            .await
+            .unwrap();
+        let cp = weaver::checkpoint::Checkpointer::new(saver);
+        cp.list_records(&weaver::checkpoint::ListFilter::thread("signup-1"))
+            .await
+            .unwrap()
+    });
+    assert_eq!(stored.len(), 9);
+    let latest = &stored[0].checkpoint.channel_values;
+    assert_eq!(latest["state"]["name"], "Ada Lovelace");
+    assert_eq!(latest["tracker"]["done"], true);
+    let text = serde_json::to_string(
+        &stored
+            .iter()
+            .map(|t| (&t.checkpoint, &t.metadata, &t.pending_writes))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    for never in [
+        "What is your name?",
+        "PAYLOAD-c0ffee",
+        "ada-at-example",
+        "Thanks",
+    ] {
+        assert!(!text.contains(never), "`{never}` is stored: {text}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

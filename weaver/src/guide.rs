@@ -8,3 +8,9 @@
 pub mod side_effects {
     #![doc = include_str!("../../docs/guide/side-effects.md")]
 }
+
+/// Chat flows: turn-based conversations that ask, validate and run on,
+/// stored snapshot by snapshot.
+pub mod chat_flows {
+    #![doc = include_str!("../../docs/guide/chat-flows.md")]
+}
