@@ -534,3 +534,86 @@ pub async fn auto_advance_chains_run_in_one_turn(saver: Arc<dyn Saver>) {
     assert_eq!(t.messages, ["bye"]);
     assert!(t.done);
 }
+
+/// With auto-save off, progress made on a version another writer has
+/// moved on from is refused at `save` (and at the next turn), with the
+/// version it attempted; `restore` drops it and starts from the latest.
+pub async fn unsaved_progress_on_a_moved_conversation_conflicts(saver: Arc<dyn Saver>) {
+    let auto = flow(&saver, "moved");
+    auto.turn("").await.unwrap();
+    let base = auto.latest_version().await.unwrap();
+    let manual = questionnaire(ChatOptions::shared("moved", saver.clone()).auto_save(false));
+    assert_eq!(
+        manual.turn("Ada").await.unwrap().messages,
+        [ask_email("Ada")]
+    );
+    // Meanwhile another writer answers the same question.
+    auto.turn("Bob").await.unwrap();
+    let head = auto.latest_version().await.unwrap();
+    assert!(matches!(
+        manual.save().await,
+        Err(Error::VersionConflict { thread_id, attempted, .. })
+            if thread_id == "moved" && attempted == base + 1
+    ));
+    assert!(matches!(
+        manual.turn("ada@example.com").await,
+        Err(Error::VersionConflict { attempted, .. }) if attempted == base + 1
+    ));
+    assert_eq!(auto.latest_version().await.unwrap(), head, "nothing stored");
+    assert_eq!(auto.restore(None).await.unwrap().state.name, "Bob");
+    // Restoring the latest drops the unsaved progress.
+    manual.restore(None).await.unwrap();
+    assert!(!manual.has_unsaved());
+    assert_eq!(manual.state().name, "Bob");
+    let t = manual.turn("bob@example.com").await.unwrap();
+    assert_eq!(t.messages, [thanks("Bob", "bob@example.com")]);
+    assert_eq!(manual.save().await.unwrap(), head + 1);
+}
+
+/// A turn that fails after a valid reply was saved leaves the
+/// conversation in the middle of it; the next turn, in any flow, goes on
+/// from there (the next node's action) without validating anything again.
+pub async fn a_failed_turn_resumes_in_the_middle(saver: Arc<dyn Saver>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let fail = Arc::new(AtomicBool::new(true));
+    let build = |fail: Arc<AtomicBool>| {
+        let ask_name = ChatNode::new("ask_name")
+            .action(|_, _| Action::say(ASK_NAME))
+            .validate(REASK_NAME, |_, reply| {
+                Validation::valid_with(SignupUpdate::default().name(reply.user_message.trim()))
+            });
+        let ask_email = ChatNode::new("ask_email").action(move |s: &Signup, _| {
+            assert!(
+                !fail.swap(false, Ordering::SeqCst),
+                "the mail service is down"
+            );
+            Action::say(ask_email(&s.name))
+        });
+        ChatFlowBuilder::new("fails")
+            .add_node(ask_name)
+            .add_node(ask_email)
+            .add_edge(START, "ask_name")
+            .add_edge("ask_name", "ask_email")
+            .add_edge("ask_email", END)
+            .compile(ChatOptions::shared("fails", saver.clone()))
+            .unwrap()
+    };
+    let f = build(fail.clone());
+    f.turn("").await.unwrap();
+    match f.turn("Ada").await {
+        Err(Error::NodeFailed { node, .. }) => assert_eq!(node, "ask_email"),
+        other => panic!("expected ask_email to fail, got {other:?}"),
+    }
+    let stored = f.restore(None).await.unwrap();
+    assert_eq!(stored.state.name, "Ada");
+    assert_eq!(
+        stored.tracker,
+        Tracker {
+            reply_valid: true,
+            ..waiting_at("ask_name")
+        }
+    );
+    let t = build(fail).turn("this is no name").await.unwrap();
+    assert_eq!(t.messages, [ask_email("Ada")]);
+    assert_eq!(f.restore(None).await.unwrap().state.name, "Ada");
+}

@@ -78,6 +78,16 @@ async fn chat_auto_advance_chains_run_in_one_turn_in_memory() {
     chat_flows::auto_advance_chains_run_in_one_turn(memory()).await;
 }
 
+#[tokio::test]
+async fn chat_unsaved_progress_on_a_moved_conversation_conflicts_in_memory() {
+    chat_flows::unsaved_progress_on_a_moved_conversation_conflicts(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_a_failed_turn_resumes_in_the_middle_in_memory() {
+    chat_flows::a_failed_turn_resumes_in_the_middle(memory()).await;
+}
+
 fn node(id: &str) -> ChatNode<Signup> {
     ChatNode::new(id).action(|_, _| Action::say("hi"))
 }

@@ -192,3 +192,33 @@ async fn chat_concurrent_turns_on_two_threads_give_one_version_conflict_on_postg
         db.drop_schema().await;
     }
 }
+
+#[tokio::test]
+async fn chat_unsaved_progress_on_a_moved_conversation_conflicts_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    chat_flows::unsaved_progress_on_a_moved_conversation_conflicts(saver).await;
+}
+
+#[tokio::test]
+async fn chat_unsaved_progress_on_a_moved_conversation_conflicts_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    chat_flows::unsaved_progress_on_a_moved_conversation_conflicts(saver).await;
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn chat_a_failed_turn_resumes_in_the_middle_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    chat_flows::a_failed_turn_resumes_in_the_middle(saver).await;
+}
+
+#[tokio::test]
+async fn chat_a_failed_turn_resumes_in_the_middle_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    chat_flows::a_failed_turn_resumes_in_the_middle(saver).await;
+    db.drop_schema().await;
+}
