@@ -126,7 +126,7 @@ impl<S: GraphState> ChatNode<S> {
 ///     .add_node(ChatNode::new("hello").action(|_, _| Action::say("hi")).auto_advance())
 ///     .add_edge(START, "hello")
 ///     .add_edge("hello", END)
-///     .compile(ChatOptions::new("session-1", InMemorySaver::new()))?;
+///     .compile(ChatOptions::new("conversation-1", InMemorySaver::new()))?;
 /// let turn = flow.turn("").await?;
 /// assert_eq!(turn.messages, ["hi"]);
 /// assert!(turn.done);
