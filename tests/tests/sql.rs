@@ -3,6 +3,8 @@
 //! test in its own file or schema so tests run in parallel. One binary with
 //! modules, to cut link time.
 
+#[path = "sql/chat_flows.rs"]
+mod chat_flows;
 #[path = "sql/cli.rs"]
 mod cli;
 #[path = "sql/cli_fleet.rs"]

@@ -32,6 +32,8 @@
 //! 14. [Deploying](deploying): PostgreSQL, poolers, fleet retention.
 //! 15. [Several workers on one conversation](workers): one run per thread
 //!     at a time, the multitask strategies, whole turns.
+//! 16. [Chat flows](chat_flows): turn-based flows that ask, validate and run
+//!     on, with the seed's storage API.
 
 /// Quick start: install, a first graph, a checkpointed run, history, resume.
 pub mod quick_start {
@@ -106,4 +108,10 @@ pub mod deploying {
 /// Several workers on one conversation: leases and multitask strategies.
 pub mod workers {
     #![doc = include_str!("../../docs/guide/workers.md")]
+}
+
+/// Chat flows: turn-based conversations that ask, validate and run on,
+/// stored snapshot by snapshot.
+pub mod chat_flows {
+    #![doc = include_str!("../../docs/guide/chat-flows.md")]
 }

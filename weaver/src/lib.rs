@@ -86,6 +86,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod channel;
+pub mod chat;
 pub mod checkpoint;
 pub mod codec;
 pub mod config;

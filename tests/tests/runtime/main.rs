@@ -1,6 +1,7 @@
 //! Runtime tests on the in-memory saver: one binary, one module per area.
 
 mod adversarial;
+mod chat_flows;
 mod clones;
 mod common;
 mod config;

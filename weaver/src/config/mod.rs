@@ -91,6 +91,7 @@ pub struct RunConfig {
     multitask: Option<Multitask>,
     lease_times: Option<LeaseTimes>,
     lease_holder: Option<String>,
+    expected_head: Option<u64>,
 }
 
 impl fmt::Debug for RunConfig {
@@ -108,6 +109,7 @@ impl fmt::Debug for RunConfig {
             .field("multitask", &self.multitask)
             .field("lease_times", &self.lease_times)
             .field("lease_holder", &self.lease_holder)
+            .field("expected_head", &self.expected_head)
             .finish()
     }
 }
@@ -394,6 +396,54 @@ impl RunConfig {
     /// ```
     pub fn with_context<T: Any + Send + Sync>(mut self, context: T) -> Self {
         self.context = Some(Arc::new(context));
+        self
+    }
+
+    /// Runs only on top of the thread's checkpoint numbered `commit_order`
+    /// (0: a thread with no checkpoint yet): if the thread's head is another
+    /// one when the run starts, the run fails with
+    /// [`Error::VersionConflict`] (`attempted` = `commit_order + 1`) before
+    /// it reads or writes anything else. Optimistic concurrency for a host
+    /// that loaded version N and must not act on a thread someone else has
+    /// moved on since; a writer that passes the check and then loses the
+    /// race for N + 1 fails the same way. Never stored.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct Count {
+    ///     #[reducer(add)]
+    ///     n: u64,
+    /// }
+    ///
+    /// let graph = Graph::<Count>::new("count")
+    ///     .add_node("inc", |_: &Count| CountUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let fresh = RunConfig::thread("t").expect_head(0);
+    /// graph.invoke(Count::default(), &fresh).await?;
+    /// // The thread is at version 3 now: a run expecting it empty is refused.
+    /// let stale = graph.invoke(Count::default(), &fresh).await;
+    /// assert!(matches!(stale, Err(Error::VersionConflict { attempted: 1, .. })));
+    /// graph.invoke(Count::default(), &RunConfig::thread("t").expect_head(3)).await?;
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
+    pub fn expect_head(mut self, commit_order: u64) -> Self {
+        self.expected_head = Some(commit_order);
+        self
+    }
+
+    /// The head [`expect_head`](RunConfig::expect_head) requires, if any.
+    pub fn get_expected_head(&self) -> Option<u64> {
+        self.expected_head
+    }
+
+    /// The same config without an expected head (a subgraph's run, in a
+    /// namespace of its own, is not held to the parent's).
+    pub(crate) fn without_expected_head(mut self) -> Self {
+        self.expected_head = None;
         self
     }
 

@@ -168,7 +168,11 @@ impl Runtime {
         });
         SubgraphCall {
             graph: graph.clone(),
-            config: self.config().latest().checkpoint_ns(ns),
+            config: self
+                .config()
+                .latest()
+                .without_expected_head()
+                .checkpoint_ns(ns),
             checkpointer: self.checkpointer.clone(),
             answers: self.answers().clone(),
             store: self.store().cloned(),

@@ -127,6 +127,16 @@ impl<'g, S: GraphState> Loop<'g, S> {
             found.start = Some(cp.fetch_tuple(&from).await?);
             found.cached = None;
         }
+        if let Some(expected) = lp.config.get_expected_head() {
+            let head = found.head.as_ref().map_or(0, |h| h.commit_order);
+            if head != expected {
+                return Err(Error::VersionConflict {
+                    thread_id: target.thread_id.clone(),
+                    checkpoint_ns: target.checkpoint_ns.clone(),
+                    attempted: expected.saturating_add(1),
+                });
+            }
+        }
         let copying = lp.start_ns != target.checkpoint_ns;
         let next_order = match found.head.as_ref() {
             Some(h) => next_commit_order(h.commit_order, &target.thread_id, &target.checkpoint_ns)?,

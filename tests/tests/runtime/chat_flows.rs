@@ -1,0 +1,240 @@
+//! Chat flows on the in-memory saver: the shared storage suite, and what
+//! does not depend on the saver (a flow the builder refuses, a stored
+//! conversation that does not decode).
+
+use std::sync::Arc;
+
+use serde_json::json;
+use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+use weaver::checkpoint::{
+    Checkpoint, CheckpointMetadata, CheckpointSource, Checkpointer, NewCheckpoint,
+};
+use weaver::{END, Error, GraphError, InMemorySaver, START, Saver};
+use weaver_tests::chat_flows::{self, Signup};
+
+fn memory() -> Arc<dyn Saver> {
+    Arc::new(InMemorySaver::new())
+}
+
+#[tokio::test]
+async fn chat_auto_save_stores_each_action_and_valid_reply_in_memory() {
+    chat_flows::auto_save_stores_each_action_and_valid_reply(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_manual_save_stores_only_on_save_in_memory() {
+    chat_flows::manual_save_stores_only_on_save(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_a_fresh_flow_resumes_at_its_next_turn_in_memory() {
+    chat_flows::a_fresh_flow_resumes_at_its_next_turn(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_history_lists_numbered_versions_newest_first_in_memory() {
+    chat_flows::history_lists_numbered_versions_newest_first(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_restore_by_version_and_continue_in_memory() {
+    chat_flows::restore_by_version_and_continue(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_concurrent_turns_give_one_version_conflict_in_memory() {
+    chat_flows::concurrent_turns_give_one_version_conflict(memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_concurrent_turns_on_two_threads_give_one_version_conflict_in_memory() {
+    for _ in 0..20 {
+        chat_flows::concurrent_turns_give_one_version_conflict(memory()).await;
+    }
+}
+
+#[tokio::test]
+async fn chat_emitted_messages_and_payloads_are_never_stored_in_memory() {
+    chat_flows::emitted_messages_and_payloads_are_never_stored(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_snapshots_grow_and_prune_keeps_the_last_n_in_memory() {
+    chat_flows::snapshots_grow_and_prune_keeps_the_last_n(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_the_node_bound_of_a_turn_is_a_typed_error_in_memory() {
+    chat_flows::the_node_bound_of_a_turn_is_a_typed_error(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_an_invalid_reply_re_asks_in_memory() {
+    chat_flows::an_invalid_reply_re_asks(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_auto_advance_chains_run_in_one_turn_in_memory() {
+    chat_flows::auto_advance_chains_run_in_one_turn(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_unsaved_progress_on_a_moved_conversation_conflicts_in_memory() {
+    chat_flows::unsaved_progress_on_a_moved_conversation_conflicts(memory()).await;
+}
+
+#[tokio::test]
+async fn chat_a_failed_turn_resumes_in_the_middle_in_memory() {
+    chat_flows::a_failed_turn_resumes_in_the_middle(memory()).await;
+}
+
+fn node(id: &str) -> ChatNode<Signup> {
+    ChatNode::new(id).action(|_, _| Action::say("hi"))
+}
+
+#[test]
+fn chat_a_flow_the_engine_would_refuse_is_an_invalid_graph() {
+    let options = || ChatOptions::new("c", InMemorySaver::new());
+    // Two ways out of one node.
+    let two = ChatFlowBuilder::new("two")
+        .add_node(node("a"))
+        .add_node(node("b"))
+        .add_edge(START, "a")
+        .add_edge("a", "b")
+        .add_edge("a", END)
+        .add_edge("b", END)
+        .compile(options());
+    assert!(matches!(
+        two,
+        Err(Error::InvalidGraph(GraphError::InvalidEdge { from, .. })) if from == "a"
+    ));
+    // An edge to a node that does not exist.
+    let unknown = ChatFlowBuilder::new("unknown")
+        .add_node(node("a"))
+        .add_edge(START, "a")
+        .add_edge("a", "nowhere")
+        .compile(options());
+    assert!(
+        matches!(unknown, Err(Error::InvalidGraph(_))),
+        "{unknown:?}"
+    );
+    // An edge from a node that does not exist.
+    let from_unknown = ChatFlowBuilder::new("from-unknown")
+        .add_node(node("a"))
+        .add_edge(START, "a")
+        .add_edge("a", END)
+        .add_edge("ghost", "a")
+        .compile(options());
+    assert!(matches!(from_unknown, Err(Error::InvalidGraph(_))));
+    // No edge from START.
+    let no_start = ChatFlowBuilder::new("no-start")
+        .add_node(node("a"))
+        .add_edge("a", END)
+        .compile(options());
+    assert!(matches!(
+        no_start,
+        Err(Error::InvalidGraph(GraphError::NoEntryPoint))
+    ));
+    // A node with no way to END.
+    let stuck = ChatFlowBuilder::new("stuck")
+        .add_node(node("a"))
+        .add_edge(START, "a")
+        .compile(options());
+    assert!(matches!(
+        stuck,
+        Err(Error::InvalidGraph(GraphError::NoPathToEnd { node })) if node == "a"
+    ));
+    // A duplicate node.
+    let twice = ChatFlowBuilder::new("twice")
+        .add_node(node("a"))
+        .add_node(node("a"))
+        .add_edge(START, "a")
+        .add_edge("a", END)
+        .compile(options());
+    assert!(matches!(
+        twice,
+        Err(Error::InvalidGraph(GraphError::DuplicateNode { .. }))
+    ));
+    // An empty id, a bound of zero.
+    let ok = || {
+        ChatFlowBuilder::new("ok")
+            .add_node(node("a"))
+            .add_edge(START, "a")
+            .add_edge("a", END)
+    };
+    assert!(matches!(
+        ok().compile(ChatOptions::new("", InMemorySaver::new())),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        ok().compile(options().max_nodes_per_turn(0)),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(ok().compile(options()).is_ok());
+}
+
+#[tokio::test]
+async fn chat_a_router_choosing_outside_its_targets_fails_the_turn() {
+    let f = ChatFlowBuilder::<Signup>::new("bad-router")
+        .add_node(node("a").auto_advance())
+        .add_node(node("b"))
+        .add_edge(START, "a")
+        .add_conditional_edge("a", |_: &Signup| "c", ["b", END])
+        .add_edge("b", END)
+        .compile(ChatOptions::new("c", InMemorySaver::new()))
+        .unwrap();
+    match f.turn("").await {
+        Err(Error::NodeFailed { node, source }) => {
+            assert_eq!(node, "a");
+            assert!(source.to_string().contains("`c`"), "{source}");
+        }
+        other => panic!("expected NodeFailed, got {other:?}"),
+    }
+}
+
+/// A stored conversation whose tracker is not a tracker.
+async fn store_bad_tracker(saver: Arc<dyn Saver>, tracker: serde_json::Value) {
+    let mut checkpoint = Checkpoint::empty();
+    checkpoint.id = weaver::checkpoint::new_checkpoint_id();
+    checkpoint
+        .channel_values
+        .insert("state".into(), json!({ "name": "", "email": "" }));
+    checkpoint.channel_values.insert("tracker".into(), tracker);
+    Checkpointer::from_arc(saver)
+        .put(NewCheckpoint {
+            thread_id: "bad".into(),
+            checkpoint_ns: String::new(),
+            parent_id: None,
+            checkpoint,
+            metadata: CheckpointMetadata::new(CheckpointSource::Loop, 0),
+            commit_order: Some(1),
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn chat_a_stored_tracker_that_does_not_decode_is_a_decode_error() {
+    let saver = memory();
+    store_bad_tracker(saver.clone(), json!(42)).await;
+    let f = chat_flows::questionnaire(ChatOptions::shared("bad", saver.clone()));
+    assert!(matches!(f.turn("Ada").await, Err(Error::Decode { .. })));
+    assert!(matches!(f.restore(None).await, Err(Error::Decode { .. })));
+    assert!(matches!(f.history(None).await, Err(Error::Decode { .. })));
+    assert_eq!(f.count().await.unwrap(), 1, "nothing was written");
+    assert_eq!(f.state(), Signup::default());
+}
+
+#[tokio::test]
+async fn chat_a_stored_conversation_at_no_node_is_a_decode_error() {
+    // A tracker that is not finished, on a checkpoint with nothing to run.
+    let saver = memory();
+    store_bad_tracker(
+        saver.clone(),
+        json!({ "node": "ask_name", "action_taken": true }),
+    )
+    .await;
+    let f = chat_flows::questionnaire(ChatOptions::shared("bad", saver.clone()));
+    assert!(matches!(f.turn("Ada").await, Err(Error::Decode { .. })));
+    assert_eq!(f.count().await.unwrap(), 1, "nothing was written");
+}
