@@ -641,410 +641,414 @@ fn workers(
 /// message, then the model's, the tool's and the approval, in that order);
 /// returns the turns' labels in order.
 fn stored_turns(url: &str, schema: &str) -> Vec<String> {
-    /// The bytes of a SQLite database and its write-ahead log, if any.
-    fn sqlite_bytes(db: &str) -> Vec<u8> {
-        let mut bytes = std::fs::read(db).unwrap();
-        if let Ok(wal) = std::fs::read(format!("{db}-wal")) {
-            bytes.extend(wal);
-        }
-        bytes
-    }
-
-    fn contains(haystack: &[u8], needle: &str) -> bool {
-        haystack
-            .windows(needle.len())
-            .any(|w| w == needle.as_bytes())
-    }
-
-    #[test]
-    fn a_chat_flow_questionnaire_runs_one_turn_per_process_and_stores_no_message() {
-        let (dir, db) = temp_db("chat-flow");
-        let bin = env!("CARGO_BIN_EXE_chat_flow");
-        let marker = r#"{"marker":"PAYLOAD-c0ffee"}"#;
-        let turn = |message: &str| run(bin, &[&db, "signup-1", message, "--payload", marker]);
-        let bot = |out: &str| -> Vec<String> {
-            out.lines()
-                .filter_map(|l| l.strip_prefix("bot: "))
-                .map(str::to_owned)
-                .collect()
-        };
-
-        let out = turn("");
-        assert_eq!(bot(&out), ["What is your name?"], "{out}");
-        assert!(out.contains("version 3\nwaiting at ask_name"), "{out}");
-        let out = turn("   ");
-        assert_eq!(bot(&out), ["Please tell me your name."], "{out}");
-        assert!(out.contains("version 4\nwaiting at ask_name"), "{out}");
-        let out = turn("Ada Lovelace");
-        assert_eq!(
-            bot(&out),
-            ["Nice to meet you, Ada Lovelace. What is your email?"],
-            "{out}"
-        );
-        assert!(out.contains("version 6\nwaiting at ask_email"), "{out}");
-        let out = turn("ada-at-example");
-        assert_eq!(
-            bot(&out),
-            ["That does not look like an email address. Please try again."],
-            "{out}"
-        );
-        assert!(out.contains("version 7\nwaiting at ask_email"), "{out}");
-
-        // Two processes answer version 7 at once: one turn wins, the other is
-        // refused with the version it attempted, and nothing retries it.
-        let racers: Vec<_> = ["ada@example.com", "lovelace@example.org"]
-            .into_iter()
-            .map(|email| {
-                let child = Command::new(bin)
-                    .args([db.as_str(), "signup-1", email, "--at", "7"])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                (email, Killed(Some(child)))
-            })
-            .collect();
-        let mut winners = Vec::new();
-        let mut conflicts = 0;
-        for (email, mut child) in racers {
-            let out = child.0.take().unwrap().wait_with_output().unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-            assert!(
-                out.status.success(),
-                "{stdout}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            if stdout.contains("conflict: conversation signup-1 already has version 8") {
-                assert!(bot(&stdout).is_empty(), "{stdout}");
-                conflicts += 1;
-            } else {
-                let thanks = format!("Thanks, Ada Lovelace! We will write to {email}.");
-                assert_eq!(bot(&stdout), [thanks], "{stdout}");
-                assert!(stdout.contains("version 9\ndone"), "{stdout}");
-                winners.push(email);
-            }
-        }
-        assert_eq!((winners.len(), conflicts), (1, 1));
-
-        // A finished conversation runs nothing and re-sends nothing.
-        let out = turn("hello?");
-        assert!(bot(&out).is_empty(), "{out}");
-        assert!(out.contains("version 9\ndone"), "{out}");
-
-        // The file holds the answers and the tracker, never a message, a
-        // payload or a refused reply.
-        let bytes = sqlite_bytes(&db);
-        assert!(
-            contains(&bytes, "Ada Lovelace"),
-            "the scan sees stored values"
-        );
-        assert!(contains(&bytes, winners[0]));
-        for never in [
-            "What is your name?",
-            "Please tell me your name.",
-            "Nice to meet you",
-            "does not look like an email",
-            "Thanks, Ada",
-            "PAYLOAD-c0ffee",
-            "ada-at-example",
-        ] {
-            assert!(!contains(&bytes, never), "`{never}` is in the file");
-        }
-        // The same through the saver's records, as stored JSON.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let saver = open_saver(url, schema).await;
+        let mut hist = saver
+            .list(&weaver::checkpoint::ListFilter::thread("conv"))
+            .await
             .unwrap();
-        rt.block_on(async {
-            let saver = open_saver(url, schema).await;
-            let mut hist = saver
-                .list(&weaver::checkpoint::ListFilter::thread("conv"))
-                .await
-                .unwrap();
-            hist.reverse();
-            for (i, t) in hist.iter().enumerate() {
-                assert_eq!(t.commit_order, i as u64 + 1, "commit orders");
-                let parent = t
-                    .parent_config
-                    .as_ref()
-                    .and_then(|p| p.checkpoint_id.clone());
-                let before = i
-                    .checked_sub(1)
-                    .map(|j| hist[j].config.checkpoint_id.clone().unwrap());
-                assert_eq!(parent, before, "checkpoint {} off the chain", i + 1);
-            }
-            let head = hist.last().expect("the thread has checkpoints");
-            let messages: Vec<String> = head.checkpoint.channel_values["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|m| m.as_str().unwrap().to_owned())
-                .collect();
-            assert_eq!(messages.len() % 4, 0, "not whole turns: {messages:?}");
-            messages
-                .chunks(4)
-                .map(|c| {
-                    let u = &c[0];
-                    let whole = [
-                        u.clone(),
-                        format!("assistant {u}"),
-                        format!("tool {u}"),
-                        format!("approved {u}"),
-                    ];
-                    assert_eq!(c, whole, "a turn built on another: {messages:?}");
-                    u.clone()
-                })
-                .collect()
-        })
-    }
-
-    /// The labels a worker printed with `word`.
-    fn printed(lines: &[String], word: &str) -> Vec<String> {
-        lines
+        hist.reverse();
+        for (i, t) in hist.iter().enumerate() {
+            assert_eq!(t.commit_order, i as u64 + 1, "commit orders");
+            let parent = t
+                .parent_config
+                .as_ref()
+                .and_then(|p| p.checkpoint_id.clone());
+            let before = i
+                .checked_sub(1)
+                .map(|j| hist[j].config.checkpoint_id.clone().unwrap());
+            assert_eq!(parent, before, "checkpoint {} off the chain", i + 1);
+        }
+        let head = hist.last().expect("the thread has checkpoints");
+        let messages: Vec<String> = head.checkpoint.channel_values["messages"]
+            .as_array()
+            .unwrap()
             .iter()
-            .filter_map(|l| l.strip_prefix(&format!("{word} ")).map(str::to_owned))
+            .map(|m| m.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(messages.len() % 4, 0, "not whole turns: {messages:?}");
+        messages
+            .chunks(4)
+            .map(|c| {
+                let u = &c[0];
+                let whole = [
+                    u.clone(),
+                    format!("assistant {u}"),
+                    format!("tool {u}"),
+                    format!("approved {u}"),
+                ];
+                assert_eq!(c, whole, "a turn built on another: {messages:?}");
+                u.clone()
+            })
             .collect()
-    }
+    })
+}
 
-    /// Two workers, twenty turns each, `Enqueue`: every turn runs, whole, in
-    /// the order each worker sent it; then `Reject`: every turn either runs
-    /// whole or is refused with `ThreadBusy`, and a refused turn left nothing.
-    fn workers_take_turns(url: &str, schema: &str) {
-        let out = workers(url, schema, &["alice", "bob"], 20, "enqueue");
-        for lines in &out {
-            assert_eq!(printed(lines, "done").len(), 20, "{lines:?}");
-        }
-        let turns = stored_turns(url, schema);
-        assert_eq!(turns.len(), 40, "{turns:?}");
-        for w in ["alice", "bob"] {
-            let mine: Vec<String> = turns.iter().filter(|t| t.starts_with(w)).cloned().collect();
-            let sent: Vec<String> = (0..20).map(|i| format!("{w}:{i}")).collect();
-            assert_eq!(mine, sent, "{w}'s turns in the order sent");
-        }
-        let out = workers(url, schema, &["carol", "dave", "erin"], 10, "reject");
-        let turns = stored_turns(url, schema);
-        let mut done = Vec::new();
-        for lines in &out {
-            assert_eq!(lines.len(), 10, "every turn reports: {lines:?}");
-            done.extend(printed(lines, "done"));
-            for busy in printed(lines, "busy") {
-                assert!(!turns.contains(&busy), "refused turn {busy} was stored");
-            }
-        }
-        assert!(!done.is_empty());
-        assert_eq!(turns.len(), 40 + done.len(), "{turns:?}");
-        for d in &done {
-            assert!(turns.contains(d), "turn {d} lost");
-        }
-    }
+/// The labels a worker printed with `word`.
+fn printed(lines: &[String], word: &str) -> Vec<String> {
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(&format!("{word} ")).map(str::to_owned))
+        .collect()
+}
 
-    /// Under `Interrupt` and `Rollback` three workers at once: a stopped turn
-    /// is reported, the stored turns are whole (a rolled-back one left
-    /// nothing); under `Rollback` no stopped turn is stored at all.
-    fn workers_stop_each_other(url: &str, schema: &str) {
-        let out = workers(url, schema, &["f", "g", "h"], 8, "rollback");
-        let turns = stored_turns(url, schema);
-        for lines in &out {
-            assert_eq!(lines.len(), 8, "{lines:?}");
-            for d in printed(lines, "done") {
-                assert!(turns.contains(&d), "turn {d} lost");
-            }
-            for s in printed(lines, "stopped") {
-                assert!(!turns.contains(&s), "rolled-back turn {s} stored");
-            }
+/// Two workers, twenty turns each, `Enqueue`: every turn runs, whole, in
+/// the order each worker sent it; then `Reject`: every turn either runs
+/// whole or is refused with `ThreadBusy`, and a refused turn left nothing.
+fn workers_take_turns(url: &str, schema: &str) {
+    let out = workers(url, schema, &["alice", "bob"], 20, "enqueue");
+    for lines in &out {
+        assert_eq!(printed(lines, "done").len(), 20, "{lines:?}");
+    }
+    let turns = stored_turns(url, schema);
+    assert_eq!(turns.len(), 40, "{turns:?}");
+    for w in ["alice", "bob"] {
+        let mine: Vec<String> = turns.iter().filter(|t| t.starts_with(w)).cloned().collect();
+        let sent: Vec<String> = (0..20).map(|i| format!("{w}:{i}")).collect();
+        assert_eq!(mine, sent, "{w}'s turns in the order sent");
+    }
+    let out = workers(url, schema, &["carol", "dave", "erin"], 10, "reject");
+    let turns = stored_turns(url, schema);
+    let mut done = Vec::new();
+    for lines in &out {
+        assert_eq!(lines.len(), 10, "every turn reports: {lines:?}");
+        done.extend(printed(lines, "done"));
+        for busy in printed(lines, "busy") {
+            assert!(!turns.contains(&busy), "refused turn {busy} was stored");
         }
     }
+    assert!(!done.is_empty());
+    assert_eq!(turns.len(), 40 + done.len(), "{turns:?}");
+    for d in &done {
+        assert!(turns.contains(d), "turn {d} lost");
+    }
+}
 
-    /// Under `Interrupt` three workers at once: a stopped turn keeps what it
-    /// committed (a prefix of a whole turn) and was reported `stopped`; every
-    /// turn reported `done` is whole; the history is one chain.
-    fn workers_interrupt_each_other(url: &str, schema: &str) {
-        let out = workers(url, schema, &["p", "q", "r"], 8, "interrupt");
-        let (mut done, mut stopped) = (Vec::new(), Vec::new());
-        for lines in &out {
-            assert_eq!(lines.len(), 8, "{lines:?}");
-            done.extend(printed(lines, "done"));
-            stopped.extend(printed(lines, "stopped"));
+/// Under `Interrupt` and `Rollback` three workers at once: a stopped turn
+/// is reported, the stored turns are whole (a rolled-back one left
+/// nothing); under `Rollback` no stopped turn is stored at all.
+fn workers_stop_each_other(url: &str, schema: &str) {
+    let out = workers(url, schema, &["f", "g", "h"], 8, "rollback");
+    let turns = stored_turns(url, schema);
+    for lines in &out {
+        assert_eq!(lines.len(), 8, "{lines:?}");
+        for d in printed(lines, "done") {
+            assert!(turns.contains(&d), "turn {d} lost");
         }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let messages: Vec<String> = rt.block_on(async {
-            let saver = open_saver(url, schema).await;
-            let head = saver
-                .get_tuple(&CheckpointRef::latest("conv"))
-                .await
-                .unwrap()
-                .expect("the thread has checkpoints");
-            head.checkpoint.channel_values["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|m| m.as_str().unwrap().to_owned())
-                .collect()
-        });
-        let mut i = 0;
-        while i < messages.len() {
-            let u = messages[i].clone();
-            let whole = [
-                format!("assistant {u}"),
-                format!("tool {u}"),
-                format!("approved {u}"),
-            ];
-            let mut n = 0;
-            while n < 3 && messages.get(i + 1 + n) == Some(&whole[n]) {
-                n += 1;
-            }
-            if n < 3 {
-                assert!(
-                    stopped.contains(&u),
-                    "turn {u} cut short but not stopped: {messages:?}"
-                );
-            } else {
-                assert!(
-                    done.contains(&u) || stopped.contains(&u),
-                    "{u}: {messages:?}"
-                );
-            }
-            i += 1 + n;
-        }
-        for d in &done {
-            assert!(messages.contains(d), "turn {d} lost");
+        for s in printed(lines, "stopped") {
+            assert!(!turns.contains(&s), "rolled-back turn {s} stored");
         }
     }
+}
 
-    /// A worker killed (SIGKILL) mid-turn holds the lease until it runs out;
-    /// another worker then takes the thread over, finishes the dead turn and
-    /// runs its own: every stored turn whole.
-    fn a_killed_worker_is_taken_over(url: &str, schema: &str) {
-        let bin = env!("CARGO_BIN_EXE_chat_workers");
-        let mut victim = Killed(Some(
-            Command::new(bin)
-                .args([url, schema, "conv", "victim", "100000", "enqueue", "300"])
+/// Under `Interrupt` three workers at once: a stopped turn keeps what it
+/// committed (a prefix of a whole turn) and was reported `stopped`; every
+/// turn reported `done` is whole; the history is one chain.
+fn workers_interrupt_each_other(url: &str, schema: &str) {
+    let out = workers(url, schema, &["p", "q", "r"], 8, "interrupt");
+    let (mut done, mut stopped) = (Vec::new(), Vec::new());
+    for lines in &out {
+        assert_eq!(lines.len(), 8, "{lines:?}");
+        done.extend(printed(lines, "done"));
+        stopped.extend(printed(lines, "stopped"));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let messages: Vec<String> = rt.block_on(async {
+        let saver = open_saver(url, schema).await;
+        let head = saver
+            .get_tuple(&CheckpointRef::latest("conv"))
+            .await
+            .unwrap()
+            .expect("the thread has checkpoints");
+        head.checkpoint.channel_values["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap().to_owned())
+            .collect()
+    });
+    let mut i = 0;
+    while i < messages.len() {
+        let u = messages[i].clone();
+        let whole = [
+            format!("assistant {u}"),
+            format!("tool {u}"),
+            format!("approved {u}"),
+        ];
+        let mut n = 0;
+        while n < 3 && messages.get(i + 1 + n) == Some(&whole[n]) {
+            n += 1;
+        }
+        if n < 3 {
+            assert!(
+                stopped.contains(&u),
+                "turn {u} cut short but not stopped: {messages:?}"
+            );
+        } else {
+            assert!(
+                done.contains(&u) || stopped.contains(&u),
+                "{u}: {messages:?}"
+            );
+        }
+        i += 1 + n;
+    }
+    for d in &done {
+        assert!(messages.contains(d), "turn {d} lost");
+    }
+}
+
+/// A worker killed (SIGKILL) mid-turn holds the lease until it runs out;
+/// another worker then takes the thread over, finishes the dead turn and
+/// runs its own: every stored turn whole.
+fn a_killed_worker_is_taken_over(url: &str, schema: &str) {
+    let bin = env!("CARGO_BIN_EXE_chat_workers");
+    let mut victim = Killed(Some(
+        Command::new(bin)
+            .args([url, schema, "conv", "victim", "100000", "enqueue", "300"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("example starts"),
+    ));
+    std::thread::sleep(Duration::from_millis(700));
+    let killed = victim.kill();
+    let printed_done = printed(
+        &String::from_utf8_lossy(&killed.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect::<Vec<_>>(),
+        "done",
+    );
+    assert!(
+        !printed_done.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&killed.stderr)
+    );
+    let out = workers(url, schema, &["heir"], 3, "enqueue");
+    assert_eq!(printed(&out[0], "done").len(), 3, "{:?}", out[0]);
+    let turns = stored_turns(url, schema);
+    for d in printed_done {
+        assert!(turns.contains(&d), "acknowledged turn {d} lost");
+    }
+    assert_eq!(&turns[turns.len() - 3..], ["heir:0", "heir:1", "heir:2"]);
+}
+
+/// A saver on the database at `url` (`schema` for PostgreSQL).
+async fn open_saver(url: &str, schema: &str) -> Box<dyn Saver> {
+    if url.starts_with("sqlite:") {
+        return Box::new(SqliteSaver::connect(url).await.unwrap());
+    }
+    let pool = sqlx::PgPool::connect(url).await.unwrap_or_else(|e| {
+        panic!("PostgreSQL is unreachable at {url} ({e}): start it or set DATABASE_URL")
+    });
+    Box::new(
+        weaver::checkpoint::PostgresSaver::new(pool)
+            .with_prefix(schema)
+            .unwrap(),
+    )
+}
+
+fn drop_pg_schema(url: &str, schema: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+    });
+}
+
+#[test]
+fn workers_take_turns_on_one_sqlite_file() {
+    let (dir, db) = temp_db("workers");
+    let url = format!("sqlite://{db}");
+    workers_take_turns(&url, "-");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn workers_take_turns_on_postgres() {
+    let url = pg_url();
+    let schema = format!("weaver_workers_{}", std::process::id());
+    workers_take_turns(&url, &schema);
+    drop_pg_schema(&url, &schema);
+}
+
+#[test]
+fn workers_stop_each_other_on_one_sqlite_file() {
+    let (dir, db) = temp_db("workers-stop");
+    let url = format!("sqlite://{db}");
+    workers_stop_each_other(&url, "-");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn workers_stop_each_other_on_postgres() {
+    let url = pg_url();
+    let schema = format!("weaver_workers_stop_{}", std::process::id());
+    workers_stop_each_other(&url, &schema);
+    drop_pg_schema(&url, &schema);
+}
+
+#[test]
+fn a_killed_worker_is_taken_over_on_one_sqlite_file() {
+    let (dir, db) = temp_db("workers-kill");
+    let url = format!("sqlite://{db}");
+    a_killed_worker_is_taken_over(&url, "-");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_killed_worker_is_taken_over_on_postgres() {
+    let url = pg_url();
+    let schema = format!("weaver_workers_kill_{}", std::process::id());
+    a_killed_worker_is_taken_over(&url, &schema);
+    drop_pg_schema(&url, &schema);
+}
+
+#[test]
+fn workers_interrupt_each_other_on_one_sqlite_file() {
+    let (dir, db) = temp_db("workers-interrupt");
+    let url = format!("sqlite://{db}");
+    workers_interrupt_each_other(&url, "-");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn workers_interrupt_each_other_on_postgres() {
+    let url = pg_url();
+    let schema = format!("weaver_workers_interrupt_{}", std::process::id());
+    workers_interrupt_each_other(&url, &schema);
+    drop_pg_schema(&url, &schema);
+}
+
+/// The bytes of a SQLite database and its write-ahead log, if any.
+fn sqlite_bytes(db: &str) -> Vec<u8> {
+    let mut bytes = std::fs::read(db).unwrap();
+    if let Ok(wal) = std::fs::read(format!("{db}-wal")) {
+        bytes.extend(wal);
+    }
+    bytes
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn a_chat_flow_questionnaire_runs_one_turn_per_process_and_stores_no_message() {
+    let (dir, db) = temp_db("chat-flow");
+    let bin = env!("CARGO_BIN_EXE_chat_flow");
+    let marker = r#"{"marker":"PAYLOAD-c0ffee"}"#;
+    let turn = |message: &str| run(bin, &[&db, "signup-1", message, "--payload", marker]);
+    let bot = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter_map(|l| l.strip_prefix("bot: "))
+            .map(str::to_owned)
+            .collect()
+    };
+
+    let out = turn("");
+    assert_eq!(bot(&out), ["What is your name?"], "{out}");
+    assert!(out.contains("version 3\nwaiting at ask_name"), "{out}");
+    let out = turn("   ");
+    assert_eq!(bot(&out), ["Please tell me your name."], "{out}");
+    assert!(out.contains("version 4\nwaiting at ask_name"), "{out}");
+    let out = turn("Ada Lovelace");
+    assert_eq!(
+        bot(&out),
+        ["Nice to meet you, Ada Lovelace. What is your email?"],
+        "{out}"
+    );
+    assert!(out.contains("version 6\nwaiting at ask_email"), "{out}");
+    let out = turn("ada-at-example");
+    assert_eq!(
+        bot(&out),
+        ["That does not look like an email address. Please try again."],
+        "{out}"
+    );
+    assert!(out.contains("version 7\nwaiting at ask_email"), "{out}");
+
+    // Two processes answer version 7 at once: one turn wins, the other is
+    // refused with the version it attempted, and nothing retries it.
+    let racers: Vec<_> = ["ada@example.com", "lovelace@example.org"]
+        .into_iter()
+        .map(|email| {
+            let child = Command::new(bin)
+                .args([db.as_str(), "signup-1", email, "--at", "7"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
-                .expect("example starts"),
-        ));
-        std::thread::sleep(Duration::from_millis(700));
-        let killed = victim.kill();
-        let printed_done = printed(
-            &String::from_utf8_lossy(&killed.stdout)
-                .lines()
-                .map(str::to_owned)
-                .collect::<Vec<_>>(),
-            "done",
-        );
+                .unwrap();
+            (email, Killed(Some(child)))
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut conflicts = 0;
+    for (email, mut child) in racers {
+        let out = child.0.take().unwrap().wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
-            !printed_done.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&killed.stderr)
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        let out = workers(url, schema, &["heir"], 3, "enqueue");
-        assert_eq!(printed(&out[0], "done").len(), 3, "{:?}", out[0]);
-        let turns = stored_turns(url, schema);
-        for d in printed_done {
-            assert!(turns.contains(&d), "acknowledged turn {d} lost");
+        if stdout.contains("conflict: conversation signup-1 already has version 8") {
+            assert!(bot(&stdout).is_empty(), "{stdout}");
+            conflicts += 1;
+        } else {
+            let thanks = format!("Thanks, Ada Lovelace! We will write to {email}.");
+            assert_eq!(bot(&stdout), [thanks], "{stdout}");
+            assert!(stdout.contains("version 9\ndone"), "{stdout}");
+            winners.push(email);
         }
-        assert_eq!(&turns[turns.len() - 3..], ["heir:0", "heir:1", "heir:2"]);
     }
+    assert_eq!((winners.len(), conflicts), (1, 1));
 
-    /// A saver on the database at `url` (`schema` for PostgreSQL).
-    async fn open_saver(url: &str, schema: &str) -> Box<dyn Saver> {
-        if url.starts_with("sqlite:") {
-            return Box::new(SqliteSaver::connect(url).await.unwrap());
-        }
-        let pool = sqlx::PgPool::connect(url).await.unwrap_or_else(|e| {
-            panic!("PostgreSQL is unreachable at {url} ({e}): start it or set DATABASE_URL")
-        });
-        Box::new(
-            weaver::checkpoint::PostgresSaver::new(pool)
-                .with_prefix(schema)
-                .unwrap(),
-        )
+    // A finished conversation runs nothing and re-sends nothing.
+    let out = turn("hello?");
+    assert!(bot(&out).is_empty(), "{out}");
+    assert!(out.contains("version 9\ndone"), "{out}");
+
+    // The file holds the answers and the tracker, never a message, a
+    // payload or a refused reply.
+    let bytes = sqlite_bytes(&db);
+    assert!(
+        contains(&bytes, "Ada Lovelace"),
+        "the scan sees stored values"
+    );
+    assert!(contains(&bytes, winners[0]));
+    for never in [
+        "What is your name?",
+        "Please tell me your name.",
+        "Nice to meet you",
+        "does not look like an email",
+        "Thanks, Ada",
+        "PAYLOAD-c0ffee",
+        "ada-at-example",
+    ] {
+        assert!(!contains(&bytes, never), "`{never}` is in the file");
     }
-
-    fn drop_pg_schema(url: &str, schema: &str) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let pool = sqlx::PgPool::connect(url).await.unwrap();
-            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
-            )))
-            .execute(&pool)
-            .await
-            .unwrap();
-        });
-    }
-
-    #[test]
-    fn workers_take_turns_on_one_sqlite_file() {
-        let (dir, db) = temp_db("workers");
-        let url = format!("sqlite://{db}");
-        workers_take_turns(&url, "-");
-        std::fs::remove_dir_all(dir).ok();
-    }
-
-    #[test]
-    fn workers_take_turns_on_postgres() {
-        let url = pg_url();
-        let schema = format!("weaver_workers_{}", std::process::id());
-        workers_take_turns(&url, &schema);
-        drop_pg_schema(&url, &schema);
-    }
-
-    #[test]
-    fn workers_stop_each_other_on_one_sqlite_file() {
-        let (dir, db) = temp_db("workers-stop");
-        let url = format!("sqlite://{db}");
-        workers_stop_each_other(&url, "-");
-        std::fs::remove_dir_all(dir).ok();
-    }
-
-    #[test]
-    fn workers_stop_each_other_on_postgres() {
-        let url = pg_url();
-        let schema = format!("weaver_workers_stop_{}", std::process::id());
-        workers_stop_each_other(&url, &schema);
-        drop_pg_schema(&url, &schema);
-    }
-
-    #[test]
-    fn a_killed_worker_is_taken_over_on_one_sqlite_file() {
-        let (dir, db) = temp_db("workers-kill");
-        let url = format!("sqlite://{db}");
-        a_killed_worker_is_taken_over(&url, "-");
-        std::fs::remove_dir_all(dir).ok();
-    }
-
-    #[test]
-    fn a_killed_worker_is_taken_over_on_postgres() {
-        let url = pg_url();
-        let schema = format!("weaver_workers_kill_{}", std::process::id());
-        a_killed_worker_is_taken_over(&url, &schema);
-        drop_pg_schema(&url, &schema);
-    }
-
-    #[test]
-    fn workers_interrupt_each_other_on_one_sqlite_file() {
-        let (dir, db) = temp_db("workers-interrupt");
-        let url = format!("sqlite://{db}");
-        workers_interrupt_each_other(&url, "-");
-        std::fs::remove_dir_all(dir).ok();
-    }
-
-    #[test]
-    fn workers_interrupt_each_other_on_postgres() {
-        let url = pg_url();
-        let schema = format!("weaver_workers_interrupt_{}", std::process::id());
-        workers_interrupt_each_other(&url, &schema);
-        drop_pg_schema(&url, &schema);
-    }
-
+    // The same through the saver's records, as stored JSON.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let stored = rt.block_on(async {
         let saver = SqliteSaver::connect(&format!("sqlite://{db}"))
             .await
