@@ -1,5 +1,6 @@
 //! Cross-crate test suites: the saver and store conformance suites and shared fixtures.
 
+pub mod adapter_conformance;
 pub mod conformance;
 pub mod counters;
 pub mod decodes;
