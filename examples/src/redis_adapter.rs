@@ -89,7 +89,7 @@ fn storage(op: &'static str) -> impl FnOnce(redis::RedisError) -> Error {
 impl RedisAdapter {
     /// Connects to the Redis at `url` (`redis://host:port/db`), keeping its
     /// keys under `prefix`. A server that cannot be reached is
-    /// [`Error::Storage`](weaver::Error::Storage), saying so.
+    /// [`Error::Storage`], saying so.
     ///
     /// ```no_run
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
