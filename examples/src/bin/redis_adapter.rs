@@ -1,6 +1,6 @@
 //! A custom storage adapter: weaver's checkpoints on Redis through the seven
-//! operations of [`SnapshotAdapter`](weaver::checkpoint::SnapshotAdapter),
-//! made a full saver by [`AdapterSaver`](weaver::checkpoint::AdapterSaver).
+//! operations of [`SnapshotAdapter`],
+//! made a full saver by [`AdapterSaver`].
 //!
 //! Runs two turns of a counter on one thread, shows its history, then what
 //! Redis holds for it. Needs a Redis server (it fails, saying so, without one).
