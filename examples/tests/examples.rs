@@ -610,7 +610,7 @@ async fn fresh_redis_adapter() -> weaver_examples::redis_adapter::RedisAdapter {
 async fn redis_adapter_passes_the_adapter_and_saver_suites() {
     let made = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let log = made.clone();
-    weaver_tests::adapter_conformance::run_adapter_conformance(move || {
+    weaver_conformance::adapter::run_adapter_conformance(move || {
         let log = log.clone();
         async move {
             let a = fresh_redis_adapter().await;

@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! # use weaver::checkpoint::MemoryAdapter;
-//! # use weaver_tests::adapter_conformance::run_adapter_conformance;
+//! # use weaver_conformance::adapter::run_adapter_conformance;
 //! # async fn check() {
 //! run_adapter_conformance(|| async { MemoryAdapter::new() }).await;
 //! # }
@@ -19,7 +19,7 @@ use weaver::checkpoint::{
     AdapterSaver, CheckpointRef, ListFilter, PendingWrite, Saver, Snapshot, SnapshotAdapter,
 };
 
-use crate::conformance::{chain, new_on, record, run_saver_conformance};
+use crate::saver::{chain, new_on, record, run_saver_conformance};
 
 /// Runs every adapter check, each on a fresh adapter from `make`, then the
 /// saver conformance suite on an [`AdapterSaver`] over fresh adapters.
