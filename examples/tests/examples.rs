@@ -662,5 +662,5 @@ fn redis_adapter_example_runs_two_turns() {
         out.contains("thread conversation-1: 6 checkpoints"),
         "{out}"
     );
-    assert!(out.contains("2 snapshot(s) kept"), "{out}");
+    assert!(out.contains("1 snapshot(s) kept"), "{out}");
 }

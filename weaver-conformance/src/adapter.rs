@@ -32,6 +32,7 @@ where
     run_snapshot_checks(&make).await;
     bad_stored_snapshots_are_decode_errors(make().await).await;
     racing_writers_through_the_saver_lose_nothing(make().await).await;
+    deleted_and_pruned_checkpoints_leave_nothing_stored(make().await).await;
     racing_commits_of_one_order_have_one_winner(make().await).await;
     run_saver_conformance(|| async { Arc::new(AdapterSaver::new(make().await)) as Arc<dyn Saver> })
         .await;
@@ -377,4 +378,61 @@ async fn racing_commits_of_one_order_have_one_winner<A: SnapshotAdapter + 'stati
     }
     let listed = saver.list(&ListFilter::thread("t")).await.unwrap();
     assert_eq!(listed.len(), 2);
+}
+
+async fn deleted_and_pruned_checkpoints_leave_nothing_stored<A: SnapshotAdapter>(adapter: A) {
+    let saver = AdapterSaver::new(adapter);
+    let ids = chain(&saver, "t", 4).await;
+    chain(&saver, "u", 1).await;
+    saver
+        .prune(
+            &["t".to_owned()],
+            weaver::checkpoint::PruneStrategy::KeepLast(1),
+        )
+        .await
+        .unwrap();
+    let a = saver.adapter();
+    let history = a.load_history("weaver:thread:t", None).await.unwrap();
+    assert!(!history.is_empty());
+    for s in &history {
+        let text = s.data.to_string();
+        // The kept checkpoint still names its parent, ids[2].
+        for gone in &ids[..2] {
+            assert!(
+                !text.contains(gone.as_str()),
+                "pruned {gone} still stored: {text}"
+            );
+        }
+        assert!(
+            text.contains(ids[3].as_str()),
+            "the kept checkpoint is stored"
+        );
+    }
+    saver.delete_thread("t").await.unwrap();
+    for s in a.load_history("weaver:thread:t", None).await.unwrap() {
+        assert_eq!(
+            s.data,
+            Value::Null,
+            "a deleted thread leaves no data: {s:?}"
+        );
+    }
+    let threads = saver.list_threads(None, 0).await.unwrap();
+    let names: Vec<&str> = threads.iter().map(|t| t.thread_id.as_str()).collect();
+    assert_eq!(names, ["u"]);
+    let catalog = a
+        .load_snapshot("weaver:threads", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        catalog.data,
+        json!(["u"]),
+        "the deleted thread is off the catalog"
+    );
+    chain(&saver, "t", 1).await;
+    assert_eq!(
+        saver.list_threads(None, 0).await.unwrap().len(),
+        2,
+        "a thread written again is listed"
+    );
 }

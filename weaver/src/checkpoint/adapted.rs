@@ -36,8 +36,9 @@ use crate::error::{Error, Result};
 const CATALOG: &str = "weaver:threads";
 /// How many times an operation that keeps losing races is tried.
 const ATTEMPTS: usize = 64;
-/// How many versions of a flow stay after a save.
-const KEEP_VERSIONS: usize = 2;
+/// How many versions of a flow stay after a save: the latest alone, so
+/// nothing deleted or pruned stays behind in an older one.
+const KEEP_VERSIONS: usize = 1;
 
 /// The flow of thread `thread_id`.
 fn flow(thread_id: &str) -> String {
