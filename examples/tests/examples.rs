@@ -1079,3 +1079,76 @@ fn a_chat_flow_questionnaire_runs_one_turn_per_process_and_stores_no_message() {
     }
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// The Redis the adapter tests use (`REDIS_URL`, or the local default).
+fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A Redis adapter whose keys no other test shares; fails, saying so,
+/// when Redis is not reachable.
+async fn fresh_redis_adapter() -> weaver_examples::redis_adapter::RedisAdapter {
+    let prefix = format!("weaver-test:{}:", weaver::checkpoint::new_checkpoint_id());
+    weaver_examples::redis_adapter::RedisAdapter::connect(&redis_url(), &prefix)
+        .await
+        .unwrap_or_else(|e| panic!("these tests need Redis at {}: {e}", redis_url()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_adapter_passes_the_adapter_and_saver_suites() {
+    let made = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = made.clone();
+    weaver_conformance::adapter::run_adapter_conformance(move || {
+        let log = log.clone();
+        async move {
+            let a = fresh_redis_adapter().await;
+            log.lock().unwrap().push(a.clone());
+            a
+        }
+    })
+    .await;
+    let made = made.lock().unwrap().clone();
+    for a in made {
+        a.clear().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn redis_adapter_reports_bad_stored_data_and_an_unreachable_server() {
+    use redis::AsyncCommands;
+    use weaver::checkpoint::SnapshotAdapter;
+    let a = fresh_redis_adapter().await;
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let (versions, data) = (format!("{}f:v", a.prefix()), format!("{}f:d", a.prefix()));
+    let _: () = conn.zadd(&versions, "1", 1).await.unwrap();
+    let _: () = conn.hset(&data, "1", "{not json").await.unwrap();
+    let got = a.load_snapshot("f", None).await;
+    assert!(matches!(got, Err(weaver::Error::Decode { .. })), "{got:?}");
+    let _: () = conn.zadd(&versions, "2", 2).await.unwrap();
+    let got = a.load_history("f", None).await;
+    assert!(
+        matches!(got, Err(weaver::Error::Decode { .. })),
+        "a version without data: {got:?}"
+    );
+    a.clear().await.unwrap();
+    let down =
+        weaver_examples::redis_adapter::RedisAdapter::connect("redis://127.0.0.1:1", "x:").await;
+    let err = down.unwrap_err();
+    assert!(matches!(err, weaver::Error::Storage { .. }), "{err:?}");
+    assert!(err.to_string().contains("not reachable"), "{err}");
+}
+
+#[test]
+fn redis_adapter_example_runs_two_turns() {
+    let out = run(env!("CARGO_BIN_EXE_redis_adapter"), &[&redis_url()]);
+    assert!(
+        out.contains(r#"n=2 said=["user 1", "reply 1", "user 2", "reply 2"]"#),
+        "{out}"
+    );
+    assert!(
+        out.contains("thread conversation-1: 6 checkpoints"),
+        "{out}"
+    );
+    assert!(out.contains("1 snapshot(s) kept"), "{out}");
+}

@@ -1,7 +1,10 @@
 //! Cross-crate test suites: the saver and store conformance suites and shared fixtures.
 
 pub mod chat_flows;
-pub mod conformance;
+/// The adapter conformance suite, now in `weaver-conformance`.
+pub use weaver_conformance::adapter as adapter_conformance;
+/// The saver conformance suite, now in `weaver-conformance`.
+pub use weaver_conformance::saver as conformance;
 pub mod counters;
 pub mod decodes;
 pub mod dropped;

@@ -1,11 +1,12 @@
-//! The saver conformance suite on the in-memory saver.
+//! The saver conformance suite on the in-memory saver, and the adapter
+//! suite on the in-memory snapshot adapter (with the saver suite over its
+//! `AdapterSaver`).
 
-use std::sync::Arc;
+use weaver::InMemorySaver;
+use weaver::checkpoint::MemoryAdapter;
 
-use weaver::{InMemorySaver, Saver};
-use weaver_tests::conformance::run_saver_conformance;
+weaver_conformance::saver_suite!(in_memory_saver_conforms, async { InMemorySaver::new() });
 
-#[tokio::test]
-async fn in_memory_saver_conforms() {
-    run_saver_conformance(|| async { Arc::new(InMemorySaver::new()) as Arc<dyn Saver> }).await;
-}
+weaver_conformance::adapter_suite!(memory_adapter_and_its_adapter_saver_conform, async {
+    MemoryAdapter::new()
+});

@@ -40,23 +40,23 @@ pub struct InMemorySaver {
     leases: Arc<lease::Table>,
 }
 
-type Threads = BTreeMap<String, BTreeMap<String, Log>>;
+pub(super) type Threads = BTreeMap<String, BTreeMap<String, Log>>;
 
 /// One (thread, namespace): checkpoints by commit order, and an id index.
 #[derive(Debug, Clone, Default)]
-struct Log {
-    by_order: BTreeMap<u64, Stored>,
-    by_id: HashMap<String, u64>,
+pub(super) struct Log {
+    pub(super) by_order: BTreeMap<u64, Stored>,
+    pub(super) by_id: HashMap<String, u64>,
 }
 
 #[derive(Debug, Clone)]
-struct Stored {
-    checkpoint: Checkpoint,
-    metadata: CheckpointMetadata,
-    parent_id: Option<String>,
-    writes: BTreeMap<(String, i64), PendingWrite>,
+pub(super) struct Stored {
+    pub(super) checkpoint: Checkpoint,
+    pub(super) metadata: CheckpointMetadata,
+    pub(super) parent_id: Option<String>,
+    pub(super) writes: BTreeMap<(String, i64), PendingWrite>,
     /// When it was stored.
-    stored_at: std::time::SystemTime,
+    pub(super) stored_at: std::time::SystemTime,
 }
 
 impl Log {
@@ -199,6 +199,21 @@ impl InMemorySaver {
     /// An empty saver.
     pub fn new() -> Self {
         InMemorySaver::default()
+    }
+
+    /// A saver holding `threads` (the working copy of an
+    /// [`AdapterSaver`](super::AdapterSaver) operation).
+    pub(super) fn holding(threads: Threads) -> Self {
+        InMemorySaver {
+            threads: Arc::new(RwLock::new(threads)),
+            state: Arc::default(),
+            leases: Arc::default(),
+        }
+    }
+
+    /// A copy of what it holds of thread `thread_id`.
+    pub(super) fn thread_copy(&self, thread_id: &str) -> BTreeMap<String, Log> {
+        self.read().get(thread_id).cloned().unwrap_or_default()
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Threads> {

@@ -6,6 +6,8 @@
 //! tracing is a wrapper the facade calls through; record limits are in
 //! [`limits`].
 
+mod adapted;
+mod adapter;
 mod cache;
 mod codec;
 pub(crate) mod delta;
@@ -24,6 +26,8 @@ pub(crate) mod text;
 mod trace;
 mod types;
 
+pub use adapted::AdapterSaver;
+pub use adapter::{MemoryAdapter, Snapshot, SnapshotAdapter, check_flow_id};
 pub use codec::CheckpointCodec;
 pub use delta::DELTA_SNAPSHOT_EVERY;
 pub use facade::Checkpointer;

@@ -4,7 +4,7 @@
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use weaver::{InMemorySaver, Saver};
-//! # use weaver_tests::conformance::run_saver_conformance;
+//! # use weaver_conformance::saver::run_saver_conformance;
 //! # async fn check() {
 //! run_saver_conformance(|| async { Arc::new(InMemorySaver::new()) as Arc<dyn Saver> }).await;
 //! # }

@@ -1,0 +1,540 @@
+//! [`AdapterSaver`]: a full [`Saver`] on any [`SnapshotAdapter`].
+//!
+//! Each thread is one flow, `weaver:thread:<thread id>`, whose latest
+//! snapshot holds the whole thread: every namespace, checkpoint and pending
+//! write. An operation reads the latest snapshot of each thread it touches,
+//! applies the saver's rules to that copy (those of [`InMemorySaver`]), and
+//! saves the result as the next version. The adapter's first rule makes
+//! that save a compare-and-set: a writer that lost a race to the same
+//! version reads again and applies its operation anew, where weaver's own
+//! checks (a taken commit order, a write check) then decide. Older versions
+//! are pruned after each save. The threads known are listed in one more
+//! flow, `weaver:threads`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::adapter::{Snapshot, SnapshotAdapter};
+use super::limits::ForkOptions;
+use super::memory::{InMemorySaver, Log, Stored, Threads};
+use super::saver::Saver;
+use super::shared::SaverState;
+use super::types::{
+    BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointTuple, ListFilter,
+    NewCheckpoint, PendingWrite, PruneStrategy, ThreadInfo, WriteOp,
+};
+use crate::error::{Error, Result};
+
+/// The flow listing the threads an [`AdapterSaver`] has written.
+const CATALOG: &str = "weaver:threads";
+/// How many times an operation that keeps losing races is tried.
+const ATTEMPTS: usize = 64;
+/// How many versions of a flow stay after a save: the latest alone, so
+/// nothing deleted or pruned stays behind in an older one.
+const KEEP_VERSIONS: usize = 1;
+
+/// The flow of thread `thread_id`.
+fn flow(thread_id: &str) -> String {
+    format!("weaver:thread:{thread_id}")
+}
+
+/// A [`Saver`] on a [`SnapshotAdapter`]: checkpoints, pending writes,
+/// namespaces, history filters, forks, copies and prunes, all on the seven
+/// operations of numbered snapshots.
+///
+/// Every operation on one thread is one snapshot saved, so it is atomic
+/// and two racing writers are told apart by the adapter's version conflict.
+/// An operation spanning several threads (a batch or prune over several,
+/// a copy or fork into another) saves them one after the other; when one
+/// of the saves loses a race, those already saved are written back as they
+/// were and the whole operation is applied again. Reads of all threads (a
+/// listing without `thread_id`, [`list_threads`](Saver::list_threads)) read
+/// every thread. Cloning shares the adapter.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use weaver::checkpoint::{AdapterSaver, CheckpointRef, MemoryAdapter, Saver};
+/// use weaver::prelude::*;
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+/// struct Count {
+///     n: u32,
+/// }
+///
+/// let saver = AdapterSaver::new(MemoryAdapter::new());
+/// let graph = Graph::<Count>::new("count")
+///     .add_node("add", |s: &Count| CountUpdate::default().n(s.n + 1))
+///     .add_sequence([START, "add", END])
+///     .compile(Compile::new().checkpointer(saver.clone()))
+///     .unwrap();
+/// let out = graph.invoke(Count::default(), &RunConfig::thread("t")).await.unwrap();
+/// assert_eq!(out.complete().unwrap().n, 1);
+/// let head = saver.get_tuple(&CheckpointRef::latest("t")).await.unwrap().unwrap();
+/// assert_eq!(head.checkpoint.channel_values["n"], 1);
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct AdapterSaver<A> {
+    adapter: Arc<A>,
+    state: Arc<SaverState>,
+}
+
+impl<A> Clone for AdapterSaver<A> {
+    fn clone(&self) -> Self {
+        AdapterSaver {
+            adapter: self.adapter.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// One stored checkpoint in a thread's snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Record {
+    order: u64,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    parent_id: Option<String>,
+    writes: Vec<PendingWrite>,
+    stored_at: SystemTime,
+}
+
+/// What a thread's snapshot holds: its records by namespace, oldest first.
+type Image = BTreeMap<String, Vec<Record>>;
+
+fn image_of(nss: &BTreeMap<String, Log>) -> Image {
+    nss.iter()
+        .filter(|(_, log)| !log.by_order.is_empty())
+        .map(|(ns, log)| {
+            let records = log.by_order.iter().map(|(order, s)| Record {
+                order: *order,
+                checkpoint: s.checkpoint.clone(),
+                metadata: s.metadata.clone(),
+                parent_id: s.parent_id.clone(),
+                writes: s.writes.values().cloned().collect(),
+                stored_at: s.stored_at,
+            });
+            (ns.clone(), records.collect())
+        })
+        .collect()
+}
+
+/// The logs of a decoded image; a repeated commit order or id is bad data.
+fn logs_of(thread_id: &str, image: Image) -> Result<BTreeMap<String, Log>> {
+    let bad = |why: String| Error::decode(format!("snapshot of thread `{thread_id}`"), why);
+    let mut nss = BTreeMap::new();
+    for (ns, records) in image {
+        let mut log = Log::default();
+        for r in records {
+            if log.by_order.contains_key(&r.order) || r.order == 0 {
+                return Err(bad(format!("commit order {} repeated or zero", r.order)));
+            }
+            if log.by_id.insert(r.checkpoint.id.clone(), r.order).is_some() {
+                return Err(bad(format!("checkpoint id `{}` repeated", r.checkpoint.id)));
+            }
+            let writes = r
+                .writes
+                .into_iter()
+                .map(|w| ((w.task_id.clone(), w.idx), w))
+                .collect();
+            let stored = Stored {
+                checkpoint: r.checkpoint,
+                metadata: r.metadata,
+                parent_id: r.parent_id,
+                writes,
+                stored_at: r.stored_at,
+            };
+            log.by_order.insert(r.order, stored);
+        }
+        nss.insert(ns, log);
+    }
+    Ok(nss)
+}
+
+/// A thread as read: the version its image is at (0: none saved).
+struct Loaded {
+    thread: String,
+    version: u64,
+    data: Value,
+    image: Image,
+    logs: BTreeMap<String, Log>,
+}
+
+/// An operation on the working copy of the threads it touches.
+type Op<'o, T> = dyn Fn(InMemorySaver) -> Pin<Box<dyn Future<Output = Result<T>> + Send + 'o>>
+    + Send
+    + Sync
+    + 'o;
+
+impl<A: SnapshotAdapter> AdapterSaver<A> {
+    /// A saver storing through `adapter`.
+    ///
+    /// ```
+    /// use weaver::checkpoint::{AdapterSaver, MemoryAdapter};
+    /// let saver = AdapterSaver::new(MemoryAdapter::new());
+    /// # let _ = saver;
+    /// ```
+    pub fn new(adapter: A) -> Self {
+        AdapterSaver {
+            adapter: Arc::new(adapter),
+            state: Arc::default(),
+        }
+    }
+
+    /// The adapter it stores through.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::checkpoint::{AdapterSaver, MemoryAdapter, SnapshotAdapter};
+    /// let saver = AdapterSaver::new(MemoryAdapter::new());
+    /// assert!(!saver.adapter().flow_exists("weaver:threads").await.unwrap());
+    /// # });
+    /// ```
+    pub fn adapter(&self) -> &A {
+        &self.adapter
+    }
+
+    async fn load(&self, thread: &str) -> Result<Loaded> {
+        super::text::check_id("thread id", thread)?;
+        let flow_id = flow(thread);
+        let snap = self.adapter.load_snapshot(&flow_id, None).await?;
+        let Some(snap) = snap else {
+            return Ok(Loaded {
+                thread: thread.to_owned(),
+                version: 0,
+                data: Value::Null,
+                image: Image::new(),
+                logs: BTreeMap::new(),
+            });
+        };
+        if snap.flow_id != flow_id || snap.version == 0 {
+            return Err(Error::decode(
+                format!("snapshot of thread `{thread}`"),
+                format!(
+                    "the adapter returned version {} of flow `{}`",
+                    snap.version, snap.flow_id
+                ),
+            ));
+        }
+        let image: Image = if snap.data.is_null() {
+            Image::new()
+        } else {
+            serde_json::from_value(snap.data.clone())
+                .map_err(|e| Error::decode(format!("snapshot of thread `{thread}`"), e))?
+        };
+        let logs = logs_of(thread, image.clone())?;
+        Ok(Loaded {
+            thread: thread.to_owned(),
+            version: snap.version,
+            data: snap.data,
+            image,
+            logs,
+        })
+    }
+
+    /// Reads `threads` into one working copy.
+    async fn working(&self, threads: &[String]) -> Result<(InMemorySaver, Vec<Loaded>)> {
+        let names: BTreeSet<&String> = threads.iter().collect();
+        let mut loaded = Vec::with_capacity(names.len());
+        let mut all = Threads::new();
+        for t in names {
+            let l = self.load(t).await?;
+            if !l.logs.is_empty() {
+                all.insert(t.clone(), l.logs.clone());
+            }
+            loaded.push(l);
+        }
+        Ok((InMemorySaver::holding(all), loaded))
+    }
+
+    async fn read<T>(&self, threads: &[String], op: &Op<'_, T>) -> Result<T> {
+        let (mem, _) = self.working(threads).await?;
+        op(mem.clone()).await
+    }
+
+    /// The thread ids the catalog lists, and its version.
+    async fn catalog(&self) -> Result<(u64, BTreeSet<String>)> {
+        let Some(snap) = self.adapter.load_snapshot(CATALOG, None).await? else {
+            return Ok((0, BTreeSet::new()));
+        };
+        let ids = serde_json::from_value(snap.data)
+            .map_err(|e| Error::decode("the thread catalog snapshot", e))?;
+        Ok((snap.version, ids))
+    }
+
+    /// Adds (`add`) or removes a thread id from the catalog.
+    async fn catalog_set(&self, thread: &str, add: bool) -> Result<()> {
+        for _ in 0..ATTEMPTS {
+            let (version, mut ids) = self.catalog().await?;
+            let changed = if add {
+                ids.insert(thread.to_owned())
+            } else {
+                ids.remove(thread)
+            };
+            if !changed {
+                return Ok(());
+            }
+            let data =
+                serde_json::to_value(&ids).map_err(|e| Error::encode("thread catalog", e))?;
+            match self
+                .adapter
+                .save_snapshot(Snapshot::new(CATALOG, version + 1, data))
+                .await
+            {
+                Ok(()) => {
+                    self.adapter.prune_history(CATALOG, KEEP_VERSIONS).await?;
+                    return Ok(());
+                }
+                Err(Error::VersionConflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Snapshot::new(CATALOG, 0, Value::Null).conflict())
+    }
+
+    /// Every thread the catalog lists.
+    async fn all_threads(&self) -> Result<Vec<String>> {
+        Ok(self.catalog().await?.1.into_iter().collect())
+    }
+
+    /// Applies `op` to a working copy of `threads` and saves what changed,
+    /// again on a fresh copy whenever a save loses a race.
+    async fn write<T>(&self, threads: &[String], op: &Op<'_, T>) -> Result<T> {
+        let mut last = None;
+        for _ in 0..ATTEMPTS {
+            let (mem, loaded) = self.working(threads).await?;
+            let out = op(mem.clone()).await?;
+            match self.commit(&mem, &loaded).await {
+                Ok(()) => return Ok(out),
+                Err(e @ Error::VersionConflict { .. }) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Snapshot::new(CATALOG, 0, Value::Null).conflict()))
+    }
+
+    /// Saves each thread of `loaded` the working copy changed; on a lost
+    /// race writes back those already saved and returns the conflict.
+    async fn commit(&self, mem: &InMemorySaver, loaded: &[Loaded]) -> Result<()> {
+        let mut saved: Vec<(&Loaded, u64)> = Vec::new();
+        for l in loaded {
+            let image = image_of(&mem.thread_copy(&l.thread));
+            if image == l.image {
+                continue;
+            }
+            if l.image.is_empty() {
+                self.catalog_set(&l.thread, true).await?;
+            }
+            let data = if image.is_empty() {
+                Value::Null
+            } else {
+                serde_json::to_value(&image)
+                    .map_err(|e| Error::encode(format!("snapshot of thread `{}`", l.thread), e))?
+            };
+            let version = l.version + 1;
+            let flow_id = flow(&l.thread);
+            let result = self
+                .adapter
+                .save_snapshot(Snapshot::new(&flow_id, version, data))
+                .await;
+            if let Err(e) = result {
+                self.undo(&saved).await?;
+                return Err(e);
+            }
+            saved.push((l, version));
+            self.adapter.prune_history(&flow_id, KEEP_VERSIONS).await?;
+            if image.is_empty() {
+                self.forget(&l.thread).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes back the threads `saved` as they were before this operation.
+    async fn undo(&self, saved: &[(&Loaded, u64)]) -> Result<()> {
+        for (l, version) in saved {
+            let back = Snapshot::new(flow(&l.thread), version + 1, l.data.clone());
+            self.adapter.save_snapshot(back).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes an emptied thread off the catalog, unless another writer has
+    /// written it again meanwhile.
+    async fn forget(&self, thread: &str) -> Result<()> {
+        self.catalog_set(thread, false).await?;
+        if !self.load(thread).await?.image.is_empty() {
+            self.catalog_set(thread, true).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Boxes an operation on the working copy.
+macro_rules! op {
+    (|$m:ident| $body:expr) => {
+        &move |$m: InMemorySaver| Box::pin(async move { $body })
+    };
+}
+
+#[async_trait]
+impl<A: SnapshotAdapter> Saver for AdapterSaver<A> {
+    async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+        super::text::check_ref(target)?;
+        let threads = [target.thread_id.clone()];
+        self.read(&threads, op!(|m| m.get_stored(target).await))
+            .await
+    }
+
+    async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        filter.check()?;
+        let threads = match &filter.thread_id {
+            Some(t) => vec![t.clone()],
+            None => self.all_threads().await?,
+        };
+        self.read(&threads, op!(|m| m.list_stored(filter).await))
+            .await
+    }
+
+    async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
+        let threads = [target.thread_id.clone()];
+        let writes = &writes;
+        self.write(
+            &threads,
+            op!(|m| m.put_writes(target, writes.clone()).await),
+        )
+        .await
+    }
+
+    async fn put_group(&self, ops: Vec<WriteOp>) -> Result<()> {
+        let threads: Vec<String> = ops.iter().map(|o| o.thread_id().to_owned()).collect();
+        let ops = &ops;
+        self.write(&threads, op!(|m| m.put_group(ops.clone()).await))
+            .await
+    }
+
+    async fn put_checkpoint_with_writes(
+        &self,
+        checkpoint: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> Result<CheckpointRef> {
+        let threads = [checkpoint.thread_id.clone()];
+        let (checkpoint, writes) = (&checkpoint, &writes);
+        self.write(
+            &threads,
+            op!(|m| m
+                .put_checkpoint_with_writes(checkpoint.clone(), writes.clone())
+                .await),
+        )
+        .await
+    }
+
+    async fn put_batch(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+        let threads: Vec<String> = entries
+            .iter()
+            .map(|e| e.checkpoint.thread_id.clone())
+            .collect();
+        let entries = &entries;
+        self.write(&threads, op!(|m| m.put_batch(entries.clone()).await))
+            .await
+    }
+
+    async fn fork_lineage(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> Result<CheckpointRef> {
+        let threads = [source.thread_id.clone(), target_thread.to_owned()];
+        self.write(
+            &threads,
+            op!(|m| m.fork_lineage(source, target_thread, options).await),
+        )
+        .await
+    }
+
+    async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
+        let threads = [source_thread.to_owned(), target_thread.to_owned()];
+        self.write(
+            &threads,
+            op!(|m| m.copy_thread(source_thread, target_thread).await),
+        )
+        .await
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        let threads = [thread_id.to_owned()];
+        self.write(&threads, op!(|m| m.delete_thread(thread_id).await))
+            .await?;
+        self.state.note_deletion(thread_id);
+        Ok(())
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
+        strategy.keep()?;
+        let deleted = self
+            .write(thread_ids, op!(|m| m.prune(thread_ids, strategy).await))
+            .await?;
+        if strategy == PruneStrategy::Delete {
+            for t in thread_ids {
+                self.state.note_deletion(t);
+            }
+        }
+        Ok(deleted)
+    }
+
+    async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>> {
+        let threads = self.all_threads().await?;
+        self.read(&threads, op!(|m| m.list_threads(limit, offset).await))
+            .await
+    }
+
+    async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
+        let threads = [thread_id.to_owned()];
+        self.read(&threads, op!(|m| m.thread_info(thread_id).await))
+            .await
+    }
+
+    async fn at_commit_order(
+        &self,
+        thread_id: &str,
+        checkpoint_ns: &str,
+        commit_order: u64,
+    ) -> Result<Option<CheckpointRef>> {
+        let threads = [thread_id.to_owned()];
+        self.read(
+            &threads,
+            op!(|m| m
+                .at_commit_order(thread_id, checkpoint_ns, commit_order)
+                .await),
+        )
+        .await
+    }
+
+    async fn lineage(
+        &self,
+        from: &CheckpointRef,
+        count: usize,
+        below: Option<u64>,
+    ) -> Result<Vec<CheckpointTuple>> {
+        super::text::check_ref(from)?;
+        let threads = [from.thread_id.clone()];
+        self.read(&threads, op!(|m| m.lineage(from, count, below).await))
+            .await
+    }
+
+    fn supports_deltas(&self) -> bool {
+        true
+    }
+
+    fn shared_state(&self) -> Option<Arc<SaverState>> {
+        Some(self.state.clone())
+    }
+}
