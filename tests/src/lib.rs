@@ -7,6 +7,7 @@ pub mod dropped;
 pub mod effects;
 pub mod evolution;
 pub mod fleet;
+pub mod mongo;
 pub mod policies;
 pub mod sends;
 pub mod shapes;
