@@ -189,30 +189,22 @@ impl MongoSaver {
                 "task_id": &w.task_id,
                 "idx": w.idx,
             };
-            // Plain deletes and inserts in the transaction, no update
-            // carrying the binary value: an ordinary write already stored
-            // stays, a special one replaces the earlier.
-            let coll = self.writes();
-            if w.is_special() {
-                coll.delete_one(key)
+            // An ordinary write already stored stays, a special one
+            // replaces the earlier.
+            let done = if w.is_special() {
+                self.writes()
+                    .replace_one(key, d)
+                    .upsert(true)
                     .session(&mut *s)
                     .await
-                    .map_err(storage("put_writes"))?;
             } else {
-                let found = coll
-                    .find_one(key)
-                    .projection(doc! { "_id": 1 })
+                self.writes()
+                    .update_one(key, doc! { "$setOnInsert": d })
+                    .upsert(true)
                     .session(&mut *s)
                     .await
-                    .map_err(storage("put_writes"))?;
-                if found.is_some() {
-                    continue;
-                }
-            }
-            coll.insert_one(d)
-                .session(&mut *s)
-                .await
-                .map_err(storage("put_writes"))?;
+            };
+            done.map_err(storage("put_writes"))?;
         }
         Ok(())
     }
@@ -787,14 +779,6 @@ impl MongoSaver {
             .parent_config
             .as_ref()
             .and_then(|p| p.checkpoint_id.as_deref());
-        let key = doc! { "thread_id": thread, "ns": ns, "checkpoint_id": &t.checkpoint.id };
-        let coll = self.checkpoints();
-        let old = coll
-            .find_one(key.clone())
-            .projection(doc! { "stored_at": 1 })
-            .session(&mut *s)
-            .await
-            .map_err(storage("prune"))?;
         let mut d = self.checkpoint_doc(
             thread,
             ns,
@@ -803,14 +787,13 @@ impl MongoSaver {
             &t.metadata,
             t.commit_order,
         )?;
-        if let Some(at) = old.as_ref().and_then(|o| o.get("stored_at")) {
-            d.insert("stored_at", at.clone());
-        }
-        coll.delete_one(key)
-            .session(&mut *s)
-            .await
-            .map_err(storage("prune"))?;
-        coll.insert_one(d)
+        // The record keeps the time it was stored.
+        d.remove("stored_at");
+        self.checkpoints()
+            .update_one(
+                doc! { "thread_id": thread, "ns": ns, "checkpoint_id": &t.checkpoint.id },
+                doc! { "$set": d },
+            )
             .session(&mut *s)
             .await
             .map_err(storage("prune"))?;
