@@ -226,7 +226,7 @@ impl MongoSaver {
 
     /// Decodes a pending write document.
     pub(crate) fn decode_write(&self, d: &Document) -> Result<PendingWrite> {
-        let bad = |k: &str, e: mongodb::bson::document::ValueAccessError| {
+        let bad = |k: &str, e: mongodb::bson::error::Error| {
             Error::decode(format!("a stored MongoDB pending write ({k})"), e)
         };
         let text = |k: &str| d.get_str(k).map(str::to_owned).map_err(|e| bad(k, e));
