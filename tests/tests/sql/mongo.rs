@@ -192,3 +192,27 @@ async fn bad_stored_documents_are_typed_errors() {
     assert!(saver.get_tuple(&one).await.unwrap().is_some());
     db.drop_db().await;
 }
+
+/// The chat-graph promise on MongoDB: two OS processes (the `chat_turns`
+/// example) run turns on one conversation; each turn commits whole or fails
+/// with `VersionConflict`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_one_conversation_on_mongo() {
+    let db = MongoDb::new().await;
+    // Set up first so both processes only race on turns.
+    MongoSaver::new(db.client.clone(), &db.name, "weaver_")
+        .setup()
+        .await
+        .unwrap();
+    let open = async {
+        Arc::new(MongoSaver::new(db.client.clone(), &db.name, "weaver_")) as Arc<dyn Saver>
+    };
+    crate::concurrency::one_conversation(
+        &weaver_tests::mongo::mongo_url(),
+        &db.name,
+        &["alice", "bob"],
+        open,
+    )
+    .await;
+    db.drop_db().await;
+}

@@ -14,6 +14,26 @@
 //! Every multi-document write runs in one multi-document transaction.
 //! Payloads go through the saver's [`Codec`] and are stored as binary.
 
+/// Runs `$body` (which uses the session `$s`) in one transaction: committed
+/// when it returns `Ok`, aborted otherwise.
+macro_rules! in_txn {
+    ($self:ident, $op:literal, |$s:ident| $body:expr) => {{
+        let mut $s = $self.client.start_session().await.map_err(storage($op))?;
+        $s.start_transaction().await.map_err(storage($op))?;
+        let out: Result<_> = async { $body }.await;
+        match out {
+            Ok(v) => match $s.commit_transaction().await {
+                Ok(()) => Ok(v),
+                Err(e) => Err(Error::storage($op, e)),
+            },
+            Err(e) => {
+                let _ = $s.abort_transaction().await;
+                Err(e)
+            }
+        }
+    }};
+}
+
 mod prune;
 mod records;
 mod saver;
