@@ -4,12 +4,12 @@
 //! Collections are named after a prefix: `<prefix>checkpoints` (one
 //! document per checkpoint; a unique index on thread, namespace and commit
 //! order makes a second writer of the same version fail with
-//! [`Error::VersionConflict`](crate::Error::VersionConflict), another on
+//! [`Error::VersionConflict`], another on
 //! thread, namespace and id), `<prefix>writes` (pending writes, unique per
 //! checkpoint, task and index) and `<prefix>setup` (the setup version).
 //! They are created by [`MongoSaver::setup`], an explicit, versioned and
 //! idempotent call; a saver on a database where it has not run fails with
-//! [`Error::MigrationRequired`](crate::Error::MigrationRequired) naming it.
+//! [`Error::MigrationRequired`] naming it.
 //!
 //! Every multi-document write runs in one multi-document transaction.
 //! Payloads go through the saver's [`Codec`] and are stored as binary.
