@@ -112,6 +112,28 @@ async fn two_writers_of_one_version_one_conflicts() {
         .map(|t| t.commit_order)
         .collect();
     assert_eq!(orders, [4, 3, 2, 1]);
+    // Two writers of the same pending write: both succeed, the first
+    // stored stays (ordinary writes are idempotent per task and index).
+    let write = |v: i64| {
+        vec![weaver::checkpoint::PendingWrite {
+            task_id: "task".into(),
+            task_path: "node".into(),
+            idx: 0,
+            channel: "v".into(),
+            value: json!(v),
+        }]
+    };
+    let (ra, rb) = tokio::join!(a.put_writes(&root, write(1)), b.put_writes(&root, write(2)));
+    ra.unwrap();
+    rb.unwrap();
+    let stored = first
+        .get_tuple(&root)
+        .await
+        .unwrap()
+        .unwrap()
+        .pending_writes;
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert!(stored[0].value == json!(1) || stored[0].value == json!(2));
     db.drop_db().await;
 }
 

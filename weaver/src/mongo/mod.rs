@@ -102,6 +102,17 @@ pub(crate) fn is_conflict(e: &mongodb::error::Error) -> bool {
     code == 11000 || code == 112
 }
 
+/// Whether `e` is a storage error the server labelled
+/// `TransientTransactionError`: the transaction may succeed if run again.
+pub(crate) fn is_transient(e: &Error) -> bool {
+    match e {
+        Error::Storage { source, .. } => source
+            .downcast_ref::<mongodb::error::Error>()
+            .is_some_and(|e| e.contains_label(mongodb::error::TRANSIENT_TRANSACTION_ERROR)),
+        _ => false,
+    }
+}
+
 impl MongoSaver {
     /// A saver on database `database` of `client`, its collections named
     /// `<prefix>checkpoints`, `<prefix>writes` and `<prefix>setup`.

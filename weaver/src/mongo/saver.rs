@@ -395,9 +395,19 @@ impl Saver for MongoSaver {
 
     async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
         self.verify().await?;
-        in_txn!(self, "put_writes", |s| self
-            .add_writes(&mut s, target, writes)
-            .await)
+        // Writes are idempotent per (task, index): a transaction that lost
+        // a write conflict to another writer of the same keys runs again.
+        let mut tries = 0;
+        loop {
+            let attempt = writes.clone();
+            match in_txn!(self, "put_writes", |s| self
+                .add_writes(&mut s, target, attempt)
+                .await)
+            {
+                Err(e) if tries < 16 && super::is_transient(&e) => tries += 1,
+                other => return other,
+            }
+        }
     }
 
     async fn put_checkpoint_with_writes(
