@@ -12,6 +12,7 @@ pub mod effects;
 pub mod evolution;
 pub mod fleet;
 pub mod leases;
+pub mod mongo;
 pub mod policies;
 pub mod sends;
 pub mod shapes;

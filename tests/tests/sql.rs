@@ -57,6 +57,8 @@ mod listing;
 mod maintenance;
 #[path = "sql/migrations.rs"]
 mod migrations;
+#[path = "sql/mongo.rs"]
+mod mongo;
 #[path = "sql/nul_text.rs"]
 mod nul_text;
 #[path = "sql/orphans.rs"]

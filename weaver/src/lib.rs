@@ -96,6 +96,9 @@ pub mod evolution;
 pub mod graph;
 pub mod guide;
 pub mod migrate;
+#[cfg(feature = "mongodb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
+pub mod mongo;
 mod sql;
 pub mod state;
 pub mod store;

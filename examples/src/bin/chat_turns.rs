@@ -11,10 +11,12 @@
 //! chat_turns <database-url> <schema> <thread> <worker> <turns>
 //! ```
 //!
-//! `<database-url>` is a PostgreSQL URL (the tables go in `<schema>`) or a
+//! `<database-url>` is a PostgreSQL URL (the tables go in `<schema>`), a
 //! SQLite one, `sqlite://<file>` (`<schema>` must then be `-`: a SQLite
-//! file is its own namespace). Each process migrates the database first, so
-//! processes started at once on a new SQLite file also race on creating it.
+//! file is its own namespace), or a MongoDB one, `mongodb://…` (`<schema>`
+//! is then the database; the collections are prefixed `weaver_`). Each
+//! process migrates (on MongoDB: sets up) the database first, so processes
+//! started at once on a new SQLite file also race on creating it.
 //!
 //! Prints one line per turn: `commit <worker>:<turn>` or `conflict <worker>:<turn>`.
 
@@ -66,7 +68,11 @@ async fn run() -> weaver::Result<()> {
         .parse()
         .map_err(|_| Error::invalid_argument("turns must be a number"))?;
     let compile = Compile::new();
-    let compile = if url.starts_with("sqlite:") {
+    let compile = if url.starts_with("mongodb:") {
+        let saver = weaver::mongo::MongoSaver::connect(url, schema, "weaver_").await?;
+        saver.setup().await?;
+        compile.checkpointer(saver)
+    } else if url.starts_with("sqlite:") {
         if schema != "-" {
             return Err(Error::invalid_argument(
                 "a SQLite database takes `-` for <schema>",

@@ -145,7 +145,7 @@ const TURNS_PER_PROCESS: usize = 40;
 /// the saver `open` yields and checks that every turn either committed
 /// whole or failed with `VersionConflict`, that nothing is lost or merged,
 /// and that the history is one chain.
-async fn one_conversation(
+pub(crate) async fn one_conversation(
     url: &str,
     schema: &str,
     workers: &[&str],

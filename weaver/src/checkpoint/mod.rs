@@ -39,7 +39,7 @@ pub use memory::InMemorySaver;
 pub use saver::Saver;
 pub use shared::SaverState;
 pub use types::EFFECT_CHANNEL;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mongodb"))]
 pub(crate) use types::Keep;
 pub use types::{
     BatchEntry, CHECKPOINT_FORMAT, ChannelDelta, Checkpoint, CheckpointMetadata, CheckpointRef,

@@ -54,7 +54,10 @@ pub fn canonical_json(value: &Value) -> Vec<u8> {
 /// key. A saver writes no such document, and SQLite's functions read the
 /// first of repeated keys where serde_json reads the last, so a filter could
 /// match a value other than the one read.
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mongodb")),
+    allow(dead_code)
+)]
 pub(crate) fn unique_json(text: &str) -> serde_json::Result<Value> {
     serde_json::from_str::<Unique>(text).map(|u| u.0)
 }

@@ -41,7 +41,7 @@ mod canonical;
 mod encrypted;
 
 pub use canonical::canonical_json;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mongodb"))]
 pub(crate) use canonical::unique_json;
 #[cfg(feature = "encryption")]
 #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]

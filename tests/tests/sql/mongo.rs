@@ -1,0 +1,240 @@
+//! The MongoDB saver: the shared conformance suite, setup, conflicts
+//! between writers, and encrypted payloads, on the server at `MONGODB_URL`.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use weaver::checkpoint::{CheckpointRef, ListFilter};
+use weaver::mongo::MongoSaver;
+use weaver::{Error, Saver};
+use weaver_tests::conformance::{new_on, run_saver_conformance};
+use weaver_tests::mongo::MongoDb;
+
+/// A saver on `db`, set up.
+async fn saver(db: &MongoDb) -> MongoSaver {
+    let saver = MongoSaver::new(db.client.clone(), &db.name, "w_");
+    saver.setup().await.unwrap();
+    saver
+}
+
+#[tokio::test]
+async fn conformance_mongo() {
+    let dbs: Arc<tokio::sync::Mutex<Vec<MongoDb>>> = Arc::default();
+    run_saver_conformance(|| {
+        let dbs = dbs.clone();
+        async move {
+            let db = MongoDb::new().await;
+            let saver = saver(&db).await;
+            dbs.lock().await.push(db);
+            Arc::new(saver) as Arc<dyn Saver>
+        }
+    })
+    .await;
+    for db in std::mem::take(&mut *dbs.lock().await) {
+        db.drop_db().await;
+    }
+}
+
+#[tokio::test]
+async fn a_saver_before_setup_fails_naming_the_setup_call() {
+    let db = MongoDb::new().await;
+    let saver = MongoSaver::new(db.client.clone(), &db.name, "w_");
+    let err = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap_err();
+    match &err {
+        Error::MigrationRequired { found, hint, .. } => {
+            assert_eq!(*found, 0);
+            assert!(hint.contains("MongoSaver::setup()"), "{hint}");
+        }
+        other => panic!("expected MigrationRequired, got {other:?}"),
+    }
+    // Setup is idempotent, and a saver built afterwards works.
+    saver.setup().await.unwrap();
+    saver.setup().await.unwrap();
+    let fresh = MongoSaver::new(db.client.clone(), &db.name, "w_");
+    fresh
+        .put(new_on("t", None, None, 0, json!(1)))
+        .await
+        .unwrap();
+    assert_eq!(fresh.list(&ListFilter::thread("t")).await.unwrap().len(), 1);
+    // Another prefix is another set of collections, not set up.
+    let other = MongoSaver::new(db.client.clone(), &db.name, "x_");
+    assert!(matches!(
+        other.list(&ListFilter::thread("t")).await,
+        Err(Error::MigrationRequired { .. })
+    ));
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn two_writers_of_one_version_one_conflicts() {
+    let db = MongoDb::new().await;
+    let first = saver(&db).await;
+    let root = first
+        .put(new_on("t", None, Some(1), 0, json!(0)))
+        .await
+        .unwrap();
+    let parent = root.checkpoint_id.clone();
+    // Two savers on their own clients write commit order 2 at once.
+    let a = MongoSaver::connect(&weaver_tests::mongo::mongo_url(), &db.name, "w_")
+        .await
+        .unwrap();
+    let b = MongoSaver::connect(&weaver_tests::mongo::mongo_url(), &db.name, "w_")
+        .await
+        .unwrap();
+    let (ra, rb) = tokio::join!(
+        a.put(new_on("t", parent.as_deref(), Some(2), 1, json!("a"))),
+        b.put(new_on("t", parent.as_deref(), Some(2), 1, json!("b"))),
+    );
+    let results = [ra, rb];
+    let won = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(won, 1, "{results:?}");
+    let lost = results.into_iter().find_map(Result::err).unwrap();
+    assert!(
+        matches!(lost, Error::VersionConflict { attempted: 2, .. }),
+        "{lost:?}"
+    );
+    assert_eq!(first.list(&ListFilter::thread("t")).await.unwrap().len(), 2);
+    // Writers that take "the next free" order both land, one after the other.
+    let (ra, rb) = tokio::join!(
+        a.put(new_on("t", None, None, 2, json!("x"))),
+        b.put(new_on("t", None, None, 2, json!("y"))),
+    );
+    ra.unwrap();
+    rb.unwrap();
+    let orders: Vec<u64> = first
+        .list(&ListFilter::thread("t"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.commit_order)
+        .collect();
+    assert_eq!(orders, [4, 3, 2, 1]);
+    // Two writers of the same pending write: both succeed, the first
+    // stored stays (ordinary writes are idempotent per task and index).
+    let write = |v: i64| {
+        vec![weaver::checkpoint::PendingWrite {
+            task_id: "task".into(),
+            task_path: "node".into(),
+            idx: 0,
+            channel: "v".into(),
+            value: json!(v),
+        }]
+    };
+    let (ra, rb) = tokio::join!(a.put_writes(&root, write(1)), b.put_writes(&root, write(2)));
+    ra.unwrap();
+    rb.unwrap();
+    let stored = first
+        .get_tuple(&root)
+        .await
+        .unwrap()
+        .unwrap()
+        .pending_writes;
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert!(stored[0].value == json!(1) || stored[0].value == json!(2));
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn encrypted_payloads_are_binary_and_bound_to_their_document() {
+    use mongodb::bson::{Document, doc};
+    use weaver::codec::{EncryptedCodec, EncryptionKey};
+    let db = MongoDb::new().await;
+    let codec = || EncryptedCodec::json([EncryptionKey::new("k1", [7; 32]).unwrap()]).unwrap();
+    let saver = saver(&db).await.with_codec(codec());
+    let one = saver
+        .put(new_on("t", None, None, 0, json!("secret")))
+        .await
+        .unwrap();
+    let two = saver
+        .put(new_on(
+            "t",
+            one.checkpoint_id.as_deref(),
+            None,
+            1,
+            json!("other"),
+        ))
+        .await
+        .unwrap();
+    let back = saver.get_tuple(&one).await.unwrap().unwrap();
+    assert_eq!(back.checkpoint.channel_values["v"], json!("secret"));
+    let coll = db
+        .client
+        .database(&db.name)
+        .collection::<Document>("w_checkpoints");
+    let raw = coll
+        .find_one(doc! { "checkpoint_id": one.checkpoint_id.as_deref().unwrap() })
+        .await
+        .unwrap()
+        .unwrap();
+    let payload = raw.get_binary_generic("payload").unwrap().clone();
+    assert!(!String::from_utf8_lossy(&payload).contains("secret"));
+    // A payload moved into another checkpoint's document fails to open.
+    coll.update_one(
+        doc! { "checkpoint_id": two.checkpoint_id.as_deref().unwrap() },
+        doc! { "$set": { "payload": mongodb::bson::Binary {
+        subtype: mongodb::bson::spec::BinarySubtype::Generic, bytes: payload } } },
+    )
+    .await
+    .unwrap();
+    let err = saver.get_tuple(&two).await.unwrap_err();
+    assert!(matches!(err, Error::Decrypt { .. }), "{err:?}");
+    // Without the key, a plain saver cannot read it.
+    let plain = MongoSaver::new(db.client.clone(), &db.name, "w_");
+    assert!(plain.get_tuple(&one).await.is_err());
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn bad_stored_documents_are_typed_errors() {
+    use mongodb::bson::{Document, doc};
+    let db = MongoDb::new().await;
+    let saver = saver(&db).await;
+    let one = saver
+        .put(new_on("t", None, None, 0, json!(1)))
+        .await
+        .unwrap();
+    let coll = db
+        .client
+        .database(&db.name)
+        .collection::<Document>("w_checkpoints");
+    for bad in [
+        doc! { "$set": { "payload": "not binary" } },
+        doc! { "$set": { "metadata": "{not json" } },
+        doc! { "$set": { "commit_order": "one" } },
+    ] {
+        let saved = coll.find_one(doc! {}).await.unwrap().unwrap();
+        coll.update_one(doc! {}, bad).await.unwrap();
+        let err = saver.get_tuple(&one).await.unwrap_err();
+        assert!(matches!(err, Error::Decode { .. }), "{err:?}");
+        coll.replace_one(doc! {}, saved).await.unwrap();
+    }
+    assert!(saver.get_tuple(&one).await.unwrap().is_some());
+    db.drop_db().await;
+}
+
+/// The chat-graph promise on MongoDB: two OS processes (the `chat_turns`
+/// example) run turns on one conversation; each turn commits whole or fails
+/// with `VersionConflict`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_one_conversation_on_mongo() {
+    let db = MongoDb::new().await;
+    // Set up first so both processes only race on turns.
+    MongoSaver::new(db.client.clone(), &db.name, "weaver_")
+        .setup()
+        .await
+        .unwrap();
+    let open = async {
+        Arc::new(MongoSaver::new(db.client.clone(), &db.name, "weaver_")) as Arc<dyn Saver>
+    };
+    crate::concurrency::one_conversation(
+        &weaver_tests::mongo::mongo_url(),
+        &db.name,
+        &["alice", "bob"],
+        open,
+    )
+    .await;
+    db.drop_db().await;
+}

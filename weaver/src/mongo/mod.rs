@@ -1,0 +1,292 @@
+//! The MongoDB backend (feature `mongodb`): [`MongoSaver`], a checkpointer
+//! on MongoDB 7 or later through the official `mongodb` driver.
+//!
+//! Collections are named after a prefix: `<prefix>checkpoints` (one
+//! document per checkpoint; a unique index on thread, namespace and commit
+//! order makes a second writer of the same version fail with
+//! [`Error::VersionConflict`], another on
+//! thread, namespace and id), `<prefix>writes` (pending writes, unique per
+//! checkpoint, task and index) and `<prefix>setup` (the setup version).
+//! They are created by [`MongoSaver::setup`], an explicit, versioned and
+//! idempotent call; a saver on a database where it has not run fails with
+//! [`Error::MigrationRequired`] naming it.
+//!
+//! Every multi-document write runs in one multi-document transaction.
+//! Payloads go through the saver's [`Codec`] and are stored as binary.
+
+/// Runs `$body` (which uses the session `$s`) in one transaction: committed
+/// when it returns `Ok`, aborted otherwise.
+macro_rules! in_txn {
+    ($self:ident, $op:literal, |$s:ident| $body:expr) => {{
+        let mut $s = $self.client.start_session().await.map_err(storage($op))?;
+        $s.start_transaction().await.map_err(storage($op))?;
+        let out: Result<_> = async { $body }.await;
+        match out {
+            Ok(v) => match $s.commit_transaction().await {
+                Ok(()) => Ok(v),
+                Err(e) => Err(Error::storage($op, e)),
+            },
+            Err(e) => {
+                let _ = $s.abort_transaction().await;
+                Err(e)
+            }
+        }
+    }};
+}
+
+mod prune;
+mod records;
+mod saver;
+
+use std::sync::Arc;
+
+use mongodb::bson::{Document, doc};
+use mongodb::options::IndexOptions;
+use mongodb::{Client, Collection, Database, IndexModel};
+
+use crate::checkpoint::SaverState;
+use crate::codec::{Codec, JsonCodec, MAX_RECORD_BYTES};
+use crate::error::{Error, Result};
+
+/// The setup version this build needs.
+pub const SETUP_VERSION: u32 = 1;
+
+/// A checkpointer on MongoDB (7 or later), one document per checkpoint.
+///
+/// Built from a [`mongodb::Client`], a database name and a collection
+/// prefix ([`MongoSaver::new`]), or from a URI ([`MongoSaver::connect`]).
+/// Run [`MongoSaver::setup`] once per database and prefix before use.
+///
+/// ```no_run
+/// # async fn run() -> weaver::Result<()> {
+/// use weaver::mongo::MongoSaver;
+/// let saver = MongoSaver::connect("mongodb://127.0.0.1:27017", "app", "weaver_").await?;
+/// saver.setup().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MongoSaver {
+    pub(crate) client: Client,
+    pub(crate) db: Database,
+    pub(crate) prefix: String,
+    pub(crate) codec: Arc<dyn Codec>,
+    pub(crate) max_record_bytes: usize,
+    pub(crate) state: Arc<SaverState>,
+    pub(crate) verified: Arc<tokio::sync::OnceCell<()>>,
+}
+
+impl std::fmt::Debug for MongoSaver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MongoSaver")
+            .field("database", &self.db.name())
+            .field("prefix", &self.prefix)
+            .field("codec", &self.codec)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Maps a driver error of operation `op` to [`Error::Storage`].
+pub(crate) fn storage(op: &'static str) -> impl FnOnce(mongodb::error::Error) -> Error {
+    move |e| Error::storage(op, e)
+}
+
+/// Whether `e` is a duplicate key (code 11000) or a write conflict (112,
+/// two transactions writing the same key).
+pub(crate) fn is_conflict(e: &mongodb::error::Error) -> bool {
+    use mongodb::error::{ErrorKind, WriteFailure};
+    let code = match &*e.kind {
+        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code,
+        ErrorKind::Command(c) => c.code,
+        _ => return false,
+    };
+    code == 11000 || code == 112
+}
+
+/// Whether `e` is a storage error the server labelled
+/// `TransientTransactionError`: the transaction may succeed if run again.
+pub(crate) fn is_transient(e: &Error) -> bool {
+    match e {
+        Error::Storage { source, .. } => source
+            .downcast_ref::<mongodb::error::Error>()
+            .is_some_and(|e| e.contains_label(mongodb::error::TRANSIENT_TRANSACTION_ERROR)),
+        _ => false,
+    }
+}
+
+impl MongoSaver {
+    /// A saver on database `database` of `client`, its collections named
+    /// `<prefix>checkpoints`, `<prefix>writes` and `<prefix>setup`.
+    ///
+    /// ```no_run
+    /// # async fn run() -> weaver::Result<()> {
+    /// let client = mongodb::Client::with_uri_str("mongodb://127.0.0.1:27017").await.unwrap();
+    /// let saver = weaver::mongo::MongoSaver::new(client, "app", "weaver_");
+    /// saver.setup().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn new(client: Client, database: &str, prefix: &str) -> Self {
+        MongoSaver {
+            db: client.database(database),
+            client,
+            prefix: prefix.to_owned(),
+            codec: Arc::new(JsonCodec),
+            max_record_bytes: MAX_RECORD_BYTES,
+            state: Arc::default(),
+            verified: Arc::default(),
+        }
+    }
+
+    /// A saver connecting to `uri` (see [`MongoSaver::new`]).
+    ///
+    /// ```no_run
+    /// # async fn run() -> weaver::Result<()> {
+    /// let saver = weaver::mongo::MongoSaver::connect("mongodb://127.0.0.1:27017", "app", "w_").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(uri: &str, database: &str, prefix: &str) -> Result<Self> {
+        let client = Client::with_uri_str(uri)
+            .await
+            .map_err(storage("connect"))?;
+        Ok(MongoSaver::new(client, database, prefix))
+    }
+
+    /// This saver with payloads encoded by `codec` (e.g. an
+    /// `EncryptedCodec`), as on the SQL savers.
+    ///
+    /// ```no_run
+    /// # async fn run() -> weaver::Result<()> {
+    /// let saver = weaver::mongo::MongoSaver::connect("mongodb://127.0.0.1:27017", "app", "w_")
+    ///     .await?
+    ///     .with_codec(weaver::codec::JsonCodec);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_codec(mut self, codec: impl Codec + 'static) -> Self {
+        self.codec = Arc::new(codec);
+        self
+    }
+
+    /// This saver refusing records above `bytes` (at most the default,
+    /// [`MAX_RECORD_BYTES`]) with [`Error::LimitExceeded`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> weaver::Result<()> {
+    /// let saver = weaver::mongo::MongoSaver::connect("mongodb://127.0.0.1:27017", "app", "w_")
+    ///     .await?
+    ///     .with_max_record_bytes(1 << 20);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_max_record_bytes(mut self, bytes: usize) -> Self {
+        self.max_record_bytes = bytes.min(MAX_RECORD_BYTES);
+        self
+    }
+
+    /// The database this saver writes to.
+    ///
+    /// ```no_run
+    /// # async fn run() -> weaver::Result<()> {
+    /// let saver = weaver::mongo::MongoSaver::connect("mongodb://127.0.0.1:27017", "app", "w_").await?;
+    /// assert_eq!(saver.database().name(), "app");
+    /// # Ok(()) }
+    /// ```
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    pub(crate) fn checkpoints(&self) -> Collection<Document> {
+        self.db.collection(&format!("{}checkpoints", self.prefix))
+    }
+
+    pub(crate) fn writes(&self) -> Collection<Document> {
+        self.db.collection(&format!("{}writes", self.prefix))
+    }
+
+    fn setup_collection(&self) -> Collection<Document> {
+        self.db.collection(&format!("{}setup", self.prefix))
+    }
+
+    /// Creates the collections' indexes and records [`SETUP_VERSION`] in
+    /// `<prefix>setup`. Idempotent: running it again changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn run() -> weaver::Result<()> {
+    /// let saver = weaver::mongo::MongoSaver::connect("mongodb://127.0.0.1:27017", "app", "w_").await?;
+    /// saver.setup().await?;
+    /// saver.setup().await?; // again: nothing to do
+    /// # Ok(()) }
+    /// ```
+    pub async fn setup(&self) -> Result<()> {
+        let found = self.setup_version().await?;
+        if found > SETUP_VERSION {
+            return Err(Error::MigrationRefused {
+                adapter: "mongo checkpoint".into(),
+                version: SETUP_VERSION,
+                reason: format!("the database is at setup version {found}, newer than this build"),
+            });
+        }
+        let unique = |keys: Document| {
+            IndexModel::builder()
+                .keys(keys)
+                .options(IndexOptions::builder().unique(true).build())
+                .build()
+        };
+        self.checkpoints()
+            .create_indexes([
+                unique(doc! { "thread_id": 1, "ns": 1, "commit_order": 1 }),
+                unique(doc! { "thread_id": 1, "ns": 1, "checkpoint_id": 1 }),
+            ])
+            .await
+            .map_err(storage("setup"))?;
+        self.writes()
+            .create_indexes([unique(
+                doc! { "thread_id": 1, "ns": 1, "checkpoint_id": 1, "task_id": 1, "idx": 1 },
+            )])
+            .await
+            .map_err(storage("setup"))?;
+        self.setup_collection()
+            .update_one(
+                doc! { "_id": "checkpoint" },
+                doc! { "$set": { "version": i64::from(SETUP_VERSION) } },
+            )
+            .upsert(true)
+            .await
+            .map_err(storage("setup"))?;
+        Ok(())
+    }
+
+    async fn setup_version(&self) -> Result<u32> {
+        let found = self
+            .setup_collection()
+            .find_one(doc! { "_id": "checkpoint" })
+            .await
+            .map_err(storage("check setup"))?;
+        let Some(found) = found else { return Ok(0) };
+        let v = records::int(&found, "version")
+            .map_err(|e| Error::decode(format!("the setup record of `{}setup`", self.prefix), e))?;
+        u32::try_from(v).map_err(|e| Error::decode("the setup version", e))
+    }
+
+    /// Fails with [`Error::MigrationRequired`] unless [`MongoSaver::setup`]
+    /// ran on this database and prefix (checked once per saver).
+    pub(crate) async fn verify(&self) -> Result<()> {
+        self.verified
+            .get_or_try_init(|| async {
+                let found = self.setup_version().await?;
+                if found == SETUP_VERSION {
+                    Ok(())
+                } else {
+                    Err(Error::MigrationRequired {
+                        adapter: "mongo checkpoint".into(),
+                        found,
+                        required: SETUP_VERSION,
+                        hint: format!(
+                            "run MongoSaver::setup() on database `{}` with prefix `{}`",
+                            self.db.name(),
+                            self.prefix
+                        ),
+                    })
+                }
+            })
+            .await
+            .map(|_| ())
+    }
+}

@@ -1,0 +1,725 @@
+//! [`MongoSaver`]'s [`Saver`] implementation: every multi-document write in
+//! one multi-document transaction, commit orders unique by index.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use futures_util::TryStreamExt;
+use mongodb::ClientSession;
+use mongodb::bson::{Bson, DateTime, Document, doc};
+
+use super::records::Head;
+use super::{MongoSaver, is_conflict, storage};
+use crate::checkpoint::text;
+use crate::checkpoint::{
+    BatchEntry, CheckpointRef, CheckpointTuple, ForkBudget, ForkOptions, ListFilter, NewCheckpoint,
+    PendingWrite, PruneStrategy, Saver, SaverState, ThreadInfo, WriteCheck, WriteOp,
+};
+use crate::error::{Error, Result};
+
+fn not_found(target: &CheckpointRef, id: &str) -> Error {
+    Error::CheckpointNotFound {
+        thread_id: target.thread_id.clone(),
+        checkpoint_ns: target.checkpoint_ns.clone(),
+        checkpoint_id: id.to_owned(),
+    }
+}
+
+fn time(d: DateTime) -> SystemTime {
+    d.to_system_time()
+}
+
+impl MongoSaver {
+    /// The newest commit order stored on `thread`/`ns` (0 when none).
+    async fn head(&self, s: &mut ClientSession, thread: &str, ns: &str) -> Result<u64> {
+        let found = self
+            .checkpoints()
+            .find_one(doc! { "thread_id": thread, "ns": ns })
+            .sort(doc! { "commit_order": -1 })
+            .projection(doc! { "commit_order": 1 })
+            .session(&mut *s)
+            .await
+            .map_err(storage("put"))?;
+        match found {
+            None => Ok(0),
+            Some(d) => {
+                let o = super::records::int(&d, "commit_order")
+                    .map_err(|e| Error::decode("a stored commit_order", e))?;
+                u64::try_from(o).map_err(|e| Error::decode("a stored commit_order", e))
+            }
+        }
+    }
+
+    /// The commit order of checkpoint `id` on `thread`/`ns`, if stored.
+    async fn order_of(
+        &self,
+        s: Option<&mut ClientSession>,
+        thread: &str,
+        ns: &str,
+        id: &str,
+        op: &'static str,
+    ) -> Result<Option<u64>> {
+        let coll = self.checkpoints();
+        let find = coll
+            .find_one(doc! { "thread_id": thread, "ns": ns, "checkpoint_id": id })
+            .projection(doc! { "commit_order": 1 });
+        let found = match s {
+            Some(s) => find.session(s).await,
+            None => find.await,
+        }
+        .map_err(storage(op))?;
+        found
+            .map(|d| {
+                let o = super::records::int(&d, "commit_order")
+                    .map_err(|e| Error::decode("a stored commit_order", e))?;
+                u64::try_from(o).map_err(|e| Error::decode("a stored commit_order", e))
+            })
+            .transpose()
+    }
+
+    /// Inserts one checkpoint and its writes inside the transaction `s`.
+    async fn insert(
+        &self,
+        s: &mut ClientSession,
+        mut new: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> Result<CheckpointRef> {
+        text::check_new(&new)?;
+        text::check_writes(&writes)?;
+        text::strip_nul(&mut new.metadata);
+        let (thread, ns) = (new.thread_id.clone(), new.checkpoint_ns.clone());
+        let order = match new.commit_order {
+            Some(o) => o,
+            None => self.head(s, &thread, &ns).await? + 1,
+        };
+        if i64::try_from(order).is_err() {
+            return Err(Error::invalid_argument(format!(
+                "commit_order {order} is out of range"
+            )));
+        }
+        let conflict = || Error::VersionConflict {
+            thread_id: thread.clone(),
+            checkpoint_ns: ns.clone(),
+            attempted: order,
+        };
+        if order == 0 {
+            return Err(conflict());
+        }
+        // A taken order or id is a conflict before anything else (the
+        // unique indexes enforce it again at the insert, against racers).
+        let coll = self.checkpoints();
+        let by_order = coll
+            .find_one(doc! { "thread_id": &thread, "ns": &ns, "commit_order": order as i64 })
+            .projection(doc! { "_id": 1 })
+            .session(&mut *s)
+            .await
+            .map_err(storage("put"))?;
+        if by_order.is_some()
+            || self
+                .order_of(Some(s), &thread, &ns, &new.checkpoint.id, "put")
+                .await?
+                .is_some()
+        {
+            return Err(conflict());
+        }
+        if let Some(parent) = &new.parent_id {
+            match self.order_of(Some(s), &thread, &ns, parent, "put").await? {
+                None => return Err(not_found(&new.config(), parent)),
+                Some(p) if p >= order => return Err(new.after_parent_error(order, p)),
+                Some(_) => {}
+            }
+        }
+        let d = self.checkpoint_doc(
+            &thread,
+            &ns,
+            new.parent_id.as_deref(),
+            &new.checkpoint,
+            &new.metadata,
+            order,
+        )?;
+        let docs = writes
+            .iter()
+            .map(|w| self.write_doc(&thread, &ns, &new.checkpoint.id, w))
+            .collect::<Result<Vec<_>>>()?;
+        match self.checkpoints().insert_one(d).session(&mut *s).await {
+            Ok(_) => {}
+            Err(e) if is_conflict(&e) => return Err(conflict()),
+            Err(e) => return Err(Error::storage("put", e)),
+        }
+        self.upsert_writes(s, &writes, docs).await?;
+        Ok(new.config())
+    }
+
+    /// Stores write documents: an ordinary write already stored is kept, a
+    /// special one replaces the earlier.
+    async fn upsert_writes(
+        &self,
+        s: &mut ClientSession,
+        writes: &[PendingWrite],
+        docs: Vec<Document>,
+    ) -> Result<()> {
+        for (w, d) in writes.iter().zip(docs) {
+            let key = doc! {
+                "thread_id": d.get("thread_id").cloned().unwrap_or(Bson::Null),
+                "ns": d.get("ns").cloned().unwrap_or(Bson::Null),
+                "checkpoint_id": d.get("checkpoint_id").cloned().unwrap_or(Bson::Null),
+                "task_id": &w.task_id,
+                "idx": w.idx,
+            };
+            // An ordinary write already stored stays, a special one
+            // replaces the earlier.
+            let done = if w.is_special() {
+                self.writes()
+                    .replace_one(key, d)
+                    .upsert(true)
+                    .session(&mut *s)
+                    .await
+            } else {
+                self.writes()
+                    .update_one(key, doc! { "$setOnInsert": d })
+                    .upsert(true)
+                    .session(&mut *s)
+                    .await
+            };
+            done.map_err(storage("put_writes"))?;
+        }
+        Ok(())
+    }
+
+    /// Stores writes of the checkpoint `target` names (which must exist).
+    async fn add_writes(
+        &self,
+        s: &mut ClientSession,
+        target: &CheckpointRef,
+        writes: Vec<PendingWrite>,
+    ) -> Result<()> {
+        text::check_ref(target)?;
+        text::check_writes(&writes)?;
+        let id = target
+            .checkpoint_id
+            .as_deref()
+            .ok_or_else(|| Error::invalid_argument("put_writes needs a checkpoint id"))?;
+        let (thread, ns) = (&target.thread_id, &target.checkpoint_ns);
+        if self
+            .order_of(Some(s), thread, ns, id, "put_writes")
+            .await?
+            .is_none()
+        {
+            return Err(not_found(target, id));
+        }
+        let docs = writes
+            .iter()
+            .map(|w| self.write_doc(thread, ns, id, w))
+            .collect::<Result<Vec<_>>>()?;
+        self.upsert_writes(s, &writes, docs).await
+    }
+
+    /// Applies a [`WriteCheck`] inside the transaction `s`.
+    async fn check(&self, s: &mut ClientSession, check: &WriteCheck) -> Result<()> {
+        let id = check.checkpoint_id()?;
+        let t = &check.target;
+        let Some(order) = self
+            .order_of(Some(s), &t.thread_id, &t.checkpoint_ns, id, "put_ops")
+            .await?
+        else {
+            return Err(not_found(t, id));
+        };
+        let found = self
+            .writes()
+            .find_one(doc! {
+                "thread_id": &t.thread_id, "ns": &t.checkpoint_ns, "checkpoint_id": id,
+                "task_id": &check.task_id, "idx": check.idx,
+            })
+            .session(&mut *s)
+            .await
+            .map_err(storage("put_ops"))?;
+        let value = found.map(|d| self.decode_write(&d)).transpose()?;
+        if check.holds(value.as_ref().map(|w| &w.value)) {
+            Ok(())
+        } else {
+            Err(check.conflict(order))
+        }
+    }
+
+    /// Attaches to `tuples` their pending writes, in `(task_id, idx)` order.
+    async fn attach_writes(&self, tuples: &mut [CheckpointTuple], op: &'static str) -> Result<()> {
+        if tuples.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = tuples
+            .iter()
+            .filter_map(|t| t.config.checkpoint_id.as_deref())
+            .collect();
+        let mut filter = doc! { "checkpoint_id": { "$in": ids } };
+        let threads: Vec<&str> = tuples.iter().map(|t| t.config.thread_id.as_str()).collect();
+        filter.insert("thread_id", doc! { "$in": threads });
+        let docs: Vec<Document> = self
+            .writes()
+            .find(filter)
+            .await
+            .map_err(storage(op))?
+            .try_collect()
+            .await
+            .map_err(storage(op))?;
+        let mut by: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
+        for d in &docs {
+            let key = |k: &str| d.get_str(k).unwrap_or_default().to_owned();
+            let k = (key("thread_id"), key("ns"), key("checkpoint_id"));
+            by.entry(k).or_default().push(self.decode_write(d)?);
+        }
+        for t in tuples {
+            let k = (
+                t.config.thread_id.clone(),
+                t.config.checkpoint_ns.clone(),
+                t.config.checkpoint_id.clone().unwrap_or_default(),
+            );
+            let mut w = by.remove(&k).unwrap_or_default();
+            w.sort_by(|a, b| (&a.task_id, a.idx).cmp(&(&b.task_id, b.idx)));
+            t.pending_writes = w;
+        }
+        Ok(())
+    }
+
+    /// The checkpoint documents matching `filter`, sorted by `sort`.
+    async fn docs(
+        &self,
+        filter: Document,
+        sort: Document,
+        op: &'static str,
+    ) -> Result<Vec<Document>> {
+        self.checkpoints()
+            .find(filter)
+            .sort(sort)
+            .await
+            .map_err(storage(op))?
+            .try_collect()
+            .await
+            .map_err(storage(op))
+    }
+
+    /// Decodes `docs` (checkpoints) with their writes.
+    async fn tuples(&self, docs: &[Document], op: &'static str) -> Result<Vec<CheckpointTuple>> {
+        let mut out = docs
+            .iter()
+            .map(|d| self.decode_checkpoint(d))
+            .collect::<Result<Vec<_>>>()?;
+        self.attach_writes(&mut out, op).await?;
+        Ok(out)
+    }
+
+    /// Puts `new` with its writes in a transaction of its own.
+    async fn put_one(
+        &self,
+        new: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> Result<CheckpointRef> {
+        in_txn!(self, "put", |s| self.insert(&mut s, new, writes).await)
+    }
+}
+
+#[async_trait]
+impl Saver for MongoSaver {
+    async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
+        text::check_ref(target)?;
+        self.verify().await?;
+        let mut filter = doc! { "thread_id": &target.thread_id, "ns": &target.checkpoint_ns };
+        if let Some(id) = &target.checkpoint_id {
+            filter.insert("checkpoint_id", id);
+        }
+        let found = self
+            .checkpoints()
+            .find_one(filter)
+            .sort(doc! { "commit_order": -1 })
+            .await
+            .map_err(storage("get"))?;
+        let Some(d) = found else { return Ok(None) };
+        Ok(self.tuples(&[d], "get").await?.pop())
+    }
+
+    async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
+        filter.check()?;
+        self.verify().await?;
+        let mut q = Document::new();
+        if let Some(t) = &filter.thread_id {
+            q.insert("thread_id", t);
+        }
+        if let Some(ns) = &filter.checkpoint_ns {
+            q.insert("ns", ns);
+        }
+        if let (Some(id), Some(thread)) = (&filter.before, &filter.thread_id) {
+            let ns = filter.checkpoint_ns.clone().unwrap_or_default();
+            let order = self.order_of(None, thread, &ns, id, "list").await?;
+            let order = order
+                .ok_or_else(|| not_found(&CheckpointRef::latest(thread.clone()).ns(ns), id))?;
+            q.insert("commit_order", doc! { "$lt": order as i64 });
+        }
+        // Filter keys are identifiers (`filter.check`), so `meta.<key>`
+        // names exactly that field.
+        let mut exact = true;
+        for (k, v) in &filter.metadata {
+            if let serde_json::Value::Number(n) = v {
+                exact &= n.as_i64().is_some() || n.as_u64().is_none();
+            }
+            q.insert(format!("meta.{k}"), super::records::bson_of(v));
+        }
+        let coll = self.checkpoints();
+        let mut find = coll
+            .find(q)
+            .sort(doc! { "thread_id": 1, "ns": 1, "commit_order": -1 });
+        if let (Some(limit), true) = (filter.limit, exact) {
+            find = find.limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        }
+        let docs: Vec<Document> = find
+            .await
+            .map_err(storage("list"))?
+            .try_collect()
+            .await
+            .map_err(storage("list"))?;
+        let mut out = Vec::new();
+        for d in &docs {
+            let t = self.decode_checkpoint(d)?;
+            // The query compared BSON values; the contract compares JSON
+            // numbers exactly.
+            if t.metadata.matches(&filter.metadata) {
+                out.push(t);
+            }
+            if filter.limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+        }
+        self.attach_writes(&mut out, "list").await?;
+        Ok(out)
+    }
+
+    async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
+        self.verify().await?;
+        // Writes are idempotent per (task, index): a transaction that lost
+        // a write conflict to another writer of the same keys runs again.
+        let mut tries = 0;
+        loop {
+            let attempt = writes.clone();
+            match in_txn!(self, "put_writes", |s| self
+                .add_writes(&mut s, target, attempt)
+                .await)
+            {
+                Err(e) if tries < 16 && super::is_transient(&e) => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn put_checkpoint_with_writes(
+        &self,
+        checkpoint: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> Result<CheckpointRef> {
+        self.verify().await?;
+        if checkpoint.commit_order.is_some() {
+            return self.put_one(checkpoint, writes).await;
+        }
+        // "The next free" commit order: a writer that lost the race for it
+        // takes the one after.
+        let mut tries = 0;
+        loop {
+            match self.put_one(checkpoint.clone(), writes.clone()).await {
+                Err(Error::VersionConflict { .. }) if tries < 16 => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn put_group(&self, ops: Vec<WriteOp>) -> Result<()> {
+        text::check_ops(&ops)?;
+        self.verify().await?;
+        in_txn!(self, "put_ops", |s| {
+            for op in ops {
+                match op {
+                    WriteOp::Put(c) => {
+                        self.insert(&mut s, c, Vec::new()).await?;
+                    }
+                    WriteOp::Writes(target, writes) => {
+                        self.add_writes(&mut s, &target, writes).await?
+                    }
+                    WriteOp::Check(c) => self.check(&mut s, &c).await?,
+                }
+            }
+            Ok(())
+        })
+    }
+
+    async fn put_batch(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
+        self.verify().await?;
+        in_txn!(self, "put_many", |s| {
+            let mut out = Vec::with_capacity(entries.len());
+            for e in entries {
+                out.push(self.insert(&mut s, e.checkpoint, e.writes).await?);
+            }
+            Ok(out)
+        })
+    }
+
+    async fn fork_lineage(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> Result<CheckpointRef> {
+        text::check_ref(source)?;
+        text::check_id("thread id", target_thread)?;
+        self.verify().await?;
+        let id = source
+            .checkpoint_id
+            .as_deref()
+            .ok_or_else(|| Error::invalid_argument("fork_at needs a checkpoint id"))?;
+        let ns = &source.checkpoint_ns;
+        let mut budget = ForkBudget::new(options);
+        let mut lineage: Vec<CheckpointTuple> = Vec::new();
+        let mut next = Some(id.to_owned());
+        while let Some(cur) = next.take() {
+            let found = self
+                .checkpoints()
+                .find_one(doc! { "thread_id": &source.thread_id, "ns": ns, "checkpoint_id": &cur })
+                .await
+                .map_err(storage("fork_at"))?;
+            let Some(d) = found else {
+                return Err(match lineage.last() {
+                    None => not_found(source, id),
+                    Some(child) => Error::MissingParent {
+                        thread_id: source.thread_id.clone(),
+                        checkpoint_id: child.checkpoint.id.clone(),
+                        parent_id: cur,
+                    },
+                });
+            };
+            let t = self.decode_checkpoint(&d)?;
+            budget.checkpoint(&t.checkpoint)?;
+            next = t
+                .parent_config
+                .as_ref()
+                .and_then(|p| p.checkpoint_id.clone());
+            lineage.push(t);
+        }
+        self.attach_writes(&mut lineage, "fork_at").await?;
+        for w in lineage.iter().flat_map(|t| &t.pending_writes) {
+            budget.write(w)?;
+        }
+        let taken = self
+            .checkpoints()
+            .count_documents(doc! { "thread_id": target_thread, "ns": ns })
+            .await
+            .map_err(storage("fork_at"))?;
+        if taken > 0 {
+            return Err(Error::ThreadExists {
+                thread_id: target_thread.to_owned(),
+            });
+        }
+        in_txn!(self, "fork_at", |s| {
+            for (i, t) in lineage.into_iter().rev().enumerate() {
+                self.copy_in(&mut s, t, target_thread, i as u64 + 1).await?;
+            }
+            Ok(())
+        })?;
+        Ok(CheckpointRef {
+            thread_id: target_thread.to_owned(),
+            checkpoint_ns: ns.clone(),
+            checkpoint_id: Some(id.to_owned()),
+        })
+    }
+
+    async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
+        text::check_id("thread id", source_thread)?;
+        text::check_id("thread id", target_thread)?;
+        self.verify().await?;
+        let taken = self
+            .checkpoints()
+            .count_documents(doc! { "thread_id": target_thread })
+            .await
+            .map_err(storage("copy_thread"))?;
+        if taken > 0 {
+            return Err(Error::ThreadExists {
+                thread_id: target_thread.to_owned(),
+            });
+        }
+        let docs = self
+            .docs(
+                doc! { "thread_id": source_thread },
+                doc! { "ns": 1, "commit_order": 1 },
+                "copy_thread",
+            )
+            .await?;
+        if docs.is_empty() {
+            return Err(Error::ThreadNotFound {
+                thread_id: source_thread.to_owned(),
+            });
+        }
+        let tuples = self.tuples(&docs, "copy_thread").await?;
+        in_txn!(self, "copy_thread", |s| {
+            let mut orders: HashMap<String, u64> = HashMap::new();
+            for t in tuples {
+                let o = orders.entry(t.config.checkpoint_ns.clone()).or_default();
+                *o += 1;
+                let order = *o;
+                self.copy_in(&mut s, t, target_thread, order).await?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        text::check_id("thread id", thread_id)?;
+        self.verify().await?;
+        in_txn!(self, "delete_thread", |s| {
+            self.checkpoints()
+                .delete_many(doc! { "thread_id": thread_id })
+                .session(&mut s)
+                .await
+                .map_err(storage("delete_thread"))?;
+            self.writes()
+                .delete_many(doc! { "thread_id": thread_id })
+                .session(&mut s)
+                .await
+                .map_err(storage("delete_thread"))?;
+            Ok(())
+        })?;
+        self.state.note_deletion(thread_id);
+        Ok(())
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
+        super::prune::prune(self, thread_ids, strategy).await
+    }
+
+    async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>> {
+        self.verify().await?;
+        let docs: Vec<Document> = self
+            .checkpoints()
+            .find(doc! {})
+            .projection(doc! { "thread_id": 1, "stored_at": 1 })
+            .sort(doc! { "thread_id": 1 })
+            .await
+            .map_err(storage("list_threads"))?
+            .try_collect()
+            .await
+            .map_err(storage("list_threads"))?;
+        let mut by: BTreeMap<String, (u64, DateTime, DateTime)> = BTreeMap::new();
+        for d in &docs {
+            let t = d
+                .get_str("thread_id")
+                .map_err(|e| Error::decode("a stored thread id", e))?;
+            let at = *d
+                .get_datetime("stored_at")
+                .map_err(|e| Error::decode("a stored time", e))?;
+            let e = by.entry(t.to_owned()).or_insert((0, at, at));
+            e.0 += 1;
+            e.1 = e.1.min(at);
+            e.2 = e.2.max(at);
+        }
+        Ok(by
+            .into_iter()
+            .skip(offset)
+            .take(limit.unwrap_or(usize::MAX))
+            .filter_map(|(t, (n, a, b))| ThreadInfo::counted(&t, n).map(|i| i.at(time(a), time(b))))
+            .collect())
+    }
+
+    async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
+        text::check_id("thread id", thread_id)?;
+        self.verify().await?;
+        let docs: Vec<Document> = self
+            .checkpoints()
+            .find(doc! { "thread_id": thread_id })
+            .projection(doc! { "stored_at": 1 })
+            .await
+            .map_err(storage("thread_info"))?
+            .try_collect()
+            .await
+            .map_err(storage("thread_info"))?;
+        let mut times = Vec::with_capacity(docs.len());
+        for d in &docs {
+            times.push(
+                *d.get_datetime("stored_at")
+                    .map_err(|e| Error::decode("a stored time", e))?,
+            );
+        }
+        let (Some(a), Some(b)) = (times.iter().min(), times.iter().max()) else {
+            return Ok(None);
+        };
+        Ok(ThreadInfo::counted(thread_id, times.len() as u64).map(|i| i.at(time(*a), time(*b))))
+    }
+
+    async fn at_commit_order(
+        &self,
+        thread_id: &str,
+        checkpoint_ns: &str,
+        commit_order: u64,
+    ) -> Result<Option<CheckpointRef>> {
+        text::check_id("thread id", thread_id)?;
+        text::check_id("checkpoint namespace", checkpoint_ns)?;
+        self.verify().await?;
+        let Ok(order) = i64::try_from(commit_order) else {
+            return Ok(None);
+        };
+        let found = self
+            .checkpoints()
+            .find_one(doc! { "thread_id": thread_id, "ns": checkpoint_ns, "commit_order": order })
+            .projection(doc! { "thread_id": 1, "ns": 1, "checkpoint_id": 1, "commit_order": 1, "stored_at": 1 })
+            .await
+            .map_err(storage("at_commit_order"))?;
+        found
+            .map(|d| {
+                let h = Head::of(&d)?;
+                Ok(CheckpointRef {
+                    thread_id: h.thread_id,
+                    checkpoint_ns: h.ns,
+                    checkpoint_id: Some(h.checkpoint_id),
+                })
+            })
+            .transpose()
+    }
+
+    fn supports_deltas(&self) -> bool {
+        true
+    }
+
+    fn shared_state(&self) -> Option<Arc<SaverState>> {
+        Some(self.state.clone())
+    }
+}
+
+impl MongoSaver {
+    /// Stores `t` (with its writes) on `thread` at `order`, encoded afresh
+    /// for its new place.
+    async fn copy_in(
+        &self,
+        s: &mut ClientSession,
+        t: CheckpointTuple,
+        thread: &str,
+        order: u64,
+    ) -> Result<()> {
+        let ns = &t.config.checkpoint_ns;
+        let parent = t
+            .parent_config
+            .as_ref()
+            .and_then(|p| p.checkpoint_id.as_deref());
+        let d = self.checkpoint_doc(thread, ns, parent, &t.checkpoint, &t.metadata, order)?;
+        let docs = t
+            .pending_writes
+            .iter()
+            .map(|w| self.write_doc(thread, ns, &t.checkpoint.id, w))
+            .collect::<Result<Vec<_>>>()?;
+        match self.checkpoints().insert_one(d).session(&mut *s).await {
+            Ok(_) => {}
+            Err(e) if is_conflict(&e) => {
+                return Err(Error::VersionConflict {
+                    thread_id: thread.to_owned(),
+                    checkpoint_ns: ns.clone(),
+                    attempted: order,
+                });
+            }
+            Err(e) => return Err(Error::storage("copy", e)),
+        }
+        self.upsert_writes(s, &t.pending_writes, docs).await
+    }
+}
