@@ -9,16 +9,13 @@
 //! nodes do not run again. The subgraph's own run is a replay of that
 //! checkpoint, so a subgraph paused two levels deep is found the same way.
 
-use serde::Deserialize;
-
-use super::algebra::TaskNode;
 use super::algebra::tasks::task_id_of;
+use super::algebra::{TaskNode, raised_interrupts};
 use super::inspect_subgraphs::task_ns;
 use super::runtime::TaskOrigin;
 use super::spec::Spec;
 use crate::checkpoint::{CheckpointRef, Checkpointer, INTERRUPT_CHANNEL, ListFilter, PendingWrite};
-use crate::engine::Interrupt;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::state::GraphState;
 
 /// The checkpoint a run replays, as its first step starts: the tasks of
@@ -57,23 +54,11 @@ impl Replayed {
 /// The ids of the interrupts `pending` (writes at checkpoint
 /// `checkpoint_id`) records for `task`.
 fn interrupt_ids(checkpoint_id: &str, task: &str, pending: &[PendingWrite]) -> Result<Vec<String>> {
-    let mut ids = Vec::new();
-    for w in pending
-        .iter()
-        .filter(|w| w.task_id == task && w.channel == INTERRUPT_CHANNEL)
-    {
-        let raised = Vec::<Interrupt>::deserialize(&w.value).map_err(|e| {
-            Error::decode(
-                format!(
-                    "the interrupts of task `{task}` (node `{}`) at checkpoint `{checkpoint_id}`",
-                    w.task_path
-                ),
-                e,
-            )
-        })?;
-        ids.extend(raised.into_iter().map(|i| i.id));
-    }
-    Ok(ids)
+    let writes: Vec<&PendingWrite> = pending.iter().filter(|w| w.task_id == task).collect();
+    Ok(raised_interrupts(checkpoint_id, &writes)?
+        .into_iter()
+        .map(|i| i.id)
+        .collect())
 }
 
 /// The subgraph checkpoint in `origin`'s namespace of `thread` that paused
