@@ -1,10 +1,7 @@
 //! Store tests: the conformance suite on every backend, and the store in graphs.
 
-#[path = "store/edge_cases.rs"]
 mod edge_cases;
-#[path = "store/encrypted.rs"]
 mod encrypted;
-#[path = "store/pooler.rs"]
 mod pooler;
 
 use serde_json::Value;
