@@ -4,6 +4,8 @@
 mod edge_cases;
 #[path = "store/encrypted.rs"]
 mod encrypted;
+#[path = "store/mongo.rs"]
+mod mongo;
 #[path = "store/pooler.rs"]
 mod pooler;
 

@@ -18,31 +18,21 @@
 /// when it returns `Ok`, aborted otherwise.
 macro_rules! in_txn {
     ($self:ident, $op:literal, |$s:ident| $body:expr) => {{
-        let mut $s = $self.client.start_session().await.map_err(storage($op))?;
-        $s.start_transaction().await.map_err(storage($op))?;
+        let mut $s = $crate::mongo::begin(&$self.client, $op).await?;
         let out: Result<_> = async { $body }.await;
-        match out {
-            Ok(v) => match $s.commit_transaction().await {
-                Ok(()) => Ok(v),
-                Err(e) => Err(Error::storage($op, e)),
-            },
-            Err(e) => {
-                let _ = $s.abort_transaction().await;
-                Err(e)
-            }
-        }
+        $crate::mongo::end($s, out, $op).await
     }};
 }
 
 mod prune;
-mod records;
+pub(crate) mod records;
 mod saver;
 
 use std::sync::Arc;
 
 use mongodb::bson::{Document, doc};
 use mongodb::options::IndexOptions;
-use mongodb::{Client, Collection, Database, IndexModel};
+use mongodb::{Client, ClientSession, Collection, Database, IndexModel};
 
 use crate::checkpoint::SaverState;
 use crate::codec::{Codec, JsonCodec, MAX_RECORD_BYTES};
@@ -111,6 +101,57 @@ pub(crate) fn is_transient(e: &Error) -> bool {
             .is_some_and(|e| e.contains_label(mongodb::error::TRANSIENT_TRANSACTION_ERROR)),
         _ => false,
     }
+}
+
+/// A session of `client` with a transaction started.
+pub(crate) async fn begin(client: &Client, op: &'static str) -> Result<ClientSession> {
+    let mut s = client.start_session().await.map_err(storage(op))?;
+    s.start_transaction().await.map_err(storage(op))?;
+    Ok(s)
+}
+
+/// Ends the transaction of `s`: committed when `out` is `Ok`, aborted
+/// otherwise; returns `out` (or the commit's failure).
+pub(crate) async fn end<T>(mut s: ClientSession, out: Result<T>, op: &'static str) -> Result<T> {
+    match out {
+        Ok(v) => match s.commit_transaction().await {
+            Ok(()) => Ok(v),
+            Err(e) => Err(Error::storage(op, e)),
+        },
+        Err(e) => {
+            let _ = s.abort_transaction().await;
+            Err(e)
+        }
+    }
+}
+
+/// The setup version recorded as `_id` in the setup collection `coll`
+/// (0 when none).
+pub(crate) async fn setup_version(coll: &Collection<Document>, id: &str) -> Result<u32> {
+    let found = coll
+        .find_one(doc! { "_id": id })
+        .await
+        .map_err(storage("check setup"))?;
+    let Some(found) = found else { return Ok(0) };
+    let v = records::int(&found, "version")
+        .map_err(|e| Error::decode(format!("the `{id}` setup record of `{}`", coll.name()), e))?;
+    u32::try_from(v).map_err(|e| Error::decode("the setup version", e))
+}
+
+/// Records setup version `version` as `_id` in the setup collection `coll`.
+pub(crate) async fn record_setup_version(
+    coll: &Collection<Document>,
+    id: &str,
+    version: u32,
+) -> Result<()> {
+    coll.update_one(
+        doc! { "_id": id },
+        doc! { "$set": { "version": i64::from(version) } },
+    )
+    .upsert(true)
+    .await
+    .map_err(storage("setup"))?;
+    Ok(())
 }
 
 impl MongoSaver {
@@ -242,27 +283,11 @@ impl MongoSaver {
             )])
             .await
             .map_err(storage("setup"))?;
-        self.setup_collection()
-            .update_one(
-                doc! { "_id": "checkpoint" },
-                doc! { "$set": { "version": i64::from(SETUP_VERSION) } },
-            )
-            .upsert(true)
-            .await
-            .map_err(storage("setup"))?;
-        Ok(())
+        record_setup_version(&self.setup_collection(), "checkpoint", SETUP_VERSION).await
     }
 
     async fn setup_version(&self) -> Result<u32> {
-        let found = self
-            .setup_collection()
-            .find_one(doc! { "_id": "checkpoint" })
-            .await
-            .map_err(storage("check setup"))?;
-        let Some(found) = found else { return Ok(0) };
-        let v = records::int(&found, "version")
-            .map_err(|e| Error::decode(format!("the setup record of `{}setup`", self.prefix), e))?;
-        u32::try_from(v).map_err(|e| Error::decode("the setup version", e))
+        setup_version(&self.setup_collection(), "checkpoint").await
     }
 
     /// Fails with [`Error::MigrationRequired`] unless [`MongoSaver::setup`]
