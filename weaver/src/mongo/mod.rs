@@ -103,6 +103,29 @@ pub(crate) fn is_transient(e: &Error) -> bool {
     }
 }
 
+/// How many times a transaction runs again after a transient error.
+const TRANSIENT_RETRIES: u32 = 40;
+
+/// Whether a transaction that failed with `e` runs again (its `tries`-th
+/// retry, counted here): only after a transient error (a write conflict
+/// with a concurrent transaction), at most [`TRANSIENT_RETRIES`] times,
+/// each after a random pause of up to 2^tries ms (at most 128 ms), so that
+/// racing writers stop meeting each other.
+pub(crate) async fn retry_after(e: &Error, tries: &mut u32) -> bool {
+    if *tries >= TRANSIENT_RETRIES || !is_transient(e) {
+        return false;
+    }
+    *tries += 1;
+    let cap_micros = 1000u64 << (*tries).min(7);
+    let noise = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        >> 11;
+    tokio::time::sleep(std::time::Duration::from_micros(noise % cap_micros)).await;
+    true
+}
+
 /// A session of `client` with a transaction started.
 pub(crate) async fn begin(client: &Client, op: &'static str) -> Result<ClientSession> {
     let mut s = client.start_session().await.map_err(storage(op))?;

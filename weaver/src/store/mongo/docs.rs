@@ -156,9 +156,10 @@ pub(super) fn record_of(sealing: &Sealing, d: &Document) -> Result<Record> {
     })
 }
 
-/// Items alive at `now`.
+/// Items alive at `now`, and those whose expiry is not a number (so that
+/// reading them reports the bad document instead of skipping it).
 pub(super) fn live(now: i64) -> Document {
-    doc! { "$or": [ { "expires_at": Bson::Null }, { "expires_at": { "$gt": now } } ] }
+    doc! { "expires_at": { "$not": { "$lte": now } } }
 }
 
 /// Items at or under the dotted `prefix` ("" = all), alive at `now`.

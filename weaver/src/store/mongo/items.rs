@@ -7,10 +7,10 @@ use futures_util::TryStreamExt;
 use mongodb::ClientSession;
 use mongodb::bson::{Document, doc};
 
+use super::MongoItems;
 use super::docs::{expire_date, item_doc, pushed_filter, record_of, times_of, under};
-use super::{MongoItems, TRANSIENT_RETRIES};
 use crate::error::{Error, Result};
-use crate::mongo::{begin, end, is_transient, storage};
+use crate::mongo::{begin, end, retry_after, storage};
 use crate::store::contract::Store;
 use crate::store::plan::{
     ListPlan, Plan, PutPlan, Record, SearchPlan, finish_list, finish_search, found, now_micros,
@@ -229,7 +229,7 @@ impl MongoItems {
             match end(s, out, "store batch").await {
                 // Another batch wrote the same item first: this one saw
                 // nothing of its own yet, so it runs again.
-                Err(e) if tries < TRANSIENT_RETRIES && is_transient(&e) => tries += 1,
+                Err(e) if retry_after(&e, &mut tries).await => {}
                 other => return other,
             }
         }
@@ -249,7 +249,7 @@ impl MongoItems {
                 .map(|done| done.deleted_count)
                 .map_err(storage("store sweep"));
             match end(s, out, "store sweep").await {
-                Err(e) if tries < TRANSIENT_RETRIES && is_transient(&e) => tries += 1,
+                Err(e) if retry_after(&e, &mut tries).await => {}
                 other => return other,
             }
         }

@@ -20,10 +20,6 @@ use super::types::{Op, OpResult, StoreConfig};
 use crate::error::{Error, Result};
 use crate::mongo::{record_setup_version, setup_version, storage};
 
-/// How many times a batch runs again after a transient transaction error
-/// (a write conflict with a concurrent batch).
-const TRANSIENT_RETRIES: u32 = 16;
-
 /// How long past an item's expiry the server's TTL monitor may delete it.
 /// Reads hide an expired item at once; the grace only keeps a server whose
 /// clock runs ahead of the writers' from deleting live items.
