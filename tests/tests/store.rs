@@ -8,6 +8,8 @@ mod encrypted;
 mod mongo;
 #[path = "store/pooler.rs"]
 mod pooler;
+#[path = "store/slow.rs"]
+mod slow;
 
 use serde_json::Value;
 use weaver::store::OpResult;
