@@ -329,3 +329,66 @@ async fn racing_batches_on_one_item_all_land() {
     assert_eq!(shared["i"], json!(4), "{shared}");
     db.drop_db().await;
 }
+
+/// A sealed item's document holds nothing of its value, indexed text or
+/// embedding in the clear, and no BSON copy of the value; a plain item's
+/// holds the copy its filters are pushed down to.
+#[tokio::test]
+async fn nothing_of_a_sealed_item_is_stored_in_the_clear() {
+    let db = MongoDb::new().await;
+    let topics = weaver::store::embed_fn(|t: &str| vec![t.matches("saffron").count() as f32, 1.0]);
+    let sealed = fresh(&db)
+        .await
+        .with_config(StoreConfig::new().embedder(topics))
+        .with_encryption(codec());
+    let secret = json!({"memory": "the saffron tango", "kind": "place"});
+    sealed
+        .put(&["users", "u1"], "a", secret.clone())
+        .await
+        .unwrap();
+    let raw = items(&db)
+        .find_one(doc! { "ns": "users.u1", "key": "a" })
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(raw.get("doc").is_none(), "{raw}");
+    let text = raw.to_string();
+    for word in ["saffron", "tango", "place", "memory"] {
+        assert!(!text.contains(word), "{word} in the clear: {text}");
+    }
+    let embedding = raw.get_binary_generic("embedding").unwrap();
+    let plain: Vec<u8> = [1f32, 1.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    assert!(!embedding.windows(plain.len()).any(|w| w == plain));
+    assert_eq!(
+        sealed
+            .get(&["users", "u1"], "a")
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        secret
+    );
+    let found = sealed
+        .search(
+            &["users"],
+            Search::query("saffron").filter(json!({"kind": "place"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    // A plain store meeting the sealed item says so, even through a filter
+    // it would push down.
+    let plain = MongoStore::new(db.client.clone(), &db.name, PREFIX);
+    let r = plain
+        .search(&["users"], Search::new().filter(json!({"kind": "place"})))
+        .await;
+    assert!(matches!(r, Err(Error::Decrypt { .. })), "{r:?}");
+    plain.put(&["p"], "k", json!({"kind": "x"})).await.unwrap();
+    let raw = items(&db)
+        .find_one(doc! { "ns": "p" })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(raw.get_document("doc").unwrap(), &doc! { "kind": "x" });
+    db.drop_db().await;
+}
