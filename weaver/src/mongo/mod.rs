@@ -13,6 +13,10 @@
 //!
 //! Every multi-document write runs in one multi-document transaction.
 //! Payloads go through the saver's [`Codec`] and are stored as binary.
+//!
+//! The memory store on MongoDB, `weaver::store::MongoStore`, shares this
+//! module's transaction, retry and setup-version helpers; its collection is
+//! `<prefix>store_items` and its setup a call of its own.
 
 /// Runs `$body` (which uses the session `$s`) in one transaction: committed
 /// when it returns `Ok`, aborted otherwise.
