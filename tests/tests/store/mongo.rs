@@ -223,6 +223,7 @@ async fn pushed_down_filters_give_the_in_memory_answer() {
         json!({"deep": {"n": 4}, "n": "4"}),
         json!(7),
         json!({"x": {"y": 1}}),
+        json!({"s": "nul\u{0}inside", "n": i64::MIN, "f": 5e-324}),
     ];
     for (i, v) in values.iter().enumerate() {
         let key = format!("k{i:02}");
@@ -254,6 +255,11 @@ async fn pushed_down_filters_give_the_in_memory_answer() {
         json!({"deep.n": {"$gte": "4"}}),
         json!({"n": {"$gte": "4"}}),
         json!({"$": 7}),
+        json!({"s": "nul\u{0}inside"}),
+        json!({"s": {"$gt": "nul"}}),
+        json!({"n": {"$lte": i64::MIN}}),
+        json!({"f": {"$gt": 0}}),
+        json!({"f": 5e-324}),
     ];
     let sealed = MongoStore::new(db.client.clone(), &db.name, "sealed_").with_encryption(codec());
     sealed.setup().await.unwrap();
