@@ -2,7 +2,9 @@
 
 mod edge_cases;
 mod encrypted;
+mod mongo;
 mod pooler;
+mod slow;
 
 use serde_json::Value;
 use weaver::store::OpResult;

@@ -404,7 +404,7 @@ impl Saver for MongoSaver {
                 .add_writes(&mut s, target, attempt)
                 .await)
             {
-                Err(e) if tries < 16 && super::is_transient(&e) => tries += 1,
+                Err(e) if super::retry_after(&e, &mut tries).await => {}
                 other => return other,
             }
         }
