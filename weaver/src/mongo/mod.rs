@@ -36,6 +36,7 @@ macro_rules! in_txn {
 
 mod prune;
 mod records;
+mod rewrite;
 mod saver;
 
 use std::sync::Arc;
