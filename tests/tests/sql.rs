@@ -81,3 +81,5 @@ mod subgraphs;
 mod typed_history;
 #[path = "sql/undecodable_interrupts.rs"]
 mod undecodable_interrupts;
+#[path = "sql/upgrades.rs"]
+mod upgrades;

@@ -150,7 +150,7 @@ pub fn subgraph_path(ns: &str) -> String {
 /// checkpoints); rewritten records go to the saver `options.batch` at a
 /// time, each batch all or nothing, each namespace's records newest first,
 /// so that every record reads correctly between two batches. `progress`
-/// sees the report after each batch; its [`cursor`](UpgradeReport::cursor)
+/// sees the report after each batch and each thread done; its [`cursor`](UpgradeReport::cursor)
 /// names the last thread done, where [`UpgradeOptions::after`] resumes (a
 /// record already rewritten is at the current version, so running again
 /// over it changes nothing). Checkpoints of the current version are left
@@ -258,6 +258,7 @@ pub async fn upgrade_stored<S: GraphState>(
             run.done = Some(UpgradeCursor::new(thread.thread_id));
             if run.pending.is_empty() {
                 run.report.cursor.clone_from(&run.done);
+                progress(&run.report);
             }
         }
     }
