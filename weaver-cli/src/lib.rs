@@ -11,18 +11,23 @@
 //! weaver --db sqlite://weaver-quickstart.db migrate up --adapter checkpoint,store
 //! weaver --db sqlite://weaver-quickstart.db migrate down --adapter store 1
 //! weaver --db sqlite://weaver-quickstart.db scan --schema-file state-schema.json --check
+//! my-app-weaver --db sqlite://weaver-quickstart.db scan --rewrite --schema-file state-schema.json
 //! weaver --db sqlite://weaver-quickstart.db threads --idle-for 30d --by-created
 //! weaver --db sqlite://weaver-quickstart.db prune --idle-for 30d --delete
 //! weaver --db sqlite://weaver-quickstart.db prune --older-than 7d --keep-last 5
 //! ```
 //!
-//! `scan` has no Rust state type: it checks each root checkpoint's stored
-//! values against a JSON Schema snapshot the application writes with
+//! `scan` has no Rust state type: it checks each checkpoint's stored
+//! values and pending writes, in every namespace, against a JSON Schema
+//! snapshot the application writes with
 //! `weaver::evolution::schema_snapshot` (see the guide's *Releasing*
 //! chapter), and reports, per thread, the checkpoints that would not read
 //! and the first failing field path. It cannot run the state's upcasters
 //! (they are Rust code): checkpoints of an older state version are counted,
-//! not checked, and nothing is rewritten.
+//! not checked, and the stock binary rewrites nothing. An application's
+//! own binary built on [`run_with`] with its [`States`] has them:
+//! `scan --rewrite` there rewrites older versions' checkpoints upgraded,
+//! in batches, with a progress bar, resumable with `--after`.
 //!
 //! Checkpoints read through [`weaver::Checkpointer`], so delta channels
 //! show their whole values. An encrypted database needs its keys in the
@@ -46,20 +51,25 @@
 
 mod db;
 mod fleet;
+mod migrating;
 
 use std::borrow::Cow;
 use std::io::Write;
 use std::time::Duration;
 
-use clap::{ArgAction, Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
-use db::{Db, adapter, parse_keys};
+use db::{Db, parse_keys};
+use migrating::{Migrate, migrate_command};
 use weaver::checkpoint::{CheckpointRef, CheckpointTuple, ListFilter, PruneStrategy};
 use weaver::codec::EncryptionKey;
-use weaver::migrate::{self, Adapter, Change, Dialect};
+use weaver::migrate::Adapter;
 use weaver::{Checkpointer, Error, Result};
 
 mod scan;
+mod states;
+
+pub use states::States;
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -162,19 +172,12 @@ enum Command {
         #[arg(long, conflicts_with_all = ["delete", "idle_for"])]
         older_than: Option<String>,
     },
-    /// Root checkpoints a state's schema snapshot cannot read (the file
-    /// `weaver::evolution::schema_snapshot` writes), per thread.
-    Scan {
-        /// The snapshot file (JSON).
-        #[arg(long)]
-        schema_file: std::path::PathBuf,
-        /// Threads read at a time.
-        #[arg(long, default_value_t = 100)]
-        batch: usize,
-        /// Fail (exit status 1) when a checkpoint does not read.
-        #[arg(long)]
-        check: bool,
-    },
+    /// Checkpoints and pending writes, in every namespace, that a state's
+    /// schema snapshot cannot read (the file
+    /// `weaver::evolution::schema_snapshot` writes), per thread; with
+    /// `--rewrite` (in an application's own binary, see `run_with`),
+    /// first rewrites older state versions' checkpoints upgraded.
+    Scan(scan::ScanArgs),
     /// The schema: its versions, migrate it, or print the SQL.
     Migrate {
         #[command(subcommand)]
@@ -190,59 +193,72 @@ struct Ns {
     ns: String,
 }
 
-#[derive(Debug, Subcommand)]
-enum Migrate {
-    /// The version each adapter is at, and the newest this build knows.
-    Status,
-    /// Migrate up (to the newest version unless `--to`): `migrate up --adapter checkpoint,store`.
-    Up {
-        /// The adapters, comma-separated or the option repeated.
-        // Nothing positional follows: `--adapter checkpoint store` works too.
-        #[arg(
-            long,
-            value_parser = adapter,
-            num_args = 1..,
-            value_delimiter = ',',
-            action = ArgAction::Append,
-            default_value = "checkpoint"
-        )]
-        adapter: Vec<Adapter>,
-        /// The version to reach.
-        #[arg(long)]
-        to: Option<u32>,
-    },
-    /// Revert VERSION and every version above it (1 removes the tables): `migrate down --adapter store 1`.
-    Down {
-        /// The lowest version to revert.
-        version: u32,
-        /// The adapters, comma-separated or the option repeated.
-        // One value per occurrence: VERSION may follow it.
-        #[arg(
-            long,
-            value_parser = adapter,
-            value_delimiter = ',',
-            action = ArgAction::Append,
-            default_value = "checkpoint"
-        )]
-        adapter: Vec<Adapter>,
-    },
-    /// Print the SQL `up` would run from the database's current version (nothing is changed).
-    Script {
-        /// The adapter.
-        #[arg(long, value_parser = adapter, default_value = "checkpoint")]
-        adapter: Adapter,
-        /// The version to reach.
-        #[arg(long)]
-        to: Option<u32>,
-    },
-}
-
 /// Runs the command line `args` (the program name first), writing what it
 /// prints to `out`; `env` looks up the environment variable `--keys-env`
 /// names (the binary passes the process environment). Usage errors,
 /// `--help` and `--version` come back as [`Outcome::Usage`] with clap's
-/// text; failures as a [`weaver::Error`].
+/// text; failures as a [`weaver::Error`]. This is the stock binary: it has
+/// no state types, so `scan --rewrite` is refused (see [`run_with`]).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let mut out = Vec::new();
+/// let env = |_: &str| None;
+/// let outcome = weaver_cli::run(["weaver", "--help"], &env, &mut out).await.unwrap();
+/// assert!(matches!(outcome, weaver_cli::Outcome::Usage { ok: true, .. }));
+/// # });
+/// ```
 pub async fn run<I, T>(
+    args: I,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut dyn Write,
+) -> Result<Outcome>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    run_on(None, args, env, out).await
+}
+
+/// [`run`] in an application's own binary, which knows its state types:
+/// `scan --rewrite` then rewrites the checkpoints older versions of them
+/// wrote, upgraded in place ([`weaver::evolution::upgrade_stored`]).
+///
+/// The application's binary passes the process's arguments and
+/// environment, and prints as the `weaver` binary does (its `main.rs`);
+/// here it asks for the help of `scan`:
+///
+/// ```
+/// use weaver::prelude::*;
+/// use weaver_cli::{Outcome, States};
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+/// struct Ticket { subject: String }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let env = |name: &str| std::env::var(name).ok();
+/// let mut out = Vec::new();
+/// let args = ["tickets-weaver", "--db", "sqlite://tickets.db", "scan", "--help"];
+/// let outcome = weaver_cli::run_with(&States::new::<Ticket>(), args, &env, &mut out).await?;
+/// let Outcome::Usage { text, ok: true } = outcome else { panic!("{outcome:?}") };
+/// assert!(text.contains("--rewrite"));
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
+/// ```
+pub async fn run_with<I, T>(
+    states: &States,
+    args: I,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut dyn Write,
+) -> Result<Outcome>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    run_on(Some(states), args, env, out).await
+}
+
+async fn run_on<I, T>(
+    states: Option<&States>,
     args: I,
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut dyn Write,
@@ -273,7 +289,7 @@ where
         }
     };
     let db = Db::open(&cli.db, cli.schema.clone()).await?;
-    let result = execute(&db, keys, cli.command, out).await;
+    let result = execute(&db, keys, states, cli.command, out).await;
     db.close().await;
     result
         .map(|()| Outcome::Done)
@@ -387,16 +403,13 @@ fn io(e: std::io::Error) -> Error {
 async fn execute(
     db: &Db,
     keys: Option<Vec<EncryptionKey>>,
+    states: Option<&States>,
     command: Command,
     out: &mut dyn Write,
 ) -> Result<()> {
     match command {
         Command::Migrate { action } => migrate_command(db, action, out).await,
-        Command::Scan {
-            schema_file,
-            batch,
-            check,
-        } => scan::scan(&db.checkpointer(keys)?, &schema_file, batch, check, out).await,
+        Command::Scan(args) => scan::scan(&db.checkpointer(keys)?, states, args, out).await,
         Command::Threads {
             limit,
             offset,
@@ -564,98 +577,6 @@ async fn execute(
             writeln!(out, "deleted {deleted} checkpoints").map_err(io)
         }
     }
-}
-
-async fn migrate_command(db: &Db, action: Migrate, out: &mut dyn Write) -> Result<()> {
-    match action {
-        Migrate::Status => {
-            let adapters = [Adapter::Checkpoint, Adapter::Store];
-            let found = db
-                .with_target(async |t| migrate::versions(t, &adapters).await)
-                .await?;
-            for (a, v) in adapters.iter().zip(found) {
-                writeln!(out, "{}\t{v}\t(newest {})", a.name(), a.latest()).map_err(io)?;
-            }
-            Ok(())
-        }
-        Migrate::Up { adapter, to } => {
-            db.with_target(async |t| migrate::up(t, &adapter, to).await)
-                .await?;
-            report_versions(db, &adapter, out).await
-        }
-        Migrate::Down { version, adapter } => {
-            db.with_target(async |t| migrate::down(t, &adapter, version).await)
-                .await?;
-            report_versions(db, &adapter, out).await
-        }
-        Migrate::Script { adapter, to } => {
-            let current = db
-                .with_target(async |t| migrate::versions(t, &[adapter]).await)
-                .await?[0];
-            let schema = match db {
-                Db::Postgres(_, s) => s.as_deref(),
-                Db::Sqlite(_) => None,
-            };
-            let statements = migrate::script(
-                db.dialect(),
-                adapter,
-                current,
-                Change::Up { target: to },
-                schema,
-            )?;
-            write_script(db.dialect(), adapter, current, &statements, out)
-        }
-    }
-}
-
-/// Prints `statements` as a script safe to pipe into `psql` or `sqlite3`:
-/// in one transaction (`BEGIN;` … `COMMIT;`), so its version check and the
-/// migration lock it takes hold for the whole of it. After a failed
-/// statement PostgreSQL refuses every further one until `COMMIT`, which
-/// then rolls back; the `sqlite3` shell goes on and would commit what
-/// followed the failure, so a SQLite script starts with a comment saying to
-/// run it with `sqlite3 -bail`. Nothing is printed when there is nothing to
-/// do. ([`migrate::script`] itself stays bare statements: `migrate::up`
-/// and an Ecto migration run them in a transaction of their own.)
-fn write_script(
-    dialect: Dialect,
-    adapter: Adapter,
-    current: u32,
-    statements: &[String],
-    out: &mut dyn Write,
-) -> Result<()> {
-    if statements.is_empty() {
-        return Ok(());
-    }
-    let name = adapter.name();
-    writeln!(
-        out,
-        "-- weaver: migrates the `{name}` schema from version {current}, in one transaction."
-    )
-    .map_err(io)?;
-    if dialect == Dialect::Sqlite {
-        writeln!(
-            out,
-            "-- Run it with `sqlite3 -bail DB < FILE`: without -bail the sqlite3 shell goes on\n\
-             -- after a failed statement (the version check included) and commits the rest."
-        )
-        .map_err(io)?;
-    }
-    writeln!(out, "BEGIN;\n").map_err(io)?;
-    for s in statements {
-        writeln!(out, "{s};\n").map_err(io)?;
-    }
-    writeln!(out, "COMMIT;").map_err(io)
-}
-
-async fn report_versions(db: &Db, adapters: &[Adapter], out: &mut dyn Write) -> Result<()> {
-    let found = db
-        .with_target(async |t| migrate::versions(t, adapters).await)
-        .await?;
-    for (a, v) in adapters.iter().zip(found) {
-        writeln!(out, "{}\t{v}", a.name()).map_err(io)?;
-    }
-    Ok(())
 }
 
 /// Which checkpoint of a thread.
