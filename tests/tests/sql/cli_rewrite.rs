@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use weaver::Saver;
 use weaver::evolution::schema_snapshot;
-use weaver::prelude::*;
 use weaver_cli::{Outcome, States};
 use weaver_tests::evolution::{self as evo, TicketV3};
 use weaver_tests::upgrades::TicketBare;
