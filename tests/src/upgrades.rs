@@ -14,14 +14,12 @@ use weaver::checkpoint::{
     NewCheckpoint, PendingWrite,
 };
 use weaver::evolution::{
-    STATE_SCHEMA_KEY, STATE_VERSION_KEY, ScanOptions, UpgradeCursor, UpgradeOptions,
-    UpgradeReport, scan_stored, scan_stored_with, schema_snapshot, upgrade_stored,
+    STATE_SCHEMA_KEY, STATE_VERSION_KEY, ScanOptions, UpgradeCursor, UpgradeOptions, UpgradeReport,
+    scan_stored, scan_stored_with, schema_snapshot, upgrade_stored,
 };
 use weaver::prelude::*;
 
-use crate::evolution::{
-    TicketV1, TicketV3, graph_v3, parallel_v1, parallel_v3, paused_v1, reader,
-};
+use crate::evolution::{TicketV1, TicketV3, graph_v3, parallel_v1, parallel_v3, paused_v1, reader};
 
 /// Version 2 of the ticket with no upcaster: it reads only what is stored
 /// at version 2 (a record version 1 wrote is a typed error).
@@ -58,7 +56,9 @@ fn identity(t: &CheckpointTuple) -> (String, String, Option<String>, u64) {
     (
         t.config.checkpoint_ns.clone(),
         t.checkpoint.id.clone(),
-        t.parent_config.as_ref().and_then(|p| p.checkpoint_id.clone()),
+        t.parent_config
+            .as_ref()
+            .and_then(|p| p.checkpoint_id.clone()),
         t.commit_order,
     )
 }
@@ -82,7 +82,11 @@ pub async fn an_old_thread_is_upgraded_in_place(saver: Arc<dyn Saver>, thread: &
     assert!(
         matches!(
             bare.get_state(&config).await,
-            Err(weaver::Error::StateVersion { found: 1, current: 2, .. })
+            Err(weaver::Error::StateVersion {
+                found: 1,
+                current: 2,
+                ..
+            })
         ),
         "version 1 records need the upcaster before the upgrade"
     );
@@ -117,7 +121,10 @@ pub async fn an_old_thread_is_upgraded_in_place(saver: Arc<dyn Saver>, thread: &
             assert_eq!(values["log"], json!(["opened"]));
         }
     }
-    let read = bare.get_state(&config).await.expect("read without upcasting");
+    let read = bare
+        .get_state(&config)
+        .await
+        .expect("read without upcasting");
     assert_eq!(read.values.subject, "printer on fire");
     assert_eq!(read.values.log, ["opened"]);
     assert_eq!(read.next, ["ask"]);
@@ -164,7 +171,11 @@ pub async fn pending_writes_are_upgraded(saver: Arc<dyn Saver>, thread: &str) {
         .await
         .expect("head")
         .expect("a head");
-    let channels: Vec<&str> = head.pending_writes.iter().map(|w| w.channel.as_str()).collect();
+    let channels: Vec<&str> = head
+        .pending_writes
+        .iter()
+        .map(|w| w.channel.as_str())
+        .collect();
     assert!(!channels.contains(&"title"), "{channels:?}");
     let subject = head
         .pending_writes
@@ -224,9 +235,9 @@ pub async fn a_failed_batch_writes_nothing(saver: Arc<dyn Saver>, thread: &str) 
     let n = rewrites.replace(changed.clone()).await.expect("replace");
     assert_eq!(n, changed.len() as u64);
     let after = stored(saver.as_ref(), thread).await;
-    assert!(after
-        .iter()
-        .all(|t| t.checkpoint.channel_values["title"] == "rewritten" && t.pending_writes.is_empty()));
+    assert!(after.iter().all(
+        |t| t.checkpoint.channel_values["title"] == "rewritten" && t.pending_writes.is_empty()
+    ));
 }
 
 /// A root checkpoint stored by hand on `thread` (namespace `ns`) with
@@ -264,12 +275,18 @@ async fn put_v1(
 /// cursor its progress reported: the threads before it are not read
 /// again, the threads after it are upgraded.
 pub async fn an_interrupted_upgrade_resumes_from_its_cursor(saver: Arc<dyn Saver>, prefix: &str) {
-    let (a, b, c) = (format!("{prefix}-a"), format!("{prefix}-b"), format!("{prefix}-c"));
+    let (a, b, c) = (
+        format!("{prefix}-a"),
+        format!("{prefix}-b"),
+        format!("{prefix}-c"),
+    );
     paused_v1(saver.clone(), &a).await;
     put_v1(saver.as_ref(), &b, "", json!({"title": "x"}), Vec::new()).await;
     // A record of a version the state has never had stops the upgrade.
     let mut bad = stored(saver.as_ref(), &b).await.remove(0);
-    bad.metadata.extra.insert(STATE_VERSION_KEY.into(), json!(7));
+    bad.metadata
+        .extra
+        .insert(STATE_VERSION_KEY.into(), json!(7));
     saver
         .rewrites()
         .expect("rewrites")
@@ -278,12 +295,11 @@ pub async fn an_interrupted_upgrade_resumes_from_its_cursor(saver: Arc<dyn Saver
         .expect("mark b");
     paused_v1(saver.clone(), &c).await;
     let mut last: Option<UpgradeReport> = None;
-    let failed = upgrade_stored::<TicketV3>(
-        saver.as_ref(),
-        &UpgradeOptions::new().batch(1),
-        &mut |r| last = Some(r.clone()),
-    )
-    .await;
+    let failed =
+        upgrade_stored::<TicketV3>(saver.as_ref(), &UpgradeOptions::new().batch(1), &mut |r| {
+            last = Some(r.clone())
+        })
+        .await;
     assert!(
         matches!(failed, Err(weaver::Error::StateVersion { found: 7, .. })),
         "{failed:?}"
@@ -291,7 +307,12 @@ pub async fn an_interrupted_upgrade_resumes_from_its_cursor(saver: Arc<dyn Saver
     let cursor = last.and_then(|r| r.cursor).expect("a cursor");
     assert_eq!(cursor.as_str(), a, "every record of `a` was replaced");
     let version = |t: &CheckpointTuple| t.metadata.extra[STATE_VERSION_KEY].clone();
-    assert!(stored(saver.as_ref(), &c).await.iter().all(|t| version(t) == json!(1)));
+    assert!(
+        stored(saver.as_ref(), &c)
+            .await
+            .iter()
+            .all(|t| version(t) == json!(1))
+    );
     // The operator deals with `b`, then resumes after the cursor.
     saver.delete_thread(&b).await.expect("delete b");
     let resumed = upgrade(saver.as_ref(), &UpgradeOptions::new().after(cursor)).await;
@@ -299,7 +320,10 @@ pub async fn an_interrupted_upgrade_resumes_from_its_cursor(saver: Arc<dyn Saver
     assert_eq!(resumed.cursor, Some(UpgradeCursor::new(c.clone())));
     for thread in [&a, &c] {
         assert!(
-            stored(saver.as_ref(), thread).await.iter().all(|t| version(t) == json!(2)),
+            stored(saver.as_ref(), thread)
+                .await
+                .iter()
+                .all(|t| version(t) == json!(2)),
             "{thread}"
         );
     }
@@ -307,14 +331,29 @@ pub async fn an_interrupted_upgrade_resumes_from_its_cursor(saver: Arc<dyn Saver
 
 /// A subgraph namespace holds another state: the default upgrade leaves
 /// it, an upgrade naming its path rewrites it.
-pub async fn subgraph_namespaces_are_upgraded_only_when_named(
-    saver: Arc<dyn Saver>,
-    thread: &str,
-) {
-    put_v1(saver.as_ref(), thread, "", json!({"title": "root"}), Vec::new()).await;
-    put_v1(saver.as_ref(), thread, "inner:1", json!({"title": "inner"}), Vec::new()).await;
+pub async fn subgraph_namespaces_are_upgraded_only_when_named(saver: Arc<dyn Saver>, thread: &str) {
+    put_v1(
+        saver.as_ref(),
+        thread,
+        "",
+        json!({"title": "root"}),
+        Vec::new(),
+    )
+    .await;
+    put_v1(
+        saver.as_ref(),
+        thread,
+        "inner:1",
+        json!({"title": "inner"}),
+        Vec::new(),
+    )
+    .await;
     let report = upgrade(saver.as_ref(), &UpgradeOptions::new()).await;
-    assert_eq!((report.upgraded, report.other_namespaces), (1, 1), "{report:?}");
+    assert_eq!(
+        (report.upgraded, report.other_namespaces),
+        (1, 1),
+        "{report:?}"
+    );
     let inner = |all: Vec<CheckpointTuple>| {
         all.into_iter()
             .find(|t| t.config.checkpoint_ns == "inner:1")
@@ -343,9 +382,23 @@ pub async fn scans_find_bad_writes_and_subgraph_checkpoints(saver: Arc<dyn Saver
         channel: "priority".into(),
         value,
     };
-    put_v1(saver.as_ref(), &w, "", good.clone(), vec![write(json!("high"))]).await;
+    put_v1(
+        saver.as_ref(),
+        &w,
+        "",
+        good.clone(),
+        vec![write(json!("high"))],
+    )
+    .await;
     put_v1(saver.as_ref(), &s, "", good.clone(), Vec::new()).await;
-    put_v1(saver.as_ref(), &s, "inner:1", json!({"priority": "urgent"}), Vec::new()).await;
+    put_v1(
+        saver.as_ref(),
+        &s,
+        "inner:1",
+        json!({"priority": "urgent"}),
+        Vec::new(),
+    )
+    .await;
     let snapshot = schema_snapshot::<TicketV1>();
     let report = scan_stored(saver.as_ref(), &snapshot, 1, &mut |_| {})
         .await
@@ -362,7 +415,11 @@ pub async fn scans_find_bad_writes_and_subgraph_checkpoints(saver: Arc<dyn Saver
     let bad_write = on(&w);
     assert_eq!(bad_write.task_id.as_deref(), Some("task-1"));
     assert_eq!(bad_write.path, "priority");
-    assert!(bad_write.reason.contains("pending write"), "{}", bad_write.reason);
+    assert!(
+        bad_write.reason.contains("pending write"),
+        "{}",
+        bad_write.reason
+    );
     let bad_inner = on(&s);
     assert_eq!(bad_inner.checkpoint_ns, "inner:1");
     assert_eq!(bad_inner.path, "priority");

@@ -7,10 +7,10 @@
 mod chat_flows;
 #[path = "sql/cli.rs"]
 mod cli;
-#[path = "sql/cli_rewrite.rs"]
-mod cli_rewrite;
 #[path = "sql/cli_fleet.rs"]
 mod cli_fleet;
+#[path = "sql/cli_rewrite.rs"]
+mod cli_rewrite;
 #[path = "sql/clones.rs"]
 mod clones;
 #[path = "sql/codec.rs"]

@@ -167,4 +167,3 @@ pub(crate) fn parse_keys(var: &str, text: &str) -> Result<Vec<EncryptionKey>> {
 fn hex_like(text: &str) -> bool {
     text.len() >= 16 && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
-

@@ -58,9 +58,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use serde_json::{Value, json};
 use db::{Db, parse_keys};
 use migrating::{Migrate, migrate_command};
+use serde_json::{Value, json};
 use weaver::checkpoint::{CheckpointRef, CheckpointTuple, ListFilter, PruneStrategy};
 use weaver::codec::EncryptionKey;
 use weaver::migrate::Adapter;

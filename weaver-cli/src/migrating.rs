@@ -148,4 +148,3 @@ async fn report_versions(db: &Db, adapters: &[Adapter], out: &mut dyn Write) -> 
     }
     Ok(())
 }
-

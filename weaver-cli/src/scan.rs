@@ -143,11 +143,20 @@ fn print_scan(report: &ScanReport, snapshot: &SchemaSnapshot, out: &mut dyn Writ
     )
     .map_err(io)?;
     if !report.failing.is_empty() {
-        writeln!(out, "thread\tunreadable\tnamespace\tcheckpoint\ttask\tpath\treason")
-            .map_err(io)?;
+        writeln!(
+            out,
+            "thread\tunreadable\tnamespace\tcheckpoint\ttask\tpath\treason"
+        )
+        .map_err(io)?;
     }
     for t in &report.failing {
-        let dash = |s: &str| if s.is_empty() { "-".to_owned() } else { printable(s).into_owned() };
+        let dash = |s: &str| {
+            if s.is_empty() {
+                "-".to_owned()
+            } else {
+                printable(s).into_owned()
+            }
+        };
         writeln!(
             out,
             "{}\t{}\t{}\t{}\t{}\t{}\t{}",
@@ -192,7 +201,9 @@ async fn rewrite(
         }
     };
     for (i, entry) in states.entries.iter().enumerate().skip(start) {
-        let mut options = UpgradeOptions::new().batch(args.batch).paths([entry.path.clone()]);
+        let mut options = UpgradeOptions::new()
+            .batch(args.batch)
+            .paths([entry.path.clone()]);
         if i == start
             && let Some(after) = &after
         {
@@ -224,7 +235,11 @@ async fn rewrite(
                 return Err(e);
             }
         };
-        let shown = if entry.path.is_empty() { "root graph" } else { &entry.path };
+        let shown = if entry.path.is_empty() {
+            "root graph"
+        } else {
+            &entry.path
+        };
         writeln!(
             out,
             "rewrote {} of {} checkpoints ({} threads, {} batches) of the {shown} to state version {} of {}",

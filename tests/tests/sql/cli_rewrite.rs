@@ -41,7 +41,15 @@ async fn scan_rewrite_upgrades_old_threads_in_an_applications_binary() {
     // The stock binary has no state types: it says what rewriting needs.
     let mut out = Vec::new();
     let stock = weaver_cli::run(
-        ["weaver", "--db", &url, "scan", "--rewrite", "--schema-file", &f],
+        [
+            "weaver",
+            "--db",
+            &url,
+            "scan",
+            "--rewrite",
+            "--schema-file",
+            &f,
+        ],
         &|_| None,
         &mut out,
     )
@@ -53,7 +61,10 @@ async fn scan_rewrite_upgrades_old_threads_in_an_applications_binary() {
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
     let bare = evo::reader::<TicketBare>(saver.clone());
-    assert!(bare.get_state(&config).await.is_err(), "nothing was rewritten");
+    assert!(
+        bare.get_state(&config).await.is_err(),
+        "nothing was rewritten"
+    );
 
     let bad = app(&["--db", &url, "scan", "--rewrite", "--after", "9:a"]).await;
     assert!(
@@ -70,20 +81,33 @@ async fn scan_rewrite_upgrades_old_threads_in_an_applications_binary() {
     );
     assert!(bare.get_state(&config).await.is_err());
     let text = app(&[
-        "--db", &url, "scan", "--rewrite", "--schema-file", &f, "--batch", "2", "--check",
+        "--db",
+        &url,
+        "scan",
+        "--rewrite",
+        "--schema-file",
+        &f,
+        "--batch",
+        "2",
+        "--check",
     ])
     .await
     .unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert!(
-        lines[0].starts_with("rewrote 3 of 6 checkpoints (2 threads, 2 batches) of the root graph to state version 2"),
+        lines[0].starts_with(
+            "rewrote 3 of 6 checkpoints (2 threads, 2 batches) of the root graph to state version 2"
+        ),
         "{text}"
     );
     assert!(
         lines[1].contains(": 0 unreadable, 0 of an older version"),
         "{text}"
     );
-    let state = bare.get_state(&config).await.expect("read without upcasting");
+    let state = bare
+        .get_state(&config)
+        .await
+        .expect("read without upcasting");
     assert_eq!(state.values.subject, "printer on fire");
     std::fs::remove_file(&file).unwrap();
 }

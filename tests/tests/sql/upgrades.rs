@@ -77,13 +77,15 @@ async fn an_interrupted_upgrade_resumes_from_its_cursor_on_postgres() {
 #[tokio::test]
 async fn subgraph_namespaces_are_upgraded_only_when_named_on_sqlite() {
     let db = SqliteDb::new().await;
-    upgrades::subgraph_namespaces_are_upgraded_only_when_named(Arc::new(db.saver().await), "t").await;
+    upgrades::subgraph_namespaces_are_upgraded_only_when_named(Arc::new(db.saver().await), "t")
+        .await;
 }
 
 #[tokio::test]
 async fn subgraph_namespaces_are_upgraded_only_when_named_on_postgres() {
     let db = PgDb::new().await;
-    upgrades::subgraph_namespaces_are_upgraded_only_when_named(Arc::new(db.saver().await), "t").await;
+    upgrades::subgraph_namespaces_are_upgraded_only_when_named(Arc::new(db.saver().await), "t")
+        .await;
     db.drop_schema().await;
 }
 

@@ -53,9 +53,7 @@ pub use read::{Upgraded, stored_version, upgrade_values};
 pub(crate) use read::{stamp, upgrade_tuple};
 pub use scan::{ScanOptions, ScanReport, ThreadScan, scan_stored, scan_stored_with};
 pub use schema::{SchemaSnapshot, schema_snapshot};
-pub use upgrade::{
-    UpgradeCursor, UpgradeOptions, UpgradeReport, subgraph_path, upgrade_stored,
-};
+pub use upgrade::{UpgradeCursor, UpgradeOptions, UpgradeReport, subgraph_path, upgrade_stored};
 
 /// Checkpoint metadata key holding the version of the state that wrote the
 /// checkpoint ([`GraphState::VERSION`](crate::GraphState::VERSION)). The

@@ -83,4 +83,3 @@ impl Leases for InMemorySaver {
         Ok(self.truncate_root(thread_id, above))
     }
 }
-

@@ -26,11 +26,9 @@ impl Rewrites for InMemorySaver {
             let log = threads
                 .get(&t.config.thread_id)
                 .and_then(|n| n.get(&t.config.checkpoint_ns));
-            let Some((&order, stored)) = log.and_then(|l| {
-                l.by_id
-                    .get(id)
-                    .and_then(|o| l.by_order.get_key_value(o))
-            }) else {
+            let Some((&order, stored)) =
+                log.and_then(|l| l.by_id.get(id).and_then(|o| l.by_order.get_key_value(o)))
+            else {
                 return Err(not_found(&t.config, id));
             };
             check_identity(t, stored.parent_id.as_deref(), order)?;
