@@ -15,6 +15,13 @@ const THREAD_PAGE: usize = 100;
 /// this one (in thread id order) is done. Its text form
 /// ([`as_str`](Self::as_str), [`new`](Self::new)) is what a command line
 /// prints and takes back.
+///
+/// ```
+/// use weaver::evolution::UpgradeCursor;
+/// let cursor = UpgradeCursor::new("t-0042");
+/// assert_eq!(cursor.as_str(), "t-0042");
+/// assert_eq!(UpgradeCursor::new(cursor.to_string()), cursor);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct UpgradeCursor(String);
 
@@ -37,6 +44,20 @@ impl fmt::Display for UpgradeCursor {
 }
 
 /// What [`upgrade_stored`] rewrites, and how much at a time.
+///
+/// ```
+/// use weaver::evolution::{UpgradeCursor, UpgradeOptions};
+///
+/// let options = UpgradeOptions::new()
+///     .batch(500)
+///     .after(UpgradeCursor::new("t-0042"))
+///     .subgraph("triage"); // a subgraph sharing the root's state
+/// assert_eq!(options.paths, ["", "triage"]);
+/// // A subgraph with its own state type is upgraded by its own call.
+/// let review = UpgradeOptions::new().paths(["review"]);
+/// assert_eq!(review.paths, ["review"]);
+/// assert_eq!(review.batch, 100);
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct UpgradeOptions {
