@@ -68,18 +68,19 @@ pub(super) async fn scan(
     out: &mut dyn Write,
 ) -> Result<()> {
     let saver = cp.saver().as_ref();
-    let total = count_threads(saver).await?;
     if args.rewrite {
         let states = states.ok_or_else(|| {
             Error::invalid_argument(
                 "`scan --rewrite` needs the application's state types (Rust code: its upcasters), which the stock `weaver` binary does not have; build a binary of the application that calls `weaver_cli::run_with(&States::new::<YourState>(), ...)` and run `scan --rewrite` with it (see the guide's chapter \"Releasing\")",
             )
         })?;
+        let total = count_threads(saver).await?;
         rewrite(saver, states, &args, total, out).await?;
     }
     let Some(file) = &args.schema_file else {
         return Ok(());
     };
+    let total = count_threads(saver).await?;
     let mut options = ScanOptions::new(read_snapshot("--schema-file", file)?).batch(args.batch);
     for pair in &args.subgraph_schema {
         let (path, file) = pair.split_once('=').ok_or_else(|| {
