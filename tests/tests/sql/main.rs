@@ -6,6 +6,7 @@
 mod chat_flows;
 mod cli;
 mod cli_fleet;
+mod cli_rewrite;
 mod clones;
 mod codec;
 mod common;
@@ -42,3 +43,4 @@ mod streamed;
 mod subgraphs;
 mod typed_history;
 mod undecodable_interrupts;
+mod upgrades;

@@ -30,6 +30,7 @@ macro_rules! in_txn {
 
 mod prune;
 pub(crate) mod records;
+mod rewrite;
 mod saver;
 
 use std::sync::Arc;

@@ -686,6 +686,10 @@ impl Saver for MongoSaver {
     fn shared_state(&self) -> Option<Arc<SaverState>> {
         Some(self.state.clone())
     }
+
+    fn rewrites(&self) -> Option<&dyn crate::checkpoint::Rewrites> {
+        Some(self)
+    }
 }
 
 impl MongoSaver {
