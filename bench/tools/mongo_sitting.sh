@@ -43,6 +43,8 @@ for ((r = 1; r <= rounds; r++)); do
   d="$out/round$r"
   mkdir -p "$d"
   echo "== round $r of $rounds"
+  cat /proc/loadavg > "$d/loadavg-before.txt"   # the machine may be shared: keep its load
   if ((r % 2)); then peer "$d"; weaver "$d"; else weaver "$d"; peer "$d"; fi
+  cat /proc/loadavg > "$d/loadavg-after.txt"
 done
 touch "$out/DONE"
