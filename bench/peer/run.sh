@@ -10,10 +10,19 @@
 # - writes RESULTS.md and results.json to OUT_DIR (default bench/out/peer,
 #   which git ignores)
 #
+# - the MongoDB rows (W1, W2+W4 with LangGraph's MongoDBSaver) run against
+#   the MongoDB-wire server at PEER_MONGODB_URL (default
+#   mongodb://127.0.0.1:27017; .ci/mongo.sh starts one), a fresh database per
+#   timed loop; a missing server gives error rows, not a skipped row
+#
 # Environment knobs: OUT_DIR (where RESULTS.md/results.json go; default: bench/out/peer),
 # VENV (default /tmp/peer-venv), REPEATS, PG_BIN (folder holding
 # initdb/pg_ctl; default: pg_config --bindir), QUICK=1 (small N,
-# for a smoke test; results then go to /tmp instead of this folder).
+# for a smoke test; results then go to /tmp instead of this folder),
+# SUITE (sql, the default: every row but the MongoDB ones; all: those and
+# the MongoDB rows; mongodb: the MongoDB rows alone, no PostgreSQL cluster),
+# MONGO_N / MONGO_TURNS (W1 invokes / W2 turns on MongoDB; default 200 / 60,
+# as the test server answers in tens of milliseconds per operation).
 set -u -o pipefail
 cd "$(dirname "$0")"
 HERE=$(pwd)
@@ -26,7 +35,7 @@ if [ ! -x "$PY" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
   "$VENV/bin/pip" install -q -r requirements.txt
 fi
-"$PY" -c "import langgraph, langgraph.checkpoint.sqlite, langgraph.checkpoint.postgres, psycopg, psycopg_pool" \
+"$PY" -c "import langgraph, langgraph.checkpoint.sqlite, langgraph.checkpoint.postgres, langgraph.checkpoint.mongodb, psycopg, psycopg_pool, pymongo" \
   || { echo "venv is missing packages; delete it and rerun" >&2; exit 1; }
 
 WORK=$(mktemp -d /tmp/peer-bench.XXXXXX)
@@ -96,11 +105,27 @@ EOF
   tail -n $((after - before)) "$JSONL" | cut -c1-200
 }
 
-if pg_start; then PG_OK=1; else PG_OK=0; echo "postgres did not start; postgres rows will be errors"; fi
+SUITE=${SUITE:-sql}
+case "$SUITE" in all|sql|mongodb) ;; *) echo "SUITE must be all, sql or mongodb" >&2; exit 2;; esac
+MONGO_N=${MONGO_N:-200}
+MONGO_TURNS=${MONGO_TURNS:-60}
+
+if [ "$SUITE" != mongodb ]; then
+  if pg_start; then PG_OK=1; else PG_OK=0; echo "postgres did not start; postgres rows will be errors"; fi
+fi
 export PEER_PG_DSN="$PG_DSN"
+
+mongo_suite() {  # the MongoDB rows: W1 and W2+W4 with LangGraph's MongoDBSaver
+  local rep=$1
+  local n=(--n "$MONGO_N") turns=(--turns "$MONGO_TURNS")
+  if [ "$QUICK" = 1 ]; then n=(); turns=(); fi
+  run "workload=w1 backend=mongodb rep=$rep" --backend mongodb --workload w1 "${n[@]}"
+  run "workload=w2 backend=mongodb rep=$rep" --backend mongodb --workload w2,w4 "${turns[@]}"
+}
 
 suite() {  # one pass over every workload
   local rep=$1 b
+  if [ "$SUITE" = mongodb ]; then mongo_suite "$rep"; return; fi
   # W1: two-step graph, 2000 distinct threads
   for b in none memory sqlite postgres; do
     run "workload=w1 backend=$b rep=$rep" --backend "$b" --workload w1
@@ -134,6 +159,7 @@ suite() {  # one pass over every workload
     run "workload=w1 backend=$b api=async rep=$rep" --backend "$b" --workload w1 --api async
     run "workload=w3 backend=$b api=async rep=$rep" --backend "$b" --workload w3 --api async
   done
+  if [ "$SUITE" = all ]; then mongo_suite "$rep"; fi
 }
 
 for ((rep = 1; rep <= REPEATS; rep++)); do

@@ -6,6 +6,7 @@
 //! cargo run --release -p weaver-bench -- --workload w1,w3 --backend none,memory
 //! cargo run --release -p weaver-bench -- --workload w2 --backend sqlite   # W2 and W4 rows
 //! cargo run --release -p weaver-bench -- --workload w6 --backend postgres
+//! cargo run --release -p weaver-bench -- --workload w1 --backend mongodb --n 200
 //! ```
 //!
 //! Without flags: W1, W3, W5, W7 on `none` and `memory` (no database needed).
@@ -28,23 +29,30 @@
 //! Backends: `sqlite` is a fresh file in the temp directory per row (WAL,
 //! `synchronous=FULL`); `postgres` is a fresh schema per row on
 //! `$DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
-//! dropped afterwards.
+//! dropped afterwards; `mongodb` is a fresh database per row on
+//! `$MONGODB_URL` (default `mongodb://127.0.0.1:27017`), set up with
+//! `MongoSaver::setup` and dropped afterwards (not in `--all`: run it by name,
+//! `bench/tools/mongo_sitting.sh` does).
+
+mod backend;
+mod conversation;
+mod graphs;
+mod w6;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Command as Process, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::process::Command as Process;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use weaver::checkpoint::{ListFilter, PostgresSaver, SqliteSaver};
-use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::prelude::*;
-use weaver::state::SharedVec;
 use weaver_tests::states::{Steps, StepsUpdate};
+
+use backend::{Backend, compile};
+use conversation::w2_w4;
+use graphs::{Counts, fan_out, input, two_step};
+use w6::{w6, w6_worker};
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
@@ -58,7 +66,6 @@ const ALLOCATOR: &str = if cfg!(feature = "mimalloc") {
 };
 
 const WARMUP: usize = 20;
-const DEFAULT_PG: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 #[derive(Clone, Debug)]
 struct Args {
@@ -186,7 +193,7 @@ fn parse_args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc|shared-vec]"
+        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres,mongodb] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc|shared-vec]"
     );
     std::process::exit(2)
 }
@@ -371,363 +378,6 @@ fn durability_name(d: Durability) -> &'static str {
     }
 }
 
-// ----------------------------------------------------------------- backends
-
-fn pg_url() -> String {
-    std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_PG.to_owned())
-}
-
-fn unique_suffix() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{}_{}", std::process::id(), nanos)
-}
-
-/// One store, fresh and empty when opened; `close` removes it.
-enum Store {
-    None,
-    Memory(InMemorySaver),
-    Sqlite {
-        saver: SqliteSaver,
-        dir: PathBuf,
-    },
-    Postgres {
-        saver: PostgresSaver,
-        schema: String,
-    },
-}
-
-struct Backend {
-    name: String,
-    store: Store,
-}
-
-/// The SQL savers' busy-poll budget: off, as a user gets it, unless
-/// `WEAVER_BENCH_SPIN_US` opts in (to measure what the opt-in buys).
-fn spin_budget() -> std::time::Duration {
-    let micros = std::env::var("WEAVER_BENCH_SPIN_US")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    std::time::Duration::from_micros(micros)
-}
-
-impl Backend {
-    async fn open(name: &str) -> weaver::Result<Backend> {
-        let store = match name {
-            "none" => Store::None,
-            "memory" => Store::Memory(InMemorySaver::new()),
-            "sqlite" => {
-                let dir = std::env::temp_dir().join(format!("weaver-bench-{}", unique_suffix()));
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| Error::invalid_argument(format!("temp dir: {e}")))?;
-                let url = format!("sqlite://{}", dir.join("checkpoints.db").display());
-                Store::Sqlite {
-                    saver: SqliteSaver::connect(&url).await?.with_spin(spin_budget()),
-                    dir,
-                }
-            }
-            "postgres" => {
-                let schema = format!("bench_{}", unique_suffix());
-                let pool = pg_pool().await?;
-                migrate::up(
-                    &PgSchema::new(&pool, &schema)?,
-                    &[Adapter::Checkpoint],
-                    None,
-                )
-                .await?;
-                Store::Postgres {
-                    saver: PostgresSaver::new(pool)
-                        .with_prefix(&schema)?
-                        .with_spin(spin_budget()),
-                    schema,
-                }
-            }
-            other => return Err(Error::invalid_argument(format!("unknown backend {other}"))),
-        };
-        Ok(Backend {
-            name: name.to_owned(),
-            store,
-        })
-    }
-
-    /// A fresh, empty store of the same kind (the old one is removed).
-    async fn reset(self) -> weaver::Result<Backend> {
-        let name = self.name.clone();
-        self.close().await?;
-        Backend::open(&name).await
-    }
-
-    async fn close(self) -> weaver::Result<()> {
-        match self.store {
-            Store::Sqlite { saver, dir } => {
-                saver.pool().close().await;
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            Store::Postgres { saver, schema } => {
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
-                )))
-                .execute(saver.pool())
-                .await
-                .map_err(|e| Error::storage("drop schema", e))?;
-                saver.pool().close().await;
-            }
-            Store::None | Store::Memory(_) => {}
-        }
-        Ok(())
-    }
-
-    fn saver(&self) -> Option<Arc<dyn Saver>> {
-        match &self.store {
-            Store::None => None,
-            Store::Memory(s) => Some(Arc::new(s.clone())),
-            Store::Sqlite { saver, .. } => Some(Arc::new(saver.clone())),
-            Store::Postgres { saver, .. } => Some(Arc::new(saver.clone())),
-        }
-    }
-
-    /// Bytes the store holds, measured as WORKLOADS.md says.
-    async fn storage(&self, thread: &str) -> weaver::Result<Value> {
-        let storage = |e| Error::storage("storage", e);
-        Ok(match &self.store {
-            Store::None => json!({}),
-            Store::Memory(s) => {
-                let (mut cp, mut meta, mut writes) = (0usize, 0usize, 0usize);
-                let tuples = s.list_stored(&ListFilter::thread(thread)).await?;
-                for t in &tuples {
-                    cp += serde_json::to_vec(&t.checkpoint).map_or(0, |v| v.len());
-                    meta += serde_json::to_vec(&t.metadata).map_or(0, |v| v.len());
-                    writes += t
-                        .pending_writes
-                        .iter()
-                        .map(|w| serde_json::to_vec(&w.value).map_or(0, |v| v.len()))
-                        .sum::<usize>();
-                }
-                json!({"measure": "sum of JSON-serialized checkpoints, metadata and pending-write values held by InMemorySaver",
-                       "stored_bytes": cp + meta + writes, "checkpoint_rows": tuples.len(),
-                       "checkpoint_bytes": cp, "metadata_bytes": meta, "write_bytes": writes})
-            }
-            Store::Sqlite { saver, dir } => {
-                sqlx::raw_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-                    .execute(saver.pool())
-                    .await
-                    .map_err(storage)?;
-                let size = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
-                let main = size(dir.join("checkpoints.db"));
-                let wal = size(dir.join("checkpoints.db-wal"));
-                let (rows, cp_bytes): (i64, i64) = sqlx::query_as(
-                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM weaver_checkpoints",
-                )
-                .fetch_one(saver.pool())
-                .await
-                .map_err(storage)?;
-                let (wrows, wbytes): (i64, i64) = sqlx::query_as(
-                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(value)), 0) FROM weaver_checkpoint_writes",
-                )
-                .fetch_one(saver.pool())
-                .await
-                .map_err(storage)?;
-                json!({"measure": "db file size + WAL after wal_checkpoint(TRUNCATE), no VACUUM",
-                       "stored_bytes": main + wal, "file_bytes": main, "wal_bytes": wal,
-                       "sql_blob_bytes": cp_bytes + wbytes, "checkpoint_rows": rows, "write_rows": wrows})
-            }
-            Store::Postgres { saver, schema } => {
-                let (total, rows): (i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                    "SELECT (SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::BIGINT
-                               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                              WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname LIKE 'weaver%'),
-                            (SELECT COUNT(*) FROM \"{schema}\".weaver_checkpoints)"
-                )))
-                .bind(schema)
-                .fetch_one(saver.pool())
-                .await
-                .map_err(storage)?;
-                json!({"measure": "sum of pg_total_relation_size over weaver's tables in the schema",
-                       "stored_bytes": total, "checkpoint_rows": rows})
-            }
-        })
-    }
-}
-
-/// A pool as `PostgresSaver::connect` builds it (no ping at checkout; sqlx
-/// pings each connection when it returns to the pool).
-/// `WEAVER_BENCH_PG_PING=1` adds the checkout ping, to measure what it costs.
-async fn pg_pool() -> weaver::Result<sqlx::PgPool> {
-    let ping = std::env::var("WEAVER_BENCH_PG_PING").is_ok_and(|v| v == "1");
-    sqlx::postgres::PgPoolOptions::new()
-        .test_before_acquire(ping)
-        .connect(&pg_url())
-        .await
-        .map_err(|e| Error::storage("connect", e))
-}
-
-fn compile<S: GraphState>(graph: Graph<S>, be: &Backend) -> CompiledGraph<S> {
-    let options = match be.saver() {
-        Some(s) => Compile::new().checkpointer_arc(s),
-        None => Compile::new(),
-    };
-    graph.compile(options).expect("valid graph")
-}
-
-// ------------------------------------------------------------------- graphs
-
-fn two_step(be: &Backend) -> CompiledGraph<Steps> {
-    compile(
-        Graph::<Steps>::new("two-step")
-            .add_node("node_a", |_: &Steps| {
-                StepsUpdate::default().foo("a").bar(["a"])
-            })
-            .add_node("node_b", |_: &Steps| {
-                StepsUpdate::default().foo("b").bar(["b"])
-            })
-            .add_sequence([START, "node_a", "node_b", END]),
-        be,
-    )
-}
-
-type Counts = Arc<Mutex<BTreeMap<String, usize>>>;
-
-/// W3's fan-out; with `fail`, `w3` fails on its first attempt (W7).
-fn fan_out(be: &Backend, counts: Option<Counts>, fail: bool) -> CompiledGraph<Steps> {
-    let armed = Arc::new(AtomicBool::new(fail));
-    let mut g = Graph::<Steps>::new("fan-out");
-    for i in 0..8 {
-        let name = format!("w{i}");
-        let (counts, armed, label) = (counts.clone(), armed.clone(), name.clone());
-        g = g
-            .add_node(
-                name.clone(),
-                move |_: &Steps| -> Result<StepsUpdate, NodeError> {
-                    if let Some(c) = &counts {
-                        *c.lock().expect("counts").entry(label.clone()).or_default() += 1;
-                    }
-                    if i == 3 && armed.swap(false, Ordering::SeqCst) {
-                        return Err(NodeError::msg("first attempt fails"));
-                    }
-                    Ok(StepsUpdate::default().bar([label.clone()]))
-                },
-            )
-            .add_edge(START, name.clone())
-            .add_edge(name, "join");
-    }
-    compile(
-        g.add_node("join", |_: &Steps| StepsUpdate::default().foo("joined"))
-            .add_edge("join", END),
-        be,
-    )
-}
-
-/// W2's state: the messages in a delta channel, as the seed's chat graphs
-/// declare them (each checkpoint stores what it appended).
-#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-struct Chat {
-    #[reducer(delta)]
-    messages: Vec<String>,
-}
-
-/// W2's state with a plain append channel (`--w2-channel append`): every
-/// checkpoint stores all messages, as the peer's `operator.add` list does.
-#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-struct ChatAppend {
-    #[reducer(append)]
-    messages: Vec<String>,
-}
-
-/// W2's state with the messages as shared strings (`--w2-channel
-/// delta-arc`): a delta channel whose history snapshots share the items
-/// they have in common instead of each owning a copy.
-#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-struct ChatShared {
-    #[reducer(delta)]
-    messages: Vec<Arc<str>>,
-}
-
-/// W2's state with the messages in a [`SharedVec`] (`--w2-channel
-/// shared-vec`): history snapshots share chunks of 64 messages, so each costs
-/// a few pointers rather than one per message.
-#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-struct ChatChunked {
-    #[reducer(delta)]
-    messages: SharedVec<String>,
-}
-
-/// What W2 and W4 need of a chat state.
-trait ChatState: GraphState {
-    /// The name the rows record.
-    const CHANNEL: &'static str;
-    fn messages(self) -> Vec<String>;
-    fn say(message: String) -> Self::Update;
-}
-
-impl ChatState for Chat {
-    const CHANNEL: &'static str = "delta";
-    fn messages(self) -> Vec<String> {
-        self.messages
-    }
-    fn say(message: String) -> ChatUpdate {
-        ChatUpdate::default().messages(vec![message])
-    }
-}
-
-impl ChatState for ChatShared {
-    const CHANNEL: &'static str = "delta-arc";
-    fn messages(self) -> Vec<String> {
-        self.messages.iter().map(|m| m.to_string()).collect()
-    }
-    fn say(message: String) -> ChatSharedUpdate {
-        ChatSharedUpdate::default().messages(vec![Arc::from(message)])
-    }
-}
-
-impl ChatState for ChatChunked {
-    const CHANNEL: &'static str = "shared-vec";
-    fn messages(self) -> Vec<String> {
-        self.messages.into()
-    }
-    fn say(message: String) -> ChatChunkedUpdate {
-        ChatChunkedUpdate::default().messages(vec![message])
-    }
-}
-
-impl ChatState for ChatAppend {
-    const CHANNEL: &'static str = "append";
-    fn messages(self) -> Vec<String> {
-        self.messages
-    }
-    fn say(message: String) -> ChatAppendUpdate {
-        ChatAppendUpdate::default().messages(vec![message])
-    }
-}
-
-/// 256 ASCII bytes unique per turn, as the peer builds them:
-/// hex(sha256("weaver-w2-{i}-{k}")) for k = 0..3.
-fn message_for_turn(i: i64) -> String {
-    let mut out = String::with_capacity(256);
-    for k in 0..4 {
-        for b in Sha256::digest(format!("weaver-w2-{i}-{k}").as_bytes()) {
-            out.push_str(&format!("{b:02x}"));
-        }
-    }
-    out
-}
-
-fn chat<C: ChatState>(be: &Backend, turn: Arc<AtomicI64>) -> CompiledGraph<C> {
-    compile(
-        Graph::<C>::new("chat")
-            .add_node("chat", move |_: &C| {
-                C::say(message_for_turn(turn.load(Ordering::SeqCst)))
-            })
-            .add_sequence([START, "chat", END]),
-        be,
-    )
-}
-
-fn input() -> Steps {
-    Steps::default()
-}
-
 fn config(args: &Args, thread: String) -> RunConfig {
     let c = RunConfig::thread(thread);
     match args.durability {
@@ -910,154 +560,6 @@ async fn w1_w3(workload: &str, backend: &str, args: &Args) -> weaver::Result<Vec
     Ok(vec![row(&workload.to_uppercase(), backend, args, fields)])
 }
 
-/// W2 (500 turns on one thread) and then W4 (history) on the same thread.
-async fn w2_w4(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
-    match args.w2_channel {
-        W2Channel::Delta => w2_w4_on::<Chat>(backend, args).await,
-        W2Channel::Append => w2_w4_on::<ChatAppend>(backend, args).await,
-        W2Channel::DeltaArc => w2_w4_on::<ChatShared>(backend, args).await,
-        W2Channel::SharedVec => w2_w4_on::<ChatChunked>(backend, args).await,
-    }
-}
-
-async fn w2_w4_on<C: ChatState>(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
-    let turn = Arc::new(AtomicI64::new(0));
-    let be = Backend::open(backend).await?;
-    let graph = chat(&be, turn.clone());
-    for i in 0..WARMUP {
-        turn.store(-1 - i as i64, Ordering::SeqCst);
-        graph
-            .invoke(C::default(), &config(args, format!("warm-{i}")))
-            .await?;
-    }
-    let be = be.reset().await?;
-    let graph = chat(&be, turn.clone());
-    let n = args.n.unwrap_or(500);
-    let c = config(args, "w2".into());
-    let (lat, wall) = timed_raw(n, |i| {
-        turn.store(i as i64 + 1, Ordering::SeqCst);
-        let (graph, c) = (graph.clone(), c.clone());
-        async move { graph.invoke(C::default(), &c).await.map(drop) }
-    })
-    .await?;
-    let storage = be.storage("w2").await?;
-    // The peer reads and decodes the checkpoint on every call. A compiled
-    // graph keeps the values it decoded (and its checkpointer the delta
-    // channels it wrote or rebuilt), so on one graph the 2nd..50th identical
-    // read would be served from memory. Each timed read of W2/W4 therefore
-    // runs on a freshly compiled graph (same saver and connection; the
-    // compile is outside the timed region); the same reads on the graph that
-    // ran the turns are reported as `*_cached`.
-    let cold = || chat::<C>(&be, turn.clone());
-    let mut gs = Vec::new();
-    let mut end = None;
-    for _ in 0..50 {
-        let g = cold();
-        let t = Instant::now();
-        end = Some(g.get_state(&c).await?);
-        gs.push(t.elapsed().as_secs_f64());
-    }
-    let mut gs_cached = Vec::new();
-    for _ in 0..50 {
-        let t = Instant::now();
-        graph.get_state(&c).await?;
-        gs_cached.push(t.elapsed().as_secs_f64());
-    }
-    let msgs = end.map(|s| s.values.messages()).unwrap_or_default();
-    let ok = msgs.len() == n
-        && msgs.iter().all(|m| m.len() == 256)
-        && msgs.last() == Some(&message_for_turn(n as i64));
-    let mut w2 = stats(&lat, wall);
-    let first = &lat[..lat.len().min(50)];
-    let last = &lat[lat.len().saturating_sub(50)..];
-    w2["first50_median_ms"] = json!(round(median(first) * 1e3, 4));
-    w2["first50_p95_ms"] = lat_stats(first)["p95_ms"].clone();
-    w2["last50_median_ms"] = json!(round(median(last) * 1e3, 4));
-    w2["last50_p95_ms"] = lat_stats(last)["p95_ms"].clone();
-    w2["window_last"] = json!(format!("{}-{}", n.saturating_sub(49), n));
-    w2["storage"] = storage;
-    w2["get_state_end"] = lat_stats(&gs);
-    w2["get_state_end_cached"] = lat_stats(&gs_cached);
-    w2["message_count"] = json!(msgs.len());
-    w2["message"] = json!("hex(sha256(\"weaver-w2-{i}-{k}\")) for k=0..3 (sha2 crate)");
-    w2["output_ok"] = json!(ok);
-    w2["channel"] = json!(C::CHANNEL);
-    let w2 = row("W2", backend, args, w2);
-
-    // W4: history of the W2 thread.
-    // Each timed read on a freshly compiled graph, as W2's get_state above.
-    let mut h20 = Vec::new();
-    let mut len20 = 0;
-    for _ in 0..50 {
-        let g = cold();
-        let t = Instant::now();
-        len20 = g
-            .get_state_history(&c, History::default().limit(20))
-            .await?
-            .len();
-        h20.push(t.elapsed().as_secs_f64());
-    }
-    let mut h20_cached = Vec::new();
-    for _ in 0..50 {
-        let t = Instant::now();
-        graph
-            .get_state_history(&c, History::default().limit(20))
-            .await?;
-        h20_cached.push(t.elapsed().as_secs_f64());
-    }
-    let mut hfull = Vec::new();
-    let mut full = Vec::new();
-    for _ in 0..5 {
-        let g = cold();
-        let t = Instant::now();
-        full = g.get_state_history(&c, History::default()).await?;
-        hfull.push(t.elapsed().as_secs_f64());
-    }
-    let target = full
-        .len()
-        .checked_sub(10)
-        .map(|i| full[i].config.clone())
-        .ok_or_else(|| Error::invalid_argument("fewer than 10 checkpoints"))?;
-    let full_len = full.len();
-    let newest_first = full.first().map(|s| s.commit_order) > full.last().map(|s| s.commit_order);
-    drop(full);
-    let mut g10 = Vec::new();
-    let mut old_msgs = 0;
-    for _ in 0..50 {
-        let g = cold();
-        let t = Instant::now();
-        let snap = g.get_state(&target).await?;
-        g10.push(t.elapsed().as_secs_f64());
-        old_msgs = snap.values.messages().len();
-    }
-    let mut g10_cached = Vec::new();
-    for _ in 0..50 {
-        let t = Instant::now();
-        graph.get_state(&target).await?;
-        g10_cached.push(t.elapsed().as_secs_f64());
-    }
-    let l20 = lat_stats(&h20);
-    let w4 = json!({
-        "history_limit20": l20,
-        "history_limit20_len": len20,
-        "history_full": lat_stats(&hfull),
-        "history_full_len": full_len,
-        "history_newest_first": newest_first,
-        "get_state_10th_oldest": lat_stats(&g10),
-        "get_state_10th_oldest_msgs": old_msgs,
-        "history_limit20_cached": lat_stats(&h20_cached),
-        "get_state_10th_oldest_cached": lat_stats(&g10_cached),
-        "reads": "each timed read on a freshly compiled graph (cold caches); *_cached: the same read repeated on the graph that ran W2",
-        "median_ms": l20["median_ms"],
-        "p95_ms": l20["p95_ms"],
-        "channel": C::CHANNEL,
-    });
-    let w4 = row("W4", backend, args, w4);
-    drop(graph);
-    be.close().await?;
-    Ok(vec![w2, w4])
-}
-
 async fn before_node_b(graph: &CompiledGraph<Steps>, c: &RunConfig) -> weaver::Result<RunConfig> {
     Ok(graph
         .get_state_history(c, History::default())
@@ -1118,144 +620,6 @@ async fn w5(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
     drop(graph);
     be.close().await?;
     Ok(vec![row("W5", backend, args, fields)])
-}
-
-/// W6: `procs` worker processes, each W1 on `n` distinct threads of one
-/// fresh schema, started together; throughput over first start to last end.
-async fn w6(args: &Args) -> weaver::Result<Vec<Value>> {
-    let be = Backend::open("postgres").await?;
-    let schema = match &be.store {
-        Store::Postgres { schema, .. } => schema.clone(),
-        _ => unreachable!("postgres backend"),
-    };
-    let exe = std::env::current_exe().expect("own path");
-    let m = args.n.unwrap_or(500);
-    let mut children = Vec::new();
-    for k in 0..args.procs {
-        let mut cmd = Process::new(&exe);
-        cmd.args([
-            "--w6-worker",
-            &format!("{k}:{schema}"),
-            "--n",
-            &m.to_string(),
-        ]);
-        if let Some(d) = args.durability {
-            cmd.args(["--durability", durability_name(d)]);
-        }
-        if args.multi_thread {
-            cmd.args(["--runtime", "multi"]);
-        }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::invalid_argument(format!("spawn worker: {e}")))?;
-        let out = BufReader::new(child.stdout.take().expect("stdout"));
-        children.push((child, out));
-    }
-    // Barrier: every worker has connected and warmed up before any starts.
-    for (_, out) in &mut children {
-        let mut line = String::new();
-        out.read_line(&mut line)
-            .map_err(|e| Error::invalid_argument(format!("worker: {e}")))?;
-        if line.trim() != "ready" {
-            return Err(Error::invalid_argument(format!("worker not ready: {line}")));
-        }
-    }
-    for (child, _) in &mut children {
-        let stdin = child.stdin.as_mut().expect("stdin");
-        let _ = stdin.write_all(b"go\n");
-        let _ = stdin.flush();
-    }
-    let mut outs = Vec::new();
-    for (mut child, mut out) in children {
-        let mut line = String::new();
-        out.read_line(&mut line)
-            .map_err(|e| Error::invalid_argument(format!("worker: {e}")))?;
-        let _ = child.wait();
-        let v: Value = serde_json::from_str(&line)
-            .map_err(|e| Error::invalid_argument(format!("worker output {line:?}: {e}")))?;
-        if let Some(e) = v.get("error") {
-            return Err(Error::invalid_argument(format!("worker failed: {e}")));
-        }
-        outs.push(v);
-    }
-    let lat: Vec<f64> = outs
-        .iter()
-        .flat_map(|o| o["lat"].as_array().cloned().unwrap_or_default())
-        .filter_map(|x| x.as_f64())
-        .collect();
-    let t0 = outs
-        .iter()
-        .filter_map(|o| o["t_start_ns"].as_u64())
-        .min()
-        .unwrap_or(0);
-    let t1 = outs
-        .iter()
-        .filter_map(|o| o["t_end_ns"].as_u64())
-        .max()
-        .unwrap_or(0);
-    let wall = (t1.saturating_sub(t0)) as f64 / 1e9;
-    let threads: i64 = match &be.store {
-        Store::Postgres { saver, schema } => sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT COUNT(DISTINCT thread_id) FROM \"{schema}\".weaver_checkpoints WHERE thread_id LIKE 'w6-%'"
-        )))
-        .fetch_one(saver.pool())
-        .await
-        .map_err(|e| Error::storage("count", e))?,
-        _ => 0,
-    };
-    let mut fields = stats(&lat, wall);
-    fields["processes"] = json!(args.procs);
-    fields["per_process_n"] = json!(outs.iter().map(|o| o["n"].clone()).collect::<Vec<_>>());
-    fields["threads_stored"] = json!(threads);
-    fields["output_ok"] = json!(threads as usize == m * args.procs);
-    fields["peak_rss_kib"] = json!(outs.iter().filter_map(|o| o["rss"].as_u64()).max());
-    fields["peak_rss_note"] = json!("max over worker processes");
-    be.close().await?;
-    Ok(vec![row("W6", "postgres", args, fields)])
-}
-
-fn unix_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
-async fn w6_worker(k: usize, schema: &str, args: &Args) -> weaver::Result<()> {
-    let saver = PostgresSaver::new(pg_pool().await?).with_prefix(schema)?;
-    let be = Backend {
-        name: "postgres".into(),
-        store: Store::Postgres {
-            saver,
-            schema: schema.to_owned(),
-        },
-    };
-    let graph = two_step(&be);
-    for i in 0..WARMUP {
-        graph
-            .invoke(input(), &config(args, format!("warm-p{k}-{i}")))
-            .await?;
-    }
-    println!("ready");
-    let mut go = String::new();
-    std::io::stdin()
-        .read_line(&mut go)
-        .map_err(|e| Error::invalid_argument(format!("stdin: {e}")))?;
-    let m = args.n.unwrap_or(500);
-    let t_start = unix_nanos();
-    let (lat, _) = timed_raw(m, |i| {
-        let graph = graph.clone();
-        let c = config(args, format!("w6-p{k}-{i}"));
-        async move { graph.invoke(input(), &c).await.map(drop) }
-    })
-    .await?;
-    let t_end = unix_nanos();
-    println!(
-        "{}",
-        json!({"k": k, "n": lat.len(), "lat": lat, "t_start_ns": t_start, "t_end_ns": t_end, "rss": peak_rss_kib()})
-    );
-    Ok(())
 }
 
 async fn w7(backend: &str, args: &Args) -> weaver::Result<Vec<Value>> {
