@@ -145,6 +145,36 @@ async fn a_paused_named_holder_keeps_the_thread_on_postgres() {
     db.drop_schema().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_pause_stays_unless_it_owned_it_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_dead_holders_pause_stays_unless_it_owned_it(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_pause_stays_unless_it_owned_it_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_dead_holders_pause_stays_unless_it_owned_it(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holders_resume_keeps_its_turns_base_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_holders_resume_keeps_its_turns_base(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holders_resume_keeps_its_turns_base_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_holders_resume_keeps_its_turns_base(saver, "t").await;
+    db.drop_schema().await;
+}
+
 fn ask(holder: &str) -> LeaseRequest<'_> {
     LeaseRequest {
         thread_id: "t",
@@ -153,6 +183,7 @@ fn ask(holder: &str) -> LeaseRequest<'_> {
         queue: false,
         ticket: None,
         roll_back_dead: false,
+        owns_pause: false,
     }
 }
 

@@ -1,5 +1,5 @@
 //! [`Leases`] on the SQL savers: a lease row per thread and a ticket row
-//! per waiting run (schema version 5), each operation one short
+//! per waiting run (schema version 6), each operation one short
 //! transaction through the saver's query helpers, with times taken from
 //! the database clock (every process sees the same one).
 
@@ -11,7 +11,7 @@ use super::backend::Backend;
 use super::group::Arg;
 use super::prune::DeletionNote;
 use super::saver::SqlSaver;
-use crate::checkpoint::lease::{self, Decision, Row, decide, info_of, lost, ms};
+use crate::checkpoint::lease::{self, Decision, Row, Take, decide, info_of, lost, ms};
 use crate::checkpoint::text;
 use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
 use crate::error::Result;
@@ -64,7 +64,8 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<Option<Row>> {
         let select = format!(
-            "SELECT holder, expires_at, base_order, stop FROM {} WHERE thread_id = $1{}",
+            "SELECT holder, expires_at, base_order, stop, \
+             CASE WHEN owns_pause THEN 1 ELSE 0 END AS owns_pause FROM {} WHERE thread_id = $1{}",
             sql.leases, sql.lock
         );
         let row = D::fetch_optional(conn, sql.pooling, select, [Arg::Text(thread_id)])
@@ -76,6 +77,7 @@ impl<D: Backend> SqlSaver<D> {
                 expires_at: Self::get(&r, "expires_at", op)?,
                 base_order: Self::get(&r, "base_order", op)?,
                 stop: Self::get(&r, "stop", op)?,
+                owns_pause: Self::get::<i32>(&r, "owns_pause", op)? != 0,
             })
         })
         .transpose()
@@ -126,6 +128,26 @@ impl<D: Backend> SqlSaver<D> {
         )
         .await
         .map_err(storage(op))
+    }
+
+    /// The thread's head commit order on its root namespace (0: none).
+    async fn head(
+        conn: &mut D::Connection,
+        sql: &Sql,
+        thread_id: &str,
+        op: &'static str,
+    ) -> Result<i64> {
+        let head = format!(
+            "SELECT COALESCE(MAX(commit_order), 0) FROM {} WHERE thread_id = $1 AND checkpoint_ns = ''",
+            sql.cps
+        );
+        match D::fetch_optional(conn, sql.pooling, head, [Arg::Text(thread_id)])
+            .await
+            .map_err(storage(op))?
+        {
+            Some(r) => Self::get::<i64>(&r, 0, op),
+            None => Ok(0),
+        }
     }
 
     async fn acquire_in(
@@ -208,25 +230,26 @@ impl<D: Backend> SqlSaver<D> {
                     ticket: mine,
                 })
             }
-            Decision::Take(previous, rollback, previous_base) => {
+            Decision::Take(Take {
+                previous,
+                rollback,
+                previous_base,
+                previous_owns_pause,
+                keep_base,
+            }) => {
                 let rolled_back = match rollback {
                     Some(above) => Self::truncate_in(conn, &sql, thread, above, op).await?,
                     None => 0,
                 };
-                let head = format!(
-                    "SELECT COALESCE(MAX(commit_order), 0) FROM {} WHERE thread_id = $1 AND checkpoint_ns = ''",
-                    sql.cps
-                );
-                let base = match D::fetch_optional(conn, sql.pooling, head, [Arg::Text(thread)])
-                    .await
-                    .map_err(storage(op))?
-                {
-                    Some(r) => Self::get::<i64>(&r, 0, op)?,
-                    None => 0,
+                let base = match keep_base {
+                    Some(b) => b,
+                    None => Self::head(conn, &sql, thread, op).await?,
                 };
                 let take = format!(
-                    "UPDATE {} SET holder = $2, expires_at = $3, base_order = $4, stop = NULL WHERE thread_id = $1",
-                    sql.leases
+                    "UPDATE {} SET holder = $2, expires_at = $3, base_order = $4, stop = NULL, \
+                     owns_pause = {} WHERE thread_id = $1",
+                    sql.leases,
+                    if request.owns_pause { "TRUE" } else { "FALSE" }
                 );
                 let args = [
                     Arg::Text(thread),
@@ -247,6 +270,7 @@ impl<D: Backend> SqlSaver<D> {
                     previous,
                     rolled_back,
                     previous_base,
+                    previous_owns_pause,
                 })
             }
         }
