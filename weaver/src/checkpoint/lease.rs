@@ -168,10 +168,10 @@ pub trait Leases: Debug + Send + Sync {
     /// Takes the thread's lease for `request.holder` when it is free (no
     /// live holder, and no ticket ahead of the caller's), ran out, or is
     /// already the caller's (its resume after a pause: the row keeps the
-    /// base commit order of the holder's turn). Taking over a holder that stopped under
-    /// [`Stop::Rollback`], or died after being asked to, removes the
-    /// checkpoints its run committed on the root namespace, in the same
-    /// transaction. Otherwise `Busy`, with a ticket when `request.queue`;
+    /// base commit order of the holder's turn). Taking over a holder that
+    /// stopped under [`Stop::Rollback`], or died after being asked to,
+    /// removes the checkpoints its run committed on the root namespace, in
+    /// the same transaction. Otherwise `Busy`, with a ticket when `request.queue`;
     /// tickets not presented again for a lease time are dropped.
     async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired>;
 
