@@ -817,15 +817,35 @@ fn a_killed_worker_is_taken_over(url: &str, schema: &str) {
             .spawn()
             .expect("example starts"),
     ));
-    std::thread::sleep(Duration::from_millis(700));
-    let killed = victim.kill();
-    let printed_done = printed(
-        &String::from_utf8_lossy(&killed.stdout)
+    // Killed once it has finished a turn (watched for, not waited a fixed
+    // time: a loaded machine may take a while to start it), partway into
+    // another.
+    let stdout = victim.child().stdout.take().expect("piped");
+    let (turn_done, first_turn) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stdout)
             .lines()
-            .map(str::to_owned)
-            .collect::<Vec<_>>(),
-        "done",
-    );
+            .map_while(Result::ok)
+        {
+            if line.starts_with("done ") {
+                let _ = turn_done.send(());
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    if first_turn.recv_timeout(Duration::from_secs(60)).is_err() {
+        let killed = victim.kill();
+        panic!(
+            "the victim finished no turn: {}",
+            String::from_utf8_lossy(&killed.stderr)
+        );
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let killed = victim.kill();
+    let printed_done = printed(&reader.join().unwrap(), "done");
     assert!(
         !printed_done.is_empty(),
         "{}",

@@ -4,11 +4,11 @@
 //! exactly `[u, assistant:u, tool:u]` to the transcript.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use weaver::checkpoint::{Acquired, LeaseRequest, ListFilter};
+use weaver::checkpoint::{Acquired, LeaseInfo, LeaseRequest, ListFilter};
 use weaver::config::{LeaseTimes, Multitask};
 use weaver::prelude::*;
 
@@ -78,6 +78,36 @@ async fn transcript(g: &CompiledGraph<Talk>, thread: &str) -> Vec<String> {
         .messages
 }
 
+/// Waits until a run holds the thread's lease (polled: a loaded machine
+/// may take a while to start the run); returns the lease.
+pub async fn held(saver: &Arc<dyn Saver>, thread: &str) -> LeaseInfo {
+    let leases = saver.leases().expect("the saver has leases");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(l) = leases.lease_info(thread).await.unwrap()
+            && l.remaining_ms > 0
+        {
+            return l;
+        }
+        assert!(Instant::now() < deadline, "no run took thread {thread}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Waits until the thread's head holds `message` (a run committed its
+/// input), polled.
+async fn committed(g: &CompiledGraph<Talk>, thread: &str, message: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let state = g.get_state(&RunConfig::thread(thread)).await;
+        if state.is_ok_and(|s| s.values.messages.iter().any(|m| m == message)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{message} never committed");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// Checks that the thread's history is one chain (each checkpoint's parent
 /// the previous one, commit orders 1, 2, …), and returns its turns.
 pub async fn one_chain(saver: &Arc<dyn Saver>, thread: &str) {
@@ -124,7 +154,7 @@ pub async fn reject_refuses_a_second_run(saver: Arc<dyn Saver>, thread: &str) {
         let (g, config) = (g.clone(), config.clone());
         async move { g.invoke(say("a"), &config).await }
     });
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    held(&saver, thread).await;
     let second = g.invoke(say("b"), &config).await.unwrap_err();
     assert!(
         matches!(&second, Error::ThreadBusy { thread_id, holder, .. } if thread_id == thread && !holder.is_empty()),
@@ -187,7 +217,7 @@ pub async fn enqueue_with_no_wait_fails_at_once(saver: Arc<dyn Saver>, thread: &
         let (g, config) = (g.clone(), config.clone());
         async move { g.invoke(say("a"), &config).await }
     });
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    held(&saver, thread).await;
     let none = config.clone().multitask(Multitask::Enqueue {
         wait: Duration::ZERO,
     });
@@ -218,7 +248,7 @@ async fn stopped_by(saver: &Arc<dyn Saver>, thread: &str, strategy: Multitask) -
         let (g, config) = (g.clone(), config.clone());
         async move { g.invoke(say("a"), &config).await }
     });
-    tokio::time::sleep(Duration::from_millis(40)).await;
+    committed(&g, thread, "a").await;
     g.invoke(say("b"), &config.clone().multitask(strategy))
         .await
         .unwrap();
@@ -281,6 +311,7 @@ pub async fn a_dead_holder_is_taken_over_and_finished(saver: Arc<dyn Saver>, thr
         queue: false,
         ticket: None,
         roll_back_dead: false,
+        owns_pause: false,
     };
     assert!(matches!(
         leases.acquire(&ghost).await.unwrap(),
@@ -313,7 +344,7 @@ pub async fn a_run_that_lost_its_lease_stops(saver: Arc<dyn Saver>, thread: &str
         let (g, config) = (g.clone(), config.clone());
         async move { g.invoke(say("a"), &config).await }
     });
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(held(&saver, thread).await.holder, "victim");
     let leases = saver.leases().unwrap();
     leases.release(thread, "victim", false).await.unwrap();
     let thief = LeaseRequest {
@@ -323,6 +354,7 @@ pub async fn a_run_that_lost_its_lease_stops(saver: Arc<dyn Saver>, thread: &str
         queue: false,
         ticket: None,
         roll_back_dead: false,
+        owns_pause: false,
     };
     assert!(matches!(
         leases.acquire(&thief).await.unwrap(),
@@ -348,6 +380,7 @@ pub async fn foreign_and_expired_leases_are_refused(saver: Arc<dyn Saver>, threa
         queue: false,
         ticket: None,
         roll_back_dead: false,
+        owns_pause: false,
     };
     assert!(matches!(
         leases.acquire(&foreign).await.unwrap(),
@@ -434,4 +467,165 @@ pub async fn a_paused_named_holder_keeps_the_thread(saver: Arc<dyn Saver>, threa
     g.invoke(say("v"), &other)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The `charge` node: a journaled charge (counted in the run's context),
+/// then the approval pause.
+async fn charge(t: &Talk, rt: &Runtime) -> Result<TalkUpdate, NodeError> {
+    let u = last_user(t);
+    let calls = rt
+        .context::<Arc<AtomicUsize>>()
+        .cloned()
+        .ok_or_else(|| NodeError::msg("the run has no charge counter"))?;
+    let receipt: String = rt
+        .effect("charge", |_key| async move {
+            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok::<_, std::io::Error>(format!("charge-{n}"))
+        })
+        .await?;
+    let answer = rt.interrupt(serde_json::json!("approve?"))?;
+    let answer = answer.as_str().unwrap_or_default().to_owned();
+    Ok(TalkUpdate::default().messages(vec![format!("charged:{u}:{receipt}:{answer}")]))
+}
+
+/// A thread whose last turn was run by a holder that died at its pause
+/// (its lease runs out, never given back), the charge before the pause
+/// journaled; `owns_pause`: the holder answered its own pauses. Before
+/// it, one whole turn `first`. Returns the graph, the charge counter and
+/// the thread's config.
+async fn a_dead_holders_paused_turn(
+    saver: &Arc<dyn Saver>,
+    thread: &str,
+    owns_pause: bool,
+) -> (CompiledGraph<Talk>, Arc<AtomicUsize>, RunConfig) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let g = Graph::<Talk>::new("charges")
+        .add_node("charge", charge)
+        .add_sequence([START, "charge", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread(thread).with_context(calls.clone());
+    let race = config.clone().multitask(Multitask::Race);
+    g.invoke(say("first"), &race).await.unwrap();
+    g.resume(serde_json::json!("ok"), &race).await.unwrap();
+    let leases = saver.leases().unwrap();
+    let dead = LeaseRequest {
+        thread_id: thread,
+        holder: "dead",
+        lease: Duration::from_millis(150),
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+        owns_pause,
+    };
+    assert!(matches!(
+        leases.acquire(&dead).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let info = leases.lease_info(thread).await.unwrap().unwrap();
+    assert_eq!(info.owns_pause, owns_pause, "{info:?}");
+    let paused = g.invoke(say("dead"), &race).await.unwrap();
+    assert_eq!(paused.interrupts().len(), 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    (g, calls, config)
+}
+
+/// A run that takes over a dead holder's thread finishes the dead run; if
+/// that run pauses, the pause stays, with the charge journaled before it,
+/// for anyone to resume (the resume does not charge again), unless the
+/// dead holder answered its own pauses (a named holder): then no one will,
+/// and its turn is removed before the new run goes.
+pub async fn a_dead_holders_pause_stays_unless_it_owned_it(saver: Arc<dyn Saver>, thread: &str) {
+    let unnamed = format!("{thread}-unnamed");
+    let (g, calls, config) = a_dead_holders_paused_turn(&saver, &unnamed, false).await;
+    let enqueue = config.lease_times(short()).multitask(Multitask::Enqueue {
+        wait: Duration::from_secs(20),
+    });
+    let done = g
+        .resume(serde_json::json!("yes"), &enqueue)
+        .await
+        .unwrap_or_else(|e| panic!("the dead holder's pause was resumed: {e}"));
+    assert!(done.interrupts().is_empty());
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "charged once per turn");
+    assert_eq!(
+        transcript(&g, &unnamed).await,
+        [
+            "first",
+            "charged:first:charge-1:ok",
+            "dead",
+            "charged:dead:charge-2:yes"
+        ]
+    );
+    one_chain(&saver, &unnamed).await;
+
+    let named = format!("{thread}-named");
+    let (g, calls, config) = a_dead_holders_paused_turn(&saver, &named, true).await;
+    let enqueue = config.lease_times(short()).multitask(Multitask::Enqueue {
+        wait: Duration::from_secs(20),
+    });
+    let next = g.invoke(say("next"), &enqueue).await.unwrap();
+    assert_eq!(next.interrupts().len(), 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "the new turn charges");
+    assert_eq!(
+        transcript(&g, &named).await,
+        ["first", "charged:first:charge-1:ok", "next"],
+        "the dead holder's turn is gone"
+    );
+    one_chain(&saver, &named).await;
+}
+
+/// A named holder's turn with two pauses: its resume re-takes the lease it
+/// kept and the row keeps the turn's base (the head before the turn). If
+/// the holder then never answers its second pause, the run that takes the
+/// thread over removes the whole turn, not only its resumed half.
+pub async fn a_holders_resume_keeps_its_turns_base(saver: Arc<dyn Saver>, thread: &str) {
+    let ask = |name: &'static str| {
+        move |_: &Talk, rt: &Runtime| {
+            let answer = rt.interrupt(serde_json::json!(name))?;
+            let answer = answer.as_str().unwrap_or_default().to_owned();
+            Ok::<_, NodeError>(TalkUpdate::default().messages(vec![format!("{name}:{answer}")]))
+        }
+    };
+    let g = Graph::<Talk>::new("two-pauses")
+        .add_node("ask1", ask("ask1"))
+        .add_node("ask2", ask("ask2"))
+        .add_sequence([START, "ask1", "ask2", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let race = RunConfig::thread(thread).multitask(Multitask::Race);
+    g.invoke(say("first"), &race).await.unwrap();
+    g.resume(serde_json::json!("a"), &race).await.unwrap();
+    g.resume(serde_json::json!("b"), &race).await.unwrap();
+    let before = saver.list(&ListFilter::thread(thread)).await.unwrap()[0].commit_order;
+
+    let mine = RunConfig::thread(thread)
+        .lease_times(short())
+        .lease_holder("w:1");
+    let paused = g.invoke(say("u"), &mine).await.unwrap();
+    assert_eq!(paused.interrupts().len(), 1);
+    let leases = saver.leases().unwrap();
+    let info = leases.lease_info(thread).await.unwrap().unwrap();
+    assert_eq!((info.holder.as_str(), info.base_order), ("w:1", before));
+    let paused = g.resume(serde_json::json!("c"), &mine).await.unwrap();
+    assert_eq!(paused.interrupts().len(), 1, "at the second pause");
+    let info = leases.lease_info(thread).await.unwrap().unwrap();
+    assert_eq!(
+        (info.holder.as_str(), info.base_order),
+        ("w:1", before),
+        "the resume keeps the turn's base"
+    );
+    // w:1 never answers: its hold runs out, the next run takes over.
+    let other = RunConfig::thread(thread)
+        .lease_times(short())
+        .multitask(Multitask::Enqueue {
+            wait: Duration::from_secs(20),
+        });
+    let next = g.invoke(say("v"), &other).await.unwrap();
+    assert_eq!(next.interrupts().len(), 1);
+    assert_eq!(
+        transcript(&g, thread).await,
+        ["first", "ask1:a", "ask2:b", "v"],
+        "no half of w:1's turn is left"
+    );
+    one_chain(&saver, thread).await;
 }

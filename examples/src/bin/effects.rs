@@ -30,10 +30,11 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::json;
 use weaver::checkpoint::{PostgresSaver, SqliteSaver};
-use weaver::config::Multitask;
+use weaver::config::{LeaseTimes, Multitask};
 use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::prelude::*;
 
@@ -208,10 +209,15 @@ async fn step(saver: Arc<dyn Saver>, addr: &str, step: &str) -> weaver::Result<(
         hang: step == "hang",
     };
     // The steps of one refund run one after another, each in its own
-    // process: no lease (a killed holder's paused turn would be rolled back
-    // when another process takes its thread over, and with it the journal).
+    // process, under the thread's lease: a process killed mid-step holds it
+    // until it runs out (one second here), then the next step's process
+    // takes the thread over and finishes the killed step, the refund coming
+    // back from the journal.
     let config = RunConfig::thread("refund-1")
-        .multitask(Multitask::Race)
+        .lease_times(LeaseTimes::new(Duration::from_secs(1)))
+        .multitask(Multitask::Enqueue {
+            wait: Duration::from_secs(30),
+        })
         .with_context(payments);
     let outcome = match step {
         "request" | "hang" => {

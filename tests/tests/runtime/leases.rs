@@ -53,3 +53,13 @@ async fn foreign_and_expired_leases_are_refused_in_memory() {
 async fn a_paused_named_holder_keeps_the_thread_in_memory() {
     leases::a_paused_named_holder_keeps_the_thread(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_dead_holders_pause_stays_unless_it_owned_it_in_memory() {
+    leases::a_dead_holders_pause_stays_unless_it_owned_it(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_holders_resume_keeps_its_turns_base_in_memory() {
+    leases::a_holders_resume_keeps_its_turns_base(memory(), "t").await;
+}

@@ -145,6 +145,36 @@ async fn a_paused_named_holder_keeps_the_thread_on_postgres() {
     db.drop_schema().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_pause_stays_unless_it_owned_it_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_dead_holders_pause_stays_unless_it_owned_it(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_pause_stays_unless_it_owned_it_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_dead_holders_pause_stays_unless_it_owned_it(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holders_resume_keeps_its_turns_base_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_holders_resume_keeps_its_turns_base(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holders_resume_keeps_its_turns_base_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_holders_resume_keeps_its_turns_base(saver, "t").await;
+    db.drop_schema().await;
+}
+
 fn ask(holder: &str) -> LeaseRequest<'_> {
     LeaseRequest {
         thread_id: "t",
@@ -153,6 +183,7 @@ fn ask(holder: &str) -> LeaseRequest<'_> {
         queue: false,
         ticket: None,
         roll_back_dead: false,
+        owns_pause: false,
     }
 }
 
@@ -203,4 +234,58 @@ async fn damaged_lease_rows_are_decode_errors_on_postgres() {
     })
     .await;
     db.drop_schema().await;
+}
+
+/// Polls `call` until it is done or `after` has passed, then drops it (a
+/// caller's timeout cutting it off at that point); the runtime's thread
+/// waits between polls, so `after` is kept to the microsecond.
+async fn cut_off<F: std::future::Future>(call: F, after: Duration) {
+    let mut call = std::pin::pin!(call);
+    let deadline = std::time::Instant::now() + after;
+    loop {
+        let polled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
+        if polled.is_ready() || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(5));
+    }
+}
+
+/// Lease calls relax the disk sync of their own commits on the pooled
+/// connection; a call cut off at any point (here every 10 µs up to 3 ms
+/// into it) leaves no connection of the pool with the relaxed level: each
+/// is closed or restored, and the pool's writes keep waiting for the disk.
+// Two workers: a connection given back to the pool is returned by a task
+// of its own, which must run while the cut-off call is being polled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_calls_leave_the_pools_connections_synced_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let one = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1);
+    let saver = db.saver_on(one, db.connect_options()).await;
+    let synchronous = async || -> i64 {
+        sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(saver.pool())
+            .await
+            .unwrap()
+    };
+    assert_eq!(synchronous().await, 2, "FULL to begin with");
+    let mut finished = 0;
+    for step in 0..300u64 {
+        let after = Duration::from_micros(step * 10);
+        cut_off(saver.acquire(&ask("a")), after).await;
+        assert_eq!(synchronous().await, 2, "acquire cut off after {after:?}");
+        cut_off(saver.renew("t", "a", Duration::from_secs(30)), after).await;
+        assert_eq!(synchronous().await, 2, "renew cut off after {after:?}");
+        cut_off(saver.release("t", "a", false), after).await;
+        assert_eq!(synchronous().await, 2, "release cut off after {after:?}");
+        if saver.lease_info("t").await.unwrap().is_none() {
+            finished += 1;
+        }
+    }
+    // Whole calls too: taken and given back, the level restored.
+    saver.acquire(&ask("a")).await.unwrap();
+    saver.release("t", "a", false).await.unwrap();
+    assert_eq!(synchronous().await, 2);
+    assert!(finished > 0, "no release ran to its end");
 }

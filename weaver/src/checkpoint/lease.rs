@@ -63,6 +63,12 @@ pub struct LeaseRequest<'a> {
     /// Taking over a holder that died mid-run removes what its run
     /// committed, instead of leaving it for the caller to finish.
     pub roll_back_dead: bool,
+    /// The holder answers its own pauses (a run named with
+    /// [`RunConfig::lease_holder`](crate::RunConfig::lease_holder)): a run
+    /// that takes the thread over after it died and finds its run paused
+    /// removes that pause's turn, since no one else answers it. Recorded in
+    /// the lease row.
+    pub owns_pause: bool,
 }
 
 /// How the previous holder left the thread.
@@ -91,6 +97,9 @@ pub enum Acquired {
         /// The thread's head commit order when the previous holder's run
         /// began (0 when there was none).
         previous_base: u64,
+        /// The previous holder answered its own pauses
+        /// ([`LeaseRequest::owns_pause`]); false when there was none.
+        previous_owns_pause: bool,
     },
     /// Another run holds the thread, or runs queued ahead wait for it.
     Busy {
@@ -119,6 +128,8 @@ pub struct LeaseInfo {
     pub base_order: u64,
     /// A stop a newer run asked for.
     pub stop: Option<Stop>,
+    /// The holder answers its own pauses ([`LeaseRequest::owns_pause`]).
+    pub owns_pause: bool,
     /// Tickets waiting for the thread.
     pub queued: usize,
 }
@@ -142,6 +153,7 @@ pub struct LeaseInfo {
 ///     queue: false,
 ///     ticket: None,
 ///     roll_back_dead: false,
+///     owns_pause: false,
 /// };
 /// let first = saver.acquire(&ask("run-a")).await.unwrap();
 /// assert!(matches!(first, Acquired::Held { previous: Previous::Released, .. }));
@@ -155,10 +167,11 @@ pub struct LeaseInfo {
 pub trait Leases: Debug + Send + Sync {
     /// Takes the thread's lease for `request.holder` when it is free (no
     /// live holder, and no ticket ahead of the caller's), ran out, or is
-    /// already the caller's. Taking over a holder that stopped under
-    /// [`Stop::Rollback`], or died after being asked to, removes the
-    /// checkpoints its run committed on the root namespace, in the same
-    /// transaction. Otherwise `Busy`, with a ticket when `request.queue`;
+    /// already the caller's (its resume after a pause: the row keeps the
+    /// base commit order of the holder's turn). Taking over a holder that
+    /// stopped under [`Stop::Rollback`], or died after being asked to,
+    /// removes the checkpoints its run committed on the root namespace, in
+    /// the same transaction. Otherwise `Busy`, with a ticket when `request.queue`;
     /// tickets not presented again for a lease time are dropped.
     async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired>;
 
@@ -196,16 +209,55 @@ pub(crate) struct Row {
     pub expires_at: i64,
     pub base_order: i64,
     pub stop: Option<String>,
+    pub owns_pause: bool,
 }
 
 /// What an acquire does, once the row and the queue are read.
 #[derive(Debug)]
 pub(crate) enum Decision {
-    /// Take the lease; roll back above this commit order first; the
-    /// previous holder's base commit order.
-    Take(Previous, Option<u64>, u64),
+    /// Take the lease.
+    Take(Take),
     /// Leave it (to this holder).
     Busy(String),
+}
+
+/// How an acquire takes the lease.
+#[derive(Debug)]
+pub(crate) struct Take {
+    /// How the previous holder left the thread.
+    pub previous: Previous,
+    /// Roll back above this commit order first.
+    pub rollback: Option<u64>,
+    /// The previous holder's base commit order.
+    pub previous_base: u64,
+    /// The previous holder answered its own pauses.
+    pub previous_owns_pause: bool,
+    /// The base commit order the row keeps (the caller's own turn goes
+    /// on); `None`: the thread's head.
+    pub keep_base: Option<i64>,
+}
+
+impl Take {
+    /// Takes the lease from a holder that left it as `previous`.
+    fn from(previous: Previous) -> Self {
+        Take {
+            previous,
+            rollback: None,
+            previous_base: 0,
+            previous_owns_pause: false,
+            keep_base: None,
+        }
+    }
+}
+
+/// A row's base commit order; a negative one is [`Error::Decode`].
+fn base_of(thread_id: &str, r: &Row) -> Result<u64> {
+    u64::try_from(r.base_order).map_err(|_| {
+        Error::decode(
+            format!("lease of thread `{thread_id}`"),
+            format!("negative base commit order {}", r.base_order),
+        )
+    })
 }
 
 /// Decides an acquire by `me` at `now` (ms) of the thread whose row is
@@ -221,9 +273,15 @@ pub(crate) fn decide(
     let me = request.holder;
     let previous = match row {
         // Already the caller's (its resume after a pause it held): runs
-        // queued meanwhile wait for it.
+        // queued meanwhile wait for it, and the row keeps the base of the
+        // turn, so that a holder dying mid-resume has its whole turn
+        // rolled back, not only the resumed half.
         Some(r) if r.holder == me && r.expires_at > now => {
-            return Ok(Decision::Take(Previous::Released, None, 0));
+            base_of(thread_id, r)?;
+            return Ok(Decision::Take(Take {
+                keep_base: Some(r.base_order),
+                ..Take::from(Previous::Released)
+            }));
         }
         None => Previous::Released,
         Some(r) if r.holder.is_empty() || r.holder == me => Previous::Released,
@@ -241,18 +299,26 @@ pub(crate) fn decide(
         (Previous::Died, Some(r)) if request.roll_back_dead => Some(r),
         _ => None,
     };
-    let base = match row {
-        Some(r) if !r.holder.is_empty() && r.holder != me => {
-            u64::try_from(r.base_order).map_err(|_| {
-                Error::decode(
-                    format!("lease of thread `{thread_id}`"),
-                    format!("negative base commit order {}", r.base_order),
-                )
-            })?
-        }
-        _ => 0,
+    let (base, owned) = match row {
+        Some(r) if !r.holder.is_empty() && r.holder != me => (base_of(thread_id, r)?, r.owns_pause),
+        _ => (0, false),
     };
-    Ok(Decision::Take(previous, rollback.map(|_| base), base))
+    // The caller's own row, run out (a resume that came late, no one
+    // having taken the thread meanwhile): its turn goes on from its base.
+    let keep_base = match row {
+        Some(r) if r.holder == me && r.stop.is_none() => {
+            base_of(thread_id, r)?;
+            Some(r.base_order)
+        }
+        _ => None,
+    };
+    Ok(Decision::Take(Take {
+        rollback: rollback.map(|_| base),
+        previous_base: base,
+        previous_owns_pause: owned,
+        keep_base,
+        ..Take::from(previous)
+    }))
 }
 
 /// Milliseconds since the Unix epoch on this machine's clock.
@@ -323,9 +389,15 @@ impl Table {
                     ticket: mine,
                 })
             }
-            Decision::Take(previous, rollback, previous_base) => {
+            Decision::Take(Take {
+                previous,
+                rollback,
+                previous_base,
+                previous_owns_pause,
+                keep_base,
+            }) => {
                 let rolled_back = rollback.map_or(0, truncate);
-                let base = i64::try_from(head()).unwrap_or(i64::MAX);
+                let base = keep_base.unwrap_or_else(|| i64::try_from(head()).unwrap_or(i64::MAX));
                 t.rows.insert(
                     thread.to_owned(),
                     Row {
@@ -333,6 +405,7 @@ impl Table {
                         expires_at: now.saturating_add(lease),
                         base_order: base,
                         stop: None,
+                        owns_pause: request.owns_pause,
                     },
                 );
                 if let Some(k) = mine {
@@ -342,6 +415,7 @@ impl Table {
                     previous,
                     rolled_back,
                     previous_base,
+                    previous_owns_pause,
                 })
             }
         }
@@ -421,6 +495,7 @@ pub(crate) fn info_of(thread_id: &str, r: &Row, now: i64, queued: usize) -> Resu
             .as_deref()
             .map(|s| Stop::parse(thread_id, s))
             .transpose()?,
+        owns_pause: r.owns_pause,
         queued,
     })
 }

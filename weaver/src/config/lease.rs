@@ -95,7 +95,11 @@ impl Multitask {
 /// A holder that dies (a killed process) stops renewing: its lease runs
 /// out after `lease` and the next run takes the thread over, first
 /// finishing the dead run from its last checkpoint and pending writes
-/// ([`Multitask::Rollback`] removes it instead). A live run renews its lease
+/// ([`Multitask::Rollback`] removes it instead). If the finished run pauses
+/// at an interrupt, the pause stays for anyone to resume, unless the dead
+/// holder was named with [`RunConfig::lease_holder`](crate::RunConfig::lease_holder):
+/// such a holder answers its own pauses, so its whole turn is removed.
+/// A live run renews its lease
 /// every `renew` in the background; a run that could not renew in time
 /// (its lease ran out, or another run took it) stops at its next step
 /// boundary with [`Error::LeaseLost`](crate::Error::LeaseLost). Renewing

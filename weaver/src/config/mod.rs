@@ -510,7 +510,11 @@ impl RunConfig {
     /// are one holder: a run of it that pauses at an interrupt keeps the
     /// thread, for one lease time, so that its resume goes on before any
     /// other holder's run: a turn with a pause stays whole. Use a name
-    /// unique to the turn (a worker's name and turn number).
+    /// unique to the turn (a worker's name and turn number). Such a holder
+    /// answers its own pauses: if it dies, or does not resume within a
+    /// lease time, the run that takes the thread over removes its whole
+    /// turn (effects journaled in it included) rather than leave the pause
+    /// for another holder; an unnamed run's pause stays for anyone.
     ///
     /// ```
     /// use weaver::RunConfig;

@@ -88,6 +88,8 @@ pub(crate) struct Hold {
     pub previous: Previous,
     /// The thread's head commit order when the previous holder's run began.
     pub previous_base: u64,
+    /// The previous holder answered its own pauses (it was named).
+    pub previous_owns_pause: bool,
     renewer: Option<tokio::task::JoinHandle<()>>,
     released: bool,
 }
@@ -141,6 +143,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
             queue: !wait.is_zero(),
             ticket,
             roll_back_dead: stop == Some(Stop::Rollback),
+            owns_pause: config.get_lease_holder().is_some(),
         };
         let before = Instant::now();
         let answer = leases.acquire(&request).await;
@@ -148,8 +151,9 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
             Ok(Acquired::Held {
                 previous,
                 previous_base,
+                previous_owns_pause,
                 ..
-            }) => break (previous, previous_base, before),
+            }) => break (previous, previous_base, previous_owns_pause, before),
             Ok(Acquired::Busy { holder, ticket }) => (holder, ticket),
             Err(e) => {
                 if let Some(k) = ticket {
@@ -186,7 +190,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
         tokio::time::sleep(backoff.min(wait - waited)).await;
         backoff = (backoff * 2).min(poll_cap(times));
     };
-    let (previous, previous_base, since) = previous;
+    let (previous, previous_base, previous_owns_pause, since) = previous;
     let watch = Arc::new(Watch::new(thread_id, since + times.lease));
     let renewer = tokio::runtime::Handle::try_current().ok().map(|rt| {
         rt.spawn(renew(
@@ -205,6 +209,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
         watch,
         previous,
         previous_base,
+        previous_owns_pause,
         renewer,
         released: false,
     }))

@@ -29,8 +29,8 @@ use super::Migration;
 /// listings and pruning by age read. SQLite cannot add a column whose
 /// default is not a constant, so the table is rebuilt again, rowids kept.
 /// Version 6: thread leases (`weaver_thread_leases`: one row per thread
-/// naming the run that holds it and when its hold ends, in milliseconds of
-/// the database clock) and the tickets of runs waiting for a thread
+/// naming the run that holds it, when its hold ends, in milliseconds of
+/// the database clock, and whether the holder answers its own pauses) and the tickets of runs waiting for a thread
 /// (`weaver_thread_tickets`, served in `seq` order).
 pub(crate) static SQLITE: &[Migration] = &[
     Migration {
@@ -161,7 +161,8 @@ pub(crate) static SQLITE: &[Migration] = &[
                 holder TEXT NOT NULL,
                 expires_at INTEGER NOT NULL,
                 base_order INTEGER NOT NULL,
-                stop TEXT
+                stop TEXT,
+                owns_pause INTEGER NOT NULL DEFAULT 0
             )",
             "CREATE TABLE {p}weaver_thread_tickets (
                 seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -260,7 +261,8 @@ pub(crate) static POSTGRES: &[Migration] = &[
                 holder TEXT COLLATE "C" NOT NULL,
                 expires_at BIGINT NOT NULL,
                 base_order BIGINT NOT NULL,
-                stop TEXT
+                stop TEXT,
+                owns_pause BOOLEAN NOT NULL DEFAULT FALSE
             )"#,
             r#"CREATE TABLE {p}weaver_thread_tickets (
                 seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -1,20 +1,39 @@
 //! [`Leases`] on the SQL savers: a lease row per thread and a ticket row
-//! per waiting run (schema version 5), each operation one short
+//! per waiting run (schema version 6), each operation one short
 //! transaction through the saver's query helpers, with times taken from
 //! the database clock (every process sees the same one).
+//!
+//! On SQLite the lease's own commits do not wait for the disk: each call
+//! sets `synchronous = NORMAL` on its pooled connection and restores the
+//! connection's level after (a call cut off in between closes the
+//! connection instead of returning it to the pool with `NORMAL` set). In
+//! WAL mode a `NORMAL` commit is atomic and survives a crash of the
+//! process; only a power cut or an OS crash can lose it, and only until the
+//! next commit that waits for the disk (a checkpoint's, from any process),
+//! since the log is synced in order. What such a loss leaves is the
+//! thread as it was before the lost lease commits: a lost take, renewal or
+//! release looks like a holder that died, whose lease runs out and whose
+//! run the next holder finishes from its checkpoints (which waited for the
+//! disk); a lost ticket is taken again; a lost takeover rollback is done
+//! again by the next takeover. A power cut can so cost a lease time of
+//! waiting, never a checkpoint; the lease saves two disk syncs per run
+//! (figures in ARCHITECTURE.md). [`Leases::truncate`] (a dead holder's
+//! paused turn removed) still waits. PostgreSQL commits them as any other.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sqlx::pool::PoolConnection;
+use sqlx::{Pool, Transaction};
 
 use super::backend::Backend;
 use super::group::Arg;
 use super::prune::DeletionNote;
 use super::saver::SqlSaver;
-use crate::checkpoint::lease::{self, Decision, Row, decide, info_of, lost, ms};
+use crate::checkpoint::lease::{self, Decision, Row, Take, decide, info_of, lost, ms};
 use crate::checkpoint::text;
 use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sql::Dialect;
 use crate::sql::error::storage;
 
@@ -30,7 +49,110 @@ struct Sql {
     pooling: crate::sql::Pooling,
 }
 
+/// Whether lease calls on SQLite relax the disk sync of their own commits
+/// (a mechanism kept for speed: ARCHITECTURE.md).
+const RELAXED_SYNC: bool = true;
+
+/// A pooled connection for one lease call. On SQLite its commits do not
+/// wait for the disk (`synchronous = NORMAL` until [`done`](Self::done)
+/// restores the connection's level). Dropped before `done` (the call
+/// failed or was cut off), the connection is closed rather than returned
+/// to the pool with `NORMAL` set or a transaction open.
+struct LeaseConn<D: Backend> {
+    conn: PoolConnection<D>,
+    /// The `synchronous` level to restore, while `NORMAL` is set.
+    restore: Option<i64>,
+    /// `done` ran: the connection goes back to the pool.
+    clean: bool,
+}
+
+/// Why [`LeaseConn::begin`] failed.
+enum Begin {
+    /// The connection was left inside a transaction (see
+    /// [`begin_immediate`](crate::sql::sqlite::begin_immediate)); it is
+    /// closed when dropped.
+    Stuck(Error),
+    Failed(Error),
+}
+
+impl<D: Backend> LeaseConn<D> {
+    async fn open(pool: &Pool<D>, pooling: crate::sql::Pooling, op: &'static str) -> Result<Self> {
+        let mut conn = pool.acquire().await.map_err(storage(op))?;
+        if D::DIALECT != Dialect::Sqlite || !RELAXED_SYNC {
+            return Ok(LeaseConn {
+                conn,
+                restore: None,
+                clean: false,
+            });
+        }
+        let level = D::fetch_optional(&mut conn, pooling, "PRAGMA synchronous".into(), [])
+            .await
+            .map_err(storage(op))?
+            .map(|r| SqlSaver::<D>::get::<i64>(&r, 0, op))
+            .transpose()?
+            .unwrap_or(0);
+        let mut me = LeaseConn {
+            conn,
+            restore: None,
+            clean: false,
+        };
+        if level > 1 {
+            me.restore = Some(level);
+            D::execute(
+                &mut me.conn,
+                pooling,
+                "PRAGMA synchronous = NORMAL".into(),
+                [],
+            )
+            .await
+            .map_err(storage(op))?;
+        }
+        Ok(me)
+    }
+
+    /// Begins the call's write transaction (SQLite: holding the write lock).
+    async fn begin(&mut self, op: &'static str) -> std::result::Result<Transaction<'_, D>, Begin> {
+        let begin = match D::DIALECT {
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+            Dialect::Postgres => "BEGIN",
+        };
+        let conn: &mut D::Connection = &mut self.conn;
+        sqlx::Connection::begin_with(conn, begin)
+            .await
+            .map_err(|e| match e {
+                sqlx::Error::InvalidSavePointStatement => Begin::Stuck(storage(op)(e)),
+                e => Begin::Failed(storage(op)(e)),
+            })
+    }
+
+    /// Restores the connection's `synchronous` level.
+    async fn done(mut self, pooling: crate::sql::Pooling, op: &'static str) -> Result<()> {
+        if let Some(level) = self.restore {
+            let restore = format!("PRAGMA synchronous = {level}");
+            D::execute(&mut self.conn, pooling, restore, [])
+                .await
+                .map_err(storage(op))?;
+            self.restore = None;
+        }
+        self.clean = true;
+        Ok(())
+    }
+}
+
+impl<D: Backend> Drop for LeaseConn<D> {
+    fn drop(&mut self) {
+        if !self.clean {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
 impl<D: Backend> SqlSaver<D> {
+    /// A connection for a lease call (see [`LeaseConn`]).
+    async fn lease_conn(&self, op: &'static str) -> Result<LeaseConn<D>> {
+        LeaseConn::open(&self.pool, self.settings.pooling, op).await
+    }
+
     fn lease_sql(&self) -> Sql {
         let q = &self.settings.q;
         let p = &q.prefix;
@@ -64,7 +186,8 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<Option<Row>> {
         let select = format!(
-            "SELECT holder, expires_at, base_order, stop FROM {} WHERE thread_id = $1{}",
+            "SELECT holder, expires_at, base_order, stop, \
+             CASE WHEN owns_pause THEN 1 ELSE 0 END AS owns_pause FROM {} WHERE thread_id = $1{}",
             sql.leases, sql.lock
         );
         let row = D::fetch_optional(conn, sql.pooling, select, [Arg::Text(thread_id)])
@@ -76,6 +199,7 @@ impl<D: Backend> SqlSaver<D> {
                 expires_at: Self::get(&r, "expires_at", op)?,
                 base_order: Self::get(&r, "base_order", op)?,
                 stop: Self::get(&r, "stop", op)?,
+                owns_pause: Self::get::<i32>(&r, "owns_pause", op)? != 0,
             })
         })
         .transpose()
@@ -126,6 +250,26 @@ impl<D: Backend> SqlSaver<D> {
         )
         .await
         .map_err(storage(op))
+    }
+
+    /// The thread's head commit order on its root namespace (0: none).
+    async fn head(
+        conn: &mut D::Connection,
+        sql: &Sql,
+        thread_id: &str,
+        op: &'static str,
+    ) -> Result<i64> {
+        let head = format!(
+            "SELECT COALESCE(MAX(commit_order), 0) FROM {} WHERE thread_id = $1 AND checkpoint_ns = ''",
+            sql.cps
+        );
+        match D::fetch_optional(conn, sql.pooling, head, [Arg::Text(thread_id)])
+            .await
+            .map_err(storage(op))?
+        {
+            Some(r) => Self::get::<i64>(&r, 0, op),
+            None => Ok(0),
+        }
     }
 
     async fn acquire_in(
@@ -208,25 +352,26 @@ impl<D: Backend> SqlSaver<D> {
                     ticket: mine,
                 })
             }
-            Decision::Take(previous, rollback, previous_base) => {
+            Decision::Take(Take {
+                previous,
+                rollback,
+                previous_base,
+                previous_owns_pause,
+                keep_base,
+            }) => {
                 let rolled_back = match rollback {
                     Some(above) => Self::truncate_in(conn, &sql, thread, above, op).await?,
                     None => 0,
                 };
-                let head = format!(
-                    "SELECT COALESCE(MAX(commit_order), 0) FROM {} WHERE thread_id = $1 AND checkpoint_ns = ''",
-                    sql.cps
-                );
-                let base = match D::fetch_optional(conn, sql.pooling, head, [Arg::Text(thread)])
-                    .await
-                    .map_err(storage(op))?
-                {
-                    Some(r) => Self::get::<i64>(&r, 0, op)?,
-                    None => 0,
+                let base = match keep_base {
+                    Some(b) => b,
+                    None => Self::head(conn, &sql, thread, op).await?,
                 };
                 let take = format!(
-                    "UPDATE {} SET holder = $2, expires_at = $3, base_order = $4, stop = NULL WHERE thread_id = $1",
-                    sql.leases
+                    "UPDATE {} SET holder = $2, expires_at = $3, base_order = $4, stop = NULL, \
+                     owns_pause = {} WHERE thread_id = $1",
+                    sql.leases,
+                    if request.owns_pause { "TRUE" } else { "FALSE" }
                 );
                 let args = [
                     Arg::Text(thread),
@@ -247,6 +392,7 @@ impl<D: Backend> SqlSaver<D> {
                     previous,
                     rolled_back,
                     previous_base,
+                    previous_owns_pause,
                 })
             }
         }
@@ -262,10 +408,12 @@ impl<D: Backend> SqlSaver<D> {
     ) -> Result<u64> {
         self.rechecked(async {
             self.ensure_migrated().await?;
-            let mut conn = self.pool.acquire().await.map_err(storage(op))?;
-            D::execute(&mut conn, self.settings.pooling, sql, args)
+            let mut lc = self.lease_conn(op).await?;
+            let n = D::execute(&mut lc.conn, self.settings.pooling, sql, args)
                 .await
-                .map_err(storage(op))
+                .map_err(storage(op))?;
+            lc.done(self.settings.pooling, op).await?;
+            Ok(n)
         })
         .await
     }
@@ -281,10 +429,22 @@ impl<D: Backend> Leases for SqlSaver<D> {
         let out = self
             .rechecked(async {
                 self.ensure_migrated().await?;
-                let mut tx = self.begin_write(op).await?;
-                let out = self.acquire_in(&mut tx, request, op).await?;
-                tx.commit().await.map_err(storage(op))?;
-                Ok(out)
+                let mut healed = false;
+                loop {
+                    let mut lc = self.lease_conn(op).await?;
+                    let mut tx = match lc.begin(op).await {
+                        Ok(tx) => tx,
+                        Err(Begin::Stuck(_)) if !healed => {
+                            healed = true;
+                            continue;
+                        }
+                        Err(Begin::Stuck(e) | Begin::Failed(e)) => return Err(e),
+                    };
+                    let out = self.acquire_in(&mut tx, request, op).await?;
+                    tx.commit().await.map_err(storage(op))?;
+                    lc.done(self.settings.pooling, op).await?;
+                    return Ok(out);
+                }
             })
             .await?;
         if let Acquired::Held { rolled_back, .. } = &out
@@ -307,11 +467,13 @@ impl<D: Backend> Leases for SqlSaver<D> {
         let row = self
             .rechecked(async {
                 self.ensure_migrated().await?;
-                let mut conn = self.pool.acquire().await.map_err(storage(op))?;
+                let mut lc = self.lease_conn(op).await?;
                 let args = [Arg::Text(thread_id), Arg::Text(holder), Arg::Int(ms(lease))];
-                D::fetch_optional(&mut conn, self.settings.pooling, renew, args)
+                let row = D::fetch_optional(&mut lc.conn, self.settings.pooling, renew, args)
                     .await
-                    .map_err(storage(op))
+                    .map_err(storage(op))?;
+                lc.done(self.settings.pooling, op).await?;
+                Ok(row)
             })
             .await?;
         let Some(row) = row else {

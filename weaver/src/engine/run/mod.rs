@@ -181,7 +181,10 @@ impl<'g, S: GraphState> Loop<'g, S> {
             )
             .await;
             match finished {
-                Ok(Outcome::Interrupted(_)) => {
+                // A pause of a holder that answers its own pauses: no one
+                // else will, so its turn goes. Any other holder's pause
+                // stays, with its effect journal, for anyone to resume.
+                Ok(Outcome::Interrupted(_)) if hold.previous_owns_pause => {
                     hold.roll_back_to(hold.previous_base).await?;
                 }
                 Ok(_) | Err(Error::ThreadNotFound { .. }) => {}
