@@ -69,6 +69,20 @@ impl<S: GraphState> CompiledGraph<S> {
     }
 
     /// The graph's name.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// let graph = Graph::<S>::new("billing")
+    ///     .add_node("a", |_: &S| SUpdate::default())
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new())?;
+    /// assert_eq!(graph.name(), "billing");
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.spec.name
     }
@@ -84,11 +98,43 @@ impl<S: GraphState> CompiledGraph<S> {
     }
 
     /// The checkpointer the graph was compiled with.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("a", |s: &S| SUpdate::default().n(s.n + 1))
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// // The saver's own calls, e.g. how many checkpoints a thread holds.
+    /// let saver = graph.checkpointer().expect("compiled with one");
+    /// assert!(saver.thread_info("t").await?.is_some());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn checkpointer(&self) -> Option<&Checkpointer> {
         self.inner.checkpointer.as_ref()
     }
 
     /// The memory store the graph was compiled with (see [`Compile::store`](crate::Compile::store)).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("a", |_: &S| SUpdate::default())
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new().store(InMemoryStore::new()))?;
+    /// assert!(graph.store().is_some());
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
         self.inner.store.as_ref()
     }
