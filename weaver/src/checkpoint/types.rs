@@ -32,6 +32,14 @@ pub struct CheckpointRef {
 
 impl CheckpointRef {
     /// The latest checkpoint of `thread_id` in the root namespace.
+    ///
+    /// ```
+    /// use weaver::checkpoint::CheckpointRef;
+    ///
+    /// let head = CheckpointRef::latest("t");
+    /// assert_eq!((head.thread_id.as_str(), head.checkpoint_ns.as_str()), ("t", ""));
+    /// assert_eq!(head.checkpoint_id, None);
+    /// ```
     pub fn latest(thread_id: impl Into<String>) -> Self {
         CheckpointRef {
             thread_id: thread_id.into(),
@@ -41,6 +49,27 @@ impl CheckpointRef {
     }
 
     /// The same thread and namespace, at checkpoint `id`.
+    ///
+    /// ```
+    /// use weaver::checkpoint::CheckpointRef;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// let first = graph.at_version(&RunConfig::thread("t"), 1).await?.unwrap();
+    /// let at = CheckpointRef::latest("t").at(first.get_checkpoint_id().unwrap());
+    /// let cp = graph.checkpointer().unwrap();
+    /// let record = cp.get_tuple(&at).await?.unwrap();
+    /// assert_eq!(record.checkpoint.id, first.get_checkpoint_id().unwrap());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn at(&self, id: impl Into<String>) -> Self {
         CheckpointRef {
             thread_id: self.thread_id.clone(),
@@ -153,6 +182,12 @@ pub enum CheckpointSource {
 
 impl CheckpointSource {
     /// The lower-case name stored in metadata.
+    ///
+    /// ```
+    /// use weaver::checkpoint::CheckpointSource;
+    ///
+    /// assert_eq!(CheckpointSource::Update.as_str(), "update");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             CheckpointSource::Input => "input",
@@ -214,6 +249,16 @@ impl CheckpointMetadata {
     }
 
     /// The flattened JSON object filters are matched against.
+    ///
+    /// ```
+    /// use weaver::checkpoint::{CheckpointMetadata, CheckpointSource};
+    ///
+    /// let mut meta = CheckpointMetadata::new(CheckpointSource::Loop, 2);
+    /// meta.extra.insert("user".into(), "ann".into());
+    /// let json = meta.to_json();
+    /// assert_eq!((json["source"].as_str(), json["step"].as_i64()), (Some("loop"), Some(2)));
+    /// assert_eq!(json["user"], "ann"); // extras are flattened
+    /// ```
     pub fn to_json(&self) -> Map<String, Value> {
         match serde_json::to_value(self) {
             Ok(Value::Object(m)) => m,
@@ -530,6 +575,26 @@ pub struct ListFilter {
 
 impl ListFilter {
     /// Everything on one thread (every namespace).
+    ///
+    /// ```
+    /// use weaver::checkpoint::ListFilter;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// graph.invoke(S::default(), &RunConfig::thread("other")).await?;
+    /// let cp = graph.checkpointer().unwrap();
+    /// assert_eq!(cp.list_records(&ListFilter::thread("t")).await?.len(), 3);
+    /// assert_eq!(cp.list_records(&ListFilter::all()).await?.len(), 6);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn thread(thread_id: impl Into<String>) -> Self {
         ListFilter {
             thread_id: Some(thread_id.into()),
@@ -549,17 +614,76 @@ impl ListFilter {
     }
 
     /// Keeps only checkpoints committed before checkpoint `id`.
+    ///
+    /// ```
+    /// use weaver::checkpoint::ListFilter;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// let cp = graph.checkpointer().unwrap();
+    /// let all = cp.list_records(&ListFilter::thread("t")).await?; // newest first
+    /// let older = cp.list_records(&ListFilter::thread("t").before(&all[0].checkpoint.id)).await?;
+    /// assert_eq!(older.len(), 2);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn before(mut self, id: impl Into<String>) -> Self {
         self.before = Some(id.into());
         self
     }
 
     /// Returns at most `n`.
+    ///
+    /// ```
+    /// use weaver::checkpoint::ListFilter;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// let cp = graph.checkpointer().unwrap();
+    /// assert_eq!(cp.list_records(&ListFilter::thread("t").limit(1)).await?.len(), 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
         self
     }
 
+    ///
+    /// ```
+    /// use weaver::checkpoint::ListFilter;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("a").metadata("user", "ann")).await?;
+    /// graph.invoke(S::default(), &RunConfig::thread("b").metadata("user", "bob")).await?;
+    /// let cp = graph.checkpointer().unwrap();
+    /// let anns = cp.list_records(&ListFilter::all().metadata("user", "ann")).await?;
+    /// assert!(anns.iter().all(|r| r.config.thread_id == "a"));
+    /// assert_eq!(anns.len(), 3);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     /// Requires metadata key `key` to equal `value`.
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.metadata.insert(key.into(), value.into());

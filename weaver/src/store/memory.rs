@@ -67,6 +67,19 @@ impl std::fmt::Debug for MemoryItems {
 
 impl InMemoryStore {
     /// An empty store: BM25 ranking, no expiry.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Store};
+    ///
+    /// let store = InMemoryStore::new();
+    /// // Clones share the items.
+    /// let handle = store.clone();
+    /// handle.put(&["a"], "k", json!(1)).await?;
+    /// assert_eq!(store.get(&["a"], "k").await?.unwrap().value, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new() -> Self {
         InMemoryStore::default()
     }

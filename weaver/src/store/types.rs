@@ -48,23 +48,70 @@ pub struct PutOptions {
 
 impl PutOptions {
     /// Whole value indexed, the store's default TTL.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, PutOptions, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// let item = store.put_with(&["a"], "k", json!({"x": 1}), PutOptions::new()).await?;
+    /// assert_eq!(item.key, "k");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new() -> Self {
         PutOptions::default()
     }
 
     /// Indexes only these fields.
+    ///
+    /// ```
+    /// use weaver::store::PutOptions;
+    ///
+    /// let options = PutOptions::new().index(["title", "body.text"]);
+    /// assert_eq!(options.index.unwrap(), ["title", "body.text"]);
+    /// ```
     pub fn index<I: IntoIterator<Item = T>, T: Into<String>>(mut self, fields: I) -> Self {
         self.index = Some(fields.into_iter().map(Into::into).collect());
         self
     }
 
     /// Does not index the item for queries.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, PutOptions, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put_with(&["a"], "secret", json!("pizza"), PutOptions::new().not_indexed()).await?;
+    /// store.put(&["a"], "open", json!("pizza")).await?;
+    /// let ranked = store.search(&["a"], Search::query("pizza")).await?;
+    /// // The unindexed item comes last, with no score.
+    /// assert_eq!(ranked[0].key, "open");
+    /// assert_eq!((ranked[1].key.as_str(), ranked[1].score), ("secret", None));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn not_indexed(mut self) -> Self {
         self.index = Some(Vec::new());
         self
     }
 
     /// Expires the item `ttl` after this write.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, PutOptions, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// let short = PutOptions::new().ttl(Duration::from_millis(10));
+    /// store.put_with(&["sessions"], "s1", json!({"user": "ada"}), short).await?;
+    /// tokio::time::sleep(Duration::from_millis(30)).await;
+    /// assert!(store.get(&["sessions"], "s1").await?.is_none());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
@@ -118,11 +165,40 @@ impl Default for Search {
 
 impl Search {
     /// No query, no filter, the first 10 items.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// for i in 0..12 {
+    ///     store.put(&["logs"], &format!("{i:02}"), json!(i)).await?;
+    /// }
+    /// // Ordered by namespace and key, a page of 10.
+    /// let page = store.search(&["logs"], Search::new()).await?;
+    /// assert_eq!((page.len(), page[0].key.as_str()), (10, "00"));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new() -> Self {
         Search::default()
     }
 
     /// A ranked search for `text`.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["docs"], "a", json!({"text": "rust graphs"})).await?;
+    /// store.put(&["docs"], "b", json!({"text": "pizza recipes"})).await?;
+    /// let found = store.search(&["docs"], Search::query("pizza")).await?;
+    /// assert_eq!(found[0].key, "b");
+    /// assert!(found[0].score.is_some());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn query(text: impl Into<String>) -> Self {
         Search::new().with_query(text)
     }
@@ -134,12 +210,40 @@ impl Search {
     }
 
     /// Keeps only items matching `filter` (a [`Filter`](super::Filter) or its JSON form).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Filter, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["people"], "ann", json!({"age": 31, "city": "Paris"})).await?;
+    /// store.put(&["people"], "bob", json!({"age": 25, "city": "Paris"})).await?;
+    /// let typed = Search::new().filter(Filter::new().gte("age", 30).eq("city", "Paris"));
+    /// let json = Search::new().filter(json!({"age": {"$gte": 30}, "city": "Paris"}));
+    /// assert_eq!(store.search(&["people"], typed).await?[0].key, "ann");
+    /// assert_eq!(store.search(&["people"], json).await?.len(), 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn filter(mut self, filter: impl Into<Value>) -> Self {
         self.filter = Some(filter.into());
         self
     }
 
     /// Returns at most `limit` items.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// for key in ["a", "b", "c"] {
+    ///     store.put(&["x"], key, json!(key)).await?;
+    /// }
+    /// assert_eq!(store.search(&["x"], Search::new().limit(2)).await?.len(), 2);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = limit;
         self
@@ -194,11 +298,31 @@ impl Default for ListNamespaces {
 
 impl ListNamespaces {
     /// Every namespace, the first 100.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, ListNamespaces, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["a", "b"], "k", json!(1)).await?;
+    /// store.put(&["c"], "k", json!(2)).await?;
+    /// let all = store.list_namespaces(ListNamespaces::new()).await?;
+    /// assert_eq!(all, [vec!["a", "b"], vec!["c"]]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new() -> Self {
         ListNamespaces::default()
     }
 
     /// Keeps namespaces starting with `labels`.
+    ///
+    /// ```
+    /// use weaver::store::ListNamespaces;
+    ///
+    /// let options = ListNamespaces::new().prefix(&["users"]);
+    /// assert_eq!(options.prefix, ["users"]);
+    /// ```
     pub fn prefix<S: AsRef<str>>(mut self, labels: &[S]) -> Self {
         self.prefix = owned(labels);
         self
@@ -211,12 +335,33 @@ impl ListNamespaces {
     }
 
     /// Truncates namespaces to `depth` labels.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, ListNamespaces, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["users", "u1", "memories"], "k", json!(1)).await?;
+    /// store.put(&["users", "u1", "prefs"], "k", json!(2)).await?;
+    /// // Both truncate to `users.u1`, listed once.
+    /// let users = store.list_namespaces(ListNamespaces::new().max_depth(2)).await?;
+    /// assert_eq!(users, [vec!["users", "u1"]]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn max_depth(mut self, depth: usize) -> Self {
         self.max_depth = Some(depth);
         self
     }
 
     /// Returns at most `limit` namespaces.
+    ///
+    /// ```
+    /// use weaver::store::ListNamespaces;
+    ///
+    /// assert_eq!(ListNamespaces::new().limit(5).limit, 5);
+    /// assert_eq!(ListNamespaces::new().limit, 100);
+    /// ```
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = limit;
         self

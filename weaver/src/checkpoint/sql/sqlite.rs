@@ -56,6 +56,23 @@ pub type SqliteSaver = SqlSaver<Sqlite>;
 
 impl SqlSaver<Sqlite> {
     /// A saver on `pool` (JSON codec, full history).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::Saver;
+    /// use weaver::checkpoint::SqliteSaver;
+    /// use weaver::migrate::{self, Adapter};
+    ///
+    /// let file = std::env::temp_dir().join(format!("weaver-doc-new-{}.db", std::process::id()));
+    /// let options = SqliteSaver::connect_options(&format!("sqlite://{}", file.display()))?;
+    /// // Your own pool, shared with the rest of the application.
+    /// let pool = sqlx::sqlite::SqlitePoolOptions::new().connect_with(options).await.unwrap();
+    /// migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
+    /// let saver = SqliteSaver::new(pool);
+    /// assert!(saver.thread_info("t").await?.is_none());
+    /// # std::fs::remove_file(&file).ok();
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new(pool: SqlitePool) -> Self {
         SqlSaver::on(pool, None, "")
     }

@@ -39,6 +39,24 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// A store on `pool`: BM25 ranking, no expiry.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use serde_json::json;
+    /// use weaver::migrate::{self, Adapter};
+    /// use weaver::store::{Search, SqliteStore, Store};
+    ///
+    /// let file = std::env::temp_dir().join(format!("weaver-doc-store-{}.db", std::process::id()));
+    /// let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", file.display())).await.unwrap();
+    /// migrate::up(&pool, &[Adapter::Store], None).await?;
+    /// let store = SqliteStore::new(pool.clone());
+    /// store.put(&["users", "u1"], "food", json!({"memory": "likes pizza"})).await?;
+    /// // Another store on the same database sees the item.
+    /// let other = SqliteStore::new(pool);
+    /// assert_eq!(other.search(&["users"], Search::query("pizza")).await?.len(), 1);
+    /// # std::fs::remove_file(&file).ok();
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new(pool: SqlitePool) -> Self {
         SqliteStore {
             inner: layered(SqlStore::new(pool)),
