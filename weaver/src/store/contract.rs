@@ -33,6 +33,27 @@ pub trait Store: Debug + Send + Sync {
     /// op sees an earlier op's writes, and the reads see one state, never
     /// half of a concurrent batch. At most
     /// [`MAX_BATCH_OPS`](super::limits::MAX_BATCH_OPS) operations.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Op, OpResult, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// // One atomic batch: the get sees the put before it.
+    /// let results = store
+    ///     .batch(vec![
+    ///         Op::put(&["users", "u1"], "food", json!("pizza")),
+    ///         Op::get(&["users", "u1"], "food"),
+    ///         Op::search(&["users"], Search::new()),
+    ///         Op::delete(&["users", "u1"], "food"),
+    ///     ])
+    ///     .await?;
+    /// assert!(matches!(&results[1], OpResult::Got(Some(item)) if item.value == "pizza"));
+    /// assert!(matches!(&results[2], OpResult::Found(items) if items.len() == 1));
+    /// assert!(matches!(results[3], OpResult::Deleted));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>>;
 
     /// Deletes every expired item now, as one writing batch would (a batch

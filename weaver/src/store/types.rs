@@ -419,6 +419,19 @@ pub enum Op {
 
 impl Op {
     /// A get.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Op, OpResult, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["a"], "k", json!(1)).await?;
+    /// let results = store.batch(vec![Op::get(&["a"], "k"), Op::get(&["a"], "missing")]).await?;
+    /// assert!(matches!(&results[0], OpResult::Got(Some(item)) if item.value == 1));
+    /// assert!(matches!(results[1], OpResult::Got(None)));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn get<S: AsRef<str>>(namespace: &[S], key: impl Into<String>) -> Self {
         Op::Get {
             namespace: owned(namespace),
@@ -428,11 +441,36 @@ impl Op {
     }
 
     /// A put with default options.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Op, OpResult, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// // Two puts that land together or not at all.
+    /// store.batch(vec![Op::put(&["a"], "x", json!(1)), Op::put(&["a"], "y", json!(2))]).await?;
+    /// assert_eq!(store.search(&["a"], Search::new()).await?.len(), 2);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn put<S: AsRef<str>>(namespace: &[S], key: impl Into<String>, value: Value) -> Self {
         Op::put_with(namespace, key, value, PutOptions::default())
     }
 
     /// A put with options.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Op, OpResult, PutOptions, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// let short = PutOptions::new().ttl(Duration::from_secs(60)).not_indexed();
+    /// store.batch(vec![Op::put_with(&["sessions"], "s1", json!({"user": "ada"}), short)]).await?;
+    /// assert!(store.get(&["sessions"], "s1").await?.is_some());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn put_with<S: AsRef<str>>(
         namespace: &[S],
         key: impl Into<String>,
@@ -448,6 +486,18 @@ impl Op {
     }
 
     /// A delete.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Op, OpResult, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["a"], "k", json!(1)).await?;
+    /// store.batch(vec![Op::delete(&["a"], "k")]).await?;
+    /// assert!(store.get(&["a"], "k").await?.is_none());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn delete<S: AsRef<str>>(namespace: &[S], key: impl Into<String>) -> Self {
         Op::Delete {
             namespace: owned(namespace),
@@ -456,6 +506,18 @@ impl Op {
     }
 
     /// A search.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Op, OpResult, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["docs"], "a", json!({"text": "pizza"})).await?;
+    /// let results = store.batch(vec![Op::search(&["docs"], Search::query("pizza"))]).await?;
+    /// assert!(matches!(&results[0], OpResult::Found(items) if items[0].key == "a"));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn search<S: AsRef<str>>(namespace_prefix: &[S], options: Search) -> Self {
         Op::Search {
             namespace_prefix: owned(namespace_prefix),
