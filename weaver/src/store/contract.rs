@@ -110,8 +110,7 @@ pub trait Store: Debug + Send + Sync {
     /// returns it, later reads do not.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> weaver::Result<()> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use serde_json::json;
     /// use weaver::store::{InMemoryStore, Store};
     ///
@@ -121,8 +120,7 @@ pub trait Store: Debug + Send + Sync {
     /// let second = store.put(&ns, "food", json!({"memory": "likes sushi"})).await?;
     /// assert_eq!(second.created_at, first.created_at);
     /// assert_eq!(store.get(&ns, "food").await?, Some(second));
-    /// # Ok(())
-    /// # }
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
     /// ```
     async fn put(&self, namespace: &[&str], key: &str, value: Value) -> Result<Item> {
         self.put_with(namespace, key, value, PutOptions::default())

@@ -85,8 +85,7 @@ impl SqliteStore {
     /// and put them through this one.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> weaver::Result<()> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use serde_json::json;
     /// use weaver::codec::{EncryptedCodec, EncryptionKey};
     /// use weaver::migrate::{self, Adapter};
@@ -112,8 +111,7 @@ impl SqliteStore {
     /// // Without the key, the item does not decode.
     /// let plain = SqliteStore::new(pool);
     /// assert!(matches!(plain.get(&["users", "u1"], "food").await, Err(weaver::Error::Decrypt { .. })));
-    /// # Ok(())
-    /// # }
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
     /// ```
     #[cfg(feature = "encryption")]
     #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
