@@ -604,6 +604,25 @@ impl<S: GraphState> ChatFlow<S> {
     }
 
     /// Whether the conversation has any stored snapshot (see [`count`](Self::count)).
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S {}
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ChatNode::new("hi").action(|_, _| Action::say("hi")))
+    ///     .add_edge(START, "hi")
+    ///     .add_edge("hi", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// assert!(!flow.exists().await?);
+    /// flow.turn("").await?;
+    /// assert!(flow.exists().await?);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn exists(&self) -> Result<bool> {
         Ok(self.checkpointer()?.thread_info(&self.id).await?.is_some())
     }

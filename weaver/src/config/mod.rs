@@ -284,6 +284,15 @@ impl RunConfig {
     }
 
     /// Sets the checkpoint namespace (default `""`).
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// // A subgraph's checkpoints live in a namespace of the parent's thread.
+    /// let config = RunConfig::thread("t").checkpoint_ns("agent:1");
+    /// assert_eq!(config.ns(), "agent:1");
+    /// assert_eq!(RunConfig::thread("t").ns(), "");
+    /// ```
     pub fn checkpoint_ns(mut self, ns: impl Into<String>) -> Self {
         self.checkpoint_ns = ns.into();
         self

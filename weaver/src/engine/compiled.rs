@@ -547,6 +547,37 @@ impl<S: GraphState> CompiledGraph<S> {
     /// group: if another writer extends the thread meanwhile
     /// ([`Error::VersionConflict`]) or any step fails, none is stored. Hence
     /// the batch limits of `put_many` apply (at most 1,000 steps).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("a", |_: &S| SUpdate::default().log(vec!["a".into()]))
+    ///     .add_node("b", |_: &S| SUpdate::default().log(vec!["b".into()]))
+    ///     .add_edge(START, "a")
+    ///     .add_edge(START, "b")
+    ///     .add_edge("a", END)
+    ///     .add_edge("b", END)
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(S::default(), &config).await?;
+    /// // Two steps in one atomic write; in the second, `a` and `b` write together.
+    /// let last = graph
+    ///     .bulk_update_state(&config, vec![
+    ///         vec![(SUpdate::default().log(vec!["x".into()]), Some("a".to_owned()))],
+    ///         vec![
+    ///             (SUpdate::default().log(vec!["y".into()]), Some("a".to_owned())),
+    ///             (SUpdate::default().log(vec!["z".into()]), Some("b".to_owned())),
+    ///         ],
+    ///     ])
+    ///     .await?;
+    /// assert_eq!(graph.get_state(&last).await?.values.log, ["a", "b", "x", "y", "z"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn bulk_update_state(
         &self,
         config: &RunConfig,

@@ -187,6 +187,41 @@ impl RetryPolicy {
     /// attempt's failure as the run would report it: [`Error::NodeFailed`]
     /// (whose `source` is the node's own error, to downcast) or
     /// [`Error::NodeTimeout`]. A refused failure ends the task at once.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// #[derive(Debug, thiserror::Error)]
+    /// #[error("bad request")]
+    /// struct BadRequest;
+    ///
+    /// static CALLS: AtomicU32 = AtomicU32::new(0);
+    ///
+    /// fn call(_: &S) -> Result<SUpdate, NodeError> {
+    ///     CALLS.fetch_add(1, Ordering::SeqCst);
+    ///     Err(BadRequest.into())
+    /// }
+    ///
+    /// // Retry what may pass next time, never a bad request.
+    /// fn worth_retrying(err: &Error) -> bool {
+    ///     !matches!(err, Error::NodeFailed { source, .. } if source.downcast_ref::<BadRequest>().is_some())
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let retry = RetryPolicy::new().initial_interval(Duration::from_millis(1)).retry_on(worth_retrying);
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("call", call, NodePolicy::new().retry(retry))
+    ///     .add_sequence([START, "call", END])
+    ///     .compile(Compile::new())?;
+    /// assert!(graph.invoke(S::default(), &RunConfig::default()).await.is_err());
+    /// assert_eq!(CALLS.load(Ordering::SeqCst), 1); // not retried
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn retry_on(mut self, predicate: impl Fn(&Error) -> bool + Send + Sync + 'static) -> Self {
         self.retry_on = Some(Arc::new(predicate));
         self

@@ -91,6 +91,22 @@ impl<S: GraphState> std::fmt::Debug for Graph<S> {
 
 impl<S: GraphState> Graph<S> {
     /// An empty graph named `name`.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// let graph = Graph::<S>::new("billing");
+    /// // Nodes and edges come next; the name shows in errors, traces and drawings.
+    /// let compiled = graph
+    ///     .add_node("a", |_: &S| SUpdate::default())
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new())?;
+    /// assert_eq!(compiled.name(), "billing");
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn new(name: impl Into<String>) -> Self {
         Graph {
             name: name.into(),
@@ -293,6 +309,30 @@ impl<S: GraphState> Graph<S> {
     /// edges lead on as any node's do.
     ///
     /// See [`Send`](crate::Send) for an example.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// fn fan_out(_: &S) -> Vec<weaver::Send<u32>> {
+    ///     (1..=3).map(|n| weaver::Send::new("square", n)).collect()
+    /// }
+    ///
+    /// // A send node takes its send's payload, not the state.
+    /// fn square(n: &u32) -> SUpdate { SUpdate::default().log(vec![(n * n).to_string()]) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("squares")
+    ///     .add_send_node("square", square)
+    ///     .add_conditional_edges(START, fan_out, ["square"])
+    ///     .add_edge("square", END)
+    ///     .compile(Compile::new())?;
+    /// let out = graph.invoke(S::default(), &RunConfig::default()).await?.complete()?;
+    /// assert_eq!(out.log, ["1", "4", "9"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn add_send_node<P, M>(
         self,
         name: impl Into<String>,
@@ -509,6 +549,28 @@ impl<S: GraphState> Graph<S> {
 
     /// Pauses before these nodes run, whatever the [`Compile`] options say
     /// (they add to [`Compile::interrupt_before`]; needs a checkpointer).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("draft", |_: &S| SUpdate::default().log(vec!["draft".into()]))
+    ///     .add_node("send", |_: &S| SUpdate::default().log(vec!["send".into()]))
+    ///     .add_sequence([START, "draft", "send", END])
+    ///     .interrupt_before(["send"])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// assert!(graph.invoke(S::default(), &config).await?.is_interrupted());
+    /// assert_eq!(graph.get_state(&config).await?.next, ["send"]);
+    /// // Continue once approved.
+    /// let done = graph.continue_run(&config).await?.complete()?;
+    /// assert_eq!(done.log, ["draft", "send"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
         mut self,
         nodes: I,
@@ -622,6 +684,25 @@ impl Compile {
     }
 
     /// Pauses before these nodes run (needs a checkpointer).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("draft", |_: &S| SUpdate::default().log(vec!["draft".into()]))
+    ///     .add_node("send", |_: &S| SUpdate::default().log(vec!["send".into()]))
+    ///     .add_sequence([START, "draft", "send", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()).interrupt_before(["send"]))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(S::default(), &config).await?;
+    /// assert_eq!(graph.get_state(&config).await?.values.log, ["draft"]);
+    /// assert_eq!(graph.continue_run(&config).await?.complete()?.log, ["draft", "send"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
         mut self,
         nodes: I,
@@ -632,6 +713,26 @@ impl Compile {
     }
 
     /// Pauses after these nodes run (needs a checkpointer).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("draft", |_: &S| SUpdate::default().log(vec!["draft".into()]))
+    ///     .add_node("send", |_: &S| SUpdate::default().log(vec!["send".into()]))
+    ///     .add_sequence([START, "draft", "send", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()).interrupt_after(["draft"]))?;
+    /// let config = RunConfig::thread("t");
+    /// let paused = graph.invoke(S::default(), &config).await?;
+    /// assert!(paused.is_interrupted());
+    /// // The draft is there to review (or edit with `update_state`) before `send` runs.
+    /// assert_eq!(graph.get_state(&config).await?.values.log, ["draft"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
         self.interrupt_after
             .extend(nodes.into_iter().map(Into::into));

@@ -58,6 +58,20 @@ pub trait Store: Debug + Send + Sync {
 
     /// Deletes every expired item now, as one writing batch would (a batch
     /// never sees a sweep halfway through); returns how many were deleted.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, PutOptions, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put_with(&["a"], "old", json!(1), PutOptions::new().ttl(Duration::from_millis(5))).await?;
+    /// store.put(&["a"], "kept", json!(2)).await?;
+    /// tokio::time::sleep(Duration::from_millis(20)).await;
+    /// assert_eq!(store.sweep().await?, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn sweep(&self) -> Result<u64>;
 
     /// The item at `namespace`/`key`; `None` when absent or expired (an
@@ -82,6 +96,20 @@ pub trait Store: Debug + Send + Sync {
 
     /// [`get`](Store::get), choosing whether to restart the item's TTL
     /// (`None`: the store's [`refresh_on_read`](super::StoreConfig::refresh_on_read)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Search, Store, StoreConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::with_config(StoreConfig::new().default_ttl(Duration::from_secs(60)));
+    /// store.put(&["a"], "k", json!(1)).await?;
+    /// // Peek without restarting the item's TTL.
+    /// let item = store.get_with(&["a"], "k", Some(false)).await?.unwrap();
+    /// assert_eq!(item.value, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn get_with(
         &self,
         namespace: &[&str],

@@ -256,6 +256,21 @@ impl Search {
     }
 
     /// Restarts (or not) the TTL of returned items.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Search, Store, StoreConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = StoreConfig::new().default_ttl(Duration::from_secs(60)).refresh_on_read(true);
+    /// let store = InMemoryStore::with_config(config);
+    /// store.put(&["a"], "k", json!(1)).await?;
+    /// // A listing that leaves the items' TTLs as they are.
+    /// let found = store.search(&["a"], Search::new().refresh_ttl(false)).await?;
+    /// assert_eq!(found.len(), 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn refresh_ttl(mut self, refresh: bool) -> Self {
         self.refresh_ttl = Some(refresh);
         self
@@ -560,23 +575,80 @@ pub struct StoreConfig {
 
 impl StoreConfig {
     /// No embedder (BM25 ranking), no expiry, no refresh.
+    ///
+    /// ```
+    /// use weaver::store::{InMemoryStore, StoreConfig};
+    ///
+    /// let config = StoreConfig::new();
+    /// assert!(config.embedder.is_none() && config.default_ttl.is_none() && !config.refresh_on_read);
+    /// let store = InMemoryStore::with_config(config);
+    /// # let _ = store;
+    /// ```
     pub fn new() -> Self {
         StoreConfig::default()
     }
 
     /// Ranks queries by cosine similarity of `embedder`'s vectors.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Search, Store, StoreConfig, embed_fn};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// // A toy embedding: does the text mention food, does it mention pets?
+    /// let embedder = embed_fn(|text| {
+    ///     let has = |words: &[&str]| words.iter().any(|w| text.contains(w)) as u8 as f32;
+    ///     vec![has(&["pizza", "sushi"]), has(&["cat", "dog"])]
+    /// });
+    /// let store = InMemoryStore::with_config(StoreConfig::new().embedder(embedder));
+    /// store.put(&["u1"], "food", json!({"text": "likes sushi"})).await?;
+    /// store.put(&["u1"], "pet", json!({"text": "has a cat"})).await?;
+    /// let found = store.search(&["u1"], Search::query("a dog")).await?;
+    /// assert_eq!(found[0].key, "pet");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
         self.embedder = Some(embedder);
         self
     }
 
     /// Expires items put without a TTL `ttl` after their write.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Search, Store, StoreConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::with_config(StoreConfig::new().default_ttl(Duration::from_millis(10)));
+    /// store.put(&["cache"], "k", json!(1)).await?;
+    /// tokio::time::sleep(Duration::from_millis(30)).await;
+    /// assert!(store.get(&["cache"], "k").await?.is_none());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn default_ttl(mut self, ttl: Duration) -> Self {
         self.default_ttl = Some(ttl);
         self
     }
 
     /// Makes reads restart the TTL of what they return.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Search, Store, StoreConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let config = StoreConfig::new().default_ttl(Duration::from_secs(1)).refresh_on_read(true);
+    /// let store = InMemoryStore::with_config(config);
+    /// store.put(&["sessions"], "s1", json!("ada")).await?;
+    /// // Each read gives the item another second: it outlives its first TTL.
+    /// for _ in 0..2 {
+    ///     tokio::time::sleep(Duration::from_millis(600)).await;
+    ///     assert!(store.get(&["sessions"], "s1").await?.is_some());
+    /// }
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn refresh_on_read(mut self, refresh: bool) -> Self {
         self.refresh_on_read = refresh;
         self
