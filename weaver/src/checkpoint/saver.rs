@@ -661,6 +661,13 @@ pub trait Saver: Debug + Send + Sync {
     /// what it keeps in full) and answers [`lineage`](Saver::lineage).
     /// `false` by default, and for shallow savers, which keep only the latest
     /// checkpoint: delta channels are then stored in full.
+    ///
+    /// ```
+    /// use weaver::{InMemorySaver, Saver};
+    ///
+    /// // The in-memory saver keeps every ancestor: delta channels are stored as deltas.
+    /// assert!(InMemorySaver::new().supports_deltas());
+    /// ```
     fn supports_deltas(&self) -> bool {
         false
     }
