@@ -20,6 +20,7 @@ pub mod states;
 pub mod store_conformance;
 pub mod streamed;
 pub mod subgraphs;
+pub mod upgrades;
 
 /// The id of the pending task `node` at the thread's latest checkpoint.
 pub async fn task_id_of<S: weaver::GraphState>(

@@ -1,6 +1,8 @@
 //! The store conformance suite: the behaviour every [`Store`] backend must
 //! show, run unchanged against each one.
 
+mod ttl;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,8 +51,14 @@ where
     limits_are_typed(make().await.as_ref()).await;
     list_namespaces(make().await.as_ref()).await;
     batches(make().await.as_ref()).await;
-    ttl_and_sweep(make().await.as_ref()).await;
-    refresh_on_read(make().await.as_ref()).await;
+    ttl::at_some_scale("ttl_and_sweep", async |scale| {
+        ttl::ttl_and_sweep(make().await.as_ref(), scale).await
+    })
+    .await;
+    ttl::at_some_scale("refresh_on_read", async |scale| {
+        ttl::refresh_on_read(make().await.as_ref(), scale).await
+    })
+    .await;
 }
 
 /// Runs the checks that need a configured store (embedder, default TTL,
@@ -60,7 +68,11 @@ where
     F: Fn(StoreConfig) -> Fut,
     Fut: Future<Output = Arc<dyn Store>>,
 {
-    embedding_ranking(make).await;
+    embedding_ranking(&make).await;
+    ttl::at_some_scale("configured TTL", async |scale| {
+        ttl::configured(&make, scale).await
+    })
+    .await;
 }
 
 async fn put_get_delete(store: &dyn Store) {
@@ -726,121 +738,6 @@ async fn batches(store: &dyn Store) {
     assert!(store.batch(Vec::new()).await.unwrap().is_empty());
 }
 
-async fn ttl_and_sweep(store: &dyn Store) {
-    let ns = ["ttl"];
-    let short = PutOptions::new().ttl(Duration::from_millis(300));
-    store
-        .put_with(&ns, "a", json!({"t": "pizza"}), short.clone())
-        .await
-        .unwrap();
-    store
-        .put_with(&["ttl", "x"], "b", json!({"t": "pizza"}), short.clone())
-        .await
-        .unwrap();
-    store
-        .put_with(&["ttl2"], "c", json!({}), short.clone())
-        .await
-        .unwrap();
-    store
-        .put(&ns, "forever", json!({"t": "pizza"}))
-        .await
-        .unwrap();
-    assert!(
-        store.get(&ns, "a").await.unwrap().is_some(),
-        "alive before its TTL"
-    );
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(
-        store.get(&ns, "a").await.unwrap().is_none(),
-        "expired: invisible to get"
-    );
-    let found = store
-        .search(&["ttl"], Search::query("pizza"))
-        .await
-        .unwrap();
-    assert_eq!(
-        keys(&found),
-        ["ttl/forever"],
-        "expired: invisible to search"
-    );
-    assert_eq!(
-        store.list_namespaces(ListNamespaces::new()).await.unwrap(),
-        vec![vec!["ttl".to_owned()]],
-        "expired: invisible to list_namespaces"
-    );
-    // Whatever lazy deletion already removed, the sweep removes the rest and
-    // nothing live.
-    let swept = store.sweep().await.unwrap();
-    assert!(swept <= 3, "swept {swept}");
-    assert_eq!(store.sweep().await.unwrap(), 0);
-    assert!(store.get(&ns, "forever").await.unwrap().is_some());
-
-    // A put over an expired item starts a new item (new created_at).
-    store
-        .put_with(&ns, "d", json!(1), short.clone())
-        .await
-        .unwrap();
-    let old = store.get(&ns, "d").await.unwrap().unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let put = store.put(&ns, "d", json!(2)).await.unwrap();
-    let new = store.get(&ns, "d").await.unwrap().unwrap();
-    assert!(new.created_at > old.created_at);
-    assert_eq!(put.created_at, put.updated_at, "a put over an expired item");
-    assert_eq!(put, new);
-    // Overwriting without a TTL makes it permanent.
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(store.get(&ns, "d").await.unwrap().is_some());
-
-    // Sweep with nothing expired only reports expired rows.
-    store.put_with(&ns, "e", json!(1), short).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(store.sweep().await.unwrap(), 1);
-}
-
-async fn refresh_on_read(store: &dyn Store) {
-    let ns = ["refresh"];
-    let ttl = PutOptions::new().ttl(Duration::from_millis(1_000));
-    for k in ["by_get", "by_search", "untouched", "read_plain"] {
-        store
-            .put_with(&ns, k, json!({"k": k}), ttl.clone())
-            .await
-            .unwrap();
-    }
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(
-        store
-            .get_with(&ns, "by_get", Some(true))
-            .await
-            .unwrap()
-            .is_some()
-    );
-    assert!(store.get(&ns, "read_plain").await.unwrap().is_some());
-    let hit = store
-        .search(
-            &ns,
-            Search::new()
-                .filter(json!({"k": "by_search"}))
-                .refresh_ttl(true),
-        )
-        .await
-        .unwrap();
-    assert_eq!(hit.len(), 1);
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(store.get(&ns, "untouched").await.unwrap().is_none());
-    assert!(
-        store.get(&ns, "read_plain").await.unwrap().is_none(),
-        "plain reads do not refresh"
-    );
-    assert!(
-        store.get(&ns, "by_get").await.unwrap().is_some(),
-        "get refreshed the TTL"
-    );
-    assert!(
-        store.get(&ns, "by_search").await.unwrap().is_some(),
-        "search refreshed the TTL"
-    );
-}
-
 /// A deterministic toy embedding: which of a few topics the text mentions.
 fn topics(text: &str) -> Vec<f32> {
     let t = text.to_lowercase();
@@ -850,7 +747,7 @@ fn topics(text: &str) -> Vec<f32> {
         .collect()
 }
 
-async fn embedding_ranking<F, Fut>(make: F)
+async fn embedding_ranking<F, Fut>(make: &F)
 where
     F: Fn(StoreConfig) -> Fut,
     Fut: Future<Output = Arc<dyn Store>>,
@@ -903,45 +800,4 @@ where
     assert!((s[1].unwrap() - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-6);
     assert_eq!(s[2], Some(0.0));
     assert_eq!(s[3], None);
-
-    // Default TTL and refresh-on-read from the config.
-    let store = make(
-        StoreConfig::new()
-            .default_ttl(Duration::from_millis(1_000))
-            .refresh_on_read(true),
-    )
-    .await;
-    store.put(&["cfg"], "read", json!(1)).await.unwrap();
-    store.put(&["cfg"], "unread", json!(1)).await.unwrap();
-    store
-        .put_with(
-            &["cfg"],
-            "long",
-            json!(1),
-            PutOptions::new().ttl(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(store.get(&["cfg"], "read").await.unwrap().is_some());
-    assert!(
-        store
-            .get_with(&["cfg"], "unread", Some(false))
-            .await
-            .unwrap()
-            .is_some()
-    );
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(
-        store.get(&["cfg"], "read").await.unwrap().is_some(),
-        "refreshed by default"
-    );
-    assert!(
-        store.get(&["cfg"], "unread").await.unwrap().is_none(),
-        "default TTL applies"
-    );
-    assert!(
-        store.get(&["cfg"], "long").await.unwrap().is_some(),
-        "explicit TTL wins"
-    );
 }

@@ -152,20 +152,20 @@ pub(crate) fn bar(done: u64, total: u64, width: usize) -> String {
 }
 
 /// Progress on standard error, redrawn in place, when it is a terminal.
-struct Progress {
+pub(crate) struct Progress {
     on: bool,
     drawn: bool,
 }
 
 impl Progress {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Progress {
             on: std::io::stderr().is_terminal(),
             drawn: false,
         }
     }
 
-    fn show(&mut self, text: &str) {
+    pub(crate) fn show(&mut self, text: &str) {
         if self.on {
             let _ = write!(std::io::stderr(), "\r{text}\x1b[K");
             self.drawn = true;

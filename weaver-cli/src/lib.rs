@@ -11,18 +11,23 @@
 //! weaver --db sqlite://weaver-quickstart.db migrate up --adapter checkpoint,store
 //! weaver --db sqlite://weaver-quickstart.db migrate down --adapter store 1
 //! weaver --db sqlite://weaver-quickstart.db scan --schema-file state-schema.json --check
+//! my-app-weaver --db sqlite://weaver-quickstart.db scan --rewrite --schema-file state-schema.json
 //! weaver --db sqlite://weaver-quickstart.db threads --idle-for 30d --by-created
 //! weaver --db sqlite://weaver-quickstart.db prune --idle-for 30d --delete
 //! weaver --db sqlite://weaver-quickstart.db prune --older-than 7d --keep-last 5
 //! ```
 //!
-//! `scan` has no Rust state type: it checks each root checkpoint's stored
-//! values against a JSON Schema snapshot the application writes with
+//! `scan` has no Rust state type: it checks each checkpoint's stored
+//! values and pending writes, in every namespace, against a JSON Schema
+//! snapshot the application writes with
 //! `weaver::evolution::schema_snapshot` (see the guide's *Releasing*
 //! chapter), and reports, per thread, the checkpoints that would not read
 //! and the first failing field path. It cannot run the state's upcasters
 //! (they are Rust code): checkpoints of an older state version are counted,
-//! not checked, and nothing is rewritten.
+//! not checked, and the stock binary rewrites nothing. An application's
+//! own binary built on [`run_with`] with its [`States`] has them:
+//! `scan --rewrite` there rewrites older versions' checkpoints upgraded,
+//! in batches, with a progress bar, resumable with `--after`.
 //!
 //! Checkpoints read through [`weaver::Checkpointer`], so delta channels
 //! show their whole values. An encrypted database needs its keys in the
@@ -44,26 +49,27 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod db;
 mod fleet;
+mod migrating;
 
 use std::borrow::Cow;
 use std::io::Write;
-use std::str::FromStr;
 use std::time::Duration;
 
-use clap::{ArgAction, Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use db::{Db, parse_keys};
+use migrating::{Migrate, migrate_command};
 use serde_json::{Value, json};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{Connection, PgConnection, PgPool, SqlitePool};
-use weaver::checkpoint::{
-    CheckpointRef, CheckpointTuple, ListFilter, PostgresSaver, PruneStrategy, SqliteSaver,
-};
-use weaver::codec::{EncryptedCodec, EncryptionKey, JsonCodec};
-use weaver::migrate::{self, Adapter, Change, Dialect, MigrationTarget, PgSchema};
+use weaver::checkpoint::{CheckpointRef, CheckpointTuple, ListFilter, PruneStrategy};
+use weaver::codec::EncryptionKey;
+use weaver::migrate::Adapter;
 use weaver::{Checkpointer, Error, Result};
 
 mod scan;
+mod states;
+
+pub use states::States;
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -166,19 +172,12 @@ enum Command {
         #[arg(long, conflicts_with_all = ["delete", "idle_for"])]
         older_than: Option<String>,
     },
-    /// Root checkpoints a state's schema snapshot cannot read (the file
-    /// `weaver::evolution::schema_snapshot` writes), per thread.
-    Scan {
-        /// The snapshot file (JSON).
-        #[arg(long)]
-        schema_file: std::path::PathBuf,
-        /// Threads read at a time.
-        #[arg(long, default_value_t = 100)]
-        batch: usize,
-        /// Fail (exit status 1) when a checkpoint does not read.
-        #[arg(long)]
-        check: bool,
-    },
+    /// Checkpoints and pending writes, in every namespace, that a state's
+    /// schema snapshot cannot read (the file
+    /// `weaver::evolution::schema_snapshot` writes), per thread; with
+    /// `--rewrite` (in an application's own binary, see `run_with`),
+    /// first rewrites older state versions' checkpoints upgraded.
+    Scan(scan::ScanArgs),
     /// The schema: its versions, migrate it, or print the SQL.
     Migrate {
         #[command(subcommand)]
@@ -194,214 +193,72 @@ struct Ns {
     ns: String,
 }
 
-#[derive(Debug, Subcommand)]
-enum Migrate {
-    /// The version each adapter is at, and the newest this build knows.
-    Status,
-    /// Migrate up (to the newest version unless `--to`): `migrate up --adapter checkpoint,store`.
-    Up {
-        /// The adapters, comma-separated or the option repeated.
-        // Nothing positional follows: `--adapter checkpoint store` works too.
-        #[arg(
-            long,
-            value_parser = adapter,
-            num_args = 1..,
-            value_delimiter = ',',
-            action = ArgAction::Append,
-            default_value = "checkpoint"
-        )]
-        adapter: Vec<Adapter>,
-        /// The version to reach.
-        #[arg(long)]
-        to: Option<u32>,
-    },
-    /// Revert VERSION and every version above it (1 removes the tables): `migrate down --adapter store 1`.
-    Down {
-        /// The lowest version to revert.
-        version: u32,
-        /// The adapters, comma-separated or the option repeated.
-        // One value per occurrence: VERSION may follow it.
-        #[arg(
-            long,
-            value_parser = adapter,
-            value_delimiter = ',',
-            action = ArgAction::Append,
-            default_value = "checkpoint"
-        )]
-        adapter: Vec<Adapter>,
-    },
-    /// Print the SQL `up` would run from the database's current version (nothing is changed).
-    Script {
-        /// The adapter.
-        #[arg(long, value_parser = adapter, default_value = "checkpoint")]
-        adapter: Adapter,
-        /// The version to reach.
-        #[arg(long)]
-        to: Option<u32>,
-    },
-}
-
-fn adapter(name: &str) -> std::result::Result<Adapter, String> {
-    match name {
-        "checkpoint" => Ok(Adapter::Checkpoint),
-        "store" => Ok(Adapter::Store),
-        other => Err(format!("unknown adapter `{other}` (checkpoint or store)")),
-    }
-}
-
-/// An open database.
-enum Db {
-    Sqlite(SqlitePool),
-    Postgres(PgPool, Option<String>),
-}
-
-impl Db {
-    async fn open(url: &str, schema: Option<String>) -> Result<Db> {
-        if url.starts_with("sqlite:") {
-            if schema.is_some() {
-                return Err(Error::invalid_argument("--schema is for PostgreSQL only"));
-            }
-            // Never creates a file (inspecting a mistyped path fails) nor
-            // changes the journal mode; waits for a busy writer as the
-            // saver does.
-            let options = SqliteConnectOptions::from_str(url)
-                .map_err(|e| Error::invalid_argument(format!("bad SQLite url `{url}`: {e}")))?
-                .create_if_missing(false)
-                .busy_timeout(std::time::Duration::from_secs(30));
-            let pool = SqlitePool::connect_with(options)
-                .await
-                .map_err(|e| Error::storage("open the SQLite database", e))?;
-            Ok(Db::Sqlite(pool))
-        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            let op = "connect to PostgreSQL";
-            let options = PgConnectOptions::from_str(url)
-                .map_err(|_| Error::invalid_argument("bad PostgreSQL url `postgres://…`"))?;
-            // One attempt first, so that a refused connection (a server
-            // down, a wrong port) is reported as such at once, rather than
-            // retried until the pool's timeout says only that it timed out.
-            let first = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
-                .await
-                .map_err(|_| Error::storage(op, format!("no answer within {CONNECT_TIMEOUT:?}")))?
-                .map_err(|e| Error::storage(op, e))?;
-            let _ = first.close().await;
-            let pool = PgPoolOptions::new()
-                .acquire_timeout(CONNECT_TIMEOUT)
-                .connect_with(options)
-                .await
-                .map_err(|e| Error::storage(op, e))?;
-            Ok(Db::Postgres(pool, schema))
-        } else {
-            // Only the scheme: the rest may hold a password.
-            // A scheme mistyped without `://` may still be followed by
-            // `user:password@`: only what follows the `@` is shown.
-            let shown = match (url.split_once("://"), url.rsplit_once('@')) {
-                (Some((scheme, _)), _) => format!("{scheme}://…"),
-                (None, Some((_, host))) => format!("…@{host}"),
-                (None, None) => url.to_owned(),
-            };
-            Err(Error::invalid_argument(format!(
-                "`{shown}` is neither a sqlite:// nor a postgres:// URL"
-            )))
-        }
-    }
-
-    fn dialect(&self) -> Dialect {
-        match self {
-            Db::Sqlite(_) => Dialect::Sqlite,
-            Db::Postgres(..) => Dialect::Postgres,
-        }
-    }
-
-    /// A checkpointer on this database, through `codec`'s keys if any.
-    fn checkpointer(&self, keys: Option<Vec<EncryptionKey>>) -> Result<Checkpointer> {
-        let codec = keys
-            .map(|k| EncryptedCodec::new(JsonCodec, k))
-            .transpose()?;
-        Ok(match self {
-            Db::Sqlite(pool) => {
-                let saver = SqliteSaver::new(pool.clone());
-                match codec {
-                    Some(c) => Checkpointer::new(saver.with_codec(c)),
-                    None => Checkpointer::new(saver),
-                }
-            }
-            Db::Postgres(pool, schema) => {
-                let mut saver = PostgresSaver::new(pool.clone());
-                if let Some(s) = schema {
-                    saver = saver.with_prefix(s)?;
-                }
-                match codec {
-                    Some(c) => Checkpointer::new(saver.with_codec(c)),
-                    None => Checkpointer::new(saver),
-                }
-            }
-        })
-    }
-
-    async fn with_target<T>(
-        &self,
-        f: impl AsyncFnOnce(&dyn MigrationTarget) -> Result<T>,
-    ) -> Result<T> {
-        match self {
-            Db::Sqlite(pool) => f(pool).await,
-            Db::Postgres(pool, None) => f(pool).await,
-            Db::Postgres(pool, Some(s)) => f(&PgSchema::new(pool, s)?).await,
-        }
-    }
-
-    async fn close(self) {
-        match self {
-            Db::Sqlite(pool) => pool.close().await,
-            Db::Postgres(pool, _) => pool.close().await,
-        }
-    }
-}
-
-/// Parses `id=<64 hex digits>,…` (oldest first). An error names the entry
-/// by its position, and by its id only when that cannot be key material:
-/// a key pasted without its id, or with id and key swapped, never reaches
-/// the message (which ends up on a terminal or in a log).
-fn parse_keys(var: &str, text: &str) -> Result<Vec<EncryptionKey>> {
-    let entries: Vec<&str> = text.split(',').map(str::trim).collect();
-    let n = entries.len();
-    entries
-        .iter()
-        .enumerate()
-        .map(|(i, entry)| {
-            let split = entry.split_once('=');
-            let bad = |why: &str| {
-                let named = match split {
-                    Some((id, _)) if !hex_like(id) => format!(" (`{id}`)"),
-                    _ => String::new(),
-                };
-                Error::invalid_argument(format!("{var}: key {} of {n}{named}: {why}", i + 1))
-            };
-            let (id, hex) = split.ok_or_else(|| bad("expected id=<64 hex digits>"))?;
-            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(bad("the key must be 64 hex digits (32 bytes)"));
-            }
-            let mut key = [0u8; 32];
-            for (i, byte) in key.iter_mut().enumerate() {
-                *byte =
-                    u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad("not hex"))?;
-            }
-            EncryptionKey::new(id, key)
-        })
-        .collect()
-}
-
-/// Whether `text` could be (part of) a key written in hex: 16 or more hex
-/// digits.
-fn hex_like(text: &str) -> bool {
-    text.len() >= 16 && text.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 /// Runs the command line `args` (the program name first), writing what it
 /// prints to `out`; `env` looks up the environment variable `--keys-env`
 /// names (the binary passes the process environment). Usage errors,
 /// `--help` and `--version` come back as [`Outcome::Usage`] with clap's
-/// text; failures as a [`weaver::Error`].
+/// text; failures as a [`weaver::Error`]. This is the stock binary: it has
+/// no state types, so `scan --rewrite` is refused (see [`run_with`]).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let mut out = Vec::new();
+/// let env = |_: &str| None;
+/// let outcome = weaver_cli::run(["weaver", "--help"], &env, &mut out).await.unwrap();
+/// assert!(matches!(outcome, weaver_cli::Outcome::Usage { ok: true, .. }));
+/// # });
+/// ```
 pub async fn run<I, T>(
+    args: I,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut dyn Write,
+) -> Result<Outcome>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    run_on(None, args, env, out).await
+}
+
+/// [`run`] in an application's own binary, which knows its state types:
+/// `scan --rewrite` then rewrites the checkpoints older versions of them
+/// wrote, upgraded in place ([`weaver::evolution::upgrade_stored`]).
+///
+/// The application's binary passes the process's arguments and
+/// environment, and prints as the `weaver` binary does (its `main.rs`);
+/// here it asks for the help of `scan`:
+///
+/// ```
+/// use weaver::prelude::*;
+/// use weaver_cli::{Outcome, States};
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+/// struct Ticket { subject: String }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let env = |name: &str| std::env::var(name).ok();
+/// let mut out = Vec::new();
+/// let args = ["tickets-weaver", "--db", "sqlite://tickets.db", "scan", "--help"];
+/// let outcome = weaver_cli::run_with(&States::new::<Ticket>(), args, &env, &mut out).await?;
+/// let Outcome::Usage { text, ok: true } = outcome else { panic!("{outcome:?}") };
+/// assert!(text.contains("--rewrite"));
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
+/// ```
+pub async fn run_with<I, T>(
+    states: &States,
+    args: I,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut dyn Write,
+) -> Result<Outcome>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    run_on(Some(states), args, env, out).await
+}
+
+async fn run_on<I, T>(
+    states: Option<&States>,
     args: I,
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut dyn Write,
@@ -432,7 +289,7 @@ where
         }
     };
     let db = Db::open(&cli.db, cli.schema.clone()).await?;
-    let result = execute(&db, keys, cli.command, out).await;
+    let result = execute(&db, keys, states, cli.command, out).await;
     db.close().await;
     result
         .map(|()| Outcome::Done)
@@ -546,16 +403,13 @@ fn io(e: std::io::Error) -> Error {
 async fn execute(
     db: &Db,
     keys: Option<Vec<EncryptionKey>>,
+    states: Option<&States>,
     command: Command,
     out: &mut dyn Write,
 ) -> Result<()> {
     match command {
         Command::Migrate { action } => migrate_command(db, action, out).await,
-        Command::Scan {
-            schema_file,
-            batch,
-            check,
-        } => scan::scan(&db.checkpointer(keys)?, &schema_file, batch, check, out).await,
+        Command::Scan(args) => scan::scan(&db.checkpointer(keys)?, states, args, out).await,
         Command::Threads {
             limit,
             offset,
@@ -723,98 +577,6 @@ async fn execute(
             writeln!(out, "deleted {deleted} checkpoints").map_err(io)
         }
     }
-}
-
-async fn migrate_command(db: &Db, action: Migrate, out: &mut dyn Write) -> Result<()> {
-    match action {
-        Migrate::Status => {
-            let adapters = [Adapter::Checkpoint, Adapter::Store];
-            let found = db
-                .with_target(async |t| migrate::versions(t, &adapters).await)
-                .await?;
-            for (a, v) in adapters.iter().zip(found) {
-                writeln!(out, "{}\t{v}\t(newest {})", a.name(), a.latest()).map_err(io)?;
-            }
-            Ok(())
-        }
-        Migrate::Up { adapter, to } => {
-            db.with_target(async |t| migrate::up(t, &adapter, to).await)
-                .await?;
-            report_versions(db, &adapter, out).await
-        }
-        Migrate::Down { version, adapter } => {
-            db.with_target(async |t| migrate::down(t, &adapter, version).await)
-                .await?;
-            report_versions(db, &adapter, out).await
-        }
-        Migrate::Script { adapter, to } => {
-            let current = db
-                .with_target(async |t| migrate::versions(t, &[adapter]).await)
-                .await?[0];
-            let schema = match db {
-                Db::Postgres(_, s) => s.as_deref(),
-                Db::Sqlite(_) => None,
-            };
-            let statements = migrate::script(
-                db.dialect(),
-                adapter,
-                current,
-                Change::Up { target: to },
-                schema,
-            )?;
-            write_script(db.dialect(), adapter, current, &statements, out)
-        }
-    }
-}
-
-/// Prints `statements` as a script safe to pipe into `psql` or `sqlite3`:
-/// in one transaction (`BEGIN;` … `COMMIT;`), so its version check and the
-/// migration lock it takes hold for the whole of it. After a failed
-/// statement PostgreSQL refuses every further one until `COMMIT`, which
-/// then rolls back; the `sqlite3` shell goes on and would commit what
-/// followed the failure, so a SQLite script starts with a comment saying to
-/// run it with `sqlite3 -bail`. Nothing is printed when there is nothing to
-/// do. ([`migrate::script`] itself stays bare statements: `migrate::up`
-/// and an Ecto migration run them in a transaction of their own.)
-fn write_script(
-    dialect: Dialect,
-    adapter: Adapter,
-    current: u32,
-    statements: &[String],
-    out: &mut dyn Write,
-) -> Result<()> {
-    if statements.is_empty() {
-        return Ok(());
-    }
-    let name = adapter.name();
-    writeln!(
-        out,
-        "-- weaver: migrates the `{name}` schema from version {current}, in one transaction."
-    )
-    .map_err(io)?;
-    if dialect == Dialect::Sqlite {
-        writeln!(
-            out,
-            "-- Run it with `sqlite3 -bail DB < FILE`: without -bail the sqlite3 shell goes on\n\
-             -- after a failed statement (the version check included) and commits the rest."
-        )
-        .map_err(io)?;
-    }
-    writeln!(out, "BEGIN;\n").map_err(io)?;
-    for s in statements {
-        writeln!(out, "{s};\n").map_err(io)?;
-    }
-    writeln!(out, "COMMIT;").map_err(io)
-}
-
-async fn report_versions(db: &Db, adapters: &[Adapter], out: &mut dyn Write) -> Result<()> {
-    let found = db
-        .with_target(async |t| migrate::versions(t, adapters).await)
-        .await?;
-    for (a, v) in adapters.iter().zip(found) {
-        writeln!(out, "{}\t{v}", a.name()).map_err(io)?;
-    }
-    Ok(())
 }
 
 /// Which checkpoint of a thread.

@@ -22,3 +22,4 @@ mod stream_modes;
 mod stream_writer;
 mod streaming;
 mod subgraphs;
+mod upgrades;

@@ -705,7 +705,8 @@ async fn the_scan_reports_checkpoints_a_schema_snapshot_cannot_read() {
         .await
         .unwrap();
     assert!(
-        additive.starts_with("scanned 2 threads, 6 checkpoints against state version 1"),
+        additive.starts_with("scanned 2 threads, 6 checkpoints and ")
+            && additive.contains(" pending writes against state version 1"),
         "{additive}"
     );
     assert!(
@@ -719,16 +720,19 @@ async fn the_scan_reports_checkpoints_a_schema_snapshot_cannot_read() {
         .unwrap();
     let lines: Vec<&str> = retyped.lines().collect();
     assert!(lines[0].contains(": 6 unreadable"), "{retyped}");
-    assert_eq!(lines[1], "thread\tunreadable\tcheckpoint\tpath\treason");
+    assert_eq!(
+        lines[1],
+        "thread\tunreadable\tnamespace\tcheckpoint\ttask\tpath\treason"
+    );
     assert_eq!(lines.len(), 4, "{retyped}");
     for (line, thread) in lines[2..].iter().zip(["old", "older"]) {
         let cols: Vec<&str> = line.split('\t').collect();
         assert_eq!(
-            (cols[0], cols[1], cols[3]),
-            (thread, "3", "priority"),
+            (cols[0], cols[1], cols[2], cols[4], cols[5]),
+            (thread, "3", "-", "-", "priority"),
             "{line}"
         );
-        assert!(cols[4].contains("expected array"), "{line}");
+        assert!(cols[6].contains("expected array"), "{line}");
     }
     let failed = scan(schema_snapshot::<TicketRetyped>().to_json(), true).await;
     assert!(

@@ -2,8 +2,8 @@
 //! conformance suites), nothing of an item's value, indexed text or
 //! embedding is stored in the clear, and a sealed payload read anywhere but
 //! where it was sealed, with a wrong key, tampered, or a plain payload where
-//! encryption is required, is `Error::Decrypt`. On a real SQLite file and
-//! the real PostgreSQL.
+//! encryption is required, is `Error::Decrypt`. On a real SQLite file, the
+//! real PostgreSQL and the MongoDB test server.
 
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use weaver::Error;
 use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::migrate::{self, Adapter};
 use weaver::store::{
-    InMemoryStore, PostgresStore, Search, SqliteStore, Store, StoreConfig, embed_fn,
+    InMemoryStore, MongoStore, PostgresStore, Search, SqliteStore, Store, StoreConfig, embed_fn,
 };
 use weaver_tests::TempSqlite;
 use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
@@ -45,6 +45,8 @@ enum Table {
     Sqlite(SqlitePool, #[allow(dead_code)] TempSqlite),
     /// The test server, and the schema it made for this table.
     Postgres(super::postgres::Server, String),
+    /// A database of its own on the MongoDB test server, set up.
+    Mongo(weaver_tests::mongo::MongoDb),
 }
 
 impl Table {
@@ -61,6 +63,15 @@ impl Table {
         let server = super::postgres::Server::connect().await;
         let schema = server.schema().await;
         Table::Postgres(server, schema)
+    }
+
+    async fn mongo() -> Table {
+        let db = weaver_tests::mongo::MongoDb::new().await;
+        MongoStore::new(db.client.clone(), &db.name, "w_")
+            .setup()
+            .await
+            .unwrap();
+        Table::Mongo(db)
     }
 
     /// A store on the table: plain (`None`) or sealing with `codec`.
@@ -89,6 +100,11 @@ impl Table {
                 codec,
                 PostgresStore::with_encryption,
             ),
+            Table::Mongo(db) => sealed(
+                MongoStore::new(db.client.clone(), &db.name, "w_").with_config(config),
+                codec,
+                MongoStore::with_encryption,
+            ),
         }
     }
 
@@ -96,6 +112,7 @@ impl Table {
         match self {
             Table::Sqlite(..) => "weaver_store_items".into(),
             Table::Postgres(_, schema) => format!("\"{schema}\".weaver_store_items"),
+            Table::Mongo(_) => panic!("a SQL statement on a MongoDB table"),
         }
     }
 
@@ -105,6 +122,7 @@ impl Table {
         match self {
             Table::Sqlite(pool, _) => sqlx::query(sql).execute(pool).await.map(drop),
             Table::Postgres(server, _) => sqlx::query(sql).execute(server.pool()).await.map(drop),
+            Table::Mongo(_) => panic!("a SQL statement on a MongoDB table"),
         }
         .unwrap();
     }
@@ -112,28 +130,45 @@ impl Table {
     /// The stored value, indexed text and embedding of the item `key` in
     /// the dotted `namespace`, as the database holds them.
     async fn raw(&self, namespace: &str, key: &str) -> (String, Option<String>, Option<Vec<u8>>) {
-        let sql = format!(
-            "SELECT value, index_text, embedding FROM {} WHERE namespace = $1 AND key = $2",
-            self.table()
-        );
-        let sql = sqlx::AssertSqlSafe(sql);
+        let sql = || {
+            sqlx::AssertSqlSafe(format!(
+                "SELECT value, index_text, embedding FROM {} WHERE namespace = $1 AND key = $2",
+                self.table()
+            ))
+        };
         match self {
             Table::Sqlite(pool, _) => {
-                let q = sqlx::query_as(sql).bind(namespace).bind(key);
-                q.fetch_one(pool).await
+                let q = sqlx::query_as(sql()).bind(namespace).bind(key);
+                q.fetch_one(pool).await.unwrap()
             }
             Table::Postgres(server, _) => {
-                let q = sqlx::query_as(sql).bind(namespace).bind(key);
-                q.fetch_one(server.pool()).await
+                let q = sqlx::query_as(sql()).bind(namespace).bind(key);
+                q.fetch_one(server.pool()).await.unwrap()
+            }
+            Table::Mongo(db) => {
+                let d = db
+                    .client
+                    .database(&db.name)
+                    .collection::<mongodb::bson::Document>("w_store_items")
+                    .find_one(mongodb::bson::doc! { "ns": namespace, "key": key })
+                    .await
+                    .unwrap()
+                    .expect("the stored item");
+                (
+                    d.get_str("value").unwrap().to_owned(),
+                    d.get_str("index_text").ok().map(str::to_owned),
+                    d.get_binary_generic("embedding").ok().cloned(),
+                )
             }
         }
-        .unwrap()
     }
 
-    /// Drops the PostgreSQL schema.
+    /// Drops the PostgreSQL schema or the MongoDB database.
     async fn cleanup(self) {
-        if let Table::Postgres(server, _) = self {
-            server.cleanup().await;
+        match self {
+            Table::Postgres(server, _) => server.cleanup().await,
+            Table::Mongo(db) => db.drop_db().await,
+            Table::Sqlite(..) => {}
         }
     }
 }
@@ -399,6 +434,29 @@ mod postgres {
     #[tokio::test]
     async fn store_keys_rotate_and_plain_items_are_refused() {
         let table = Table::postgres().await;
+        keys_rotation_and_plain_items(&table).await;
+        table.cleanup().await;
+    }
+}
+
+mod mongo {
+    use super::*;
+
+    #[tokio::test]
+    async fn sealed_stores_pass_the_store_conformance_suites() {
+        conformance(Table::mongo).await;
+    }
+
+    #[tokio::test]
+    async fn nothing_of_a_sealed_item_is_stored_in_the_clear() {
+        let table = Table::mongo().await;
+        sealed_at_rest(&table).await;
+        table.cleanup().await;
+    }
+
+    #[tokio::test]
+    async fn store_keys_rotate_and_plain_items_are_refused() {
+        let table = Table::mongo().await;
         keys_rotation_and_plain_items(&table).await;
         table.cleanup().await;
     }

@@ -19,12 +19,14 @@ const CACHE_ITEMS: usize = 1 << 20;
 
 /// How many thread deletions (and deleting prunes) one saver's handles
 /// have made, in 64 buckets by a hash of the thread id. A checkpoint's
-/// record never changes while it exists, but a deleted thread's ids may be
-/// stored again with other records (a restore, a redaction): a cached value
-/// of a thread is trusted only while its bucket saw no deletion since it
-/// was cached. Deletions of other threads rarely touch it. Deletions made
-/// by another process are not seen; a tool there that rewrites records
-/// under existing ids must be followed by fresh savers and graphs here.
+/// record changes only when a tool rewrites it in place
+/// ([`Rewrites`](super::Rewrites), which notes it here as a deletion), and
+/// a deleted thread's ids may be stored again with other records (a
+/// restore, a redaction): a cached value of a thread is trusted only while
+/// its bucket saw no deletion since it was cached. Deletions of other
+/// threads rarely touch it. Deletions made by another process are not
+/// seen; a tool there that rewrites records under existing ids must be
+/// followed by fresh savers and graphs here.
 #[derive(Debug)]
 pub(crate) struct Deletions([AtomicU64; 64]);
 

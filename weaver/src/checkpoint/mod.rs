@@ -19,6 +19,7 @@ pub mod limits;
 mod list_filter;
 mod memory;
 mod nul;
+pub(crate) mod rewrites;
 mod saver;
 mod shared;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -37,6 +38,7 @@ pub use id::{new_checkpoint_id, now_rfc3339};
 pub use lease::{Acquired, LeaseInfo, LeaseRequest, Leases, Previous, Renewed, Stop};
 pub use limits::{ForkBudget, ForkOptions};
 pub use memory::InMemorySaver;
+pub use rewrites::Rewrites;
 pub use saver::Saver;
 pub use shared::SaverState;
 pub use types::EFFECT_CHANNEL;

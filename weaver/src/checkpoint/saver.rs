@@ -10,6 +10,7 @@ use super::delta::{self, Cached, LineageSource, ListedParents};
 use super::fleet::{Cursor, ThreadPage, ThreadQuery};
 use super::lease::Leases;
 use super::limits::{self, ForkOptions};
+use super::rewrites::Rewrites;
 use super::shared::SaverState;
 use super::types::{
     BatchEntry, CheckpointRef, CheckpointTuple, LineageRequest, ListFilter, NewCheckpoint,
@@ -701,6 +702,16 @@ pub trait Saver: Debug + Send + Sync {
     /// [`Multitask::Race`](crate::config::Multitask::Race). weaver's savers
     /// have them; a saver wrapping another returns the inner saver's.
     fn leases(&self) -> Option<&dyn Leases> {
+        None
+    }
+
+    /// The saver's [`Rewrites`]: replacing stored checkpoints in place,
+    /// keeping their ids, parents and commit orders (what
+    /// [`upgrade_stored`](crate::evolution::upgrade_stored) rewrites an
+    /// older state version's checkpoints with). `None` by default: stored
+    /// checkpoints are then never rewritten. weaver's savers have them; a
+    /// saver wrapping another returns the inner saver's.
+    fn rewrites(&self) -> Option<&dyn Rewrites> {
         None
     }
 }

@@ -206,4 +206,8 @@ impl Saver for Traced {
     fn leases(&self) -> Option<&dyn super::lease::Leases> {
         self.0.leases()
     }
+
+    fn rewrites(&self) -> Option<&dyn super::rewrites::Rewrites> {
+        self.0.rewrites()
+    }
 }

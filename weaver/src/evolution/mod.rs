@@ -27,13 +27,18 @@
 //! Reads never rewrite stored data: the upgrade happens in memory, each
 //! time; the next checkpoint a run writes is in the current form (and
 //! stores its delta channels in full, so that no delta spans two forms).
+//! Stored data is rewritten only when asked: [`upgrade_stored`] rewrites
+//! an older version's checkpoints in place, in the current form, batch by
+//! batch and resumable (`weaver scan --rewrite` in an application's own
+//! binary built on `weaver_cli::run_with`).
 //!
 //! Before a release, [`check_compatible`] (or [`assert_compatible`] in a
 //! test) compares the state's JSON Schema with the snapshot committed for
 //! the previous release ([`schema_snapshot`]); the `weaver scan` command
 //! reads a database with such a snapshot file and reports the checkpoints
-//! that snapshot's state could not read ([`scan_stored`]). The guide's
-//! chapter *Releasing* ([`crate::guide`]) walks through it.
+//! and pending writes, in every namespace, that snapshot's state could not
+//! read ([`scan_stored`], [`scan_stored_with`]). The guide's chapter
+//! *Releasing* ([`crate::guide`]) walks through it.
 
 mod compat;
 #[doc(hidden)]
@@ -41,12 +46,14 @@ pub mod probe;
 mod read;
 mod scan;
 mod schema;
+mod upgrade;
 
 pub use compat::{Change, Compatibility, Severity, assert_compatible, check_compatible, compare};
 pub use read::{Upgraded, stored_version, upgrade_values};
 pub(crate) use read::{stamp, upgrade_tuple};
-pub use scan::{ScanReport, ThreadScan, scan_stored};
+pub use scan::{ScanOptions, ScanReport, ThreadScan, scan_stored, scan_stored_with};
 pub use schema::{SchemaSnapshot, schema_snapshot};
+pub use upgrade::{UpgradeCursor, UpgradeOptions, UpgradeReport, subgraph_path, upgrade_stored};
 
 /// Checkpoint metadata key holding the version of the state that wrote the
 /// checkpoint ([`GraphState::VERSION`](crate::GraphState::VERSION)). The

@@ -13,36 +13,31 @@
 //!
 //! Every multi-document write runs in one multi-document transaction.
 //! Payloads go through the saver's [`Codec`] and are stored as binary.
+//!
+//! The memory store on MongoDB, `weaver::store::MongoStore`, shares this
+//! module's transaction, retry and setup-version helpers; its collection is
+//! `<prefix>store_items` and its setup a call of its own.
 
 /// Runs `$body` (which uses the session `$s`) in one transaction: committed
 /// when it returns `Ok`, aborted otherwise.
 macro_rules! in_txn {
     ($self:ident, $op:literal, |$s:ident| $body:expr) => {{
-        let mut $s = $self.client.start_session().await.map_err(storage($op))?;
-        $s.start_transaction().await.map_err(storage($op))?;
+        let mut $s = $crate::mongo::begin(&$self.client, $op).await?;
         let out: Result<_> = async { $body }.await;
-        match out {
-            Ok(v) => match $s.commit_transaction().await {
-                Ok(()) => Ok(v),
-                Err(e) => Err(Error::storage($op, e)),
-            },
-            Err(e) => {
-                let _ = $s.abort_transaction().await;
-                Err(e)
-            }
-        }
+        $crate::mongo::end($s, out, $op).await
     }};
 }
 
 mod prune;
-mod records;
+pub(crate) mod records;
+mod rewrite;
 mod saver;
 
 use std::sync::Arc;
 
 use mongodb::bson::{Document, doc};
 use mongodb::options::IndexOptions;
-use mongodb::{Client, Collection, Database, IndexModel};
+use mongodb::{Client, ClientSession, Collection, Database, IndexModel};
 
 use crate::checkpoint::SaverState;
 use crate::codec::{Codec, JsonCodec, MAX_RECORD_BYTES};
@@ -111,6 +106,80 @@ pub(crate) fn is_transient(e: &Error) -> bool {
             .is_some_and(|e| e.contains_label(mongodb::error::TRANSIENT_TRANSACTION_ERROR)),
         _ => false,
     }
+}
+
+/// How many times a transaction runs again after a transient error.
+const TRANSIENT_RETRIES: u32 = 40;
+
+/// Whether a transaction that failed with `e` runs again (its `tries`-th
+/// retry, counted here): only after a transient error (a write conflict
+/// with a concurrent transaction), at most [`TRANSIENT_RETRIES`] times,
+/// each after a random pause of up to 2^tries ms (at most 128 ms), so that
+/// racing writers stop meeting each other.
+pub(crate) async fn retry_after(e: &Error, tries: &mut u32) -> bool {
+    if *tries >= TRANSIENT_RETRIES || !is_transient(e) {
+        return false;
+    }
+    *tries += 1;
+    let cap_micros = 1000u64 << (*tries).min(7);
+    let noise = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        >> 11;
+    tokio::time::sleep(std::time::Duration::from_micros(noise % cap_micros)).await;
+    true
+}
+
+/// A session of `client` with a transaction started.
+pub(crate) async fn begin(client: &Client, op: &'static str) -> Result<ClientSession> {
+    let mut s = client.start_session().await.map_err(storage(op))?;
+    s.start_transaction().await.map_err(storage(op))?;
+    Ok(s)
+}
+
+/// Ends the transaction of `s`: committed when `out` is `Ok`, aborted
+/// otherwise; returns `out` (or the commit's failure).
+pub(crate) async fn end<T>(mut s: ClientSession, out: Result<T>, op: &'static str) -> Result<T> {
+    match out {
+        Ok(v) => match s.commit_transaction().await {
+            Ok(()) => Ok(v),
+            Err(e) => Err(Error::storage(op, e)),
+        },
+        Err(e) => {
+            let _ = s.abort_transaction().await;
+            Err(e)
+        }
+    }
+}
+
+/// The setup version recorded as `_id` in the setup collection `coll`
+/// (0 when none).
+pub(crate) async fn setup_version(coll: &Collection<Document>, id: &str) -> Result<u32> {
+    let found = coll
+        .find_one(doc! { "_id": id })
+        .await
+        .map_err(storage("check setup"))?;
+    let Some(found) = found else { return Ok(0) };
+    let v = records::int(&found, "version")
+        .map_err(|e| Error::decode(format!("the `{id}` setup record of `{}`", coll.name()), e))?;
+    u32::try_from(v).map_err(|e| Error::decode("the setup version", e))
+}
+
+/// Records setup version `version` as `_id` in the setup collection `coll`.
+pub(crate) async fn record_setup_version(
+    coll: &Collection<Document>,
+    id: &str,
+    version: u32,
+) -> Result<()> {
+    coll.update_one(
+        doc! { "_id": id },
+        doc! { "$set": { "version": i64::from(version) } },
+    )
+    .upsert(true)
+    .await
+    .map_err(storage("setup"))?;
+    Ok(())
 }
 
 impl MongoSaver {
@@ -242,27 +311,11 @@ impl MongoSaver {
             )])
             .await
             .map_err(storage("setup"))?;
-        self.setup_collection()
-            .update_one(
-                doc! { "_id": "checkpoint" },
-                doc! { "$set": { "version": i64::from(SETUP_VERSION) } },
-            )
-            .upsert(true)
-            .await
-            .map_err(storage("setup"))?;
-        Ok(())
+        record_setup_version(&self.setup_collection(), "checkpoint", SETUP_VERSION).await
     }
 
     async fn setup_version(&self) -> Result<u32> {
-        let found = self
-            .setup_collection()
-            .find_one(doc! { "_id": "checkpoint" })
-            .await
-            .map_err(storage("check setup"))?;
-        let Some(found) = found else { return Ok(0) };
-        let v = records::int(&found, "version")
-            .map_err(|e| Error::decode(format!("the setup record of `{}setup`", self.prefix), e))?;
-        u32::try_from(v).map_err(|e| Error::decode("the setup version", e))
+        setup_version(&self.setup_collection(), "checkpoint").await
     }
 
     /// Fails with [`Error::MigrationRequired`] unless [`MongoSaver::setup`]

@@ -10,7 +10,7 @@ use mongodb::bson::{Document, doc};
 use super::records::Head;
 use super::{MongoSaver, storage};
 use crate::checkpoint::{CheckpointRef, CheckpointTuple, PruneStrategy, Saver, delta, text};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// How many of `heads` (one namespace, oldest first) `keep` keeps at `now`.
 fn kept(heads: &[&Head], keep: crate::checkpoint::Keep, now: SystemTime) -> usize {

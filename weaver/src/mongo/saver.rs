@@ -404,7 +404,7 @@ impl Saver for MongoSaver {
                 .add_writes(&mut s, target, attempt)
                 .await)
             {
-                Err(e) if tries < 16 && super::is_transient(&e) => tries += 1,
+                Err(e) if super::retry_after(&e, &mut tries).await => {}
                 other => return other,
             }
         }
@@ -685,6 +685,10 @@ impl Saver for MongoSaver {
 
     fn shared_state(&self) -> Option<Arc<SaverState>> {
         Some(self.state.clone())
+    }
+
+    fn rewrites(&self) -> Option<&dyn crate::checkpoint::Rewrites> {
+        Some(self)
     }
 }
 

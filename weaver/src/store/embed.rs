@@ -104,13 +104,19 @@ pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f64 {
 }
 
 /// Vector bytes for SQL storage: little-endian `f32`s.
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mongodb")),
+    allow(dead_code)
+)]
 pub(crate) fn to_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// The inverse of [`to_bytes`].
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mongodb")),
+    allow(dead_code)
+)]
 pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Vec<f32>> {
     if !bytes.len().is_multiple_of(4) {
         return Err(Error::decode(

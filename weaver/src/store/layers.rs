@@ -21,7 +21,10 @@ pub(crate) fn backend_mut<S>(layers: &mut Layered<S>) -> &mut S {
 }
 
 /// The backend inside the layers.
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mongodb")),
+    allow(dead_code)
+)]
 pub(crate) fn backend<S>(layers: &Layered<S>) -> &S {
     layers.inner().inner()
 }

@@ -68,16 +68,16 @@
 //! branch inside it: each batch and sweep runs in a `weaver.store` tracing
 //! span (the op, its namespace, the op count, the time taken), and a batch
 //! over a [`limits`] ceiling is refused before the backend sees it. A
-//! backend only stores; [`InMemoryStore`], `SqliteStore` and
-//! `PostgresStore` are each their backend inside the same layers.
+//! backend only stores; [`InMemoryStore`], `SqliteStore`, `PostgresStore`
+//! and `MongoStore` are each their backend inside the same layers.
 //! Encryption cannot sit outside a backend (a search filters and ranks the
 //! opened items inside the backend's transaction or lock), so every backend
 //! keeps its items' payloads through one codec that seals them or not.
 //!
 //! # Encryption at rest
 //!
-//! With the `encryption` feature, `with_encryption` (on the SQL stores and
-//! [`InMemoryStore`]) seals each item's value, indexed text and embedding
+//! With the `encryption` feature, `with_encryption` (on the SQL stores,
+//! `MongoStore` and [`InMemoryStore`]) seals each item's value, indexed text and embedding
 //! with an `EncryptedCodec`'s keys (AES-256-GCM, key rotation), bound to the
 //! item's namespace, key and part. Reads decrypt before filtering and
 //! ranking, so search works unchanged; namespaces, keys and times stay
@@ -90,6 +90,8 @@ mod filter;
 mod layers;
 pub mod limits;
 mod memory;
+#[cfg(feature = "mongodb")]
+mod mongo;
 mod namespace;
 pub(crate) mod plan;
 mod seal;
@@ -102,6 +104,9 @@ pub use contract::{Store, spawn_sweeper};
 pub use embed::{Embedder, embed_fn};
 pub use filter::{Condition, Filter, FilterOp};
 pub use memory::InMemoryStore;
+#[cfg(feature = "mongodb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
+pub use mongo::MongoStore;
 pub use namespace::NAMESPACE_SEPARATOR;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]

@@ -157,7 +157,10 @@ pub(crate) struct SearchPlan {
 }
 
 impl SearchPlan {
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "mongodb")),
+        allow(dead_code)
+    )]
     /// Whether the page can be cut by the backend in namespace/key order
     /// (no query, no filter).
     pub fn is_plain(&self) -> bool {

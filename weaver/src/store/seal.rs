@@ -8,7 +8,10 @@
 //! order and expire by.
 
 // The SQL stores' half is unused in a build without them.
-#![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mongodb")),
+    allow(dead_code)
+)]
 
 use serde_json::Value;
 
@@ -103,7 +106,7 @@ impl Sealing {
     }
 
     /// Whether this store seals payloads.
-    fn seals(&self) -> bool {
+    pub(crate) fn seals(&self) -> bool {
         #[cfg(feature = "encryption")]
         if self.codec.is_some() {
             return true;

@@ -49,6 +49,7 @@ mod postgres;
 mod prune;
 mod queries;
 mod read;
+mod rewrite;
 mod saver;
 mod spin;
 #[cfg(feature = "sqlite")]

@@ -60,6 +60,11 @@ pub(crate) struct Queries {
     pub(crate) lock_checked: String,
     /// One pending write of a checkpoint, by task and index.
     pub(crate) one_write: String,
+    /// The parent and commit order of a checkpoint, locked on PostgreSQL
+    /// until the transaction ends (a checkpoint being replaced).
+    pub(crate) identity: String,
+    /// Deletes the pending writes of one checkpoint.
+    pub(crate) delete_cp_writes: String,
     pub(crate) meta_out: &'static str,
     /// The table prefix (empty, or a quoted PostgreSQL schema and a dot).
     pub(crate) prefix: String,
@@ -212,6 +217,17 @@ impl Queries {
             },
             one_write: format!(
                 "SELECT channel, task_path, value FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND task_id = $4 AND idx = $5"
+            ),
+            identity: match dialect {
+                Dialect::Sqlite => format!(
+                    "SELECT parent_checkpoint_id, commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
+                ),
+                Dialect::Postgres => format!(
+                    "SELECT parent_checkpoint_id, commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 FOR NO KEY UPDATE"
+                ),
+            },
+            delete_cp_writes: format!(
+                "DELETE FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
             ),
             meta_out,
             prefix: p.to_owned(),

@@ -328,6 +328,10 @@ impl<D: Backend> Saver for SqlSaver<D> {
         Some(self)
     }
 
+    fn rewrites(&self) -> Option<&dyn crate::checkpoint::Rewrites> {
+        Some(self)
+    }
+
     async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
         text::check_ref(target)?;
         self.rechecked(async {

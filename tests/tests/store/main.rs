@@ -1,11 +1,10 @@
 //! Store tests: the conformance suite on every backend, and the store in graphs.
 
-#[path = "store/edge_cases.rs"]
 mod edge_cases;
-#[path = "store/encrypted.rs"]
 mod encrypted;
-#[path = "store/pooler.rs"]
+mod mongo;
 mod pooler;
+mod slow;
 
 use serde_json::Value;
 use weaver::store::OpResult;

@@ -1,0 +1,113 @@
+//! `weaver scan --rewrite` on a SQLite file: refused by the stock binary
+//! (no state types), run by an application's own binary built on
+//! `weaver_cli::run_with`, resumable from the cursor it prints.
+
+use std::sync::Arc;
+
+use weaver::Saver;
+use weaver::evolution::schema_snapshot;
+use weaver_cli::{Outcome, States};
+use weaver_tests::evolution::{self as evo, TicketV3};
+use weaver_tests::upgrades::TicketBare;
+
+use crate::common::SqliteDb;
+
+/// What `<app> <args>` printed, or its error, for the application whose
+/// root state is `TicketV3`.
+async fn app(args: &[&str]) -> weaver::Result<String> {
+    let mut out = Vec::new();
+    let outcome = weaver_cli::run_with(
+        &States::new::<TicketV3>(),
+        std::iter::once("tickets").chain(args.iter().copied()),
+        &|_| None,
+        &mut out,
+    )
+    .await?;
+    assert_eq!(outcome, Outcome::Done);
+    Ok(String::from_utf8(out).unwrap())
+}
+
+#[tokio::test]
+async fn scan_rewrite_upgrades_old_threads_in_an_applications_binary() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let config = evo::paused_v1(saver.clone(), "a").await;
+    evo::paused_v1(saver.clone(), "b").await;
+    let url = format!("sqlite://{}", db.path.display());
+    let file = db.path.with_extension("schema.json");
+    std::fs::write(&file, schema_snapshot::<TicketV3>().to_json()).unwrap();
+    let f = file.display().to_string();
+
+    // The stock binary has no state types: it says what rewriting needs.
+    let mut out = Vec::new();
+    let stock = weaver_cli::run(
+        [
+            "weaver",
+            "--db",
+            &url,
+            "scan",
+            "--rewrite",
+            "--schema-file",
+            &f,
+        ],
+        &|_| None,
+        &mut out,
+    )
+    .await;
+    match stock {
+        Err(weaver::Error::InvalidArgument { reason }) => {
+            assert!(reason.contains("weaver_cli::run_with"), "{reason}")
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    let bare = evo::reader::<TicketBare>(saver.clone());
+    assert!(
+        bare.get_state(&config).await.is_err(),
+        "nothing was rewritten"
+    );
+
+    let bad = app(&["--db", &url, "scan", "--rewrite", "--after", "9:a"]).await;
+    assert!(
+        matches!(bad, Err(weaver::Error::InvalidArgument { .. })),
+        "{bad:?}"
+    );
+    // Resuming after `a` leaves `a` as it was.
+    let resumed = app(&["--db", &url, "scan", "--rewrite", "--after", "0:a"])
+        .await
+        .unwrap();
+    assert!(
+        resumed.starts_with("rewrote 3 of 3 checkpoints (1 threads"),
+        "{resumed}"
+    );
+    assert!(bare.get_state(&config).await.is_err());
+    let text = app(&[
+        "--db",
+        &url,
+        "scan",
+        "--rewrite",
+        "--schema-file",
+        &f,
+        "--batch",
+        "2",
+        "--check",
+    ])
+    .await
+    .unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with(
+            "rewrote 3 of 6 checkpoints (2 threads, 2 batches) of the root graph to state version 2"
+        ),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains(": 0 unreadable, 0 of an older version"),
+        "{text}"
+    );
+    let state = bare
+        .get_state(&config)
+        .await
+        .expect("read without upcasting");
+    assert_eq!(state.values.subject, "printer on fire");
+    std::fs::remove_file(&file).unwrap();
+}

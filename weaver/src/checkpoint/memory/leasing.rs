@@ -1,0 +1,85 @@
+//! [`Leases`] on the in-memory saver: a table in process memory, the
+//! root namespace's head read and truncated under the saver's lock.
+
+use async_trait::async_trait;
+
+use super::super::lease::{self, Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
+use super::super::text;
+use super::{InMemorySaver, Log};
+use crate::error::Result;
+
+impl InMemorySaver {
+    /// The head commit order of the thread's root namespace.
+    pub(super) fn root_head(&self, thread_id: &str) -> u64 {
+        self.read()
+            .get(thread_id)
+            .and_then(|n| n.get(""))
+            .map_or(0, Log::head)
+    }
+
+    /// Removes the root checkpoints of the thread above commit order
+    /// `above`, with their writes; returns how many went.
+    pub(super) fn truncate_root(&self, thread_id: &str, above: u64) -> u64 {
+        let mut threads = self.write();
+        let Some(log) = threads.get_mut(thread_id).and_then(|n| n.get_mut("")) else {
+            return 0;
+        };
+        let gone = log.by_order.split_off(&above.saturating_add(1));
+        for stored in gone.values() {
+            log.by_id.remove(&stored.checkpoint.id);
+        }
+        drop(threads);
+        if !gone.is_empty() {
+            self.state.note_deletion(thread_id);
+        }
+        gone.len() as u64
+    }
+}
+
+#[async_trait]
+impl Leases for InMemorySaver {
+    async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired> {
+        text::check_id("thread id", request.thread_id)?;
+        let thread = request.thread_id;
+        self.leases.acquire(
+            request,
+            || self.root_head(thread),
+            |above| self.truncate_root(thread, above),
+        )
+    }
+
+    async fn renew(
+        &self,
+        thread_id: &str,
+        holder: &str,
+        lease: std::time::Duration,
+    ) -> Result<Renewed> {
+        self.leases.renew(thread_id, holder, lease)
+    }
+
+    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> Result<()> {
+        self.leases.release(thread_id, holder, stopped);
+        Ok(())
+    }
+
+    async fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> Result<()> {
+        self.leases.request_stop(thread_id, holder, stop);
+        Ok(())
+    }
+
+    async fn leave_queue(&self, _thread_id: &str, ticket: i64) -> Result<()> {
+        self.leases.leave_queue(ticket);
+        Ok(())
+    }
+
+    async fn lease_info(&self, thread_id: &str) -> Result<Option<LeaseInfo>> {
+        self.leases.info(thread_id)
+    }
+
+    async fn truncate(&self, thread_id: &str, holder: &str, above: u64) -> Result<u64> {
+        if !self.leases.holds(thread_id, holder) {
+            return Err(lease::lost(thread_id));
+        }
+        Ok(self.truncate_root(thread_id, above))
+    }
+}

@@ -1,0 +1,103 @@
+//! [`Rewrites`]: replacing stored checkpoint records in place, keeping
+//! their identity (what a state upgrade of stored data needs).
+
+use std::fmt::Debug;
+
+use async_trait::async_trait;
+
+use super::types::CheckpointTuple;
+use crate::error::{Error, Result};
+
+/// In-place replacement of stored checkpoints, for tools that rewrite
+/// stored data in a new form (`weaver::evolution::upgrade_stored`).
+///
+/// A replaced checkpoint keeps its identity: its thread, namespace and id,
+/// its parent, its commit order, and the time it was stored. What changes
+/// is its record (channel values, versions, delta channels), its metadata
+/// and its pending writes. A successor checkpoint would not do: a new id
+/// changes the ids of the tasks and interrupts derived from it, which
+/// answers to a paused thread are keyed by.
+///
+/// Reached through [`Saver::rewrites`](super::Saver::rewrites); weaver's
+/// savers (in memory, SQLite, PostgreSQL, MongoDB) have it.
+#[async_trait]
+pub trait Rewrites: Debug + Send + Sync {
+    /// Replaces each stored checkpoint `records` names (by
+    /// `config.thread_id`, `config.checkpoint_ns` and
+    /// `checkpoint.id`) with the record given: its `checkpoint` and
+    /// `metadata` are stored as they are (through the saver's codec, so an
+    /// encrypting saver seals them again), and its stored pending writes
+    /// are replaced by `pending_writes`. All or nothing: a record whose
+    /// checkpoint is not stored
+    /// ([`Error::CheckpointNotFound`](crate::Error::CheckpointNotFound)),
+    /// whose `parent_config` or `commit_order` differ from what is stored
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)), or any
+    /// storage or encoding failure leaves every record of the call as it
+    /// was. Returns how many checkpoints were replaced.
+    ///
+    /// Delta channels are stored as the record holds them: a record
+    /// holding a channel in full (no entry in `checkpoint.deltas`) no
+    /// longer depends on its ancestors for it. Values this process cached
+    /// for the records' threads are dropped; other processes must open
+    /// fresh savers to see the new records.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, NewCheckpoint};
+    /// use weaver::{InMemorySaver, Saver};
+    ///
+    /// let saver = InMemorySaver::new();
+    /// let at = saver
+    ///     .put(NewCheckpoint {
+    ///         thread_id: "t".into(),
+    ///         checkpoint_ns: String::new(),
+    ///         parent_id: None,
+    ///         checkpoint: Checkpoint::empty(),
+    ///         metadata: CheckpointMetadata::new(CheckpointSource::Input, -1),
+    ///         commit_order: None,
+    ///     })
+    ///     .await?;
+    /// let mut record = saver.get_tuple(&at).await?.unwrap();
+    /// record.checkpoint.channel_values.insert("n".into(), 7.into());
+    /// let rewrites = saver.rewrites().expect("the in-memory saver rewrites");
+    /// assert_eq!(rewrites.replace(vec![record]).await?, 1);
+    /// let read = saver.get_tuple(&at).await?.unwrap();
+    /// assert_eq!(read.checkpoint.channel_values["n"], 7);
+    /// assert_eq!(read.config, at);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
+    async fn replace(&self, records: Vec<CheckpointTuple>) -> Result<u64>;
+}
+
+/// The checkpoint id a record to replace names: its config's, which must
+/// agree with its record's.
+pub(crate) fn record_id(t: &CheckpointTuple) -> Result<&str> {
+    match t.config.checkpoint_id.as_deref() {
+        Some(id) if id == t.checkpoint.id => Ok(id),
+        Some(id) => Err(Error::invalid_argument(format!(
+            "a record to replace names checkpoint `{id}` in its config and `{}` in its record",
+            t.checkpoint.id
+        ))),
+        None => Ok(&t.checkpoint.id),
+    }
+}
+
+/// Checks that what is stored of a checkpoint (its parent and commit
+/// order) is what the record to replace says.
+pub(crate) fn check_identity(
+    t: &CheckpointTuple,
+    stored_parent: Option<&str>,
+    stored_order: u64,
+) -> Result<()> {
+    let parent = t
+        .parent_config
+        .as_ref()
+        .and_then(|p| p.checkpoint_id.as_deref());
+    if parent != stored_parent || t.commit_order != stored_order {
+        return Err(Error::invalid_argument(format!(
+            "checkpoint `{}` of thread `{}` is stored with parent {:?} at commit order {stored_order}; the record to replace it says parent {:?} at {}: a replacement keeps both",
+            t.checkpoint.id, t.config.thread_id, stored_parent, parent, t.commit_order
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,123 @@
+//! [`Rewrites`] on the SQL savers: every record of a call encoded first,
+//! then replaced in one write transaction (record, metadata and pending
+//! writes), the same code for SQLite and PostgreSQL.
+
+use async_trait::async_trait;
+
+use super::backend::Backend;
+use super::group::Arg;
+use super::prune::DeletionNote;
+use super::saver::SqlSaver;
+use super::{EncodedWrite, not_found, retried};
+use crate::checkpoint::rewrites::{Rewrites, check_identity, record_id};
+use crate::checkpoint::{CheckpointTuple, text};
+use crate::codec::RecordContext;
+use crate::error::Result;
+use crate::sql::error::storage;
+
+/// A record to replace, encoded.
+struct Encoded<'r> {
+    t: &'r CheckpointTuple,
+    payload: Vec<u8>,
+    metadata: String,
+    writes: Vec<EncodedWrite>,
+}
+
+impl<D: Backend> SqlSaver<D> {
+    /// Replaces one encoded record inside the transaction on `conn`.
+    async fn replace_in(
+        &self,
+        conn: &mut D::Connection,
+        e: &Encoded<'_>,
+        op: &'static str,
+    ) -> Result<()> {
+        let q = &self.settings.q;
+        let (thread, ns, id) = (
+            e.t.config.thread_id.as_str(),
+            e.t.config.checkpoint_ns.as_str(),
+            e.t.checkpoint.id.as_str(),
+        );
+        let key = [Arg::Text(thread), Arg::Text(ns), Arg::Text(id)];
+        let row = D::fetch_optional(conn, self.settings.pooling, q.identity.clone(), key)
+            .await
+            .map_err(storage(op))?;
+        let Some(row) = row else {
+            return Err(not_found(&e.t.config, id));
+        };
+        let parent: Option<String> = Self::get(&row, 0, op)?;
+        let order: i64 = Self::get(&row, 1, op)?;
+        let order = u64::try_from(order).unwrap_or(0);
+        check_identity(e.t, parent.as_deref(), order)?;
+        let args = [
+            Arg::Text(thread),
+            Arg::Text(ns),
+            Arg::Text(id),
+            Arg::Bytes(&e.payload),
+            Arg::Text(&e.metadata),
+        ];
+        D::execute(conn, self.settings.pooling, q.set_record.clone(), args)
+            .await
+            .map_err(storage(op))?;
+        let key = [Arg::Text(thread), Arg::Text(ns), Arg::Text(id)];
+        D::execute(conn, self.settings.pooling, q.delete_cp_writes.clone(), key)
+            .await
+            .map_err(storage(op))?;
+        self.insert_writes(conn, (thread, ns, id), &e.writes, op)
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<D: Backend> Rewrites for SqlSaver<D> {
+    async fn replace(&self, records: Vec<CheckpointTuple>) -> Result<u64> {
+        let mut encoded = Vec::with_capacity(records.len());
+        for t in &records {
+            text::check_ref(&t.config)?;
+            text::check_writes(&t.pending_writes)?;
+            let id = record_id(t)?;
+            let mut metadata = t.metadata.clone();
+            text::strip_nul(&mut metadata);
+            let ctx = RecordContext::checkpoint(&t.config.thread_id, &t.config.checkpoint_ns, id);
+            let parent = t
+                .parent_config
+                .as_ref()
+                .and_then(|p| p.checkpoint_id.as_deref());
+            let (payload, metadata) =
+                self.settings
+                    .encode_record(&t.checkpoint, &metadata, ctx.parent(parent))?;
+            let writes = self
+                .settings
+                .encode_writes(&ctx, t.pending_writes.clone())?;
+            encoded.push(Encoded {
+                t,
+                payload,
+                metadata,
+                writes,
+            });
+        }
+        let mut threads: Vec<String> = Vec::new();
+        for t in &records {
+            if !threads.contains(&t.config.thread_id) {
+                threads.push(t.config.thread_id.clone());
+            }
+        }
+        // Values cached for these threads no longer hold, however the call ends.
+        let _replaced = DeletionNote(&self.state, &threads);
+        let encoded = &encoded;
+        self.rechecked(async {
+            let op = "replace";
+            self.ensure_migrated().await?;
+            retried(|| async move {
+                let mut tx = self.begin_write(op).await?;
+                for e in encoded {
+                    self.replace_in(&mut tx, e, op).await?;
+                }
+                tx.commit().await.map_err(storage(op))?;
+                Ok(encoded.len() as u64)
+            })
+            .await
+        })
+        .await
+    }
+}

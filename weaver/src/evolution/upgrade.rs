@@ -1,0 +1,328 @@
+//! Rewriting stored checkpoints of older state versions in the current
+//! form, in place, batch by batch, resumable from a cursor.
+
+use std::fmt;
+
+use super::read::{stamp, stored_version, upgrade_tuple};
+use crate::checkpoint::{CHECKPOINT_FORMAT, CheckpointTuple, ListFilter, Rewrites, Saver};
+use crate::error::{Error, Result};
+use crate::state::GraphState;
+
+/// Threads listed at a time while upgrading.
+const THREAD_PAGE: usize = 100;
+
+/// Where an interrupted [`upgrade_stored`] goes on: every thread up to
+/// this one (in thread id order) is done. Its text form
+/// ([`as_str`](Self::as_str), [`new`](Self::new)) is what a command line
+/// prints and takes back.
+///
+/// ```
+/// use weaver::evolution::UpgradeCursor;
+/// let cursor = UpgradeCursor::new("t-0042");
+/// assert_eq!(cursor.as_str(), "t-0042");
+/// assert_eq!(UpgradeCursor::new(cursor.to_string()), cursor);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UpgradeCursor(String);
+
+impl UpgradeCursor {
+    /// The cursor after thread `thread_id`.
+    pub fn new(thread_id: impl Into<String>) -> Self {
+        UpgradeCursor(thread_id.into())
+    }
+
+    /// The last thread done.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for UpgradeCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What [`upgrade_stored`] rewrites, and how much at a time.
+///
+/// ```
+/// use weaver::evolution::{UpgradeCursor, UpgradeOptions};
+///
+/// let options = UpgradeOptions::new()
+///     .batch(500)
+///     .after(UpgradeCursor::new("t-0042"))
+///     .subgraph("triage"); // a subgraph sharing the root's state
+/// assert_eq!(options.paths, ["", "triage"]);
+/// // A subgraph with its own state type is upgraded by its own call.
+/// let review = UpgradeOptions::new().paths(["review"]);
+/// assert_eq!(review.paths, ["review"]);
+/// assert_eq!(review.batch, 100);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct UpgradeOptions {
+    /// Checkpoints replaced per batch (each batch all or nothing): 100 by
+    /// default.
+    pub batch: usize,
+    /// Start after this thread (a cursor an earlier run reported).
+    pub after: Option<UpgradeCursor>,
+    /// The namespaces written by the state being upgraded, as subgraph
+    /// paths: `""` is the root graph's namespace, `"inner"` those of the
+    /// subgraph node `inner`, `"outer|inner"` a subgraph of a subgraph.
+    /// Only the root's by default: a subgraph with its own state type is
+    /// upgraded by a call with that type and its path.
+    pub paths: Vec<String>,
+}
+
+impl Default for UpgradeOptions {
+    fn default() -> Self {
+        UpgradeOptions {
+            batch: 100,
+            after: None,
+            paths: vec![String::new()],
+        }
+    }
+}
+
+impl UpgradeOptions {
+    /// The root namespace, batches of 100, from the first thread.
+    pub fn new() -> Self {
+        UpgradeOptions::default()
+    }
+
+    /// Replaces `n` checkpoints per batch (at least 1).
+    pub fn batch(mut self, n: usize) -> Self {
+        self.batch = n.max(1);
+        self
+    }
+
+    /// Starts after the thread `cursor` names.
+    pub fn after(mut self, cursor: UpgradeCursor) -> Self {
+        self.after = Some(cursor);
+        self
+    }
+
+    /// Also upgrades the namespaces of the subgraph at `path` (node names
+    /// joined by `|`), whose state is the same type.
+    pub fn subgraph(mut self, path: impl Into<String>) -> Self {
+        let path = path.into();
+        if !self.paths.contains(&path) {
+            self.paths.push(path);
+        }
+        self
+    }
+
+    /// Upgrades exactly the namespaces of these subgraph paths (`""` for
+    /// the root graph's), e.g. a subgraph's own state type alone.
+    pub fn paths<I: IntoIterator<Item = P>, P: Into<String>>(mut self, paths: I) -> Self {
+        self.paths = paths.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+/// What [`upgrade_stored`] did so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UpgradeReport {
+    /// Threads read.
+    pub threads: u64,
+    /// Checkpoints read in the namespaces upgraded.
+    pub checkpoints: u64,
+    /// Checkpoints rewritten in the current form.
+    pub upgraded: u64,
+    /// Checkpoints left as they were: in another namespace (another
+    /// subgraph's state).
+    pub other_namespaces: u64,
+    /// Batches replaced.
+    pub batches: u64,
+    /// Every thread up to this one is done: pass it to
+    /// [`UpgradeOptions::after`] to go on after an interruption.
+    pub cursor: Option<UpgradeCursor>,
+}
+
+/// The subgraph path of namespace `ns`: its node names, without task ids.
+///
+/// ```
+/// use weaver::evolution::subgraph_path;
+/// assert_eq!(subgraph_path(""), "");
+/// assert_eq!(subgraph_path("inner:1f0e"), "inner");
+/// assert_eq!(subgraph_path("outer:ab|inner:cd"), "outer|inner");
+/// ```
+pub fn subgraph_path(ns: &str) -> String {
+    if ns.is_empty() {
+        return String::new();
+    }
+    ns.split('|')
+        .map(|part| part.split(':').next().unwrap_or(part))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// Rewrites, in place, the checkpoints `saver` holds that an older version
+/// of `S` wrote: each one's values and pending writes go through `S`'s
+/// upcasters (and missing channels take their defaults, as a read does),
+/// its metadata records the current version and schema, and it is stored
+/// again through the saver's codec (sealed again by an encrypting one),
+/// keeping its id, parent and commit order ([`Rewrites::replace`]), so that
+/// a thread paused at an interrupt is answered as before. Delta channels
+/// are stored in full in a rewritten record.
+///
+/// Threads are read one at a time (in thread id order, each with all its
+/// checkpoints); rewritten records go to the saver `options.batch` at a
+/// time, each batch all or nothing, each namespace's records newest first,
+/// so that every record reads correctly between two batches. `progress`
+/// sees the report after each batch and each thread done; its [`cursor`](UpgradeReport::cursor)
+/// names the last thread done, where [`UpgradeOptions::after`] resumes (a
+/// record already rewritten is at the current version, so running again
+/// over it changes nothing). Checkpoints of the current version are left
+/// as they are; node renames are not applied (a read maps them).
+///
+/// Only the namespaces of `options.paths` are read as `S` (the root
+/// graph's by default); others are counted in
+/// [`other_namespaces`](UpgradeReport::other_namespaces) and left as they
+/// are. A record of a newer version, or one with no upcaster path, fails
+/// the call with [`Error::StateVersion`] (batches before it stay done); a
+/// saver without [`Saver::rewrites`] is an [`Error::InvalidArgument`].
+/// Run it while no process of the older release writes, then restart the
+/// processes of the new release (a saver caches values it rebuilt).
+///
+/// ```
+/// use serde_json::{Map, Value};
+/// use weaver::prelude::*;
+/// use weaver::checkpoint::CheckpointRef;
+/// use weaver::evolution::{STATE_VERSION_KEY, UpgradeOptions, upgrade_stored};
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+/// struct V1 { name: String }
+///
+/// fn v1_to_v2(mut m: Map<String, Value>) -> Result<Map<String, Value>, String> {
+///     if let Some(name) = m.remove("name") {
+///         m.insert("title".into(), name);
+///     }
+///     Ok(m)
+/// }
+///
+/// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+/// #[graph_state(version = 2, upcast(1 => v1_to_v2))]
+/// struct V2 { title: String }
+///
+/// async fn name(_s: &V1) -> V1Update { V1Update::default().name("draft") }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let saver = InMemorySaver::new();
+/// let old = graph! { state: V1, nodes: [name], edges: [START -> name, name -> END] }
+///     .compile(Compile::new().checkpointer(saver.clone()))?;
+/// old.invoke(V1::default(), &RunConfig::thread("t")).await?;
+///
+/// let report = upgrade_stored::<V2>(&saver, &UpgradeOptions::new(), &mut |_| {}).await?;
+/// assert_eq!(report.upgraded, report.checkpoints);
+/// let head = saver.get_tuple(&CheckpointRef::latest("t")).await?.unwrap();
+/// assert_eq!(head.metadata.extra[STATE_VERSION_KEY], 2);
+/// assert_eq!(head.checkpoint.channel_values["title"], "draft");
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
+/// ```
+pub async fn upgrade_stored<S: GraphState>(
+    saver: &dyn Saver,
+    options: &UpgradeOptions,
+    progress: &mut (dyn FnMut(&UpgradeReport) + Send),
+) -> Result<UpgradeReport> {
+    let rewrites = saver.rewrites().ok_or_else(|| {
+        Error::invalid_argument(
+            "this saver cannot rewrite stored checkpoints (`Saver::rewrites` is `None`)",
+        )
+    })?;
+    let mut run = Run {
+        rewrites,
+        batch: options.batch.max(1),
+        pending: Vec::new(),
+        done: None,
+        report: UpgradeReport {
+            cursor: options.after.clone(),
+            ..UpgradeReport::default()
+        },
+    };
+    let mut offset = 0;
+    loop {
+        let threads = saver.list_threads(Some(THREAD_PAGE), offset).await?;
+        if threads.is_empty() {
+            break;
+        }
+        offset += threads.len();
+        for thread in threads {
+            if options
+                .after
+                .as_ref()
+                .is_some_and(|a| thread.thread_id.as_str() <= a.as_str())
+            {
+                continue;
+            }
+            let tuples = saver.list(&ListFilter::thread(&thread.thread_id)).await?;
+            run.report.threads += 1;
+            for mut t in tuples {
+                if !options
+                    .paths
+                    .contains(&subgraph_path(&t.config.checkpoint_ns))
+                {
+                    run.report.other_namespaces += 1;
+                    continue;
+                }
+                run.report.checkpoints += 1;
+                if stored_version(&t.metadata)?.unwrap_or(1) == S::VERSION {
+                    continue;
+                }
+                upgrade::<S>(&mut t)?;
+                run.pending.push(t);
+                if run.pending.len() >= run.batch {
+                    run.flush(progress).await?;
+                }
+            }
+            run.done = Some(UpgradeCursor::new(thread.thread_id));
+            if run.pending.is_empty() {
+                run.report.cursor.clone_from(&run.done);
+                progress(&run.report);
+            }
+        }
+    }
+    run.flush(progress).await?;
+    run.report.cursor.clone_from(&run.done);
+    if run.done.is_none() {
+        run.report.cursor.clone_from(&options.after);
+    }
+    Ok(run.report)
+}
+
+/// The records of one upgrade waiting for their batch.
+struct Run<'s> {
+    rewrites: &'s dyn Rewrites,
+    batch: usize,
+    pending: Vec<CheckpointTuple>,
+    /// The last thread whose records are all in `pending` or replaced.
+    done: Option<UpgradeCursor>,
+    report: UpgradeReport,
+}
+
+impl Run<'_> {
+    /// Replaces the pending records as one batch.
+    async fn flush(&mut self, progress: &mut (dyn FnMut(&UpgradeReport) + Send)) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let records = std::mem::take(&mut self.pending);
+        self.report.upgraded += self.rewrites.replace(records).await?;
+        self.report.batches += 1;
+        if self.done.is_some() {
+            self.report.cursor.clone_from(&self.done);
+        }
+        progress(&self.report);
+        Ok(())
+    }
+}
+
+/// A stored record (delta channels rebuilt) in the current form of `S`.
+fn upgrade<S: GraphState>(t: &mut CheckpointTuple) -> Result<()> {
+    upgrade_tuple::<S>(t)?;
+    stamp::<S>(&mut t.metadata);
+    t.checkpoint.deltas.clear();
+    t.checkpoint.v = CHECKPOINT_FORMAT;
+    Ok(())
+}
