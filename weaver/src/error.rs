@@ -460,6 +460,16 @@ pub enum Error {
 
 impl Error {
     /// Wraps a backend error as a storage failure of operation `op`.
+    ///
+    /// ```
+    /// use weaver::Error;
+    ///
+    /// // In a backend of your own (a `Saver` or a `Store`):
+    /// let io = std::io::Error::other("disk full");
+    /// let err = Error::storage("put", io);
+    /// assert!(matches!(err, Error::Storage { op: "put", .. }));
+    /// assert!(err.to_string().contains("disk full"));
+    /// ```
     pub fn storage(op: &'static str, source: impl Into<BoxError>) -> Self {
         Error::Storage {
             op,

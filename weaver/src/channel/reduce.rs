@@ -21,6 +21,15 @@ pub fn add<T: AddReducer>(current: &mut T, update: T, channel: &str) -> Result<(
 }
 
 /// `#[reducer(merge)]`: inserts every written entry, overwriting equal keys.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use weaver::channel::reduce::merge;
+///
+/// let mut current = BTreeMap::from([("a", 1), ("b", 2)]);
+/// merge(&mut current, BTreeMap::from([("b", 20), ("c", 30)]));
+/// assert_eq!(current, BTreeMap::from([("a", 1), ("b", 20), ("c", 30)]));
+/// ```
 pub fn merge<M, K, V>(current: &mut M, update: M)
 where
     M: Extend<(K, V)> + IntoIterator<Item = (K, V)>,

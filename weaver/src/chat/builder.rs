@@ -62,6 +62,27 @@ impl<S: GraphState> fmt::Debug for ChatNode<S> {
 
 impl<S: GraphState> ChatNode<S> {
     /// A node named `id` with no action and no validation, waiting for a reply.
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions, Validation};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { name: String }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// // A node with no action says nothing; it waits for a reply, then moves on.
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ChatNode::new("listen"))
+    ///     .add_node(ChatNode::new("bye").action(|_, _| Action::say("bye")).auto_advance())
+    ///     .add_edge(START, "listen")
+    ///     .add_edge("listen", "bye")
+    ///     .add_edge("bye", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// assert!(flow.turn("").await?.messages.is_empty());
+    /// assert_eq!(flow.turn("anything").await?.messages, ["bye"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new(id: impl Into<String>) -> Self {
         ChatNode {
             def: NodeDef {
@@ -74,12 +95,45 @@ impl<S: GraphState> ChatNode<S> {
     }
 
     /// The node's id.
+    ///
+    /// ```
+    /// use weaver::chat::ChatNode;
+    /// # use weaver::prelude::*;
+    /// # #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// # struct S {}
+    ///
+    /// let node = ChatNode::<S>::new("ask_name");
+    /// assert_eq!(node.id(), "ask_name");
+    /// ```
     pub fn id(&self) -> &str {
         &self.def.id
     }
 
     /// What the node does when the flow enters it, given the state and the
     /// turn's input: messages to emit and a state update.
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] visits: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let greet = ChatNode::new("greet").action(|s: &S, input| {
+    ///     Action::say(format!("visit {}: you said {:?}", s.visits + 1, input.user_message))
+    ///         .update(SUpdate::default().visits(1u64))
+    /// });
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(greet.auto_advance())
+    ///     .add_edge(START, "greet")
+    ///     .add_edge("greet", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// let turn = flow.turn("hello").await?;
+    /// assert_eq!(turn.messages, ["visit 1: you said \"hello\""]);
+    /// assert_eq!(flow.state().visits, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn action(
         mut self,
         action: impl Fn(&S, &TurnInput) -> Action<S::Update> + Send + Sync + 'static,
@@ -92,6 +146,33 @@ impl<S: GraphState> ChatNode<S> {
     /// Validates the user's reply: an invalid one emits `reask` and ends
     /// the turn (the node waits for another reply); a valid one may update
     /// the state, and the flow moves on.
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions, Validation};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { name: String }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let ask = ChatNode::new("ask")
+    ///     .action(|_, _| Action::say("Your name?"))
+    ///     .validate("A name, please.", |_, reply| match reply.user_message.trim() {
+    ///         "" => Validation::Invalid,
+    ///         name => Validation::valid_with(SUpdate::default().name(name)),
+    ///     });
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ask)
+    ///     .add_edge(START, "ask")
+    ///     .add_edge("ask", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// assert_eq!(flow.turn("").await?.messages, ["Your name?"]);
+    /// assert_eq!(flow.turn("  ").await?.messages, ["A name, please."]); // re-asks
+    /// let done = flow.turn("Ada").await?;
+    /// assert!(done.done);
+    /// assert_eq!(flow.state().name, "Ada");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn validate(
         mut self,
         reask: impl Into<String>,
@@ -104,6 +185,26 @@ impl<S: GraphState> ChatNode<S> {
 
     /// Runs on to the next node right after the action, without waiting for
     /// the user (a validation, if any, is then never used).
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S {}
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// // Two nodes that speak in one turn: the first runs on without a reply.
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ChatNode::new("hello").action(|_, _| Action::say("Hello!")).auto_advance())
+    ///     .add_node(ChatNode::new("ask").action(|_, _| Action::say("How are you?")))
+    ///     .add_edge(START, "hello")
+    ///     .add_edge("hello", "ask")
+    ///     .add_edge("ask", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// assert_eq!(flow.turn("").await?.messages, ["Hello!", "How are you?"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn auto_advance(mut self) -> Self {
         self.def.auto_advance = true;
         self
@@ -152,6 +253,29 @@ impl<S: GraphState> fmt::Debug for ChatFlowBuilder<S> {
 
 impl<S: GraphState> ChatFlowBuilder<S> {
     /// An empty flow named `name`.
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions, Validation};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { name: String }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let ask = ChatNode::new("ask")
+    ///     .action(|_, _| Action::say("Your name?"))
+    ///     .validate("A name, please.", |_, reply| match reply.user_message.trim() {
+    ///         "" => Validation::Invalid,
+    ///         name => Validation::valid_with(SUpdate::default().name(name)),
+    ///     });
+    /// let flow = ChatFlowBuilder::<S>::new("signup")
+    ///     .add_node(ask)
+    ///     .add_edge(START, "ask")
+    ///     .add_edge("ask", END)
+    ///     .compile(ChatOptions::new("conversation-1", InMemorySaver::new()))?;
+    /// assert_eq!(flow.id(), "conversation-1");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new(name: impl Into<String>) -> Self {
         ChatFlowBuilder {
             name: name.into(),
@@ -161,12 +285,48 @@ impl<S: GraphState> ChatFlowBuilder<S> {
     }
 
     /// Adds a node (a duplicate or reserved id is reported by [`compile`](Self::compile)).
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S {}
+    ///
+    /// let twice = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ChatNode::new("a").action(|_, _| Action::say("one")))
+    ///     .add_node(ChatNode::new("a").action(|_, _| Action::say("two")))
+    ///     .add_edge(START, "a")
+    ///     .add_edge("a", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()));
+    /// assert!(matches!(twice, Err(Error::InvalidGraph(_))));
+    /// ```
     pub fn add_node(mut self, node: ChatNode<S>) -> Self {
         self.nodes.push(Arc::new(node.def));
         self
     }
 
     /// After `from` (or START) is finished, the flow goes to `to` (or END).
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S {}
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ChatNode::new("first").action(|_, _| Action::say("1")))
+    ///     .add_node(ChatNode::new("second").action(|_, _| Action::say("2")))
+    ///     .add_edge(START, "first")
+    ///     .add_edge("first", "second")
+    ///     .add_edge("second", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// assert_eq!(flow.turn("").await?.messages, ["1"]);
+    /// assert_eq!(flow.turn("ok").await?.messages, ["2"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn add_edge(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
         self.edges.push((from.into(), Next::To(to.into())));
         self
@@ -175,6 +335,34 @@ impl<S: GraphState> ChatFlowBuilder<S> {
     /// After `from` (or START) is finished, `router`, given the state with
     /// the node's update applied, picks the next node (or END) among
     /// `targets`; a pick outside them fails the turn.
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions, Validation};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { yes: bool }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let ask = ChatNode::new("ask")
+    ///     .action(|_, _| Action::say("Subscribe?"))
+    ///     .validate("yes or no?", |_, reply| match reply.user_message.as_str() {
+    ///         "yes" => Validation::valid_with(SUpdate::default().yes(true)),
+    ///         "no" => Validation::valid(),
+    ///         _ => Validation::Invalid,
+    ///     });
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ask)
+    ///     .add_node(ChatNode::new("thanks").action(|_, _| Action::say("Subscribed.")).auto_advance())
+    ///     .add_edge(START, "ask")
+    ///     // The router sees the state with the reply's update applied.
+    ///     .add_conditional_edge("ask", |s: &S| if s.yes { "thanks" } else { END }, ["thanks", END])
+    ///     .add_edge("thanks", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// flow.turn("").await?;
+    /// assert_eq!(flow.turn("yes").await?.messages, ["Subscribed."]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn add_conditional_edge<R, T, I>(
         mut self,
         from: impl Into<String>,
@@ -205,6 +393,24 @@ impl<S: GraphState> ChatFlowBuilder<S> {
     /// no edge from START, a node with no way to END), or a node with two
     /// ways out; [`Error::InvalidArgument`](crate::Error::InvalidArgument)
     /// for an empty conversation id or a bound of zero node runs per turn.
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S {}
+    ///
+    /// let build = || {
+    ///     ChatFlowBuilder::<S>::new("f")
+    ///         .add_node(ChatNode::new("hi").action(|_, _| Action::say("hi")))
+    ///         .add_edge(START, "hi")
+    ///         .add_edge("hi", END)
+    /// };
+    /// assert!(build().compile(ChatOptions::new("c", InMemorySaver::new())).is_ok());
+    /// let unnamed = build().compile(ChatOptions::new("", InMemorySaver::new()));
+    /// assert!(matches!(unnamed, Err(Error::InvalidArgument { .. })));
+    /// ```
     pub fn compile(self, options: ChatOptions) -> Result<ChatFlow<S>> {
         if options.id.is_empty() {
             return Err(crate::Error::invalid_argument(

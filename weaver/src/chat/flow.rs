@@ -100,6 +100,23 @@ impl<S: GraphState> ChatFlow<S> {
     }
 
     /// The conversation's id (the engine thread its snapshots are stored under).
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ChatNode::new("inc").action(|_, _| Action::say("+1").update(SUpdate::default().n(1u64))))
+    ///     .add_edge(START, "inc")
+    ///     .add_edge("inc", END)
+    ///     .compile(ChatOptions::new("user-42", InMemorySaver::new()))?;
+    /// assert_eq!(flow.id(), "user-42");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -107,6 +124,25 @@ impl<S: GraphState> ChatFlow<S> {
     /// The state the flow holds: the initial one until a turn or a
     /// [`restore`](Self::restore) loads one (nothing is loaded when the
     /// flow is built).
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ChatNode::new("inc").action(|_, _| Action::say("+1").update(SUpdate::default().n(1u64))))
+    ///     .add_edge(START, "inc")
+    ///     .add_edge("inc", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// assert_eq!(flow.state().n, 0); // nothing loaded yet
+    /// flow.turn("").await?;
+    /// assert_eq!(flow.state().n, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn state(&self) -> S {
         self.with_local(|l| l.state.clone())
     }
@@ -145,6 +181,26 @@ impl<S: GraphState> ChatFlow<S> {
     }
 
     /// The conversation's latest stored version (0: none).
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ChatNode::new("inc").action(|_, _| Action::say("+1").update(SUpdate::default().n(1u64))))
+    ///     .add_edge(START, "inc")
+    ///     .add_edge("inc", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// assert_eq!(flow.latest_version().await?, 0);
+    /// flow.turn("").await?;
+    /// // The engine's input and start checkpoints, then the action's snapshot.
+    /// assert_eq!(flow.latest_version().await?, 3);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn latest_version(&self) -> Result<u64> {
         store::head(self.checkpointer()?, &self.id).await
     }
@@ -548,6 +604,25 @@ impl<S: GraphState> ChatFlow<S> {
     }
 
     /// Whether the conversation has any stored snapshot (see [`count`](Self::count)).
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S {}
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ChatNode::new("hi").action(|_, _| Action::say("hi")))
+    ///     .add_edge(START, "hi")
+    ///     .add_edge("hi", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// assert!(!flow.exists().await?);
+    /// flow.turn("").await?;
+    /// assert!(flow.exists().await?);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn exists(&self) -> Result<bool> {
         Ok(self.checkpointer()?.thread_info(&self.id).await?.is_some())
     }

@@ -24,6 +24,13 @@ pub struct TurnInput {
 
 impl TurnInput {
     /// A turn carrying `user_message` and no payload.
+    ///
+    /// ```
+    /// use weaver::chat::TurnInput;
+    ///
+    /// let input = TurnInput::new("hello");
+    /// assert_eq!((input.user_message.as_str(), input.payload), ("hello", None));
+    /// ```
     pub fn new(user_message: impl Into<String>) -> Self {
         TurnInput {
             user_message: user_message.into(),
@@ -32,6 +39,28 @@ impl TurnInput {
     }
 
     /// The same input with an event payload.
+    ///
+    /// ```
+    /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions, TurnInput};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S {}
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// // The action reads the payload of the turn (a button press); it is never stored.
+    /// let flow = ChatFlowBuilder::<S>::new("f")
+    ///     .add_node(ChatNode::new("ack").action(|_, input: &TurnInput| {
+    ///         let button = input.payload.as_ref().and_then(|p| p["button"].as_str()).unwrap_or("none");
+    ///         Action::say(format!("pressed {button}"))
+    ///     }))
+    ///     .add_edge(START, "ack")
+    ///     .add_edge("ack", END)
+    ///     .compile(ChatOptions::new("c", InMemorySaver::new()))?;
+    /// let turn = flow.turn(TurnInput::new("").payload(serde_json::json!({ "button": "ok" }))).await?;
+    /// assert_eq!(turn.messages, ["pressed ok"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn payload(mut self, payload: Value) -> Self {
         self.payload = Some(payload);
         self
@@ -125,6 +154,14 @@ impl<U> Action<U> {
     }
 
     /// An action that emits `message`.
+    ///
+    /// ```
+    /// use weaver::chat::Action;
+    ///
+    /// let act: Action<()> = Action::say("Hello!");
+    /// assert_eq!(act.messages, ["Hello!"]);
+    /// assert!(act.update.is_none());
+    /// ```
     pub fn say(message: impl Into<String>) -> Self {
         Action::none().and_say(message)
     }
@@ -136,6 +173,20 @@ impl<U> Action<U> {
     }
 
     /// Updates the state with `update` (through its reducers).
+    ///
+    /// ```
+    /// use weaver::chat::Action;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] asked: u64 }
+    ///
+    /// let act = Action::say("Again?").update(SUpdate::default().asked(1u64));
+    /// let mut state = S::default();
+    /// state.apply(vec![act.update.unwrap()])?;
+    /// assert_eq!(state.asked, 1);
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn update(mut self, update: U) -> Self {
         self.update = Some(update);
         self
@@ -168,6 +219,18 @@ impl<U> Validation<U> {
     }
 
     /// Accepted, updating the state with `update`.
+    ///
+    /// ```
+    /// use weaver::chat::Validation;
+    ///
+    /// // A validation closure: trims the reply and keeps it, or refuses it.
+    /// let check = |reply: &str| match reply.trim() {
+    ///     "" => Validation::Invalid,
+    ///     name => Validation::valid_with(name.to_owned()),
+    /// };
+    /// assert_eq!(check(" Ada "), Validation::Valid(Some("Ada".to_owned())));
+    /// assert!(!check("  ").is_valid());
+    /// ```
     pub fn valid_with(update: U) -> Self {
         Validation::Valid(Some(update))
     }

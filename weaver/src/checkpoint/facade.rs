@@ -50,6 +50,15 @@ pub(crate) use super::shared::{Flight, FlightGuard};
 
 impl Checkpointer {
     /// Wraps a saver.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use weaver::checkpoint::{Checkpointer, InMemorySaver};
+    ///
+    /// let cp = Checkpointer::new(InMemorySaver::new());
+    /// assert!(cp.list_threads(None, 0).await?.is_empty());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new(saver: impl Saver + 'static) -> Self {
         Checkpointer::from_arc(Arc::new(saver))
     }
@@ -224,7 +233,29 @@ impl Checkpointer {
         self.saver.put_many(entries).await
     }
 
-    /// [`Saver::fork_at`].
+    /// [`Saver::fork_at`]: copies the lineage of checkpoint `source` (up to
+    /// it) into the new thread `target_thread`.
+    ///
+    /// ```
+    /// use weaver::checkpoint::{CheckpointRef, ForkOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("main")).await?;
+    /// let cp = graph.checkpointer().unwrap();
+    /// let head = graph.get_state(&RunConfig::thread("main")).await?;
+    /// let at = CheckpointRef::latest("main").at(head.config.get_checkpoint_id().unwrap());
+    /// cp.fork_at(&at, "branch", ForkOptions::default()).await?;
+    /// assert_eq!(graph.get_state(&RunConfig::thread("branch")).await?.values.n, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn fork_at(
         &self,
         source: &CheckpointRef,
@@ -235,13 +266,54 @@ impl Checkpointer {
         self.saver.fork_at(source, target_thread, options).await
     }
 
-    /// [`Saver::copy_thread`].
+    /// [`Saver::copy_thread`]: every checkpoint and write of
+    /// `source_thread`, ids and metadata kept, into the new thread
+    /// `target_thread` ([`Error::ThreadExists`](crate::Error::ThreadExists)
+    /// if it has checkpoints).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("main")).await?;
+    /// let cp = graph.checkpointer().unwrap();
+    /// cp.copy_thread("main", "copy").await?;
+    /// assert_eq!(graph.get_state(&RunConfig::thread("copy")).await?.values.n, 1);
+    /// assert!(cp.copy_thread("main", "copy").await.is_err());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
         self.settle(source_thread).await;
         self.saver.copy_thread(source_thread, target_thread).await
     }
 
-    /// [`Saver::delete_thread`].
+    /// [`Saver::delete_thread`]: every checkpoint and write of the thread,
+    /// in every namespace.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("main")).await?;
+    /// let cp = graph.checkpointer().unwrap();
+    /// cp.delete_thread("main").await?;
+    /// assert!(cp.thread_info("main").await?.is_none());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         // Writes still queued for the thread would bring it back.
         self.settle(thread_id).await;
@@ -251,7 +323,30 @@ impl Checkpointer {
         out
     }
 
-    /// [`Saver::prune`].
+    /// [`Saver::prune`]: thins or deletes the threads' history as `strategy`
+    /// says; returns how many checkpoints were deleted.
+    ///
+    /// ```
+    /// use weaver::checkpoint::PruneStrategy;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("main")).await?;
+    /// let cp = graph.checkpointer().unwrap();
+    /// graph.invoke(S::default(), &RunConfig::thread("main")).await?;
+    /// assert_eq!(cp.thread_info("main").await?.unwrap().checkpoints, 6);
+    /// let deleted = cp.prune(&["main".to_owned()], PruneStrategy::KeepLast(2)).await?;
+    /// assert_eq!(deleted, 4);
+    /// assert_eq!(graph.get_state(&RunConfig::thread("main")).await?.values.n, 2);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
         for t in thread_ids {
             self.settle(t).await;
@@ -300,7 +395,25 @@ impl Checkpointer {
             .await
     }
 
-    /// [`Saver::list_threads`].
+    /// [`Saver::list_threads`]: at most `limit` threads from `offset` on.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("main")).await?;
+    /// let cp = graph.checkpointer().unwrap();
+    /// let threads = cp.list_threads(Some(10), 0).await?;
+    /// assert_eq!(threads[0].thread_id, "main");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn list_threads(
         &self,
         limit: Option<usize>,

@@ -81,12 +81,62 @@ impl Default for ThreadQuery {
 
 impl ThreadQuery {
     /// Every thread, by last activity, 100 a page.
+    ///
+    /// ```
+    /// use weaver::checkpoint::ThreadQuery;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// for (thread, user) in [("t1", "ann"), ("t2", "bob"), ("t3", "ann")] {
+    ///     graph.invoke(S::default(), &RunConfig::thread(thread).metadata("user", user)).await?;
+    ///     // Times are kept to the millisecond.
+    ///     tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    /// }
+    /// let cp = graph.checkpointer().unwrap();
+    /// let page = cp.search_threads(&ThreadQuery::new()).await?;
+    /// // Newest activity first.
+    /// assert_eq!(page.threads[0].thread_id, "t3");
+    /// assert_eq!(page.threads.len(), 3);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new() -> Self {
         ThreadQuery::default()
     }
 
     /// Keeps threads whose latest root checkpoint has metadata `key` equal
     /// to `value`.
+    ///
+    /// ```
+    /// use weaver::checkpoint::ThreadQuery;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// for (thread, user) in [("t1", "ann"), ("t2", "bob"), ("t3", "ann")] {
+    ///     graph.invoke(S::default(), &RunConfig::thread(thread).metadata("user", user)).await?;
+    ///     // Times are kept to the millisecond.
+    ///     tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    /// }
+    /// let cp = graph.checkpointer().unwrap();
+    /// let anns = cp.search_threads(&ThreadQuery::new().metadata("user", "ann")).await?;
+    /// let mut ids: Vec<_> = anns.threads.iter().map(|t| t.thread_id.as_str()).collect();
+    /// ids.sort();
+    /// assert_eq!(ids, ["t1", "t3"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.metadata.insert(key.into(), value.into());
         self
@@ -99,12 +149,64 @@ impl ThreadQuery {
     }
 
     /// Lists in `order`.
+    ///
+    /// ```
+    /// use weaver::checkpoint::{ThreadOrder, ThreadQuery};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// for (thread, user) in [("t1", "ann"), ("t2", "bob"), ("t3", "ann")] {
+    ///     graph.invoke(S::default(), &RunConfig::thread(thread).metadata("user", user)).await?;
+    ///     // Times are kept to the millisecond.
+    ///     tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    /// }
+    /// let cp = graph.checkpointer().unwrap();
+    /// graph.invoke(S::default(), &RunConfig::thread("t1")).await?; // t1 is active again
+    /// let by_activity = cp.search_threads(&ThreadQuery::new().order(ThreadOrder::LastActivity)).await?;
+    /// let by_creation = cp.search_threads(&ThreadQuery::new().order(ThreadOrder::Created)).await?;
+    /// assert_eq!(by_activity.threads[0].thread_id, "t1");
+    /// assert_eq!(by_creation.threads[0].thread_id, "t3");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn order(mut self, order: ThreadOrder) -> Self {
         self.order = order;
         self
     }
 
     /// At most `limit` threads a page.
+    ///
+    /// ```
+    /// use weaver::checkpoint::ThreadQuery;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// for (thread, user) in [("t1", "ann"), ("t2", "bob"), ("t3", "ann")] {
+    ///     graph.invoke(S::default(), &RunConfig::thread(thread).metadata("user", user)).await?;
+    ///     // Times are kept to the millisecond.
+    ///     tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    /// }
+    /// let cp = graph.checkpointer().unwrap();
+    /// let first = cp.search_threads(&ThreadQuery::new().limit(2)).await?;
+    /// assert_eq!(first.threads.len(), 2);
+    /// // The next page starts after the cursor.
+    /// let rest = cp.search_threads(&ThreadQuery::new().limit(2).after(first.next.unwrap())).await?;
+    /// assert_eq!((rest.threads.len(), rest.next), (1, None));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = limit;
         self

@@ -201,6 +201,24 @@ impl Stored {
 
 impl InMemorySaver {
     /// An empty saver.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// // Checkpoints live as long as the saver: for tests and single-process tools.
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// assert_eq!(graph.get_state(&RunConfig::thread("t")).await?.values.n, 2);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new() -> Self {
         InMemorySaver::default()
     }

@@ -253,6 +253,28 @@ pub trait Saver: Debug + Send + Sync {
     /// Provided: checks `options` against the hard ceilings, then calls
     /// [`fork_lineage`](Saver::fork_lineage). Only a saver that wraps
     /// another overrides it.
+    ///
+    /// ```
+    /// use weaver::checkpoint::{CheckpointRef, ForkOptions};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("main")).await?;
+    /// // The saver behind the graph's checkpointer.
+    /// let saver = graph.checkpointer().unwrap().saver().clone();
+    /// let head = graph.get_state(&RunConfig::thread("main")).await?;
+    /// let at = CheckpointRef::latest("main").at(head.config.get_checkpoint_id().unwrap());
+    /// let copy = saver.fork_at(&at, "branch", ForkOptions::default()).await?;
+    /// assert_eq!(copy.thread_id, "branch");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn fork_at(
         &self,
         source: &CheckpointRef,
@@ -282,6 +304,25 @@ pub trait Saver: Debug + Send + Sync {
     /// write to the target, in a namespace the copy writes, racing the copy
     /// takes commit order 1 too, so one of the two fails instead of the
     /// namespace mixing both.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("main")).await?;
+    /// // The saver behind the graph's checkpointer.
+    /// let saver = graph.checkpointer().unwrap().saver().clone();
+    /// saver.copy_thread("main", "copy").await?;
+    /// assert_eq!(saver.thread_info("copy").await?.unwrap().checkpoints, 3);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()>;
 
     /// Deletes every checkpoint and write of the thread. Deleting an unknown
@@ -292,6 +333,26 @@ pub trait Saver: Debug + Send + Sync {
     /// deleted. All threads in one atomic step: a kept checkpoint whose
     /// parent goes is first stored with its delta channels in full, and one
     /// that cannot be rebuilt fails the call with nothing deleted.
+    ///
+    /// ```
+    /// use weaver::checkpoint::PruneStrategy;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("main")).await?;
+    /// // The saver behind the graph's checkpointer.
+    /// let saver = graph.checkpointer().unwrap().saver().clone();
+    /// assert_eq!(saver.prune(&["main".to_owned()], PruneStrategy::KeepLast(1)).await?, 2);
+    /// assert_eq!(saver.thread_info("main").await?.unwrap().checkpoints, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64>;
 
     /// Lists threads with at least one checkpoint, ordered by thread id,
@@ -302,6 +363,25 @@ pub trait Saver: Debug + Send + Sync {
     /// it holds none (the seed's `flowExists` and `getSnapshotCount`).
     ///
     /// The default lists the whole thread; weaver's savers count instead.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("main")).await?;
+    /// // The saver behind the graph's checkpointer.
+    /// let saver = graph.checkpointer().unwrap().saver().clone();
+    /// assert_eq!(saver.thread_info("main").await?.unwrap().checkpoints, 3);
+    /// assert!(saver.thread_info("nobody").await?.is_none());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
         let listed = self.list_stored(&ListFilter::thread(thread_id)).await?;
         let checkpoints = listed.len() as u64;
@@ -582,6 +662,13 @@ pub trait Saver: Debug + Send + Sync {
     /// what it keeps in full) and answers [`lineage`](Saver::lineage).
     /// `false` by default, and for shallow savers, which keep only the latest
     /// checkpoint: delta channels are then stored in full.
+    ///
+    /// ```
+    /// use weaver::{InMemorySaver, Saver};
+    ///
+    /// // The in-memory saver keeps every ancestor: delta channels are stored as deltas.
+    /// assert!(InMemorySaver::new().supports_deltas());
+    /// ```
     fn supports_deltas(&self) -> bool {
         false
     }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::id::{new_checkpoint_id, now_rfc3339};
-use crate::sql::is_plain_identifier;
+pub use super::list_filter::ListFilter;
 
 /// Format version of [`Checkpoint`] records without delta channels.
 pub const CHECKPOINT_FORMAT: u32 = 1;
@@ -32,6 +32,14 @@ pub struct CheckpointRef {
 
 impl CheckpointRef {
     /// The latest checkpoint of `thread_id` in the root namespace.
+    ///
+    /// ```
+    /// use weaver::checkpoint::CheckpointRef;
+    ///
+    /// let head = CheckpointRef::latest("t");
+    /// assert_eq!((head.thread_id.as_str(), head.checkpoint_ns.as_str()), ("t", ""));
+    /// assert_eq!(head.checkpoint_id, None);
+    /// ```
     pub fn latest(thread_id: impl Into<String>) -> Self {
         CheckpointRef {
             thread_id: thread_id.into(),
@@ -41,6 +49,27 @@ impl CheckpointRef {
     }
 
     /// The same thread and namespace, at checkpoint `id`.
+    ///
+    /// ```
+    /// use weaver::checkpoint::CheckpointRef;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// let first = graph.at_version(&RunConfig::thread("t"), 1).await?.unwrap();
+    /// let at = CheckpointRef::latest("t").at(first.get_checkpoint_id().unwrap());
+    /// let cp = graph.checkpointer().unwrap();
+    /// let record = cp.get_tuple(&at).await?.unwrap();
+    /// assert_eq!(record.checkpoint.id, first.get_checkpoint_id().unwrap());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn at(&self, id: impl Into<String>) -> Self {
         CheckpointRef {
             thread_id: self.thread_id.clone(),
@@ -153,6 +182,12 @@ pub enum CheckpointSource {
 
 impl CheckpointSource {
     /// The lower-case name stored in metadata.
+    ///
+    /// ```
+    /// use weaver::checkpoint::CheckpointSource;
+    ///
+    /// assert_eq!(CheckpointSource::Update.as_str(), "update");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             CheckpointSource::Input => "input",
@@ -214,6 +249,16 @@ impl CheckpointMetadata {
     }
 
     /// The flattened JSON object filters are matched against.
+    ///
+    /// ```
+    /// use weaver::checkpoint::{CheckpointMetadata, CheckpointSource};
+    ///
+    /// let mut meta = CheckpointMetadata::new(CheckpointSource::Loop, 2);
+    /// meta.extra.insert("user".into(), "ann".into());
+    /// let json = meta.to_json();
+    /// assert_eq!((json["source"].as_str(), json["step"].as_i64()), (Some("loop"), Some(2)));
+    /// assert_eq!(json["user"], "ann"); // extras are flattened
+    /// ```
     pub fn to_json(&self) -> Map<String, Value> {
         match serde_json::to_value(self) {
             Ok(Value::Object(m)) => m,
@@ -508,96 +553,6 @@ impl WriteCheck {
             checkpoint_ns: self.target.checkpoint_ns.clone(),
             attempted: commit_order.saturating_add(1),
         }
-    }
-}
-
-/// Which checkpoints [`list`](super::Saver::list) returns.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct ListFilter {
-    /// Only this thread; `None` lists across threads.
-    pub thread_id: Option<String>,
-    /// Only this namespace; `None` lists every namespace.
-    pub checkpoint_ns: Option<String>,
-    /// Only checkpoints committed before this one (needs `thread_id`).
-    pub before: Option<String>,
-    /// At most this many.
-    pub limit: Option<usize>,
-    /// Only checkpoints whose metadata has all these top-level key/values,
-    /// compared as [`CheckpointMetadata::matches`] does (numbers by value).
-    pub metadata: Map<String, Value>,
-}
-
-impl ListFilter {
-    /// Everything on one thread (every namespace).
-    pub fn thread(thread_id: impl Into<String>) -> Self {
-        ListFilter {
-            thread_id: Some(thread_id.into()),
-            ..ListFilter::default()
-        }
-    }
-
-    /// Every thread.
-    pub fn all() -> Self {
-        ListFilter::default()
-    }
-
-    /// Restricts to one namespace.
-    pub fn ns(mut self, ns: impl Into<String>) -> Self {
-        self.checkpoint_ns = Some(ns.into());
-        self
-    }
-
-    /// Keeps only checkpoints committed before checkpoint `id`.
-    pub fn before(mut self, id: impl Into<String>) -> Self {
-        self.before = Some(id.into());
-        self
-    }
-
-    /// Returns at most `n`.
-    pub fn limit(mut self, n: usize) -> Self {
-        self.limit = Some(n);
-        self
-    }
-
-    /// Requires metadata key `key` to equal `value`.
-    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
-        self.metadata.insert(key.into(), value.into());
-        self
-    }
-
-    /// Checks the filter before a saver runs it: metadata keys must be plain
-    /// identifiers (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 bytes), so no backend
-    /// ever has to put a caller's key into a query; `before` needs a thread;
-    /// no identifier or value holds a NUL character, which no saver stores
-    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument) otherwise).
-    pub fn check(&self) -> crate::Result<()> {
-        let ids = [
-            ("thread id", &self.thread_id),
-            ("checkpoint namespace", &self.checkpoint_ns),
-            ("checkpoint id", &self.before),
-        ];
-        for (what, id) in ids {
-            if let Some(id) = id {
-                super::nul::check_id(what, id)?;
-            }
-        }
-        if let Some((key, _)) = self.metadata.iter().find(|(_, v)| super::nul::has_nul(v)) {
-            return Err(crate::Error::invalid_argument(format!(
-                "metadata filter value of `{key}` contains a NUL character, which no saver stores"
-            )));
-        }
-        if let Some(key) = self.metadata.keys().find(|k| !is_plain_identifier(k)) {
-            return Err(crate::Error::invalid_argument(format!(
-                "metadata filter key `{key}` is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)"
-            )));
-        }
-        if self.before.is_some() && self.thread_id.is_none() {
-            return Err(crate::Error::invalid_argument(
-                "`before` needs a `thread_id` to order against",
-            ));
-        }
-        Ok(())
     }
 }
 

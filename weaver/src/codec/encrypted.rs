@@ -57,6 +57,17 @@ impl fmt::Debug for EncryptionKey {
 
 impl EncryptionKey {
     /// A key with id `id` (1–255 bytes) from 32 bytes of key material.
+    ///
+    /// ```
+    /// use weaver::codec::EncryptionKey;
+    ///
+    /// // Load the 32 bytes from your secret store; never from source code.
+    /// let material = [7u8; 32];
+    /// let key = EncryptionKey::new("2026-01", material)?;
+    /// assert_eq!(key.id(), "2026-01");
+    /// assert!(EncryptionKey::new("", material).is_err());
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn new(id: impl Into<String>, key: [u8; 32]) -> Result<Self> {
         let id = id.into();
         if id.is_empty() || id.len() > 255 {
@@ -71,6 +82,14 @@ impl EncryptionKey {
     }
 
     /// The key id stored in envelopes.
+    ///
+    /// ```
+    /// use weaver::codec::EncryptionKey;
+    ///
+    /// let key = EncryptionKey::new("2026-01", [7; 32])?;
+    /// assert_eq!(key.id(), "2026-01");
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -243,6 +262,27 @@ impl EncryptedCodec {
     }
 
     /// JSON inside AES-256-GCM with the given keys.
+    ///
+    /// ```
+    /// use std::borrow::Cow;
+    /// use weaver::codec::{Codec, EncryptedCodec, EncryptionKey, RecordContext};
+    ///
+    /// // The newest key seals; the older one still opens what it sealed.
+    /// let old = EncryptedCodec::json([EncryptionKey::new("2025-12", [1; 32])?])?;
+    /// let codec = EncryptedCodec::json([
+    ///     EncryptionKey::new("2025-12", [1; 32])?,
+    ///     EncryptionKey::new("2026-01", [2; 32])?,
+    /// ])?;
+    /// let ctx = RecordContext::checkpoint("thread-1", "", "checkpoint-1");
+    /// let sealed_before = old.encode(br#"{"note":"private"}"#.to_vec(), &ctx)?;
+    /// let opened = codec.decode(Cow::Owned(sealed_before), &ctx)?;
+    /// assert_eq!(&opened[..], br#"{"note":"private"}"#);
+    /// // Bound to its record: it does not open as another checkpoint's.
+    /// let sealed = codec.encode(br#"{"note":"private"}"#.to_vec(), &ctx)?;
+    /// let elsewhere = RecordContext::checkpoint("thread-2", "", "checkpoint-1");
+    /// assert!(codec.decode(Cow::Owned(sealed), &elsewhere).is_err());
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn json(keys: impl IntoIterator<Item = EncryptionKey>) -> Result<Self> {
         EncryptedCodec::new(JsonCodec, keys)
     }

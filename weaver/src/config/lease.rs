@@ -125,6 +125,17 @@ pub struct LeaseTimes {
 
 impl LeaseTimes {
     /// A lease of `lease`, renewed every third of it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weaver::RunConfig;
+    /// use weaver::config::LeaseTimes;
+    ///
+    /// let times = LeaseTimes::new(Duration::from_secs(3));
+    /// assert_eq!(times.renew, Duration::from_secs(1));
+    /// let config = RunConfig::thread("t").lease_times(times);
+    /// assert_eq!(config.get_lease_times().lease, Duration::from_secs(3));
+    /// ```
     pub fn new(lease: Duration) -> Self {
         LeaseTimes {
             lease,

@@ -116,6 +116,14 @@ impl fmt::Debug for RunConfig {
 
 impl RunConfig {
     /// A config addressing the latest checkpoint of `thread_id`.
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// let config = RunConfig::thread("user-42");
+    /// assert_eq!(config.thread_id(), Some("user-42"));
+    /// assert_eq!(config.get_checkpoint_id(), None); // the latest
+    /// ```
     pub fn thread(thread_id: impl Into<String>) -> Self {
         RunConfig {
             thread_id: Some(thread_id.into()),
@@ -134,6 +142,20 @@ impl RunConfig {
     /// `run_name`, `callbacks` and `run_id` (tracing only) are accepted and
     /// ignored. A known key with a value of the wrong type is
     /// [`Error::InvalidConfig`].
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// let config = RunConfig::from_json(&serde_json::json!({
+    ///     "configurable": { "thread_id": "t", "user": "ada" },
+    ///     "recursion_limit": 10,
+    /// }))?;
+    /// assert_eq!(config.thread_id(), Some("t"));
+    /// assert_eq!(config.get_recursion_limit(), 10);
+    /// assert_eq!(config.get_configurable()["user"], "ada");
+    /// assert!(RunConfig::from_json(&serde_json::json!({ "recursion_limit": "ten" })).is_err());
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn from_json(value: &Value) -> Result<Self> {
         let bad = |reason: String| Error::InvalidConfig { reason };
         let obj = value
@@ -207,6 +229,18 @@ impl RunConfig {
     }
 
     /// The LangGraph-shaped JSON form (the context is not included).
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// let config = RunConfig::thread("t").recursion_limit(5);
+    /// let json = config.to_json();
+    /// assert_eq!(json["configurable"]["thread_id"], "t");
+    /// assert_eq!(json["recursion_limit"], 5);
+    /// // The JSON form reads back as the same config.
+    /// assert_eq!(RunConfig::from_json(&json)?.get_recursion_limit(), 5);
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn to_json(&self) -> Value {
         let mut conf = Map::new();
         if let Some(t) = &self.thread_id {
@@ -237,12 +271,28 @@ impl RunConfig {
     }
 
     /// Addresses a specific checkpoint instead of the latest.
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// let config = RunConfig::thread("t").checkpoint_id("1ef4f797-8335-6428-8001-8a1503f9b875");
+    /// assert_eq!(config.get_checkpoint_id(), Some("1ef4f797-8335-6428-8001-8a1503f9b875"));
+    /// ```
     pub fn checkpoint_id(mut self, id: impl Into<String>) -> Self {
         self.checkpoint_id = Some(id.into());
         self
     }
 
     /// Sets the checkpoint namespace (default `""`).
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// // A subgraph's checkpoints live in a namespace of the parent's thread.
+    /// let config = RunConfig::thread("t").checkpoint_ns("agent:1");
+    /// assert_eq!(config.ns(), "agent:1");
+    /// assert_eq!(RunConfig::thread("t").ns(), "");
+    /// ```
     pub fn checkpoint_ns(mut self, ns: impl Into<String>) -> Self {
         self.checkpoint_ns = ns.into();
         self
@@ -250,12 +300,38 @@ impl RunConfig {
 
     /// Sets how many super-steps of nodes a run may take (at least 1; the
     /// step that takes in the input does not count, as in LangGraph).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// // A loop that never ends on its own.
+    /// let graph = Graph::<S>::new("loop")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_edge(START, "inc")
+    ///     .add_conditional_edges("inc", |s: &S| if s.n < 1000 { "inc" } else { END }, ["inc", END])
+    ///     .compile(Compile::new())?;
+    /// let err = graph.invoke(S::default(), &RunConfig::default().recursion_limit(3)).await.unwrap_err();
+    /// assert!(matches!(err, Error::RecursionLimit { .. }));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn recursion_limit(mut self, limit: usize) -> Self {
         self.recursion_limit = Some(limit);
         self
     }
 
     /// Sets when checkpoints are written (default [`Durability::Async`]).
+    ///
+    /// ```
+    /// use weaver::{Durability, RunConfig};
+    ///
+    /// // Every checkpoint is stored before the next step starts.
+    /// let config = RunConfig::thread("t").durability(Durability::Sync);
+    /// assert_eq!(config.get_durability(), Durability::Sync);
+    /// ```
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = Some(durability);
         self
@@ -278,6 +354,16 @@ impl RunConfig {
     /// Under an encrypting codec such a value is sealed in the metadata
     /// unless the codec lists its key as plaintext
     /// (`EncryptedCodec::with_plaintext_metadata`).
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// let config = RunConfig::thread("t").configurable("user_id", "ada");
+    /// assert_eq!(config.get_configurable()["user_id"], "ada");
+    /// // The addressing keys set their fields.
+    /// let config = config.configurable("thread_id", "other");
+    /// assert_eq!(config.thread_id(), Some("other"));
+    /// ```
     pub fn configurable(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         let (key, value) = (key.into(), value.into());
         if ADDRESSING.contains(&key.as_str()) {
@@ -332,6 +418,14 @@ impl RunConfig {
     }
 
     /// Runs at most `n` of a step's tasks at once (default: all of them).
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// let config = RunConfig::thread("t").max_concurrency(4);
+    /// assert_eq!(config.get_max_concurrency(), 4);
+    /// assert_eq!(RunConfig::default().get_max_concurrency(), usize::MAX);
+    /// ```
     pub fn max_concurrency(mut self, n: usize) -> Self {
         self.max_concurrency = Some(n.max(1));
         self
@@ -360,6 +454,24 @@ impl RunConfig {
     /// The engine's own keys (`source`, `step`, `parents`,
     /// [`CheckpointMetadata::RESERVED`](crate::checkpoint::CheckpointMetadata::RESERVED))
     /// keep their values: a key of the same name is not stored.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("a", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t").metadata("user", "ada");
+    /// graph.invoke(S::default(), &config).await?;
+    /// let head = graph.get_state(&config).await?;
+    /// assert_eq!(head.metadata.unwrap().extra["user"], "ada");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.metadata.insert(key.into(), value.into());
         self
@@ -448,6 +560,13 @@ impl RunConfig {
     }
 
     /// The thread id, if any.
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// assert_eq!(RunConfig::thread("t").thread_id(), Some("t"));
+    /// assert_eq!(RunConfig::default().thread_id(), None);
+    /// ```
     pub fn thread_id(&self) -> Option<&str> {
         self.thread_id.as_deref()
     }
@@ -458,6 +577,14 @@ impl RunConfig {
     }
 
     /// The checkpoint id addressed, if any (else the latest).
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// let config = RunConfig::thread("t").checkpoint_id("c1");
+    /// assert_eq!(config.get_checkpoint_id(), Some("c1"));
+    /// assert_eq!(config.latest().get_checkpoint_id(), None);
+    /// ```
     pub fn get_checkpoint_id(&self) -> Option<&str> {
         self.checkpoint_id.as_deref()
     }
@@ -474,6 +601,17 @@ impl RunConfig {
 
     /// Sets what the run does when another run holds its thread (default
     /// [`Multitask::Reject`]).
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    /// use std::time::Duration;
+    /// use weaver::config::Multitask;
+    ///
+    /// // Wait (up to 5 s) for the run holding the thread to finish, then run.
+    /// let enqueue = Multitask::Enqueue { wait: Duration::from_secs(5) };
+    /// let config = RunConfig::thread("t").multitask(enqueue);
+    /// assert_eq!(config.get_multitask(), enqueue);
+    /// ```
     pub fn multitask(mut self, strategy: Multitask) -> Self {
         self.multitask = Some(strategy);
         self
@@ -537,6 +675,15 @@ impl RunConfig {
     }
 
     /// The per-run context, if one of type `T` was attached.
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// struct Tenant(&'static str);
+    /// let config = RunConfig::default().with_context(Tenant("acme"));
+    /// assert_eq!(config.context::<Tenant>().map(|t| t.0), Some("acme"));
+    /// assert!(config.context::<String>().is_none());
+    /// ```
     pub fn context<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.context.as_deref()?.downcast_ref()
     }
@@ -551,6 +698,14 @@ impl RunConfig {
     }
 
     /// The same config with the checkpoint id dropped (so it addresses the latest).
+    ///
+    /// ```
+    /// use weaver::RunConfig;
+    ///
+    /// let past = RunConfig::thread("t").checkpoint_id("c1");
+    /// let head = past.latest();
+    /// assert_eq!((head.thread_id(), head.get_checkpoint_id()), (Some("t"), None));
+    /// ```
     pub fn latest(&self) -> Self {
         RunConfig {
             checkpoint_id: None,

@@ -69,6 +69,20 @@ impl<S: GraphState> CompiledGraph<S> {
     }
 
     /// The graph's name.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// let graph = Graph::<S>::new("billing")
+    ///     .add_node("a", |_: &S| SUpdate::default())
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new())?;
+    /// assert_eq!(graph.name(), "billing");
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.spec.name
     }
@@ -84,11 +98,43 @@ impl<S: GraphState> CompiledGraph<S> {
     }
 
     /// The checkpointer the graph was compiled with.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("a", |s: &S| SUpdate::default().n(s.n + 1))
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// // The saver's own calls, e.g. how many checkpoints a thread holds.
+    /// let saver = graph.checkpointer().expect("compiled with one");
+    /// assert!(saver.thread_info("t").await?.is_some());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn checkpointer(&self) -> Option<&Checkpointer> {
         self.inner.checkpointer.as_ref()
     }
 
     /// The memory store the graph was compiled with (see [`Compile::store`](crate::Compile::store)).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("a", |_: &S| SUpdate::default())
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new().store(InMemoryStore::new()))?;
+    /// assert!(graph.store().is_some());
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
         self.inner.store.as_ref()
     }
@@ -501,6 +547,37 @@ impl<S: GraphState> CompiledGraph<S> {
     /// group: if another writer extends the thread meanwhile
     /// ([`Error::VersionConflict`]) or any step fails, none is stored. Hence
     /// the batch limits of `put_many` apply (at most 1,000 steps).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("a", |_: &S| SUpdate::default().log(vec!["a".into()]))
+    ///     .add_node("b", |_: &S| SUpdate::default().log(vec!["b".into()]))
+    ///     .add_edge(START, "a")
+    ///     .add_edge(START, "b")
+    ///     .add_edge("a", END)
+    ///     .add_edge("b", END)
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(S::default(), &config).await?;
+    /// // Two steps in one atomic write; in the second, `a` and `b` write together.
+    /// let last = graph
+    ///     .bulk_update_state(&config, vec![
+    ///         vec![(SUpdate::default().log(vec!["x".into()]), Some("a".to_owned()))],
+    ///         vec![
+    ///             (SUpdate::default().log(vec!["y".into()]), Some("a".to_owned())),
+    ///             (SUpdate::default().log(vec!["z".into()]), Some("b".to_owned())),
+    ///         ],
+    ///     ])
+    ///     .await?;
+    /// assert_eq!(graph.get_state(&last).await?.values.log, ["a", "b", "x", "y", "z"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn bulk_update_state(
         &self,
         config: &RunConfig,

@@ -84,11 +84,53 @@ pub struct StateSnapshot<S: GraphState> {
 
 impl<S: GraphState> StateSnapshot<S> {
     /// The metadata's `source`, as stored (`"input"`, `"loop"`, `"update"`, `"fork"`).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(S::default(), &config).await?; // checkpoints 1 to 3
+    /// graph.invoke(S::default(), &config).await?; // checkpoints 4 to 6
+    /// let head = graph.get_state(&config).await?;
+    /// assert_eq!(head.source(), Some("loop"));
+    /// graph.update_state(&config, SUpdate::default().n(10u64), Some("inc")).await?;
+    /// assert_eq!(graph.get_state(&config).await?.source(), Some("update"));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn source(&self) -> Option<&'static str> {
         self.metadata.as_ref().map(|m| m.source.as_str())
     }
 
     /// The metadata's step.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(S::default(), &config).await?; // checkpoints 1 to 3
+    /// graph.invoke(S::default(), &config).await?; // checkpoints 4 to 6
+    /// // The input checkpoint of a run is step -1, its nodes' steps count on.
+    /// let history = graph.get_state_history(&config, History::default()).await?;
+    /// let steps: Vec<_> = history.iter().map(|s| s.step().unwrap()).collect();
+    /// assert_eq!(steps, [4, 3, 2, 1, 0, -1]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn step(&self) -> Option<i64> {
         self.metadata.as_ref().map(|m| m.step)
     }
@@ -108,18 +150,78 @@ pub struct History {
 
 impl History {
     /// Returns at most `n`.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(S::default(), &config).await?; // checkpoints 1 to 3
+    /// graph.invoke(S::default(), &config).await?; // checkpoints 4 to 6
+    /// let newest_two = graph.get_state_history(&config, History::default().limit(2)).await?;
+    /// assert_eq!(newest_two.len(), 2);
+    /// assert_eq!(newest_two[0].commit_order, 6);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
         self
     }
 
     /// Only checkpoints before the one `config` addresses (or the id given).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(S::default(), &config).await?; // checkpoints 1 to 3
+    /// graph.invoke(S::default(), &config).await?; // checkpoints 4 to 6
+    /// let all = graph.get_state_history(&config, History::default()).await?;
+    /// let third = all[3].config.get_checkpoint_id().unwrap();
+    /// let older = graph.get_state_history(&config, History::default().before(third)).await?;
+    /// assert_eq!(older.iter().map(|s| s.commit_order).collect::<Vec<_>>(), [2, 1]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn before(mut self, checkpoint_id: impl Into<String>) -> Self {
         self.before = Some(checkpoint_id.into());
         self
     }
 
     /// Requires metadata `key` to equal `value` (e.g. `("source", "update")`).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(S::default(), &config).await?; // checkpoints 1 to 3
+    /// graph.invoke(S::default(), &config).await?; // checkpoints 4 to 6
+    /// let inputs = graph.get_state_history(&config, History::default().filter("source", "input")).await?;
+    /// assert_eq!(inputs.len(), 2); // one per run
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn filter(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.filter.insert(key.into(), value.into());
         self

@@ -71,6 +71,22 @@ pub enum Outcome<S> {
 
 impl<S> Outcome<S> {
     /// The final state, or [`Error::Interrupted`] if the run paused.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |s: &S| SUpdate::default().n(s.n + 1))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new())?;
+    /// let state = graph.invoke(S { n: 1 }, &RunConfig::default()).await?.complete()?;
+    /// assert_eq!(state.n, 2);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn complete(self) -> Result<S> {
         match self {
             Outcome::Complete(s) => Ok(s),
@@ -79,6 +95,32 @@ impl<S> Outcome<S> {
     }
 
     /// The pending interrupts (empty when complete).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { name: String }
+    ///
+    /// fn ask(_: &S, rt: &Runtime) -> Result<SUpdate, NodeError> {
+    ///     let name = rt.interrupt("what is your name?")?;
+    ///     Ok(SUpdate::default().name(name.as_str().unwrap_or_default()))
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("ask", ask)
+    ///     .add_sequence([START, "ask", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// let out = graph.invoke(S::default(), &config).await?;
+    /// assert!(out.is_interrupted());
+    /// assert_eq!(out.interrupts()[0].value, "what is your name?");
+    /// let done = graph.resume(serde_json::json!("Ada"), &config).await?;
+    /// assert!(done.interrupts().is_empty());
+    /// assert_eq!(done.complete()?.name, "Ada");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn interrupts(&self) -> &[Interrupt] {
         match self {
             Outcome::Complete(_) => &[],
@@ -159,11 +201,46 @@ pub enum Input<S: GraphState> {
 
 impl<S: GraphState> Input<S> {
     /// New input from a full state (every channel written).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("a", |_: &S| SUpdate::default().log(vec!["a".into()]))
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new())?;
+    /// let input = Input::state(S { log: vec!["start".into()] });
+    /// assert_eq!(graph.invoke(input, &RunConfig::default()).await?.complete()?.log, ["start", "a"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn state(state: S) -> Self {
         Input::Update(state.into())
     }
 
     /// New input from a partial update.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { topic: String, #[reducer(add)] turns: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("turn", |_: &S| SUpdate::default().turns(1u64))
+    ///     .add_sequence([START, "turn", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(Input::update(SUpdate::default().topic("cats")), &config).await?;
+    /// // Only `turns` is written: the topic set by the first run stays.
+    /// let out = graph.invoke(Input::update(SUpdate::default()), &config).await?.complete()?;
+    /// assert_eq!((out.topic.as_str(), out.turns), ("cats", 2));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn update(update: S::Update) -> Self {
         Input::Update(update)
     }

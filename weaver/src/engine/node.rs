@@ -49,6 +49,31 @@ pub struct Command<U> {
 
 impl<U> Command<U> {
     /// A command carrying `update` and no goto.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// // An update and where to go next, in one return value.
+    /// fn decide(s: &S) -> Command<SUpdate> {
+    ///     Command::update(SUpdate::default().n(s.n + 1)).goto(if s.n > 0 { "big" } else { "small" })
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("decide", decide)
+    ///     .add_node("big", |s: &S| SUpdate::default().n(s.n * 100))
+    ///     .add_node("small", |s: &S| SUpdate::default().n(-s.n))
+    ///     .add_edge(START, "decide")
+    ///     .add_destinations("decide", ["big", "small"])
+    ///     .add_edge("big", END)
+    ///     .add_edge("small", END)
+    ///     .compile(Compile::new())?;
+    /// assert_eq!(graph.invoke(S { n: 1 }, &RunConfig::default()).await?.complete()?.n, 200);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn update(update: U) -> Self {
         Command {
             update,
@@ -57,6 +82,13 @@ impl<U> Command<U> {
     }
 
     /// Adds a node to run next.
+    ///
+    /// ```
+    /// use weaver::Command;
+    ///
+    /// let cmd = Command::update(()).goto("review").goto("log");
+    /// assert_eq!(cmd.goto, ["review", "log"]);
+    /// ```
     pub fn goto(mut self, node: impl Into<String>) -> Self {
         self.goto.push(node.into());
         self
@@ -110,6 +142,34 @@ pub struct ParentCommand {
 
 impl ParentCommand {
     /// Adds one of the parent's nodes to run next.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { verdict: String }
+    ///
+    /// // A node of the subgraph that hands the decision to the parent.
+    /// fn escalate(_: &S) -> Result<SUpdate, NodeError> {
+    ///     Err(Command::parent(SUpdate::default().verdict("escalated")).goto("human").into())
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let inner = Graph::<S>::new("inner")
+    ///     .add_node("escalate", escalate)
+    ///     .add_sequence([START, "escalate", END])
+    ///     .compile(Compile::new())?;
+    /// let outer = Graph::<S>::new("outer")
+    ///     .add_node("inner", inner)
+    ///     .add_node("human", |s: &S| SUpdate::default().verdict(format!("{} (seen)", s.verdict)))
+    ///     .add_edge(START, "inner")
+    ///     .add_destinations("inner", ["human"])
+    ///     .add_edge("human", END)
+    ///     .compile(Compile::new())?;
+    /// let out = outer.invoke(S::default(), &RunConfig::default()).await?.complete()?;
+    /// assert_eq!(out.verdict, "escalated (seen)");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn goto(mut self, node: impl Into<String>) -> Self {
         self.goto.push(node.into());
         self
@@ -144,6 +204,30 @@ pub(crate) enum NodeErrorKind {
 
 impl NodeError {
     /// A failure with a message.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// fn check(s: &S) -> Result<SUpdate, NodeError> {
+    ///     if s.n < 0 {
+    ///         return Err(NodeError::msg(format!("{} is negative", s.n)));
+    ///     }
+    ///     Ok(SUpdate::default())
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("check", check)
+    ///     .add_sequence([START, "check", END])
+    ///     .compile(Compile::new())?;
+    /// let err = graph.invoke(S { n: -1 }, &RunConfig::default()).await.unwrap_err();
+    /// assert!(matches!(err, Error::NodeFailed { ref node, .. } if node == "check"));
+    /// assert!(err.to_string().contains("-1 is negative"));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn msg(message: impl fmt::Display) -> Self {
         NodeError(NodeErrorKind::Failed(message.to_string().into()))
     }

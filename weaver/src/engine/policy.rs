@@ -76,18 +76,86 @@ impl fmt::Debug for RetryPolicy {
 
 impl RetryPolicy {
     /// LangGraph's defaults (see [`RetryPolicy`]).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// static CALLS: AtomicU32 = AtomicU32::new(0);
+    ///
+    /// // Fails on its first attempt only.
+    /// fn flaky(_: &S) -> Result<SUpdate, NodeError> {
+    ///     match CALLS.fetch_add(1, Ordering::SeqCst) {
+    ///         0 => Err(NodeError::msg("unavailable")),
+    ///         n => Ok(SUpdate::default().n(n)),
+    ///     }
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// // Quick retries for the example; the defaults wait 0.5 s first.
+    /// let retry = RetryPolicy::new().initial_interval(Duration::from_millis(1));
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("flaky", flaky, NodePolicy::new().retry(retry))
+    ///     .add_sequence([START, "flaky", END])
+    ///     .compile(Compile::new())?;
+    /// assert_eq!(graph.invoke(S::default(), &RunConfig::default()).await?.complete()?.n, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new() -> Self {
         RetryPolicy::default()
     }
 
     /// Tries the node at most `n` times in all, the first run included
     /// (at least 1: `Graph::compile` refuses 0).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// static CALLS: AtomicU32 = AtomicU32::new(0);
+    ///
+    /// fn broken(_: &S) -> Result<SUpdate, NodeError> {
+    ///     CALLS.fetch_add(1, Ordering::SeqCst);
+    ///     Err(NodeError::msg("down"))
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let retry = RetryPolicy::new().max_attempts(2).initial_interval(Duration::from_millis(1));
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("broken", broken, NodePolicy::new().retry(retry))
+    ///     .add_sequence([START, "broken", END])
+    ///     .compile(Compile::new())?;
+    /// assert!(graph.invoke(S::default(), &RunConfig::default()).await.is_err());
+    /// assert_eq!(CALLS.load(Ordering::SeqCst), 2);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n;
         self
     }
 
     /// Waits `d` before the second attempt.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weaver::RetryPolicy;
+    ///
+    /// // 10 ms before the second attempt, 20 ms before the third (jitter off).
+    /// let retry = RetryPolicy::new()
+    ///     .initial_interval(Duration::from_millis(10))
+    ///     .backoff_factor(2.0)
+    ///     .jitter(false);
+    /// assert_eq!(retry.interval(1), Duration::from_millis(10));
+    /// assert_eq!(retry.interval(2), Duration::from_millis(20));
+    /// ```
     pub fn initial_interval(mut self, d: Duration) -> Self {
         self.initial_interval = d;
         self
@@ -119,6 +187,41 @@ impl RetryPolicy {
     /// attempt's failure as the run would report it: [`Error::NodeFailed`]
     /// (whose `source` is the node's own error, to downcast) or
     /// [`Error::NodeTimeout`]. A refused failure ends the task at once.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// #[derive(Debug, thiserror::Error)]
+    /// #[error("bad request")]
+    /// struct BadRequest;
+    ///
+    /// static CALLS: AtomicU32 = AtomicU32::new(0);
+    ///
+    /// fn call(_: &S) -> Result<SUpdate, NodeError> {
+    ///     CALLS.fetch_add(1, Ordering::SeqCst);
+    ///     Err(BadRequest.into())
+    /// }
+    ///
+    /// // Retry what may pass next time, never a bad request.
+    /// fn worth_retrying(err: &Error) -> bool {
+    ///     !matches!(err, Error::NodeFailed { source, .. } if source.downcast_ref::<BadRequest>().is_some())
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let retry = RetryPolicy::new().initial_interval(Duration::from_millis(1)).retry_on(worth_retrying);
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("call", call, NodePolicy::new().retry(retry))
+    ///     .add_sequence([START, "call", END])
+    ///     .compile(Compile::new())?;
+    /// assert!(graph.invoke(S::default(), &RunConfig::default()).await.is_err());
+    /// assert_eq!(CALLS.load(Ordering::SeqCst), 1); // not retried
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn retry_on(mut self, predicate: impl Fn(&Error) -> bool + Send + Sync + 'static) -> Self {
         self.retry_on = Some(Arc::new(predicate));
         self
@@ -233,18 +336,101 @@ impl<S> fmt::Debug for CachePolicy<S> {
 
 impl<S> CachePolicy<S> {
     /// Keyed by the serialized state, entries never expire.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// static CALLS: AtomicU32 = AtomicU32::new(0);
+    ///
+    /// fn costly(s: &S) -> SUpdate {
+    ///     CALLS.fetch_add(1, Ordering::SeqCst);
+    ///     SUpdate::default().n(s.n + 1)
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("costly", costly, NodePolicy::new().cache(CachePolicy::new()))
+    ///     .add_sequence([START, "costly", END])
+    ///     .compile(Compile::new())?;
+    /// graph.invoke(S { n: 1 }, &RunConfig::default()).await?;
+    /// graph.invoke(S { n: 1 }, &RunConfig::default()).await?;
+    /// graph.invoke(S { n: 5 }, &RunConfig::default()).await?; // another state: runs
+    /// assert_eq!(CALLS.load(Ordering::SeqCst), 2);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new() -> Self {
         CachePolicy::default()
     }
 
     /// Keys entries by what `key` returns for the node's input instead of
     /// by the whole state.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// static CALLS: AtomicU32 = AtomicU32::new(0);
+    ///
+    /// fn costly(s: &S) -> SUpdate {
+    ///     CALLS.fetch_add(1, Ordering::SeqCst);
+    ///     SUpdate::default().n(s.n + 1)
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// // Keyed by parity: 1 and 3 share an entry.
+    /// let cache = CachePolicy::new().key(|s: &S| (s.n % 2).to_string());
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("costly", costly, NodePolicy::new().cache(cache))
+    ///     .add_sequence([START, "costly", END])
+    ///     .compile(Compile::new())?;
+    /// graph.invoke(S { n: 1 }, &RunConfig::default()).await?;
+    /// let out = graph.invoke(S { n: 3 }, &RunConfig::default()).await?.complete()?;
+    /// assert_eq!((out.n, CALLS.load(Ordering::SeqCst)), (2, 1));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn key(mut self, key: impl Fn(&S) -> String + Send + Sync + 'static) -> Self {
         self.key = Some(Arc::new(key));
         self
     }
 
     /// Entries expire `ttl` after the node returned them.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// static CALLS: AtomicU32 = AtomicU32::new(0);
+    ///
+    /// fn costly(s: &S) -> SUpdate {
+    ///     CALLS.fetch_add(1, Ordering::SeqCst);
+    ///     SUpdate::default().n(s.n + 1)
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let cache = CachePolicy::new().ttl(Duration::from_millis(20));
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("costly", costly, NodePolicy::new().cache(cache))
+    ///     .add_sequence([START, "costly", END])
+    ///     .compile(Compile::new())?;
+    /// graph.invoke(S::default(), &RunConfig::default()).await?;
+    /// tokio::time::sleep(Duration::from_millis(40)).await;
+    /// graph.invoke(S::default(), &RunConfig::default()).await?; // expired: runs again
+    /// assert_eq!(CALLS.load(Ordering::SeqCst), 2);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
@@ -309,11 +495,54 @@ impl<S> fmt::Debug for NodePolicy<S> {
 
 impl<S> NodePolicy<S> {
     /// No policy: one attempt, no timeout, no cache.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("a", |_: &S| SUpdate::default(), NodePolicy::new())
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new())?;
+    /// # let _ = graph;
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn new() -> Self {
         NodePolicy::default()
     }
 
     /// Retries the node's failures as `policy` says.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// static CALLS: AtomicU32 = AtomicU32::new(0);
+    ///
+    /// fn flaky(_: &S) -> Result<SUpdate, NodeError> {
+    ///     if CALLS.fetch_add(1, Ordering::SeqCst) < 2 {
+    ///         return Err(NodeError::msg("unavailable"));
+    ///     }
+    ///     Ok(SUpdate::default().n(7u32))
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let policy = NodePolicy::new()
+    ///     .retry(RetryPolicy::new().max_attempts(3).initial_interval(Duration::from_millis(1)));
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("flaky", flaky, policy)
+    ///     .add_sequence([START, "flaky", END])
+    ///     .compile(Compile::new())?;
+    /// assert_eq!(graph.invoke(S::default(), &RunConfig::default()).await?.complete()?.n, 7);
+    /// assert_eq!(CALLS.load(Ordering::SeqCst), 3);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = Some(policy);
         self
@@ -323,12 +552,61 @@ impl<S> NodePolicy<S> {
     /// [`Error::NodeTimeout`] (a failed attempt, retried if the retry policy
     /// allows). The node's future is dropped at its next await: a sync node,
     /// or an async one that blocks without awaiting, runs to its end.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// async fn slow(_: &S) -> SUpdate {
+    ///     tokio::time::sleep(Duration::from_secs(10)).await;
+    ///     SUpdate::default().n(1u32)
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("slow", slow, NodePolicy::new().timeout(Duration::from_millis(5)))
+    ///     .add_sequence([START, "slow", END])
+    ///     .compile(Compile::new())?;
+    /// let err = graph.invoke(S::default(), &RunConfig::default()).await.unwrap_err();
+    /// assert!(matches!(err, Error::NodeTimeout { ref node, .. } if node == "slow"));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
     }
 
     /// Reuses the node's results as `policy` says.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u32 }
+    ///
+    /// static CALLS: AtomicU32 = AtomicU32::new(0);
+    ///
+    /// fn costly(s: &S) -> SUpdate {
+    ///     CALLS.fetch_add(1, Ordering::SeqCst);
+    ///     SUpdate::default().n(s.n * 2)
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node_with("costly", costly, NodePolicy::new().cache(CachePolicy::new()))
+    ///     .add_sequence([START, "costly", END])
+    ///     .compile(Compile::new())?;
+    /// graph.invoke(S { n: 2 }, &RunConfig::default()).await?;
+    /// let again = graph.invoke(S { n: 2 }, &RunConfig::default()).await?.complete()?;
+    /// // The same input: the cached result, without running the node.
+    /// assert_eq!((again.n, CALLS.load(Ordering::SeqCst)), (4, 1));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn cache(mut self, policy: CachePolicy<S>) -> Self {
         self.cache = Some(policy);
         self

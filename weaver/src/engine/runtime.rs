@@ -94,6 +94,30 @@ impl Runtime {
 
     /// The memory store the graph was compiled with
     /// ([`Compile::store`](crate::Compile::store)), shared across threads.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { count: usize }
+    ///
+    /// // Counts the memories kept for user 1, across all threads.
+    /// async fn look(_: &S, rt: &Runtime) -> Result<SUpdate, NodeError> {
+    ///     let store = rt.store().expect("the graph has a store");
+    ///     let found = store.search(&["users", "1"], Search::new()).await?;
+    ///     Ok(SUpdate::default().count(found.len()))
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["users", "1"], "food", serde_json::json!("pizza")).await?;
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("look", look)
+    ///     .add_sequence([START, "look", END])
+    ///     .compile(Compile::new().store(store))?;
+    /// assert_eq!(graph.invoke(S::default(), &RunConfig::default()).await?.complete()?.count, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
         self.store.as_ref()
     }
@@ -138,26 +162,126 @@ impl Runtime {
     }
 
     /// The run's config.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { user: String }
+    ///
+    /// fn look(_: &S, rt: &Runtime) -> SUpdate {
+    ///     let user = rt.config().get_configurable()["user"].as_str().unwrap_or_default();
+    ///     SUpdate::default().user(user)
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("look", look)
+    ///     .add_sequence([START, "look", END])
+    ///     .compile(Compile::new())?;
+    /// let out = graph.invoke(S::default(), &RunConfig::default().configurable("user", "ada")).await?.complete()?;
+    /// assert_eq!(out.user, "ada");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn config(&self) -> &RunConfig {
         &self.config
     }
 
     /// The per-run context attached with `RunConfig::with_context`, if it is a `T`.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { greeting: String }
+    ///
+    /// /// Handed to every node of a run; never stored.
+    /// struct Locale(&'static str);
+    ///
+    /// fn look(_: &S, rt: &Runtime) -> SUpdate {
+    ///     let hello = match rt.context::<Locale>() { Some(Locale("fr")) => "bonjour", _ => "hello" };
+    ///     SUpdate::default().greeting(hello)
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("look", look)
+    ///     .add_sequence([START, "look", END])
+    ///     .compile(Compile::new())?;
+    /// let out = graph.invoke(S::default(), &RunConfig::default().with_context(Locale("fr"))).await?.complete()?;
+    /// assert_eq!(out.greeting, "bonjour");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn context<T: std::any::Any + Send + Sync>(&self) -> Option<&T> {
         self.config.context::<T>()
     }
 
     /// The running node's name.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { by: String }
+    ///
+    /// fn look(_: &S, rt: &Runtime) -> SUpdate { SUpdate::default().by(rt.node()) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("look", look)
+    ///     .add_sequence([START, "look", END])
+    ///     .compile(Compile::new())?;
+    /// let out = graph.invoke(S::default(), &RunConfig::default()).await?.complete()?;
+    /// assert_eq!(out.by, "look");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn node(&self) -> &str {
         &self.node
     }
 
     /// The step the node runs in.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { step: i64 }
+    ///
+    /// fn look(_: &S, rt: &Runtime) -> SUpdate { SUpdate::default().step(rt.step()) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("look", look)
+    ///     .add_sequence([START, "look", END])
+    ///     .compile(Compile::new())?;
+    /// let out = graph.invoke(S::default(), &RunConfig::default()).await?.complete()?;
+    /// // Step 0 takes in the input; the first node runs in step 1.
+    /// assert_eq!(out.step, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn step(&self) -> i64 {
         self.step
     }
 
     /// The task id (stable across a resume of the same step).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { task: String }
+    ///
+    /// fn look(_: &S, rt: &Runtime) -> SUpdate { SUpdate::default().task(rt.task_id()) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("look", look)
+    ///     .add_sequence([START, "look", END])
+    ///     .compile(Compile::new())?;
+    /// let out = graph.invoke(S::default(), &RunConfig::default()).await?.complete()?;
+    /// assert!(!out.task.is_empty());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn task_id(&self) -> &str {
         &self.task_id
     }
@@ -386,6 +510,35 @@ impl InterruptSignal {
 
 impl InterruptSignal {
     /// The interrupt's id.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { answer: String }
+    ///
+    /// static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    ///
+    /// fn ask(_: &S, rt: &Runtime) -> Result<SUpdate, NodeError> {
+    ///     match rt.interrupt("name?") {
+    ///         Ok(answer) => Ok(SUpdate::default().answer(answer.as_str().unwrap_or_default())),
+    ///         Err(signal) => {
+    ///             SEEN.lock().unwrap().push(signal.id().to_owned());
+    ///             Err(signal.into()) // pauses the run
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("ask", ask)
+    ///     .add_sequence([START, "ask", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let out = graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// // The run reports the same id: a resume can answer by it.
+    /// assert_eq!(SEEN.lock().unwrap()[0], out.interrupts()[0].id);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn id(&self) -> &str {
         &self.id
     }

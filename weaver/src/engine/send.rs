@@ -69,6 +69,13 @@ pub struct Send<P> {
 
 impl<P> Send<P> {
     /// A task running `node` on `payload`.
+    ///
+    /// ```
+    /// use weaver::Send;
+    ///
+    /// let send = Send::new("summarize", "chapter 1".to_owned());
+    /// assert_eq!((send.node.as_str(), send.payload.as_str()), ("summarize", "chapter 1"));
+    /// ```
     pub fn new(node: impl Into<String>, payload: P) -> Self {
         Send {
             node: node.into(),

@@ -235,6 +235,31 @@ impl<T: GraphState> SubgraphCall<T> {
     /// # Errors
     ///
     /// As [`Runtime::invoke_subgraph`].
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { text: String }
+    ///
+    /// let shout = Graph::<S>::new("shout")
+    ///     .add_node("up", |s: &S| SUpdate::default().text(s.text.to_uppercase()))
+    ///     .add_sequence([START, "up", END])
+    ///     .compile(Compile::new())?;
+    /// let outer = Graph::<S>::new("outer")
+    ///     .add_node("call", move |s: &S, rt: &Runtime| {
+    ///         // The call owns what it needs: the future borrows nothing.
+    ///         let call = rt.subgraph(&shout);
+    ///         let input = s.clone();
+    ///         async move { Ok::<_, NodeError>(SUpdate::from(call.invoke(input).await?)) }
+    ///     })
+    ///     .add_sequence([START, "call", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let done = outer.invoke(S { text: "hi".into() }, &RunConfig::thread("t")).await?;
+    /// assert_eq!(done.complete()?.text, "HI");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub async fn invoke(self, input: impl Into<Input<T>>) -> Result<T, NodeError> {
         if let Some(e) = self.refused {
             return Err(e.into());

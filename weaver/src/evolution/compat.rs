@@ -56,16 +56,62 @@ pub struct Compatibility {
 
 impl Compatibility {
     /// The changes old checkpoints cannot be read with.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct Before { topic: String, turns: u64 }
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct After { topic: String, turns: u32 }
+    ///
+    /// let previous = weaver::evolution::schema_snapshot::<Before>().to_json();
+    /// let report = weaver::evolution::check_compatible::<After>(&previous)?;
+    /// // `u64` narrowed to `u32`: an old value may not fit.
+    /// let failures: Vec<_> = report.failures().map(|c| c.path.as_str()).collect();
+    /// assert_eq!(failures, ["turns"]);
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn failures(&self) -> impl Iterator<Item = &Change> {
         self.of(Severity::Failure)
     }
 
     /// The changes a rollback could not read.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct Before { turns: u32 }
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct After { turns: u64 }
+    ///
+    /// // Widened: old checkpoints read, but the previous release could not read new ones.
+    /// let previous = weaver::evolution::schema_snapshot::<Before>().to_json();
+    /// let report = weaver::evolution::check_compatible::<After>(&previous)?;
+    /// assert!(report.is_compatible());
+    /// assert_eq!(report.warnings().count(), 1);
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn warnings(&self) -> impl Iterator<Item = &Change> {
         self.of(Severity::Warning)
     }
 
     /// Whether every checkpoint of the previous release reads.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct Before { topic: String, turns: u64 }
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct After { topic: String, turns: u32 }
+    ///
+    /// let previous = weaver::evolution::schema_snapshot::<Before>().to_json();
+    /// assert!(!weaver::evolution::check_compatible::<After>(&previous)?.is_compatible());
+    /// assert!(weaver::evolution::check_compatible::<Before>(&previous)?.is_compatible());
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn is_compatible(&self) -> bool {
         self.failures().next().is_none()
     }

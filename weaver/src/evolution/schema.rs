@@ -48,6 +48,20 @@ pub fn schema_snapshot<S: StateSchema>() -> SchemaSnapshot {
 
 impl SchemaSnapshot {
     /// The snapshot as pretty JSON (keys sorted), the file to commit.
+    ///
+    /// ```
+    /// use weaver::evolution::{SchemaSnapshot, schema_snapshot};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    /// struct Chat { topic: String }
+    ///
+    /// // In a release script: write the file your compatibility test reads.
+    /// let text = schema_snapshot::<Chat>().to_json();
+    /// assert!(text.contains("\"state_version\": 1"));
+    /// assert_eq!(SchemaSnapshot::parse(&text)?, schema_snapshot::<Chat>());
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn to_json(&self) -> String {
         // A struct of a number, a string and a JSON value always serializes.
         serde_json::to_string_pretty(self).unwrap_or_default()

@@ -27,11 +27,25 @@ pub struct UpgradeCursor(String);
 
 impl UpgradeCursor {
     /// The cursor after thread `thread_id`.
+    ///
+    /// ```
+    /// use weaver::evolution::{UpgradeCursor, UpgradeOptions};
+    ///
+    /// // A cursor an interrupted run printed, taken back from the command line.
+    /// let options = UpgradeOptions::new().after(UpgradeCursor::new("t-0042"));
+    /// assert_eq!(options.after.unwrap().as_str(), "t-0042");
+    /// ```
     pub fn new(thread_id: impl Into<String>) -> Self {
         UpgradeCursor(thread_id.into())
     }
 
     /// The last thread done.
+    ///
+    /// ```
+    /// use weaver::evolution::UpgradeCursor;
+    ///
+    /// assert_eq!(UpgradeCursor::new("t-7").as_str(), "t-7");
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -86,17 +100,39 @@ impl Default for UpgradeOptions {
 
 impl UpgradeOptions {
     /// The root namespace, batches of 100, from the first thread.
+    ///
+    /// ```
+    /// use weaver::evolution::UpgradeOptions;
+    ///
+    /// let options = UpgradeOptions::new();
+    /// assert_eq!((options.batch, options.paths.as_slice()), (100, [String::new()].as_slice()));
+    /// assert!(options.after.is_none());
+    /// ```
     pub fn new() -> Self {
         UpgradeOptions::default()
     }
 
     /// Replaces `n` checkpoints per batch (at least 1).
+    ///
+    /// ```
+    /// use weaver::evolution::UpgradeOptions;
+    ///
+    /// assert_eq!(UpgradeOptions::new().batch(500).batch, 500);
+    /// assert_eq!(UpgradeOptions::new().batch(0).batch, 1);
+    /// ```
     pub fn batch(mut self, n: usize) -> Self {
         self.batch = n.max(1);
         self
     }
 
     /// Starts after the thread `cursor` names.
+    ///
+    /// ```
+    /// use weaver::evolution::{UpgradeCursor, UpgradeOptions};
+    ///
+    /// let resumed = UpgradeOptions::new().after(UpgradeCursor::new("t-0042"));
+    /// assert_eq!(resumed.after, Some(UpgradeCursor::new("t-0042")));
+    /// ```
     pub fn after(mut self, cursor: UpgradeCursor) -> Self {
         self.after = Some(cursor);
         self
@@ -104,6 +140,13 @@ impl UpgradeOptions {
 
     /// Also upgrades the namespaces of the subgraph at `path` (node names
     /// joined by `|`), whose state is the same type.
+    ///
+    /// ```
+    /// use weaver::evolution::UpgradeOptions;
+    ///
+    /// let options = UpgradeOptions::new().subgraph("triage").subgraph("triage");
+    /// assert_eq!(options.paths, ["", "triage"]); // the root's, then the subgraph's, once
+    /// ```
     pub fn subgraph(mut self, path: impl Into<String>) -> Self {
         let path = path.into();
         if !self.paths.contains(&path) {
@@ -114,6 +157,13 @@ impl UpgradeOptions {
 
     /// Upgrades exactly the namespaces of these subgraph paths (`""` for
     /// the root graph's), e.g. a subgraph's own state type alone.
+    ///
+    /// ```
+    /// use weaver::evolution::UpgradeOptions;
+    ///
+    /// // Only the `review` subgraph's namespaces (its own state type).
+    /// assert_eq!(UpgradeOptions::new().paths(["review"]).paths, ["review"]);
+    /// ```
     pub fn paths<I: IntoIterator<Item = P>, P: Into<String>>(mut self, paths: I) -> Self {
         self.paths = paths.into_iter().map(Into::into).collect();
         self

@@ -91,6 +91,22 @@ impl<S: GraphState> std::fmt::Debug for Graph<S> {
 
 impl<S: GraphState> Graph<S> {
     /// An empty graph named `name`.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// let graph = Graph::<S>::new("billing");
+    /// // Nodes and edges come next; the name shows in errors, traces and drawings.
+    /// let compiled = graph
+    ///     .add_node("a", |_: &S| SUpdate::default())
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new())?;
+    /// assert_eq!(compiled.name(), "billing");
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn new(name: impl Into<String>) -> Self {
         Graph {
             name: name.into(),
@@ -104,6 +120,29 @@ impl<S: GraphState> Graph<S> {
     }
 
     /// Adds a node. Duplicate or reserved names are reported by [`compile`](Graph::compile).
+    ///
+    /// A node is a function of the state (sync or async, optionally taking
+    /// the [`Runtime`](crate::Runtime)) that returns an update, a
+    /// [`Command`](crate::Command), or a `Result` of either.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// fn double(s: &S) -> SUpdate { SUpdate::default().n(s.n * 2) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("double", double)
+    ///     .add_node("inc", |s: &S| SUpdate::default().n(s.n + 1))
+    ///     .add_sequence([START, "double", "inc", END])
+    ///     .compile(Compile::new())?;
+    /// let out = graph.invoke(S { n: 5 }, &RunConfig::default()).await?;
+    /// assert_eq!(out.complete()?.n, 11);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn add_node<M>(self, name: impl Into<String>, node: impl IntoNode<S, M>) -> Self {
         self.add_node_with(name, node, NodePolicy::new())
     }
@@ -270,6 +309,30 @@ impl<S: GraphState> Graph<S> {
     /// edges lead on as any node's do.
     ///
     /// See [`Send`](crate::Send) for an example.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// fn fan_out(_: &S) -> Vec<weaver::Send<u32>> {
+    ///     (1..=3).map(|n| weaver::Send::new("square", n)).collect()
+    /// }
+    ///
+    /// // A send node takes its send's payload, not the state.
+    /// fn square(n: &u32) -> SUpdate { SUpdate::default().log(vec![(n * n).to_string()]) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("squares")
+    ///     .add_send_node("square", square)
+    ///     .add_conditional_edges(START, fan_out, ["square"])
+    ///     .add_edge("square", END)
+    ///     .compile(Compile::new())?;
+    /// let out = graph.invoke(S::default(), &RunConfig::default()).await?.complete()?;
+    /// assert_eq!(out.log, ["1", "4", "9"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn add_send_node<P, M>(
         self,
         name: impl Into<String>,
@@ -332,12 +395,54 @@ impl<S: GraphState> Graph<S> {
     /// Adds an edge: after `from` runs, `to` runs in the next step. Several
     /// edges out of one node fan out; several into one node fan in (it runs
     /// once, after all its predecessors of that step).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] seen: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// // a fans out to b and c; d runs once after both.
+    /// let graph = Graph::<S>::new("diamond")
+    ///     .add_node("a", |_: &S| SUpdate::default().seen(vec!["a".into()]))
+    ///     .add_node("b", |_: &S| SUpdate::default().seen(vec!["b".into()]))
+    ///     .add_node("c", |_: &S| SUpdate::default().seen(vec!["c".into()]))
+    ///     .add_node("d", |_: &S| SUpdate::default().seen(vec!["d".into()]))
+    ///     .add_edge(START, "a")
+    ///     .add_edge("a", "b")
+    ///     .add_edge("a", "c")
+    ///     .add_edge("b", "d")
+    ///     .add_edge("c", "d")
+    ///     .add_edge("d", END)
+    ///     .compile(Compile::new())?;
+    /// let seen = graph.invoke(S::default(), &RunConfig::default()).await?.complete()?.seen;
+    /// assert_eq!(seen, ["a", "b", "c", "d"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn add_edge(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
         self.edges.push((from.into(), to.into()));
         self
     }
 
     /// Adds edges along a chain: `add_sequence([START, "a", "b", END])`.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] seen: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("chain")
+    ///     .add_node("a", |_: &S| SUpdate::default().seen(vec!["a".into()]))
+    ///     .add_node("b", |_: &S| SUpdate::default().seen(vec!["b".into()]))
+    ///     .add_sequence([START, "a", "b", END])
+    ///     .compile(Compile::new())?;
+    /// let seen = graph.invoke(S::default(), &RunConfig::default()).await?.complete()?.seen;
+    /// assert_eq!(seen, ["a", "b"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn add_sequence<I: IntoIterator<Item = T>, T: Into<String>>(mut self, chain: I) -> Self {
         let names: Vec<String> = chain.into_iter().map(Into::into).collect();
         for pair in names.windows(2) {
@@ -352,6 +457,29 @@ impl<S: GraphState> Graph<S> {
     /// with its own payload; see there). Returning a name outside `targets`
     /// fails the run with [`Error::InvalidRoute`](crate::Error::InvalidRoute)
     /// naming the router.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64, verdict: String }
+    ///
+    /// fn route(s: &S) -> &'static str { if s.n > 0 { "positive" } else { "other" } }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("router")
+    ///     .add_node("check", |_: &S| SUpdate::default())
+    ///     .add_node("positive", |_: &S| SUpdate::default().verdict("positive"))
+    ///     .add_node("other", |_: &S| SUpdate::default().verdict("other"))
+    ///     .add_edge(START, "check")
+    ///     .add_conditional_edges("check", route, ["positive", "other"])
+    ///     .add_edge("positive", END)
+    ///     .add_edge("other", END)
+    ///     .compile(Compile::new())?;
+    /// let out = graph.invoke(S { n: 3, ..S::default() }, &RunConfig::default()).await?;
+    /// assert_eq!(out.complete()?.verdict, "positive");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn add_conditional_edges<R, I, T>(
         mut self,
         from: impl Into<String>,
@@ -389,6 +517,26 @@ impl<S: GraphState> Graph<S> {
     /// destinations may go only there: a `Command` to another node fails
     /// the run with [`Error::InvalidGoto`](crate::Error::InvalidGoto). A
     /// node with none declared may go to any node.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { done: bool }
+    ///
+    /// fn decide(_: &S) -> Command<SUpdate> { Command::update(SUpdate::default()).goto("finish") }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("goto")
+    ///     .add_node("decide", decide)
+    ///     .add_node("finish", |_: &S| SUpdate::default().done(true))
+    ///     .add_edge(START, "decide")
+    ///     .add_destinations("decide", ["finish"])
+    ///     .add_edge("finish", END)
+    ///     .compile(Compile::new())?;
+    /// assert!(graph.invoke(S::default(), &RunConfig::default()).await?.complete()?.done);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn add_destinations<I>(mut self, node: impl Into<String>, targets: I) -> Self
     where
         I: IntoIterator,
@@ -401,6 +549,28 @@ impl<S: GraphState> Graph<S> {
 
     /// Pauses before these nodes run, whatever the [`Compile`] options say
     /// (they add to [`Compile::interrupt_before`]; needs a checkpointer).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("draft", |_: &S| SUpdate::default().log(vec!["draft".into()]))
+    ///     .add_node("send", |_: &S| SUpdate::default().log(vec!["send".into()]))
+    ///     .add_sequence([START, "draft", "send", END])
+    ///     .interrupt_before(["send"])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t");
+    /// assert!(graph.invoke(S::default(), &config).await?.is_interrupted());
+    /// assert_eq!(graph.get_state(&config).await?.next, ["send"]);
+    /// // Continue once approved.
+    /// let done = graph.continue_run(&config).await?.complete()?;
+    /// assert_eq!(done.log, ["draft", "send"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
         mut self,
         nodes: I,
@@ -432,11 +602,44 @@ pub struct Compile {
 
 impl Compile {
     /// No checkpointer, no interrupts.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("plain")
+    ///     .add_node("inc", |s: &S| SUpdate::default().n(s.n + 1))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new())?;
+    /// // Without a checkpointer a run needs no thread.
+    /// assert_eq!(graph.invoke(S::default(), &RunConfig::default()).await?.complete()?.n, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new() -> Self {
         Compile::default()
     }
 
     /// Checkpoints every super-step into `saver`.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("saved")
+    ///     .add_node("inc", |s: &S| SUpdate::default().n(s.n + 1))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()))?;
+    /// let config = RunConfig::thread("t1");
+    /// graph.invoke(S::default(), &config).await?;
+    /// assert_eq!(graph.get_state(&config).await?.values.n, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn checkpointer(mut self, saver: impl Saver + 'static) -> Self {
         self.checkpointer = Some(Checkpointer::new(saver));
         self
@@ -481,6 +684,25 @@ impl Compile {
     }
 
     /// Pauses before these nodes run (needs a checkpointer).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("draft", |_: &S| SUpdate::default().log(vec!["draft".into()]))
+    ///     .add_node("send", |_: &S| SUpdate::default().log(vec!["send".into()]))
+    ///     .add_sequence([START, "draft", "send", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()).interrupt_before(["send"]))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(S::default(), &config).await?;
+    /// assert_eq!(graph.get_state(&config).await?.values.log, ["draft"]);
+    /// assert_eq!(graph.continue_run(&config).await?.complete()?.log, ["draft", "send"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
         mut self,
         nodes: I,
@@ -491,6 +713,26 @@ impl Compile {
     }
 
     /// Pauses after these nodes run (needs a checkpointer).
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(append)] log: Vec<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("draft", |_: &S| SUpdate::default().log(vec!["draft".into()]))
+    ///     .add_node("send", |_: &S| SUpdate::default().log(vec!["send".into()]))
+    ///     .add_sequence([START, "draft", "send", END])
+    ///     .compile(Compile::new().checkpointer(InMemorySaver::new()).interrupt_after(["draft"]))?;
+    /// let config = RunConfig::thread("t");
+    /// let paused = graph.invoke(S::default(), &config).await?;
+    /// assert!(paused.is_interrupted());
+    /// // The draft is there to review (or edit with `update_state`) before `send` runs.
+    /// assert_eq!(graph.get_state(&config).await?.values.log, ["draft"]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
         self.interrupt_after
             .extend(nodes.into_iter().map(Into::into));
@@ -500,6 +742,30 @@ impl Compile {
     // store: begin
     /// Gives every node the memory store `store` (through
     /// [`Runtime::store`](crate::Runtime::store)), shared across threads.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { name: String }
+    ///
+    /// async fn remember(s: &S, rt: &Runtime) -> Result<SUpdate, NodeError> {
+    ///     let store = rt.store().expect("compiled with a store");
+    ///     store.put(&["users"], "me", serde_json::json!({ "name": s.name })).await?;
+    ///     Ok(SUpdate::default())
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// let graph = Graph::<S>::new("memory")
+    ///     .add_node("remember", remember)
+    ///     .add_sequence([START, "remember", END])
+    ///     .compile(Compile::new().store(store.clone()))?;
+    /// graph.invoke(S { name: "Ada".into() }, &RunConfig::default()).await?;
+    /// let item = store.get(&["users"], "me").await?.expect("stored");
+    /// assert_eq!(item.value["name"], "Ada");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn store(mut self, store: impl crate::store::Store + 'static) -> Self {
         self.store = Some(Arc::new(store));
         self

@@ -13,6 +13,27 @@ use crate::state::GraphState;
 impl<S: GraphState> Graph<S> {
     /// Validates the graph and builds it: unknown, duplicate, unreachable and
     /// dead-end nodes are [`Error::InvalidGraph`] naming the node.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// let ok = Graph::<S>::new("ok")
+    ///     .add_node("a", |_: &S| SUpdate::default())
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new())?;
+    /// assert_eq!(ok.node_names(), ["a"]);
+    ///
+    /// // An edge to a node that does not exist is refused, naming it.
+    /// let bad = Graph::<S>::new("bad")
+    ///     .add_node("a", |_: &S| SUpdate::default())
+    ///     .add_sequence([START, "a", "b", END])
+    ///     .compile(Compile::new());
+    /// assert!(matches!(bad, Err(Error::InvalidGraph(_))));
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn compile(mut self, mut options: Compile) -> Result<CompiledGraph<S>> {
         let declared = std::mem::take(&mut self.interrupts);
         options.interrupt_before.extend(declared.interrupt_before);

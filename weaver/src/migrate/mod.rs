@@ -70,6 +70,13 @@ pub enum Adapter {
 
 impl Adapter {
     /// The name recorded in the version marker table.
+    ///
+    /// ```
+    /// use weaver::migrate::Adapter;
+    ///
+    /// assert_eq!(Adapter::Checkpoint.name(), "checkpoint");
+    /// assert_eq!(Adapter::Store.name(), "store");
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             Adapter::Checkpoint => "checkpoint",
@@ -78,6 +85,22 @@ impl Adapter {
     }
 
     /// The newest schema version this build knows (and its savers need).
+    ///
+    /// ```
+    /// # #[cfg(feature = "sqlite")]
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::migrate::{self, Adapter};
+    ///
+    /// // One connection: an in-memory SQLite database lives as long as it.
+    /// let pool = sqlx::sqlite::SqlitePoolOptions::new()
+    ///     .max_connections(1)
+    ///     .connect("sqlite::memory:")
+    ///     .await
+    ///     .unwrap();
+    /// migrate::up(&pool, &[Adapter::Store], None).await?;
+    /// assert_eq!(migrate::versions(&pool, &[Adapter::Store]).await?, [Adapter::Store.latest()]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn latest(self) -> u32 {
         // Both databases have the same versions; take the SQLite list.
         self.migrations(Dialect::Sqlite)
@@ -148,6 +171,23 @@ pub(crate) mod sealed {
 /// Applies every version of `adapters` up to `target` (the latest when
 /// `None`), in one transaction. Idempotent: versions already applied are
 /// skipped, and a `target` below the current version does nothing.
+///
+/// ```
+/// # #[cfg(feature = "sqlite")]
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use weaver::migrate::{self, Adapter};
+///
+/// // One connection: an in-memory SQLite database lives as long as it.
+/// let pool = sqlx::sqlite::SqlitePoolOptions::new()
+///     .max_connections(1)
+///     .connect("sqlite::memory:")
+///     .await
+///     .unwrap();
+/// migrate::up(&pool, &[Adapter::Checkpoint, Adapter::Store], None).await?;
+/// // Again: nothing to do.
+/// migrate::up(&pool, &[Adapter::Checkpoint, Adapter::Store], None).await?;
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
+/// ```
 pub async fn up<T: MigrationTarget + ?Sized>(
     db: &T,
     adapters: &[Adapter],
@@ -160,6 +200,23 @@ pub async fn up<T: MigrationTarget + ?Sized>(
 /// `down(db, adapters, 1)` removes the adapters' tables, `down(db, adapters, 2)`
 /// reverts versions 3 and 2 (back to version 1), `down(db, adapters, 3)`
 /// reverts version 3 only.
+///
+/// ```
+/// # #[cfg(feature = "sqlite")]
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use weaver::migrate::{self, Adapter};
+///
+/// // One connection: an in-memory SQLite database lives as long as it.
+/// let pool = sqlx::sqlite::SqlitePoolOptions::new()
+///     .max_connections(1)
+///     .connect("sqlite::memory:")
+///     .await
+///     .unwrap();
+/// migrate::up(&pool, &[Adapter::Store], None).await?;
+/// migrate::down(&pool, &[Adapter::Store], 1).await?; // removes the table
+/// assert_eq!(migrate::versions(&pool, &[Adapter::Store]).await?, [0]);
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
+/// ```
 pub async fn down<T: MigrationTarget + ?Sized>(
     db: &T,
     adapters: &[Adapter],
@@ -169,6 +226,23 @@ pub async fn down<T: MigrationTarget + ?Sized>(
 }
 
 /// The version each adapter is at (0 = not installed).
+///
+/// ```
+/// # #[cfg(feature = "sqlite")]
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use weaver::migrate::{self, Adapter};
+///
+/// // One connection: an in-memory SQLite database lives as long as it.
+/// let pool = sqlx::sqlite::SqlitePoolOptions::new()
+///     .max_connections(1)
+///     .connect("sqlite::memory:")
+///     .await
+///     .unwrap();
+/// assert_eq!(migrate::versions(&pool, &[Adapter::Checkpoint]).await?, [0]);
+/// migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
+/// assert_eq!(migrate::versions(&pool, &[Adapter::Checkpoint]).await?, [Adapter::Checkpoint.latest()]);
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
+/// ```
 pub async fn versions<T: MigrationTarget + ?Sized>(
     db: &T,
     adapters: &[Adapter],
@@ -179,6 +253,25 @@ pub async fn versions<T: MigrationTarget + ?Sized>(
 /// Fails with [`Error::MigrationRequired`] unless every adapter is at the
 /// version this build needs; the error names the found and required
 /// versions and what to run.
+///
+/// ```
+/// # #[cfg(feature = "sqlite")]
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use weaver::migrate::{self, Adapter};
+///
+/// // One connection: an in-memory SQLite database lives as long as it.
+/// let pool = sqlx::sqlite::SqlitePoolOptions::new()
+///     .max_connections(1)
+///     .connect("sqlite::memory:")
+///     .await
+///     .unwrap();
+/// // At startup: refuse to run on a database the deploy did not migrate.
+/// let err = migrate::verify_migrated(&pool, &[Adapter::Checkpoint]).await.unwrap_err();
+/// assert!(matches!(err, weaver::Error::MigrationRequired { .. }));
+/// migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
+/// migrate::verify_migrated(&pool, &[Adapter::Checkpoint]).await?;
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
+/// ```
 pub async fn verify_migrated<T: MigrationTarget + ?Sized>(
     db: &T,
     adapters: &[Adapter],

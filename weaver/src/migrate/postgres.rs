@@ -31,6 +31,17 @@ pub struct PgSchema<'a> {
 impl<'a> PgSchema<'a> {
     /// Tables in schema `schema`, which must be a plain identifier
     /// (`[A-Za-z_][A-Za-z0-9_]*`), else [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::migrate::PgSchema;
+    ///
+    /// // A pool that connects on first use: naming a schema touches no server.
+    /// let pool = sqlx::PgPool::connect_lazy("postgres://app@localhost/app").unwrap();
+    /// assert!(PgSchema::new(&pool, "tenant_a").is_ok());
+    /// assert!(PgSchema::new(&pool, "tenant-a; DROP").is_err());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new(pool: &'a PgPool, schema: &str) -> Result<Self> {
         Ok(PgSchema {
             pool,

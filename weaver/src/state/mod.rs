@@ -83,6 +83,28 @@ pub trait GraphState:
     /// channel's reducer. Two writes to a last-value channel in one call are
     /// an [`Error::InvalidUpdate`](crate::Error::InvalidUpdate); on error the
     /// state may be partially updated and must be discarded by the caller.
+    ///
+    /// ```
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S {
+    ///     #[reducer(append)]
+    ///     log: Vec<String>,
+    ///     last: String,
+    /// }
+    ///
+    /// let mut state = S::default();
+    /// state.apply(vec![
+    ///     SUpdate::default().log(vec!["a".into()]),
+    ///     SUpdate::default().log(vec!["b".into()]).last("b"),
+    /// ])?;
+    /// assert_eq!((state.log.len(), state.last.as_str()), (2, "b"));
+    /// // Two writes to a last-value channel in one step are refused.
+    /// let twice = state.apply(vec![SUpdate::default().last("x"), SUpdate::default().last("y")]);
+    /// assert!(matches!(twice, Err(Error::InvalidUpdate { .. })));
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     fn apply(&mut self, updates: Vec<Self::Update>) -> Result<()>;
 
     /// The version of this state's stored form (`#[graph_state(version = N)]`;

@@ -70,6 +70,14 @@ fn new_chunk<T>() -> Chunk<T> {
 
 impl<T> SharedVec<T> {
     /// An empty sequence.
+    ///
+    /// ```
+    /// use weaver::state::SharedVec;
+    ///
+    /// let mut items: SharedVec<u32> = SharedVec::new();
+    /// items.push(1);
+    /// assert_eq!(items.len(), 1);
+    /// ```
     pub const fn new() -> Self {
         SharedVec {
             chunks: Vec::new(),
@@ -78,6 +86,17 @@ impl<T> SharedVec<T> {
     }
 
     /// The number of items.
+    ///
+    /// ```
+    /// use weaver::state::SharedVec;
+    ///
+    /// let mut items = SharedVec::new();
+    /// items.push("a");
+    /// let copy = items.clone();
+    /// items.push("b");
+    /// // The clone does not see what was pushed after it was made.
+    /// assert_eq!((items.len(), copy.len()), (2, 1));
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
@@ -88,6 +107,17 @@ impl<T> SharedVec<T> {
     }
 
     /// The item at `index`, if there is one.
+    ///
+    /// ```
+    /// use weaver::state::SharedVec;
+    ///
+    /// let mut items = SharedVec::new();
+    /// items.push(10);
+    /// items.push(20);
+    /// assert_eq!(items.get(1), Some(&20));
+    /// assert_eq!(items.get(2), None);
+    /// assert_eq!(items[0], 10);
+    /// ```
     pub fn get(&self, index: usize) -> Option<&T> {
         if index >= self.len {
             return None;
@@ -106,6 +136,17 @@ impl<T> SharedVec<T> {
     }
 
     /// The items in order.
+    ///
+    /// ```
+    /// use weaver::state::SharedVec;
+    ///
+    /// let mut items = SharedVec::new();
+    /// for word in ["to", "be"] {
+    ///     items.push(word.to_owned());
+    /// }
+    /// let joined: Vec<&str> = items.iter().map(String::as_str).collect();
+    /// assert_eq!(joined, ["to", "be"]);
+    /// ```
     pub fn iter(&self) -> Iter<'_, T> {
         Iter {
             items: self,
@@ -118,6 +159,18 @@ impl<T> SharedVec<T> {
     /// even in a chunk that clones share (they do not see it); only if a
     /// clone has already appended there does this copy the items of the
     /// last chunk first.
+    ///
+    /// ```
+    /// use weaver::state::SharedVec;
+    ///
+    /// let mut a = SharedVec::new();
+    /// a.push(1);
+    /// let mut b = a.clone();
+    /// a.push(2);
+    /// b.push(3); // both push after the same item: each keeps its own
+    /// assert_eq!(a.iter().copied().collect::<Vec<_>>(), [1, 2]);
+    /// assert_eq!(b.iter().copied().collect::<Vec<_>>(), [1, 3]);
+    /// ```
     pub fn push(&mut self, item: T)
     where
         T: Clone,

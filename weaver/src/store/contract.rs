@@ -33,21 +33,83 @@ pub trait Store: Debug + Send + Sync {
     /// op sees an earlier op's writes, and the reads see one state, never
     /// half of a concurrent batch. At most
     /// [`MAX_BATCH_OPS`](super::limits::MAX_BATCH_OPS) operations.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Op, OpResult, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// // One atomic batch: the get sees the put before it.
+    /// let results = store
+    ///     .batch(vec![
+    ///         Op::put(&["users", "u1"], "food", json!("pizza")),
+    ///         Op::get(&["users", "u1"], "food"),
+    ///         Op::search(&["users"], Search::new()),
+    ///         Op::delete(&["users", "u1"], "food"),
+    ///     ])
+    ///     .await?;
+    /// assert!(matches!(&results[1], OpResult::Got(Some(item)) if item.value == "pizza"));
+    /// assert!(matches!(&results[2], OpResult::Found(items) if items.len() == 1));
+    /// assert!(matches!(results[3], OpResult::Deleted));
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>>;
 
     /// Deletes every expired item now, as one writing batch would (a batch
     /// never sees a sweep halfway through); returns how many were deleted.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, PutOptions, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put_with(&["a"], "old", json!(1), PutOptions::new().ttl(Duration::from_millis(5))).await?;
+    /// store.put(&["a"], "kept", json!(2)).await?;
+    /// tokio::time::sleep(Duration::from_millis(20)).await;
+    /// assert_eq!(store.sweep().await?, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn sweep(&self) -> Result<u64>;
 
     /// The item at `namespace`/`key`; `None` when absent or expired (an
     /// expired item met here is deleted). Restarts the TTL when the store
     /// refreshes on read.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["users", "u1"], "food", json!({"likes": "pizza"})).await?;
+    /// let item = store.get(&["users", "u1"], "food").await?.expect("stored");
+    /// assert_eq!(item.value["likes"], "pizza");
+    /// assert!(store.get(&["users", "u1"], "drink").await?.is_none());
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn get(&self, namespace: &[&str], key: &str) -> Result<Option<Item>> {
         self.get_with(namespace, key, None).await
     }
 
     /// [`get`](Store::get), choosing whether to restart the item's TTL
     /// (`None`: the store's [`refresh_on_read`](super::StoreConfig::refresh_on_read)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Search, Store, StoreConfig};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::with_config(StoreConfig::new().default_ttl(Duration::from_secs(60)));
+    /// store.put(&["a"], "k", json!(1)).await?;
+    /// // Peek without restarting the item's TTL.
+    /// let item = store.get_with(&["a"], "k", Some(false)).await?.unwrap();
+    /// assert_eq!(item.value, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn get_with(
         &self,
         namespace: &[&str],
@@ -76,8 +138,7 @@ pub trait Store: Debug + Send + Sync {
     /// returns it, later reads do not.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> weaver::Result<()> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use serde_json::json;
     /// use weaver::store::{InMemoryStore, Store};
     ///
@@ -87,8 +148,7 @@ pub trait Store: Debug + Send + Sync {
     /// let second = store.put(&ns, "food", json!({"memory": "likes sushi"})).await?;
     /// assert_eq!(second.created_at, first.created_at);
     /// assert_eq!(store.get(&ns, "food").await?, Some(second));
-    /// # Ok(())
-    /// # }
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
     /// ```
     async fn put(&self, namespace: &[&str], key: &str, value: Value) -> Result<Item> {
         self.put_with(namespace, key, value, PutOptions::default())
@@ -97,6 +157,21 @@ pub trait Store: Debug + Send + Sync {
 
     /// [`put`](Store::put) with index fields and a TTL; returns the stored
     /// item.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, PutOptions, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// // Only `text` is ranked; the items expire in an hour.
+    /// let options = PutOptions::new().index(["text"]).ttl(Duration::from_secs(3600));
+    /// store.put_with(&["notes"], "n1", json!({"text": "call mom", "tag": "milk"}), options.clone()).await?;
+    /// store.put_with(&["notes"], "n2", json!({"text": "buy milk"}), options).await?;
+    /// assert_eq!(store.search(&["notes"], Search::query("milk")).await?[0].key, "n2");
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn put_with(
         &self,
         namespace: &[&str],
@@ -112,6 +187,19 @@ pub trait Store: Debug + Send + Sync {
     }
 
     /// Deletes the item; deleting an absent item is not an error.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["users", "u1"], "food", json!("pizza")).await?;
+    /// store.delete(&["users", "u1"], "food").await?;
+    /// assert!(store.get(&["users", "u1"], "food").await?.is_none());
+    /// store.delete(&["users", "u1"], "food").await?; // already gone: fine
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn delete(&self, namespace: &[&str], key: &str) -> Result<()> {
         match single(self.batch(vec![Op::delete(namespace, key)]).await?)? {
             OpResult::Deleted => Ok(()),
@@ -122,6 +210,24 @@ pub trait Store: Debug + Send + Sync {
     /// Live items at or under `namespace_prefix` (label-wise; `&[]` is
     /// everything) that match the filter, ranked by the query if there is
     /// one, then paged. Never returns an item outside the prefix.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{Filter, InMemoryStore, Search, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["users", "u1"], "a", json!({"text": "likes pizza", "age": 31})).await?;
+    /// store.put(&["users", "u2"], "a", json!({"text": "likes sushi", "age": 25})).await?;
+    /// store.put(&["teams", "t1"], "a", json!({"text": "pizza fridays"})).await?;
+    /// // Under `users` only, ranked by the query.
+    /// let found = store.search(&["users"], Search::query("pizza")).await?;
+    /// assert_eq!(found[0].namespace, ["users", "u1"]);
+    /// // Filtered on a value field.
+    /// let older = store.search(&["users"], Search::new().filter(Filter::new().gte("age", 30))).await?;
+    /// assert_eq!(older.len(), 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn search(&self, namespace_prefix: &[&str], options: Search) -> Result<Vec<Item>> {
         match single(
             self.batch(vec![Op::search(namespace_prefix, options)])
@@ -134,6 +240,20 @@ pub trait Store: Debug + Send + Sync {
 
     /// Distinct namespaces holding live items, filtered by prefix and suffix,
     /// truncated to `max_depth` labels, ordered by dotted form, paged.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, ListNamespaces, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = InMemoryStore::new();
+    /// store.put(&["users", "u1", "memories"], "a", json!(1)).await?;
+    /// store.put(&["users", "u2", "prefs"], "b", json!(2)).await?;
+    /// store.put(&["teams", "t1"], "c", json!(3)).await?;
+    /// let users = store.list_namespaces(ListNamespaces::new().prefix(&["users"]).max_depth(2)).await?;
+    /// assert_eq!(users, [vec!["users", "u1"], vec!["users", "u2"]]);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     async fn list_namespaces(&self, options: ListNamespaces) -> Result<Vec<Vec<String>>> {
         match single(self.batch(vec![Op::ListNamespaces(options)]).await?)? {
             OpResult::Namespaces(ns) => Ok(ns),

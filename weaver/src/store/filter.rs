@@ -38,6 +38,12 @@ impl FilterOp {
     ];
 
     /// The operator's JSON spelling (`$eq`, `$ne`, …).
+    ///
+    /// ```
+    /// use weaver::store::FilterOp;
+    ///
+    /// assert_eq!(FilterOp::Gte.as_str(), "$gte");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             FilterOp::Eq => "$eq",
@@ -50,6 +56,14 @@ impl FilterOp {
     }
 
     /// Parses `$eq`…`$lte`; anything else is [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// use weaver::store::FilterOp;
+    ///
+    /// assert_eq!(FilterOp::parse("$lt")?, FilterOp::Lt);
+    /// assert!(FilterOp::parse("$in").is_err());
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn parse(s: &str) -> Result<Self> {
         FilterOp::ALL
             .into_iter()
@@ -103,6 +117,14 @@ pub struct Filter {
 
 impl Filter {
     /// No condition: every item matches.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::Filter;
+    ///
+    /// assert!(Filter::new().is_empty());
+    /// assert!(Filter::new().matches(&json!({"anything": 1})));
+    /// ```
     pub fn new() -> Self {
         Filter::default()
     }
@@ -123,6 +145,15 @@ impl Filter {
     }
 
     /// Adds `field == value`.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::Filter;
+    ///
+    /// let paris = Filter::new().eq("city", "Paris");
+    /// assert!(paris.matches(&json!({"city": "Paris"})));
+    /// assert!(!paris.matches(&json!({"city": "Lyon"})));
+    /// ```
     pub fn eq(self, field: impl Into<String>, value: impl Into<Value>) -> Self {
         self.condition(field, FilterOp::Eq, value)
     }
@@ -135,6 +166,16 @@ impl Filter {
         self.condition(field, FilterOp::Gt, value)
     }
     /// Adds `field >= value`.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::Filter;
+    ///
+    /// // Dotted paths reach nested fields.
+    /// let adults = Filter::new().gte("person.age", 18);
+    /// assert!(adults.matches(&json!({"person": {"age": 18}})));
+    /// assert!(!adults.matches(&json!({"person": {"age": 17}})));
+    /// ```
     pub fn gte(self, field: impl Into<String>, value: impl Into<Value>) -> Self {
         self.condition(field, FilterOp::Gte, value)
     }
@@ -166,6 +207,16 @@ impl Filter {
     /// [`Error::InvalidArgument`]; a form nested deeper than
     /// [`MAX_FILTER_NESTING`] is
     /// [`Error::LimitExceeded`].
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use weaver::store::Filter;
+    ///
+    /// let filter = Filter::parse(&json!({"age": {"$gte": 30, "$lt": 40}, "city": "Paris"}))?;
+    /// assert_eq!(filter, Filter::new().gte("age", 30).lt("age", 40).eq("city", "Paris"));
+    /// assert!(Filter::parse(&json!({"age": {"$in": [1, 2]}})).is_err());
+    /// # Ok::<(), weaver::Error>(())
+    /// ```
     pub fn parse(json: &Value) -> Result<Filter> {
         // Counted without recursion, before anything recurses into the form
         // (the `$and` parts, copying operands, quoting them in errors).

@@ -23,8 +23,7 @@ type Items = BTreeMap<(String, String), Record>;
 /// items under its prefix.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> weaver::Result<()> {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use serde_json::json;
 /// use weaver::store::{InMemoryStore, Store};
 ///
@@ -32,8 +31,7 @@ type Items = BTreeMap<(String, String), Record>;
 /// store.put(&["users", "u1", "prefs"], "theme", json!({"dark": true})).await?;
 /// let item = store.get(&["users", "u1", "prefs"], "theme").await?.unwrap();
 /// assert_eq!(item.value["dark"], true);
-/// # Ok(())
-/// # }
+/// # Ok::<(), weaver::Error>(()) }).unwrap();
 /// ```
 #[derive(Clone, Debug)]
 pub struct InMemoryStore {
@@ -67,6 +65,19 @@ impl std::fmt::Debug for MemoryItems {
 
 impl InMemoryStore {
     /// An empty store: BM25 ranking, no expiry.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use serde_json::json;
+    /// use weaver::store::{InMemoryStore, Store};
+    ///
+    /// let store = InMemoryStore::new();
+    /// // Clones share the items.
+    /// let handle = store.clone();
+    /// handle.put(&["a"], "k", json!(1)).await?;
+    /// assert_eq!(store.get(&["a"], "k").await?.unwrap().value, 1);
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new() -> Self {
         InMemoryStore::default()
     }
@@ -91,8 +102,7 @@ impl InMemoryStore {
     /// [`Error::Decrypt`](crate::Error::Decrypt), nothing of it written.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> weaver::Result<()> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use serde_json::json;
     /// use weaver::codec::{EncryptedCodec, EncryptionKey};
     /// use weaver::store::{InMemoryStore, Search, Store};
@@ -105,8 +115,7 @@ impl InMemoryStore {
     /// assert_eq!(found[0].value, json!({"memory": "likes pizza"}));
     /// // A handle without the key does not read it.
     /// assert!(matches!(plain.get(&["users", "u1"], "food").await, Err(weaver::Error::Decrypt { .. })));
-    /// # Ok(())
-    /// # }
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
     /// ```
     #[cfg(feature = "encryption")]
     #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]

@@ -6,8 +6,7 @@
 //! `["users", "user-123", "memories"]`, one JSON value per key.
 //!
 //! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> weaver::Result<()> {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use serde_json::json;
 //! use weaver::store::{InMemoryStore, Search, Store};
 //!
@@ -21,8 +20,7 @@
 //! assert_eq!(items[0].key, "food");
 //! assert_eq!(items[0].updated_at, stored.updated_at);
 //! assert!(items[0].score.is_some());
-//! # Ok(())
-//! # }
+//! # Ok::<(), weaver::Error>(()) }).unwrap();
 //! ```
 //!
 //! # Namespaces

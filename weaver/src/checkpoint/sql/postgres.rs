@@ -60,6 +60,18 @@ pub type PostgresSaver = SqlSaver<Postgres>;
 
 impl SqlSaver<Postgres> {
     /// A saver on `pool`, with tables in the connection's `search_path`.
+    ///
+    /// ```no_run
+    /// // Needs a PostgreSQL server, so it is only compiled here.
+    /// # async fn demo() -> weaver::Result<()> {
+    /// use weaver::checkpoint::PostgresSaver;
+    /// use weaver::migrate::{self, Adapter};
+    ///
+    /// let pool = sqlx::PgPool::connect("postgres://app@localhost/app").await.unwrap();
+    /// migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
+    /// let saver = PostgresSaver::new(pool);
+    /// # Ok(()) }
+    /// ```
     pub fn new(pool: PgPool) -> Self {
         SqlSaver::on(pool, None, "")
     }
@@ -73,6 +85,24 @@ impl SqlSaver<Postgres> {
     /// call. Calls one after another use the saver's own connection and do
     /// not pay that ping. Build the pool yourself ([`PostgresSaver::new`])
     /// to choose otherwise.
+    ///
+    /// ```no_run
+    /// // Needs a PostgreSQL server, so it is only compiled here.
+    /// # async fn demo() -> weaver::Result<()> {
+    /// use weaver::checkpoint::PostgresSaver;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { n: u64 }
+    ///
+    /// let saver = PostgresSaver::connect("postgres://app@localhost/app").await?;
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("a", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new().checkpointer(saver))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(url: &str) -> Result<Self> {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .connect(url)
@@ -118,6 +148,19 @@ impl SqlSaver<Postgres> {
 
     /// Uses the tables in PostgreSQL schema `schema` (one set per tenant;
     /// migrate it with [`PgSchema`]). `schema` must be a plain identifier.
+    ///
+    /// ```no_run
+    /// // Needs a PostgreSQL server, so it is only compiled here.
+    /// # async fn demo(pool: sqlx::PgPool) -> weaver::Result<()> {
+    /// use weaver::checkpoint::PostgresSaver;
+    /// use weaver::migrate::{self, Adapter, PgSchema};
+    ///
+    /// // One schema per tenant, migrated once.
+    /// migrate::up(&PgSchema::new(&pool, "tenant_a")?, &[Adapter::Checkpoint], None).await?;
+    /// let saver = PostgresSaver::new(pool.clone()).with_prefix("tenant_a")?;
+    /// assert!(PostgresSaver::new(pool).with_prefix("a; DROP TABLE x").is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn with_prefix(mut self, schema: &str) -> Result<Self> {
         let schema = checked_schema(schema)?;
         let prefix = table_prefix(Some(&schema));

@@ -80,6 +80,33 @@ impl<D: Backend> SqlSaver<D> {
 
     /// Passes payloads through `codec` (e.g. an
     /// `EncryptedCodec`, feature `encryption`).
+    ///
+    /// ```
+    /// # #[cfg(all(feature = "encryption", feature = "sqlite"))]
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::checkpoint::{CheckpointRef, SqliteSaver};
+    /// use weaver::codec::{EncryptedCodec, EncryptionKey};
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { secret: String }
+    ///
+    /// let file = std::env::temp_dir().join(format!("weaver-doc-codec-{}.db", std::process::id()));
+    /// let url = format!("sqlite://{}", file.display());
+    /// let codec = EncryptedCodec::json([EncryptionKey::new("2026-01", [7; 32])?])?;
+    /// let saver = SqliteSaver::connect(&url).await?.with_codec(codec);
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("a", |_: &S| SUpdate::default().secret("pizza"))
+    ///     .add_sequence([START, "a", END])
+    ///     .compile(Compile::new().checkpointer(saver))?;
+    /// graph.invoke(S::default(), &RunConfig::thread("t")).await?;
+    /// assert_eq!(graph.get_state(&RunConfig::thread("t")).await?.values.secret, "pizza");
+    /// // Without the key the stored checkpoint does not decode.
+    /// let plain = SqliteSaver::connect(&url).await?;
+    /// assert!(plain.get_tuple(&CheckpointRef::latest("t")).await.is_err());
+    /// # std::fs::remove_file(&file).ok();
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn with_codec(mut self, codec: impl Codec + 'static) -> Self {
         self.settings.codec = Arc::new(codec);
         self
@@ -88,6 +115,30 @@ impl<D: Backend> SqlSaver<D> {
     /// Keeps only the latest checkpoint per thread and namespace, with its
     /// pending writes. Older checkpoints are deleted as newer ones commit;
     /// asking for one is [`Error::ShallowSaver`].
+    ///
+    /// ```
+    /// # #[cfg(feature = "sqlite")]
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::checkpoint::SqliteSaver;
+    /// use weaver::prelude::*;
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// struct S { #[reducer(add)] n: u64 }
+    ///
+    /// let file = std::env::temp_dir().join(format!("weaver-doc-shallow-{}.db", std::process::id()));
+    /// let saver = SqliteSaver::connect(&format!("sqlite://{}", file.display())).await?.shallow();
+    /// let graph = Graph::<S>::new("g")
+    ///     .add_node("inc", |_: &S| SUpdate::default().n(1u64))
+    ///     .add_sequence([START, "inc", END])
+    ///     .compile(Compile::new().checkpointer(saver))?;
+    /// let config = RunConfig::thread("t");
+    /// graph.invoke(S::default(), &config).await?;
+    /// graph.invoke(S::default(), &config).await?;
+    /// assert_eq!(graph.get_state(&config).await?.values.n, 2);
+    /// assert_eq!(graph.checkpointer().unwrap().thread_info("t").await?.unwrap().checkpoints, 1);
+    /// # std::fs::remove_file(&file).ok();
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn shallow(mut self) -> Self {
         self.settings.history = super::History::Latest;
         self

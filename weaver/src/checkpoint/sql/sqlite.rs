@@ -56,6 +56,23 @@ pub type SqliteSaver = SqlSaver<Sqlite>;
 
 impl SqlSaver<Sqlite> {
     /// A saver on `pool` (JSON codec, full history).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::Saver;
+    /// use weaver::checkpoint::SqliteSaver;
+    /// use weaver::migrate::{self, Adapter};
+    ///
+    /// let file = std::env::temp_dir().join(format!("weaver-doc-new-{}.db", std::process::id()));
+    /// let options = SqliteSaver::connect_options(&format!("sqlite://{}", file.display()))?;
+    /// // Your own pool, shared with the rest of the application.
+    /// let pool = sqlx::sqlite::SqlitePoolOptions::new().connect_with(options).await.unwrap();
+    /// migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
+    /// let saver = SqliteSaver::new(pool);
+    /// assert!(saver.thread_info("t").await?.is_none());
+    /// # std::fs::remove_file(&file).ok();
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new(pool: SqlitePool) -> Self {
         SqlSaver::on(pool, None, "")
     }
@@ -72,6 +89,26 @@ impl SqlSaver<Sqlite> {
     /// w4_fresh`), but it is left off: under memory-mapped reads an I/O error
     /// (or a file cut short by another program) stops the process with
     /// `SIGBUS` instead of failing the call with [`Error::Storage`].
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use weaver::checkpoint::SqliteSaver;
+    /// use weaver::migrate::{self, Adapter};
+    ///
+    /// let file = std::env::temp_dir().join(format!("weaver-doc-options-{}.db", std::process::id()));
+    /// let options = SqliteSaver::connect_options(&format!("sqlite://{}", file.display()))?;
+    /// // Your own pool on the recommended options: here, at most four connections.
+    /// let pool = sqlx::sqlite::SqlitePoolOptions::new()
+    ///     .max_connections(4)
+    ///     .connect_with(options)
+    ///     .await
+    ///     .unwrap();
+    /// migrate::up(&pool, &[Adapter::Checkpoint], None).await?;
+    /// let saver = SqliteSaver::new(pool);
+    /// # let _ = saver;
+    /// # std::fs::remove_file(&file).ok();
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn connect_options(url: &str) -> Result<SqliteConnectOptions> {
         sql::sqlite::connect_options(url)
     }

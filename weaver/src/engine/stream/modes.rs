@@ -110,17 +110,40 @@ pub struct StreamModes(u8);
 
 impl StreamModes {
     /// No mode: only interrupts and the result are yielded.
+    ///
+    /// ```
+    /// use weaver::{StreamMode, StreamModes};
+    ///
+    /// assert!(StreamModes::none().is_empty());
+    /// assert!(!StreamModes::none().contains(StreamMode::Values));
+    /// ```
     pub const fn none() -> Self {
         StreamModes(0)
     }
 
     /// These modes and `mode`.
+    ///
+    /// ```
+    /// use weaver::{StreamMode, StreamModes};
+    ///
+    /// let modes = StreamModes::none().with(StreamMode::Updates).with(StreamMode::Custom);
+    /// assert!(modes.contains(StreamMode::Updates) && modes.contains(StreamMode::Custom));
+    /// ```
     #[must_use]
     pub const fn with(self, mode: StreamMode) -> Self {
         StreamModes(self.0 | mode.bits())
     }
 
     /// Whether every mode `mode` stands for is in the set.
+    ///
+    /// ```
+    /// use weaver::{StreamMode, StreamModes};
+    ///
+    /// let modes = StreamModes::from(StreamMode::ValuesAndUpdates);
+    /// assert!(modes.contains(StreamMode::Values));
+    /// // A combined mode is in the set only when all of it is.
+    /// assert!(!StreamModes::from(StreamMode::Values).contains(StreamMode::ValuesAndUpdates));
+    /// ```
     pub const fn contains(self, mode: StreamMode) -> bool {
         self.0 & mode.bits() == mode.bits()
     }

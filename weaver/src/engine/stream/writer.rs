@@ -39,6 +39,13 @@ pub struct MessageChunk {
 
 impl MessageChunk {
     /// A chunk of `content`, with no message id or metadata.
+    ///
+    /// ```
+    /// use weaver::MessageChunk;
+    ///
+    /// let chunk = MessageChunk::new("Hel");
+    /// assert_eq!((chunk.content.as_str(), chunk.id), ("Hel", None));
+    /// ```
     pub fn new(content: impl Into<String>) -> Self {
         MessageChunk {
             content: content.into(),
@@ -47,6 +54,14 @@ impl MessageChunk {
     }
 
     /// Sets the id of the message it belongs to.
+    ///
+    /// ```
+    /// use weaver::MessageChunk;
+    ///
+    /// // Chunks of one message share its id, so a consumer can join them.
+    /// let chunks = ["Hel", "lo"].map(|t| MessageChunk::new(t).id("reply-1"));
+    /// assert!(chunks.iter().all(|c| c.id.as_deref() == Some("reply-1")));
+    /// ```
     #[must_use]
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
@@ -54,6 +69,14 @@ impl MessageChunk {
     }
 
     /// Adds `key: value` to its metadata.
+    ///
+    /// ```
+    /// use weaver::MessageChunk;
+    ///
+    /// let chunk = MessageChunk::new("Hi").metadata("model", "small").metadata("role", "assistant");
+    /// assert_eq!(chunk.metadata["model"], "small");
+    /// assert_eq!(chunk.metadata.len(), 2);
+    /// ```
     #[must_use]
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.metadata.insert(key.into(), value.into());

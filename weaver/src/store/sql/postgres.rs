@@ -52,6 +52,19 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// A store on `pool`, with its table in the connection's `search_path`:
     /// BM25 ranking, no expiry.
+    ///
+    /// ```no_run
+    /// // Needs a PostgreSQL server, so it is only compiled here.
+    /// # async fn demo() -> weaver::Result<()> {
+    /// use weaver::migrate::{self, Adapter};
+    /// use weaver::store::{PostgresStore, Store};
+    ///
+    /// let pool = sqlx::PgPool::connect("postgres://app@localhost/app").await.unwrap();
+    /// migrate::up(&pool, &[Adapter::Store], None).await?;
+    /// let store = PostgresStore::new(pool);
+    /// store.put(&["users", "u1"], "food", serde_json::json!({"memory": "likes pizza"})).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(pool: PgPool) -> Self {
         PostgresStore {
             inner: layered(SqlStore::new(pool)),
@@ -61,6 +74,18 @@ impl PostgresStore {
     /// Uses the table in PostgreSQL schema `schema` (one per tenant; migrate
     /// it with [`PgSchema`](crate::migrate::PgSchema)). `schema` must be a plain identifier, else
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// ```no_run
+    /// // Needs a PostgreSQL server, so it is only compiled here.
+    /// # async fn demo(pool: sqlx::PgPool) -> weaver::Result<()> {
+    /// use weaver::migrate::{self, Adapter, PgSchema};
+    /// use weaver::store::PostgresStore;
+    ///
+    /// migrate::up(&PgSchema::new(&pool, "tenant_a")?, &[Adapter::Store], None).await?;
+    /// let store = PostgresStore::new(pool.clone()).with_prefix("tenant_a")?;
+    /// assert!(PostgresStore::new(pool).with_prefix("not a name").is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn with_prefix(mut self, schema: &str) -> Result<Self> {
         let schema = checked_schema(schema)?;
         let prefix = table_prefix(Some(&schema));

@@ -39,6 +39,24 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// A store on `pool`: BM25 ranking, no expiry.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use serde_json::json;
+    /// use weaver::migrate::{self, Adapter};
+    /// use weaver::store::{Search, SqliteStore, Store};
+    ///
+    /// let file = std::env::temp_dir().join(format!("weaver-doc-store-{}.db", std::process::id()));
+    /// let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", file.display())).await.unwrap();
+    /// migrate::up(&pool, &[Adapter::Store], None).await?;
+    /// let store = SqliteStore::new(pool.clone());
+    /// store.put(&["users", "u1"], "food", json!({"memory": "likes pizza"})).await?;
+    /// // Another store on the same database sees the item.
+    /// let other = SqliteStore::new(pool);
+    /// assert_eq!(other.search(&["users"], Search::query("pizza")).await?.len(), 1);
+    /// # std::fs::remove_file(&file).ok();
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
+    /// ```
     pub fn new(pool: SqlitePool) -> Self {
         SqliteStore {
             inner: layered(SqlStore::new(pool)),
@@ -67,8 +85,7 @@ impl SqliteStore {
     /// and put them through this one.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> weaver::Result<()> {
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use serde_json::json;
     /// use weaver::codec::{EncryptedCodec, EncryptionKey};
     /// use weaver::migrate::{self, Adapter};
@@ -94,8 +111,7 @@ impl SqliteStore {
     /// // Without the key, the item does not decode.
     /// let plain = SqliteStore::new(pool);
     /// assert!(matches!(plain.get(&["users", "u1"], "food").await, Err(weaver::Error::Decrypt { .. })));
-    /// # Ok(())
-    /// # }
+    /// # Ok::<(), weaver::Error>(()) }).unwrap();
     /// ```
     #[cfg(feature = "encryption")]
     #[cfg_attr(docsrs, doc(cfg(feature = "encryption")))]
