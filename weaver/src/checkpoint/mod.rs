@@ -16,6 +16,7 @@ mod fleet;
 pub(crate) mod id;
 pub(crate) mod lease;
 pub mod limits;
+mod lineage;
 mod list_filter;
 mod memory;
 mod nul;
