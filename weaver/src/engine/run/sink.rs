@@ -67,6 +67,11 @@ impl<S: GraphState> Sink<S> {
         let _ = self.tx.send(StreamItem::Event(event));
     }
 
+    /// Whether the stream was dropped (no one receives the events).
+    pub fn is_dropped(&self) -> bool {
+        self.tx.is_closed()
+    }
+
     fn wants(&self, mode: StreamMode) -> bool {
         self.modes.contains(mode)
     }
