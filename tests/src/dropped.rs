@@ -84,8 +84,8 @@ fn graph(saver: Arc<dyn Saver>, gates: Arc<Gates>) -> CompiledGraph<Steps> {
 /// the run's earlier writes stored, then starts turn 2 at once: turn 2
 /// waits until turn 1 stopped (which `slow` lets it do only afterwards),
 /// then succeeds, with no lease error or `VersionConflict`; turn 1 stopped
-/// at the step boundary after `slow` (its `fast` never ran), and the
-/// thread's history is one line of commits.
+/// at the step boundary after `slow` (its `fast` never ran) and kept that
+/// step, and the thread's history is one line of commits.
 pub async fn the_next_turn_after_a_dropped_stream_waits_for_it(saver: Arc<dyn Saver>) {
     for round in 0..3 {
         let thread = format!("dropped-{round}");
@@ -114,15 +114,18 @@ pub async fn the_next_turn_after_a_dropped_stream_waits_for_it(saver: Arc<dyn Sa
             std::thread::sleep(Duration::from_millis(1));
         }
         let finished_early = turn_2.is_finished();
-        assert!(!gates.stuck.load(Ordering::SeqCst), "round {round}: `slow` gave up");
         gates.release.store(true, Ordering::SeqCst);
         let out = turn_2
             .await
             .expect("turn 2 ran")
             .unwrap_or_else(|e| panic!("round {round}: the next turn failed: {e}"));
         assert!(!finished_early, "round {round}: turn 2 did not wait");
+        assert!(!gates.stuck.load(Ordering::SeqCst), "round {round}: stuck");
         let state = out.complete().unwrap();
         assert_eq!(state.foo, "turn 2", "round {round}");
+        // Turn 1 kept its `slow` step (queued before it stopped), then turn
+        // 2 ran whole on top of it.
+        assert_eq!(state.bar, ["slow", "slow", "fast", "last"], "round {round}");
         assert_eq!(
             gates.fast_on_turn_1.load(Ordering::SeqCst),
             0,

@@ -76,21 +76,29 @@ impl SaverState {
         }
     }
 
-    /// Waits until no background writer has operations of `thread` queued.
+    /// Waits until no background writer has operations of `thread` queued,
+    /// those registered while it waited included (a run stopping registers
+    /// the release of its lease before the flight of its stop lands).
     /// Returns whether it had any to wait for.
     pub(crate) async fn settle(&self, thread: &str) -> bool {
-        if self.registered.load(Ordering::SeqCst) == 0 {
-            return false;
-        }
-        let queued: Vec<Arc<Flight>> = match self.flights().get(thread) {
-            Some(list) => list.clone(),
-            None => return false,
-        };
         let mut waited = false;
-        for flight in queued {
-            waited |= flight.settled().await;
+        loop {
+            if self.registered.load(Ordering::SeqCst) == 0 {
+                return waited;
+            }
+            let queued: Vec<Arc<Flight>> = match self.flights().get(thread) {
+                Some(list) => list.clone(),
+                None => return waited,
+            };
+            let mut this_pass = false;
+            for flight in queued {
+                this_pass |= flight.settled().await;
+            }
+            if !this_pass {
+                return waited;
+            }
+            waited = true;
         }
-        waited
     }
 
     /// Records a deletion of `thread_id` (its ids may be stored again with
