@@ -183,3 +183,39 @@ impl Drop for FlightGuard {
         self.flight.landed.notify_waiters();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::SaverState;
+
+    /// A flight registered while a settle waits (a stopping run's lease
+    /// release, registered before the flight of its stop lands) is waited
+    /// for too.
+    #[tokio::test]
+    async fn settle_waits_for_flights_registered_while_it_waits() {
+        let state = Arc::new(SaverState::new());
+        let first = state.take_off("t");
+        first.flight().queued(1);
+        let settle = tokio::spawn({
+            let state = state.clone();
+            async move { state.settle("t").await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!settle.is_finished());
+        let second = state.take_off("t");
+        second.flight().queued(1);
+        drop(first);
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !settle.is_finished(),
+            "returned with the second flight queued"
+        );
+        drop(second);
+        assert!(settle.await.unwrap());
+        assert!(!state.settle("t").await);
+    }
+}
