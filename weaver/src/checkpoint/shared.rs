@@ -76,21 +76,29 @@ impl SaverState {
         }
     }
 
-    /// Waits until no background writer has operations of `thread` queued.
+    /// Waits until no background writer has operations of `thread` queued,
+    /// those registered while it waited included (a run stopping registers
+    /// the release of its lease before the flight of its stop lands).
     /// Returns whether it had any to wait for.
     pub(crate) async fn settle(&self, thread: &str) -> bool {
-        if self.registered.load(Ordering::SeqCst) == 0 {
-            return false;
-        }
-        let queued: Vec<Arc<Flight>> = match self.flights().get(thread) {
-            Some(list) => list.clone(),
-            None => return false,
-        };
         let mut waited = false;
-        for flight in queued {
-            waited |= flight.settled().await;
+        loop {
+            if self.registered.load(Ordering::SeqCst) == 0 {
+                return waited;
+            }
+            let queued: Vec<Arc<Flight>> = match self.flights().get(thread) {
+                Some(list) => list.clone(),
+                None => return waited,
+            };
+            let mut this_pass = false;
+            for flight in queued {
+                this_pass |= flight.settled().await;
+            }
+            if !this_pass {
+                return waited;
+            }
+            waited = true;
         }
-        waited
     }
 
     /// Records a deletion of `thread_id` (its ids may be stored again with
@@ -173,5 +181,41 @@ impl Drop for FlightGuard {
         drop(all);
         self.flight.pending.store(0, Ordering::SeqCst);
         self.flight.landed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::SaverState;
+
+    /// A flight registered while a settle waits (a stopping run's lease
+    /// release, registered before the flight of its stop lands) is waited
+    /// for too.
+    #[tokio::test]
+    async fn settle_waits_for_flights_registered_while_it_waits() {
+        let state = Arc::new(SaverState::new());
+        let first = state.take_off("t");
+        first.flight().queued(1);
+        let settle = tokio::spawn({
+            let state = state.clone();
+            async move { state.settle("t").await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!settle.is_finished());
+        let second = state.take_off("t");
+        second.flight().queued(1);
+        drop(first);
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !settle.is_finished(),
+            "returned with the second flight queued"
+        );
+        drop(second);
+        assert!(settle.await.unwrap());
+        assert!(!state.settle("t").await);
     }
 }

@@ -590,8 +590,9 @@ impl<S: GraphState> CompiledGraph<S> {
     /// Runs like [`invoke`](CompiledGraph::invoke) in a background task and
     /// yields each node's update and the state after each step; the last item
     /// is the run's result. Dropping the stream stops the run at its next
-    /// await; checkpoints it queued are still written, and the next call on
-    /// the thread through the same saver waits for them.
+    /// await, and at its next step boundary at the latest; checkpoints it
+    /// queued are still written, and the next call on the thread through
+    /// the same saver waits for the run to have stopped and for them.
     ///
     /// The same as [`stream_with_mode`](Self::stream_with_mode) with
     /// [`StreamMode::ValuesAndUpdates`].

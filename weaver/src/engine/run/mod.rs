@@ -306,6 +306,13 @@ impl<S: GraphState> Loop<'_, S> {
         let limit = self.config.get_recursion_limit();
         let mut steps = 0usize;
         loop {
+            // A stream dropped meanwhile has aborted the run's task, which
+            // stops at its next await: this one, at the step boundary, if
+            // the run went on without awaiting anything (writes queued to
+            // the background, nodes that block).
+            if self.sink.as_ref().is_some_and(Sink::is_dropped) {
+                tokio::task::yield_now().await;
+            }
             if let Some(watch) = &self.watch {
                 watch.check()?;
             }

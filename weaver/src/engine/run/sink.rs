@@ -62,9 +62,14 @@ impl<S: GraphState> Sink<S> {
     }
 
     /// Sends an event; a stream dropped meanwhile is no error (the run then
-    /// stops at its next await).
+    /// stops at its next await, or at its next step boundary).
     pub fn send(&self, event: StreamEvent<S>) {
         let _ = self.tx.send(StreamItem::Event(event));
+    }
+
+    /// Whether the stream was dropped (no one receives the events).
+    pub fn is_dropped(&self) -> bool {
+        self.tx.is_closed()
     }
 
     fn wants(&self, mode: StreamMode) -> bool {

@@ -23,12 +23,15 @@ use crate::state::GraphState;
 /// instead of ending the stream without its [`StreamItem::Done`](crate::StreamItem::Done).
 ///
 /// Dropping the stream before its end stops the run: it is cancelled at
-/// its next await (a step's tasks, a write), and keeps what it stored
-/// before, as a run that failed there would. On a multi-thread runtime the
-/// run may still be in the middle of a write when the drop returns; the
-/// next call on the same thread, on this graph or on any graph compiled on
-/// a clone of the saver, first waits for the run to have stopped, so it
-/// starts from what the run left (never a `VersionConflict` with it).
+/// its next await (a step's tasks, a write), and at its next step boundary
+/// at the latest (a run whose writes are queued to the background, or whose
+/// nodes block their thread, may reach no await before), and keeps what it
+/// stored or queued before, as a run that failed there would. On a
+/// multi-thread runtime the run may still be in a node or in the middle of
+/// a write when the drop returns; the next call on the same thread, on
+/// this graph or on any graph compiled on a clone of the saver, first
+/// waits for the run to have stopped, so it starts from what the run left
+/// (never a `VersionConflict` or a busy thread with it).
 #[derive(Debug)]
 pub struct RunStream<S: GraphState> {
     rx: mpsc::UnboundedReceiver<StreamItem<S>>,
