@@ -258,24 +258,32 @@ impl Hold {
 
     /// Gives the lease back once the run has ended (`paused`: at an
     /// interrupt, for a named holder that resumes it).
+    ///
+    /// The hold counts as given back only once the call returned: a run
+    /// cancelled in the middle of it (its stream dropped) leaves the hold
+    /// to [`Drop`], which gives the lease back, instead of leaving the
+    /// thread held until the lease runs out.
     pub async fn release(mut self, paused: bool) -> Result<()> {
-        self.released = true;
         if let Some(r) = self.renewer.take() {
             r.abort();
         }
         let Some(leases) = self.cp.saver().leases() else {
+            self.released = true;
             return Ok(());
         };
         let stopped = self.watch.stop().is_some();
-        if paused && !stopped {
+        let result = if paused && !stopped {
             // Kept for one lease time, not renewed: the holder's resume
             // takes it back.
-            return leases
+            leases
                 .renew(&self.thread_id, &self.holder, self.times.lease)
                 .await
-                .map(|_| ());
-        }
-        leases.release(&self.thread_id, &self.holder, stopped).await
+                .map(|_| ())
+        } else {
+            leases.release(&self.thread_id, &self.holder, stopped).await
+        };
+        self.released = true;
+        result
     }
 }
 
