@@ -389,6 +389,23 @@ fn by_rank(a: &(Record, Option<f64>), b: &(Record, Option<f64>)) -> Ordering {
         .then_with(|| a.0.key.as_bytes().cmp(b.0.key.as_bytes()))
 }
 
+/// [`finish_search`] on a backend's candidates: when the query already cut
+/// the page (`cut_by_query`: offset and limit applied by the database),
+/// the offset is not applied again.
+pub(crate) fn finish_read_page(
+    candidates: Vec<Record>,
+    plan: &SearchPlan,
+    cut_by_query: bool,
+) -> Vec<(Record, Option<f64>)> {
+    if cut_by_query {
+        let mut whole = plan.clone();
+        whole.offset = 0;
+        finish_search(candidates, &whole)
+    } else {
+        finish_search(candidates, plan)
+    }
+}
+
 /// Applies a search to the live records under its prefix (any order): the
 /// filter, the ranking, the order and the page. Records outside the prefix
 /// are dropped, whatever the backend handed in.

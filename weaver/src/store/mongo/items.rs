@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::mongo::{begin, end, retry_after, storage};
 use crate::store::contract::Store;
 use crate::store::plan::{
-    ListPlan, Plan, PutPlan, Record, SearchPlan, finish_list, finish_search, found, now_micros,
+    ListPlan, Plan, PutPlan, Record, SearchPlan, finish_list, finish_read_page, found, now_micros,
     prepare,
 };
 use crate::store::types::{Op, OpResult};
@@ -142,14 +142,8 @@ impl MongoItems {
             .iter()
             .map(|d| record_of(&self.sealing, d))
             .collect::<Result<Vec<_>>>()?;
-        let mut page = if plain {
-            // The server already cut the page.
-            let mut whole = plan.clone();
-            whole.offset = 0;
-            finish_search(candidates, &whole)
-        } else {
-            finish_search(candidates, plan)
-        };
+        // When plain, the query already cut the page.
+        let mut page = finish_read_page(candidates, plan, plain);
         if plan.refresh {
             for (record, _) in &mut page {
                 if record.refresh(now) {

@@ -33,7 +33,7 @@ use self::dialect::{Arg, Dialect, Driver, StoredRow, Tx};
 use self::queries::{Queries, prefix_binds};
 use super::contract::Store;
 use super::plan::{
-    ListPlan, Plan, PutPlan, Record, SearchPlan, finish_list, finish_search, found, now_micros,
+    ListPlan, Plan, PutPlan, Record, SearchPlan, finish_list, finish_read_page, found, now_micros,
     prepare,
 };
 use super::seal::Sealing;
@@ -269,14 +269,8 @@ impl<D: Dialect> SqlStore<D> {
             .iter()
             .map(|row| self.record(row))
             .collect::<Result<Vec<_>>>()?;
-        let mut page = if plain {
-            // The database already cut the page.
-            let mut whole = plan.clone();
-            whole.offset = 0;
-            finish_search(candidates, &whole)
-        } else {
-            finish_search(candidates, plan)
-        };
+        // When plain, the query already cut the page.
+        let mut page = finish_read_page(candidates, plan, plain);
         if plan.refresh {
             for (record, _) in &mut page {
                 if record.refresh(now) {
