@@ -69,6 +69,25 @@ pub trait Rewrites: Debug + Send + Sync {
     async fn replace(&self, records: Vec<CheckpointTuple>) -> Result<u64>;
 }
 
+/// A record to replace, checked as a write is (its ids, its writes): its
+/// checkpoint id, its metadata with NULs stripped, and its parent's id.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mongodb"))]
+pub(crate) fn checked_record(
+    t: &CheckpointTuple,
+) -> Result<(&str, super::types::CheckpointMetadata, Option<&str>)> {
+    use super::text;
+    text::check_ref(&t.config)?;
+    text::check_writes(&t.pending_writes)?;
+    let id = record_id(t)?;
+    let mut metadata = t.metadata.clone();
+    text::strip_nul(&mut metadata);
+    let parent = t
+        .parent_config
+        .as_ref()
+        .and_then(|p| p.checkpoint_id.as_deref());
+    Ok((id, metadata, parent))
+}
+
 /// The checkpoint id a record to replace names: its config's, which must
 /// agree with its record's.
 pub(crate) fn record_id(t: &CheckpointTuple) -> Result<&str> {

@@ -9,8 +9,8 @@ use mongodb::ClientSession;
 use mongodb::bson::{Document, doc};
 
 use super::{MongoSaver, storage};
-use crate::checkpoint::rewrites::{Rewrites, check_identity, record_id};
-use crate::checkpoint::{CheckpointTuple, PendingWrite, text};
+use crate::checkpoint::rewrites::{Rewrites, check_identity, checked_record};
+use crate::checkpoint::{CheckpointTuple, PendingWrite};
 use crate::error::{Error, Result};
 
 /// How many times a replacement that lost a write conflict runs again.
@@ -105,16 +105,8 @@ impl Rewrites for MongoSaver {
         self.verify().await?;
         let mut encoded = Vec::with_capacity(records.len());
         for t in &records {
-            text::check_ref(&t.config)?;
-            text::check_writes(&t.pending_writes)?;
-            let id = record_id(t)?;
-            let mut metadata = t.metadata.clone();
-            text::strip_nul(&mut metadata);
+            let (id, metadata, parent) = checked_record(t)?;
             let (thread, ns) = (&t.config.thread_id, &t.config.checkpoint_ns);
-            let parent = t
-                .parent_config
-                .as_ref()
-                .and_then(|p| p.checkpoint_id.as_deref());
             let mut record =
                 self.checkpoint_doc(thread, ns, parent, &t.checkpoint, &metadata, t.commit_order)?;
             // The record keeps its place and the time it was stored.

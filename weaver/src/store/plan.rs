@@ -392,6 +392,7 @@ fn by_rank(a: &(Record, Option<f64>), b: &(Record, Option<f64>)) -> Ordering {
 /// [`finish_search`] on a backend's candidates: when the query already cut
 /// the page (`cut_by_query`: offset and limit applied by the database),
 /// the offset is not applied again.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mongodb"))]
 pub(crate) fn finish_read_page(
     candidates: Vec<Record>,
     plan: &SearchPlan,

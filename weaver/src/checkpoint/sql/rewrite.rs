@@ -9,8 +9,8 @@ use super::group::Arg;
 use super::prune::DeletionNote;
 use super::saver::SqlSaver;
 use super::{EncodedWrite, not_found, retried};
-use crate::checkpoint::rewrites::{Rewrites, check_identity, record_id};
-use crate::checkpoint::{CheckpointTuple, text};
+use crate::checkpoint::CheckpointTuple;
+use crate::checkpoint::rewrites::{Rewrites, check_identity, checked_record};
 use crate::codec::RecordContext;
 use crate::error::Result;
 use crate::sql::error::storage;
@@ -73,16 +73,8 @@ impl<D: Backend> Rewrites for SqlSaver<D> {
     async fn replace(&self, records: Vec<CheckpointTuple>) -> Result<u64> {
         let mut encoded = Vec::with_capacity(records.len());
         for t in &records {
-            text::check_ref(&t.config)?;
-            text::check_writes(&t.pending_writes)?;
-            let id = record_id(t)?;
-            let mut metadata = t.metadata.clone();
-            text::strip_nul(&mut metadata);
+            let (id, metadata, parent) = checked_record(t)?;
             let ctx = RecordContext::checkpoint(&t.config.thread_id, &t.config.checkpoint_ns, id);
-            let parent = t
-                .parent_config
-                .as_ref()
-                .and_then(|p| p.checkpoint_id.as_deref());
             let (payload, metadata) =
                 self.settings
                     .encode_record(&t.checkpoint, &metadata, ctx.parent(parent))?;
