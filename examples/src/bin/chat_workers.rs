@@ -8,7 +8,7 @@
 //! ```
 //!
 //! `<database-url>` and `<schema>` as for `chat_turns` (`-` for a
-//! `sqlite://` URL). `<strategy>` is `reject`, `enqueue`, `interrupt` or
+//! `sqlite://` URL, the database for a `mongodb://` one). `<strategy>` is `reject`, `enqueue`, `interrupt` or
 //! `rollback` (the waiting ones wait up to 30 s); `<lease-ms>` is the lease
 //! time, renewed every third of it.
 //!
@@ -102,7 +102,11 @@ async fn run() -> weaver::Result<()> {
     let turns = number(turns, "turns")?;
     let lease = Duration::from_millis(number(lease_ms, "lease-ms")?);
     let compile = Compile::new();
-    let compile = if url.starts_with("sqlite:") {
+    let compile = if url.starts_with("mongodb:") {
+        let saver = weaver::mongo::MongoSaver::connect(url, schema, "weaver_").await?;
+        saver.setup().await?;
+        compile.checkpointer(saver)
+    } else if url.starts_with("sqlite:") {
         compile.checkpointer(SqliteSaver::connect(url).await?)
     } else {
         let pool = sqlx::PgPool::connect(url)

@@ -239,7 +239,7 @@ async fn damaged_lease_rows_are_decode_errors_on_postgres() {
 /// Polls `call` until it is done or `after` has passed, then drops it (a
 /// caller's timeout cutting it off at that point); the runtime's thread
 /// waits between polls, so `after` is kept to the microsecond.
-async fn cut_off<F: std::future::Future>(call: F, after: Duration) {
+pub(crate) async fn cut_off<F: std::future::Future>(call: F, after: Duration) {
     let mut call = std::pin::pin!(call);
     let deadline = std::time::Instant::now() + after;
     loop {

@@ -32,6 +32,7 @@ mod listing;
 mod maintenance;
 mod migrations;
 mod mongo;
+mod mongo_leases;
 mod nul_text;
 mod orphans;
 mod policies;

@@ -137,7 +137,8 @@ pub struct LeaseInfo {
 /// A saver's leases: what keeps one run per thread at a time, across every
 /// process sharing the saver's database. weaver's savers implement it
 /// (in process for [`InMemorySaver`](super::InMemorySaver); a lease table
-/// and a ticket table for the SQL savers); the engine calls it around each
+/// and a ticket table for the SQL savers, two collections for
+/// `MongoSaver`); the engine calls it around each
 /// run (see [`Multitask`](crate::config::Multitask)).
 ///
 /// ```

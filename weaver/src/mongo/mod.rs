@@ -6,12 +6,17 @@
 //! order makes a second writer of the same version fail with
 //! [`Error::VersionConflict`], another on
 //! thread, namespace and id), `<prefix>writes` (pending writes, unique per
-//! checkpoint, task and index) and `<prefix>setup` (the setup version).
+//! checkpoint, task and index), `<prefix>leases` and `<prefix>lease_tickets`
+//! (the per-thread lease that keeps one run per thread at a time, and the
+//! runs waiting for it: [`Leases`](crate::checkpoint::Leases)) and
+//! `<prefix>setup` (the setup version).
 //! They are created by [`MongoSaver::setup`], an explicit, versioned and
 //! idempotent call; a saver on a database where it has not run fails with
 //! [`Error::MigrationRequired`] naming it.
 //!
-//! Every multi-document write runs in one multi-document transaction.
+//! Every multi-document write runs in one multi-document transaction, run
+//! again after a transient write conflict (for up to 75 s: longer than the
+//! server takes to abort a dead client's open transaction by default).
 //! Payloads go through the saver's [`Codec`] and are stored as binary.
 //!
 //! The memory store on MongoDB, `weaver::store::MongoStore`, shares this
@@ -28,6 +33,22 @@ macro_rules! in_txn {
     }};
 }
 
+/// Runs `$body` (which uses the session `$s`) in one transaction, again
+/// after a transient error ([`retry_after`]); `$body` must be safe to run
+/// again (it owns nothing it gives away).
+macro_rules! in_txn_retrying {
+    ($self:ident, $op:literal, |$s:ident| $body:expr) => {{
+        let mut retries = $crate::mongo::Retries::default();
+        loop {
+            match in_txn!($self, $op, |$s| $body) {
+                Err(e) if $crate::mongo::retry_after(&e, &mut retries).await => {}
+                out => break out,
+            }
+        }
+    }};
+}
+
+mod lease;
 mod prune;
 pub(crate) mod records;
 mod rewrite;
@@ -88,13 +109,22 @@ pub(crate) fn storage(op: &'static str) -> impl FnOnce(mongodb::error::Error) ->
 /// Whether `e` is a duplicate key (code 11000) or a write conflict (112,
 /// two transactions writing the same key).
 pub(crate) fn is_conflict(e: &mongodb::error::Error) -> bool {
+    code_of(e).is_some_and(|c| c == 11000 || c == 112)
+}
+
+/// Whether `e` is a duplicate key (code 11000): the key is taken by a
+/// committed document.
+pub(crate) fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
+    code_of(e) == Some(11000)
+}
+
+fn code_of(e: &mongodb::error::Error) -> Option<i32> {
     use mongodb::error::{ErrorKind, WriteFailure};
-    let code = match &*e.kind {
-        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code,
-        ErrorKind::Command(c) => c.code,
-        _ => return false,
-    };
-    code == 11000 || code == 112
+    match &*e.kind {
+        ErrorKind::Write(WriteFailure::WriteError(w)) => Some(w.code),
+        ErrorKind::Command(c) => Some(c.code),
+        _ => None,
+    }
 }
 
 /// Whether `e` is a storage error the server labelled
@@ -108,20 +138,35 @@ pub(crate) fn is_transient(e: &Error) -> bool {
     }
 }
 
-/// How many times a transaction runs again after a transient error.
-const TRANSIENT_RETRIES: u32 = 40;
+/// How long a transaction is run again after transient errors: longer
+/// than MongoDB's default `transactionLifetimeLimitSeconds` (60 s), after
+/// which the server aborts the open transaction of a client that died (a
+/// killed process's transaction holds what it wrote until then, and a
+/// writer of the same keys meets a write conflict each time it tries).
+const TRANSIENT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(75);
 
-/// Whether a transaction that failed with `e` runs again (its `tries`-th
-/// retry, counted here): only after a transient error (a write conflict
-/// with a concurrent transaction), at most [`TRANSIENT_RETRIES`] times,
-/// each after a random pause of up to 2^tries ms (at most 128 ms), so that
+/// The transient failures of one call so far ([`retry_after`]).
+#[derive(Debug, Default)]
+pub(crate) struct Retries {
+    tries: u32,
+    since: Option<std::time::Instant>,
+}
+
+/// Whether a transaction that failed with `e` runs again: only after a
+/// transient error (a write conflict with a concurrent transaction), for
+/// at most [`TRANSIENT_PATIENCE`] since the call's first one, each time
+/// after a random pause of up to 2^tries ms (at most 128 ms), so that
 /// racing writers stop meeting each other.
-pub(crate) async fn retry_after(e: &Error, tries: &mut u32) -> bool {
-    if *tries >= TRANSIENT_RETRIES || !is_transient(e) {
+pub(crate) async fn retry_after(e: &Error, retries: &mut Retries) -> bool {
+    if !is_transient(e) {
         return false;
     }
-    *tries += 1;
-    let cap_micros = 1000u64 << (*tries).min(7);
+    let since = *retries.since.get_or_insert_with(std::time::Instant::now);
+    if since.elapsed() >= TRANSIENT_PATIENCE {
+        return false;
+    }
+    retries.tries = retries.tries.saturating_add(1);
+    let cap_micros = 1000u64 << retries.tries.min(7);
     let noise = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::from(d.subsec_nanos()))
@@ -309,6 +354,10 @@ impl MongoSaver {
             .create_indexes([unique(
                 doc! { "thread_id": 1, "ns": 1, "checkpoint_id": 1, "task_id": 1, "idx": 1 },
             )])
+            .await
+            .map_err(storage("setup"))?;
+        self.tickets_collection()
+            .create_indexes([unique(doc! { "thread_id": 1, "seq": 1 })])
             .await
             .map_err(storage("setup"))?;
         record_setup_version(&self.setup_collection(), "checkpoint", SETUP_VERSION).await

@@ -11,7 +11,7 @@ use mongodb::ClientSession;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::records::Head;
-use super::{MongoSaver, is_conflict, storage};
+use super::{MongoSaver, is_conflict, is_duplicate_key, storage};
 use crate::checkpoint::text;
 use crate::checkpoint::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkBudget, ForkOptions, ListFilter, NewCheckpoint,
@@ -32,8 +32,15 @@ fn time(d: DateTime) -> SystemTime {
 }
 
 impl MongoSaver {
-    /// The newest commit order stored on `thread`/`ns` (0 when none).
-    async fn head(&self, s: &mut ClientSession, thread: &str, ns: &str) -> Result<u64> {
+    /// The newest commit order stored on `thread`/`ns` (0 when none), read
+    /// by operation `op`.
+    pub(super) async fn head(
+        &self,
+        s: &mut ClientSession,
+        thread: &str,
+        ns: &str,
+        op: &'static str,
+    ) -> Result<u64> {
         let found = self
             .checkpoints()
             .find_one(doc! { "thread_id": thread, "ns": ns })
@@ -41,7 +48,7 @@ impl MongoSaver {
             .projection(doc! { "commit_order": 1 })
             .session(&mut *s)
             .await
-            .map_err(storage("put"))?;
+            .map_err(storage(op))?;
         match found {
             None => Ok(0),
             Some(d) => {
@@ -83,16 +90,17 @@ impl MongoSaver {
     async fn insert(
         &self,
         s: &mut ClientSession,
-        mut new: NewCheckpoint,
-        writes: Vec<PendingWrite>,
+        new: &NewCheckpoint,
+        writes: &[PendingWrite],
     ) -> Result<CheckpointRef> {
-        text::check_new(&new)?;
-        text::check_writes(&writes)?;
-        text::strip_nul(&mut new.metadata);
+        text::check_new(new)?;
+        text::check_writes(writes)?;
+        let mut metadata = new.metadata.clone();
+        text::strip_nul(&mut metadata);
         let (thread, ns) = (new.thread_id.clone(), new.checkpoint_ns.clone());
         let order = match new.commit_order {
             Some(o) => o,
-            None => self.head(s, &thread, &ns).await? + 1,
+            None => self.head(s, &thread, &ns, "put").await? + 1,
         };
         if i64::try_from(order).is_err() {
             return Err(Error::invalid_argument(format!(
@@ -136,7 +144,7 @@ impl MongoSaver {
             &ns,
             new.parent_id.as_deref(),
             &new.checkpoint,
-            &new.metadata,
+            &metadata,
             order,
         )?;
         let docs = writes
@@ -145,10 +153,14 @@ impl MongoSaver {
             .collect::<Result<Vec<_>>>()?;
         match self.checkpoints().insert_one(d).session(&mut *s).await {
             Ok(_) => {}
-            Err(e) if is_conflict(&e) => return Err(conflict()),
+            Err(e) if is_duplicate_key(&e) => return Err(conflict()),
+            // A write conflict (112) with a transaction still open: it is
+            // transient, and the caller runs the transaction again; by then
+            // the other one has committed (the order is taken: a conflict)
+            // or gone (a dead client's, aborted by the server).
             Err(e) => return Err(Error::storage("put", e)),
         }
-        self.upsert_writes(s, &writes, docs).await?;
+        self.upsert_writes(s, writes, docs).await?;
         Ok(new.config())
     }
 
@@ -193,10 +205,10 @@ impl MongoSaver {
         &self,
         s: &mut ClientSession,
         target: &CheckpointRef,
-        writes: Vec<PendingWrite>,
+        writes: &[PendingWrite],
     ) -> Result<()> {
         text::check_ref(target)?;
-        text::check_writes(&writes)?;
+        text::check_writes(writes)?;
         let id = target
             .checkpoint_id
             .as_deref()
@@ -213,7 +225,7 @@ impl MongoSaver {
             .iter()
             .map(|w| self.write_doc(thread, ns, id, w))
             .collect::<Result<Vec<_>>>()?;
-        self.upsert_writes(s, &writes, docs).await
+        self.upsert_writes(s, writes, docs).await
     }
 
     /// Applies a [`WriteCheck`] inside the transaction `s`.
@@ -315,7 +327,7 @@ impl MongoSaver {
         new: NewCheckpoint,
         writes: Vec<PendingWrite>,
     ) -> Result<CheckpointRef> {
-        in_txn!(self, "put", |s| self.insert(&mut s, new, writes).await)
+        in_txn_retrying!(self, "put", |s| self.insert(&mut s, &new, &writes).await)
     }
 }
 
@@ -397,17 +409,9 @@ impl Saver for MongoSaver {
         self.verify().await?;
         // Writes are idempotent per (task, index): a transaction that lost
         // a write conflict to another writer of the same keys runs again.
-        let mut tries = 0;
-        loop {
-            let attempt = writes.clone();
-            match in_txn!(self, "put_writes", |s| self
-                .add_writes(&mut s, target, attempt)
-                .await)
-            {
-                Err(e) if super::retry_after(&e, &mut tries).await => {}
-                other => return other,
-            }
-        }
+        in_txn_retrying!(self, "put_writes", |s| self
+            .add_writes(&mut s, target, &writes)
+            .await)
     }
 
     async fn put_checkpoint_with_writes(
@@ -433,16 +437,16 @@ impl Saver for MongoSaver {
     async fn put_group(&self, ops: Vec<WriteOp>) -> Result<()> {
         text::check_ops(&ops)?;
         self.verify().await?;
-        in_txn!(self, "put_ops", |s| {
-            for op in ops {
+        in_txn_retrying!(self, "put_ops", |s| {
+            for op in &ops {
                 match op {
                     WriteOp::Put(c) => {
-                        self.insert(&mut s, c, Vec::new()).await?;
+                        self.insert(&mut s, c, &[]).await?;
                     }
                     WriteOp::Writes(target, writes) => {
-                        self.add_writes(&mut s, &target, writes).await?
+                        self.add_writes(&mut s, target, writes).await?
                     }
-                    WriteOp::Check(c) => self.check(&mut s, &c).await?,
+                    WriteOp::Check(c) => self.check(&mut s, c).await?,
                 }
             }
             Ok(())
@@ -451,10 +455,10 @@ impl Saver for MongoSaver {
 
     async fn put_batch(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
         self.verify().await?;
-        in_txn!(self, "put_many", |s| {
+        in_txn_retrying!(self, "put_many", |s| {
             let mut out = Vec::with_capacity(entries.len());
-            for e in entries {
-                out.push(self.insert(&mut s, e.checkpoint, e.writes).await?);
+            for e in &entries {
+                out.push(self.insert(&mut s, &e.checkpoint, &e.writes).await?);
             }
             Ok(out)
         })
@@ -688,6 +692,10 @@ impl Saver for MongoSaver {
     }
 
     fn rewrites(&self) -> Option<&dyn crate::checkpoint::Rewrites> {
+        Some(self)
+    }
+
+    fn leases(&self) -> Option<&dyn crate::checkpoint::Leases> {
         Some(self)
     }
 }

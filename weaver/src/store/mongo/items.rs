@@ -215,7 +215,7 @@ impl MongoItems {
             return Ok(Vec::new());
         }
         self.verify().await?;
-        let mut tries = 0;
+        let mut tries = crate::mongo::Retries::default();
         loop {
             let mut s = begin(&self.client, "store batch").await?;
             let now = now_micros();
@@ -231,7 +231,7 @@ impl MongoItems {
 
     async fn run_sweep(&self) -> Result<u64> {
         self.verify().await?;
-        let mut tries = 0;
+        let mut tries = crate::mongo::Retries::default();
         loop {
             let mut s = begin(&self.client, "store sweep").await?;
             let now = now_micros();

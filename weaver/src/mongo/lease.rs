@@ -1,0 +1,571 @@
+//! [`Leases`] on MongoDB: a lease document per thread in
+//! `<prefix>leases` (`_id` the thread id) and a ticket document per waiting
+//! run in `<prefix>lease_tickets`, the same rules as the SQL tables
+//! ([`decide`]).
+//!
+//! Every call is one multi-document transaction that first writes the
+//! thread's lease document (its `now` field, set to the server's `$$NOW`):
+//! two calls on one thread so meet on that document, the later one fails
+//! with a transient write conflict and is run again
+//! ([`retry_after`](super::retry_after)), and every time comes from the
+//! server's clock, which every process sees the same. A ticket's sequence
+//! number is one above the thread's newest ticket, taken while the lease
+//! document is held, so tickets are served in the order they were taken.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::TryStreamExt;
+use mongodb::ClientSession;
+use mongodb::bson::{Bson, Document, doc};
+use mongodb::options::ReturnDocument;
+
+use super::records::int;
+use super::{MongoSaver, storage};
+use crate::checkpoint::lease::{Decision, Row, Take, decide, info_of, lost, ms};
+use crate::checkpoint::text;
+use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
+use crate::error::{Error, Result};
+
+/// A stored lease document that does not read: [`Error::Decode`].
+fn bad(thread_id: &str, e: impl std::fmt::Display) -> Error {
+    Error::decode(format!("the MongoDB lease of thread `{thread_id}`"), e)
+}
+
+/// The row a lease document holds (`None`: the document has no holder
+/// yet, only the time a call touched it), and the server's time in it.
+fn row_of(thread_id: &str, d: &Document) -> Result<(Option<Row>, Option<i64>)> {
+    let now = match d.get("now") {
+        None => None,
+        Some(Bson::DateTime(t)) => Some(t.timestamp_millis()),
+        Some(other) => return Err(bad(thread_id, format!("`now` is not a date: {other}"))),
+    };
+    if !d.contains_key("holder") {
+        return Ok((None, now));
+    }
+    let holder = d
+        .get_str("holder")
+        .map_err(|e| bad(thread_id, format!("`holder`: {e}")))?
+        .to_owned();
+    let stop = match d.get("stop") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::String(s)) => Some(s.clone()),
+        Some(other) => return Err(bad(thread_id, format!("`stop` is not a string: {other}"))),
+    };
+    let owns_pause = match d.get("owns_pause") {
+        None => false,
+        Some(Bson::Boolean(b)) => *b,
+        Some(other) => {
+            return Err(bad(
+                thread_id,
+                format!("`owns_pause` is not a boolean: {other}"),
+            ));
+        }
+    };
+    let row = Row {
+        holder,
+        expires_at: int(d, "expires_at").map_err(|e| bad(thread_id, e))?,
+        base_order: int(d, "base_order").map_err(|e| bad(thread_id, e))?,
+        stop,
+        owns_pause,
+    };
+    Ok((Some(row), now))
+}
+
+impl MongoSaver {
+    /// The lease documents, one per thread.
+    pub(crate) fn leases_collection(&self) -> mongodb::Collection<Document> {
+        self.db.collection(&format!("{}leases", self.prefix))
+    }
+
+    /// The tickets of runs waiting for a thread.
+    pub(crate) fn tickets_collection(&self) -> mongodb::Collection<Document> {
+        self.db.collection(&format!("{}lease_tickets", self.prefix))
+    }
+
+    /// Writes the server's time into the lease document of `thread_id`
+    /// inside `s` (creating the document when `create`), so that no other
+    /// call on the thread commits until `s` ends; returns the document's
+    /// row and the server's time, `None` when there is no document.
+    async fn touch(
+        &self,
+        s: &mut ClientSession,
+        thread_id: &str,
+        create: bool,
+        op: &'static str,
+    ) -> Result<Option<(Option<Row>, i64)>> {
+        let found = self
+            .leases_collection()
+            .find_one_and_update(
+                doc! { "_id": thread_id },
+                vec![doc! { "$set": { "now": "$$NOW" } }],
+            )
+            .upsert(create)
+            .return_document(ReturnDocument::After)
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        let Some(d) = found else { return Ok(None) };
+        let (row, now) = row_of(thread_id, &d)?;
+        let now = now.ok_or_else(|| bad(thread_id, "the server set no `now`"))?;
+        Ok(Some((row, now)))
+    }
+
+    /// The row of `thread_id` when `holder` holds it live, inside `s`;
+    /// [`Error::LeaseLost`] otherwise.
+    async fn held_row(
+        &self,
+        s: &mut ClientSession,
+        thread_id: &str,
+        holder: &str,
+        op: &'static str,
+    ) -> Result<(Row, i64)> {
+        match self.touch(s, thread_id, false, op).await? {
+            Some((Some(r), now)) if r.holder == holder && r.expires_at > now => Ok((r, now)),
+            _ => Err(lost(thread_id)),
+        }
+    }
+
+    /// Removes the root checkpoints of the thread above commit order
+    /// `above`, with their writes, inside `s`; returns how many went.
+    async fn truncate_in(
+        &self,
+        s: &mut ClientSession,
+        thread_id: &str,
+        above: u64,
+        op: &'static str,
+    ) -> Result<u64> {
+        let above = i64::try_from(above).unwrap_or(i64::MAX);
+        let gone = doc! { "thread_id": thread_id, "ns": "", "commit_order": { "$gt": above } };
+        let mut cursor = self
+            .checkpoints()
+            .find(gone.clone())
+            .projection(doc! { "_id": 0, "checkpoint_id": 1 })
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        let docs: Vec<Document> = cursor
+            .stream(&mut *s)
+            .try_collect()
+            .await
+            .map_err(storage(op))?;
+        let ids = docs
+            .iter()
+            .map(|d| {
+                d.get_str("checkpoint_id")
+                    .map(str::to_owned)
+                    .map_err(|e| Error::decode("a stored checkpoint id", e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        self.writes()
+            .delete_many(
+                doc! { "thread_id": thread_id, "ns": "", "checkpoint_id": { "$in": &ids } },
+            )
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        let n = self
+            .checkpoints()
+            .delete_many(gone)
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        Ok(n.deleted_count)
+    }
+
+    /// The sequence number of the thread's first ticket (`order` 1) or of
+    /// its last one (`order` -1), inside `s`.
+    async fn ticket_at(
+        &self,
+        s: &mut ClientSession,
+        thread_id: &str,
+        order: i32,
+        op: &'static str,
+    ) -> Result<Option<i64>> {
+        let found = self
+            .tickets_collection()
+            .find_one(doc! { "thread_id": thread_id })
+            .sort(doc! { "seq": order })
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        found
+            .map(|d| int(&d, "seq").map_err(|e| bad(thread_id, format!("a ticket's {e}"))))
+            .transpose()
+    }
+
+    /// The answer to a waiting run presenting its ticket again while
+    /// another run holds the thread, found without taking the lease
+    /// document: the ticket's time refreshed (one write of its own), the
+    /// lease read. `None` when the full call must decide (the ticket is
+    /// gone, or the thread is not held by someone else). Waiters poll, and
+    /// taking the document for each poll would keep it locked for the
+    /// holder's renewals too.
+    async fn still_busy(
+        &self,
+        request: &LeaseRequest<'_>,
+        ticket: i64,
+    ) -> Result<Option<Acquired>> {
+        let op = "lease_acquire";
+        let thread = request.thread_id;
+        let seen = self
+            .tickets_collection()
+            .update_one(
+                doc! { "thread_id": thread, "seq": ticket },
+                vec![doc! { "$set": { "seen_at": { "$toLong": "$$NOW" } } }],
+            )
+            .await
+            .map_err(storage(op))?;
+        if seen.matched_count != 1 {
+            return Ok(None);
+        }
+        let Some((Some(row), now)) = self.read_row(thread, op).await? else {
+            return Ok(None);
+        };
+        if row.holder.is_empty() || row.holder == request.holder || row.expires_at <= now {
+            return Ok(None);
+        }
+        Ok(Some(Acquired::Busy {
+            holder: row.holder,
+            ticket: Some(ticket),
+        }))
+    }
+
+    /// The lease document of `thread_id` as stored, with the server's
+    /// time, read without taking it.
+    async fn read_row(
+        &self,
+        thread_id: &str,
+        op: &'static str,
+    ) -> Result<Option<(Option<Row>, i64)>> {
+        let mut cursor = self
+            .leases_collection()
+            .aggregate([
+                doc! { "$match": { "_id": thread_id } },
+                doc! { "$addFields": { "now": "$$NOW" } },
+            ])
+            .await
+            .map_err(storage(op))?;
+        let Some(d) = cursor.try_next().await.map_err(storage(op))? else {
+            return Ok(None);
+        };
+        let (row, now) = row_of(thread_id, &d)?;
+        let now = now.ok_or_else(|| bad(thread_id, "the server set no `now`"))?;
+        Ok(Some((row, now)))
+    }
+
+    async fn acquire_in(
+        &self,
+        s: &mut ClientSession,
+        request: &LeaseRequest<'_>,
+        op: &'static str,
+    ) -> Result<Acquired> {
+        let thread = request.thread_id;
+        let Some((row, now)) = self.touch(s, thread, true, op).await? else {
+            return Err(bad(thread, "the lease document was not created"));
+        };
+        let lease_ms = ms(request.lease);
+        let tickets = self.tickets_collection();
+        tickets
+            .delete_many(
+                doc! { "thread_id": thread, "seen_at": { "$lt": now.saturating_sub(lease_ms) } },
+            )
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        let mut mine = None;
+        if let Some(k) = request.ticket {
+            let seen = tickets
+                .update_one(
+                    doc! { "thread_id": thread, "seq": k },
+                    doc! { "$set": { "seen_at": now } },
+                )
+                .session(&mut *s)
+                .await
+                .map_err(storage(op))?;
+            mine = (seen.matched_count == 1).then_some(k);
+        }
+        let first = self.ticket_at(s, thread, 1, op).await?;
+        match decide(thread, row.as_ref(), request, now, first, mine)? {
+            Decision::Busy(holder) => {
+                if request.queue && mine.is_none() {
+                    let last = self.ticket_at(s, thread, -1, op).await?;
+                    let k = last.unwrap_or(0).saturating_add(1);
+                    tickets
+                        .insert_one(doc! {
+                            "thread_id": thread,
+                            "seq": k,
+                            "holder": request.holder,
+                            "seen_at": now,
+                        })
+                        .session(&mut *s)
+                        .await
+                        .map_err(storage(op))?;
+                    mine = Some(k);
+                }
+                Ok(Acquired::Busy {
+                    holder,
+                    ticket: mine,
+                })
+            }
+            Decision::Take(Take {
+                previous,
+                rollback,
+                previous_base,
+                previous_owns_pause,
+                keep_base,
+            }) => {
+                let rolled_back = match rollback {
+                    Some(above) => self.truncate_in(s, thread, above, op).await?,
+                    None => 0,
+                };
+                let base = match keep_base {
+                    Some(b) => b,
+                    None => {
+                        let head = self.head(s, thread, "", op).await?;
+                        i64::try_from(head).unwrap_or(i64::MAX)
+                    }
+                };
+                self.leases_collection()
+                    .update_one(
+                        doc! { "_id": thread },
+                        doc! { "$set": {
+                            "holder": request.holder,
+                            "expires_at": now.saturating_add(lease_ms),
+                            "base_order": base,
+                            "stop": Bson::Null,
+                            "owns_pause": request.owns_pause,
+                        } },
+                    )
+                    .session(&mut *s)
+                    .await
+                    .map_err(storage(op))?;
+                if let Some(k) = mine {
+                    tickets
+                        .delete_one(doc! { "thread_id": thread, "seq": k })
+                        .session(&mut *s)
+                        .await
+                        .map_err(storage(op))?;
+                }
+                Ok(Acquired::Held {
+                    previous,
+                    rolled_back,
+                    previous_base,
+                    previous_owns_pause,
+                })
+            }
+        }
+    }
+}
+
+/// Runs `$body` (using the session `$s`) in a transaction once the saver
+/// is checked set up, again after a transient error (two lease calls on
+/// one thread met).
+macro_rules! lease_txn {
+    ($self:ident, $op:literal, |$s:ident| $body:expr) => {{
+        $self.verify().await?;
+        in_txn_retrying!($self, $op, |$s| $body)
+    }};
+}
+
+impl MongoSaver {
+    /// Runs `call` on a handle of this saver in a task of its own and
+    /// waits for it. A lease call is often cut off midway (a run's renewal
+    /// is cancelled when the run ends; a run whose stream is dropped is
+    /// cancelled): dropped with its first operation in flight, the driver's
+    /// session would not know a transaction was started and would not
+    /// abort it, leaving the thread's lease document locked on the server
+    /// until the server gives up on the transaction. In a task of its own
+    /// the call commits or aborts whatever becomes of the caller.
+    async fn detached<T, F>(&self, call: impl FnOnce(MongoSaver) -> F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let call = call(self.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => rt
+                .spawn(call)
+                .await
+                .map_err(|e| Error::storage("lease call", e))?,
+            Err(_) => call.await,
+        }
+    }
+}
+
+#[async_trait]
+impl Leases for MongoSaver {
+    async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired> {
+        text::check_id("thread id", request.thread_id)?;
+        text::check_id("lease holder", request.holder)?;
+        let thread_id = request.thread_id;
+        let (thread, holder) = (thread_id.to_owned(), request.holder.to_owned());
+        // The rest of the request, owned by the task.
+        let request = LeaseRequest {
+            thread_id: "",
+            holder: "",
+            ..request.clone()
+        };
+        let out = self
+            .detached(move |me| async move {
+                let request = LeaseRequest {
+                    thread_id: &thread,
+                    holder: &holder,
+                    ..request
+                };
+                me.verify().await?;
+                if let Some(k) = request.ticket
+                    && let Some(busy) = me.still_busy(&request, k).await?
+                {
+                    return Ok(busy);
+                }
+                lease_txn!(me, "lease_acquire", |s| {
+                    me.acquire_in(&mut s, &request, "lease_acquire").await
+                })
+            })
+            .await?;
+        if let Acquired::Held { rolled_back, .. } = &out
+            && *rolled_back > 0
+        {
+            // What this process cached of the removed checkpoints goes.
+            self.state.note_deletion(thread_id);
+        }
+        Ok(out)
+    }
+
+    async fn renew(&self, thread_id: &str, holder: &str, lease: Duration) -> Result<Renewed> {
+        let op = "lease_renew";
+        let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
+        let stop = self
+            .detached(move |me| async move {
+                lease_txn!(me, "lease_renew", |s| {
+                    let (row, now) = me.held_row(&mut s, &thread, &holder, op).await?;
+                    me.leases_collection()
+                        .update_one(
+                            doc! { "_id": &thread },
+                            doc! { "$set": { "expires_at": now.saturating_add(ms(lease)) } },
+                        )
+                        .session(&mut s)
+                        .await
+                        .map_err(storage(op))?;
+                    Ok(row.stop)
+                })
+            })
+            .await?;
+        let stop = stop.map(|s| Stop::parse(thread_id, &s)).transpose()?;
+        Ok(Renewed { stop })
+    }
+
+    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> Result<()> {
+        let op = "lease_release";
+        let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
+        self.detached(move |me| async move {
+            let mine = doc! { "_id": &thread, "holder": &holder };
+            lease_txn!(me, "lease_release", |s| {
+                let leases = me.leases_collection();
+                match me.touch(&mut s, &thread, false, op).await? {
+                    Some((Some(r), _)) if r.holder == holder => {}
+                    _ => return Ok(()),
+                }
+                if stopped {
+                    // Kept, run out, for the next holder to act on.
+                    leases
+                        .update_one(mine.clone(), doc! { "$set": { "expires_at": 0_i64 } })
+                        .session(&mut s)
+                        .await
+                        .map_err(storage(op))?;
+                } else {
+                    leases
+                        .delete_one(mine.clone())
+                        .session(&mut s)
+                        .await
+                        .map_err(storage(op))?;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> Result<()> {
+        let op = "lease_request_stop";
+        let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
+        self.detached(move |me| async move {
+            lease_txn!(me, "lease_request_stop", |s| {
+                let row = match me.held_row(&mut s, &thread, &holder, op).await {
+                    Ok((row, _)) => row,
+                    // No live lease of `holder`'s: nothing to ask.
+                    Err(Error::LeaseLost { .. }) => return Ok(()),
+                    Err(e) => return Err(e),
+                };
+                // A rollback request is not weakened to an interrupt.
+                if row.stop.as_deref() == Some(Stop::Rollback.as_str()) {
+                    return Ok(());
+                }
+                me.leases_collection()
+                    .update_one(
+                        doc! { "_id": &thread },
+                        doc! { "$set": { "stop": stop.as_str() } },
+                    )
+                    .session(&mut s)
+                    .await
+                    .map_err(storage(op))?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn leave_queue(&self, thread_id: &str, ticket: i64) -> Result<()> {
+        let op = "lease_leave_queue";
+        let thread = thread_id.to_owned();
+        self.detached(move |me| async move {
+            lease_txn!(me, "lease_leave_queue", |s| {
+                me.tickets_collection()
+                    .delete_one(doc! { "thread_id": &thread, "seq": ticket })
+                    .session(&mut s)
+                    .await
+                    .map_err(storage(op))?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn lease_info(&self, thread_id: &str) -> Result<Option<LeaseInfo>> {
+        let op = "lease_info";
+        self.verify().await?;
+        let Some((Some(row), now)) = self.read_row(thread_id, op).await? else {
+            return Ok(None);
+        };
+        if row.holder.is_empty() {
+            return Ok(None);
+        }
+        let queued = self
+            .tickets_collection()
+            .count_documents(doc! { "thread_id": thread_id })
+            .await
+            .map_err(storage(op))?;
+        let queued = usize::try_from(queued).unwrap_or(usize::MAX);
+        info_of(thread_id, &row, now, queued).map(Some)
+    }
+
+    async fn truncate(&self, thread_id: &str, holder: &str, above: u64) -> Result<u64> {
+        let op = "lease_truncate";
+        let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
+        let n = self
+            .detached(move |me| async move {
+                lease_txn!(me, "lease_truncate", |s| {
+                    me.held_row(&mut s, &thread, &holder, op).await?;
+                    me.truncate_in(&mut s, &thread, above, op).await
+                })
+            })
+            .await;
+        // Whatever happened, what this process cached of the thread goes.
+        self.state.note_deletion(thread_id);
+        n
+    }
+}
