@@ -9,9 +9,10 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, PgPool, SqlitePool};
 use weaver::checkpoint::{
-    BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple,
-    ForkOptions, LineageRequest, ListFilter, NewCheckpoint, PendingWrite, PostgresSaver,
-    PruneStrategy, SqliteSaver, ThreadInfo, WriteOp,
+    Acquired, BatchEntry, Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource,
+    CheckpointTuple, ForkOptions, LeaseInfo, LeaseRequest, Leases, LineageRequest, ListFilter,
+    NewCheckpoint, PendingWrite, PostgresSaver, PruneStrategy, Renewed, SqliteSaver, Stop,
+    ThreadInfo, WriteOp,
 };
 use weaver::migrate::{self, Adapter, PgSchema};
 use weaver::{InMemorySaver, Saver};
@@ -213,7 +214,10 @@ pub fn cp(thread: &str, id: &str, parent: Option<&str>, order: Option<u64>) -> N
 /// waiting for a busy database does. After [`gate`](Forwarding::gate)`(n)`,
 /// the next `n` reads of a thread's latest checkpoint wait until all `n`
 /// have read it (runs racing on one thread, each having read the same
-/// head before any of them writes).
+/// head before any of them writes). It takes no lease unless
+/// `forward_leases` is set (then the inner saver's); after
+/// [`gate_release`](Forwarding::gate_release) a lease's release first says
+/// it was entered and waits until the gate is opened.
 #[derive(Debug)]
 pub struct Forwarding {
     pub inner: Arc<dyn Saver>,
@@ -226,6 +230,17 @@ pub struct Forwarding {
     pub intrude: AtomicBool,
     pub slow_final: AtomicBool,
     pub latest_gate: Mutex<Option<(Arc<tokio::sync::Barrier>, usize)>>,
+    pub forward_leases: bool,
+    pub release_gate: Mutex<Option<ReleaseGate>>,
+}
+
+/// Holds lease releases back ([`Forwarding::gate_release`]).
+#[derive(Debug, Clone)]
+pub struct ReleaseGate {
+    /// Notified when a release call is entered.
+    pub entered: Arc<tokio::sync::Notify>,
+    /// A release goes on once it takes a permit.
+    pub open: Arc<tokio::sync::Semaphore>,
 }
 
 impl Default for Forwarding {
@@ -248,7 +263,26 @@ impl Forwarding {
             intrude: AtomicBool::new(false),
             slow_final: AtomicBool::new(false),
             latest_gate: Mutex::new(None),
+            forward_leases: false,
+            release_gate: Mutex::new(None),
         }
+    }
+
+    /// Makes every lease release wait for a permit of the gate returned
+    /// (none yet), after notifying it was entered.
+    pub fn gate_release(&self) -> ReleaseGate {
+        let gate = ReleaseGate {
+            entered: Arc::new(tokio::sync::Notify::new()),
+            open: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        *self.release_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
+        gate
+    }
+
+    fn inner_leases(&self) -> weaver::Result<&dyn Leases> {
+        self.inner
+            .leases()
+            .ok_or_else(|| weaver::Error::invalid_argument("the inner saver has no leases"))
     }
 
     /// Makes the next `n` reads of a latest checkpoint wait for each other.
@@ -389,6 +423,54 @@ impl Saver for Forwarding {
     }
     fn supports_deltas(&self) -> bool {
         self.deltas
+    }
+    fn leases(&self) -> Option<&dyn Leases> {
+        self.forward_leases.then_some(self as &dyn Leases)
+    }
+}
+
+#[async_trait]
+impl Leases for Forwarding {
+    async fn acquire(&self, request: &LeaseRequest<'_>) -> weaver::Result<Acquired> {
+        self.inner_leases()?.acquire(request).await
+    }
+    async fn renew(
+        &self,
+        thread_id: &str,
+        holder: &str,
+        lease: std::time::Duration,
+    ) -> weaver::Result<Renewed> {
+        self.inner_leases()?.renew(thread_id, holder, lease).await
+    }
+    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> weaver::Result<()> {
+        let gate = self
+            .release_gate
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(gate) = gate {
+            gate.entered.notify_one();
+            let _permit = gate.open.acquire().await;
+        }
+        self.inner_leases()?
+            .release(thread_id, holder, stopped)
+            .await
+    }
+    async fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> weaver::Result<()> {
+        self.inner_leases()?
+            .request_stop(thread_id, holder, stop)
+            .await
+    }
+    async fn leave_queue(&self, thread_id: &str, ticket: i64) -> weaver::Result<()> {
+        self.inner_leases()?.leave_queue(thread_id, ticket).await
+    }
+    async fn lease_info(&self, thread_id: &str) -> weaver::Result<Option<LeaseInfo>> {
+        self.inner_leases()?.lease_info(thread_id).await
+    }
+    async fn truncate(&self, thread_id: &str, holder: &str, above: u64) -> weaver::Result<u64> {
+        self.inner_leases()?
+            .truncate(thread_id, holder, above)
+            .await
     }
 }
 

@@ -8,7 +8,7 @@ use weaver::checkpoint::{LeaseRequest, Leases};
 use weaver::{Error, Saver};
 use weaver_tests::leases;
 
-use crate::common::{PgDb, SqliteDb};
+use crate::common::{Forwarding, PgDb, SqliteDb};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reject_refuses_a_second_run_on_sqlite() {
@@ -288,4 +288,39 @@ async fn lease_calls_leave_the_pools_connections_synced_on_sqlite() {
     saver.release("t", "a", false).await.unwrap();
     assert_eq!(synchronous().await, 2);
     assert!(finished > 0, "no release ran to its end");
+}
+
+/// A run cut off while it gives its lease back (its stream dropped as the
+/// release call is under way) still gives it back: the release runs to its
+/// end in the background and the next call on the thread, under `Reject`,
+/// is not refused as busy until the lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_off_while_giving_its_lease_back_still_gives_it_back_on_sqlite() {
+    use futures_util::StreamExt;
+    use weaver_tests::states::Steps;
+    let db = SqliteDb::new().await;
+    let mut forwarding = Forwarding::on(Arc::new(db.saver().await));
+    forwarding.forward_leases = true;
+    let gate = forwarding.gate_release();
+    let saver: Arc<dyn Saver> = Arc::new(forwarding);
+    let g = crate::common::two_step(saver.clone());
+    let config = weaver::RunConfig::thread("t");
+    let mut stream = g.stream(Steps::default(), &config);
+    loop {
+        tokio::select! {
+            _ = gate.entered.notified() => break,
+            item = stream.next() => {
+                assert!(item.is_some(), "the run ended before giving its lease back");
+            }
+        }
+    }
+    drop(stream);
+    gate.open.add_permits(1_000);
+    let next = g.invoke(Steps::default(), &config).await;
+    assert!(next.is_ok(), "{next:?}");
+    let leases = saver.leases().expect("forwarded");
+    assert!(
+        leases.lease_info("t").await.unwrap().is_none(),
+        "given back"
+    );
 }
