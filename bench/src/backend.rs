@@ -157,6 +157,30 @@ impl Backend {
         }
     }
 
+    /// A new saver handle on the same store that shares nothing a handle
+    /// caches with the others (what a freshly started worker has): on the
+    /// same connection pool for the SQL savers (a worker keeps its pool),
+    /// on the same client for MongoDB; the in-memory saver is its store, so
+    /// it is the same one.
+    pub(crate) fn fresh_saver(&self) -> weaver::Result<Option<Arc<dyn Saver>>> {
+        Ok(match &self.store {
+            Store::None => None,
+            Store::Memory(s) => Some(Arc::new(s.clone())),
+            Store::Sqlite { saver, .. } => Some(Arc::new(SqliteSaver::new(saver.pool().clone()))),
+            Store::Postgres { saver, schema } => Some(Arc::new(
+                PostgresSaver::new(saver.pool().clone()).with_prefix(schema)?,
+            )),
+            Store::Mongo { saver } => {
+                let db = saver.database();
+                Some(Arc::new(MongoSaver::new(
+                    db.client().clone(),
+                    db.name(),
+                    "weaver_",
+                )))
+            }
+        })
+    }
+
     /// Bytes the store holds, measured as WORKLOADS.md says.
     pub(crate) async fn storage(&self, thread: &str) -> weaver::Result<Value> {
         let storage = |e| Error::storage("storage", e);

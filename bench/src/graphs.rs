@@ -152,14 +152,16 @@ pub(crate) fn message_for_turn(i: i64) -> String {
 }
 
 pub(crate) fn chat<C: ChatState>(be: &Backend, turn: Arc<AtomicI64>) -> CompiledGraph<C> {
-    compile(
-        Graph::<C>::new("chat")
-            .add_node("chat", move |_: &C| {
-                C::say(message_for_turn(turn.load(Ordering::SeqCst)))
-            })
-            .add_sequence([START, "chat", END]),
-        be,
-    )
+    compile(chat_graph(turn), be)
+}
+
+/// W2's graph, uncompiled.
+pub(crate) fn chat_graph<C: ChatState>(turn: Arc<AtomicI64>) -> Graph<C> {
+    Graph::<C>::new("chat")
+        .add_node("chat", move |_: &C| {
+            C::say(message_for_turn(turn.load(Ordering::SeqCst)))
+        })
+        .add_sequence([START, "chat", END])
 }
 
 pub(crate) fn input() -> Steps {

@@ -7,6 +7,7 @@
 //! cargo run --release -p weaver-bench -- --workload w2 --backend sqlite   # W2 and W4 rows
 //! cargo run --release -p weaver-bench -- --workload w6 --backend postgres
 //! cargo run --release -p weaver-bench -- --workload w1 --backend mongodb --n 200
+//! cargo run --release -p weaver-bench -- --workload w9 --backend sqlite,postgres
 //! ```
 //!
 //! Without flags: W1, W3, W5, W7 on `none` and `memory` (no database needed).
@@ -20,7 +21,9 @@
 //! runs each row R times (separate processes) and prints the median run with
 //! the range (`runs`, `spread`), as the peer's RESULTS.md does. W2 always emits
 //! the W4 row too (W4 reads W2's thread in the same process); `w4` is an
-//! alias of `w2`. W6 starts four worker processes of this binary.
+//! alias of `w2`. W6 starts four worker processes of this binary. W9 (W2's
+//! conversation on cold workers: each turn on a freshly compiled graph over
+//! a new saver handle) runs only when named.
 //!
 //! Built with `--features mimalloc`, the binary allocates through mimalloc
 //! instead of the system's malloc (rows then say `"allocator": "mimalloc"`):
@@ -38,6 +41,7 @@ mod backend;
 mod conversation;
 mod graphs;
 mod w6;
+mod w9;
 
 use std::collections::BTreeMap;
 use std::process::Command as Process;
@@ -193,7 +197,7 @@ fn parse_args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7] [--backend none,memory,sqlite,postgres,mongodb] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc|shared-vec]"
+        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7,w8,w9] [--backend none,memory,sqlite,postgres,mongodb] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc|shared-vec]"
     );
     std::process::exit(2)
 }
@@ -490,6 +494,7 @@ async fn run_row(workload: &str, backend: &str, args: &Args) -> weaver::Result<V
         "w6" => w6(args).await,
         "w7" => w7(backend, args).await,
         "w8" => w1_w3(workload, backend, args).await,
+        "w9" => w9::w9(backend, args).await,
         other => Err(Error::invalid_argument(format!("unknown workload {other}"))),
     }
 }
