@@ -14,7 +14,7 @@ use crate::backend::Backend;
 use crate::graphs::{
     Chat, ChatAppend, ChatChunked, ChatShared, ChatState, chat_graph, message_for_turn,
 };
-use crate::{Args, W2Channel, WARMUP, config, lat_stats, row, stats, timed_raw};
+use crate::{Args, W2Channel, WARMUP, config, lat_stats, median, round, row, stats, timed_raw};
 
 /// A cold worker's graph: compiled now, on a fresh handle of `be`'s store.
 fn cold<C: ChatState>(be: &Backend, turn: &Arc<AtomicI64>) -> weaver::Result<CompiledGraph<C>> {
@@ -68,6 +68,10 @@ async fn w9_on<C: ChatState>(backend: &str, args: &Args) -> weaver::Result<Vec<V
         && msgs.iter().all(|m| m.len() == 256)
         && msgs.last() == Some(&message_for_turn(n as i64));
     let mut w9 = stats(&lat, wall);
+    let first = &lat[..lat.len().min(50)];
+    let last = &lat[lat.len().saturating_sub(50)..];
+    w9["first50_median_ms"] = json!(round(median(first) * 1e3, 4));
+    w9["last50_median_ms"] = json!(round(median(last) * 1e3, 4));
     w9["get_state_end"] = lat_stats(&gs);
     w9["message_count"] = json!(msgs.len());
     w9["output_ok"] = json!(ok);
