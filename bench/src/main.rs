@@ -21,7 +21,9 @@
 //! runs each row R times (separate processes) and prints the median run with
 //! the range (`runs`, `spread`), as the peer's RESULTS.md does. W2 always emits
 //! the W4 row too (W4 reads W2's thread in the same process); `w4` is an
-//! alias of `w2`. W6 starts four worker processes of this binary. W9 (W2's
+//! alias of `w2`. W6 starts four worker processes of this binary (`--procs
+//! P` for another count; with `--w6-shared` all of them invoke on one
+//! thread under `Multitask::Enqueue`, and the row counts half turns). W9 (W2's
 //! conversation on cold workers: each turn on a freshly compiled graph over
 //! a new saver handle) runs only when named.
 //!
@@ -86,6 +88,9 @@ struct Args {
     worker: Option<(usize, String)>,
     /// W2/W4: how the state holds the messages (`--w2-channel`).
     w2_channel: W2Channel,
+    /// W6: every process's invokes on one shared thread, queued
+    /// (`--w6-shared`).
+    w6_shared: bool,
 }
 
 /// W2/W4's message channel.
@@ -126,6 +131,7 @@ fn parse_args() -> Args {
         child: false,
         worker: None,
         w2_channel: W2Channel::Delta,
+        w6_shared: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -178,6 +184,7 @@ fn parse_args() -> Args {
                 }
             }
             "--all" => a.all = true,
+            "--w6-shared" => a.w6_shared = true,
             "--child" => a.child = true,
             "--w6-worker" => {
                 let v = value();
@@ -197,7 +204,7 @@ fn parse_args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7,w8,w9] [--backend none,memory,sqlite,postgres,mongodb] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc|shared-vec]"
+        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7,w8,w9] [--backend none,memory,sqlite,postgres,mongodb] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc|shared-vec] [--w6-shared]"
     );
     std::process::exit(2)
 }
@@ -245,6 +252,9 @@ fn main() {
                 cmd.args(["--runtime", "multi"]);
             }
             cmd.args(["--w2-channel", args.w2_channel.name()]);
+            if args.w6_shared {
+                cmd.arg("--w6-shared");
+            }
             eprintln!(
                 "== {w} {b} {} run {}",
                 d.map_or("default(async)", durability_name),

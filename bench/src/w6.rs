@@ -1,4 +1,6 @@
-//! W6: W1 from several processes at once on one PostgreSQL schema.
+//! W6: W1 from several processes at once on one PostgreSQL schema, each
+//! on threads of its own, or (`--w6-shared`) all on one thread, taking
+//! turns under `Multitask::Enqueue`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command as Process, Stdio};
@@ -6,14 +8,19 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use weaver::checkpoint::PostgresSaver;
+use weaver::config::Multitask;
 use weaver::prelude::*;
 
 use crate::backend::{Backend, Store, pg_pool};
 use crate::graphs::{input, two_step};
 use crate::{Args, WARMUP, config, durability_name, peak_rss_kib, row, stats, timed_raw};
 
+/// The thread every worker invokes on under `--w6-shared`.
+const SHARED_THREAD: &str = "w6-shared";
+
 /// W6: `procs` worker processes, each W1 on `n` distinct threads of one
-/// fresh schema, started together; throughput over first start to last end.
+/// fresh schema (or `n` invokes on one shared thread), started together;
+/// throughput over first start to last end.
 pub(crate) async fn w6(args: &Args) -> weaver::Result<Vec<Value>> {
     let be = Backend::open("postgres").await?;
     let schema = match &be.store {
@@ -36,6 +43,9 @@ pub(crate) async fn w6(args: &Args) -> weaver::Result<Vec<Value>> {
         }
         if args.multi_thread {
             cmd.args(["--runtime", "multi"]);
+        }
+        if args.w6_shared {
+            cmd.arg("--w6-shared");
         }
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -100,8 +110,21 @@ pub(crate) async fn w6(args: &Args) -> weaver::Result<Vec<Value>> {
     let mut fields = stats(&lat, wall);
     fields["processes"] = json!(args.procs);
     fields["per_process_n"] = json!(outs.iter().map(|o| o["n"].clone()).collect::<Vec<_>>());
-    fields["threads_stored"] = json!(threads);
-    fields["output_ok"] = json!(threads as usize == m * args.procs);
+    if args.w6_shared {
+        // Each invoke appends "a" then "b": a turn built on another's
+        // unfinished one shows as a pair that is not ["a", "b"].
+        let graph = two_step(&be);
+        let state = graph.get_state(&config(args, SHARED_THREAD.into())).await?;
+        let bar = state.values.bar;
+        let half_turns = bar.chunks(2).filter(|c| *c != ["a", "b"]).count();
+        fields["shared_thread"] = json!(true);
+        fields["turns_stored"] = json!(bar.len() / 2);
+        fields["half_turns"] = json!(half_turns);
+        fields["output_ok"] = json!(half_turns == 0 && bar.len() == 2 * m * args.procs);
+    } else {
+        fields["threads_stored"] = json!(threads);
+        fields["output_ok"] = json!(threads as usize == m * args.procs);
+    }
     fields["peak_rss_kib"] = json!(outs.iter().filter_map(|o| o["rss"].as_u64()).max());
     fields["peak_rss_note"] = json!("max over worker processes");
     be.close().await?;
@@ -138,7 +161,13 @@ pub(crate) async fn w6_worker(k: usize, schema: &str, args: &Args) -> weaver::Re
     let t_start = unix_nanos();
     let (lat, _) = timed_raw(m, |i| {
         let graph = graph.clone();
-        let c = config(args, format!("w6-p{k}-{i}"));
+        let c = if args.w6_shared {
+            config(args, SHARED_THREAD.into()).multitask(Multitask::Enqueue {
+                wait: std::time::Duration::from_secs(600),
+            })
+        } else {
+            config(args, format!("w6-p{k}-{i}"))
+        };
         async move { graph.invoke(input(), &c).await.map(drop) }
     })
     .await?;
