@@ -91,6 +91,9 @@ struct Args {
     /// W6: every process's invokes on one shared thread, queued
     /// (`--w6-shared`).
     w6_shared: bool,
+    /// Runs take no lease (`--no-lease`: `Multitask::Race`), to see what
+    /// the default lease costs a row.
+    no_lease: bool,
 }
 
 /// W2/W4's message channel.
@@ -132,6 +135,7 @@ fn parse_args() -> Args {
         worker: None,
         w2_channel: W2Channel::Delta,
         w6_shared: false,
+        no_lease: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -185,6 +189,7 @@ fn parse_args() -> Args {
             }
             "--all" => a.all = true,
             "--w6-shared" => a.w6_shared = true,
+            "--no-lease" => a.no_lease = true,
             "--child" => a.child = true,
             "--w6-worker" => {
                 let v = value();
@@ -204,7 +209,7 @@ fn parse_args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7,w8,w9] [--backend none,memory,sqlite,postgres,mongodb] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc|shared-vec] [--w6-shared]"
+        "{msg}\nusage: weaver-bench [--all] [--workload w1,w2,w3,w4,w5,w6,w7,w8,w9] [--backend none,memory,sqlite,postgres,mongodb] [--durability sync|async|exit] [--n N] [--procs P] [--repeats R] [--runtime current|multi] [--w2-channel delta|append|delta-arc|shared-vec] [--w6-shared] [--no-lease]"
     );
     std::process::exit(2)
 }
@@ -254,6 +259,9 @@ fn main() {
             cmd.args(["--w2-channel", args.w2_channel.name()]);
             if args.w6_shared {
                 cmd.arg("--w6-shared");
+            }
+            if args.no_lease {
+                cmd.arg("--no-lease");
             }
             eprintln!(
                 "== {w} {b} {} run {}",
@@ -393,7 +401,10 @@ fn durability_name(d: Durability) -> &'static str {
 }
 
 fn config(args: &Args, thread: String) -> RunConfig {
-    let c = RunConfig::thread(thread);
+    let mut c = RunConfig::thread(thread);
+    if args.no_lease {
+        c = c.multitask(weaver::config::Multitask::Race);
+    }
     match args.durability {
         Some(d) => c.durability(d),
         None => c,
@@ -491,6 +502,14 @@ fn row(workload: &str, backend: &str, args: &Args, mut fields: Value) -> Value {
     obj.entry("peak_rss_kib")
         .or_insert_with(|| json!(peak_rss_kib()));
     obj.insert("allocator".into(), json!(ALLOCATOR));
+    obj.insert(
+        "lease".into(),
+        json!(if args.no_lease {
+            "none (Race)"
+        } else {
+            "default"
+        }),
+    );
     fields
 }
 

@@ -11,10 +11,19 @@ use weaver::{Error, Saver};
 
 use crate::common::{PgDb, SqliteDb, cp, pg_url};
 
+/// Enough calls for a saver to adopt a connection of its own (it does
+/// after its first dozen, made through the pool).
+async fn settle_in(saver: &dyn Saver) {
+    for _ in 0..16 {
+        saver.get_tuple(&CheckpointRef::latest("t")).await.unwrap();
+    }
+}
+
 /// Stores one checkpoint, then, while the test holds the pool's only
 /// connection, reads and writes through the saver's own.
 async fn works_beside_a_busy_pool<DB: sqlx::Database>(saver: &dyn Saver, pool: &sqlx::Pool<DB>) {
     saver.put(cp("t", "a", None, Some(1))).await.unwrap();
+    settle_in(saver).await;
     let held = pool.acquire().await.unwrap();
     let head = tokio::time::timeout(
         Duration::from_secs(5),
@@ -48,6 +57,7 @@ async fn works_beside_a_busy_pool<DB: sqlx::Database>(saver: &dyn Saver, pool: &
 /// though the saver still held a connection of its own.
 async fn stops_with_its_pool<DB: sqlx::Database>(saver: &dyn Saver, pool: &sqlx::Pool<DB>) {
     saver.put(cp("t", "a", None, Some(1))).await.unwrap();
+    settle_in(saver).await;
     pool.close().await;
     let err = saver
         .get_tuple(&CheckpointRef::latest("t"))
@@ -122,6 +132,7 @@ async fn postgres_saver_survives_a_dropped_idle_connection() {
         .application_name(&app);
     let saver = db.saver_on(PgPoolOptions::new(), options).await;
     saver.put(cp("t", "a", None, Some(1))).await.unwrap();
+    settle_in(&saver).await;
     let killed: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
     )
@@ -199,6 +210,7 @@ async fn dropping_the_saver_closes_its_connection() {
         .await
         .unwrap();
     saver.put(cp("t", "a", None, Some(1))).await.unwrap();
+    settle_in(&saver).await;
     saver.pool().close().await;
     let wal = dir.join("checkpoints.db-wal");
     assert!(
@@ -220,4 +232,45 @@ async fn dropping_the_saver_closes_its_connection() {
     assert_eq!(rows, 1);
     pool.close().await;
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A saver made for a few calls (a stateless worker building one per
+/// request on its process's pool) gives its connections back to the pool:
+/// thirty of them, one after another, open no connection beyond the
+/// pool's first. (One that took a connection out of the pool for itself
+/// at once would close it when dropped, and each next saver would open a
+/// new one.)
+#[tokio::test]
+async fn short_lived_savers_leave_the_pools_connections_in_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let db = SqliteDb::new().await;
+    let opened = Arc::new(AtomicUsize::new(0));
+    let counter = opened.clone();
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .after_connect(move |_, _| {
+            let counter = counter.clone();
+            Box::pin(async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+        });
+    let first = db.saver_on(pool, db.connect_options()).await;
+    let pool = first.pool().clone();
+    first.put(cp("t", "a", None, Some(1))).await.unwrap();
+    drop(first);
+    let before = opened.load(Ordering::SeqCst);
+    for _ in 0..30 {
+        let saver = SqliteSaver::new(pool.clone());
+        saver
+            .get_tuple(&CheckpointRef::latest("t"))
+            .await
+            .unwrap()
+            .unwrap();
+        saver.thread_info("t").await.unwrap().unwrap();
+    }
+    let n = opened.load(Ordering::SeqCst) - before;
+    assert!(n <= 1, "{n} connections opened for 30 short-lived savers");
 }

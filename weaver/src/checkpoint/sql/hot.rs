@@ -12,6 +12,12 @@
 //! none of its own, so overlapping calls do not open new connections).
 //! Reusing one connection also keeps SQLite's per-connection page cache warm.
 //!
+//! A saver adopts a connection only after its first [`ADOPT_AFTER`] calls
+//! went through the pool: a connection taken out of the pool is closed when
+//! the saver goes away (it cannot be given back), so a saver made for a few
+//! calls (a stateless worker building one per request) would otherwise cost
+//! a new database connection each time.
+//!
 //! A lent connection goes back to the slot only when the caller marks the
 //! lease [`done`](Lease::done): a call cut off by cancellation, or one that
 //! failed in a way that may leave a transaction open, drops the connection
@@ -37,6 +43,10 @@ use sqlx::{Connection, Database, Pool};
 /// Whether the saver keeps a connection of its own: `false` sends every
 /// call through the pool (for measuring what the connection wins).
 const OWN_CONNECTION: bool = true;
+
+/// How many calls a saver makes through the pool before it adopts a
+/// connection of its own (about three invokes).
+pub(crate) const ADOPT_AFTER: u32 = 12;
 
 /// How long the saver's connection may sit unused and still serve the next
 /// call without a ping.
@@ -95,6 +105,9 @@ enum Slot<C> {
 /// The saver's own connection and its state.
 pub(crate) struct HotSlot<DB: Database> {
     slot: Mutex<Slot<DB::Connection>>,
+    /// Calls finished through the pool while the slot was empty, up to
+    /// [`ADOPT_AFTER`].
+    pooled: std::sync::atomic::AtomicU32,
     /// Closes the idle connection when the saver goes away (a drop cannot
     /// await the close).
     close_on_drop: fn(DB::Connection),
@@ -106,6 +119,7 @@ impl<DB: Database> HotSlot<DB> {
     pub(crate) fn new(close_on_drop: fn(DB::Connection)) -> Self {
         HotSlot {
             slot: Mutex::new(Slot::Empty),
+            pooled: std::sync::atomic::AtomicU32::new(0),
             close_on_drop,
         }
     }
@@ -163,6 +177,21 @@ impl<DB: Database> HotSlot<DB> {
             slot: self,
             done: false,
         })
+    }
+}
+
+impl<DB: Database> HotSlot<DB> {
+    /// Counts a call finished through the pool while the slot is empty;
+    /// whether the saver has made [`ADOPT_AFTER`] of them.
+    fn adopts(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let before = self
+            .pooled
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_add(1).min(ADOPT_AFTER))
+            })
+            .unwrap_or(ADOPT_AFTER);
+        before.saturating_add(1) >= ADOPT_AFTER
     }
 }
 
@@ -245,10 +274,11 @@ impl<DB: Database> Drop for Lease<'_, DB> {
             (Held::Own(..), false) => *slot = Slot::Empty,
             (Held::Pooled(mut conn), false) => conn.close_on_drop(),
             (Held::Pooled(conn), true) => {
-                // Only when the saver has no connection of its own does this
-                // one take its place; otherwise it goes back to the pool as
-                // it is dropped.
-                if OWN_CONNECTION && matches!(*slot, Slot::Empty) {
+                // Only when the saver has no connection of its own, and has
+                // made its first calls through the pool, does this one take
+                // its place; otherwise it goes back to the pool as it is
+                // dropped.
+                if OWN_CONNECTION && matches!(*slot, Slot::Empty) && self.slot.adopts() {
                     *slot = Slot::Idle(Idle::new(conn.detach(), Instant::now()));
                 }
             }
