@@ -172,10 +172,21 @@ pub async fn reject_refuses_a_second_run(saver: Arc<dyn Saver>, thread: &str) {
 /// Runs that arrive while the thread is held wait their turn and go in the
 /// order they arrived; each turn is whole and the history one chain.
 pub async fn enqueue_serves_runs_in_arrival_order(saver: Arc<dyn Saver>, thread: &str) {
+    enqueue_serves_runs_in_arrival_order_with(saver, thread, short()).await;
+}
+
+/// [`enqueue_serves_runs_in_arrival_order`] under lease times `times` (a
+/// slow server needs more than [`short`]: a waiting run's ticket is
+/// dropped when it is not presented again within a lease time).
+pub async fn enqueue_serves_runs_in_arrival_order_with(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+    times: LeaseTimes,
+) {
     // Slow enough that every run has queued before the first one ends.
     let g = turns(saver.clone(), Duration::from_millis(100), Arc::default());
     let config = RunConfig::thread(thread)
-        .lease_times(short())
+        .lease_times(times)
         .multitask(Multitask::Enqueue {
             wait: Duration::from_secs(20),
         });

@@ -27,7 +27,12 @@ async fn reject_refuses_a_second_run_on_mongo() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enqueue_serves_runs_in_arrival_order_on_mongo() {
-    on_mongo(|s| leases::enqueue_serves_runs_in_arrival_order(s, "t")).await;
+    // A 3 s lease: under the whole suite's load the test server can take
+    // longer than the short lease (300 ms) to answer a waiting run's poll,
+    // and its ticket would be dropped as stale.
+    let times = weaver::config::LeaseTimes::new(Duration::from_secs(3))
+        .renew_every(Duration::from_millis(500));
+    on_mongo(|s| leases::enqueue_serves_runs_in_arrival_order_with(s, "t", times)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
