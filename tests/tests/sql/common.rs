@@ -83,8 +83,13 @@ pub struct PgDb {
 impl PgDb {
     pub async fn new() -> Self {
         let url = pg_url();
+        // Idle connections close after a second: a test holding many of
+        // these pools at once (the conformance suite keeps one per case
+        // until its end) would otherwise keep their connections open
+        // against the server's limit.
         let pool = PgPoolOptions::new()
             .max_connections(10)
+            .idle_timeout(std::time::Duration::from_secs(1))
             .connect(&url)
             .await
             .unwrap_or_else(|e| {
