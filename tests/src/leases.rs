@@ -12,6 +12,8 @@ use weaver::checkpoint::{Acquired, LeaseInfo, LeaseRequest, ListFilter};
 use weaver::config::{LeaseTimes, Multitask};
 use weaver::prelude::*;
 
+use crate::forwarding::Forwarding;
+
 /// The conversation.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Talk {
@@ -58,6 +60,62 @@ pub fn turns(
         .add_sequence([START, "model", "tool", END])
         .compile(Compile::new().checkpointer_arc(saver))
         .expect("compiles")
+}
+
+/// The turn graph of the queue and stop tests: [`turns`] with 5 ms steps,
+/// except that the model step of the turn whose user message is `held`
+/// first waits for a permit of `gate`. What such a test checks so waits
+/// for an event, not for a step to last longer than a lease call (which a
+/// loaded database server does not promise).
+fn gated_turns(
+    saver: Arc<dyn Saver>,
+    held: &'static str,
+    gate: Arc<tokio::sync::Semaphore>,
+) -> CompiledGraph<Talk> {
+    let step = Duration::from_millis(5);
+    Graph::<Talk>::new("gated_turns")
+        .add_node("model", move |t: &Talk| {
+            let u = last_user(t);
+            let gate = gate.clone();
+            async move {
+                if u == held {
+                    let _permit = gate.acquire().await;
+                }
+                tokio::time::sleep(step).await;
+                TalkUpdate::default().messages(vec![format!("assistant:{u}")])
+            }
+        })
+        .add_node("tool", move |t: &Talk| {
+            let u = last_user(t);
+            async move {
+                tokio::time::sleep(step).await;
+                TalkUpdate::default().messages(vec![format!("tool:{u}")])
+            }
+        })
+        .add_sequence([START, "model", "tool", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .expect("compiles")
+}
+
+/// Leases for a slow database server: 5 s, renewed every 200 ms (a
+/// waiting run's ticket is dropped when it is not presented again within a
+/// lease time, and a holder's lease runs out when renewals lag by one).
+pub fn patient() -> LeaseTimes {
+    LeaseTimes::new(Duration::from_secs(5)).renew_every(Duration::from_millis(200))
+}
+
+/// A plain request of `holder` for thread `t`'s lease: 30 s, not queued,
+/// no ticket, no rollback of a dead holder, not answering its own pauses.
+pub fn ask(holder: &str) -> LeaseRequest<'_> {
+    LeaseRequest {
+        thread_id: "t",
+        holder,
+        lease: Duration::from_secs(30),
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+        owns_pause: false,
+    }
 }
 
 /// Short leases, so that a test waits milliseconds for a lease to run out.
@@ -175,42 +233,40 @@ pub async fn enqueue_serves_runs_in_arrival_order(saver: Arc<dyn Saver>, thread:
     enqueue_serves_runs_in_arrival_order_with(saver, thread, short()).await;
 }
 
-/// [`enqueue_serves_runs_in_arrival_order`] under lease times `times` (a
-/// slow server needs more than [`short`]: a waiting run's ticket is
-/// dropped when it is not presented again within a lease time).
+/// [`enqueue_serves_runs_in_arrival_order`] under lease times `times`
+/// ([`patient`] for a slow server). The first run holds the thread until
+/// the four after it have queued, each once the one before holds the
+/// thread or its ticket.
 pub async fn enqueue_serves_runs_in_arrival_order_with(
     saver: Arc<dyn Saver>,
     thread: &str,
     times: LeaseTimes,
 ) {
-    // Slow enough that every run has queued before the first one ends.
-    let g = turns(saver.clone(), Duration::from_millis(100), Arc::default());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gated_turns(saver.clone(), "u0", gate.clone());
     let config = RunConfig::thread(thread)
         .lease_times(times)
         .multitask(Multitask::Enqueue {
-            wait: Duration::from_secs(20),
+            wait: Duration::from_secs(60),
         });
+    let leases = saver.leases().expect("the saver has leases");
     let mut runs = Vec::new();
     for i in 0..5 {
         let (g, config) = (g.clone(), config.clone());
         runs.push(tokio::spawn(async move {
             g.invoke(say(&format!("u{i}")), &config).await
         }));
-        // Each arrives once the one before holds the thread or its ticket.
-        let leases = saver.leases().expect("the saver has leases");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let info = leases.lease_info(thread).await.unwrap();
             if info.is_some_and(|l| l.queued >= i) {
                 break;
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "run u{i} never queued"
-            );
+            assert!(Instant::now() < deadline, "run u{i} never queued");
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
+    gate.add_permits(1);
     for r in runs {
         r.await.unwrap().unwrap();
     }
@@ -247,11 +303,22 @@ pub async fn enqueue_with_no_wait_fails_at_once(saver: Arc<dyn Saver>, thread: &
     assert_eq!(whole_turns(&transcript(&g, thread).await), ["a", "c"]);
 }
 
-/// Starts turn `a` (slow steps), then runs `b` under `strategy`: `a` stops
-/// at a step boundary with `RunStopped`; returns the transcript.
-async fn stopped_by(saver: &Arc<dyn Saver>, thread: &str, strategy: Multitask) -> Vec<String> {
-    let g = turns(saver.clone(), Duration::from_millis(120), Arc::default());
-    let config = RunConfig::thread(thread).lease_times(short());
+/// Starts turn `a`, then runs `b` under `strategy`: `a` stops at a step
+/// boundary with `RunStopped`; returns the transcript. `a`'s model step
+/// ends only once `a`'s run has taken in the stop request (its renewal was
+/// told and it renewed again), so `a` stops after its input or its model
+/// step however slow the server is.
+async fn stopped_by(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+    strategy: Multitask,
+    times: LeaseTimes,
+) -> Vec<String> {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gated_turns(saver.clone(), "a", gate.clone());
+    let config = RunConfig::thread(thread).lease_times(times);
     g.invoke(say("first"), &config.clone().multitask(Multitask::Race))
         .await
         .unwrap();
@@ -260,9 +327,19 @@ async fn stopped_by(saver: &Arc<dyn Saver>, thread: &str, strategy: Multitask) -
         async move { g.invoke(say("a"), &config).await }
     });
     committed(&g, thread, "a").await;
-    g.invoke(say("b"), &config.clone().multitask(strategy))
-        .await
-        .unwrap();
+    let opener = tokio::spawn(async move {
+        let noticed = tokio::time::timeout(Duration::from_secs(30), watched.stop_noticed()).await;
+        gate.add_permits(1);
+        noticed.is_ok()
+    });
+    let b = g
+        .invoke(say("b"), &config.clone().multitask(strategy))
+        .await;
+    assert!(
+        opener.await.unwrap(),
+        "the running turn never took in the stop request"
+    );
+    b.unwrap();
     let stopped = running.await.unwrap().unwrap_err();
     let name = match strategy {
         Multitask::Rollback { .. } => "rollback",
@@ -272,15 +349,24 @@ async fn stopped_by(saver: &Arc<dyn Saver>, thread: &str, strategy: Multitask) -
         matches!(&stopped, Error::RunStopped { strategy, .. } if *strategy == name),
         "{stopped:?}"
     );
-    one_chain(saver, thread).await;
+    one_chain(&saver, thread).await;
     transcript(&g, thread).await
 }
 
 /// `Interrupt`: the running turn stops keeping what it committed; the new
 /// input goes on from there (LangGraph's interrupt strategy).
 pub async fn interrupt_keeps_the_stopped_turn(saver: Arc<dyn Saver>, thread: &str) {
-    let wait = Duration::from_secs(10);
-    let messages = stopped_by(&saver, thread, Multitask::Interrupt { wait }).await;
+    interrupt_keeps_the_stopped_turn_with(saver, thread, short()).await;
+}
+
+/// [`interrupt_keeps_the_stopped_turn`] under lease times `times`.
+pub async fn interrupt_keeps_the_stopped_turn_with(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+    times: LeaseTimes,
+) {
+    let wait = Duration::from_secs(60);
+    let messages = stopped_by(saver, thread, Multitask::Interrupt { wait }, times).await;
     assert_eq!(messages[..3], ["first", "assistant:first", "tool:first"]);
     // `a` stopped after its input, or after its model step.
     let rest = &messages[3..];
@@ -296,8 +382,17 @@ pub async fn interrupt_keeps_the_stopped_turn(saver: Arc<dyn Saver>, thread: &st
 /// `Rollback`: the running turn stops and what it committed goes; the
 /// thread holds whole turns only.
 pub async fn rollback_removes_the_stopped_turn(saver: Arc<dyn Saver>, thread: &str) {
-    let wait = Duration::from_secs(10);
-    let messages = stopped_by(&saver, thread, Multitask::Rollback { wait }).await;
+    rollback_removes_the_stopped_turn_with(saver, thread, short()).await;
+}
+
+/// [`rollback_removes_the_stopped_turn`] under lease times `times`.
+pub async fn rollback_removes_the_stopped_turn_with(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+    times: LeaseTimes,
+) {
+    let wait = Duration::from_secs(60);
+    let messages = stopped_by(saver, thread, Multitask::Rollback { wait }, times).await;
     assert_eq!(whole_turns(&messages), ["first", "b"]);
 }
 

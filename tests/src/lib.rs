@@ -11,6 +11,7 @@ pub mod dropped;
 pub mod effects;
 pub mod evolution;
 pub mod fleet;
+pub mod forwarding;
 pub mod leases;
 pub mod mongo;
 pub mod policies;

@@ -2,6 +2,8 @@
 //! it (no pool round trip), a busy pool does not stop the saver, and a
 //! closed pool does.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sqlx::postgres::PgPoolOptions;
@@ -152,15 +154,9 @@ async fn postgres_saver_survives_a_dropped_idle_connection() {
     db.drop_schema().await;
 }
 
-/// Overlapping calls use the pool and give their connections back to it:
-/// the saver adopts a pooled connection only when it has none of its own,
-/// so a busy saver does not keep opening connections.
-#[tokio::test]
-async fn overlapping_calls_do_not_churn_connections() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    let db = SqliteDb::new().await;
+/// Options of a SQLite pool of four connections, and the count of the
+/// connections it opens.
+fn counting_pool() -> (SqlitePoolOptions, Arc<AtomicUsize>) {
     let opened = Arc::new(AtomicUsize::new(0));
     let counter = opened.clone();
     let pool = SqlitePoolOptions::new()
@@ -172,6 +168,16 @@ async fn overlapping_calls_do_not_churn_connections() {
                 Ok(())
             })
         });
+    (pool, opened)
+}
+
+/// Overlapping calls use the pool and give their connections back to it:
+/// the saver adopts a pooled connection only when it has none of its own,
+/// so a busy saver does not keep opening connections.
+#[tokio::test]
+async fn overlapping_calls_do_not_churn_connections() {
+    let db = SqliteDb::new().await;
+    let (pool, opened) = counting_pool();
     let saver = Arc::new(db.saver_on(pool, db.connect_options()).await);
     saver.put(cp("t", "a", None, Some(1))).await.unwrap();
     let tasks: Vec<_> = (0..6)
@@ -242,21 +248,8 @@ async fn dropping_the_saver_closes_its_connection() {
 /// new one.)
 #[tokio::test]
 async fn short_lived_savers_leave_the_pools_connections_in_it() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
     let db = SqliteDb::new().await;
-    let opened = Arc::new(AtomicUsize::new(0));
-    let counter = opened.clone();
-    let pool = SqlitePoolOptions::new()
-        .max_connections(4)
-        .after_connect(move |_, _| {
-            let counter = counter.clone();
-            Box::pin(async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            })
-        });
+    let (pool, opened) = counting_pool();
     let first = db.saver_on(pool, db.connect_options()).await;
     let pool = first.pool().clone();
     first.put(cp("t", "a", None, Some(1))).await.unwrap();

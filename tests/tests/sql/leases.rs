@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use weaver::checkpoint::{LeaseRequest, Leases};
+use weaver::checkpoint::Leases;
 use weaver::{Error, Saver};
 use weaver_tests::leases;
 
@@ -175,25 +175,13 @@ async fn a_holders_resume_keeps_its_turns_base_on_postgres() {
     db.drop_schema().await;
 }
 
-fn ask(holder: &str) -> LeaseRequest<'_> {
-    LeaseRequest {
-        thread_id: "t",
-        holder,
-        lease: Duration::from_secs(30),
-        queue: false,
-        ticket: None,
-        roll_back_dead: false,
-        owns_pause: false,
-    }
-}
-
 /// A lease row whose stop request is not one weaver writes is a typed
 /// decode error naming the thread, on every call that reads it; a negative
 /// base order of a row taken over is one too. Nothing is changed.
 async fn damaged_rows(saver: &dyn Leases, corrupt: impl AsyncFn(&str)) {
-    saver.acquire(&ask("a")).await.unwrap();
+    saver.acquire(&leases::ask("a")).await.unwrap();
     corrupt("UPDATE {p}weaver_thread_leases SET stop = 'sideways', expires_at = 0").await;
-    let e = saver.acquire(&ask("b")).await.unwrap_err();
+    let e = saver.acquire(&leases::ask("b")).await.unwrap_err();
     assert!(
         matches!(&e, Error::Decode { what, .. } if what.contains("`t`")),
         "{e:?}"
@@ -201,7 +189,7 @@ async fn damaged_rows(saver: &dyn Leases, corrupt: impl AsyncFn(&str)) {
     let e = saver.lease_info("t").await.unwrap_err();
     assert!(matches!(e, Error::Decode { .. }), "{e:?}");
     corrupt("UPDATE {p}weaver_thread_leases SET stop = 'rollback', base_order = -5").await;
-    let e = saver.acquire(&ask("b")).await.unwrap_err();
+    let e = saver.acquire(&leases::ask("b")).await.unwrap_err();
     assert!(matches!(e, Error::Decode { .. }), "{e:?}");
     let info = saver.lease_info("t").await.unwrap().unwrap();
     assert_eq!(info.holder, "a", "unchanged");
@@ -273,7 +261,7 @@ async fn lease_calls_leave_the_pools_connections_synced_on_sqlite() {
     let mut finished = 0;
     for step in 0..300u64 {
         let after = Duration::from_micros(step * 10);
-        cut_off(saver.acquire(&ask("a")), after).await;
+        cut_off(saver.acquire(&leases::ask("a")), after).await;
         assert_eq!(synchronous().await, 2, "acquire cut off after {after:?}");
         cut_off(saver.renew("t", "a", Duration::from_secs(30)), after).await;
         assert_eq!(synchronous().await, 2, "renew cut off after {after:?}");
@@ -284,7 +272,7 @@ async fn lease_calls_leave_the_pools_connections_synced_on_sqlite() {
         }
     }
     // Whole calls too: taken and given back, the level restored.
-    saver.acquire(&ask("a")).await.unwrap();
+    saver.acquire(&leases::ask("a")).await.unwrap();
     saver.release("t", "a", false).await.unwrap();
     assert_eq!(synchronous().await, 2);
     assert!(finished > 0, "no release ran to its end");

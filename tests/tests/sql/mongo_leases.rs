@@ -1,13 +1,8 @@
 //! One run per thread at a time on MongoDB: the shared lease suite, lease
-//! documents damaged in the database, and racing acquirers.
-//!
-//! The suite's three tests that time a stop request or a queue against
-//! 50 ms renewals and 100 ms steps (enqueue order, interrupt, rollback) are
-//! not run here: on the test server (Python, sharing two cores with the
-//! whole test run) they failed under load while passing alone. Those
-//! strategies are exercised on MongoDB end to end by the `chat_workers`
-//! process tests (`examples/tests/examples.rs`: enqueue, reject, rollback
-//! and a killed worker's takeover).
+//! documents damaged in the database, and racing acquirers. The suite runs
+//! under [`leases::patient`] lease times here: the test server (Python,
+//! sharing two cores with the whole test run) can take longer than a short
+//! lease's renewal period to answer one call.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +26,22 @@ async fn on_mongo<F: Future<Output = ()>>(case: impl FnOnce(Arc<dyn Saver>) -> F
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reject_refuses_a_second_run_on_mongo() {
     on_mongo(|s| leases::reject_refuses_a_second_run(s, "t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_serves_runs_in_arrival_order_on_mongo() {
+    on_mongo(|s| leases::enqueue_serves_runs_in_arrival_order_with(s, "t", leases::patient()))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupt_keeps_the_stopped_turn_on_mongo() {
+    on_mongo(|s| leases::interrupt_keeps_the_stopped_turn_with(s, "t", leases::patient())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_removes_the_stopped_turn_on_mongo() {
+    on_mongo(|s| leases::rollback_removes_the_stopped_turn_with(s, "t", leases::patient())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,18 +79,6 @@ async fn a_holders_resume_keeps_its_turns_base_on_mongo() {
     on_mongo(|s| leases::a_holders_resume_keeps_its_turns_base(s, "t")).await;
 }
 
-fn ask(holder: &str) -> LeaseRequest<'_> {
-    LeaseRequest {
-        thread_id: "t",
-        holder,
-        lease: Duration::from_secs(30),
-        queue: false,
-        ticket: None,
-        roll_back_dead: false,
-        owns_pause: false,
-    }
-}
-
 /// A lease document whose fields are not what weaver writes is a typed
 /// decode error naming the thread, on every call that reads it; nothing is
 /// changed by the refused call.
@@ -92,7 +91,7 @@ async fn damaged_lease_documents_are_decode_errors_on_mongo() {
         .client
         .database(&db.name)
         .collection::<Document>("w_leases");
-    saver.acquire(&ask("a")).await.unwrap();
+    saver.acquire(&leases::ask("a")).await.unwrap();
     let named = |e: &Error| matches!(e, Error::Decode { what, .. } if what.contains("`t`"));
     for damage in [
         doc! { "$set": { "stop": "sideways", "expires_at": 0_i64 } },
@@ -105,7 +104,7 @@ async fn damaged_lease_documents_are_decode_errors_on_mongo() {
         coll.update_one(doc! { "_id": "t" }, damage.clone())
             .await
             .unwrap();
-        let e = saver.acquire(&ask("b")).await.unwrap_err();
+        let e = saver.acquire(&leases::ask("b")).await.unwrap_err();
         assert!(named(&e), "{damage}: {e:?}");
         coll.replace_one(doc! { "_id": "t" }, saved).await.unwrap();
     }
@@ -153,7 +152,7 @@ async fn racing_acquirers_one_holds_the_rest_queue_on_mongo() {
     let answers = futures_util::future::join_all(savers.iter().zip(&names).map(|(s, n)| async {
         s.acquire(&LeaseRequest {
             queue: true,
-            ..ask(n)
+            ..leases::ask(n)
         })
         .await
     }))
@@ -186,7 +185,7 @@ async fn racing_acquirers_one_holds_the_rest_queue_on_mongo() {
                 .acquire(&LeaseRequest {
                     queue: true,
                     ticket: queued.iter().find(|(_, n)| n == later).map(|(j, _)| *j),
-                    ..ask(later)
+                    ..leases::ask(later)
                 })
                 .await
                 .unwrap();
@@ -199,7 +198,7 @@ async fn racing_acquirers_one_holds_the_rest_queue_on_mongo() {
             .acquire(&LeaseRequest {
                 queue: true,
                 ticket: Some(*k),
-                ..ask(name)
+                ..leases::ask(name)
             })
             .await
             .unwrap();
@@ -225,14 +224,14 @@ async fn lease_calls_cut_off_leave_no_transaction_open_on_mongo() {
     let other = MongoSaver::connect(&url, &db.name, "w_").await.unwrap();
     for step in 0..150u64 {
         let after = Duration::from_micros(step * 100);
-        cut_off(saver.acquire(&ask("a")), after).await;
+        cut_off(saver.acquire(&leases::ask("a")), after).await;
         other
             .release("t", "a", false)
             .await
             .unwrap_or_else(|e| panic!("after an acquire cut off at {after:?}: {e}"));
         cut_off(saver.renew("t", "b", Duration::from_secs(30)), after).await;
         other
-            .acquire(&ask("b"))
+            .acquire(&leases::ask("b"))
             .await
             .unwrap_or_else(|e| panic!("after a renewal cut off at {after:?}: {e}"));
         other.release("t", "b", false).await.unwrap();

@@ -1,0 +1,341 @@
+//! A saver that forwards to another one, with hooks a test can set: read
+//! and write counts, injected failures and intrusions, and gates that hold
+//! lease calls back until the test lets them go.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use weaver::checkpoint::{
+    Acquired, BatchEntry, CheckpointRef, CheckpointSource, CheckpointTuple, ForkOptions, LeaseInfo,
+    LeaseRequest, Leases, LineageRequest, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy,
+    Renewed, Stop, ThreadInfo, WriteOp,
+};
+use weaver::{InMemorySaver, Saver};
+
+/// A saver as a third party would write one: the trait's default `lineage`
+/// (one `get_tuple` per record), and deltas only when it opts in. Counts the
+/// reads of stored records and the `lineages` calls, which go to the inner
+/// saver's own when `inner_lineages` is set. Logs each write call (`put`,
+/// `put_writes`, `put_ops` with its ops) in `writes`, and fails every
+/// `put_ops` with a storage error while `fail_groups` is set. While
+/// `intrude` is set, the next `put_many` is preceded by another writer's
+/// commit at its first entry's commit order (as when another process's
+/// turn lands between reading the head and writing), and `intrude` clears.
+/// While `slow_final` is set, `put_checkpoint_with_writes` (the `exit`
+/// durability's write when a run stops) first waits 50 ms, as a saver
+/// waiting for a busy database does. After [`gate`](Forwarding::gate)`(n)`,
+/// the next `n` reads of a thread's latest checkpoint wait until all `n`
+/// have read it (runs racing on one thread, each having read the same
+/// head before any of them writes). It takes no lease unless
+/// `forward_leases` is set (then the inner saver's); after
+/// [`gate_release`](Forwarding::gate_release) a lease's release first says
+/// it was entered and waits until the gate is opened.
+/// [`stop_noticed`](Forwarding::stop_noticed) waits until a run has taken
+/// in a stop request (see there).
+#[derive(Debug)]
+pub struct Forwarding {
+    pub inner: Arc<dyn Saver>,
+    pub deltas: bool,
+    pub inner_lineages: bool,
+    pub reads: AtomicUsize,
+    pub lineages_calls: AtomicUsize,
+    pub writes: Mutex<Vec<String>>,
+    pub fail_groups: AtomicBool,
+    pub intrude: AtomicBool,
+    pub slow_final: AtomicBool,
+    pub latest_gate: Mutex<Option<(Arc<tokio::sync::Barrier>, usize)>>,
+    pub forward_leases: bool,
+    pub release_gate: Mutex<Option<ReleaseGate>>,
+    /// Holders a renewal told of a stop request.
+    pub told_to_stop: Mutex<HashSet<String>>,
+    /// Set (and `noticed` notified) once a holder told to stop renews again.
+    pub stop_taken_in: AtomicBool,
+    pub noticed: tokio::sync::Notify,
+}
+
+/// Holds lease releases back ([`Forwarding::gate_release`]).
+#[derive(Debug, Clone)]
+pub struct ReleaseGate {
+    /// Notified when a release call is entered.
+    pub entered: Arc<tokio::sync::Notify>,
+    /// A release goes on once it takes a permit.
+    pub open: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Forwarding {
+    fn default() -> Self {
+        Forwarding::on(Arc::new(InMemorySaver::new()))
+    }
+}
+
+impl Forwarding {
+    /// Forwards to `inner`.
+    pub fn on(inner: Arc<dyn Saver>) -> Self {
+        Forwarding {
+            inner,
+            deltas: false,
+            inner_lineages: false,
+            reads: AtomicUsize::new(0),
+            lineages_calls: AtomicUsize::new(0),
+            writes: Mutex::new(Vec::new()),
+            fail_groups: AtomicBool::new(false),
+            intrude: AtomicBool::new(false),
+            slow_final: AtomicBool::new(false),
+            latest_gate: Mutex::new(None),
+            forward_leases: false,
+            release_gate: Mutex::new(None),
+            told_to_stop: Mutex::new(HashSet::new()),
+            stop_taken_in: AtomicBool::new(false),
+            noticed: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Makes every lease release wait for a permit of the gate returned
+    /// (none yet), after notifying it was entered.
+    pub fn gate_release(&self) -> ReleaseGate {
+        let gate = ReleaseGate {
+            entered: Arc::new(tokio::sync::Notify::new()),
+            open: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        *self.release_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
+        gate
+    }
+
+    fn inner_leases(&self) -> weaver::Result<&dyn Leases> {
+        self.inner
+            .leases()
+            .ok_or_else(|| weaver::Error::invalid_argument("the inner saver has no leases"))
+    }
+
+    /// Forwards everything to `inner`, leases included, as `inner` would
+    /// answer (its deltas and its own `lineages`): for tests that only
+    /// watch lease calls.
+    pub fn leasing(inner: Arc<dyn Saver>) -> Self {
+        Forwarding {
+            deltas: inner.supports_deltas(),
+            inner_lineages: true,
+            forward_leases: true,
+            ..Forwarding::on(inner)
+        }
+    }
+
+    /// Waits until a run has taken in a stop request: a renewal told its
+    /// holder of the stop and the holder has renewed again since. The
+    /// engine's renewer passes a stop on to its run before it renews
+    /// again, so from then on the run stops at its next step boundary.
+    pub async fn stop_noticed(&self) {
+        loop {
+            let notified = self.noticed.notified();
+            if self.stop_taken_in.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Makes the next `n` reads of a latest checkpoint wait for each other.
+    pub fn gate(&self, n: usize) {
+        *self.latest_gate.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Arc::new(tokio::sync::Barrier::new(n)), n));
+    }
+
+    fn log(&self, call: String) {
+        self.writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(call);
+    }
+}
+
+#[async_trait]
+impl Saver for Forwarding {
+    async fn lineages(
+        &self,
+        requests: &[LineageRequest],
+    ) -> weaver::Result<Vec<Vec<CheckpointTuple>>> {
+        self.lineages_calls.fetch_add(1, Ordering::SeqCst);
+        if self.inner_lineages {
+            return self.inner.lineages(requests).await;
+        }
+        let mut out = Vec::new();
+        for r in requests {
+            out.push(self.lineage(&r.from, r.count, r.below).await?);
+        }
+        Ok(out)
+    }
+    async fn get_stored(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        let read = self.inner.get_stored(target).await;
+        let barrier = match &mut *self.latest_gate.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((barrier, left)) if target.checkpoint_id.is_none() && *left > 0 => {
+                *left -= 1;
+                Some(barrier.clone())
+            }
+            _ => None,
+        };
+        if let Some(barrier) = barrier {
+            barrier.wait().await;
+        }
+        read
+    }
+    async fn list_stored(&self, filter: &ListFilter) -> weaver::Result<Vec<CheckpointTuple>> {
+        self.inner.list_stored(filter).await
+    }
+    async fn put(&self, checkpoint: NewCheckpoint) -> weaver::Result<CheckpointRef> {
+        self.log("put".into());
+        self.inner.put(checkpoint).await
+    }
+    async fn put_writes(
+        &self,
+        target: &CheckpointRef,
+        writes: Vec<PendingWrite>,
+    ) -> weaver::Result<()> {
+        self.log("put_writes".into());
+        self.inner.put_writes(target, writes).await
+    }
+    async fn put_checkpoint_with_writes(
+        &self,
+        checkpoint: NewCheckpoint,
+        writes: Vec<PendingWrite>,
+    ) -> weaver::Result<CheckpointRef> {
+        if self.slow_final.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        self.inner
+            .put_checkpoint_with_writes(checkpoint, writes)
+            .await
+    }
+    async fn put_many(&self, entries: Vec<BatchEntry>) -> weaver::Result<Vec<CheckpointRef>> {
+        if let Some(first) = entries.first().map(|b| &b.checkpoint)
+            && self.intrude.swap(false, Ordering::SeqCst)
+        {
+            let mut other = first.clone();
+            other.checkpoint.id = format!("intruder-{}", first.checkpoint.id);
+            other.metadata.extra.clear();
+            other.metadata.source = CheckpointSource::Loop;
+            self.inner.put(other).await?;
+        }
+        self.inner.put_many(entries).await
+    }
+    async fn put_batch(&self, entries: Vec<BatchEntry>) -> weaver::Result<Vec<CheckpointRef>> {
+        self.inner.put_batch(entries).await
+    }
+    async fn fork_lineage(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> weaver::Result<CheckpointRef> {
+        self.inner
+            .fork_lineage(source, target_thread, options)
+            .await
+    }
+    async fn fork_at(
+        &self,
+        source: &CheckpointRef,
+        target_thread: &str,
+        options: ForkOptions,
+    ) -> weaver::Result<CheckpointRef> {
+        self.inner.fork_at(source, target_thread, options).await
+    }
+    async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> weaver::Result<()> {
+        self.inner.copy_thread(source_thread, target_thread).await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> weaver::Result<()> {
+        self.inner.delete_thread(thread_id).await
+    }
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> weaver::Result<u64> {
+        self.inner.prune(thread_ids, strategy).await
+    }
+    async fn list_threads(
+        &self,
+        limit: Option<usize>,
+        offset: usize,
+    ) -> weaver::Result<Vec<ThreadInfo>> {
+        self.inner.list_threads(limit, offset).await
+    }
+    async fn put_ops(&self, ops: Vec<WriteOp>) -> weaver::Result<()> {
+        let names: Vec<&str> = ops
+            .iter()
+            .map(|op| match op {
+                WriteOp::Put(_) => "put",
+                WriteOp::Writes(..) => "writes",
+                WriteOp::Check(..) => "check",
+            })
+            .collect();
+        self.log(format!("put_ops[{}]", names.join(", ")));
+        if self.fail_groups.load(Ordering::SeqCst) {
+            return Err(weaver::Error::storage("put_ops", "the group failed (test)"));
+        }
+        self.inner.put_ops(ops).await
+    }
+    fn supports_deltas(&self) -> bool {
+        self.deltas
+    }
+    fn leases(&self) -> Option<&dyn Leases> {
+        self.forward_leases.then_some(self as &dyn Leases)
+    }
+}
+
+#[async_trait]
+impl Leases for Forwarding {
+    async fn acquire(&self, request: &LeaseRequest<'_>) -> weaver::Result<Acquired> {
+        self.inner_leases()?.acquire(request).await
+    }
+    async fn renew(
+        &self,
+        thread_id: &str,
+        holder: &str,
+        lease: std::time::Duration,
+    ) -> weaver::Result<Renewed> {
+        let told = self
+            .told_to_stop
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(holder);
+        if told {
+            self.stop_taken_in.store(true, Ordering::SeqCst);
+            self.noticed.notify_waiters();
+        }
+        let renewed = self.inner_leases()?.renew(thread_id, holder, lease).await?;
+        if renewed.stop.is_some() {
+            self.told_to_stop
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(holder.to_owned());
+        }
+        Ok(renewed)
+    }
+    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> weaver::Result<()> {
+        let gate = self
+            .release_gate
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(gate) = gate {
+            gate.entered.notify_one();
+            let _permit = gate.open.acquire().await;
+        }
+        self.inner_leases()?
+            .release(thread_id, holder, stopped)
+            .await
+    }
+    async fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> weaver::Result<()> {
+        self.inner_leases()?
+            .request_stop(thread_id, holder, stop)
+            .await
+    }
+    async fn leave_queue(&self, thread_id: &str, ticket: i64) -> weaver::Result<()> {
+        self.inner_leases()?.leave_queue(thread_id, ticket).await
+    }
+    async fn lease_info(&self, thread_id: &str) -> weaver::Result<Option<LeaseInfo>> {
+        self.inner_leases()?.lease_info(thread_id).await
+    }
+    async fn truncate(&self, thread_id: &str, holder: &str, above: u64) -> weaver::Result<u64> {
+        self.inner_leases()?
+            .truncate(thread_id, holder, above)
+            .await
+    }
+}
