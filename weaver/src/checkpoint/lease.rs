@@ -249,6 +249,17 @@ impl Take {
             keep_base: None,
         }
     }
+
+    /// What the acquire answers once the lease is taken, `rolled_back`
+    /// checkpoints removed.
+    pub(crate) fn held(self, rolled_back: u64) -> Acquired {
+        Acquired::Held {
+            previous: self.previous,
+            rolled_back,
+            previous_base: self.previous_base,
+            previous_owns_pause: self.previous_owns_pause,
+        }
+    }
 }
 
 /// A row's base commit order; a negative one is [`Error::Decode`].
@@ -390,15 +401,11 @@ impl Table {
                     ticket: mine,
                 })
             }
-            Decision::Take(Take {
-                previous,
-                rollback,
-                previous_base,
-                previous_owns_pause,
-                keep_base,
-            }) => {
-                let rolled_back = rollback.map_or(0, truncate);
-                let base = keep_base.unwrap_or_else(|| i64::try_from(head()).unwrap_or(i64::MAX));
+            Decision::Take(take) => {
+                let rolled_back = take.rollback.map_or(0, truncate);
+                let base = take
+                    .keep_base
+                    .unwrap_or_else(|| i64::try_from(head()).unwrap_or(i64::MAX));
                 t.rows.insert(
                     thread.to_owned(),
                     Row {
@@ -412,12 +419,7 @@ impl Table {
                 if let Some(k) = mine {
                     t.queue.remove(&k);
                 }
-                Ok(Acquired::Held {
-                    previous,
-                    rolled_back,
-                    previous_base,
-                    previous_owns_pause,
-                })
+                Ok(take.held(rolled_back))
             }
         }
     }

@@ -22,7 +22,7 @@ use mongodb::options::ReturnDocument;
 
 use super::records::int;
 use super::{MongoSaver, storage};
-use crate::checkpoint::lease::{Decision, Row, Take, decide, info_of, lost, ms};
+use crate::checkpoint::lease::{Decision, Row, decide, info_of, lost, ms};
 use crate::checkpoint::text;
 use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
 use crate::error::{Error, Result};
@@ -311,18 +311,12 @@ impl MongoSaver {
                     ticket: mine,
                 })
             }
-            Decision::Take(Take {
-                previous,
-                rollback,
-                previous_base,
-                previous_owns_pause,
-                keep_base,
-            }) => {
-                let rolled_back = match rollback {
+            Decision::Take(take) => {
+                let rolled_back = match take.rollback {
                     Some(above) => self.truncate_in(s, thread, above, op).await?,
                     None => 0,
                 };
-                let base = match keep_base {
+                let base = match take.keep_base {
                     Some(b) => b,
                     None => {
                         let head = self.head(s, thread, "", op).await?;
@@ -350,12 +344,7 @@ impl MongoSaver {
                         .await
                         .map_err(storage(op))?;
                 }
-                Ok(Acquired::Held {
-                    previous,
-                    rolled_back,
-                    previous_base,
-                    previous_owns_pause,
-                })
+                Ok(take.held(rolled_back))
             }
         }
     }

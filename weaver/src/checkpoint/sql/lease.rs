@@ -30,7 +30,7 @@ use super::backend::Backend;
 use super::group::Arg;
 use super::prune::DeletionNote;
 use super::saver::SqlSaver;
-use crate::checkpoint::lease::{self, Decision, Row, Take, decide, info_of, lost, ms};
+use crate::checkpoint::lease::{self, Decision, Row, decide, info_of, lost, ms};
 use crate::checkpoint::text;
 use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
 use crate::error::{Error, Result};
@@ -352,22 +352,16 @@ impl<D: Backend> SqlSaver<D> {
                     ticket: mine,
                 })
             }
-            Decision::Take(Take {
-                previous,
-                rollback,
-                previous_base,
-                previous_owns_pause,
-                keep_base,
-            }) => {
-                let rolled_back = match rollback {
+            Decision::Take(take) => {
+                let rolled_back = match take.rollback {
                     Some(above) => Self::truncate_in(conn, &sql, thread, above, op).await?,
                     None => 0,
                 };
-                let base = match keep_base {
+                let base = match take.keep_base {
                     Some(b) => b,
                     None => Self::head(conn, &sql, thread, op).await?,
                 };
-                let take = format!(
+                let hold = format!(
                     "UPDATE {} SET holder = $2, expires_at = $3, base_order = $4, stop = NULL, \
                      owns_pause = {} WHERE thread_id = $1",
                     sql.leases,
@@ -379,7 +373,7 @@ impl<D: Backend> SqlSaver<D> {
                     Arg::Int(now.saturating_add(lease_ms)),
                     Arg::Int(base),
                 ];
-                D::execute(conn, sql.pooling, take, args)
+                D::execute(conn, sql.pooling, hold, args)
                     .await
                     .map_err(storage(op))?;
                 if let Some(k) = mine {
@@ -388,12 +382,7 @@ impl<D: Backend> SqlSaver<D> {
                         .await
                         .map_err(storage(op))?;
                 }
-                Ok(Acquired::Held {
-                    previous,
-                    rolled_back,
-                    previous_base,
-                    previous_owns_pause,
-                })
+                Ok(take.held(rolled_back))
             }
         }
     }
