@@ -238,3 +238,89 @@ async fn two_processes_one_conversation_on_mongo() {
     .await;
     db.drop_db().await;
 }
+
+/// Checkpoint writes cut off at any point (here every 100 µs up to 15 ms
+/// into them, as when a web server drops the `invoke` of a client that went
+/// away) leave nothing locked on the server: another process's write at the
+/// same commit order, made right after each, answers at once (stored, or a
+/// version conflict when the cut-off write had already committed) instead
+/// of meeting write conflicts until the server's transaction time limit
+/// (60 s) ends a transaction left open; and the thread holds one
+/// checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_cut_off_leave_no_transaction_open_on_mongo() {
+    use std::time::Duration;
+
+    use crate::common::cp;
+    use crate::leases::cut_off;
+
+    let db = MongoDb::new().await;
+    let saver = saver(&db).await;
+    let url = weaver_tests::mongo::mongo_url();
+    let other = MongoSaver::connect(&url, &db.name, "w_").await.unwrap();
+    for step in 0..150u64 {
+        let after = Duration::from_micros(step * 100);
+        let thread = format!("t{step}");
+        cut_off(saver.put(cp(&thread, "a", None, Some(1))), after).await;
+        let answer = tokio::time::timeout(
+            Duration::from_secs(10),
+            other.put(cp(&thread, "b", None, Some(1))),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("a write cut off at {after:?} left {thread} locked"));
+        match answer {
+            Ok(_) | Err(Error::VersionConflict { .. }) => {}
+            Err(e) => panic!("after a write cut off at {after:?}: {e}"),
+        }
+        let stored = other.list(&ListFilter::thread(&thread)).await.unwrap();
+        assert_eq!(stored.len(), 1, "{thread} after a cut at {after:?}");
+    }
+    db.drop_db().await;
+}
+
+/// A checkpoint write whose caller went away before it committed is
+/// aborted, not committed behind the caller's back (as a SQL transaction
+/// whose future is dropped is rolled back): another process's write at the
+/// same commit order, half a second later, is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_caller_went_away_is_not_committed_on_mongo() {
+    use std::time::Duration;
+
+    use crate::common::cp;
+    use crate::leases::cut_off;
+
+    let db = MongoDb::new().await;
+    let saver = saver(&db).await;
+    let url = weaver_tests::mongo::mongo_url();
+    let other = MongoSaver::connect(&url, &db.name, "w_").await.unwrap();
+    // Large enough that encoding and sending it takes far longer than 1 ms.
+    let large = |thread: &str| {
+        let mut c = cp(thread, "a", None, Some(1));
+        c.checkpoint
+            .channel_values
+            .insert("foo".into(), json!("x".repeat(4 << 20)));
+        c
+    };
+    // A whole one first: the saver has checked its setup, so the cut-off
+    // write below starts its transaction at its first poll.
+    let started = std::time::Instant::now();
+    saver.put(large("whole")).await.unwrap();
+    let took = started.elapsed();
+    assert!(
+        took > Duration::from_millis(5),
+        "a large write took {took:?}"
+    );
+    cut_off(saver.put(large("t")), Duration::from_millis(1)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        other.put(cp("t", "b", None, Some(1))),
+    )
+    .await
+    .expect("the thread stayed locked")
+    .expect("the write whose caller went away was committed");
+    let stored = other.list(&ListFilter::thread("t")).await.unwrap();
+    let ids: Vec<_> = stored.iter().map(|t| t.checkpoint.id.as_str()).collect();
+    assert_eq!(ids, ["b"]);
+    db.drop_db().await;
+}

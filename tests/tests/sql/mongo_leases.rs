@@ -212,8 +212,9 @@ async fn racing_acquirers_one_holds_the_rest_queue_on_mongo() {
 /// Lease calls cut off at any point (here every 100 µs up to 15 ms into
 /// them, as a run's renewal is when the run ends) leave no transaction
 /// open on the server: another process's calls on the thread, made right
-/// after each, never fail (a transaction left open would hold the lease
-/// document, and their calls would end in write conflicts).
+/// after each, answer at once and never fail (a transaction left open
+/// would hold the lease document, and their calls would meet write
+/// conflicts until the server ended it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_calls_cut_off_leave_no_transaction_open_on_mongo() {
     use crate::leases::cut_off;
@@ -222,17 +223,20 @@ async fn lease_calls_cut_off_leave_no_transaction_open_on_mongo() {
     saver.setup().await.unwrap();
     let url = weaver_tests::mongo::mongo_url();
     let other = MongoSaver::connect(&url, &db.name, "w_").await.unwrap();
+    // A call meeting a transaction left open would run again until the
+    // server's transaction time limit (60 s) ended it.
+    let soon = Duration::from_secs(10);
     for step in 0..150u64 {
         let after = Duration::from_micros(step * 100);
         cut_off(saver.acquire(&leases::ask("a")), after).await;
-        other
-            .release("t", "a", false)
+        tokio::time::timeout(soon, other.release("t", "a", false))
             .await
+            .unwrap_or_else(|_| panic!("an acquire cut off at {after:?} left the thread locked"))
             .unwrap_or_else(|e| panic!("after an acquire cut off at {after:?}: {e}"));
         cut_off(saver.renew("t", "b", Duration::from_secs(30)), after).await;
-        other
-            .acquire(&leases::ask("b"))
+        tokio::time::timeout(soon, other.acquire(&leases::ask("b")))
             .await
+            .unwrap_or_else(|_| panic!("a renewal cut off at {after:?} left the thread locked"))
             .unwrap_or_else(|e| panic!("after a renewal cut off at {after:?}: {e}"));
         other.release("t", "b", false).await.unwrap();
     }

@@ -360,31 +360,6 @@ macro_rules! lease_txn {
     }};
 }
 
-impl MongoSaver {
-    /// Runs `call` on a handle of this saver in a task of its own and
-    /// waits for it. A lease call is often cut off midway (a run's renewal
-    /// is cancelled when the run ends; a run whose stream is dropped is
-    /// cancelled): dropped with its first operation in flight, the driver's
-    /// session would not know a transaction was started and would not
-    /// abort it, leaving the thread's lease document locked on the server
-    /// until the server gives up on the transaction. In a task of its own
-    /// the call commits or aborts whatever becomes of the caller.
-    async fn detached<T, F>(&self, call: impl FnOnce(MongoSaver) -> F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T>> + Send + 'static,
-    {
-        let call = call(self.clone());
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => rt
-                .spawn(call)
-                .await
-                .map_err(|e| Error::storage("lease call", e))?,
-            Err(_) => call.await,
-        }
-    }
-}
-
 #[async_trait]
 impl Leases for MongoSaver {
     async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired> {
@@ -399,7 +374,7 @@ impl Leases for MongoSaver {
             ..request.clone()
         };
         let out = self
-            .detached(move |me| async move {
+            .detached("lease_acquire", move |me| async move {
                 let request = LeaseRequest {
                     thread_id: &thread,
                     holder: &holder,
@@ -429,7 +404,7 @@ impl Leases for MongoSaver {
         let op = "lease_renew";
         let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
         let stop = self
-            .detached(move |me| async move {
+            .detached(op, move |me| async move {
                 lease_txn!(me, "lease_renew", |s| {
                     let (row, now) = me.held_row(&mut s, &thread, &holder, op).await?;
                     me.leases_collection()
@@ -451,7 +426,7 @@ impl Leases for MongoSaver {
     async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> Result<()> {
         let op = "lease_release";
         let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
-        self.detached(move |me| async move {
+        self.detached(op, move |me| async move {
             let mine = doc! { "_id": &thread, "holder": &holder };
             lease_txn!(me, "lease_release", |s| {
                 let leases = me.leases_collection();
@@ -482,7 +457,7 @@ impl Leases for MongoSaver {
     async fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> Result<()> {
         let op = "lease_request_stop";
         let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
-        self.detached(move |me| async move {
+        self.detached(op, move |me| async move {
             lease_txn!(me, "lease_request_stop", |s| {
                 let row = match me.held_row(&mut s, &thread, &holder, op).await {
                     Ok((row, _)) => row,
@@ -511,7 +486,7 @@ impl Leases for MongoSaver {
     async fn leave_queue(&self, thread_id: &str, ticket: i64) -> Result<()> {
         let op = "lease_leave_queue";
         let thread = thread_id.to_owned();
-        self.detached(move |me| async move {
+        self.detached(op, move |me| async move {
             lease_txn!(me, "lease_leave_queue", |s| {
                 me.tickets_collection()
                     .delete_one(doc! { "thread_id": &thread, "seq": ticket })
@@ -546,7 +521,7 @@ impl Leases for MongoSaver {
         let op = "lease_truncate";
         let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
         let n = self
-            .detached(move |me| async move {
+            .detached(op, move |me| async move {
                 lease_txn!(me, "lease_truncate", |s| {
                     me.held_row(&mut s, &thread, &holder, op).await?;
                     me.truncate_in(&mut s, &thread, above, op).await

@@ -55,6 +55,7 @@ mod rewrite;
 mod saver;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use mongodb::bson::{Document, doc};
 use mongodb::options::IndexOptions;
@@ -156,9 +157,10 @@ pub(crate) struct Retries {
 /// transient error (a write conflict with a concurrent transaction), for
 /// at most [`TRANSIENT_PATIENCE`] since the call's first one, each time
 /// after a random pause of up to 2^tries ms (at most 128 ms), so that
-/// racing writers stop meeting each other.
+/// racing writers stop meeting each other. Never once the caller of the
+/// detached call running it stopped waiting ([`MongoSaver::detached`]).
 pub(crate) async fn retry_after(e: &Error, retries: &mut Retries) -> bool {
-    if !is_transient(e) {
+    if !is_transient(e) || caller_gone() {
         return false;
     }
     let since = *retries.since.get_or_insert_with(std::time::Instant::now);
@@ -176,6 +178,78 @@ pub(crate) async fn retry_after(e: &Error, retries: &mut Retries) -> bool {
     true
 }
 
+tokio::task_local! {
+    /// Set once the caller of a [`MongoSaver::detached`] call stopped
+    /// waiting for it.
+    static CALLER_GONE: Arc<AtomicBool>;
+}
+
+/// Whether the caller of the detached call this task runs stopped waiting
+/// (never, outside one).
+fn caller_gone() -> bool {
+    CALLER_GONE
+        .try_with(|gone| gone.load(Ordering::SeqCst))
+        .unwrap_or(false)
+}
+
+/// Sets its flag when dropped before [`Waiting::done`]: the caller's future
+/// was dropped while it waited.
+struct Waiting(Option<Arc<AtomicBool>>);
+
+impl Waiting {
+    fn done(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Some(gone) = self.0.take() {
+            gone.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl MongoSaver {
+    /// Runs `call` on a handle of this saver in a task of its own and waits
+    /// for it: every call that runs a transaction, since such a call is
+    /// often cut off midway (a lease renewal cancelled when its run ends;
+    /// an `invoke` dropped by a web server whose client went away, in the
+    /// middle of a checkpoint's write). Dropped with its first operation in
+    /// flight, the driver's session would not know that a transaction was
+    /// started and would not abort it, leaving the documents it wrote
+    /// locked on the server until the server gives up on the transaction
+    /// (`transactionLifetimeLimitSeconds`, 60 s by default): another
+    /// process's next write to them would wait that long.
+    ///
+    /// In its own task the call goes on to a clean end when its caller is
+    /// dropped: its transaction is aborted rather than committed (as a SQL
+    /// transaction is rolled back when its future is dropped), once the
+    /// operation in flight has answered, and not run again.
+    pub(crate) async fn detached<T, F>(
+        &self,
+        op: &'static str,
+        call: impl FnOnce(MongoSaver) -> F,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let gone = Arc::new(AtomicBool::new(false));
+        let call = CALLER_GONE.scope(gone.clone(), call(self.clone()));
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let task = rt.spawn(call);
+                let waiting = Waiting(Some(gone));
+                let out = task.await;
+                waiting.done();
+                out.map_err(|e| Error::storage(op, e))?
+            }
+            Err(_) => call.await,
+        }
+    }
+}
+
 /// A session of `client` with a transaction started.
 pub(crate) async fn begin(client: &Client, op: &'static str) -> Result<ClientSession> {
     let mut s = client.start_session().await.map_err(storage(op))?;
@@ -184,9 +258,19 @@ pub(crate) async fn begin(client: &Client, op: &'static str) -> Result<ClientSes
 }
 
 /// Ends the transaction of `s`: committed when `out` is `Ok`, aborted
-/// otherwise; returns `out` (or the commit's failure).
+/// otherwise or when the caller of the detached call running it stopped
+/// waiting ([`MongoSaver::detached`]); returns `out` (or the commit's
+/// failure).
 pub(crate) async fn end<T>(mut s: ClientSession, out: Result<T>, op: &'static str) -> Result<T> {
     match out {
+        // Nobody waits for what the transaction did any more.
+        Ok(_) if caller_gone() => {
+            let _ = s.abort_transaction().await;
+            Err(Error::storage(
+                op,
+                "the caller stopped waiting: the transaction was aborted",
+            ))
+        }
         Ok(v) => match s.commit_transaction().await {
             Ok(()) => Ok(v),
             Err(e) => Err(Error::storage(op, e)),

@@ -102,6 +102,17 @@ impl MongoSaver {
 #[async_trait]
 impl Rewrites for MongoSaver {
     async fn replace(&self, records: Vec<CheckpointTuple>) -> Result<u64> {
+        // In a task of its own (its transaction: `detached`).
+        self.detached("replace", move |me| async move {
+            me.replace_records(records).await
+        })
+        .await
+    }
+}
+
+impl MongoSaver {
+    /// [`Rewrites::replace`], in the caller's task.
+    async fn replace_records(&self, records: Vec<CheckpointTuple>) -> Result<u64> {
         self.verify().await?;
         let mut encoded = Vec::with_capacity(records.len());
         for t in &records {

@@ -321,13 +321,17 @@ impl MongoSaver {
         Ok(out)
     }
 
-    /// Puts `new` with its writes in a transaction of its own.
+    /// Puts `new` with its writes in a transaction of its own (in a task of
+    /// its own: [`MongoSaver::detached`]).
     async fn put_one(
         &self,
         new: NewCheckpoint,
         writes: Vec<PendingWrite>,
     ) -> Result<CheckpointRef> {
-        in_txn_retrying!(self, "put", |s| self.insert(&mut s, &new, &writes).await)
+        self.detached("put", move |me| async move {
+            in_txn_retrying!(me, "put", |s| me.insert(&mut s, &new, &writes).await)
+        })
+        .await
     }
 }
 
@@ -409,9 +413,13 @@ impl Saver for MongoSaver {
         self.verify().await?;
         // Writes are idempotent per (task, index): a transaction that lost
         // a write conflict to another writer of the same keys runs again.
-        in_txn_retrying!(self, "put_writes", |s| self
-            .add_writes(&mut s, target, &writes)
-            .await)
+        let target = target.clone();
+        self.detached("put_writes", move |me| async move {
+            in_txn_retrying!(me, "put_writes", |s| me
+                .add_writes(&mut s, &target, &writes)
+                .await)
+        })
+        .await
     }
 
     async fn put_checkpoint_with_writes(
@@ -437,31 +445,37 @@ impl Saver for MongoSaver {
     async fn put_group(&self, ops: Vec<WriteOp>) -> Result<()> {
         text::check_ops(&ops)?;
         self.verify().await?;
-        in_txn_retrying!(self, "put_ops", |s| {
-            for op in &ops {
-                match op {
-                    WriteOp::Put(c) => {
-                        self.insert(&mut s, c, &[]).await?;
+        self.detached("put_ops", move |me| async move {
+            in_txn_retrying!(me, "put_ops", |s| {
+                for op in &ops {
+                    match op {
+                        WriteOp::Put(c) => {
+                            me.insert(&mut s, c, &[]).await?;
+                        }
+                        WriteOp::Writes(target, writes) => {
+                            me.add_writes(&mut s, target, writes).await?
+                        }
+                        WriteOp::Check(c) => me.check(&mut s, c).await?,
                     }
-                    WriteOp::Writes(target, writes) => {
-                        self.add_writes(&mut s, target, writes).await?
-                    }
-                    WriteOp::Check(c) => self.check(&mut s, c).await?,
                 }
-            }
-            Ok(())
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn put_batch(&self, entries: Vec<BatchEntry>) -> Result<Vec<CheckpointRef>> {
         self.verify().await?;
-        in_txn_retrying!(self, "put_many", |s| {
-            let mut out = Vec::with_capacity(entries.len());
-            for e in &entries {
-                out.push(self.insert(&mut s, &e.checkpoint, &e.writes).await?);
-            }
-            Ok(out)
+        self.detached("put_many", move |me| async move {
+            in_txn_retrying!(me, "put_many", |s| {
+                let mut out = Vec::with_capacity(entries.len());
+                for e in &entries {
+                    out.push(me.insert(&mut s, &e.checkpoint, &e.writes).await?);
+                }
+                Ok(out)
+            })
         })
+        .await
     }
 
     async fn fork_lineage(
@@ -519,12 +533,16 @@ impl Saver for MongoSaver {
                 thread_id: target_thread.to_owned(),
             });
         }
-        in_txn!(self, "fork_at", |s| {
-            for (i, t) in lineage.into_iter().rev().enumerate() {
-                self.copy_in(&mut s, t, target_thread, i as u64 + 1).await?;
-            }
-            Ok(())
-        })?;
+        let target = target_thread.to_owned();
+        self.detached("fork_at", move |me| async move {
+            in_txn!(me, "fork_at", |s| {
+                for (i, t) in lineage.into_iter().rev().enumerate() {
+                    me.copy_in(&mut s, t, &target, i as u64 + 1).await?;
+                }
+                Ok(())
+            })
+        })
+        .await?;
         Ok(CheckpointRef {
             thread_id: target_thread.to_owned(),
             checkpoint_ns: ns.clone(),
@@ -559,40 +577,53 @@ impl Saver for MongoSaver {
             });
         }
         let tuples = self.tuples(&docs, "copy_thread").await?;
-        in_txn!(self, "copy_thread", |s| {
-            let mut orders: HashMap<String, u64> = HashMap::new();
-            for t in tuples {
-                let o = orders.entry(t.config.checkpoint_ns.clone()).or_default();
-                *o += 1;
-                let order = *o;
-                self.copy_in(&mut s, t, target_thread, order).await?;
-            }
-            Ok(())
+        let target = target_thread.to_owned();
+        self.detached("copy_thread", move |me| async move {
+            in_txn!(me, "copy_thread", |s| {
+                let mut orders: HashMap<String, u64> = HashMap::new();
+                for t in tuples {
+                    let o = orders.entry(t.config.checkpoint_ns.clone()).or_default();
+                    *o += 1;
+                    let order = *o;
+                    me.copy_in(&mut s, t, &target, order).await?;
+                }
+                Ok(())
+            })
         })
+        .await
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         text::check_id("thread id", thread_id)?;
         self.verify().await?;
-        in_txn!(self, "delete_thread", |s| {
-            self.checkpoints()
-                .delete_many(doc! { "thread_id": thread_id })
-                .session(&mut s)
-                .await
-                .map_err(storage("delete_thread"))?;
-            self.writes()
-                .delete_many(doc! { "thread_id": thread_id })
-                .session(&mut s)
-                .await
-                .map_err(storage("delete_thread"))?;
-            Ok(())
-        })?;
+        let thread = thread_id.to_owned();
+        self.detached("delete_thread", move |me| async move {
+            in_txn!(me, "delete_thread", |s| {
+                me.checkpoints()
+                    .delete_many(doc! { "thread_id": &thread })
+                    .session(&mut s)
+                    .await
+                    .map_err(storage("delete_thread"))?;
+                me.writes()
+                    .delete_many(doc! { "thread_id": &thread })
+                    .session(&mut s)
+                    .await
+                    .map_err(storage("delete_thread"))?;
+                Ok(())
+            })
+        })
+        .await?;
         self.state.note_deletion(thread_id);
         Ok(())
     }
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {
-        super::prune::prune(self, thread_ids, strategy).await
+        // In a task of its own (its transactions: `detached`).
+        let ids = thread_ids.to_vec();
+        self.detached("prune", move |me| async move {
+            super::prune::prune(&me, &ids, strategy).await
+        })
+        .await
     }
 
     async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>> {
