@@ -23,6 +23,22 @@ pub mod streamed;
 pub mod subgraphs;
 pub mod upgrades;
 
+/// Polls `call` until it is done or `after` has passed, then drops it (a
+/// caller's timeout cutting it off at that point); the runtime's thread
+/// waits between polls, so `after` is kept to the microsecond.
+pub async fn cut_off<F: std::future::Future>(call: F, after: std::time::Duration) {
+    let mut call = std::pin::pin!(call);
+    let deadline = std::time::Instant::now() + after;
+    loop {
+        let polled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
+        if polled.is_ready() || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(5));
+    }
+}
+
 /// The id of the pending task `node` at the thread's latest checkpoint.
 pub async fn task_id_of<S: weaver::GraphState>(
     graph: &weaver::CompiledGraph<S>,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use weaver::checkpoint::Leases;
 use weaver::{Error, Saver};
-use weaver_tests::leases;
+use weaver_tests::{cut_off, leases};
 
 use crate::common::{Forwarding, PgDb, SqliteDb};
 
@@ -222,22 +222,6 @@ async fn damaged_lease_rows_are_decode_errors_on_postgres() {
     })
     .await;
     db.drop_schema().await;
-}
-
-/// Polls `call` until it is done or `after` has passed, then drops it (a
-/// caller's timeout cutting it off at that point); the runtime's thread
-/// waits between polls, so `after` is kept to the microsecond.
-pub(crate) async fn cut_off<F: std::future::Future>(call: F, after: Duration) {
-    let mut call = std::pin::pin!(call);
-    let deadline = std::time::Instant::now() + after;
-    loop {
-        let polled =
-            std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await;
-        if polled.is_ready() || std::time::Instant::now() >= deadline {
-            return;
-        }
-        std::thread::sleep(Duration::from_micros(5));
-    }
 }
 
 /// Lease calls relax the disk sync of their own commits on the pooled

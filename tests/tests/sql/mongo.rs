@@ -252,7 +252,7 @@ async fn writes_cut_off_leave_no_transaction_open_on_mongo() {
     use std::time::Duration;
 
     use crate::common::cp;
-    use crate::leases::cut_off;
+    use weaver_tests::cut_off;
 
     let db = MongoDb::new().await;
     let saver = saver(&db).await;
@@ -287,7 +287,7 @@ async fn a_write_whose_caller_went_away_is_not_committed_on_mongo() {
     use std::time::Duration;
 
     use crate::common::cp;
-    use crate::leases::cut_off;
+    use weaver_tests::cut_off;
 
     let db = MongoDb::new().await;
     let saver = saver(&db).await;

@@ -217,7 +217,7 @@ async fn racing_acquirers_one_holds_the_rest_queue_on_mongo() {
 /// conflicts until the server ended it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_calls_cut_off_leave_no_transaction_open_on_mongo() {
-    use crate::leases::cut_off;
+    use weaver_tests::cut_off;
     let db = MongoDb::new().await;
     let saver = MongoSaver::new(db.client.clone(), &db.name, "w_");
     saver.setup().await.unwrap();

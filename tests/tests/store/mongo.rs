@@ -327,6 +327,36 @@ async fn racing_batches_on_one_item_all_land() {
     db.drop_db().await;
 }
 
+/// Batches cut off by their caller at any point (here every 100 µs up to
+/// 15 ms into them) leave no transaction open on the server: another
+/// process's batch on the same item, made right after each, answers at once
+/// instead of meeting write conflicts until the server's transaction time
+/// limit (60 s) ended a transaction left open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_cut_off_leave_no_transaction_open() {
+    use std::time::Duration;
+
+    let db = MongoDb::new().await;
+    let store = fresh(&db).await;
+    let url = weaver_tests::mongo::mongo_url();
+    let client = mongodb::Client::with_uri_str(&url).await.unwrap();
+    let other = MongoStore::new(client, &db.name, PREFIX);
+    for step in 0..150u64 {
+        let after = Duration::from_micros(step * 100);
+        let key = format!("k{step}");
+        let put = store.batch(vec![Op::put(&["cut"], key.as_str(), json!("a"))]);
+        weaver_tests::cut_off(put, after).await;
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            other.batch(vec![Op::put(&["cut"], key.as_str(), json!("b"))]),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("a batch cut off at {after:?} left {key} locked"))
+        .unwrap_or_else(|e| panic!("after a batch cut off at {after:?}: {e}"));
+    }
+    db.drop_db().await;
+}
+
 /// A sealed item's whole document (not only the payload fields
 /// `encrypted.rs` checks) holds nothing of it in the clear: no BSON copy of
 /// the value, so a plain store meeting it through a filter it would push

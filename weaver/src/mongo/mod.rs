@@ -235,18 +235,28 @@ impl MongoSaver {
         T: Send + 'static,
         F: Future<Output = Result<T>> + Send + 'static,
     {
-        let gone = Arc::new(AtomicBool::new(false));
-        let call = CALLER_GONE.scope(gone.clone(), call(self.clone()));
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                let task = rt.spawn(call);
-                let waiting = Waiting(Some(gone));
-                let out = task.await;
-                waiting.done();
-                out.map_err(|e| Error::storage(op, e))?
-            }
-            Err(_) => call.await,
+        detached(op, call(self.clone())).await
+    }
+}
+
+/// Runs `call` in a task of its own and waits for it, as
+/// [`MongoSaver::detached`] does; for the memory store's transactions too.
+pub(crate) async fn detached<T, F>(op: &'static str, call: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T>> + Send + 'static,
+{
+    let gone = Arc::new(AtomicBool::new(false));
+    let call = CALLER_GONE.scope(gone.clone(), call);
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => {
+            let task = rt.spawn(call);
+            let waiting = Waiting(Some(gone));
+            let out = task.await;
+            waiting.done();
+            out.map_err(|e| Error::storage(op, e))?
         }
+        Err(_) => call.await,
     }
 }
 

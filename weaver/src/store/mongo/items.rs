@@ -252,11 +252,16 @@ impl MongoItems {
 
 #[async_trait]
 impl Store for MongoItems {
+    // Each in a task of its own: a batch cut off by its caller aborts its
+    // transaction instead of leaving it open on the server
+    // (`MongoSaver::detached`).
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
-        self.run_batch(ops).await
+        let me = self.clone();
+        crate::mongo::detached("store batch", async move { me.run_batch(ops).await }).await
     }
 
     async fn sweep(&self) -> Result<u64> {
-        self.run_sweep().await
+        let me = self.clone();
+        crate::mongo::detached("store sweep", async move { me.run_sweep().await }).await
     }
 }
