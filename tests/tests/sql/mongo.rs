@@ -1,14 +1,19 @@
 //! The MongoDB saver: the shared conformance suite, setup, conflicts
-//! between writers, and encrypted payloads, on the server at `MONGODB_URL`.
+//! between writers, encrypted payloads, and writes cut off by their
+//! caller, on the server at `MONGODB_URL`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
 use weaver::checkpoint::{CheckpointRef, ListFilter};
 use weaver::mongo::MongoSaver;
 use weaver::{Error, Saver};
 use weaver_tests::conformance::{new_on, run_saver_conformance};
+use weaver_tests::cut_off;
 use weaver_tests::mongo::MongoDb;
+
+use crate::common::cp;
 
 /// A saver on `db`, set up.
 async fn saver(db: &MongoDb) -> MongoSaver {
@@ -239,6 +244,14 @@ async fn two_processes_one_conversation_on_mongo() {
     db.drop_db().await;
 }
 
+/// A saver on `db`, set up, and one on a client of its own (as another
+/// process's: no server session shared).
+async fn two_processes(db: &MongoDb) -> (MongoSaver, MongoSaver) {
+    let url = weaver_tests::mongo::mongo_url();
+    let other = MongoSaver::connect(&url, &db.name, "w_").await.unwrap();
+    (saver(db).await, other)
+}
+
 /// Checkpoint writes cut off at any point (here every 100 µs up to 15 ms
 /// into them, as when a web server drops the `invoke` of a client that went
 /// away) leave nothing locked on the server: another process's write at the
@@ -249,15 +262,8 @@ async fn two_processes_one_conversation_on_mongo() {
 /// checkpoint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_cut_off_leave_no_transaction_open_on_mongo() {
-    use std::time::Duration;
-
-    use crate::common::cp;
-    use weaver_tests::cut_off;
-
     let db = MongoDb::new().await;
-    let saver = saver(&db).await;
-    let url = weaver_tests::mongo::mongo_url();
-    let other = MongoSaver::connect(&url, &db.name, "w_").await.unwrap();
+    let (saver, other) = two_processes(&db).await;
     for step in 0..150u64 {
         let after = Duration::from_micros(step * 100);
         let thread = format!("t{step}");
@@ -284,15 +290,8 @@ async fn writes_cut_off_leave_no_transaction_open_on_mongo() {
 /// same commit order, half a second later, is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_caller_went_away_is_not_committed_on_mongo() {
-    use std::time::Duration;
-
-    use crate::common::cp;
-    use weaver_tests::cut_off;
-
     let db = MongoDb::new().await;
-    let saver = saver(&db).await;
-    let url = weaver_tests::mongo::mongo_url();
-    let other = MongoSaver::connect(&url, &db.name, "w_").await.unwrap();
+    let (saver, other) = two_processes(&db).await;
     // Large enough that encoding and sending it takes far longer than 1 ms.
     let large = |thread: &str| {
         let mut c = cp(thread, "a", None, Some(1));
