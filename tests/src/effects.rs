@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use weaver::checkpoint::{CheckpointRef, EFFECT_CHANNEL, PendingWrite};
+use weaver::config::Multitask;
 use weaver::prelude::*;
 use weaver::{EffectInfo, RetryPolicy};
 
@@ -325,7 +326,12 @@ pub async fn a_run_cut_off_after_its_effect_is_finished_without_it(
 
     ledger.set(Mode::Plain);
     let other = refund_graph(b);
-    let out = other.continue_run(&cfg).await.unwrap();
+    // The cut-off run gives its lease back in the background: the other
+    // handle waits for that instead of being refused.
+    let waiting = cfg.clone().multitask(Multitask::Enqueue {
+        wait: Duration::from_secs(20),
+    });
+    let out = other.continue_run(&waiting).await.unwrap();
     assert_eq!(out.interrupts()[0].value, json!({ "receipt": "refund-1" }));
     let state = other
         .resume(json!("approved"), &cfg)

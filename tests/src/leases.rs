@@ -206,7 +206,9 @@ pub fn whole_turns(messages: &[String]) -> Vec<String> {
 /// A second run while one goes fails at once with `ThreadBusy` (the
 /// default strategy), writing nothing; once the first ended, a run goes.
 pub async fn reject_refuses_a_second_run(saver: Arc<dyn Saver>, thread: &str) {
-    let g = turns(saver.clone(), Duration::from_millis(60), Arc::default());
+    // The first run holds the thread until the second has been refused.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gated_turns(saver.clone(), "a", gate.clone());
     let config = RunConfig::thread(thread).lease_times(short());
     let first = tokio::spawn({
         let (g, config) = (g.clone(), config.clone());
@@ -218,6 +220,7 @@ pub async fn reject_refuses_a_second_run(saver: Arc<dyn Saver>, thread: &str) {
         matches!(&second, Error::ThreadBusy { thread_id, holder, .. } if thread_id == thread && !holder.is_empty()),
         "{second:?}"
     );
+    gate.add_permits(1);
     first.await.unwrap().unwrap();
     assert_eq!(whole_turns(&transcript(&g, thread).await), ["a"]);
     g.invoke(say("c"), &config).await.unwrap();
@@ -278,7 +281,9 @@ pub async fn enqueue_serves_runs_in_arrival_order_with(
 /// `Enqueue` with no wait tries once: `ThreadBusy`, and no ticket left
 /// behind to hold up the runs after it.
 pub async fn enqueue_with_no_wait_fails_at_once(saver: Arc<dyn Saver>, thread: &str) {
-    let g = turns(saver.clone(), Duration::from_millis(60), Arc::default());
+    // The first run holds the thread until the second has been refused.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gated_turns(saver.clone(), "a", gate.clone());
     let config = RunConfig::thread(thread).lease_times(short());
     let first = tokio::spawn({
         let (g, config) = (g.clone(), config.clone());
@@ -298,6 +303,7 @@ pub async fn enqueue_with_no_wait_fails_at_once(saver: Arc<dyn Saver>, thread: &
         .unwrap()
         .unwrap();
     assert_eq!(info.queued, 0, "no ticket left: {info:?}");
+    gate.add_permits(1);
     first.await.unwrap().unwrap();
     g.invoke(say("c"), &config).await.unwrap();
     assert_eq!(whole_turns(&transcript(&g, thread).await), ["a", "c"]);
