@@ -33,7 +33,8 @@ use weaver::{InMemorySaver, Saver};
 /// [`gate_release`](Forwarding::gate_release) a lease's release first says
 /// it was entered and waits until the gate is opened.
 /// [`stop_noticed`](Forwarding::stop_noticed) waits until a run has taken
-/// in a stop request (see there).
+/// in a stop request (see there), [`renewal_refused`](Forwarding::renewal_refused)
+/// until a renewal was refused.
 #[derive(Debug)]
 pub struct Forwarding {
     pub inner: Arc<dyn Saver>,
@@ -53,6 +54,9 @@ pub struct Forwarding {
     /// Set (and `noticed` notified) once a holder told to stop renews again.
     pub stop_taken_in: AtomicBool,
     pub noticed: tokio::sync::Notify,
+    /// Set (and `refused_now` notified) once a renewal was refused.
+    pub refused: AtomicBool,
+    pub refused_now: tokio::sync::Notify,
 }
 
 /// Holds lease releases back ([`Forwarding::gate_release`]).
@@ -89,6 +93,8 @@ impl Forwarding {
             told_to_stop: Mutex::new(HashSet::new()),
             stop_taken_in: AtomicBool::new(false),
             noticed: tokio::sync::Notify::new(),
+            refused: AtomicBool::new(false),
+            refused_now: tokio::sync::Notify::new(),
         }
     }
 
@@ -129,6 +135,18 @@ impl Forwarding {
         loop {
             let notified = self.noticed.notified();
             if self.stop_taken_in.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Waits until a renewal has been refused (`LeaseLost`): the holder's
+    /// run has lost its thread.
+    pub async fn renewal_refused(&self) {
+        loop {
+            let notified = self.refused_now.notified();
+            if self.refused.load(Ordering::SeqCst) {
                 return;
             }
             notified.await;
@@ -299,7 +317,14 @@ impl Leases for Forwarding {
             self.stop_taken_in.store(true, Ordering::SeqCst);
             self.noticed.notify_waiters();
         }
-        let renewed = self.inner_leases()?.renew(thread_id, holder, lease).await?;
+        let renewed = match self.inner_leases()?.renew(thread_id, holder, lease).await {
+            Err(e @ weaver::Error::LeaseLost { .. }) => {
+                self.refused.store(true, Ordering::SeqCst);
+                self.refused_now.notify_waiters();
+                return Err(e);
+            }
+            other => other?,
+        };
         if renewed.stop.is_some() {
             self.told_to_stop
                 .lock()

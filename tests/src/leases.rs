@@ -445,11 +445,17 @@ pub async fn a_dead_holder_is_taken_over_and_finished(saver: Arc<dyn Saver>, thr
 }
 
 /// A run whose lease another holder took stops at its next step boundary
-/// with `LeaseLost`, storing nothing more.
+/// with `LeaseLost`, storing nothing more. Its model step ends only once a
+/// renewal has been refused and a lease time has passed since, so the run
+/// has lost its hold however slow the server is.
 pub async fn a_run_that_lost_its_lease_stops(saver: Arc<dyn Saver>, thread: &str) {
-    let g = turns(saver.clone(), Duration::from_millis(120), Arc::default());
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gated_turns(saver.clone(), "a", gate.clone());
+    let times = short();
     let config = RunConfig::thread(thread)
-        .lease_times(short())
+        .lease_times(times)
         .lease_holder("victim")
         .durability(Durability::Sync);
     let running = tokio::spawn({
@@ -472,6 +478,10 @@ pub async fn a_run_that_lost_its_lease_stops(saver: Arc<dyn Saver>, thread: &str
         leases.acquire(&thief).await.unwrap(),
         Acquired::Held { .. }
     ));
+    let refused = tokio::time::timeout(Duration::from_secs(30), watched.renewal_refused()).await;
+    tokio::time::sleep(times.lease).await;
+    gate.add_permits(1);
+    assert!(refused.is_ok(), "the victim's renewal was never refused");
     let e = running.await.unwrap().unwrap_err();
     assert!(matches!(e, Error::LeaseLost { .. }), "{e:?}");
     let messages = transcript(&g, thread).await;
