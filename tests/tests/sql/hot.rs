@@ -242,10 +242,12 @@ async fn dropping_the_saver_closes_its_connection() {
 
 /// A saver made for a few calls (a stateless worker building one per
 /// request on its process's pool) gives its connections back to the pool:
-/// thirty of them, one after another, open no connection beyond the
-/// pool's first. (One that took a connection out of the pool for itself
-/// at once would close it when dropped, and each next saver would open a
-/// new one.)
+/// thirty of them, one after another, open no more connections than the
+/// pool holds (four). (One that took a connection out of the pool for
+/// itself at once would close it when dropped, and each next saver would
+/// open a new one: about thirty.) The pool may open a second or third one
+/// while a connection given back is still on its way (sqlx returns it from
+/// a task of its own, which a loaded machine runs late).
 #[tokio::test]
 async fn short_lived_savers_leave_the_pools_connections_in_it() {
     let db = SqliteDb::new().await;
@@ -265,5 +267,5 @@ async fn short_lived_savers_leave_the_pools_connections_in_it() {
         saver.thread_info("t").await.unwrap().unwrap();
     }
     let n = opened.load(Ordering::SeqCst) - before;
-    assert!(n <= 1, "{n} connections opened for 30 short-lived savers");
+    assert!(n <= 3, "{n} connections opened for 30 short-lived savers");
 }
