@@ -51,12 +51,36 @@ pub struct Forwarding {
     pub release_gate: Mutex<Option<ReleaseGate>>,
     /// Holders a renewal told of a stop request.
     pub told_to_stop: Mutex<HashSet<String>>,
-    /// Set (and `noticed` notified) once a holder told to stop renews again.
-    pub stop_taken_in: AtomicBool,
-    pub noticed: tokio::sync::Notify,
-    /// Set (and `refused_now` notified) once a renewal was refused.
-    pub refused: AtomicBool,
-    pub refused_now: tokio::sync::Notify,
+    /// Raised once a holder told to stop renews again.
+    pub stop_taken_in: Signal,
+    /// Raised once a renewal was refused.
+    pub refused: Signal,
+}
+
+/// A flag a test waits for: raised once, then seen by every wait.
+#[derive(Debug, Default)]
+pub struct Signal {
+    raised: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Signal {
+    /// Raises the flag and wakes every wait.
+    pub fn raise(&self) {
+        self.raised.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// Waits until the flag is raised (at once if it was already).
+    pub async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.raised.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 /// Holds lease releases back ([`Forwarding::gate_release`]).
@@ -91,10 +115,8 @@ impl Forwarding {
             forward_leases: false,
             release_gate: Mutex::new(None),
             told_to_stop: Mutex::new(HashSet::new()),
-            stop_taken_in: AtomicBool::new(false),
-            noticed: tokio::sync::Notify::new(),
-            refused: AtomicBool::new(false),
-            refused_now: tokio::sync::Notify::new(),
+            stop_taken_in: Signal::default(),
+            refused: Signal::default(),
         }
     }
 
@@ -132,25 +154,13 @@ impl Forwarding {
     /// engine's renewer passes a stop on to its run before it renews
     /// again, so from then on the run stops at its next step boundary.
     pub async fn stop_noticed(&self) {
-        loop {
-            let notified = self.noticed.notified();
-            if self.stop_taken_in.load(Ordering::SeqCst) {
-                return;
-            }
-            notified.await;
-        }
+        self.stop_taken_in.wait().await;
     }
 
     /// Waits until a renewal has been refused (`LeaseLost`): the holder's
     /// run has lost its thread.
     pub async fn renewal_refused(&self) {
-        loop {
-            let notified = self.refused_now.notified();
-            if self.refused.load(Ordering::SeqCst) {
-                return;
-            }
-            notified.await;
-        }
+        self.refused.wait().await;
     }
 
     /// Makes the next `n` reads of a latest checkpoint wait for each other.
@@ -314,13 +324,11 @@ impl Leases for Forwarding {
             .unwrap_or_else(|e| e.into_inner())
             .contains(holder);
         if told {
-            self.stop_taken_in.store(true, Ordering::SeqCst);
-            self.noticed.notify_waiters();
+            self.stop_taken_in.raise();
         }
         let renewed = match self.inner_leases()?.renew(thread_id, holder, lease).await {
             Err(e @ weaver::Error::LeaseLost { .. }) => {
-                self.refused.store(true, Ordering::SeqCst);
-                self.refused_now.notify_waiters();
+                self.refused.raise();
                 return Err(e);
             }
             other => other?,

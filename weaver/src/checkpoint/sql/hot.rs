@@ -178,13 +178,12 @@ impl<DB: Database> HotSlot<DB> {
             done: false,
         })
     }
-}
 
-impl<DB: Database> HotSlot<DB> {
     /// Counts a call finished through the pool while the slot is empty;
     /// whether the saver has made [`ADOPT_AFTER`] of them.
     fn adopts(&self) -> bool {
         use std::sync::atomic::Ordering;
+        // The count stops at `ADOPT_AFTER` (the update never refuses).
         let before = self
             .pooled
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
