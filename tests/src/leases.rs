@@ -552,11 +552,17 @@ pub async fn foreign_and_expired_leases_are_refused(saver: Arc<dyn Saver>, threa
         }
     ));
     leases.release(thread, "next", false).await.unwrap();
-    // Bad times: refused, nothing written.
-    let bad = RunConfig::thread(thread)
-        .lease_times(LeaseTimes::new(Duration::from_secs(1)).renew_every(Duration::from_secs(2)));
-    let e = g.invoke(say("x"), &bad).await.unwrap_err();
-    assert!(matches!(e, Error::InvalidConfig { .. }), "{e:?}");
+    // Bad times: refused, nothing written. A lease over the longest would
+    // overflow the holder's deadline and leave the thread held.
+    for times in [
+        LeaseTimes::new(Duration::from_secs(1)).renew_every(Duration::from_secs(2)),
+        LeaseTimes::new(Duration::MAX),
+        LeaseTimes::new(LeaseTimes::MAX_LEASE + Duration::from_secs(1)),
+    ] {
+        let bad = RunConfig::thread(thread).lease_times(times);
+        let e = g.invoke(say("x"), &bad).await.unwrap_err();
+        assert!(matches!(e, Error::InvalidConfig { .. }), "{times:?}: {e:?}");
+    }
     assert!(
         saver
             .list(&ListFilter::thread(thread))

@@ -429,3 +429,67 @@ pub async fn scans_find_bad_writes_and_subgraph_checkpoints(saver: Arc<dyn Saver
         .expect("scan");
     assert_eq!((report.unreadable, report.skipped), (1, 1), "{report:?}");
 }
+
+/// A state whose fields limit their lengths: one character, two scores.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Bounded {
+    /// One character.
+    pub initial: char,
+    /// Exactly two.
+    pub scores: [u32; 2],
+}
+
+/// The scan checks the length limits of strings and arrays: a stored
+/// string of two characters does not read as a `char`, nor three scores
+/// as `[u32; 2]`.
+pub async fn scans_check_lengths(saver: Arc<dyn Saver>, prefix: &str) {
+    let cases = [
+        ("fits", json!({"initial": "a", "scores": [1, 2]}), None),
+        (
+            "long",
+            json!({"initial": "ab", "scores": [1, 2]}),
+            Some(("initial", "over the most, 1")),
+        ),
+        (
+            "short",
+            json!({"initial": "", "scores": [1, 2]}),
+            Some(("initial", "under the least, 1")),
+        ),
+        (
+            "many",
+            json!({"initial": "a", "scores": [1, 2, 3]}),
+            Some(("scores", "over the most, 2")),
+        ),
+    ];
+    for (name, values, _) in &cases {
+        put_v1(
+            saver.as_ref(),
+            &format!("{prefix}-{name}"),
+            "",
+            values.clone(),
+            Vec::new(),
+        )
+        .await;
+    }
+    let report = scan_stored(
+        saver.as_ref(),
+        &schema_snapshot::<Bounded>(),
+        1,
+        &mut |_| {},
+    )
+    .await
+    .expect("scan");
+    assert_eq!(report.unreadable, 3, "{report:?}");
+    for (name, _, bad) in &cases {
+        let thread = format!("{prefix}-{name}");
+        let found = report.failing.iter().find(|f| f.thread_id == thread);
+        match (bad, found) {
+            (None, None) => {}
+            (Some((path, reason)), Some(f)) => {
+                assert_eq!(f.path, *path, "{f:?}");
+                assert!(f.reason.contains(reason), "{f:?}");
+            }
+            (bad, found) => panic!("{name}: expected {bad:?}, found {found:?}"),
+        }
+    }
+}

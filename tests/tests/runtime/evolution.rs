@@ -207,6 +207,174 @@ mod release_checks {
         assert!(got.windows(2).all(|w| w[0].0 >= w[1].0), "{got:?}");
     }
 
+    /// A recursive type: its schema refers to itself.
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Tree {
+        label: String,
+        children: Vec<Tree>,
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Forest {
+        root: Tree,
+        spare: Option<Box<Tree>>,
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct TreeRetyped {
+        label: u32,
+        children: Vec<TreeRetyped>,
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct ForestRetyped {
+        root: TreeRetyped,
+        spare: Option<Box<TreeRetyped>>,
+    }
+
+    #[test]
+    fn recursive_types_are_compared_without_end() {
+        assert!(report::<Forest>(&previous::<Forest>()).is_empty());
+        let got = report::<ForestRetyped>(&previous::<Forest>());
+        // The retyped label is found at each path the type is met by.
+        for path in ["root.label", "spare.label"] {
+            assert!(
+                got.iter()
+                    .any(|(s, p, _)| *s == Severity::Failure && p == path),
+                "{path}: {got:?}"
+            );
+        }
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    enum Step {
+        #[default]
+        Idle,
+        Ask {
+            question: String,
+        },
+        Wait {
+            seconds: u64,
+        },
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    enum StepRetyped {
+        #[default]
+        Idle,
+        Ask {
+            question: u32,
+        },
+        Wait {
+            seconds: u64,
+        },
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[serde(tag = "kind")]
+    enum Event {
+        #[default]
+        Idle,
+        Ask {
+            question: String,
+        },
+        Wait {
+            seconds: u64,
+        },
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[serde(tag = "kind")]
+    enum EventChanged {
+        #[default]
+        Idle,
+        Ask {
+            question: String,
+        },
+        Wait {
+            seconds: u32,
+        },
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[serde(tag = "kind")]
+    enum EventShrunk {
+        #[default]
+        Idle,
+        Ask {
+            question: String,
+        },
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Flow {
+        step: Step,
+        event: Event,
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct FlowChanged {
+        step: StepRetyped,
+        event: EventChanged,
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct FlowShrunk {
+        step: Step,
+        event: EventShrunk,
+    }
+
+    #[test]
+    fn fields_inside_enum_variants_are_compared() {
+        assert!(report::<Flow>(&previous::<Flow>()).is_empty());
+        let got = report::<FlowChanged>(&previous::<Flow>());
+        let find = |path: &str| {
+            got.iter()
+                .find(|(_, p, _)| p == path)
+                .unwrap_or_else(|| panic!("no change at {path}: {got:?}"))
+        };
+        // Externally tagged: `Ask { question: String }` to `u32`.
+        assert_eq!(find("step.Ask.question").0, Severity::Failure);
+        // Internally tagged: `Wait { seconds: u64 }` to `u32`.
+        assert_eq!(find("event.Wait.seconds").0, Severity::Failure);
+        // A variant of an internally tagged enum removed.
+        let shrunk = check_compatible::<FlowShrunk>(&previous::<Flow>()).unwrap();
+        assert!(shrunk.failures().any(|c| c.path == "event"), "{shrunk}");
+        // And added back: a rollback could not read it.
+        let grown = check_compatible::<Flow>(&previous::<FlowShrunk>()).unwrap();
+        assert!(grown.is_compatible(), "{grown}");
+        assert!(grown.warnings().any(|c| c.path == "event"), "{grown}");
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Loose {
+        initial: String,
+        scores: Vec<u32>,
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Tight {
+        initial: char,
+        scores: [u32; 3],
+    }
+
+    #[test]
+    fn narrowed_strings_and_arrays_fail_and_widened_ones_warn() {
+        let got = report::<Tight>(&previous::<Loose>());
+        for path in ["initial", "scores"] {
+            assert!(
+                got.iter()
+                    .any(|(s, p, _)| *s == Severity::Failure && p == path),
+                "{path}: {got:?}"
+            );
+        }
+        let back = check_compatible::<Loose>(&previous::<Tight>()).unwrap();
+        assert!(back.is_compatible(), "{back}");
+        for path in ["initial", "scores"] {
+            assert!(back.warnings().any(|c| c.path == path), "{path}: {back}");
+        }
+    }
+
     #[test]
     fn assert_compatible_panics_on_failures_and_bad_snapshots() {
         let ok = weaver::evolution::assert_compatible::<TicketV2>(&previous::<TicketV1>());

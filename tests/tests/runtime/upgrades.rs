@@ -54,3 +54,8 @@ async fn a_saver_without_rewrites_is_refused() {
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn scans_check_lengths_in_memory() {
+    upgrades::scans_check_lengths(memory(), "t").await;
+}

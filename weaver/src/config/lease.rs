@@ -149,12 +149,32 @@ impl LeaseTimes {
         self
     }
 
-    /// Checks the times make sense: a lease of at least a millisecond,
-    /// renewed more often than it lasts.
+    /// The longest lease a run may take: a day. A holder that dies keeps
+    /// its thread for up to its lease time, and a deadline that far away
+    /// is a mistake (`Duration::MAX`, say), not a choice.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weaver::config::LeaseTimes;
+    ///
+    /// assert_eq!(LeaseTimes::MAX_LEASE, Duration::from_secs(24 * 60 * 60));
+    /// ```
+    pub const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
+
+    /// Checks the times make sense: a lease of at least a millisecond and
+    /// at most [`MAX_LEASE`](Self::MAX_LEASE), renewed more often than it
+    /// lasts.
     pub(crate) fn check(&self) -> crate::Result<()> {
         let bad = |reason: String| Err(crate::Error::InvalidConfig { reason });
         if self.lease < Duration::from_millis(1) {
             return bad(format!("lease time {:?} is under 1 ms", self.lease));
+        }
+        if self.lease > Self::MAX_LEASE {
+            return bad(format!(
+                "lease time {:?} is over the longest, {:?}",
+                self.lease,
+                Self::MAX_LEASE
+            ));
         }
         if self.renew.is_zero() || self.renew >= self.lease {
             return bad(format!(

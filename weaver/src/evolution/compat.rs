@@ -1,6 +1,6 @@
 //! Comparing the state's JSON Schema with the previous release's.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 
 use serde_json::Value;
@@ -157,6 +157,7 @@ pub fn compare(
         prev_root: &previous.schema,
         cur_root: &current.schema,
         changes: Vec::new(),
+        comparing: HashSet::new(),
     };
     let (from, to) = (previous.state_version, current.state_version);
     let path_ok = (from..to).all(|v| upcasts_from.contains(&v));
@@ -267,6 +268,12 @@ struct Comparer<'a> {
     prev_root: &'a Value,
     cur_root: &'a Value,
     changes: Vec<Change>,
+    /// The pairs of schemas being compared further up the current path
+    /// (by address): a recursive type meets its own definition again
+    /// inside itself, and comparing that pair there would never end. A
+    /// type met at two separate paths is still compared, and reported, at
+    /// each.
+    comparing: HashSet<(*const Value, *const Value)>,
 }
 
 impl<'a> Comparer<'a> {
@@ -285,6 +292,15 @@ impl<'a> Comparer<'a> {
         if prev == cur && !prev.to_string().contains("$ref") {
             return;
         }
+        let pair = (prev as *const Value, cur as *const Value);
+        if !self.comparing.insert(pair) {
+            return;
+        }
+        self.node_resolved(path, prev, cur);
+        self.comparing.remove(&pair);
+    }
+
+    fn node_resolved(&mut self, path: &str, prev: &'a Value, cur: &'a Value) {
         let (pt, ct) = (kinds(prev, self.prev_root), kinds(cur, self.cur_root));
         let lost: Vec<&str> = pt
             .iter()
@@ -321,14 +337,115 @@ impl<'a> Comparer<'a> {
                 ),
             );
         }
+        self.limits(path, prev, cur);
         let (Some(po), Some(co)) = (
             object_of(prev, self.prev_root),
             object_of(cur, self.cur_root),
         ) else {
             self.children(path, prev, cur);
+            self.variants(path, prev, cur);
             return;
         };
         self.object(path, po, co, false);
+    }
+
+    /// Compares the limits a string or an array schema sets on its values
+    /// (lengths, item counts, format, pattern): a narrower limit fails (a
+    /// stored value may not fit), a wider one warns.
+    fn limits(&mut self, path: &str, prev: &Value, cur: &Value) {
+        for (min, max, what) in [
+            ("minLength", "maxLength", "length"),
+            ("minItems", "maxItems", "item count"),
+        ] {
+            let range = |s: &Value| {
+                let bound = |k: &str| s.get(k).and_then(Value::as_u64);
+                (bound(min).unwrap_or(0), bound(max).unwrap_or(u64::MAX))
+            };
+            let ((plo, phi), (clo, chi)) = (range(prev), range(cur));
+            let show = |(lo, hi): (u64, u64)| match hi {
+                u64::MAX => format!("{lo}.."),
+                hi => format!("{lo}..={hi}"),
+            };
+            if clo > plo || chi < phi {
+                self.push(
+                    Severity::Failure,
+                    path,
+                    format!(
+                        "{what} narrowed from {} to {}: stored values may not fit; bump the state version with an upcaster",
+                        show((plo, phi)),
+                        show((clo, chi))
+                    ),
+                );
+            } else if clo < plo || chi > phi {
+                self.push(
+                    Severity::Warning,
+                    path,
+                    format!(
+                        "{what} widened from {} to {}: the previous release cannot read every new value",
+                        show((plo, phi)),
+                        show((clo, chi))
+                    ),
+                );
+            }
+        }
+        let strings = |s: &Value| match s.get("type") {
+            Some(Value::String(t)) => t == "string",
+            Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+            _ => false,
+        };
+        for key in ["format", "pattern"] {
+            if !(strings(prev) && strings(cur)) {
+                break;
+            }
+            match (prev.get(key), cur.get(key)) {
+                (p, c) if p == c => {}
+                (Some(p), None) => self.push(
+                    Severity::Warning,
+                    path,
+                    format!("{key} {p} dropped: the previous release may refuse new values"),
+                ),
+                (p, Some(c)) => self.push(
+                    Severity::Failure,
+                    path,
+                    format!(
+                        "{key} {c} is new{}: stored values may not match it; bump the state version with an upcaster",
+                        p.map(|p| format!(" (was {p})")).unwrap_or_default()
+                    ),
+                ),
+                (None, None) => {}
+            }
+        }
+    }
+
+    /// Compares the variants of two enum schemas that are in both, paired
+    /// by their tag (the key of an externally tagged variant, the tag
+    /// field's value of an internally or adjacently tagged one): a field
+    /// changed inside a variant is a change of the state.
+    fn variants(&mut self, path: &str, prev: &'a Value, cur: &'a Value) {
+        let (pv, cv) = (branches(prev, self.prev_root), branches(cur, self.cur_root));
+        for (tag, p) in &pv {
+            let Some((_, c)) = cv.iter().find(|(t, _)| t == tag) else {
+                continue;
+            };
+            let at = match path {
+                "" => tag.clone(),
+                path => format!("{path}.{tag}"),
+            };
+            let pair = (*p as *const Value, *c as *const Value);
+            if p == c || !self.comparing.insert(pair) {
+                continue;
+            }
+            if tag_of(p).is_some() {
+                // `{"Ask": {...}}`: compare what the key holds.
+                let held = |s: &'a Value| s.get("properties")?.get(tag.as_str());
+                if let (Some(pi), Some(ci)) = (held(p), held(c)) {
+                    self.node(&at, pi, ci);
+                }
+            } else {
+                self.object(&at, p, c, false);
+            }
+            self.comparing.remove(&pair);
+        }
     }
 
     /// Array items and map values.
@@ -502,6 +619,56 @@ fn object_of<'a>(schema: &'a Value, root: &'a Value) -> Option<&'a Value> {
     }
 }
 
+/// The object branches of an enum schema with a variant tag each (see
+/// [`variant_tag`]), nested `anyOf`/`oneOf` (an `Option` of an enum)
+/// flattened.
+fn branches<'a>(schema: &'a Value, root: &'a Value) -> Vec<(String, &'a Value)> {
+    fn walk<'a>(
+        schema: &'a Value,
+        root: &'a Value,
+        depth: u32,
+        out: &mut Vec<(String, &'a Value)>,
+    ) {
+        let schema = resolve(schema, root);
+        let nested = schema
+            .get("anyOf")
+            .or_else(|| schema.get("oneOf"))
+            .and_then(Value::as_array);
+        match nested {
+            Some(bs) if depth < 8 => {
+                for b in bs {
+                    walk(b, root, depth + 1, out);
+                }
+            }
+            Some(_) => {}
+            None => {
+                if let Some(tag) = variant_tag(schema) {
+                    out.push((tag, schema));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, root, 0, &mut out);
+    out
+}
+
+/// The tag of an enum variant's object schema: the key of an externally
+/// tagged variant (`{"Ask": {...}}`), or the constant of the required
+/// field an internally or adjacently tagged one carries (`{"kind": "Ask",
+/// ...}` gives `Ask`).
+fn variant_tag(schema: &Value) -> Option<String> {
+    if let Some(t) = tag_of(schema) {
+        return Some(t.trim_start_matches('{').trim_end_matches('}').to_owned());
+    }
+    let props = schema.get("properties")?.as_object()?;
+    let req = schema.get("required")?.as_array()?;
+    req.iter().filter_map(Value::as_str).find_map(|k| {
+        let c = props.get(k)?.get("const")?.as_str()?;
+        Some(c.to_owned())
+    })
+}
+
 /// The kinds of value a schema accepts, each as text: `string`, `null`,
 /// `integer[lo,hi]`, `number`, `boolean`, `array`, `object`, `"a"` (an enum
 /// value or constant), `any`. A variant of a tagged enum is an object
@@ -539,9 +706,10 @@ fn kinds(schema: &Value, root: &Value) -> BTreeSet<String> {
                 let (lo, hi) = int_range(schema);
                 out.insert(format!("integer[{lo},{hi}]"))
             }
-            "object" => match tag_of(schema) {
-                Some(tag) => out.insert(format!("object {tag}")),
-                None => out.insert("object".into()),
+            "object" => match (tag_of(schema), variant_tag(schema)) {
+                (Some(tag), _) => out.insert(format!("object {tag}")),
+                (None, Some(tag)) => out.insert(format!("object ={tag}")),
+                (None, None) => out.insert("object".into()),
             },
             other => out.insert(other.to_owned()),
         };
@@ -598,7 +766,7 @@ fn covers(set: &BTreeSet<String>, kind: &str) -> bool {
                 .filter_map(|k| parse_int(k))
                 .any(|(l, h)| l <= lo && hi <= h);
     }
-    if kind.starts_with("object {") {
+    if kind.starts_with("object ") {
         return set.contains("object");
     }
     false

@@ -357,6 +357,20 @@ pub(super) fn validate(
             );
         }
     }
+    let count = match value {
+        Value::String(text) => Some((text.chars().count(), "minLength", "maxLength", "characters")),
+        Value::Array(items) => Some((items.len(), "minItems", "maxItems", "items")),
+        _ => None,
+    };
+    if let Some((n, min, max, what)) = count {
+        let bound = |k: &str| schema.get(k).and_then(Value::as_u64);
+        if let Some(lo) = bound(min).filter(|lo| (n as u64) < *lo) {
+            return fail(path, format!("{n} {what}, under the least, {lo}"));
+        }
+        if let Some(hi) = bound(max).filter(|hi| (n as u64) > *hi) {
+            return fail(path, format!("{n} {what}, over the most, {hi}"));
+        }
+    }
     match value {
         Value::Object(map) => {
             if let Some(required) = schema.get("required").and_then(Value::as_array) {
