@@ -757,3 +757,45 @@ pub async fn a_holders_resume_keeps_its_turns_base(saver: Arc<dyn Saver>, thread
     );
     one_chain(&saver, thread).await;
 }
+
+/// A waiting run's ticket number is never handed out again on its
+/// thread: after the newest ticket leaves the queue, the next waiter gets
+/// a new number, so the first waiter presenting (or leaving with) its old
+/// ticket cannot take the second's place or remove it.
+pub async fn ticket_numbers_are_never_handed_out_twice(saver: Arc<dyn Saver>, thread: &str) {
+    let leases = saver.leases().unwrap();
+    let request = |holder: &'static str, ticket: Option<i64>| LeaseRequest {
+        thread_id: thread,
+        holder,
+        lease: Duration::from_secs(60),
+        queue: true,
+        ticket,
+        roll_back_dead: false,
+        owns_pause: false,
+    };
+    let ticket_of = |a: Acquired| match a {
+        Acquired::Busy {
+            ticket: Some(k), ..
+        } => k,
+        other => panic!("expected a ticket, got {other:?}"),
+    };
+    assert!(matches!(
+        leases.acquire(&request("holder", None)).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let first = ticket_of(leases.acquire(&request("first", None)).await.unwrap());
+    let gone = ticket_of(leases.acquire(&request("gone", None)).await.unwrap());
+    assert_ne!(first, gone);
+    // The newest ticket leaves; the next waiter's number is still new.
+    leases.leave_queue(thread, gone).await.unwrap();
+    let second = ticket_of(leases.acquire(&request("second", None)).await.unwrap());
+    assert!(second != first && second != gone, "{first} {gone} {second}");
+    // `gone`'s old number, presented again, is not `second`'s place.
+    let stale = leases.acquire(&request("gone", Some(gone))).await.unwrap();
+    assert_ne!(ticket_of(stale), second);
+    assert_eq!(leases.lease_info(thread).await.unwrap().unwrap().queued, 3);
+    // Leaving with the old number removes nothing of the second's.
+    leases.leave_queue(thread, gone).await.unwrap();
+    assert_eq!(leases.lease_info(thread).await.unwrap().unwrap().queued, 3);
+    leases.release(thread, "holder", false).await.unwrap();
+}

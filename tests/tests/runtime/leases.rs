@@ -63,3 +63,8 @@ async fn a_dead_holders_pause_stays_unless_it_owned_it_in_memory() {
 async fn a_holders_resume_keeps_its_turns_base_in_memory() {
     leases::a_holders_resume_keeps_its_turns_base(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn ticket_numbers_are_never_handed_out_twice_in_memory() {
+    leases::ticket_numbers_are_never_handed_out_twice(memory(), "t").await;
+}

@@ -296,3 +296,18 @@ async fn a_run_cut_off_while_giving_its_lease_back_still_gives_it_back_on_sqlite
         "given back"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ticket_numbers_are_never_handed_out_twice_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::ticket_numbers_are_never_handed_out_twice(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ticket_numbers_are_never_handed_out_twice_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::ticket_numbers_are_never_handed_out_twice(saver, "t").await;
+    db.drop_schema().await;
+}

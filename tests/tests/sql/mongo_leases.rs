@@ -242,3 +242,8 @@ async fn lease_calls_cut_off_leave_no_transaction_open_on_mongo() {
     }
     db.drop_db().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ticket_numbers_are_never_handed_out_twice_on_mongo() {
+    on_mongo(|s| leases::ticket_numbers_are_never_handed_out_twice(s, "t")).await;
+}

@@ -9,8 +9,9 @@
 //! with a transient write conflict and is run again
 //! ([`retry_after`](super::retry_after)), and every time comes from the
 //! server's clock, which every process sees the same. A ticket's sequence
-//! number is one above the thread's newest ticket, taken while the lease
-//! document is held, so tickets are served in the order they were taken.
+//! number comes from the lease document's `tickets` counter, taken while
+//! the document is held, so tickets are served in the order they were
+//! taken and a number is never handed out twice.
 
 use std::time::Duration;
 
@@ -197,6 +198,42 @@ impl MongoSaver {
             .transpose()
     }
 
+    /// A new ticket number for `thread_id`, inside `s`: the lease
+    /// document counts the tickets it has handed out (`tickets`), so a
+    /// number is never handed out twice, even after the newest ticket
+    /// left the queue. A document written before the counter existed
+    /// starts it above the thread's newest ticket.
+    async fn next_ticket(
+        &self,
+        s: &mut ClientSession,
+        thread_id: &str,
+        op: &'static str,
+    ) -> Result<i64> {
+        let counted = self
+            .leases_collection()
+            .find_one_and_update(
+                doc! { "_id": thread_id },
+                doc! { "$inc": { "tickets": 1_i64 } },
+            )
+            .return_document(ReturnDocument::After)
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?
+            .ok_or_else(|| bad(thread_id, "the lease document was not created"))?;
+        let k = int(&counted, "tickets").map_err(|e| bad(thread_id, format!("the {e}")))?;
+        let last = self.ticket_at(s, thread_id, -1, op).await?.unwrap_or(0);
+        if k > last {
+            return Ok(k);
+        }
+        let k = last.saturating_add(1);
+        self.leases_collection()
+            .update_one(doc! { "_id": thread_id }, doc! { "$set": { "tickets": k } })
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        Ok(k)
+    }
+
     /// The answer to a waiting run presenting its ticket again while
     /// another run holds the thread, found without taking the lease
     /// document: the ticket's time refreshed (one write of its own), the
@@ -292,8 +329,7 @@ impl MongoSaver {
         match decide(thread, row.as_ref(), request, now, first, mine)? {
             Decision::Busy(holder) => {
                 if request.queue && mine.is_none() {
-                    let last = self.ticket_at(s, thread, -1, op).await?;
-                    let k = last.unwrap_or(0).saturating_add(1);
+                    let k = self.next_ticket(s, thread, op).await?;
                     tickets
                         .insert_one(doc! {
                             "thread_id": thread,
