@@ -31,6 +31,7 @@ where
     latest_is_highest_commit_order_not_newest_id(make().await).await;
     list_orders_newest_first_with_limit_and_before(make().await).await;
     list_filters_metadata_and_namespaces(make().await).await;
+    list_limit_counts_what_the_filter_keeps(make().await).await;
     list_across_threads(make().await).await;
     list_before_needs_thread(make().await).await;
     list_rejects_filter_keys_that_are_not_identifiers(make().await).await;
@@ -301,6 +302,44 @@ async fn list_filters_metadata_and_namespaces(saver: Arc<dyn Saver>) {
         5,
         "no namespace = all"
     );
+}
+
+/// A listing's limit counts the checkpoints the metadata filter keeps:
+/// newer checkpoints whose value a looser comparison would take (an array
+/// holding the value, `null` for a missing key) do not use it up.
+async fn list_limit_counts_what_the_filter_keeps(saver: Arc<dyn Saver>) {
+    let mut parent = None;
+    for (i, tags) in [json!("a"), json!(null), json!(["a"]), json!(["a", "b"])]
+        .into_iter()
+        .enumerate()
+    {
+        let mut c = new_on(
+            "t",
+            parent.as_deref(),
+            Some(i as u64 + 1),
+            i as i64,
+            json!(i),
+        );
+        c.metadata.extra.insert("tags".into(), tags);
+        parent = Some(c.checkpoint.id.clone());
+        saver.put(c).await.unwrap();
+    }
+    let mut c = new_on("t", parent.as_deref(), Some(5), 4, json!(4));
+    c.metadata.extra.insert("other".into(), json!(1));
+    saver.put(c).await.unwrap();
+    let steps = |filter: ListFilter| {
+        let saver = saver.clone();
+        async move {
+            let found = saver.list(&filter).await.unwrap();
+            found.iter().map(|t| t.metadata.step).collect::<Vec<_>>()
+        }
+    };
+    let tags = |v: Value| ListFilter::thread("t").metadata("tags", v);
+    assert_eq!(steps(tags(json!("a")).limit(1)).await, [0]);
+    assert_eq!(steps(tags(json!(null)).limit(1)).await, [1]);
+    assert_eq!(steps(tags(json!(["a"])).limit(1)).await, [2]);
+    assert_eq!(steps(tags(json!("b")).limit(1)).await, Vec::<i64>::new());
+    assert_eq!(steps(ListFilter::thread("t").limit(2)).await, [4, 3]);
 }
 
 async fn list_across_threads(saver: Arc<dyn Saver>) {

@@ -192,6 +192,33 @@ async fn encrypted_payloads_are_binary_and_bound_to_their_document() {
     db.drop_db().await;
 }
 
+/// Under an encrypting codec a metadata key stored sealed cannot be
+/// matched by the server: a filter on it is refused, as on SQL; a key
+/// listed as plaintext filters.
+#[tokio::test]
+async fn a_filter_on_a_sealed_metadata_key_is_refused() {
+    use weaver::codec::{EncryptedCodec, EncryptionKey};
+    let db = MongoDb::new().await;
+    let codec = EncryptedCodec::json([EncryptionKey::new("k1", [7; 32]).unwrap()])
+        .unwrap()
+        .with_plaintext_metadata(["tenant"])
+        .unwrap();
+    let saver = saver(&db).await.with_codec(codec);
+    let mut c = new_on("t", None, None, 0, json!(1));
+    c.metadata.extra.insert("tenant".into(), json!("acme"));
+    c.metadata
+        .extra
+        .insert("email".into(), json!("ann@example.com"));
+    saver.put(c).await.unwrap();
+    let by = |k: &str, v: &str| ListFilter::thread("t").metadata(k, v);
+    assert_eq!(saver.list(&by("tenant", "acme")).await.unwrap().len(), 1);
+    match saver.list(&by("email", "ann@example.com")).await {
+        Err(Error::InvalidArgument { reason }) => assert!(reason.contains("`email`"), "{reason}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    db.drop_db().await;
+}
+
 #[tokio::test]
 async fn bad_stored_documents_are_typed_errors() {
     use mongodb::bson::{Document, doc};

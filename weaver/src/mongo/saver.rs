@@ -356,6 +356,9 @@ impl Saver for MongoSaver {
 
     async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
         filter.check()?;
+        // A key the codec seals is stored as ciphertext: the server could
+        // not compare it, so the filter is refused, as on SQL.
+        self.codec.check_metadata_filter(&filter.metadata)?;
         self.verify().await?;
         let mut q = Document::new();
         if let Some(t) = &filter.thread_id {
@@ -372,37 +375,31 @@ impl Saver for MongoSaver {
             q.insert("commit_order", doc! { "$lt": order as i64 });
         }
         // Filter keys are identifiers (`filter.check`), so `meta.<key>`
-        // names exactly that field.
-        let mut exact = true;
+        // names exactly that field. The server's match is wider than the
+        // contract's (a string matches an array holding it, `null` a
+        // missing key, numbers compare across types), so its answer is
+        // filtered again here and a limit goes to the server only when no
+        // metadata is filtered; otherwise the cursor is read until the
+        // limit is met.
         for (k, v) in &filter.metadata {
-            if let serde_json::Value::Number(n) = v {
-                exact &= n.as_i64().is_some() || n.as_u64().is_none();
-            }
             q.insert(format!("meta.{k}"), super::records::bson_of(v));
         }
         let coll = self.checkpoints();
         let mut find = coll
             .find(q)
             .sort(doc! { "thread_id": 1, "ns": 1, "commit_order": -1 });
-        if let (Some(limit), true) = (filter.limit, exact) {
+        if let (Some(limit), true) = (filter.limit, filter.metadata.is_empty()) {
             find = find.limit(i64::try_from(limit).unwrap_or(i64::MAX));
         }
-        let docs: Vec<Document> = find
-            .await
-            .map_err(storage("list"))?
-            .try_collect()
-            .await
-            .map_err(storage("list"))?;
+        let mut cursor = find.await.map_err(storage("list"))?;
         let mut out = Vec::new();
-        for d in &docs {
-            let t = self.decode_checkpoint(d)?;
-            // The query compared BSON values; the contract compares JSON
-            // numbers exactly.
+        while !filter.limit.is_some_and(|l| out.len() >= l) {
+            let Some(d) = cursor.try_next().await.map_err(storage("list"))? else {
+                break;
+            };
+            let t = self.decode_checkpoint(&d)?;
             if t.metadata.matches(&filter.metadata) {
                 out.push(t);
-            }
-            if filter.limit.is_some_and(|l| out.len() >= l) {
-                break;
             }
         }
         self.attach_writes(&mut out, "list").await?;
