@@ -192,6 +192,65 @@ async fn encrypted_payloads_are_binary_and_bound_to_their_document() {
     db.drop_db().await;
 }
 
+/// A delete, a prune and a fork meeting another client's open transaction
+/// on the same documents (a transient write conflict) run again once it
+/// ends, as writes do, instead of failing with `Storage`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_and_prunes_meeting_an_open_writer_run_again() {
+    use mongodb::bson::{Document, doc};
+    use weaver::checkpoint::PruneStrategy;
+    let db = MongoDb::new().await;
+    let saver = Arc::new(saver(&db).await);
+    for thread in ["a", "b", "c"] {
+        let one = saver
+            .put(new_on(thread, None, None, 0, json!(1)))
+            .await
+            .unwrap();
+        let parent = one.checkpoint_id.as_deref();
+        saver
+            .put(new_on(thread, parent, None, 1, json!(2)))
+            .await
+            .unwrap();
+    }
+    let coll = db
+        .client
+        .database(&db.name)
+        .collection::<Document>("w_checkpoints");
+    for thread in ["a", "b", "c"] {
+        // Another client writes the thread's checkpoints in a transaction
+        // it ends a moment later.
+        let mut other = db.client.start_session().await.unwrap();
+        other.start_transaction().await.unwrap();
+        coll.update_many(
+            doc! { "thread_id": thread },
+            doc! { "$set": { "seen": true } },
+        )
+        .session(&mut other)
+        .await
+        .unwrap();
+        let ender = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            other.commit_transaction().await.unwrap();
+        });
+        match thread {
+            "a" => saver.delete_thread(thread).await.unwrap(),
+            "b" => {
+                let ids = [thread.to_owned()];
+                saver.prune(&ids, PruneStrategy::Delete).await.unwrap();
+            }
+            _ => {
+                let ids = [thread.to_owned()];
+                saver.prune(&ids, PruneStrategy::KeepLatest).await.unwrap();
+            }
+        }
+        ender.await.unwrap();
+        let left = saver.list(&ListFilter::thread(thread)).await.unwrap();
+        let want = usize::from(thread == "c");
+        assert_eq!(left.len(), want, "{thread}: {left:?}");
+    }
+    db.drop_db().await;
+}
+
 /// Under an encrypting codec a metadata key stored sealed cannot be
 /// matched by the server: a filter on it is refused, as on SQL; a key
 /// listed as plaintext filters.

@@ -173,7 +173,7 @@ impl MongoSaver {
         rebuilt: &[CheckpointTuple],
         gone: &[(String, String, Vec<String>)],
     ) -> Result<u64> {
-        in_txn!(self, "prune", |s| {
+        in_txn_retrying!(self, "prune", |s| {
             for t in rebuilt {
                 self.rewrite(&mut s, t).await?;
             }
@@ -188,7 +188,7 @@ impl MongoSaver {
     /// For prune with [`PruneStrategy::Delete`]: deletes whole threads in
     /// one transaction; returns how many checkpoints went.
     pub(crate) async fn delete_threads(&self, thread_ids: &[String]) -> Result<u64> {
-        let n = in_txn!(self, "prune", |s| {
+        let n = in_txn_retrying!(self, "prune", |s| {
             let gone = self
                 .checkpoints()
                 .delete_many(doc! { "thread_id": { "$in": thread_ids } })

@@ -90,7 +90,7 @@ impl MongoSaver {
 
     /// Replaces `encoded` in one transaction.
     async fn replace_txn(&self, encoded: &[Encoded<'_>]) -> Result<u64> {
-        in_txn!(self, "replace", |s| {
+        in_txn_retrying!(self, "replace", |s| {
             for e in encoded {
                 self.replace_in(&mut s, e).await?;
             }

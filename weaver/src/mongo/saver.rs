@@ -532,9 +532,9 @@ impl Saver for MongoSaver {
         }
         let target = target_thread.to_owned();
         self.detached("fork_at", move |me| async move {
-            in_txn!(me, "fork_at", |s| {
-                for (i, t) in lineage.into_iter().rev().enumerate() {
-                    me.copy_in(&mut s, t, &target, i as u64 + 1).await?;
+            in_txn_retrying!(me, "fork_at", |s| {
+                for (i, t) in lineage.iter().rev().enumerate() {
+                    me.copy_in(&mut s, t.clone(), &target, i as u64 + 1).await?;
                 }
                 Ok(())
             })
@@ -576,13 +576,13 @@ impl Saver for MongoSaver {
         let tuples = self.tuples(&docs, "copy_thread").await?;
         let target = target_thread.to_owned();
         self.detached("copy_thread", move |me| async move {
-            in_txn!(me, "copy_thread", |s| {
+            in_txn_retrying!(me, "copy_thread", |s| {
                 let mut orders: HashMap<String, u64> = HashMap::new();
-                for t in tuples {
+                for t in &tuples {
                     let o = orders.entry(t.config.checkpoint_ns.clone()).or_default();
                     *o += 1;
                     let order = *o;
-                    me.copy_in(&mut s, t, &target, order).await?;
+                    me.copy_in(&mut s, t.clone(), &target, order).await?;
                 }
                 Ok(())
             })
@@ -595,7 +595,7 @@ impl Saver for MongoSaver {
         self.verify().await?;
         let thread = thread_id.to_owned();
         self.detached("delete_thread", move |me| async move {
-            in_txn!(me, "delete_thread", |s| {
+            in_txn_retrying!(me, "delete_thread", |s| {
                 me.checkpoints()
                     .delete_many(doc! { "thread_id": &thread })
                     .session(&mut s)
