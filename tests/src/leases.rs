@@ -707,6 +707,17 @@ pub async fn a_dead_holders_pause_stays_unless_it_owned_it(saver: Arc<dyn Saver>
 /// the holder then never answers its second pause, the run that takes the
 /// thread over removes the whole turn, not only its resumed half.
 pub async fn a_holders_resume_keeps_its_turns_base(saver: Arc<dyn Saver>, thread: &str) {
+    a_holders_resume_keeps_its_turns_base_with(saver, thread, short()).await;
+}
+
+/// [`a_holders_resume_keeps_its_turns_base`] with lease times `times`
+/// (the MongoDB test server needs [`patient`] ones: a 300 ms lease can run
+/// out between two of its renewals on a loaded machine).
+pub async fn a_holders_resume_keeps_its_turns_base_with(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+    times: LeaseTimes,
+) {
     let ask = |name: &'static str| {
         move |_: &Talk, rt: &Runtime| {
             let answer = rt.interrupt(serde_json::json!(name))?;
@@ -727,7 +738,7 @@ pub async fn a_holders_resume_keeps_its_turns_base(saver: Arc<dyn Saver>, thread
     let before = saver.list(&ListFilter::thread(thread)).await.unwrap()[0].commit_order;
 
     let mine = RunConfig::thread(thread)
-        .lease_times(short())
+        .lease_times(times)
         .lease_holder("w:1");
     let paused = g.invoke(say("u"), &mine).await.unwrap();
     assert_eq!(paused.interrupts().len(), 1);
@@ -744,7 +755,7 @@ pub async fn a_holders_resume_keeps_its_turns_base(saver: Arc<dyn Saver>, thread
     );
     // w:1 never answers: its hold runs out, the next run takes over.
     let other = RunConfig::thread(thread)
-        .lease_times(short())
+        .lease_times(times)
         .multitask(Multitask::Enqueue {
             wait: Duration::from_secs(20),
         });

@@ -76,7 +76,8 @@ async fn a_dead_holders_pause_stays_unless_it_owned_it_on_mongo() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holders_resume_keeps_its_turns_base_on_mongo() {
-    on_mongo(|s| leases::a_holders_resume_keeps_its_turns_base(s, "t")).await;
+    on_mongo(|s| leases::a_holders_resume_keeps_its_turns_base_with(s, "t", leases::patient()))
+        .await;
 }
 
 /// A lease document whose fields are not what weaver writes is a typed
