@@ -355,3 +355,105 @@ async fn a_send_task_starts_with_its_payload_in_the_task_events() {
     assert!(!others.is_empty());
     assert!(others.iter().all(|(_, p)| p.is_none()), "{others:?}");
 }
+
+/// `update_state` on a thread whose fan-out stopped part way takes in the
+/// finished sends' writes, and the sends it leaves to run are the
+/// unfinished ones only: continuing runs the failed send alone.
+#[tokio::test]
+async fn an_update_after_a_partial_fan_out_leaves_only_the_unfinished_sends() {
+    let calls = Arc::new(Calls::default());
+    calls.fail("doc07");
+    let graph = sends::fan_out_graph(Some(memory()), calls.clone());
+    let config = RunConfig::thread("t");
+    graph.invoke(sends::sixteen(), &config).await.unwrap_err();
+    assert_eq!(calls.total(), 16);
+    graph
+        .update_state(
+            &config,
+            CorpusUpdate::default().report("edited".to_owned()),
+            Some("reduce"),
+        )
+        .await
+        .unwrap();
+    let snapshot = graph.get_state(&config).await.unwrap();
+    assert_eq!(snapshot.next, ["summarize"], "only the failed send is left");
+    assert_eq!(snapshot.values.summaries.len(), 15);
+    calls.heal();
+    let out = graph
+        .continue_run(&config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(calls.of("doc07"), 2, "the failed task ran again");
+    assert_eq!(calls.total(), 17, "and no other");
+    let mut summaries = out.summaries.clone();
+    summaries.sort();
+    assert_eq!(summaries, sends::sixteen_summaries(), "each summary once");
+}
+
+/// The sends a finished send task made are tasks of the next step: an
+/// update after the step stopped part way keeps them.
+#[tokio::test]
+async fn an_update_keeps_the_sends_finished_send_tasks_made() {
+    let ran = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (first_ran, second_ran) = (ran.clone(), ran.clone());
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let fails = failing.clone();
+    let graph = Graph::<Steps>::new("two-levels")
+        .add_send_node("first", move |name: &String| {
+            first_ran.lock().unwrap().push(format!("first {name}"));
+            if name == "b" && fails.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(NodeError::msg("b is down"));
+            }
+            Ok(StepsUpdate::default().bar([format!("first {name}")]))
+        })
+        .add_send_node("second", move |n: &u32| {
+            second_ran.lock().unwrap().push(format!("second {n}"));
+            StepsUpdate::default().bar([format!("second {n}")])
+        })
+        .add_node("done", |_: &Steps| StepsUpdate::default().foo("done"))
+        .add_conditional_edges(
+            START,
+            |_: &Steps| {
+                weaver::Route::sends([
+                    weaver::Send::new("first", "a".to_owned()),
+                    weaver::Send::new("first", "b".to_owned()),
+                ])
+            },
+            ["first"],
+        )
+        .add_conditional_edges(
+            "first",
+            |_: &Steps| weaver::Route::sends([weaver::Send::new("second", 1u32)]),
+            ["second"],
+        )
+        .add_edge("second", "done")
+        .add_edge("done", END)
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    graph.invoke(Steps::default(), &config).await.unwrap_err();
+    graph
+        .update_state(&config, StepsUpdate::default().foo("edited"), Some("done"))
+        .await
+        .unwrap();
+    let snapshot = graph.get_state(&config).await.unwrap();
+    let mut next = snapshot.next.clone();
+    next.sort();
+    assert_eq!(next, ["first", "second"], "b's retry and a's send");
+    failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    graph
+        .continue_run(&config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    let mut ran = ran.lock().unwrap().clone();
+    ran.sort();
+    assert_eq!(
+        ran,
+        ["first a", "first b", "first b", "second 1", "second 1"],
+        "a ran once; its send and b's each ran"
+    );
+}

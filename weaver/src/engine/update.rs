@@ -2,12 +2,12 @@
 
 use super::algebra::route::Routed;
 use super::algebra::{
-    Author, TaskNode, TaskOutput, apply_finished, apply_writes, has_successor, next_commit_order,
-    next_step, next_tasks, route, trigger_of,
+    Author, TaskNode, TaskOutput, apply_done, apply_writes, finished_tasks, has_successor,
+    next_commit_order, next_step, next_tasks, route, trigger_of,
 };
 use super::node::Command;
 use super::run::delta_channels;
-use super::send::SENDS_CHANNEL;
+use super::send::{SENDS_CHANNEL, StoredSend};
 use super::spec::{END, INPUT_CHANNEL, START, Spec};
 use super::values::{decode_state, encode_object};
 use crate::checkpoint::delta::{DeltaBase, compact};
@@ -87,6 +87,11 @@ struct Base<S> {
     origin_parent: Option<String>,
     next_order: u64,
     delta_base: Option<DeltaBase>,
+    /// The places, among the checkpoint's sends, of the send tasks that
+    /// already finished (taken in by [`read_base`]): they do not run again.
+    finished_sends: Vec<usize>,
+    /// The sends those finished tasks made: tasks of the next step.
+    made_sends: Vec<StoredSend>,
 }
 
 /// Reads the head of `target`'s thread (for the next commit order) and the
@@ -146,6 +151,8 @@ async fn read_base<S: GraphState>(
             origin_parent: t.parent_config.and_then(|p| p.checkpoint_id),
             next_order,
             delta_base,
+            finished_sends: Vec::new(),
+            made_sends: Vec::new(),
         },
         // A fresh thread's first update is step 0, as in LangGraph (the
         // step of a run's input, `-1`, is before it).
@@ -157,15 +164,20 @@ async fn read_base<S: GraphState>(
             origin_parent: None,
             next_order,
             delta_base,
+            finished_sends: Vec::new(),
+            made_sends: Vec::new(),
         },
     };
     if !succeeded_writes.is_empty() {
-        apply_finished(
-            spec,
-            &mut base.checkpoint,
-            &mut base.state,
-            &succeeded_writes,
-        )?;
+        let done = finished_tasks(spec, &base.checkpoint, &succeeded_writes)?;
+        base.finished_sends = done
+            .iter()
+            .filter_map(|(author, _)| match author {
+                Author::Task(TaskNode::Push { index, .. }) => Some(*index),
+                _ => None,
+            })
+            .collect();
+        base.made_sends = apply_done(spec, &mut base.checkpoint, &mut base.state, done)?;
     }
     Ok(base)
 }
@@ -231,14 +243,22 @@ fn update_step<S: GraphState>(
     let made = apply_writes(spec, &mut next, &mut base.state, consumed, writes)?;
     next.channel_values = encode_object("state", &base.state)?;
     // The sends `base` holds are tasks still to run, as its triggered nodes
-    // are, unless the update went to END (which ends them all); the sends
-    // the update's routers made follow them.
+    // are, unless the update went to END (which ends them all), or they
+    // already finished; then the sends those finished tasks made; then the
+    // sends the update's routers made.
+    let finished = std::mem::take(&mut base.finished_sends);
+    let made_before = std::mem::take(&mut base.made_sends);
     let mut sends: Vec<serde_json::Value> = Vec::new();
     if !ends
         && let Some(serde_json::Value::Array(waiting)) =
             base.checkpoint.channel_values.get(SENDS_CHANNEL)
     {
-        sends.extend(waiting.iter().cloned());
+        let unfinished = waiting
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !finished.contains(i));
+        sends.extend(unfinished.map(|(_, s)| s.clone()));
+        sends.extend(made_before.iter().map(|s| serde_json::json!(s)));
     }
     sends.extend(made.iter().map(|s| serde_json::json!(s)));
     if !sends.is_empty() {

@@ -393,7 +393,7 @@ impl Saver for MongoSaver {
         }
         let mut cursor = find.await.map_err(storage("list"))?;
         let mut out = Vec::new();
-        while !filter.limit.is_some_and(|l| out.len() >= l) {
+        while filter.limit.is_none_or(|l| out.len() < l) {
             let Some(d) = cursor.try_next().await.map_err(storage("list"))? else {
                 break;
             };

@@ -144,6 +144,16 @@ pub(crate) fn apply_finished<S: GraphState>(
     pending: &[PendingWrite],
 ) -> Result<Vec<StoredSend>> {
     let done = finished_tasks(spec, checkpoint, pending)?;
+    apply_done(spec, checkpoint, state, done)
+}
+
+/// [`apply_finished`] of tasks already found ([`finished_tasks`]).
+pub(crate) fn apply_done<S: GraphState>(
+    spec: &Spec<S>,
+    checkpoint: &mut Checkpoint,
+    state: &mut S,
+    done: Vec<(Author, TaskOutput<S>)>,
+) -> Result<Vec<StoredSend>> {
     if done.is_empty() {
         return Ok(Vec::new());
     }

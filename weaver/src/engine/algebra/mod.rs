@@ -19,7 +19,7 @@ pub(crate) mod writes;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use apply::{Author, advance, apply_finished, apply_writes};
+pub(crate) use apply::{Author, advance, apply_done, apply_finished, apply_writes, finished_tasks};
 pub(crate) use counters::{has_successor, next_commit_order, next_step};
 pub(crate) use interrupts::{Answer, answer, answered, raised_interrupts, static_stops};
 pub(crate) use route::route;
