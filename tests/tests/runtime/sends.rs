@@ -457,3 +457,115 @@ async fn an_update_keeps_the_sends_finished_send_tasks_made() {
         "a ran once; its send and b's each ran"
     );
 }
+
+/// A `goto` into a node run by sends (which has no payload to run with)
+/// fails the node that returned it, not the node it named, and the thread
+/// is not left with a task it cannot run.
+#[tokio::test]
+async fn a_goto_into_a_node_run_by_sends_fails_the_jumping_node() {
+    let graph = Graph::<Steps>::new("goto-send")
+        .add_node("a", |_: &Steps| {
+            Command::update(StepsUpdate::default()).goto("summarize")
+        })
+        .add_send_node("summarize", |n: &u32| {
+            StepsUpdate::default().bar([format!("sent {n}")])
+        })
+        .add_edge(START, "a")
+        .add_edge("a", END)
+        .add_conditional_edges(
+            START,
+            |_: &Steps| weaver::Route::sends([weaver::Send::new("summarize", 1u32)]),
+            ["summarize"],
+        )
+        .add_edge("summarize", END)
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    let err = graph.invoke(Steps::default(), &config).await.unwrap_err();
+    match &err {
+        Error::NodeFailed { node, source } => {
+            assert_eq!(node, "a");
+            assert!(source.to_string().contains("run by sends"), "{source}");
+        }
+        other => panic!("expected NodeFailed of a, got {other}"),
+    }
+    let snapshot = graph.get_state(&config).await.unwrap();
+    let a = snapshot.tasks.iter().find(|t| t.name == "a").unwrap();
+    assert!(a.error.as_deref().unwrap().contains("run by sends"));
+    let sent = snapshot
+        .tasks
+        .iter()
+        .find(|t| t.name == "summarize")
+        .unwrap();
+    assert!(sent.error.is_none() && sent.succeeded, "{sent:?}");
+}
+
+/// History read by a graph that no longer has a node some past sends went
+/// to: those sends are dropped, and the sends after them keep their own
+/// writes (a send's task id follows its place, which moved up).
+#[tokio::test]
+async fn history_without_a_removed_send_keeps_each_sends_own_writes() {
+    let saver: Arc<dyn Saver> = memory();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let fails = failing.clone();
+    let v1 = Graph::<Steps>::new("sends")
+        .add_send_node("gone", |n: &u32| {
+            StepsUpdate::default().bar([format!("gone {n}")])
+        })
+        .add_send_node("keep", move |n: &u32| {
+            if *n == 1 && fails.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(NodeError::msg("keep 1 is down"));
+            }
+            Ok(StepsUpdate::default().bar([format!("keep {n}")]))
+        })
+        .add_conditional_edges(
+            START,
+            |_: &Steps| {
+                weaver::Route::sends([
+                    weaver::Send::new("gone", 0u32),
+                    weaver::Send::new("keep", 1u32),
+                    weaver::Send::new("keep", 2u32),
+                ])
+            },
+            ["gone", "keep"],
+        )
+        .add_edge("gone", END)
+        .add_edge("keep", END)
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    v1.invoke(Steps::default(), &config).await.unwrap_err();
+    failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    v1.continue_run(&config).await.unwrap().complete().unwrap();
+    // The next release: `gone` removed.
+    let v2 = Graph::<Steps>::new("sends")
+        .add_send_node("keep", |n: &u32| {
+            StepsUpdate::default().bar([format!("keep {n}")])
+        })
+        .add_conditional_edges(
+            START,
+            |_: &Steps| weaver::Route::sends([weaver::Send::new("keep", 1u32)]),
+            ["keep"],
+        )
+        .add_edge("keep", END)
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    let history = v2
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let fan_out = history
+        .iter()
+        .find(|s| s.next.iter().any(|n| n == "keep"))
+        .expect("the fan-out's checkpoint");
+    assert_eq!(fan_out.next, ["keep", "keep"]);
+    let (one, two) = (&fan_out.tasks[0], &fan_out.tasks[1]);
+    assert!(
+        one.error
+            .as_deref()
+            .is_some_and(|e| e.contains("keep 1 is down")),
+        "keep 1 shows its own failure: {one:?}"
+    );
+    assert!(one.succeeded, "{one:?}");
+    assert!(two.error.is_none() && two.succeeded, "keep 2: {two:?}");
+}

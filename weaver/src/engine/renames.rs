@@ -10,7 +10,7 @@ use super::algebra::task_id;
 use super::runtime::interrupt_id;
 use super::send::SENDS_CHANNEL;
 use super::spec::{START, Spec, trigger_channel};
-use crate::checkpoint::{CheckpointTuple, INTERRUPT_CHANNEL, RESUME_CHANNEL};
+use crate::checkpoint::{CheckpointTuple, INTERRUPT_CHANNEL, PendingWrite, RESUME_CHANNEL};
 use crate::error::{Error, Result};
 use crate::evolution::{Upgraded, upgrade_tuple};
 use crate::state::GraphState;
@@ -36,14 +36,68 @@ pub(crate) fn read_tuple<S: GraphState>(
     }
     if strict {
         refuse_removed(spec, t)?;
-    } else if let Some(Value::Array(sends)) = t.checkpoint.channel_values.get_mut(SENDS_CHANNEL) {
-        sends.retain(|s| {
-            s.get("node")
-                .and_then(Value::as_str)
-                .is_none_or(|n| spec.index.contains_key(n))
-        });
+    } else {
+        drop_removed_sends(spec, t);
     }
     upgrade_tuple::<S>(t)
+}
+
+/// The id of the task of the `index`-th send of checkpoint `checkpoint_id`,
+/// to `node`.
+fn push_id(checkpoint_id: &str, index: usize, node: &str) -> String {
+    crate::checkpoint::id::stable_id(&[checkpoint_id, "push", &index.to_string(), node])
+}
+
+/// Drops the sends of a past checkpoint to nodes the graph no longer has.
+/// The sends after a dropped one move up a place, and a send's task id
+/// follows its place: their pending writes (results, errors, pauses) move
+/// to their new ids with them, so that no send shows a neighbour's.
+fn drop_removed_sends<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) {
+    let cp_id = t.checkpoint.id.clone();
+    let Some(Value::Array(sends)) = t.checkpoint.channel_values.get_mut(SENDS_CHANNEL) else {
+        return;
+    };
+    let mut ids: HashMap<String, String> = HashMap::new();
+    let mut kept = Vec::with_capacity(sends.len());
+    for (index, send) in std::mem::take(sends).into_iter().enumerate() {
+        let node = send.get("node").and_then(Value::as_str);
+        if node.is_some_and(|n| !spec.index.contains_key(n)) {
+            continue;
+        }
+        if let Some(n) = node
+            && kept.len() != index
+        {
+            ids.insert(push_id(&cp_id, index, n), push_id(&cp_id, kept.len(), n));
+        }
+        kept.push(send);
+    }
+    *sends = kept;
+    if !ids.is_empty() {
+        move_task_ids(&mut t.pending_writes, &ids);
+        t.pending_writes
+            .sort_by(|a, b| (a.task_id.as_str(), a.idx).cmp(&(b.task_id.as_str(), b.idx)));
+    }
+}
+
+/// Moves the pending writes of each task id `ids` maps to the new id, and
+/// the ids of the interrupts those tasks raised (and their answers) with
+/// them. The mapping applies once: an id mapped to another that is mapped
+/// too is not moved twice.
+fn move_task_ids(writes: &mut [PendingWrite], ids: &HashMap<String, String>) {
+    let mut interrupt_ids: HashMap<String, String> = HashMap::new();
+    for (old, new) in ids {
+        for k in 0..MAPPED_INTERRUPTS {
+            interrupt_ids.insert(interrupt_id(old, k), interrupt_id(new, k));
+        }
+    }
+    for w in writes {
+        if let Some(new) = ids.get(&w.task_id) {
+            w.task_id = new.clone();
+        }
+        if w.channel == INTERRUPT_CHANNEL || w.channel == RESUME_CHANNEL {
+            replace_ids(&mut w.value, &interrupt_ids);
+        }
+    }
 }
 
 /// Moves everything `t` records under an old node name to the new name.
@@ -79,34 +133,20 @@ fn rename<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) {
                 continue;
             };
             if let Some(new) = renamed(&node) {
-                let push = |name: &str| {
-                    crate::checkpoint::id::stable_id(&[&cp.id, "push", &index.to_string(), name])
-                };
-                ids.insert(push(&node), push(new));
+                ids.insert(push_id(&cp.id, index, &node), push_id(&cp.id, index, new));
                 send["node"] = Value::from(new);
             }
         }
     }
-    let mut interrupt_ids: HashMap<String, String> = HashMap::new();
-    for (old, new) in &ids {
-        for k in 0..MAPPED_INTERRUPTS {
-            interrupt_ids.insert(interrupt_id(old, k), interrupt_id(new, k));
-        }
-    }
+    move_task_ids(&mut t.pending_writes, &ids);
     for w in &mut t.pending_writes {
         if let Some(new) = renamed(&w.task_path) {
             w.task_path = new.to_owned();
-        }
-        if let Some(new) = ids.get(&w.task_id) {
-            w.task_id = new.clone();
         }
         if let Some(node) = w.channel.strip_prefix("branch:to:")
             && let Some(new) = renamed(node)
         {
             w.channel = trigger_channel(new);
-        }
-        if w.channel == INTERRUPT_CHANNEL || w.channel == RESUME_CHANNEL {
-            replace_ids(&mut w.value, &interrupt_ids);
         }
         if w.channel == SENDS_CHANNEL
             && let Value::Array(sends) = &mut w.value

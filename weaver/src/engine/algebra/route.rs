@@ -56,6 +56,18 @@ pub(crate) fn route<S: GraphState>(
         let t = spec
             .resolve(g)
             .ok_or_else(|| failed(format!("goto names unknown node `{g}`").into()))?;
+        // A node run by sends has no payload to run with from a goto (and
+        // no declared destinations of the jumping node may have caught it).
+        if let Target::Node(i) = t
+            && spec.nodes[i].node.takes_payload()
+        {
+            return Err(failed(
+                format!(
+                    "goto names `{g}`, a node run by sends: route a `Send` with its payload to it"
+                )
+                .into(),
+            ));
+        }
         if !edges.destinations.is_empty() && !edges.destinations.contains(&t) {
             return Err(Error::InvalidGoto {
                 node: spec.name_of(node).to_owned(),
