@@ -528,3 +528,79 @@ pub async fn failing_upcasters_and_bad_versions_are_typed_errors(
         other => panic!("expected a decode error of the version, got {other:?}"),
     }
 }
+
+/// A meter whose first release stored tens.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct MeterV1 {
+    /// In tens.
+    pub n: u32,
+}
+
+/// The second release stores units: its upcaster multiplies by ten, so
+/// upcasting a value twice is visible.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[graph_state(version = 2, upcast(1 => tens_to_units))]
+pub struct MeterV2 {
+    /// In units.
+    pub n: u32,
+}
+
+/// The upcaster of [`MeterV2`].
+pub fn tens_to_units(mut m: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    if let Some(n) = m.get("n").and_then(Value::as_u64) {
+        m.insert("n".into(), json!(n * 10));
+    }
+    Ok(m)
+}
+
+/// Writes a newer release stored with a checkpoint of an older state
+/// version are read as they are, not upcast from the checkpoint's version
+/// again: version 1's step pauses at `ask` and fails at `late`; version 2
+/// goes on from that checkpoint, `late` writes 7 (in units) and `ask`
+/// pauses again, so its writes stay pending on the version 1 checkpoint.
+pub async fn newer_writes_on_an_older_checkpoint_are_not_upcast_again(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+) {
+    let v1 = Graph::<MeterV1>::new("meter")
+        .add_node("ask", |_: &MeterV1, rt: &Runtime| {
+            rt.interrupt("go on?")?;
+            Ok::<_, NodeError>(MeterV1Update::default())
+        })
+        .add_node("late", |_: &MeterV1| {
+            Err::<MeterV1Update, _>(NodeError::msg("late is down"))
+        })
+        .add_edge(START, "ask")
+        .add_edge(START, "late")
+        .add_edge("ask", END)
+        .add_edge("late", END)
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .expect("v1 graph");
+    let config = RunConfig::thread(thread);
+    v1.invoke(MeterV1 { n: 2 }, &config).await.unwrap_err();
+    let v2 = Graph::<MeterV2>::new("meter")
+        .add_node("ask", |_: &MeterV2, rt: &Runtime| {
+            rt.interrupt("go on?")?;
+            Ok::<_, NodeError>(MeterV2Update::default())
+        })
+        .add_node("late", |_: &MeterV2| MeterV2Update::default().n(7u32))
+        .add_edge(START, "ask")
+        .add_edge(START, "late")
+        .add_edge("ask", END)
+        .add_edge("late", END)
+        .compile(Compile::new().checkpointer_arc(saver))
+        .expect("v2 graph");
+    // The stored value, upcast once.
+    assert_eq!(v2.get_state(&config).await.unwrap().values.n, 20);
+    let paused = v2.continue_run(&config).await.expect("v2 goes on");
+    assert_eq!(paused.interrupts().len(), 1);
+    let state = v2.get_state(&config).await.unwrap();
+    assert_eq!(state.values.n, 7, "late's write, in units, read as it is");
+    let done = v2
+        .resume(json!("yes"), &config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.n, 7);
+}

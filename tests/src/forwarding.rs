@@ -32,7 +32,8 @@ use weaver::{InMemorySaver, Saver};
 /// `forward_leases` is set (then the inner saver's); after
 /// [`gate_release`](Forwarding::gate_release) a lease's release first says
 /// it was entered and waits until the gate is opened.
-/// [`stop_noticed`](Forwarding::stop_noticed) waits until a run has taken
+/// After [`gate_writes`](Forwarding::gate_writes) every checkpoint write
+/// does the same. [`stop_noticed`](Forwarding::stop_noticed) waits until a run has taken
 /// in a stop request (see there), [`renewal_refused`](Forwarding::renewal_refused)
 /// until a renewal was refused.
 #[derive(Debug)]
@@ -49,6 +50,8 @@ pub struct Forwarding {
     pub latest_gate: Mutex<Option<(Arc<tokio::sync::Barrier>, usize)>>,
     pub forward_leases: bool,
     pub release_gate: Mutex<Option<ReleaseGate>>,
+    /// Holds checkpoint writes back ([`Forwarding::gate_writes`]).
+    pub write_gate: Mutex<Option<ReleaseGate>>,
     /// Holders a renewal told of a stop request.
     pub told_to_stop: Mutex<HashSet<String>>,
     /// Raised once a holder told to stop renews again.
@@ -83,7 +86,8 @@ impl Signal {
     }
 }
 
-/// Holds lease releases back ([`Forwarding::gate_release`]).
+/// Holds lease releases ([`Forwarding::gate_release`]) or checkpoint
+/// writes ([`Forwarding::gate_writes`]) back.
 #[derive(Debug, Clone)]
 pub struct ReleaseGate {
     /// Notified when a release call is entered.
@@ -114,6 +118,7 @@ impl Forwarding {
             latest_gate: Mutex::new(None),
             forward_leases: false,
             release_gate: Mutex::new(None),
+            write_gate: Mutex::new(None),
             told_to_stop: Mutex::new(HashSet::new()),
             stop_taken_in: Signal::default(),
             refused: Signal::default(),
@@ -129,6 +134,33 @@ impl Forwarding {
         };
         *self.release_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
         gate
+    }
+
+    /// Makes every checkpoint write (`put`, `put_writes`,
+    /// `put_checkpoint_with_writes`, `put_many`, `put_ops`) wait for a
+    /// permit of the gate returned (none yet), after notifying it was
+    /// entered.
+    pub fn gate_writes(&self) -> ReleaseGate {
+        let gate = ReleaseGate {
+            entered: Arc::new(tokio::sync::Notify::new()),
+            open: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        *self.write_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
+        gate
+    }
+
+    /// Waits at the write gate, if one is set.
+    async fn pass_write_gate(&self) {
+        let gate = self
+            .write_gate
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(gate) = gate {
+            gate.entered.notify_one();
+            let permit = gate.open.acquire().await;
+            drop(permit);
+        }
     }
 
     fn inner_leases(&self) -> weaver::Result<&dyn Leases> {
@@ -213,6 +245,7 @@ impl Saver for Forwarding {
     }
     async fn put(&self, checkpoint: NewCheckpoint) -> weaver::Result<CheckpointRef> {
         self.log("put".into());
+        self.pass_write_gate().await;
         self.inner.put(checkpoint).await
     }
     async fn put_writes(
@@ -221,6 +254,7 @@ impl Saver for Forwarding {
         writes: Vec<PendingWrite>,
     ) -> weaver::Result<()> {
         self.log("put_writes".into());
+        self.pass_write_gate().await;
         self.inner.put_writes(target, writes).await
     }
     async fn put_checkpoint_with_writes(
@@ -231,6 +265,7 @@ impl Saver for Forwarding {
         if self.slow_final.load(Ordering::SeqCst) {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
+        self.pass_write_gate().await;
         self.inner
             .put_checkpoint_with_writes(checkpoint, writes)
             .await
@@ -245,6 +280,7 @@ impl Saver for Forwarding {
             other.metadata.source = CheckpointSource::Loop;
             self.inner.put(other).await?;
         }
+        self.pass_write_gate().await;
         self.inner.put_many(entries).await
     }
     async fn put_batch(&self, entries: Vec<BatchEntry>) -> weaver::Result<Vec<CheckpointRef>> {
@@ -297,6 +333,7 @@ impl Saver for Forwarding {
         if self.fail_groups.load(Ordering::SeqCst) {
             return Err(weaver::Error::storage("put_ops", "the group failed (test)"));
         }
+        self.pass_write_gate().await;
         self.inner.put_ops(ops).await
     }
     fn supports_deltas(&self) -> bool {

@@ -810,3 +810,49 @@ pub async fn ticket_numbers_are_never_handed_out_twice(saver: Arc<dyn Saver>, th
     assert_eq!(leases.lease_info(thread).await.unwrap().unwrap().queued, 3);
     leases.release(thread, "holder", false).await.unwrap();
 }
+
+/// A run that returned its result is never handed over as stopped: a stop
+/// request that reaches it after its last step boundary (during its final
+/// write, under `Durability::Exit`) does not let the newer `Rollback` run
+/// remove the turn its caller was told had finished.
+pub async fn a_finished_run_is_never_rolled_back_as_stopped(saver: Arc<dyn Saver>, thread: &str) {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let g = turns(saver.clone(), Duration::from_millis(1), Arc::default());
+    let config = RunConfig::thread(thread).lease_times(short());
+    g.invoke(say("first"), &config).await.unwrap();
+    // `a` runs its steps, then waits in its one write (at exit).
+    let gate = watched.gate_writes();
+    let entered = gate.entered.notified();
+    let running = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone().durability(Durability::Exit));
+        async move { g.invoke(say("a"), &config).await }
+    });
+    entered.await;
+    let opener = tokio::spawn({
+        let (watched, gate) = (watched.clone(), gate.clone());
+        async move {
+            let noticed =
+                tokio::time::timeout(Duration::from_secs(30), watched.stop_noticed()).await;
+            gate.open.add_permits(1_000);
+            noticed.is_ok()
+        }
+    });
+    let wait = Duration::from_secs(60);
+    let b = g
+        .invoke(
+            say("b"),
+            &config.clone().multitask(Multitask::Rollback { wait }),
+        )
+        .await;
+    assert!(opener.await.unwrap(), "the stop request was never taken in");
+    b.unwrap();
+    let a = running.await.unwrap();
+    assert!(matches!(a, Ok(Outcome::Complete(_))), "{a:?}");
+    assert_eq!(
+        whole_turns(&transcript(&g, thread).await),
+        ["first", "a", "b"],
+        "the finished turn stays"
+    );
+    one_chain(&saver, thread).await;
+}

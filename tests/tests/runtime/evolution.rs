@@ -423,3 +423,12 @@ fn unusable_node_renames_are_refused_at_compile() {
         other => panic!("expected InvalidRename, got {:?}", other.err()),
     }
 }
+
+#[tokio::test]
+async fn newer_writes_on_an_older_checkpoint_are_not_upcast_again_in_memory() {
+    weaver_tests::evolution::newer_writes_on_an_older_checkpoint_are_not_upcast_again(
+        memory(),
+        "t",
+    )
+    .await;
+}

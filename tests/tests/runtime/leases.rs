@@ -68,3 +68,8 @@ async fn a_holders_resume_keeps_its_turns_base_in_memory() {
 async fn ticket_numbers_are_never_handed_out_twice_in_memory() {
     leases::ticket_numbers_are_never_handed_out_twice(memory(), "t").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_is_never_rolled_back_as_stopped_in_memory() {
+    leases::a_finished_run_is_never_rolled_back_as_stopped(memory(), "t").await;
+}

@@ -113,3 +113,18 @@ async fn failing_upcasters_and_bad_versions_are_typed_errors_on_postgres() {
     evolution::failing_upcasters_and_bad_versions_are_typed_errors(saver, "t").await;
     db.drop_schema().await;
 }
+
+#[tokio::test]
+async fn newer_writes_on_an_older_checkpoint_are_not_upcast_again_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    evolution::newer_writes_on_an_older_checkpoint_are_not_upcast_again(saver, "t").await;
+}
+
+#[tokio::test]
+async fn newer_writes_on_an_older_checkpoint_are_not_upcast_again_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    evolution::newer_writes_on_an_older_checkpoint_are_not_upcast_again(saver, "t").await;
+    db.drop_schema().await;
+}

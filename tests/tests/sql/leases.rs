@@ -311,3 +311,10 @@ async fn ticket_numbers_are_never_handed_out_twice_on_postgres() {
     leases::ticket_numbers_are_never_handed_out_twice(saver, "t").await;
     db.drop_schema().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_is_never_rolled_back_as_stopped_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_finished_run_is_never_rolled_back_as_stopped(saver, "t").await;
+}

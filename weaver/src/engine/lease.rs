@@ -44,6 +44,11 @@ impl Watch {
         self.stop.fetch_max(code, Ordering::SeqCst);
     }
 
+    /// Whether a newer run has asked this one to stop.
+    pub(crate) fn stop_requested(&self) -> bool {
+        self.stop().is_some()
+    }
+
     fn stop(&self) -> Option<Stop> {
         match self.stop.load(Ordering::SeqCst) {
             0 => None,
@@ -257,13 +262,17 @@ impl Hold {
     }
 
     /// Gives the lease back once the run has ended (`paused`: at an
-    /// interrupt, for a named holder that resumes it).
+    /// interrupt, for a named holder that resumes it; `stopped`: the run
+    /// ended because a newer run asked it to stop). A run that returned its
+    /// result is never handed over as stopped, even when a stop request
+    /// reached it after its last step boundary (during its final write):
+    /// its caller was told it finished, so no newer run may roll it back.
     ///
     /// The hold counts as given back only once the call returned: a run
     /// cancelled in the middle of it (its stream dropped) leaves the hold
     /// to [`Drop`], which gives the lease back, instead of leaving the
     /// thread held until the lease runs out.
-    pub async fn release(mut self, paused: bool) -> Result<()> {
+    pub async fn release(mut self, paused: bool, stopped: bool) -> Result<()> {
         if let Some(r) = self.renewer.take() {
             r.abort();
         }
@@ -271,7 +280,6 @@ impl Hold {
             self.released = true;
             return Ok(());
         };
-        let stopped = self.watch.stop().is_some();
         let result = if paused && !stopped {
             // Kept for one lease time, not renewed: the holder's resume
             // takes it back.

@@ -228,16 +228,52 @@ pub(crate) fn upgrade_tuple<S: GraphState>(t: &mut CheckpointTuple) -> Result<Up
     Ok(done)
 }
 
+/// The channel of the write that says which state version a task's state
+/// writes are in, when that is not the version of the checkpoint they are
+/// stored with (a run of a newer release went on from an older checkpoint).
+pub(crate) const STATE_VERSION_WRITE: &str = "__state_version__";
+
+/// Whether `w` writes a state channel (not a special, routing or marker write).
+fn is_state_write(w: &PendingWrite) -> bool {
+    !w.is_special() && !w.channel.starts_with("__") && !w.channel.contains(':')
+}
+
+/// Marks the writes of one task, stored with a checkpoint of an older state
+/// version, as being in the current version of `S`: a
+/// [`STATE_VERSION_WRITE`] after the task's other writes, when it writes
+/// any state channel. A read upgrading that checkpoint then leaves them as
+/// they are instead of upcasting them from the checkpoint's version again.
+pub(crate) fn mark_writes<S: GraphState>(writes: &mut Vec<PendingWrite>) {
+    let Some(first) = writes.iter().find(|w| is_state_write(w)) else {
+        return;
+    };
+    let (task_id, task_path) = (first.task_id.clone(), first.task_path.clone());
+    let idx = writes
+        .iter()
+        .filter(|w| w.task_id == task_id)
+        .map(|w| w.idx)
+        .max()
+        .unwrap_or(-1)
+        .max(-1)
+        + 1;
+    writes.push(PendingWrite {
+        task_id,
+        task_path,
+        idx,
+        channel: STATE_VERSION_WRITE.to_owned(),
+        value: Value::from(S::VERSION),
+    });
+}
+
 /// Upcasts the ordinary writes of each task (state channels) from version
-/// `from`; special writes and routing writes stay as they are.
+/// `from`, or from the version the task's [`STATE_VERSION_WRITE`] names;
+/// special writes and routing writes stay as they are.
 fn upgrade_writes<S: GraphState>(
     checkpoint_id: &str,
     writes: &mut Vec<PendingWrite>,
     from: u32,
 ) -> Result<()> {
-    let is_state = |w: &PendingWrite| {
-        !w.is_special() && !w.channel.starts_with("__") && !w.channel.contains(':')
-    };
+    let is_state = is_state_write;
     let mut tasks: Vec<(String, String)> = Vec::new();
     for w in writes.iter().filter(|w| is_state(w)) {
         if !tasks.iter().any(|(id, _)| *id == w.task_id) {
@@ -245,6 +281,30 @@ fn upgrade_writes<S: GraphState>(
         }
     }
     for (task_id, task_path) in tasks {
+        let marked = writes
+            .iter()
+            .find(|w| w.task_id == task_id && w.channel == STATE_VERSION_WRITE)
+            .map(|w| {
+                w.value
+                    .as_u64()
+                    .and_then(|v| u32::try_from(v).ok())
+                    .ok_or_else(|| {
+                        Error::decode(
+                            format!("checkpoint {checkpoint_id}"),
+                            format!(
+                                "the state version of task {task_id}'s writes is {}",
+                                w.value
+                            ),
+                        )
+                    })
+            })
+            .transpose()?;
+        let from = marked.unwrap_or(from);
+        if from >= S::VERSION {
+            // Written in the current form (or a newer one, which no
+            // upcaster turns back).
+            continue;
+        }
         let mut map = Map::new();
         let mut slots: Vec<i64> = Vec::new();
         let mut last = -1;

@@ -114,6 +114,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             replayed: None,
             start_ns: String::new(),
             state_is_current: false,
+            behind: false,
         };
         let Some(cp) = cp else { return Ok(lp) };
         let delta_channels = delta_channels::<S>(cp);
@@ -190,6 +191,8 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 // pending input, and a run from the head never copies them
                 // into a checkpoint (only a replay's fork does).
                 t.checkpoint.deltas.clear();
+                // Only what this process stored is cached: the current form.
+                self.behind = false;
                 self.state = state;
                 thread.delta_base = Some(base);
             }
@@ -197,8 +200,9 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 // Read through the current state's version; a checkpoint
                 // upgraded in memory is no base for deltas (its stored form
                 // differs): the next checkpoint stores them in full.
-                let upgraded =
-                    crate::engine::renames::read_tuple(self.spec, &mut t, true)?.changed();
+                let read = crate::engine::renames::read_tuple(self.spec, &mut t, true)?;
+                let upgraded = read.changed();
+                self.behind = read.from != S::VERSION;
                 self.state = decode_state(&t.checkpoint.channel_values)?;
                 thread.delta_base =
                     (!upgraded).then(|| DeltaBase::of(&t.checkpoint, &thread.delta_channels));

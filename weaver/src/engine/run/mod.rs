@@ -82,6 +82,11 @@ pub(crate) struct Loop<'g, S: GraphState> {
     /// into it, or decoded from it): cleared before the state changes, set
     /// when a checkpoint of it is made. Only such a state is cached.
     state_is_current: bool,
+    /// `current` was stored at an older state version: the state writes
+    /// of its tasks say the version they are in
+    /// (`evolution::mark_writes`), so that
+    /// a later read does not upcast them again.
+    behind: bool,
 }
 
 impl<'g, S: GraphState> Loop<'g, S> {
@@ -189,7 +194,8 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 }
                 Ok(_) | Err(Error::ThreadNotFound { .. }) => {}
                 Err(e) => {
-                    let _ = hold.release(false).await;
+                    let stopped = matches!(e, Error::RunStopped { .. });
+                    let _ = hold.release(false, stopped).await;
                     return Err(e);
                 }
             }
@@ -197,7 +203,15 @@ impl<'g, S: GraphState> Loop<'g, S> {
         let result = Loop::run(spec, cp, config.clone(), input, sink, env(watch), built).await;
         let paused =
             matches!(result, Ok(Outcome::Interrupted(_))) && config.get_lease_holder().is_some();
-        if let Err(e) = hold.release(paused).await {
+        // Stopped: the run ended on the stop request, or paused with one
+        // pending (a newer run takes the paused turn over). A run that
+        // finished or failed on its own is not: its caller has its result.
+        let stopped = match &result {
+            Err(Error::RunStopped { .. }) => true,
+            Ok(Outcome::Interrupted(_)) => hold.watch.stop_requested(),
+            _ => false,
+        };
+        if let Err(e) = hold.release(paused, stopped).await {
             // The run is stored; its lease runs out by itself.
             tracing::warn!(error = %e, "could not give the thread's lease back");
         }
@@ -253,6 +267,7 @@ impl<S: GraphState> Loop<'_, S> {
         self.state_is_current = true;
         self.source = source;
         self.current = checkpoint;
+        self.behind = false;
         self.step = step;
         self.pending.clear();
         self.replaying = false;

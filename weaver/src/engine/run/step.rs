@@ -171,8 +171,10 @@ impl<S: GraphState> Loop<'_, S> {
             thread,
             current,
             state,
+            behind,
             ..
         } = self;
+        let behind = *behind;
         let (spec, state, current): (_, &S, &_) = (*spec, state, current);
         let input = |node: TaskNode| -> Option<&Value> {
             match node {
@@ -204,6 +206,9 @@ impl<S: GraphState> Loop<'_, S> {
             // Effects journaled while the task's checkpoint was not stored
             // go with its other writes.
             writes.extend(runtimes[k].journal().take_held());
+            if behind {
+                crate::evolution::mark_writes::<S>(&mut writes);
+            }
             send_task_result(sink, spec, nodes[k], step, id, &finished);
             match finished {
                 Finished::Succeeded(output) => {
