@@ -5,6 +5,26 @@ use mongodb::Client;
 use mongodb::bson::doc;
 use mongodb::options::ClientOptions;
 
+/// Keeps the saver conformance suite and the lease tests apart on the
+/// MongoDB test server. The suite's largest records (up to the record size
+/// limit) hold the Python server for seconds, longer than the lease tests'
+/// leases (300 ms in some, 5 s in others) run between two renewals: the
+/// suite takes it exclusively ([`stalling`]), each lease test shared
+/// ([`lease_timed`]), so lease tests still run beside each other.
+static SERVER_STALLS: std::sync::LazyLock<tokio::sync::RwLock<()>> =
+    std::sync::LazyLock::new(|| tokio::sync::RwLock::new(()));
+
+/// Held while a test does what stalls the MongoDB test server for seconds.
+pub async fn stalling() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    SERVER_STALLS.write().await
+}
+
+/// Held while a test whose leases must be renewed in time runs on the
+/// MongoDB test server.
+pub async fn lease_timed() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    SERVER_STALLS.read().await
+}
+
 /// The MongoDB server the tests use.
 pub fn mongo_url() -> String {
     std::env::var("MONGODB_URL").unwrap_or_else(|_| "mongodb://127.0.0.1:27017".to_owned())

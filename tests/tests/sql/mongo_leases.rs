@@ -2,7 +2,9 @@
 //! documents damaged in the database, and racing acquirers. The suite runs
 //! under [`leases::patient`] lease times here: the test server (Python,
 //! sharing two cores with the whole test run) can take longer than a short
-//! lease's renewal period to answer one call.
+//! lease's renewal period to answer one call. None of these tests runs
+//! beside the saver conformance suite, whose largest records stall that
+//! server for seconds (`weaver_tests::mongo::lease_timed`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +18,7 @@ use weaver_tests::mongo::MongoDb;
 
 /// Runs `case` on a saver of a fresh database, set up, then drops it.
 async fn on_mongo<F: Future<Output = ()>>(case: impl FnOnce(Arc<dyn Saver>) -> F) {
+    let _timed = weaver_tests::mongo::lease_timed().await;
     let db = MongoDb::new().await;
     let saver = MongoSaver::new(db.client.clone(), &db.name, "w_");
     saver.setup().await.unwrap();
@@ -139,6 +142,7 @@ async fn damaged_lease_documents_are_decode_errors_on_mongo() {
 /// thread in turn once the holder before it gave it back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_acquirers_one_holds_the_rest_queue_on_mongo() {
+    let _timed = weaver_tests::mongo::lease_timed().await;
     let db = MongoDb::new().await;
     MongoSaver::new(db.client.clone(), &db.name, "w_")
         .setup()
@@ -219,6 +223,7 @@ async fn racing_acquirers_one_holds_the_rest_queue_on_mongo() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_calls_cut_off_leave_no_transaction_open_on_mongo() {
     use weaver_tests::cut_off;
+    let _timed = weaver_tests::mongo::lease_timed().await;
     let db = MongoDb::new().await;
     let saver = MongoSaver::new(db.client.clone(), &db.name, "w_");
     saver.setup().await.unwrap();

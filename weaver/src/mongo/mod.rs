@@ -51,6 +51,7 @@ macro_rules! in_txn_retrying {
 mod lease;
 mod prune;
 pub(crate) mod records;
+pub use records::MAX_METADATA_DEPTH;
 mod rewrite;
 mod saver;
 

@@ -9,7 +9,16 @@ use super::MongoSaver;
 use crate::checkpoint::{
     Checkpoint, CheckpointCodec, CheckpointMetadata, CheckpointRef, CheckpointTuple, PendingWrite,
 };
-use crate::codec::{RecordContext, canonical_json, check_json_depth, check_size, unique_json};
+use crate::codec::{
+    RecordContext, canonical_json, check_json_depth, check_size, json_depth, unique_json,
+};
+
+/// The deepest checkpoint metadata a MongoDB document holds: the server
+/// refuses documents nested deeper than 100 levels, and the metadata is a
+/// field (`meta`) of the checkpoint's document, one level down. Deeper
+/// metadata, which SQL stores up to [`MAX_JSON_DEPTH`](crate::codec::MAX_JSON_DEPTH),
+/// is refused before anything is sent.
+pub const MAX_METADATA_DEPTH: usize = 99;
 use crate::error::{Error, Result};
 
 /// `value` as BSON: integers as 64-bit integers (a whole number past
@@ -124,6 +133,14 @@ impl MongoSaver {
             self.max_record_bytes,
         )?;
         check_json_depth(meta_text.as_bytes())?;
+        let depth = json_depth(meta_text.as_bytes());
+        if depth > MAX_METADATA_DEPTH {
+            return Err(Error::LimitExceeded {
+                limit: "checkpoint metadata nesting depth on MongoDB",
+                value: depth as u64,
+                ceiling: MAX_METADATA_DEPTH as u64,
+            });
+        }
         let order = i64::try_from(order).map_err(|_| {
             Error::invalid_argument(format!("commit_order {order} is out of range"))
         })?;
