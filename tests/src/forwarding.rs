@@ -52,6 +52,10 @@ pub struct Forwarding {
     pub release_gate: Mutex<Option<ReleaseGate>>,
     /// Holds checkpoint writes back ([`Forwarding::gate_writes`]).
     pub write_gate: Mutex<Option<ReleaseGate>>,
+    /// How long each lease acquire waits before it is forwarded (as a saver
+    /// running its transaction again after conflicts takes the lease only
+    /// at the end of a long call).
+    pub slow_acquire: Mutex<Option<std::time::Duration>>,
     /// Holders a renewal told of a stop request.
     pub told_to_stop: Mutex<HashSet<String>>,
     /// Raised once a holder told to stop renews again.
@@ -119,6 +123,7 @@ impl Forwarding {
             forward_leases: false,
             release_gate: Mutex::new(None),
             write_gate: Mutex::new(None),
+            slow_acquire: Mutex::new(None),
             told_to_stop: Mutex::new(HashSet::new()),
             stop_taken_in: Signal::default(),
             refused: Signal::default(),
@@ -347,6 +352,10 @@ impl Saver for Forwarding {
 #[async_trait]
 impl Leases for Forwarding {
     async fn acquire(&self, request: &LeaseRequest<'_>) -> weaver::Result<Acquired> {
+        let slow = *self.slow_acquire.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(wait) = slow {
+            tokio::time::sleep(wait).await;
+        }
         self.inner_leases()?.acquire(request).await
     }
     async fn renew(

@@ -856,3 +856,22 @@ pub async fn a_finished_run_is_never_rolled_back_as_stopped(saver: Arc<dyn Saver
     );
     one_chain(&saver, thread).await;
 }
+
+/// A lease taken at the end of a long acquire call (a saver running its
+/// transaction again after conflicts, for longer than the lease lasts) is
+/// renewed at once: the run does not stop with `LeaseLost` at its first
+/// step boundary for a lease that the saver holds for it.
+pub async fn a_lease_taken_at_the_end_of_a_slow_call_is_renewed_at_once(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+) {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    *watched.slow_acquire.lock().unwrap() = Some(short().lease * 2);
+    let saver: Arc<dyn Saver> = watched.clone();
+    let g = turns(saver.clone(), Duration::from_millis(1), Arc::default());
+    let config = RunConfig::thread(thread).lease_times(short());
+    g.invoke(say("a"), &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(whole_turns(&transcript(&g, thread).await), ["a"]);
+}

@@ -73,3 +73,8 @@ async fn ticket_numbers_are_never_handed_out_twice_in_memory() {
 async fn a_finished_run_is_never_rolled_back_as_stopped_in_memory() {
     leases::a_finished_run_is_never_rolled_back_as_stopped(memory(), "t").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_at_the_end_of_a_slow_call_is_renewed_at_once_in_memory() {
+    leases::a_lease_taken_at_the_end_of_a_slow_call_is_renewed_at_once(memory(), "t").await;
+}

@@ -318,3 +318,10 @@ async fn a_finished_run_is_never_rolled_back_as_stopped_on_sqlite() {
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
     leases::a_finished_run_is_never_rolled_back_as_stopped(saver, "t").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_at_the_end_of_a_slow_call_is_renewed_at_once_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_lease_taken_at_the_end_of_a_slow_call_is_renewed_at_once(saver, "t").await;
+}

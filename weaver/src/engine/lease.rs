@@ -195,8 +195,24 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
         tokio::time::sleep(backoff.min(wait - waited)).await;
         backoff = (backoff * 2).min(poll_cap(times));
     };
-    let (previous, previous_base, previous_owns_pause, since) = previous;
+    let (previous, previous_base, previous_owns_pause, mut since) = previous;
+    // The lease runs from when the saver took it, which the run only
+    // bounds by when it asked: a call that took a renewal period or more
+    // (a saver running its transaction again after conflicts, say) leaves
+    // that bound too old, maybe past the lease. Renewed at once then, so
+    // the run starts with a lease of the full time.
+    let mut stop_now = None;
+    if since.elapsed() >= times.renew {
+        let before = Instant::now();
+        if let Ok(renewed) = leases.renew(thread_id, &holder, times.lease).await {
+            since = before;
+            stop_now = renewed.stop;
+        }
+    }
     let watch = Arc::new(Watch::new(thread_id, since + times.lease));
+    if let Some(s) = stop_now {
+        watch.set_stop(s);
+    }
     let renewer = tokio::runtime::Handle::try_current().ok().map(|rt| {
         rt.spawn(renew(
             saver.clone(),
@@ -230,10 +246,19 @@ async fn renew(
     watch: Arc<Watch>,
 ) {
     let Some(leases) = saver.leases() else { return };
+    let mut pause = times.renew;
     loop {
-        tokio::time::sleep(times.renew).await;
+        tokio::time::sleep(pause).await;
         let before = Instant::now();
-        match leases.renew(&thread_id, &holder, times.lease).await {
+        let renewed = leases.renew(&thread_id, &holder, times.lease).await;
+        // A call that took a renewal period or more left a deadline that
+        // old: renew again at once rather than a period later.
+        pause = if before.elapsed() >= times.renew {
+            Duration::ZERO
+        } else {
+            times.renew
+        };
+        match renewed {
             Ok(renewed) => {
                 watch.set_deadline(before + times.lease);
                 if let Some(s) = renewed.stop {
