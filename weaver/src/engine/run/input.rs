@@ -62,8 +62,11 @@ impl<S: GraphState> Loop<'_, S> {
         // If they cannot be applied (a reducer refuses them, they no longer
         // decode), they are dropped as unfinished tasks are: the new input
         // must stay a way out of a stuck step.
-        // Sends those tasks made are tasks of the step after theirs, as the
-        // nodes they triggered are: they stay for the input's checkpoint.
+        // The sends those tasks made stay for the input's checkpoint (tasks
+        // of the step after theirs). The nodes they triggered do not: they
+        // would run in the input's step beside START and meet its writes
+        // on last-value channels, so they are discarded with the unfinished
+        // tasks (as LangGraph discards pending tasks on new input).
         let mut sends = Vec::new();
         if !self.replaying && !self.pending.is_empty() {
             let (mut current, mut state) = (self.current.clone(), self.state.clone());
