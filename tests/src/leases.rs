@@ -802,13 +802,30 @@ pub async fn ticket_numbers_are_never_handed_out_twice(saver: Arc<dyn Saver>, th
     let second = ticket_of(leases.acquire(&request("second", None)).await.unwrap());
     assert!(second != first && second != gone, "{first} {gone} {second}");
     // `gone`'s old number, presented again, is not `second`'s place.
-    let stale = leases.acquire(&request("gone", Some(gone))).await.unwrap();
-    assert_ne!(ticket_of(stale), second);
+    let stale = ticket_of(leases.acquire(&request("gone", Some(gone))).await.unwrap());
+    assert_ne!(stale, second);
     assert_eq!(leases.lease_info(thread).await.unwrap().unwrap().queued, 3);
     // Leaving with the old number removes nothing of the second's.
     leases.leave_queue(thread, gone).await.unwrap();
     assert_eq!(leases.lease_info(thread).await.unwrap().unwrap().queued, 3);
+    // Every waiter leaves and the holder gives the thread back: numbers
+    // handed out before are still not handed out again.
+    let before = [first, gone, second, stale];
+    for k in [first, second, stale] {
+        leases.leave_queue(thread, k).await.unwrap();
+    }
     leases.release(thread, "holder", false).await.unwrap();
+    assert!(leases.lease_info(thread).await.unwrap().is_none());
+    assert!(matches!(
+        leases.acquire(&request("next", None)).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let after = ticket_of(leases.acquire(&request("later", None)).await.unwrap());
+    assert!(
+        !before.contains(&after),
+        "{after} was handed out before: {before:?}"
+    );
+    leases.release(thread, "next", false).await.unwrap();
 }
 
 /// A run that returned its result is never handed over as stopped: a stop

@@ -478,8 +478,18 @@ impl Leases for MongoSaver {
                         .await
                         .map_err(storage(op))?;
                 } else {
+                    // Free: the row's fields go (a document without a
+                    // holder reads as no lease), the ticket counter stays,
+                    // so a number handed out before is never handed out
+                    // again.
                     leases
-                        .delete_one(mine.clone())
+                        .update_one(
+                            mine.clone(),
+                            doc! { "$unset": {
+                                "holder": "", "expires_at": "", "base_order": "",
+                                "stop": "", "owns_pause": "",
+                            } },
+                        )
                         .session(&mut s)
                         .await
                         .map_err(storage(op))?;
