@@ -355,8 +355,9 @@ pub(crate) fn check_size(limit: &'static str, bytes: &[u8], ceiling: usize) -> R
 }
 
 /// Checks that the JSON text `json` (as serde_json writes it) nests no
-/// deeper than [`MAX_JSON_DEPTH`], which serde_json can read back.
-pub(crate) fn check_json_depth(json: &[u8]) -> Result<()> {
+/// deeper than [`MAX_JSON_DEPTH`], which serde_json can read back; returns
+/// how deep it nests (1 for an object or array holding no other).
+pub(crate) fn check_json_depth(json: &[u8]) -> Result<usize> {
     let deepest = json_depth(json);
     if deepest > MAX_JSON_DEPTH {
         return Err(Error::LimitExceeded {
@@ -365,12 +366,11 @@ pub(crate) fn check_json_depth(json: &[u8]) -> Result<()> {
             ceiling: MAX_JSON_DEPTH as u64,
         });
     }
-    Ok(())
+    Ok(deepest)
 }
 
-/// How deep the JSON text `json` (as serde_json writes it) nests: 1 for
-/// an object or array holding no other.
-pub(crate) fn json_depth(json: &[u8]) -> usize {
+/// How deep the JSON text `json` (as serde_json writes it) nests.
+fn json_depth(json: &[u8]) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
     let mut i = 0;
     while let Some(&b) = json.get(i) {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::algebra::task_id;
+use super::algebra::{push_task_id, task_id};
 use super::runtime::interrupt_id;
 use super::send::SENDS_CHANNEL;
 use super::spec::{START, Spec, trigger_channel};
@@ -42,12 +42,6 @@ pub(crate) fn read_tuple<S: GraphState>(
     upgrade_tuple::<S>(t)
 }
 
-/// The id of the task of the `index`-th send of checkpoint `checkpoint_id`,
-/// to `node`.
-fn push_id(checkpoint_id: &str, index: usize, node: &str) -> String {
-    crate::checkpoint::id::stable_id(&[checkpoint_id, "push", &index.to_string(), node])
-}
-
 /// Drops the sends of a past checkpoint to nodes the graph no longer has.
 /// The sends after a dropped one move up a place, and a send's task id
 /// follows its place: their pending writes (results, errors, pauses) move
@@ -67,7 +61,10 @@ fn drop_removed_sends<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) {
         if let Some(n) = node
             && kept.len() != index
         {
-            ids.insert(push_id(&cp_id, index, n), push_id(&cp_id, kept.len(), n));
+            ids.insert(
+                push_task_id(&cp_id, index, n),
+                push_task_id(&cp_id, kept.len(), n),
+            );
         }
         kept.push(send);
     }
@@ -133,7 +130,10 @@ fn rename<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) {
                 continue;
             };
             if let Some(new) = renamed(&node) {
-                ids.insert(push_id(&cp.id, index, &node), push_id(&cp.id, index, new));
+                ids.insert(
+                    push_task_id(&cp.id, index, &node),
+                    push_task_id(&cp.id, index, new),
+                );
                 send["node"] = Value::from(new);
             }
         }

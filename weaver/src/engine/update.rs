@@ -89,7 +89,7 @@ struct Base<S> {
     delta_base: Option<DeltaBase>,
     /// The places, among the checkpoint's sends, of the send tasks that
     /// already finished (taken in by [`read_base`]): they do not run again.
-    finished_sends: Vec<usize>,
+    finished_sends: std::collections::HashSet<usize>,
     /// The sends those finished tasks made: tasks of the next step.
     made_sends: Vec<StoredSend>,
 }
@@ -151,7 +151,7 @@ async fn read_base<S: GraphState>(
             origin_parent: t.parent_config.and_then(|p| p.checkpoint_id),
             next_order,
             delta_base,
-            finished_sends: Vec::new(),
+            finished_sends: Default::default(),
             made_sends: Vec::new(),
         },
         // A fresh thread's first update is step 0, as in LangGraph (the
@@ -164,7 +164,7 @@ async fn read_base<S: GraphState>(
             origin_parent: None,
             next_order,
             delta_base,
-            finished_sends: Vec::new(),
+            finished_sends: Default::default(),
             made_sends: Vec::new(),
         },
     };

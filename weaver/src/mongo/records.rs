@@ -9,9 +9,7 @@ use super::MongoSaver;
 use crate::checkpoint::{
     Checkpoint, CheckpointCodec, CheckpointMetadata, CheckpointRef, CheckpointTuple, PendingWrite,
 };
-use crate::codec::{
-    RecordContext, canonical_json, check_json_depth, check_size, json_depth, unique_json,
-};
+use crate::codec::{RecordContext, canonical_json, check_json_depth, check_size, unique_json};
 
 /// The deepest checkpoint metadata a MongoDB document holds: the server
 /// refuses documents nested deeper than 100 levels, and the metadata is a
@@ -132,8 +130,7 @@ impl MongoSaver {
             meta_text.as_bytes(),
             self.max_record_bytes,
         )?;
-        check_json_depth(meta_text.as_bytes())?;
-        let depth = json_depth(meta_text.as_bytes());
+        let depth = check_json_depth(meta_text.as_bytes())?;
         if depth > MAX_METADATA_DEPTH {
             return Err(Error::LimitExceeded {
                 limit: "checkpoint metadata nesting depth on MongoDB",

@@ -24,7 +24,8 @@ pub(crate) use counters::{has_successor, next_commit_order, next_step};
 pub(crate) use interrupts::{Answer, answer, answered, raised_interrupts, static_stops};
 pub(crate) use route::route;
 pub(crate) use tasks::{
-    TaskNode, next_tasks, prepare_tasks, task_id, trigger_of, triggered as triggered_tasks,
+    TaskNode, next_tasks, prepare_tasks, push_task_id, task_id, trigger_of,
+    triggered as triggered_tasks,
 };
 pub(crate) use writes::{
     Ending, Finished, TaskOutput, TaskRun, failure_message, finish_task, replay_task,

@@ -29,11 +29,14 @@ pub(crate) fn task_id_of<S: GraphState>(
 ) -> String {
     let name = spec.name_of(node);
     match node {
-        TaskNode::Push { index, .. } => {
-            crate::checkpoint::id::stable_id(&[checkpoint_id, "push", &index.to_string(), name])
-        }
+        TaskNode::Push { index, .. } => push_task_id(checkpoint_id, index, name),
         _ => task_id(checkpoint_id, name),
     }
+}
+
+/// Task id of the `index`-th send of checkpoint `checkpoint_id`, to `node`.
+pub(crate) fn push_task_id(checkpoint_id: &str, index: usize, node: &str) -> String {
+    crate::checkpoint::id::stable_id(&[checkpoint_id, "push", &index.to_string(), node])
 }
 
 /// The sends `checkpoint` holds for its next step, each resolved to its
