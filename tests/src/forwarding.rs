@@ -33,7 +33,8 @@ use weaver::{InMemorySaver, Saver};
 /// [`gate_release`](Forwarding::gate_release) a lease's release first says
 /// it was entered and waits until the gate is opened.
 /// After [`gate_writes`](Forwarding::gate_writes) every checkpoint write
-/// does the same. [`stop_noticed`](Forwarding::stop_noticed) waits until a run has taken
+/// does the same, and after [`gate_renewals`](Forwarding::gate_renewals)
+/// every lease renewal; `renewed` counts the renewals that succeeded. [`stop_noticed`](Forwarding::stop_noticed) waits until a run has taken
 /// in a stop request (see there), [`renewal_refused`](Forwarding::renewal_refused)
 /// until a renewal was refused.
 #[derive(Debug)]
@@ -56,6 +57,10 @@ pub struct Forwarding {
     /// running its transaction again after conflicts takes the lease only
     /// at the end of a long call).
     pub slow_acquire: Mutex<Option<std::time::Duration>>,
+    /// Holds lease renewals back ([`Forwarding::gate_renewals`]).
+    pub renew_gate: Mutex<Option<ReleaseGate>>,
+    /// Lease renewals that succeeded.
+    pub renewed: AtomicUsize,
     /// Holders a renewal told of a stop request.
     pub told_to_stop: Mutex<HashSet<String>>,
     /// Raised once a holder told to stop renews again.
@@ -124,6 +129,8 @@ impl Forwarding {
             release_gate: Mutex::new(None),
             write_gate: Mutex::new(None),
             slow_acquire: Mutex::new(None),
+            renew_gate: Mutex::new(None),
+            renewed: AtomicUsize::new(0),
             told_to_stop: Mutex::new(HashSet::new()),
             stop_taken_in: Signal::default(),
             refused: Signal::default(),
@@ -154,13 +161,26 @@ impl Forwarding {
         gate
     }
 
+    /// Makes every lease renewal wait for a permit of the gate returned
+    /// (none yet), after notifying it was entered.
+    pub fn gate_renewals(&self) -> ReleaseGate {
+        let gate = ReleaseGate {
+            entered: Arc::new(tokio::sync::Notify::new()),
+            open: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        *self.renew_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
+        gate
+    }
+
     /// Waits at the write gate, if one is set.
     async fn pass_write_gate(&self) {
-        let gate = self
-            .write_gate
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        Self::pass(&self.write_gate).await;
+    }
+
+    /// Waits at `gate`, if one is set: says it was entered, then takes a
+    /// permit and gives it back.
+    async fn pass(gate: &Mutex<Option<ReleaseGate>>) {
+        let gate = gate.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(gate) = gate {
             gate.entered.notify_one();
             let permit = gate.open.acquire().await;
@@ -372,6 +392,7 @@ impl Leases for Forwarding {
         if told {
             self.stop_taken_in.raise();
         }
+        Self::pass(&self.renew_gate).await;
         let renewed = match self.inner_leases()?.renew(thread_id, holder, lease).await {
             Err(e @ weaver::Error::LeaseLost { .. }) => {
                 self.refused.raise();
@@ -379,6 +400,7 @@ impl Leases for Forwarding {
             }
             other => other?,
         };
+        self.renewed.fetch_add(1, Ordering::SeqCst);
         if renewed.stop.is_some() {
             self.told_to_stop
                 .lock()
@@ -404,6 +426,11 @@ impl Leases for Forwarding {
     async fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> weaver::Result<()> {
         self.inner_leases()?
             .request_stop(thread_id, holder, stop)
+            .await
+    }
+    async fn withdraw_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> weaver::Result<()> {
+        self.inner_leases()?
+            .withdraw_stop(thread_id, holder, stop)
             .await
     }
     async fn leave_queue(&self, thread_id: &str, ticket: i64) -> weaver::Result<()> {

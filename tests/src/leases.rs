@@ -597,6 +597,131 @@ pub async fn a_paused_named_holder_keeps_the_thread(saver: Arc<dyn Saver>, threa
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// A run under `Interrupt` or `Rollback` that gives up waiting takes its
+/// stop request back: the running turn goes on and ends whole. The running
+/// turn's renewals are held while the newer run asks and gives up, so it
+/// sees the request only if it was left in the row.
+pub async fn a_run_that_gives_up_takes_its_stop_request_back(saver: Arc<dyn Saver>, thread: &str) {
+    for (i, strategy) in [
+        Multitask::Interrupt {
+            wait: Duration::from_millis(20),
+        },
+        Multitask::Rollback {
+            wait: Duration::ZERO,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let thread = format!("{thread}-{i}");
+        let thread = thread.as_str();
+        let watched = Arc::new(Forwarding::leasing(saver.clone()));
+        let leasing: Arc<dyn Saver> = watched.clone();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let g = gated_turns(leasing.clone(), "a", gate.clone());
+        let times = LeaseTimes::new(Duration::from_secs(30)).renew_every(Duration::from_millis(50));
+        let config = RunConfig::thread(thread).lease_times(times);
+        let renewals = watched.gate_renewals();
+        let running = tokio::spawn({
+            let (g, config) = (g.clone(), config.clone());
+            async move { g.invoke(say("a"), &config).await }
+        });
+        let holder = held(&leasing, thread).await.holder;
+        let e = g
+            .invoke(say("b"), &config.clone().multitask(strategy))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::ThreadBusy { .. }), "{e:?}");
+        let info = held(&leasing, thread).await;
+        assert_eq!(info.holder, holder);
+        assert_eq!(info.stop, None, "{strategy:?} left its request: {info:?}");
+        // The running turn renews again, then ends its model step.
+        let before = watched.renewed.load(Ordering::SeqCst);
+        renewals.open.add_permits(1);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while watched.renewed.load(Ordering::SeqCst) == before {
+            assert!(Instant::now() < deadline, "the running turn never renewed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        gate.add_permits(1);
+        running
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("the running turn was stopped under {strategy:?}: {e}"));
+        assert_eq!(whole_turns(&transcript(&g, thread).await), ["a"]);
+    }
+}
+
+/// A named holder paused at an interrupt, asked to stop by a newer run
+/// meanwhile, stops when it resumes: its resume fails with `RunStopped`
+/// before running anything, and the newer run goes on from the paused
+/// turn (`Interrupt`) or without it (`Rollback`).
+pub async fn a_named_holders_resume_stops_when_asked_to(saver: Arc<dyn Saver>, thread: &str) {
+    let g = Graph::<Talk>::new("paused")
+        .add_node("ask", |_: &Talk, rt: &Runtime| {
+            let answer = rt.interrupt(serde_json::json!("approve?"))?;
+            Ok::<_, NodeError>(TalkUpdate::default().messages(vec![format!("approved:{answer}")]))
+        })
+        .add_sequence([START, "ask", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let leases = saver.leases().unwrap();
+    for (strategy, name, kept) in [
+        (
+            Multitask::Interrupt {
+                wait: Duration::from_secs(30),
+            },
+            "interrupt",
+            vec!["u", "v"],
+        ),
+        (
+            Multitask::Rollback {
+                wait: Duration::from_secs(30),
+            },
+            "rollback",
+            vec!["v"],
+        ),
+    ] {
+        let thread = format!("{thread}-{name}");
+        let thread = thread.as_str();
+        let mine = RunConfig::thread(thread)
+            .lease_times(patient())
+            .lease_holder("w:1");
+        let paused = g.invoke(say("u"), &mine).await.unwrap();
+        assert_eq!(paused.interrupts().len(), 1);
+        let newer = tokio::spawn({
+            let g = g.clone();
+            let config = RunConfig::thread(thread)
+                .lease_times(patient())
+                .multitask(strategy);
+            async move { g.invoke(say("v"), &config).await }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while leases
+            .lease_info(thread)
+            .await
+            .unwrap()
+            .and_then(|l| l.stop)
+            .is_none()
+        {
+            assert!(Instant::now() < deadline, "the newer run never asked");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let e = g.resume(serde_json::json!("yes"), &mine).await.unwrap_err();
+        assert!(
+            matches!(&e, Error::RunStopped { strategy, .. } if *strategy == name),
+            "{e:?}"
+        );
+        let next = newer
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("the newer run under {name}: {e}"));
+        assert_eq!(next.interrupts().len(), 1, "the newer turn pauses in turn");
+        assert_eq!(transcript(&g, thread).await, kept, "under {name}");
+        one_chain(&saver, thread).await;
+    }
+}
+
 /// The `charge` node: a journaled charge (counted in the run's context),
 /// then the approval pause.
 async fn charge(t: &Talk, rt: &Runtime) -> Result<TalkUpdate, NodeError> {

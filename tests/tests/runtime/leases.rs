@@ -78,3 +78,13 @@ async fn a_finished_run_is_never_rolled_back_as_stopped_in_memory() {
 async fn a_lease_taken_at_the_end_of_a_slow_call_is_renewed_at_once_in_memory() {
     leases::a_lease_taken_at_the_end_of_a_slow_call_is_renewed_at_once(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_run_that_gives_up_takes_its_stop_request_back_in_memory() {
+    leases::a_run_that_gives_up_takes_its_stop_request_back(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_named_holders_resume_stops_when_asked_to_in_memory() {
+    leases::a_named_holders_resume_stops_when_asked_to(memory(), "t").await;
+}

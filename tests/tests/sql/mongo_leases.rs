@@ -68,6 +68,16 @@ async fn foreign_and_expired_leases_are_refused_on_mongo() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_gives_up_takes_its_stop_request_back_on_mongo() {
+    on_mongo(|s| leases::a_run_that_gives_up_takes_its_stop_request_back(s, "t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_holders_resume_stops_when_asked_to_on_mongo() {
+    on_mongo(|s| leases::a_named_holders_resume_stops_when_asked_to(s, "t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_named_holder_keeps_the_thread_on_mongo() {
     on_mongo(|s| leases::a_paused_named_holder_keeps_the_thread(s, "t")).await;
 }

@@ -100,6 +100,10 @@ pub enum Acquired {
         /// The previous holder answered its own pauses
         /// ([`LeaseRequest::owns_pause`]); false when there was none.
         previous_owns_pause: bool,
+        /// A stop a newer run asked of the caller's earlier hold, which it
+        /// takes back (a named holder resuming a pause it kept): the
+        /// request stands, and the caller stops at once.
+        stop: Option<Stop>,
     },
     /// Another run holds the thread, or runs queued ahead wait for it.
     Busy {
@@ -190,6 +194,13 @@ pub trait Leases: Debug + Send + Sync {
     /// weakened to an interrupt).
     async fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> Result<()>;
 
+    /// Takes back a stop request `stop` made of the live holder `holder`
+    /// (the run that asked gave up waiting): the row's request is cleared
+    /// if it is still `stop`. A holder that has already seen the request
+    /// (at a renewal) stops all the same; another run still waiting with
+    /// its own request asks again at its next try.
+    async fn withdraw_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> Result<()>;
+
     /// Gives up a ticket.
     async fn leave_queue(&self, thread_id: &str, ticket: i64) -> Result<()>;
 
@@ -236,6 +247,9 @@ pub(crate) struct Take {
     /// The base commit order the row keeps (the caller's own turn goes
     /// on); `None`: the thread's head.
     pub keep_base: Option<i64>,
+    /// The stop request the row keeps (one asked of the caller's own live
+    /// hold, which it takes back); `None` clears it.
+    pub stop: Option<Stop>,
 }
 
 impl Take {
@@ -247,6 +261,7 @@ impl Take {
             previous_base: 0,
             previous_owns_pause: false,
             keep_base: None,
+            stop: None,
         }
     }
 
@@ -258,6 +273,7 @@ impl Take {
             rolled_back,
             previous_base: self.previous_base,
             previous_owns_pause: self.previous_owns_pause,
+            stop: self.stop,
         }
     }
 }
@@ -287,11 +303,18 @@ pub(crate) fn decide(
         // Already the caller's (its resume after a pause it held): runs
         // queued meanwhile wait for it, and the row keeps the base of the
         // turn, so that a holder dying mid-resume has its whole turn
-        // rolled back, not only the resumed half.
+        // rolled back, not only the resumed half. A stop asked of the
+        // hold meanwhile stands: the caller stops at once.
         Some(r) if r.holder == me && r.expires_at > now => {
             base_of(thread_id, r)?;
+            let stop = r
+                .stop
+                .as_deref()
+                .map(|s| Stop::parse(thread_id, s))
+                .transpose()?;
             return Ok(Decision::Take(Take {
                 keep_base: Some(r.base_order),
+                stop,
                 ..Take::from(Previous::Released)
             }));
         }
@@ -412,7 +435,7 @@ impl Table {
                         holder: request.holder.to_owned(),
                         expires_at: now.saturating_add(lease),
                         base_order: base,
-                        stop: None,
+                        stop: take.stop.map(|s| s.as_str().to_owned()),
                         owns_pause: request.owns_pause,
                     },
                 );
@@ -460,6 +483,18 @@ impl Table {
             && r.stop.as_deref() != Some(Stop::Rollback.as_str())
         {
             r.stop = Some(stop.as_str().to_owned());
+        }
+    }
+
+    pub(crate) fn withdraw_stop(&self, thread_id: &str, holder: &str, stop: Stop) {
+        let now = now_ms();
+        let mut t = self.lock();
+        if let Some(r) = t.rows.get_mut(thread_id)
+            && r.holder == holder
+            && r.expires_at > now
+            && r.stop.as_deref() == Some(stop.as_str())
+        {
+            r.stop = None;
         }
     }
 

@@ -55,7 +55,12 @@ pub enum Multitask {
     /// takes in its input on top of the stopped run's last checkpoint, as
     /// LangGraph's `interrupt` strategy does. A run that is still not
     /// stopped after `wait` fails this one with
-    /// [`Error::ThreadBusy`](crate::Error::ThreadBusy).
+    /// [`Error::ThreadBusy`](crate::Error::ThreadBusy), and the request is
+    /// taken back (also when this run is dropped while it waits): the
+    /// running run goes on, unless it has already seen the request at a
+    /// renewal, in which case it stops all the same. A named holder
+    /// paused at an interrupt that resumes while asked to stop stops at
+    /// once.
     Interrupt {
         /// How long this run waits for the running one to stop.
         wait: Duration,

@@ -137,7 +137,8 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
     };
     let start = Instant::now();
     let mut ticket = None;
-    let mut asked: Option<String> = None;
+    // The stop this run asked of a holder, taken back if it gives up.
+    let mut asked = Asked::default();
     let mut backoff = Duration::from_millis(2);
     let mut resettled = false;
     let previous = loop {
@@ -157,13 +158,18 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
                 previous,
                 previous_base,
                 previous_owns_pause,
+                stop,
                 ..
-            }) => break (previous, previous_base, previous_owns_pause, before),
+            }) => {
+                asked.disarm();
+                break (previous, previous_base, previous_owns_pause, stop, before);
+            }
             Ok(Acquired::Busy { holder, ticket }) => (holder, ticket),
             Err(e) => {
                 if let Some(k) = ticket {
                     let _ = leases.leave_queue(thread_id, k).await;
                 }
+                asked.withdraw().await;
                 return Err(e);
             }
         };
@@ -174,18 +180,26 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
             resettled = true;
             continue;
         }
+        // Asked at every try, not once: another waiting run that gave up
+        // may have taken back a request this run made too.
         if let Some(stop) = stop
             && !busy_holder.is_empty()
-            && asked.as_deref() != Some(busy_holder.as_str())
         {
+            if asked.holder.as_deref() != Some(busy_holder.as_str()) {
+                // A holder asked before has gone: its request is taken
+                // back (so the old value drops with nothing to do).
+                asked.withdraw().await;
+                asked = Asked::of(&saver, thread_id, &busy_holder, stop);
+            }
             leases.request_stop(thread_id, &busy_holder, stop).await?;
-            asked = Some(busy_holder.clone());
         }
         let waited = start.elapsed();
         if waited >= wait {
             if let Some(k) = ticket {
                 leases.leave_queue(thread_id, k).await?;
             }
+            // The holder goes on: this run's request is taken back.
+            asked.withdraw().await;
             return Err(Error::ThreadBusy {
                 thread_id: thread_id.to_owned(),
                 holder: busy_holder,
@@ -195,7 +209,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
         tokio::time::sleep(backoff.min(wait - waited)).await;
         backoff = (backoff * 2).min(poll_cap(times));
     };
-    let (previous, previous_base, previous_owns_pause, mut since) = previous;
+    let (previous, previous_base, previous_owns_pause, kept_stop, mut since) = previous;
     // The lease runs from when the saver took it, which the run only
     // bounds by when it asked: a call that took a renewal period or more
     // (a saver running its transaction again after conflicts, say) leaves
@@ -210,7 +224,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
         }
     }
     let watch = Arc::new(Watch::new(thread_id, since + times.lease));
-    if let Some(s) = stop_now {
+    for s in [kept_stop, stop_now].into_iter().flatten() {
         watch.set_stop(s);
     }
     let renewer = tokio::runtime::Handle::try_current().ok().map(|rt| {
@@ -234,6 +248,68 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
         renewer,
         released: false,
     }))
+}
+
+/// A stop request this run made of a holder while waiting for the thread:
+/// taken back when the run gives up ([`withdraw`](Self::withdraw)), or in
+/// the background when the waiting run is dropped, so that a run that does
+/// not take the thread leaves its holder going.
+#[derive(Default)]
+struct Asked {
+    saver: Option<Arc<dyn Saver>>,
+    thread_id: String,
+    holder: Option<String>,
+    stop: Option<Stop>,
+}
+
+impl Asked {
+    fn of(saver: &Arc<dyn Saver>, thread_id: &str, holder: &str, stop: Stop) -> Self {
+        Asked {
+            saver: Some(saver.clone()),
+            thread_id: thread_id.to_owned(),
+            holder: Some(holder.to_owned()),
+            stop: Some(stop),
+        }
+    }
+
+    /// The request stands (the run took the thread).
+    fn disarm(&mut self) {
+        self.holder = None;
+    }
+
+    /// Takes the request back; a failure leaves it to stop the holder,
+    /// as a request the holder has already seen would.
+    async fn withdraw(&mut self) {
+        let (Some(saver), Some(holder), Some(stop)) =
+            (self.saver.as_ref(), self.holder.take(), self.stop)
+        else {
+            return;
+        };
+        if let Some(leases) = saver.leases()
+            && let Err(e) = leases.withdraw_stop(&self.thread_id, &holder, stop).await
+        {
+            tracing::warn!(error = %e, "could not take a stop request back");
+        }
+    }
+}
+
+impl Drop for Asked {
+    fn drop(&mut self) {
+        let (Some(saver), Some(holder), Some(stop)) =
+            (self.saver.take(), self.holder.take(), self.stop)
+        else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let thread_id = std::mem::take(&mut self.thread_id);
+        rt.spawn(async move {
+            if let Some(leases) = saver.leases() {
+                let _ = leases.withdraw_stop(&thread_id, &holder, stop).await;
+            }
+        });
+    }
 }
 
 /// Renews the hold every `times.renew` until the run ends or the saver

@@ -366,7 +366,7 @@ impl MongoSaver {
                             "holder": request.holder,
                             "expires_at": now.saturating_add(lease_ms),
                             "base_order": base,
-                            "stop": Bson::Null,
+                            "stop": take.stop.map_or(Bson::Null, |s| s.as_str().into()),
                             "owns_pause": request.owns_pause,
                         } },
                     )
@@ -519,6 +519,34 @@ impl Leases for MongoSaver {
                     .update_one(
                         doc! { "_id": &thread },
                         doc! { "$set": { "stop": stop.as_str() } },
+                    )
+                    .session(&mut s)
+                    .await
+                    .map_err(storage(op))?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn withdraw_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> Result<()> {
+        let op = "lease_withdraw_stop";
+        let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
+        self.detached(op, move |me| async move {
+            lease_txn!(me, "lease_withdraw_stop", |s| {
+                let row = match me.held_row(&mut s, &thread, &holder, op).await {
+                    Ok((row, _)) => row,
+                    // No live lease of `holder`'s: nothing to take back.
+                    Err(Error::LeaseLost { .. }) => return Ok(()),
+                    Err(e) => return Err(e),
+                };
+                if row.stop.as_deref() != Some(stop.as_str()) {
+                    return Ok(());
+                }
+                me.leases_collection()
+                    .update_one(
+                        doc! { "_id": &thread },
+                        doc! { "$set": { "stop": Bson::Null } },
                     )
                     .session(&mut s)
                     .await

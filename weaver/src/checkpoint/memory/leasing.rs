@@ -67,6 +67,11 @@ impl Leases for InMemorySaver {
         Ok(())
     }
 
+    async fn withdraw_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> Result<()> {
+        self.leases.withdraw_stop(thread_id, holder, stop);
+        Ok(())
+    }
+
     async fn leave_queue(&self, _thread_id: &str, ticket: i64) -> Result<()> {
         self.leases.leave_queue(ticket);
         Ok(())

@@ -361,10 +361,13 @@ impl<D: Backend> SqlSaver<D> {
                     Some(b) => b,
                     None => Self::head(conn, &sql, thread, op).await?,
                 };
+                // The row's stop request stays only when the caller takes
+                // its own live hold back (`Take::stop`, read from the row).
                 let hold = format!(
-                    "UPDATE {} SET holder = $2, expires_at = $3, base_order = $4, stop = NULL, \
+                    "UPDATE {} SET holder = $2, expires_at = $3, base_order = $4, stop = {}, \
                      owns_pause = {} WHERE thread_id = $1",
                     sql.leases,
+                    if take.stop.is_some() { "stop" } else { "NULL" },
                     if request.owns_pause { "TRUE" } else { "FALSE" }
                 );
                 let args = [
@@ -504,6 +507,23 @@ impl<D: Backend> Leases for SqlSaver<D> {
             Arg::Text(stop.as_str()),
         ];
         self.lease_execute(ask, args, "lease_request_stop")
+            .await
+            .map(|_| ())
+    }
+
+    async fn withdraw_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> Result<()> {
+        let sql = self.lease_sql();
+        let withdraw = format!(
+            "UPDATE {} SET stop = NULL WHERE thread_id = $1 AND holder = $2 AND stop = $3 \
+             AND expires_at > {}",
+            sql.leases, sql.now
+        );
+        let args = vec![
+            Arg::Text(thread_id),
+            Arg::Text(holder),
+            Arg::Text(stop.as_str()),
+        ];
+        self.lease_execute(withdraw, args, "lease_withdraw_stop")
             .await
             .map(|_| ())
     }
