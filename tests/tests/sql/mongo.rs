@@ -253,6 +253,52 @@ async fn deletes_and_prunes_meeting_an_open_writer_run_again() {
     db.drop_db().await;
 }
 
+/// A checkpoint put while a delete of its thread is in flight (another
+/// client's transaction that removed the thread's documents, not yet
+/// committed) never lands under the deleted parent: the put meets the
+/// delete on the parent's document, waits for it, and then finds its
+/// parent gone, leaving the thread empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_racing_a_thread_delete_leaves_no_orphan() {
+    use mongodb::bson::{Document, doc};
+    let db = MongoDb::new().await;
+    let saver = Arc::new(saver(&db).await);
+    let one = saver
+        .put(new_on("t", None, None, 0, json!(1)))
+        .await
+        .unwrap();
+    let mut other = db.client.start_session().await.unwrap();
+    other.start_transaction().await.unwrap();
+    for coll in ["w_checkpoints", "w_writes"] {
+        db.client
+            .database(&db.name)
+            .collection::<Document>(coll)
+            .delete_many(doc! { "thread_id": "t" })
+            .session(&mut other)
+            .await
+            .unwrap();
+    }
+    let put = tokio::spawn({
+        let saver = saver.clone();
+        let parent = one.checkpoint_id.clone();
+        async move {
+            saver
+                .put(new_on("t", parent.as_deref(), None, 1, json!(2)))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    other.commit_transaction().await.unwrap();
+    let put = put.await.unwrap();
+    let left = saver.list(&ListFilter::thread("t")).await.unwrap();
+    assert!(left.is_empty(), "put {put:?} left {left:?}");
+    assert!(
+        matches!(put, Err(Error::CheckpointNotFound { .. })),
+        "{put:?}"
+    );
+    db.drop_db().await;
+}
+
 /// Metadata nested deeper than a MongoDB document holds is refused with a
 /// typed `LimitExceeded` before anything is sent; the deepest it holds is
 /// stored and read back.

@@ -17,6 +17,14 @@
 //! Every multi-document write runs in one multi-document transaction, run
 //! again after a transient write conflict (for up to 75 s: longer than the
 //! server takes to abort a dead client's open transaction by default).
+//! Transactions conflict only on documents both write, so a put of a new
+//! checkpoint also writes its parent's document (a `children` count): a
+//! delete or prune removing the parent meanwhile meets it, and the put
+//! then fails with [`Error::CheckpointNotFound`] instead of leaving a
+//! checkpoint under a deleted parent. Pending writes of a task do not
+//! write their checkpoint (tasks of one step would meet each other): a
+//! task's writes stored while its thread is deleted can outlive the
+//! delete, under a checkpoint id no read reaches.
 //! Payloads go through the saver's [`Codec`] and are stored as binary.
 //!
 //! The memory store on MongoDB, `weaver::store::MongoStore`, shares this

@@ -27,6 +27,13 @@ fn not_found(target: &CheckpointRef, id: &str) -> Error {
     }
 }
 
+/// The commit order a checkpoint document holds.
+fn stored_order(d: &Document) -> Result<u64> {
+    let o = super::records::int(d, "commit_order")
+        .map_err(|e| Error::decode("a stored commit_order", e))?;
+    u64::try_from(o).map_err(|e| Error::decode("a stored commit_order", e))
+}
+
 fn time(d: DateTime) -> SystemTime {
     d.to_system_time()
 }
@@ -49,14 +56,7 @@ impl MongoSaver {
             .session(&mut *s)
             .await
             .map_err(storage(op))?;
-        match found {
-            None => Ok(0),
-            Some(d) => {
-                let o = super::records::int(&d, "commit_order")
-                    .map_err(|e| Error::decode("a stored commit_order", e))?;
-                u64::try_from(o).map_err(|e| Error::decode("a stored commit_order", e))
-            }
-        }
+        found.as_ref().map_or(Ok(0), stored_order)
     }
 
     /// The commit order of checkpoint `id` on `thread`/`ns`, if stored.
@@ -77,13 +77,7 @@ impl MongoSaver {
             None => find.await,
         }
         .map_err(storage(op))?;
-        found
-            .map(|d| {
-                let o = super::records::int(&d, "commit_order")
-                    .map_err(|e| Error::decode("a stored commit_order", e))?;
-                u64::try_from(o).map_err(|e| Error::decode("a stored commit_order", e))
-            })
-            .transpose()
+        found.as_ref().map(stored_order).transpose()
     }
 
     /// Inserts one checkpoint and its writes inside the transaction `s`.
@@ -133,7 +127,7 @@ impl MongoSaver {
             return Err(conflict());
         }
         if let Some(parent) = &new.parent_id {
-            match self.order_of(Some(s), &thread, &ns, parent, "put").await? {
+            match self.claim_parent(s, &thread, &ns, parent).await? {
                 None => return Err(not_found(&new.config(), parent)),
                 Some(p) if p >= order => return Err(new.after_parent_error(order, p)),
                 Some(_) => {}
@@ -162,6 +156,34 @@ impl MongoSaver {
         }
         self.upsert_writes(s, writes, docs).await?;
         Ok(new.config())
+    }
+
+    /// The commit order of the parent checkpoint `id` a put inside `s`
+    /// builds on, if stored; the parent's document is written (its
+    /// `children` count goes up). A transaction conflicts only on documents
+    /// both write: a delete or prune removing the parent meanwhile so meets
+    /// this put, one of the two runs again, and the put then finds its
+    /// parent gone instead of leaving a child under it. Only a new
+    /// checkpoint pays (one per step); a task's writes do not, so parallel
+    /// tasks never conflict with each other.
+    async fn claim_parent(
+        &self,
+        s: &mut ClientSession,
+        thread: &str,
+        ns: &str,
+        id: &str,
+    ) -> Result<Option<u64>> {
+        let found = self
+            .checkpoints()
+            .find_one_and_update(
+                doc! { "thread_id": thread, "ns": ns, "checkpoint_id": id },
+                doc! { "$inc": { "children": 1_i64 } },
+            )
+            .projection(doc! { "commit_order": 1 })
+            .session(&mut *s)
+            .await
+            .map_err(storage("put"))?;
+        found.as_ref().map(stored_order).transpose()
     }
 
     /// Stores write documents: an ordinary write already stored is kept, a
