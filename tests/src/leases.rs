@@ -894,6 +894,76 @@ pub async fn a_holders_resume_keeps_its_turns_base_with(
     one_chain(&saver, thread).await;
 }
 
+/// A waiting run's ticket is dropped when it is not presented again for
+/// the lease time of the run that holds it, whatever the lease time of the
+/// run that looks: a caller with a short lease does not drop the ticket of
+/// a live waiter with a long one (taking its place), and a caller with a
+/// long lease does drop a dead short-lease waiter's ticket.
+pub async fn a_ticket_lasts_its_own_lease_time(saver: Arc<dyn Saver>, thread: &str) {
+    let leases = saver.leases().unwrap();
+    let request = |holder: &'static str, lease_ms: u64, ticket: Option<i64>| LeaseRequest {
+        thread_id: thread,
+        holder,
+        lease: Duration::from_millis(lease_ms),
+        queue: true,
+        ticket,
+        roll_back_dead: false,
+        owns_pause: false,
+    };
+    let ticket_of = |a: Acquired| match a {
+        Acquired::Busy {
+            ticket: Some(k), ..
+        } => k,
+        other => panic!("expected a ticket, got {other:?}"),
+    };
+    let queued = || async { leases.lease_info(thread).await.unwrap().unwrap().queued };
+    assert!(matches!(
+        leases
+            .acquire(&request("holder", 60_000, None))
+            .await
+            .unwrap(),
+        Acquired::Held { .. }
+    ));
+    let patient = ticket_of(
+        leases
+            .acquire(&request("patient", 60_000, None))
+            .await
+            .unwrap(),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A caller with a 100 ms lease, 300 ms after the patient waiter was
+    // last seen: the patient ticket stays, ahead of the caller's.
+    let hasty = ticket_of(leases.acquire(&request("hasty", 100, None)).await.unwrap());
+    assert_eq!(queued().await, 2, "the patient waiter's ticket was dropped");
+    leases.release(thread, "holder", false).await.unwrap();
+    let hasty_turn = leases
+        .acquire(&request("hasty", 100, Some(hasty)))
+        .await
+        .unwrap();
+    assert!(
+        matches!(hasty_turn, Acquired::Busy { .. }),
+        "the hasty caller went first: {hasty_turn:?}"
+    );
+    assert!(matches!(
+        leases
+            .acquire(&request("patient", 60_000, Some(patient)))
+            .await
+            .unwrap(),
+        Acquired::Held { .. }
+    ));
+    // The hasty caller dies (never presents its ticket again): a caller
+    // with a long lease drops it once its own 100 ms ran out.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ticket_of(
+        leases
+            .acquire(&request("late", 60_000, None))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(queued().await, 1, "the dead hasty waiter's ticket stayed");
+    leases.release(thread, "patient", false).await.unwrap();
+}
+
 /// A waiting run's ticket number is never handed out again on its
 /// thread: after the newest ticket leaves the queue, the next waiter gets
 /// a new number, so the first waiter presenting (or leaving with) its old

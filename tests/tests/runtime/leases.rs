@@ -88,3 +88,8 @@ async fn a_run_that_gives_up_takes_its_stop_request_back_in_memory() {
 async fn a_named_holders_resume_stops_when_asked_to_in_memory() {
     leases::a_named_holders_resume_stops_when_asked_to(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_ticket_lasts_its_own_lease_time_in_memory() {
+    leases::a_ticket_lasts_its_own_lease_time(memory(), "t").await;
+}

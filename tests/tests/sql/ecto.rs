@@ -73,8 +73,8 @@ fn bad_requests_are_refused() {
             .adapter(Adapter::Checkpoint, 0)
     ));
     assert!(matches!(
-        pg().adapter(Adapter::Checkpoint, 7).render(),
-        Err(Error::MigrationRequired { found: 7, .. })
+        pg().adapter(Adapter::Checkpoint, 8).render(),
+        Err(Error::MigrationRequired { found: 8, .. })
     ));
 }
 

@@ -78,6 +78,11 @@ async fn a_named_holders_resume_stops_when_asked_to_on_mongo() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_lasts_its_own_lease_time_on_mongo() {
+    on_mongo(|s| leases::a_ticket_lasts_its_own_lease_time(s, "t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_named_holder_keeps_the_thread_on_mongo() {
     on_mongo(|s| leases::a_paused_named_holder_keeps_the_thread(s, "t")).await;
 }

@@ -177,7 +177,9 @@ pub trait Leases: Debug + Send + Sync {
     /// stopped under [`Stop::Rollback`], or died after being asked to,
     /// removes the checkpoints its run committed on the root namespace, in
     /// the same transaction. Otherwise `Busy`, with a ticket when `request.queue`;
-    /// tickets not presented again for a lease time are dropped.
+    /// a ticket not presented again within the lease time of the request
+    /// that took or last presented it is dropped (a ticket stored before
+    /// tickets kept their own lease time: the caller's).
     async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired>;
 
     /// Extends the holder's lease by `lease` from now; tells a stop a newer
@@ -377,7 +379,8 @@ pub(crate) struct Table {
 #[derive(Debug, Default)]
 struct TableInner {
     rows: HashMap<String, Row>,
-    /// Tickets by sequence: (thread, last seen, ms).
+    /// Tickets by sequence: (thread, when the ticket goes stale unless
+    /// presented again: its last sighting plus its holder's lease, ms).
     queue: BTreeMap<i64, (String, i64)>,
     next_ticket: i64,
 }
@@ -400,11 +403,12 @@ impl Table {
         let lease = ms(request.lease);
         let mut t = self.lock();
         let thread = request.thread_id;
+        let stale_at = now.saturating_add(lease);
         t.queue
-            .retain(|_, (th, seen)| th != thread || *seen >= now.saturating_sub(lease));
+            .retain(|_, (th, stale)| th != thread || *stale >= now);
         let mut mine = request.ticket.filter(|k| t.queue.contains_key(k));
         if let Some(k) = mine {
-            t.queue.insert(k, (thread.to_owned(), now));
+            t.queue.insert(k, (thread.to_owned(), stale_at));
         }
         let first = t
             .queue
@@ -416,7 +420,7 @@ impl Table {
                 if request.queue && mine.is_none() {
                     t.next_ticket += 1;
                     let k = t.next_ticket;
-                    t.queue.insert(k, (thread.to_owned(), now));
+                    t.queue.insert(k, (thread.to_owned(), stale_at));
                     mine = Some(k);
                 }
                 Ok(Acquired::Busy {

@@ -32,6 +32,11 @@ use super::Migration;
 /// naming the run that holds it, when its hold ends, in milliseconds of
 /// the database clock, and whether the holder answers its own pauses) and the tickets of runs waiting for a thread
 /// (`weaver_thread_tickets`, served in `seq` order).
+/// Version 7: a ticket's `stale_at`, when it is dropped unless its run
+/// presents it again (its last sighting plus that run's own lease time;
+/// `NULL` for a ticket taken by a build before, which the caller's lease
+/// time judges, as it did), so that a run with a short lease no longer
+/// drops the live ticket of a waiter with a long one.
 pub(crate) static SQLITE: &[Migration] = &[
     Migration {
         version: 1,
@@ -178,6 +183,11 @@ pub(crate) static SQLITE: &[Migration] = &[
             "DROP TABLE {p}weaver_thread_leases",
         ],
     },
+    Migration {
+        version: 7,
+        up: &["ALTER TABLE {p}weaver_thread_tickets ADD COLUMN stale_at INTEGER"],
+        down: &["ALTER TABLE {p}weaver_thread_tickets DROP COLUMN stale_at"],
+    },
 ];
 
 /// The PostgreSQL rendering of the same logical schema.
@@ -277,5 +287,10 @@ pub(crate) static POSTGRES: &[Migration] = &[
             "DROP TABLE {p}weaver_thread_tickets",
             "DROP TABLE {p}weaver_thread_leases",
         ],
+    },
+    Migration {
+        version: 7,
+        up: &["ALTER TABLE {p}weaver_thread_tickets ADD COLUMN stale_at BIGINT"],
+        down: &["ALTER TABLE {p}weaver_thread_tickets DROP COLUMN stale_at"],
     },
 ];

@@ -252,7 +252,10 @@ impl MongoSaver {
             .tickets_collection()
             .update_one(
                 doc! { "thread_id": thread, "seq": ticket },
-                vec![doc! { "$set": { "seen_at": { "$toLong": "$$NOW" } } }],
+                vec![doc! { "$set": {
+                    "seen_at": { "$toLong": "$$NOW" },
+                    "stale_at": { "$add": [{ "$toLong": "$$NOW" }, ms(request.lease)] },
+                } }],
             )
             .await
             .map_err(storage(op))?;
@@ -305,11 +308,19 @@ impl MongoSaver {
             return Err(bad(thread, "the lease document was not created"));
         };
         let lease_ms = ms(request.lease);
+        let stale_at = now.saturating_add(lease_ms);
         let tickets = self.tickets_collection();
+        // A ticket goes stale at its own `stale_at`; one taken by a build
+        // before tickets kept it, a lease time of the caller's after it
+        // was last seen.
         tickets
-            .delete_many(
-                doc! { "thread_id": thread, "seen_at": { "$lt": now.saturating_sub(lease_ms) } },
-            )
+            .delete_many(doc! { "thread_id": thread, "$or": [
+                { "stale_at": { "$lt": now } },
+                {
+                    "stale_at": { "$exists": false },
+                    "seen_at": { "$lt": now.saturating_sub(lease_ms) },
+                },
+            ] })
             .session(&mut *s)
             .await
             .map_err(storage(op))?;
@@ -318,7 +329,7 @@ impl MongoSaver {
             let seen = tickets
                 .update_one(
                     doc! { "thread_id": thread, "seq": k },
-                    doc! { "$set": { "seen_at": now } },
+                    doc! { "$set": { "seen_at": now, "stale_at": stale_at } },
                 )
                 .session(&mut *s)
                 .await
@@ -336,6 +347,7 @@ impl MongoSaver {
                             "seq": k,
                             "holder": request.holder,
                             "seen_at": now,
+                            "stale_at": stale_at,
                         })
                         .session(&mut *s)
                         .await

@@ -1,5 +1,5 @@
 //! [`Leases`] on the SQL savers: a lease row per thread and a ticket row
-//! per waiting run (schema version 6), each operation one short
+//! per waiting run (schema versions 6 and 7), each operation one short
 //! transaction through the saver's query helpers, with times taken from
 //! the database clock (every process sees the same one).
 //!
@@ -297,29 +297,38 @@ impl<D: Backend> SqlSaver<D> {
         };
         let now = Self::now(conn, &sql, op).await?;
         let lease_ms = ms(request.lease);
+        let stale_at = now.saturating_add(lease_ms);
+        // A ticket goes stale at its own `stale_at`; one taken by a build
+        // before tickets kept it, a lease time of the caller's after it
+        // was last seen.
         let stale = format!(
-            "DELETE FROM {} WHERE thread_id = $1 AND seen_at < $2",
+            "DELETE FROM {} WHERE thread_id = $1 AND COALESCE(stale_at, seen_at + $3) < $2",
             sql.tickets
         );
         D::execute(
             conn,
             sql.pooling,
             stale,
-            [Arg::Text(thread), Arg::Int(now.saturating_sub(lease_ms))],
+            [Arg::Text(thread), Arg::Int(now), Arg::Int(lease_ms)],
         )
         .await
         .map_err(storage(op))?;
         let mut mine = None;
         if let Some(k) = request.ticket {
             let seen = format!(
-                "UPDATE {} SET seen_at = $1 WHERE seq = $2 AND thread_id = $3",
+                "UPDATE {} SET seen_at = $1, stale_at = $4 WHERE seq = $2 AND thread_id = $3",
                 sql.tickets
             );
             let n = D::execute(
                 conn,
                 sql.pooling,
                 seen,
-                [Arg::Int(now), Arg::Int(k), Arg::Text(thread)],
+                [
+                    Arg::Int(now),
+                    Arg::Int(k),
+                    Arg::Text(thread),
+                    Arg::Int(stale_at),
+                ],
             )
             .await
             .map_err(storage(op))?;
@@ -338,10 +347,16 @@ impl<D: Backend> SqlSaver<D> {
             Decision::Busy(holder) => {
                 if request.queue && mine.is_none() {
                     let take = format!(
-                        "INSERT INTO {} (thread_id, holder, seen_at) VALUES ($1, $2, $3) RETURNING seq",
+                        "INSERT INTO {} (thread_id, holder, seen_at, stale_at) VALUES ($1, $2, $3, $4) \
+                         RETURNING seq",
                         sql.tickets
                     );
-                    let args = [Arg::Text(thread), Arg::Text(request.holder), Arg::Int(now)];
+                    let args = [
+                        Arg::Text(thread),
+                        Arg::Text(request.holder),
+                        Arg::Int(now),
+                        Arg::Int(stale_at),
+                    ];
                     let r = D::fetch_optional(conn, sql.pooling, take, args)
                         .await
                         .map_err(storage(op))?;
