@@ -551,3 +551,55 @@ async fn two_paused_subgraphs_are_answered_one_at_a_time_by_id() {
     lines.sort();
     assert_eq!(lines, ["left: l", "right: r", "worked", "worked"]);
 }
+
+/// One subgraph paused at two interrupts (two of its nodes in one step)
+/// is answered by one map holding both ids: the two answers land in the
+/// parent task's one resume write, stored once, and the subgraph ends.
+#[tokio::test]
+async fn two_pauses_of_one_subgraph_are_answered_together() {
+    let saver = memory();
+    let line = |text: String| NotesUpdate::default().lines(vec![text]);
+    let ask = |name: &'static str| {
+        move |_: &Notes, rt: &Runtime| {
+            let answer = rt.interrupt(name)?;
+            let answer = answer.as_str().unwrap_or_default();
+            Ok::<_, NodeError>(line(format!("{name}: {answer}")))
+        }
+    };
+    let inner = Graph::<Notes>::new("inner")
+        .add_node("left", ask("left"))
+        .add_node("right", ask("right"))
+        .add_edge(START, "left")
+        .add_edge(START, "right")
+        .add_edge("left", END)
+        .add_edge("right", END)
+        .compile(Compile::new())
+        .unwrap();
+    let graph = Graph::<Notes>::new("outer")
+        .add_subgraph("sub", inner)
+        .add_sequence([START, "sub", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    let config = RunConfig::thread("both");
+    let out = graph.invoke(Notes::default(), &config).await.unwrap();
+    let asked = out.interrupts().to_vec();
+    assert_eq!(asked.len(), 2, "{out:?}");
+    let answers = Resume::Map(
+        asked
+            .iter()
+            .map(|i| {
+                (
+                    i.id.clone(),
+                    serde_json::json!(format!("{}!", i.value.as_str().unwrap())),
+                )
+            })
+            .collect(),
+    );
+    let done = graph
+        .resume(answers, &config)
+        .await
+        .unwrap_or_else(|e| panic!("both answers at once: {e}"));
+    let mut lines = done.complete().unwrap().lines;
+    lines.sort();
+    assert_eq!(lines, ["left: left!", "right: right!"]);
+}

@@ -200,32 +200,43 @@ pub(crate) fn answer<S: GraphState>(
             interrupt_id: id.clone(),
         });
     }
-    let mut writes = Vec::new();
-    let mut earlier = Vec::new();
+    // One resume write per task, holding every answer it gets (a subgraph
+    // task can wait at several interrupts), checked against the write
+    // stored before this resume.
+    let mut by_task: Vec<(&str, &str, Option<Value>, AnswersById)> = Vec::new();
     for w in &waiting {
         let Some(answer) = answers.get(&w.interrupt.id) else {
             continue;
         };
-        let stored = pending
-            .iter()
-            .find(|p| p.task_id == w.task && p.channel == RESUME_CHANNEL);
-        let mut values = match stored {
-            Some(p) => stored_answers(checkpoint_id, &w.task, &p.value)?,
-            None => AnswersById::new(),
+        let at = match by_task.iter().position(|(task, ..)| *task == w.task) {
+            Some(at) => at,
+            None => {
+                let stored = pending
+                    .iter()
+                    .find(|p| p.task_id == w.task && p.channel == RESUME_CHANNEL)
+                    .map(|p| p.value.clone());
+                let values = match &stored {
+                    Some(v) => stored_answers(checkpoint_id, &w.task, v)?,
+                    None => AnswersById::new(),
+                };
+                by_task.push((&w.task, &w.node, stored, values));
+                by_task.len() - 1
+            }
         };
-        values.insert(w.interrupt.id.clone(), answer.clone());
+        by_task[at].3.insert(w.interrupt.id.clone(), answer.clone());
+    }
+    let mut writes = Vec::new();
+    let mut earlier = Vec::new();
+    for (task, node, stored, values) in by_task {
         let write = PendingWrite::for_task(
-            &w.task,
-            &w.node,
-            [(RESUME_CHANNEL.to_owned(), encode_answers(&w.task, &values))],
+            task,
+            node,
+            [(RESUME_CHANNEL.to_owned(), encode_answers(task, &values))],
         );
         if let Some(first) = write.first() {
-            earlier.push((
-                (first.task_id.clone(), first.idx),
-                stored.map(|p| p.value.clone()),
-            ));
+            earlier.push(((first.task_id.clone(), first.idx), stored));
         }
-        pending.retain(|p| !(p.task_id == w.task && p.channel == RESUME_CHANNEL));
+        pending.retain(|p| !(p.task_id == task && p.channel == RESUME_CHANNEL));
         pending.extend(write.iter().cloned());
         writes.extend(write);
     }
