@@ -34,7 +34,10 @@ use weaver::{InMemorySaver, Saver};
 /// it was entered and waits until the gate is opened.
 /// After [`gate_writes`](Forwarding::gate_writes) every checkpoint write
 /// does the same, and after [`gate_renewals`](Forwarding::gate_renewals)
-/// every lease renewal; `renewed` counts the renewals that succeeded. [`stop_noticed`](Forwarding::stop_noticed) waits until a run has taken
+/// every lease renewal, and after
+/// [`gate_withdrawals`](Forwarding::gate_withdrawals) every withdrawal of a
+/// stop request; `renewed` counts the renewals that succeeded. While
+/// `fail_request_stop` is set, stop requests fail with a storage error. [`stop_noticed`](Forwarding::stop_noticed) waits until a run has taken
 /// in a stop request (see there), [`renewal_refused`](Forwarding::renewal_refused)
 /// until a renewal was refused.
 #[derive(Debug)]
@@ -61,6 +64,11 @@ pub struct Forwarding {
     pub renew_gate: Mutex<Option<ReleaseGate>>,
     /// Lease renewals that succeeded.
     pub renewed: AtomicUsize,
+    /// Holds withdrawals of stop requests back
+    /// ([`Forwarding::gate_withdrawals`]).
+    pub withdraw_gate: Mutex<Option<ReleaseGate>>,
+    /// Stop requests fail while set.
+    pub fail_request_stop: AtomicBool,
     /// Holders a renewal told of a stop request.
     pub told_to_stop: Mutex<HashSet<String>>,
     /// Raised once a holder told to stop renews again.
@@ -131,6 +139,8 @@ impl Forwarding {
             slow_acquire: Mutex::new(None),
             renew_gate: Mutex::new(None),
             renewed: AtomicUsize::new(0),
+            withdraw_gate: Mutex::new(None),
+            fail_request_stop: AtomicBool::new(false),
             told_to_stop: Mutex::new(HashSet::new()),
             stop_taken_in: Signal::default(),
             refused: Signal::default(),
@@ -169,6 +179,17 @@ impl Forwarding {
             open: Arc::new(tokio::sync::Semaphore::new(0)),
         };
         *self.renew_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
+        gate
+    }
+
+    /// Makes every withdrawal of a stop request wait for a permit of the
+    /// gate returned (none yet), after notifying it was entered.
+    pub fn gate_withdrawals(&self) -> ReleaseGate {
+        let gate = ReleaseGate {
+            entered: Arc::new(tokio::sync::Notify::new()),
+            open: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        *self.withdraw_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
         gate
     }
 
@@ -409,7 +430,12 @@ impl Leases for Forwarding {
         }
         Ok(renewed)
     }
-    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> weaver::Result<()> {
+    async fn release(
+        &self,
+        thread_id: &str,
+        holder: &str,
+        stopped: Option<Stop>,
+    ) -> weaver::Result<()> {
         let gate = self
             .release_gate
             .lock()
@@ -424,11 +450,18 @@ impl Leases for Forwarding {
             .await
     }
     async fn request_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> weaver::Result<()> {
+        if self.fail_request_stop.load(Ordering::SeqCst) {
+            return Err(weaver::Error::storage(
+                "lease_request_stop",
+                std::io::Error::other("the database went away"),
+            ));
+        }
         self.inner_leases()?
             .request_stop(thread_id, holder, stop)
             .await
     }
     async fn withdraw_stop(&self, thread_id: &str, holder: &str, stop: Stop) -> weaver::Result<()> {
+        Self::pass(&self.withdraw_gate).await;
         self.inner_leases()?
             .withdraw_stop(thread_id, holder, stop)
             .await

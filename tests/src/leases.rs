@@ -464,7 +464,7 @@ pub async fn a_run_that_lost_its_lease_stops(saver: Arc<dyn Saver>, thread: &str
     });
     assert_eq!(held(&saver, thread).await.holder, "victim");
     let leases = saver.leases().unwrap();
-    leases.release(thread, "victim", false).await.unwrap();
+    leases.release(thread, "victim", None).await.unwrap();
     let thief = LeaseRequest {
         thread_id: thread,
         holder: "thief",
@@ -486,7 +486,7 @@ pub async fn a_run_that_lost_its_lease_stops(saver: Arc<dyn Saver>, thread: &str
     assert!(matches!(e, Error::LeaseLost { .. }), "{e:?}");
     let messages = transcript(&g, thread).await;
     assert!(!messages.contains(&"tool:a".to_owned()), "{messages:?}");
-    leases.release(thread, "thief", false).await.unwrap();
+    leases.release(thread, "thief", None).await.unwrap();
 }
 
 /// Bad paths of the lease itself: a foreign holder's row refuses runs and
@@ -517,7 +517,7 @@ pub async fn foreign_and_expired_leases_are_refused(saver: Arc<dyn Saver>, threa
         "{e:?}"
     );
     leases
-        .release(thread, "not-the-holder", false)
+        .release(thread, "not-the-holder", None)
         .await
         .unwrap();
     let e = leases
@@ -527,7 +527,7 @@ pub async fn foreign_and_expired_leases_are_refused(saver: Arc<dyn Saver>, threa
     assert!(matches!(e, Error::LeaseLost { .. }), "{e:?}");
     let info = leases.lease_info(thread).await.unwrap().unwrap();
     assert_eq!(info.holder, "someone-else");
-    leases.release(thread, "someone-else", false).await.unwrap();
+    leases.release(thread, "someone-else", None).await.unwrap();
     // Ran out: renewal refused, and the next holder takes it as dead.
     let short_lived = LeaseRequest {
         lease: Duration::from_millis(20),
@@ -551,7 +551,7 @@ pub async fn foreign_and_expired_leases_are_refused(saver: Arc<dyn Saver>, threa
             ..
         }
     ));
-    leases.release(thread, "next", false).await.unwrap();
+    leases.release(thread, "next", None).await.unwrap();
     // Bad times: refused, nothing written. A lease over the longest would
     // overflow the holder's deadline and leave the thread held.
     for times in [
@@ -650,6 +650,213 @@ pub async fn a_run_that_gives_up_takes_its_stop_request_back(saver: Arc<dyn Save
             .unwrap_or_else(|e| panic!("the running turn was stopped under {strategy:?}: {e}"));
         assert_eq!(whole_turns(&transcript(&g, thread).await), ["a"]);
     }
+}
+
+/// A holder that saw a stop request stops as asked, and leaves the row so:
+/// a request taken back after the holder saw it (the asking run gave up in
+/// the meantime) does not make the stopped holder look dead, which a
+/// `Rollback` run would roll back and any other run would finish.
+pub async fn a_holder_stopped_as_asked_is_not_taken_for_dead(saver: Arc<dyn Saver>, thread: &str) {
+    let leases = saver.leases().unwrap();
+    let lease = Duration::from_secs(30);
+    assert!(matches!(
+        leases
+            .acquire(&LeaseRequest {
+                thread_id: thread,
+                ..ask("a")
+            })
+            .await
+            .unwrap(),
+        Acquired::Held { .. }
+    ));
+    leases
+        .request_stop(thread, "a", weaver::checkpoint::Stop::Interrupt)
+        .await
+        .unwrap();
+    let seen = leases.renew(thread, "a", lease).await.unwrap();
+    assert_eq!(seen.stop, Some(weaver::checkpoint::Stop::Interrupt));
+    leases
+        .withdraw_stop(thread, "a", weaver::checkpoint::Stop::Interrupt)
+        .await
+        .unwrap();
+    leases
+        .release(thread, "a", Some(weaver::checkpoint::Stop::Interrupt))
+        .await
+        .unwrap();
+    let next = LeaseRequest {
+        thread_id: thread,
+        roll_back_dead: true,
+        ..ask("d")
+    };
+    let taken = leases.acquire(&next).await.unwrap();
+    assert!(
+        matches!(
+            taken,
+            Acquired::Held {
+                previous: weaver::checkpoint::Previous::Stopped(
+                    weaver::checkpoint::Stop::Interrupt
+                ),
+                rolled_back: 0,
+                ..
+            }
+        ),
+        "{taken:?}"
+    );
+    leases.release(thread, "d", None).await.unwrap();
+}
+
+/// The `ask` node of [`a_run_asked_to_stop_that_pauses_stops`]: waits for
+/// a permit of the run's gate (its context), then pauses.
+async fn gated_ask(t: &Talk, rt: &Runtime) -> Result<TalkUpdate, NodeError> {
+    let u = last_user(t);
+    let gate = rt
+        .context::<Arc<tokio::sync::Semaphore>>()
+        .cloned()
+        .ok_or_else(|| NodeError::msg("the run has no gate"))?;
+    let _permit = gate.acquire().await;
+    let answer = rt.interrupt(serde_json::json!("approve?"))?;
+    Ok(TalkUpdate::default().messages(vec![format!("{u}:{answer}")]))
+}
+
+/// A run asked to stop that reaches a pause stops there with `RunStopped`
+/// rather than hand its caller a pause the newer run then removes: under
+/// `Rollback` the newer run goes on from before the stopped turn.
+pub async fn a_run_asked_to_stop_that_pauses_stops(saver: Arc<dyn Saver>, thread: &str) {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = Graph::<Talk>::new("asks")
+        .add_node("ask", gated_ask)
+        .add_sequence([START, "ask", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread(thread)
+        .lease_times(short())
+        .with_context(gate.clone());
+    let running = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(say("a"), &config).await }
+    });
+    held(&saver, thread).await;
+    let newer = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move {
+            let rollback = config.multitask(Multitask::Rollback {
+                wait: Duration::from_secs(60),
+            });
+            g.invoke(say("b"), &rollback).await
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), watched.stop_noticed())
+        .await
+        .expect("the running turn never took in the stop request");
+    gate.add_permits(2);
+    let stopped = running.await.unwrap();
+    assert!(
+        matches!(&stopped, Err(Error::RunStopped { strategy, .. }) if *strategy == "rollback"),
+        "{stopped:?}"
+    );
+    let next = newer.await.unwrap().unwrap();
+    assert_eq!(next.interrupts().len(), 1, "the newer turn pauses in turn");
+    assert_eq!(transcript(&g, thread).await, ["b"]);
+    one_chain(&saver, thread).await;
+}
+
+/// A waiting run dropped while it takes its stop request back still takes
+/// it back (in the background): the holder goes on.
+pub async fn a_run_dropped_while_it_takes_its_request_back_still_does(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+) {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let leasing: Arc<dyn Saver> = watched.clone();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gated_turns(leasing.clone(), "a", gate.clone());
+    let times = LeaseTimes::new(Duration::from_secs(30)).renew_every(Duration::from_millis(50));
+    let config = RunConfig::thread(thread).lease_times(times);
+    let renewals = watched.gate_renewals();
+    let withdrawals = watched.gate_withdrawals();
+    let running = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(say("a"), &config).await }
+    });
+    held(&leasing, thread).await;
+    let entered = withdrawals.entered.notified();
+    let asking = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move {
+            let interrupt = config.multitask(Multitask::Interrupt {
+                wait: Duration::from_millis(20),
+            });
+            g.invoke(say("b"), &interrupt).await
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), entered)
+        .await
+        .expect("the asking run never took its request back");
+    asking.abort();
+    assert!(asking.await.unwrap_err().is_cancelled());
+    withdrawals.open.add_permits(1);
+    let leases = leasing.leases().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while held(&leasing, thread).await.stop.is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the dropped run's request stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(leases.lease_info(thread).await.unwrap().is_some());
+    renewals.open.add_permits(1);
+    gate.add_permits(1);
+    running
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the running turn was stopped: {e}"));
+    assert_eq!(whole_turns(&transcript(&g, thread).await), ["a"]);
+}
+
+/// A stop request that fails leaves no ticket behind: the waiting run
+/// leaves the queue, and the thread is free once its holder gives it back.
+/// An empty holder name is refused, by the run and by the saver.
+pub async fn a_failed_stop_request_leaves_the_queue(saver: Arc<dyn Saver>, thread: &str) {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let leasing: Arc<dyn Saver> = watched.clone();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gated_turns(leasing.clone(), "a", gate.clone());
+    let config = RunConfig::thread(thread).lease_times(short());
+    let e = g
+        .invoke(say("x"), &config.clone().lease_holder(""))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidConfig { .. }), "{e:?}");
+    let nameless = LeaseRequest {
+        thread_id: thread,
+        ..ask("")
+    };
+    let e = leasing
+        .leases()
+        .unwrap()
+        .acquire(&nameless)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+    let running = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(say("a"), &config).await }
+    });
+    held(&leasing, thread).await;
+    watched.fail_request_stop.store(true, Ordering::SeqCst);
+    let interrupt = config.clone().multitask(Multitask::Interrupt {
+        wait: Duration::from_secs(5),
+    });
+    let e = g.invoke(say("b"), &interrupt).await.unwrap_err();
+    assert!(matches!(e, Error::Storage { .. }), "{e:?}");
+    assert_eq!(held(&leasing, thread).await.queued, 0, "a ticket stayed");
+    gate.add_permits(1);
+    running.await.unwrap().unwrap();
+    g.invoke(say("c"), &config).await.unwrap();
+    assert_eq!(whole_turns(&transcript(&g, thread).await), ["a", "c"]);
 }
 
 /// A named holder paused at an interrupt, asked to stop by a newer run
@@ -935,7 +1142,7 @@ pub async fn a_ticket_lasts_its_own_lease_time(saver: Arc<dyn Saver>, thread: &s
     // last seen: the patient ticket stays, ahead of the caller's.
     let hasty = ticket_of(leases.acquire(&request("hasty", 100, None)).await.unwrap());
     assert_eq!(queued().await, 2, "the patient waiter's ticket was dropped");
-    leases.release(thread, "holder", false).await.unwrap();
+    leases.release(thread, "holder", None).await.unwrap();
     let hasty_turn = leases
         .acquire(&request("hasty", 100, Some(hasty)))
         .await
@@ -961,7 +1168,7 @@ pub async fn a_ticket_lasts_its_own_lease_time(saver: Arc<dyn Saver>, thread: &s
             .unwrap(),
     );
     assert_eq!(queued().await, 1, "the dead hasty waiter's ticket stayed");
-    leases.release(thread, "patient", false).await.unwrap();
+    leases.release(thread, "patient", None).await.unwrap();
 }
 
 /// A waiting run's ticket number is never handed out again on its
@@ -1009,7 +1216,7 @@ pub async fn ticket_numbers_are_never_handed_out_twice(saver: Arc<dyn Saver>, th
     for k in [first, second, stale] {
         leases.leave_queue(thread, k).await.unwrap();
     }
-    leases.release(thread, "holder", false).await.unwrap();
+    leases.release(thread, "holder", None).await.unwrap();
     assert!(leases.lease_info(thread).await.unwrap().is_none());
     assert!(matches!(
         leases.acquire(&request("next", None)).await.unwrap(),
@@ -1020,7 +1227,7 @@ pub async fn ticket_numbers_are_never_handed_out_twice(saver: Arc<dyn Saver>, th
         !before.contains(&after),
         "{after} was handed out before: {before:?}"
     );
-    leases.release(thread, "next", false).await.unwrap();
+    leases.release(thread, "next", None).await.unwrap();
 }
 
 /// A run that returned its result is never handed over as stopped: a stop

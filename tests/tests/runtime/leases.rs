@@ -93,3 +93,23 @@ async fn a_named_holders_resume_stops_when_asked_to_in_memory() {
 async fn a_ticket_lasts_its_own_lease_time_in_memory() {
     leases::a_ticket_lasts_its_own_lease_time(memory(), "t").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_stopped_as_asked_is_not_taken_for_dead_in_memory() {
+    leases::a_holder_stopped_as_asked_is_not_taken_for_dead(memory(), "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_asked_to_stop_that_pauses_stops_in_memory() {
+    leases::a_run_asked_to_stop_that_pauses_stops(memory(), "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_dropped_while_it_takes_its_request_back_still_does_in_memory() {
+    leases::a_run_dropped_while_it_takes_its_request_back_still_does(memory(), "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_stop_request_leaves_the_queue_in_memory() {
+    leases::a_failed_stop_request_leaves_the_queue(memory(), "t").await;
+}

@@ -176,6 +176,66 @@ async fn a_ticket_lasts_its_own_lease_time_on_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_stopped_as_asked_is_not_taken_for_dead_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_holder_stopped_as_asked_is_not_taken_for_dead(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_stopped_as_asked_is_not_taken_for_dead_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_holder_stopped_as_asked_is_not_taken_for_dead(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_asked_to_stop_that_pauses_stops_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_run_asked_to_stop_that_pauses_stops(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_asked_to_stop_that_pauses_stops_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_run_asked_to_stop_that_pauses_stops(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_dropped_while_it_takes_its_request_back_still_does_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_run_dropped_while_it_takes_its_request_back_still_does(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_dropped_while_it_takes_its_request_back_still_does_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_run_dropped_while_it_takes_its_request_back_still_does(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_stop_request_leaves_the_queue_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_failed_stop_request_leaves_the_queue(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_stop_request_leaves_the_queue_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_failed_stop_request_leaves_the_queue(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_named_holder_keeps_the_thread_on_sqlite() {
     let db = SqliteDb::new().await;
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
@@ -294,7 +354,7 @@ async fn lease_calls_leave_the_pools_connections_synced_on_sqlite() {
         assert_eq!(synchronous().await, 2, "acquire cut off after {after:?}");
         cut_off(saver.renew("t", "a", Duration::from_secs(30)), after).await;
         assert_eq!(synchronous().await, 2, "renew cut off after {after:?}");
-        cut_off(saver.release("t", "a", false), after).await;
+        cut_off(saver.release("t", "a", None), after).await;
         assert_eq!(synchronous().await, 2, "release cut off after {after:?}");
         if saver.lease_info("t").await.unwrap().is_none() {
             finished += 1;
@@ -302,7 +362,7 @@ async fn lease_calls_leave_the_pools_connections_synced_on_sqlite() {
     }
     // Whole calls too: taken and given back, the level restored.
     saver.acquire(&leases::ask("a")).await.unwrap();
-    saver.release("t", "a", false).await.unwrap();
+    saver.release("t", "a", None).await.unwrap();
     assert_eq!(synchronous().await, 2);
     assert!(finished > 0, "no release ran to its end");
 }

@@ -83,6 +83,26 @@ async fn a_ticket_lasts_its_own_lease_time_on_mongo() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_stopped_as_asked_is_not_taken_for_dead_on_mongo() {
+    on_mongo(|s| leases::a_holder_stopped_as_asked_is_not_taken_for_dead(s, "t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_asked_to_stop_that_pauses_stops_on_mongo() {
+    on_mongo(|s| leases::a_run_asked_to_stop_that_pauses_stops(s, "t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_dropped_while_it_takes_its_request_back_still_does_on_mongo() {
+    on_mongo(|s| leases::a_run_dropped_while_it_takes_its_request_back_still_does(s, "t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_stop_request_leaves_the_queue_on_mongo() {
+    on_mongo(|s| leases::a_failed_stop_request_leaves_the_queue(s, "t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_named_holder_keeps_the_thread_on_mongo() {
     on_mongo(|s| leases::a_paused_named_holder_keeps_the_thread(s, "t")).await;
 }
@@ -199,7 +219,7 @@ async fn racing_acquirers_one_holds_the_rest_queue_on_mongo() {
     let mut holder = held[0].clone();
     for (k, name) in &queued {
         // Not the first in line: busy, even with the thread given back.
-        saver.release("t", &holder, false).await.unwrap();
+        saver.release("t", &holder, None).await.unwrap();
         if let Some((_, later)) = queued.iter().find(|(j, _)| j > k) {
             let early = saver
                 .acquire(&LeaseRequest {
@@ -250,7 +270,7 @@ async fn lease_calls_cut_off_leave_no_transaction_open_on_mongo() {
     for step in 0..150u64 {
         let after = Duration::from_micros(step * 100);
         cut_off(saver.acquire(&leases::ask("a")), after).await;
-        tokio::time::timeout(soon, other.release("t", "a", false))
+        tokio::time::timeout(soon, other.release("t", "a", None))
             .await
             .unwrap_or_else(|_| panic!("an acquire cut off at {after:?} left the thread locked"))
             .unwrap_or_else(|e| panic!("after an acquire cut off at {after:?}: {e}"));
@@ -259,7 +279,7 @@ async fn lease_calls_cut_off_leave_no_transaction_open_on_mongo() {
             .await
             .unwrap_or_else(|_| panic!("a renewal cut off at {after:?} left the thread locked"))
             .unwrap_or_else(|e| panic!("after a renewal cut off at {after:?}: {e}"));
-        other.release("t", "b", false).await.unwrap();
+        other.release("t", "b", None).await.unwrap();
     }
     db.drop_db().await;
 }

@@ -164,7 +164,7 @@ pub struct LeaseInfo {
 /// assert!(matches!(first, Acquired::Held { previous: Previous::Released, .. }));
 /// let second = saver.acquire(&ask("run-b")).await.unwrap();
 /// assert!(matches!(second, Acquired::Busy { holder, .. } if holder == "run-a"));
-/// saver.release("t", "run-a", false).await.unwrap();
+/// saver.release("t", "run-a", None).await.unwrap();
 /// assert!(matches!(saver.acquire(&ask("run-b")).await.unwrap(), Acquired::Held { .. }));
 /// # });
 /// ```
@@ -188,9 +188,11 @@ pub trait Leases: Debug + Send + Sync {
     async fn renew(&self, thread_id: &str, holder: &str, lease: Duration) -> Result<Renewed>;
 
     /// Gives the lease back, if `holder` has it. `stopped`: the holder
-    /// stopped because asked to; the row is kept, run out, for the next
-    /// holder to act on (and roll back).
-    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> Result<()>;
+    /// stopped because asked to, as the stop it acted on says; the row is
+    /// kept, run out, with that stop (whatever the row's request is by
+    /// then: taken back, or made stronger after the holder last looked),
+    /// for the next holder to act on (and roll back).
+    async fn release(&self, thread_id: &str, holder: &str, stopped: Option<Stop>) -> Result<()>;
 
     /// Asks the live holder `holder` to stop (a rollback request is not
     /// weakened to an interrupt).
@@ -278,6 +280,17 @@ impl Take {
             stop: self.stop,
         }
     }
+}
+
+/// An empty holder name is refused ([`Error::InvalidArgument`]): a row
+/// naming no holder reads as a free thread.
+pub(crate) fn check_holder(holder: &str) -> Result<()> {
+    if holder.is_empty() {
+        return Err(Error::invalid_argument(
+            "a lease holder name is empty: a row naming no holder reads as a free thread",
+        ));
+    }
+    crate::checkpoint::text::check_id("lease holder", holder)
 }
 
 /// A row's base commit order; a negative one is [`Error::Decode`].
@@ -465,15 +478,19 @@ impl Table {
         }
     }
 
-    pub(crate) fn release(&self, thread_id: &str, holder: &str, stopped: bool) {
+    pub(crate) fn release(&self, thread_id: &str, holder: &str, stopped: Option<Stop>) {
         let mut t = self.lock();
         if t.rows.get(thread_id).is_some_and(|r| r.holder == holder) {
-            if stopped {
-                if let Some(r) = t.rows.get_mut(thread_id) {
-                    r.expires_at = 0;
+            match stopped {
+                Some(stop) => {
+                    if let Some(r) = t.rows.get_mut(thread_id) {
+                        r.expires_at = 0;
+                        r.stop = Some(stop.as_str().to_owned());
+                    }
                 }
-            } else {
-                t.rows.remove(thread_id);
+                None => {
+                    t.rows.remove(thread_id);
+                }
             }
         }
     }

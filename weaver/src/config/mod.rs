@@ -391,8 +391,16 @@ impl RunConfig {
     /// was given an addressing key (`thread_id`, `checkpoint_ns`,
     /// `checkpoint_id`) with a value that is neither a string nor `null`;
     /// [`Error::InvalidArgument`] if the thread id, namespace or checkpoint
-    /// id holds a NUL character, which no saver stores. Every graph call checks this before it reads or writes anything.
+    /// id holds a NUL character, which no saver stores;
+    /// [`Error::InvalidConfig`] for an empty
+    /// [`lease_holder`](RunConfig::lease_holder). Every graph call checks
+    /// this before it reads or writes anything.
     pub(crate) fn check(&self) -> Result<()> {
+        if self.lease_holder.as_deref() == Some("") {
+            return Err(Error::InvalidConfig {
+                reason: "the lease holder name is empty; name it, or leave it unset".into(),
+            });
+        }
         let ids = [
             self.thread_id.as_deref(),
             Some(self.checkpoint_ns.as_str()),
@@ -652,7 +660,8 @@ impl RunConfig {
     /// answers its own pauses: if it dies, or does not resume within a
     /// lease time, the run that takes the thread over removes its whole
     /// turn (effects journaled in it included) rather than leave the pause
-    /// for another holder; an unnamed run's pause stays for anyone.
+    /// for another holder; an unnamed run's pause stays for anyone. An
+    /// empty name is [`Error::InvalidConfig`] when the run starts.
     ///
     /// ```
     /// use weaver::RunConfig;

@@ -44,17 +44,21 @@ impl Watch {
         self.stop.fetch_max(code, Ordering::SeqCst);
     }
 
-    /// Whether a newer run has asked this one to stop.
-    pub(crate) fn stop_requested(&self) -> bool {
-        self.stop().is_some()
-    }
-
-    fn stop(&self) -> Option<Stop> {
+    /// The stop a newer run asked of this one, if any.
+    pub(crate) fn stop(&self) -> Option<Stop> {
         match self.stop.load(Ordering::SeqCst) {
             0 => None,
             1 => Some(Stop::Interrupt),
             _ => Some(Stop::Rollback),
         }
+    }
+
+    /// The error of a run asked to stop, if it was.
+    pub(crate) fn stopped(&self) -> Option<Error> {
+        self.stop().map(|s| Error::RunStopped {
+            thread_id: self.thread_id.clone(),
+            strategy: s.as_str(),
+        })
     }
 
     /// `Ok` while the run may go on; the error it stops with otherwise.
@@ -70,12 +74,9 @@ impl Watch {
                 },
             });
         }
-        match self.stop() {
+        match self.stopped() {
             None => Ok(()),
-            Some(s) => Err(Error::RunStopped {
-                thread_id: self.thread_id.clone(),
-                strategy: s.as_str(),
-            }),
+            Some(e) => Err(e),
         }
     }
 }
@@ -191,15 +192,21 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
                 asked.withdraw().await;
                 asked = Asked::of(&saver, thread_id, &busy_holder, stop);
             }
-            leases.request_stop(thread_id, &busy_holder, stop).await?;
+            if let Err(e) = leases.request_stop(thread_id, &busy_holder, stop).await {
+                if let Some(k) = ticket {
+                    let _ = leases.leave_queue(thread_id, k).await;
+                }
+                asked.withdraw().await;
+                return Err(e);
+            }
         }
         let waited = start.elapsed();
         if waited >= wait {
+            // The holder goes on: this run's request is taken back.
+            asked.withdraw().await;
             if let Some(k) = ticket {
                 leases.leave_queue(thread_id, k).await?;
             }
-            // The holder goes on: this run's request is taken back.
-            asked.withdraw().await;
             return Err(Error::ThreadBusy {
                 thread_id: thread_id.to_owned(),
                 holder: busy_holder,
@@ -278,18 +285,21 @@ impl Asked {
     }
 
     /// Takes the request back; a failure leaves it to stop the holder,
-    /// as a request the holder has already seen would.
+    /// as a request the holder has already seen would. The request counts
+    /// as taken back only once the call returned: a run dropped in the
+    /// middle of it leaves that to [`Drop`].
     async fn withdraw(&mut self) {
         let (Some(saver), Some(holder), Some(stop)) =
-            (self.saver.as_ref(), self.holder.take(), self.stop)
+            (self.saver.as_ref(), self.holder.as_deref(), self.stop)
         else {
             return;
         };
         if let Some(leases) = saver.leases()
-            && let Err(e) = leases.withdraw_stop(&self.thread_id, &holder, stop).await
+            && let Err(e) = leases.withdraw_stop(&self.thread_id, holder, stop).await
         {
             tracing::warn!(error = %e, "could not take a stop request back");
         }
+        self.holder = None;
     }
 }
 
@@ -364,16 +374,17 @@ impl Hold {
 
     /// Gives the lease back once the run has ended (`paused`: at an
     /// interrupt, for a named holder that resumes it; `stopped`: the run
-    /// ended because a newer run asked it to stop). A run that returned its
-    /// result is never handed over as stopped, even when a stop request
-    /// reached it after its last step boundary (during its final write):
-    /// its caller was told it finished, so no newer run may roll it back.
+    /// ended with [`Error::RunStopped`] because a newer run asked it to
+    /// stop, the stop it acted on). A run that returned its result is never
+    /// handed over as stopped, even when a stop request reached it after
+    /// its last step boundary (during its final write): its caller was told
+    /// it finished, so no newer run may roll it back.
     ///
     /// The hold counts as given back only once the call returned: a run
     /// cancelled in the middle of it (its stream dropped) leaves the hold
     /// to [`Drop`], which gives the lease back, instead of leaving the
     /// thread held until the lease runs out.
-    pub async fn release(mut self, paused: bool, stopped: bool) -> Result<()> {
+    pub async fn release(mut self, paused: bool, stopped: Option<Stop>) -> Result<()> {
         if let Some(r) = self.renewer.take() {
             r.abort();
         }
@@ -381,7 +392,7 @@ impl Hold {
             self.released = true;
             return Ok(());
         };
-        let result = if paused && !stopped {
+        let result = if paused && stopped.is_none() {
             // Kept for one lease time, not renewed: the holder's resume
             // takes it back.
             leases
@@ -411,7 +422,7 @@ impl Drop for Hold {
         guard.flight().queued(1);
         let saver = self.cp.saver().clone();
         let (thread, holder) = (self.thread_id.clone(), self.holder.clone());
-        let stopped = self.watch.stop().is_some();
+        let stopped = self.watch.stop();
         rt.spawn(async move {
             if let Some(l) = saver.leases() {
                 let _ = l.release(&thread, &holder, stopped).await;

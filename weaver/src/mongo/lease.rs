@@ -23,7 +23,7 @@ use mongodb::options::ReturnDocument;
 
 use super::records::int;
 use super::{MongoSaver, storage};
-use crate::checkpoint::lease::{Decision, Row, decide, info_of, lost, ms};
+use crate::checkpoint::lease::{Decision, Row, check_holder, decide, info_of, lost, ms};
 use crate::checkpoint::text;
 use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
 use crate::error::{Error, Result};
@@ -412,7 +412,7 @@ macro_rules! lease_txn {
 impl Leases for MongoSaver {
     async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired> {
         text::check_id("thread id", request.thread_id)?;
-        text::check_id("lease holder", request.holder)?;
+        check_holder(request.holder)?;
         let thread_id = request.thread_id;
         let (thread, holder) = (thread_id.to_owned(), request.holder.to_owned());
         // The rest of the request, owned by the task.
@@ -471,7 +471,7 @@ impl Leases for MongoSaver {
         Ok(Renewed { stop })
     }
 
-    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> Result<()> {
+    async fn release(&self, thread_id: &str, holder: &str, stopped: Option<Stop>) -> Result<()> {
         let op = "lease_release";
         let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
         self.detached(op, move |me| async move {
@@ -482,10 +482,14 @@ impl Leases for MongoSaver {
                     Some((Some(r), _)) if r.holder == holder => {}
                     _ => return Ok(()),
                 }
-                if stopped {
-                    // Kept, run out, for the next holder to act on.
+                if let Some(stop) = stopped {
+                    // Kept, run out, with the stop acted on, for the next
+                    // holder to act on.
                     leases
-                        .update_one(mine.clone(), doc! { "$set": { "expires_at": 0_i64 } })
+                        .update_one(
+                            mine.clone(),
+                            doc! { "$set": { "expires_at": 0_i64, "stop": stop.as_str() } },
+                        )
                         .session(&mut s)
                         .await
                         .map_err(storage(op))?;

@@ -40,6 +40,7 @@ impl InMemorySaver {
 impl Leases for InMemorySaver {
     async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired> {
         text::check_id("thread id", request.thread_id)?;
+        lease::check_holder(request.holder)?;
         let thread = request.thread_id;
         self.leases.acquire(
             request,
@@ -57,7 +58,7 @@ impl Leases for InMemorySaver {
         self.leases.renew(thread_id, holder, lease)
     }
 
-    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> Result<()> {
+    async fn release(&self, thread_id: &str, holder: &str, stopped: Option<Stop>) -> Result<()> {
         self.leases.release(thread_id, holder, stopped);
         Ok(())
     }

@@ -430,7 +430,7 @@ impl<D: Backend> SqlSaver<D> {
 impl<D: Backend> Leases for SqlSaver<D> {
     async fn acquire(&self, request: &LeaseRequest<'_>) -> Result<Acquired> {
         text::check_id("thread id", request.thread_id)?;
-        text::check_id("lease holder", request.holder)?;
+        lease::check_holder(request.holder)?;
         let op = "lease_acquire";
         let thread = [request.thread_id.to_owned()];
         let out = self
@@ -491,19 +491,22 @@ impl<D: Backend> Leases for SqlSaver<D> {
         Ok(Renewed { stop })
     }
 
-    async fn release(&self, thread_id: &str, holder: &str, stopped: bool) -> Result<()> {
+    async fn release(&self, thread_id: &str, holder: &str, stopped: Option<Stop>) -> Result<()> {
         let sql = self.lease_sql();
+        let mut args = vec![Arg::Text(thread_id), Arg::Text(holder)];
         let release = match stopped {
-            true => format!(
-                "UPDATE {} SET expires_at = 0 WHERE thread_id = $1 AND holder = $2",
-                sql.leases
-            ),
-            false => format!(
+            Some(stop) => {
+                args.push(Arg::Text(stop.as_str()));
+                format!(
+                    "UPDATE {} SET expires_at = 0, stop = $3 WHERE thread_id = $1 AND holder = $2",
+                    sql.leases
+                )
+            }
+            None => format!(
                 "DELETE FROM {} WHERE thread_id = $1 AND holder = $2",
                 sql.leases
             ),
         };
-        let args = vec![Arg::Text(thread_id), Arg::Text(holder)];
         self.lease_execute(release, args, "lease_release")
             .await
             .map(|_| ())

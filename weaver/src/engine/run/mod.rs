@@ -194,22 +194,29 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 }
                 Ok(_) | Err(Error::ThreadNotFound { .. }) => {}
                 Err(e) => {
-                    let stopped = matches!(e, Error::RunStopped { .. });
+                    let stopped = match e {
+                        Error::RunStopped { .. } => hold.watch.stop(),
+                        _ => None,
+                    };
                     let _ = hold.release(false, stopped).await;
                     return Err(e);
                 }
             }
         }
-        let result = Loop::run(spec, cp, config.clone(), input, sink, env(watch), built).await;
+        let mut result = Loop::run(spec, cp, config.clone(), input, sink, env(watch), built).await;
+        // A pause is a step boundary: a run asked to stop by then stops
+        // there (the newer run takes the paused turn over), rather than
+        // hand its caller a pause that run goes on from or removes.
+        if let (Ok(Outcome::Interrupted(_)), Some(e)) = (&result, hold.watch.stopped()) {
+            result = Err(e);
+        }
         let paused =
             matches!(result, Ok(Outcome::Interrupted(_))) && config.get_lease_holder().is_some();
-        // Stopped: the run ended on the stop request, or paused with one
-        // pending (a newer run takes the paused turn over). A run that
-        // finished or failed on its own is not: its caller has its result.
+        // Stopped: the run ended on the stop request. A run that finished,
+        // paused or failed on its own is not: its caller has its result.
         let stopped = match &result {
-            Err(Error::RunStopped { .. }) => true,
-            Ok(Outcome::Interrupted(_)) => hold.watch.stop_requested(),
-            _ => false,
+            Err(Error::RunStopped { .. }) => hold.watch.stop(),
+            _ => None,
         };
         if let Err(e) = hold.release(paused, stopped).await {
             // The run is stored; its lease runs out by itself.
