@@ -458,6 +458,51 @@ async fn an_update_keeps_the_sends_finished_send_tasks_made() {
     );
 }
 
+/// The sends a finished ordinary node made (its router's) are tasks of the
+/// next step too: an update after its sibling failed keeps them, and
+/// continuing runs them.
+#[tokio::test]
+async fn an_update_keeps_the_sends_a_finished_node_made() {
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let fails = failing.clone();
+    let graph = Graph::<Steps>::new("node-sends")
+        .add_node("a", |_: &Steps| StepsUpdate::default().bar(["a"]))
+        .add_node("b", move |_: &Steps| {
+            if fails.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(NodeError::msg("b is down"));
+            }
+            Ok(StepsUpdate::default().bar(["b"]))
+        })
+        .add_send_node("w", |p: &String| StepsUpdate::default().bar([format!("w {p}")]))
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .add_conditional_edges(
+            "a",
+            |_: &Steps| weaver::Route::sends([weaver::Send::new("w", "p".to_owned())]),
+            ["w"],
+        )
+        .add_edge("b", END)
+        .add_edge("w", END)
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    graph.invoke(Steps::default(), &config).await.unwrap_err();
+    graph
+        .update_state(&config, StepsUpdate::default().bar(["fixed b"]), Some("b"))
+        .await
+        .unwrap();
+    let snapshot = graph.get_state(&config).await.unwrap();
+    assert_eq!(snapshot.next, ["w"], "a's send is left to run");
+    failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let out = graph
+        .continue_run(&config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(out.bar, ["a", "fixed b", "w p"]);
+}
+
 /// A `goto` into a node run by sends (which has no payload to run with)
 /// fails the node that returned it, not the node it named, and the thread
 /// is not left with a task it cannot run.

@@ -249,15 +249,18 @@ fn update_step<S: GraphState>(
     let finished = std::mem::take(&mut base.finished_sends);
     let made_before = std::mem::take(&mut base.made_sends);
     let mut sends: Vec<serde_json::Value> = Vec::new();
-    if !ends
-        && let Some(serde_json::Value::Array(waiting)) =
+    if !ends {
+        if let Some(serde_json::Value::Array(waiting)) =
             base.checkpoint.channel_values.get(SENDS_CHANNEL)
-    {
-        let unfinished = waiting
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !finished.contains(i));
-        sends.extend(unfinished.map(|(_, s)| s.clone()));
+        {
+            let unfinished = waiting
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !finished.contains(i));
+            sends.extend(unfinished.map(|(_, s)| s.clone()));
+        }
+        // Made by finished tasks of either kind: a send task's, or an
+        // ordinary node's router (whose step held no sends).
         sends.extend(made_before.iter().map(|s| serde_json::json!(s)));
     }
     sends.extend(made.iter().map(|s| serde_json::json!(s)));
