@@ -458,6 +458,31 @@ async fn an_update_keeps_the_sends_finished_send_tasks_made() {
     );
 }
 
+/// `__copy__` of a thread whose fan-out stopped part way copies the
+/// checkpoint as stored (LangGraph's copy): the finished sends' writes stay
+/// with the original, and continuing the copy runs the fan-out again, each
+/// summary once.
+#[tokio::test]
+async fn a_copy_after_a_partial_fan_out_copies_the_checkpoint_as_stored() {
+    let calls = Arc::new(Calls::default());
+    calls.fail("doc07");
+    let graph = sends::fan_out_graph(Some(memory()), calls.clone());
+    let config = RunConfig::thread("t");
+    graph.invoke(sends::sixteen(), &config).await.unwrap_err();
+    let copy = graph
+        .update_state(&config, CorpusUpdate::default(), Some("__copy__"))
+        .await
+        .unwrap();
+    let copied = graph.get_state(&copy).await.unwrap();
+    assert!(copied.values.summaries.is_empty(), "{:?}", copied.values);
+    assert_eq!(copied.next.len(), 16);
+    calls.heal();
+    let out = graph.continue_run(&copy).await.unwrap().complete().unwrap();
+    let mut summaries = out.summaries.clone();
+    summaries.sort();
+    assert_eq!(summaries, sends::sixteen_summaries(), "each summary once");
+}
+
 /// The sends a finished ordinary node made (its router's) are tasks of the
 /// next step too: an update after its sibling failed keeps them, and
 /// continuing runs them.
@@ -473,7 +498,9 @@ async fn an_update_keeps_the_sends_a_finished_node_made() {
             }
             Ok(StepsUpdate::default().bar(["b"]))
         })
-        .add_send_node("w", |p: &String| StepsUpdate::default().bar([format!("w {p}")]))
+        .add_send_node("w", |p: &String| {
+            StepsUpdate::default().bar([format!("w {p}")])
+        })
         .add_edge(START, "a")
         .add_edge(START, "b")
         .add_conditional_edges(

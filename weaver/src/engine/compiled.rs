@@ -506,8 +506,10 @@ impl<S: GraphState> CompiledGraph<S> {
     /// `END` clears `next`. An older checkpoint is never changed: updating one
     /// forks the thread. As LangGraph's, `as_node = "__copy__"` with an empty
     /// update copies the checkpoint as a sibling (same parent, `source:
-    /// fork`, its step + 1), to run it again on a branch of its own. Returns
-    /// the new checkpoint's config.
+    /// fork`, its step + 1), to run it again on a branch of its own: the
+    /// checkpoint as stored, without the writes of tasks that finished
+    /// after it (they stay with the original). Returns the new checkpoint's
+    /// config.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

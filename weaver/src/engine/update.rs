@@ -97,15 +97,16 @@ struct Base<S> {
 /// Reads the head of `target`'s thread (for the next commit order) and the
 /// checkpoint to update, at the same time. Updating the latest checkpoint
 /// (no id named) first takes in the writes of its tasks that already
-/// succeeded: they are not lost with the checkpoint the update supersedes,
-/// and do not run again. (Current LangGraph keeps them only when clearing a
-/// checkpoint with `as_node` END; its other updates leave those tasks to run
-/// again.)
+/// succeeded, when `take_in`: they are not lost with the checkpoint the
+/// update supersedes, and do not run again. (Current LangGraph keeps them
+/// only when clearing a checkpoint with `as_node` END; its other updates
+/// leave those tasks to run again.)
 async fn read_base<S: GraphState>(
     spec: &Spec<S>,
     cp: &Checkpointer,
     target: &CheckpointRef,
     delta_channels: &[&'static str],
+    take_in: bool,
 ) -> Result<Base<S>> {
     let latest = CheckpointRef {
         checkpoint_id: None,
@@ -136,7 +137,7 @@ async fn read_base<S: GraphState>(
         .filter(|_| !upgraded)
         .map(|t| DeltaBase::of(&t.checkpoint, delta_channels));
     let succeeded_writes: Vec<PendingWrite> = match (&target.checkpoint_id, &base) {
-        (None, Some(t)) => t.pending_writes.clone(),
+        (None, Some(t)) if take_in => t.pending_writes.clone(),
         _ => Vec::new(),
     };
     if let Some(t) = &base {
@@ -363,7 +364,13 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
     // stood before it read the thread.
     let epoch = cp.deletions(&target.thread_id);
     let delta_channels = delta_channels::<S>(cp);
-    let mut base = read_base(spec, cp, &target, &delta_channels).await?;
+    // A copy is of the checkpoint as stored: its tasks' writes stay with
+    // it, not taken into the copy half-applied.
+    let copying = steps
+        .iter()
+        .flatten()
+        .any(|(_, n)| n.as_deref() == Some(COPY));
+    let mut base = read_base(spec, cp, &target, &delta_channels, !copying).await?;
     if let Some(copy) = copy_entry(&base, &steps, &target, config)? {
         let stored = cp.put_many(vec![copy]).await?;
         return stored
