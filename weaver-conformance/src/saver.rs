@@ -32,6 +32,7 @@ where
     list_orders_newest_first_with_limit_and_before(make().await).await;
     list_filters_metadata_and_namespaces(make().await).await;
     list_limit_counts_what_the_filter_keeps(make().await).await;
+    list_compares_object_values_as_values(make().await).await;
     list_across_threads(make().await).await;
     list_before_needs_thread(make().await).await;
     list_rejects_filter_keys_that_are_not_identifiers(make().await).await;
@@ -340,6 +341,45 @@ async fn list_limit_counts_what_the_filter_keeps(saver: Arc<dyn Saver>) {
     assert_eq!(steps(tags(json!(["a"])).limit(1)).await, [2]);
     assert_eq!(steps(tags(json!("b")).limit(1)).await, Vec::<i64>::new());
     assert_eq!(steps(ListFilter::thread("t").limit(2)).await, [4, 3]);
+}
+
+/// A metadata filter's value is a value, compared as JSON: an object
+/// matches an equal object whatever its keys' order, and an object whose
+/// key starts with `$` is a value like any other, never a query operator.
+async fn list_compares_object_values_as_values(saver: Arc<dyn Saver>) {
+    let mut parent = None;
+    let docs = [
+        json!({"a": 1, "b": [1, {"c": 2, "d": 3}]}),
+        json!({"$gt": 0}),
+        json!(5),
+    ];
+    for (i, doc) in docs.into_iter().enumerate() {
+        let mut c = new_on(
+            "t",
+            parent.as_deref(),
+            Some(i as u64 + 1),
+            i as i64,
+            json!(i),
+        );
+        c.metadata.extra.insert("doc".into(), doc);
+        parent = Some(c.checkpoint.id.clone());
+        saver.put(c).await.unwrap();
+    }
+    let steps = |v: Value| {
+        let saver = saver.clone();
+        async move {
+            let filter = ListFilter::thread("t").metadata("doc", v);
+            let found = saver.list(&filter).await.unwrap();
+            found.iter().map(|t| t.metadata.step).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        steps(json!({"b": [1, {"d": 3, "c": 2}], "a": 1})).await,
+        [0]
+    );
+    assert_eq!(steps(json!({"$gt": 0})).await, [1]);
+    assert_eq!(steps(json!({"$foo": 1})).await, Vec::<i64>::new());
+    assert_eq!(steps(json!({"$regex": "."})).await, Vec::<i64>::new());
 }
 
 async fn list_across_threads(saver: Arc<dyn Saver>) {

@@ -402,9 +402,14 @@ impl Saver for MongoSaver {
         // missing key, numbers compare across types), so its answer is
         // filtered again here and a limit goes to the server only when no
         // metadata is filtered; otherwise the cursor is read until the
-        // limit is met.
+        // limit is met. An object or array value is not sent at all: the
+        // server would read a `$` key in it as an operator (`$regex`,
+        // `$where`) and compare embedded documents key order and all; it
+        // is matched here only.
         for (k, v) in &filter.metadata {
-            q.insert(format!("meta.{k}"), super::records::bson_of(v));
+            if !(v.is_object() || v.is_array()) {
+                q.insert(format!("meta.{k}"), super::records::bson_of(v));
+            }
         }
         let coll = self.checkpoints();
         let mut find = coll
