@@ -299,6 +299,120 @@ async fn a_put_racing_a_thread_delete_leaves_no_orphan() {
     db.drop_db().await;
 }
 
+/// A prune never keeps a record it cannot read: a corrupt kept record
+/// (here the newest, whose parent stays, so nothing needs rebuilding) fails
+/// the prune with `Decode` naming it, and nothing is deleted; deleting the
+/// thread is the way out. As on SQL.
+#[tokio::test]
+async fn prune_refuses_to_keep_a_corrupt_checkpoint_and_deletes_nothing() {
+    use mongodb::bson::{Document, doc};
+    use weaver::checkpoint::PruneStrategy;
+    let db = MongoDb::new().await;
+    let saver = saver(&db).await;
+    let ids = ["c1", "c2", "c3", "c4"];
+    for (i, id) in ids.iter().enumerate() {
+        let parent = i.checked_sub(1).map(|p| ids[p]);
+        saver
+            .put(crate::common::cp("t", id, parent, None))
+            .await
+            .unwrap();
+    }
+    db.client
+        .database(&db.name)
+        .collection::<Document>("w_checkpoints")
+        .update_one(
+            doc! { "checkpoint_id": "c4" },
+            doc! { "$set": { "payload": "not binary" } },
+        )
+        .await
+        .unwrap();
+    for keep in [PruneStrategy::KeepLatest, PruneStrategy::KeepLast(2)] {
+        let r = saver.prune(&["t".to_owned()], keep).await;
+        assert!(
+            matches!(&r, Err(Error::Decode { .. }) if format!("{r:?}").contains("payload")),
+            "{keep:?}: {r:?}"
+        );
+        let n = saver.thread_info("t").await.unwrap().map(|t| t.checkpoints);
+        assert_eq!(n, Some(4), "{keep:?} deleted records");
+    }
+    let r = saver.prune(&["t".to_owned()], PruneStrategy::Delete).await;
+    assert!(matches!(r, Ok(4)), "{r:?}");
+    db.drop_db().await;
+}
+
+/// A fork stored on a record a `KeepLast` prune removes, while the prune
+/// is under way (held by another client's open transaction on a record it
+/// rebuilds), is refused for want of its parent, or kept and read back
+/// whole: never left stored as deltas on a deleted parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_stored_during_a_prune_is_refused_or_kept_whole() {
+    use mongodb::bson::{Document, doc};
+    use weaver::checkpoint::PruneStrategy;
+    use weaver::prelude::*;
+    let db = MongoDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(saver(&db).await);
+    let graph = crate::common::chat(saver.clone());
+    let config = RunConfig::thread("race");
+    for i in 0..4 {
+        graph.invoke(crate::common::user(i), &config).await.unwrap(); // orders 1-12
+    }
+    let history = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let forked = history
+        .iter()
+        .find(|s| s.commit_order == 5)
+        .unwrap()
+        .clone();
+    // Another client holds the first kept record (order 10, rebuilt by
+    // the prune since its parent goes): the prune runs again until it ends.
+    let mut other = db.client.start_session().await.unwrap();
+    other.start_transaction().await.unwrap();
+    db.client
+        .database(&db.name)
+        .collection::<Document>("w_checkpoints")
+        .update_one(
+            doc! { "thread_id": "race", "commit_order": 10_i64 },
+            doc! { "$set": { "seen": true } },
+        )
+        .session(&mut other)
+        .await
+        .unwrap();
+    let pruning = tokio::spawn({
+        let saver = saver.clone();
+        async move {
+            saver
+                .prune(&["race".to_owned()], PruneStrategy::KeepLast(3))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fork = graph
+        .update_state(
+            &forked.config,
+            crate::common::ChatUpdate::default().messages(vec!["edited".to_owned()]),
+            Some("chat"),
+        )
+        .await;
+    other.commit_transaction().await.unwrap();
+    pruning.await.unwrap().unwrap();
+    match fork {
+        Ok(fork) => {
+            let mut want = forked.values.messages.clone();
+            want.push("edited".to_owned());
+            // A saver of its own: nothing this process cached of the
+            // removed records helps the read.
+            let elsewhere: Arc<dyn Saver> = Arc::new(crate::mongo::saver(&db).await);
+            let fresh = crate::common::chat(elsewhere);
+            let got = fresh.get_state(&fork).await;
+            assert_eq!(got.unwrap().values.messages, want);
+        }
+        Err(e) => assert!(matches!(e, Error::CheckpointNotFound { .. }), "{e:?}"),
+    }
+    db.drop_db().await;
+}
+
 /// Metadata nested deeper than a MongoDB document holds is refused with a
 /// typed `LimitExceeded` before anything is sent; the deepest it holds is
 /// stored and read back.

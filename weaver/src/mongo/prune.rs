@@ -9,7 +9,7 @@ use mongodb::bson::{Document, doc};
 
 use super::records::Head;
 use super::{MongoSaver, storage};
-use crate::checkpoint::{CheckpointRef, CheckpointTuple, PruneStrategy, Saver, delta, text};
+use crate::checkpoint::{CheckpointTuple, PruneStrategy, delta, text};
 use crate::error::Result;
 
 /// How many of `heads` (one namespace, oldest first) `keep` keeps at `now`.
@@ -38,79 +38,125 @@ pub(crate) async fn prune(
         return saver.delete_threads(thread_ids).await;
     };
     let now = SystemTime::now();
-    let mut rebuilt = Vec::new();
-    let mut gone = Vec::new();
-    for t in thread_ids {
-        let heads = saver.heads(t).await?;
+    // What goes and what is rebuilt is read inside the transaction that
+    // writes it, and read again when it runs again: a checkpoint stored on
+    // a record this prune removes (a fork) meets it there (the put writes
+    // its parent's document), so the prune runs again and sees the fork,
+    // or the fork fails for want of its parent.
+    in_txn_retrying!(saver, "prune", |s| {
+        let mut n = 0;
+        for t in thread_ids {
+            n += saver.prune_thread(&mut s, t, keep, now).await?;
+        }
+        Ok(n)
+    })
+}
+
+impl MongoSaver {
+    /// For prune, inside `s`: documents of `thread`, heads only, by
+    /// namespace then commit order.
+    async fn heads_in(&self, s: &mut ClientSession, thread: &str) -> Result<Vec<Head>> {
+        let mut cursor = self
+            .checkpoints()
+            .find(doc! { "thread_id": thread })
+            .projection(doc! { "payload": 0, "meta": 0, "metadata": 0 })
+            .sort(doc! { "ns": 1, "commit_order": 1 })
+            .session(&mut *s)
+            .await
+            .map_err(storage("prune"))?;
+        let docs: Vec<Document> = cursor
+            .stream(&mut *s)
+            .try_collect()
+            .await
+            .map_err(storage("prune"))?;
+        docs.iter().map(Head::of).collect()
+    }
+
+    /// For prune, inside `s`: the stored record `id` of `thread`/`ns`,
+    /// decoded (a record that does not decode is [`Error::Decode`], so a
+    /// prune never keeps a corrupt record), without its writes.
+    async fn record_in(
+        &self,
+        s: &mut ClientSession,
+        thread: &str,
+        ns: &str,
+        id: &str,
+    ) -> Result<Option<CheckpointTuple>> {
+        let found = self
+            .checkpoints()
+            .find_one(doc! { "thread_id": thread, "ns": ns, "checkpoint_id": id })
+            .session(&mut *s)
+            .await
+            .map_err(storage("prune"))?;
+        found.map(|d| self.decode_checkpoint(&d)).transpose()
+    }
+
+    /// Prunes one thread inside `s`: each namespace's oldest records go,
+    /// every kept one is read (and must decode), and a kept one whose
+    /// parent goes is rebuilt in full. Returns how many went.
+    async fn prune_thread(
+        &self,
+        s: &mut ClientSession,
+        thread: &str,
+        keep: crate::checkpoint::Keep,
+        now: SystemTime,
+    ) -> Result<u64> {
+        let heads = self.heads_in(s, thread).await?;
+        let mut n = 0;
         let mut start = 0;
         while start < heads.len() {
             let ns = &heads[start].ns;
             let end = start + heads[start..].iter().take_while(|h| &h.ns == ns).count();
             let group: Vec<&Head> = heads[start..end].iter().collect();
             start = end;
-            let n = kept(&group, keep, now);
-            if group.len() <= n {
+            let kept_n = kept(&group, keep, now);
+            if group.len() <= kept_n {
                 continue;
             }
-            let cut = group.len() - n;
-            let (old, young) = group.split_at(cut);
+            let (old, young) = group.split_at(group.len() - kept_n);
             for h in young {
+                let Some(t) = self.record_in(s, thread, ns, &h.checkpoint_id).await? else {
+                    continue;
+                };
                 let parent_kept = h
                     .parent_id
                     .as_ref()
                     .is_some_and(|p| young.iter().any(|y| &y.checkpoint_id == p));
-                if parent_kept {
+                if parent_kept || t.checkpoint.deltas.is_empty() {
                     continue;
                 }
-                let target = CheckpointRef::latest(t.clone())
-                    .ns(ns.clone())
-                    .at(h.checkpoint_id.clone());
-                if let Some(full) = saver.materialized(&target).await? {
-                    rebuilt.push(full);
+                let count = delta::lineage_len(&t.checkpoint);
+                let mut chain = Vec::with_capacity(count);
+                let mut parent = t
+                    .parent_config
+                    .as_ref()
+                    .and_then(|p| p.checkpoint_id.clone());
+                chain.push(t);
+                while chain.len() < count {
+                    let Some(id) = parent else { break };
+                    let Some(p) = self.record_in(s, thread, ns, &id).await? else {
+                        break;
+                    };
+                    parent = p
+                        .parent_config
+                        .as_ref()
+                        .and_then(|p| p.checkpoint_id.clone());
+                    chain.push(p);
                 }
+                let full = delta::materialize(chain.clone(), count)?;
+                let Some(first) = chain.into_iter().next() else {
+                    continue;
+                };
+                let rebuilt = CheckpointTuple {
+                    checkpoint: full,
+                    ..first
+                };
+                self.rewrite(s, &rebuilt).await?;
             }
-            let ids = old.iter().map(|h| h.checkpoint_id.clone()).collect();
-            gone.push((t.clone(), ns.clone(), ids));
+            let ids: Vec<String> = old.iter().map(|h| h.checkpoint_id.clone()).collect();
+            n += self.remove(s, thread, ns, &ids).await?;
         }
-    }
-    saver.prune_txn(&rebuilt, &gone).await
-}
-
-impl MongoSaver {
-    /// For prune: documents of `thread`, heads only, by namespace then
-    /// commit order.
-    pub(crate) async fn heads(&self, thread: &str) -> Result<Vec<Head>> {
-        let docs = self
-            .checkpoints()
-            .find(doc! { "thread_id": thread })
-            .projection(doc! { "payload": 0, "meta": 0, "metadata": 0 })
-            .sort(doc! { "ns": 1, "commit_order": 1 })
-            .await
-            .map_err(storage("prune"))?
-            .try_collect::<Vec<Document>>()
-            .await
-            .map_err(storage("prune"))?;
-        docs.iter().map(Head::of).collect()
-    }
-
-    /// For prune: the stored record of `target`, rebuilt in full.
-    pub(crate) async fn materialized(
-        &self,
-        target: &CheckpointRef,
-    ) -> Result<Option<CheckpointTuple>> {
-        let Some(t) = self.get_stored(target).await? else {
-            return Ok(None);
-        };
-        if t.checkpoint.deltas.is_empty() {
-            return Ok(None);
-        }
-        let count = delta::lineage_len(&t.checkpoint);
-        let chain = self.lineage(target, count, None).await?;
-        let full = delta::materialize(chain, count)?;
-        Ok(Some(CheckpointTuple {
-            checkpoint: full,
-            ..t
-        }))
+        Ok(n)
     }
 
     /// For prune, in its transaction: rewrites `t` in place (same commit
@@ -165,24 +211,6 @@ impl MongoSaver {
             .await
             .map_err(storage("prune"))?;
         Ok(gone.deleted_count)
-    }
-
-    /// Runs prune's writes in one transaction.
-    pub(crate) async fn prune_txn(
-        &self,
-        rebuilt: &[CheckpointTuple],
-        gone: &[(String, String, Vec<String>)],
-    ) -> Result<u64> {
-        in_txn_retrying!(self, "prune", |s| {
-            for t in rebuilt {
-                self.rewrite(&mut s, t).await?;
-            }
-            let mut n = 0;
-            for (thread, ns, ids) in gone {
-                n += self.remove(&mut s, thread, ns, ids).await?;
-            }
-            Ok(n)
-        })
     }
 
     /// For prune with [`PruneStrategy::Delete`]: deletes whole threads in
