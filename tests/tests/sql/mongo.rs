@@ -413,6 +413,156 @@ async fn a_fork_stored_during_a_prune_is_refused_or_kept_whole() {
     db.drop_db().await;
 }
 
+/// A fork or copy into a thread holding write documents whose checkpoint
+/// is gone (a task's writes that outlived a delete of their thread) stores
+/// the source's writes, not those documents, which would otherwise win (an
+/// ordinary write keeps the value stored first) or come along.
+#[tokio::test]
+async fn fork_and_copy_ignore_orphan_writes() {
+    use mongodb::bson::{Document, doc};
+    use weaver::checkpoint::{ForkOptions, PendingWrite};
+    let w = |task: &str, v: serde_json::Value| PendingWrite {
+        task_id: task.into(),
+        task_path: format!("node_{task}"),
+        idx: 0,
+        channel: "foo".into(),
+        value: v,
+    };
+    let db = MongoDb::new().await;
+    let saver = saver(&db).await;
+    let cps = db
+        .client
+        .database(&db.name)
+        .collection::<Document>("w_checkpoints");
+    saver
+        .put_checkpoint_with_writes(cp("src", "a", None, Some(1)), vec![w("x", json!("fresh"))])
+        .await
+        .unwrap();
+    for thread in ["forked", "copied"] {
+        saver
+            .put_checkpoint_with_writes(
+                cp(thread, "a", None, Some(1)),
+                vec![w("x", json!("stale")), w("y", json!("extra"))],
+            )
+            .await
+            .unwrap();
+        cps.delete_one(doc! { "thread_id": thread, "checkpoint_id": "a" })
+            .await
+            .unwrap();
+    }
+    let want = vec![w("x", json!("fresh"))];
+    saver
+        .fork_at(
+            &CheckpointRef::latest("src").at("a"),
+            "forked",
+            ForkOptions::default(),
+        )
+        .await
+        .unwrap();
+    let t = saver
+        .get_tuple(&CheckpointRef::latest("forked"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.pending_writes, want, "fork_at");
+    saver.copy_thread("src", "copied").await.unwrap();
+    let t = saver
+        .get_tuple(&CheckpointRef::latest("copied"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.pending_writes, want, "copy_thread");
+    db.drop_db().await;
+}
+
+/// A copy meeting a first write of its target thread (another client's
+/// transaction, open when the copy starts, committed a moment later) waits
+/// for it and says the target exists, instead of a version conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_racing_a_first_write_of_its_target_is_thread_exists() {
+    use mongodb::bson::{Document, doc};
+    let db = MongoDb::new().await;
+    let saver = Arc::new(saver(&db).await);
+    saver.put(cp("src", "a", None, Some(1))).await.unwrap();
+    let stored = db
+        .client
+        .database(&db.name)
+        .collection::<Document>("w_checkpoints")
+        .find_one(doc! { "thread_id": "src" })
+        .await
+        .unwrap()
+        .unwrap();
+    let mut first = stored.clone();
+    first.remove("_id");
+    first.insert("thread_id", "dst");
+    let mut other = db.client.start_session().await.unwrap();
+    other.start_transaction().await.unwrap();
+    db.client
+        .database(&db.name)
+        .collection::<Document>("w_checkpoints")
+        .insert_one(first)
+        .session(&mut other)
+        .await
+        .unwrap();
+    let copy = tokio::spawn({
+        let saver = saver.clone();
+        async move { saver.copy_thread("src", "dst").await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    other.commit_transaction().await.unwrap();
+    let r = copy.await.unwrap();
+    assert!(matches!(r, Err(Error::ThreadExists { .. })), "{r:?}");
+    db.drop_db().await;
+}
+
+/// A listing of more checkpoints than one query for their writes names
+/// (ids go to the server in chunks: a query is one document, 16 MB at
+/// most) attaches every checkpoint's writes, the first's and the last's.
+#[tokio::test]
+async fn a_long_listing_attaches_every_checkpoints_writes() {
+    use weaver::checkpoint::PendingWrite;
+    let db = MongoDb::new().await;
+    let saver = saver(&db).await;
+    let w = |task: &str| PendingWrite {
+        task_id: task.into(),
+        task_path: format!("node_{task}"),
+        idx: 0,
+        channel: "foo".into(),
+        value: json!(task),
+    };
+    saver
+        .put_checkpoint_with_writes(cp("t", "c0000", None, Some(1)), vec![w("first")])
+        .await
+        .unwrap();
+    const N: i64 = 1_050;
+    for batch in (2..N).collect::<Vec<_>>().chunks(1_000) {
+        let entries = batch
+            .iter()
+            .map(|&o| weaver::checkpoint::BatchEntry {
+                checkpoint: cp("t", &format!("c{o:04}"), None, Some(o as u64)),
+                writes: Vec::new(),
+            })
+            .collect();
+        saver.put_many(entries).await.unwrap();
+    }
+    saver
+        .put_checkpoint_with_writes(
+            cp("t", &format!("c{N:04}"), None, Some(N as u64)),
+            vec![w("last")],
+        )
+        .await
+        .unwrap();
+    let all = saver.list(&ListFilter::thread("t")).await.unwrap();
+    assert_eq!(all.len(), N as usize);
+    let writes: Vec<&str> = all
+        .iter()
+        .flat_map(|t| &t.pending_writes)
+        .map(|w| w.task_id.as_str())
+        .collect();
+    assert_eq!(writes, ["last", "first"]);
+    db.drop_db().await;
+}
+
 /// Metadata nested deeper than a MongoDB document holds is refused with a
 /// typed `LimitExceeded` before anything is sent; the deepest it holds is
 /// stored and read back.

@@ -116,12 +116,6 @@ pub(crate) fn storage(op: &'static str) -> impl FnOnce(mongodb::error::Error) ->
     move |e| Error::storage(op, e)
 }
 
-/// Whether `e` is a duplicate key (code 11000) or a write conflict (112,
-/// two transactions writing the same key).
-pub(crate) fn is_conflict(e: &mongodb::error::Error) -> bool {
-    code_of(e).is_some_and(|c| c == 11000 || c == 112)
-}
-
 /// Whether `e` is a duplicate key (code 11000): the key is taken by a
 /// committed document.
 pub(crate) fn is_duplicate_key(e: &mongodb::error::Error) -> bool {

@@ -11,7 +11,7 @@ use mongodb::ClientSession;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::records::Head;
-use super::{MongoSaver, is_conflict, is_duplicate_key, storage};
+use super::{MongoSaver, is_duplicate_key, storage};
 use crate::checkpoint::text;
 use crate::checkpoint::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkBudget, ForkOptions, ListFilter, NewCheckpoint,
@@ -33,6 +33,10 @@ fn stored_order(d: &Document) -> Result<u64> {
         .map_err(|e| Error::decode("a stored commit_order", e))?;
     u64::try_from(o).map_err(|e| Error::decode("a stored commit_order", e))
 }
+
+/// How many checkpoint ids one query for their pending writes names at
+/// most (a query is one document of at most 16 MB).
+const WRITES_PER_QUERY: usize = 1_000;
 
 fn time(d: DateTime) -> SystemTime {
     d.to_system_time()
@@ -278,30 +282,50 @@ impl MongoSaver {
     }
 
     /// Attaches to `tuples` their pending writes, in `(task_id, idx)` order.
-    async fn attach_writes(&self, tuples: &mut [CheckpointTuple], op: &'static str) -> Result<()> {
-        if tuples.is_empty() {
-            return Ok(());
-        }
+    async fn attach_writes(
+        &self,
+        mut s: Option<&mut ClientSession>,
+        tuples: &mut [CheckpointTuple],
+        op: &'static str,
+    ) -> Result<()> {
         let ids: Vec<&str> = tuples
             .iter()
             .filter_map(|t| t.config.checkpoint_id.as_deref())
             .collect();
-        let mut filter = doc! { "checkpoint_id": { "$in": ids } };
-        let threads: Vec<&str> = tuples.iter().map(|t| t.config.thread_id.as_str()).collect();
-        filter.insert("thread_id", doc! { "$in": threads });
-        let docs: Vec<Document> = self
-            .writes()
-            .find(filter)
-            .await
-            .map_err(storage(op))?
-            .try_collect()
-            .await
-            .map_err(storage(op))?;
+        let threads: std::collections::BTreeSet<&str> =
+            tuples.iter().map(|t| t.config.thread_id.as_str()).collect();
+        let threads: Vec<&str> = threads.into_iter().collect();
         let mut by: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
-        for d in &docs {
-            let key = |k: &str| d.get_str(k).unwrap_or_default().to_owned();
-            let k = (key("thread_id"), key("ns"), key("checkpoint_id"));
-            by.entry(k).or_default().push(self.decode_write(d)?);
+        // In chunks: a query is one document, 16 MB at most, and a long
+        // thread's ids would not fit in one.
+        for chunk in ids.chunks(WRITES_PER_QUERY) {
+            let filter = doc! {
+                "checkpoint_id": { "$in": chunk },
+                "thread_id": { "$in": &threads },
+            };
+            let coll = self.writes();
+            let find = coll.find(filter);
+            let docs: Vec<Document> = match s.as_deref_mut() {
+                Some(s) => find
+                    .session(&mut *s)
+                    .await
+                    .map_err(storage(op))?
+                    .stream(s)
+                    .try_collect()
+                    .await
+                    .map_err(storage(op))?,
+                None => find
+                    .await
+                    .map_err(storage(op))?
+                    .try_collect()
+                    .await
+                    .map_err(storage(op))?,
+            };
+            for d in &docs {
+                let key = |k: &str| d.get_str(k).unwrap_or_default().to_owned();
+                let k = (key("thread_id"), key("ns"), key("checkpoint_id"));
+                by.entry(k).or_default().push(self.decode_write(d)?);
+            }
         }
         for t in tuples {
             let k = (
@@ -316,30 +340,13 @@ impl MongoSaver {
         Ok(())
     }
 
-    /// The checkpoint documents matching `filter`, sorted by `sort`.
-    async fn docs(
-        &self,
-        filter: Document,
-        sort: Document,
-        op: &'static str,
-    ) -> Result<Vec<Document>> {
-        self.checkpoints()
-            .find(filter)
-            .sort(sort)
-            .await
-            .map_err(storage(op))?
-            .try_collect()
-            .await
-            .map_err(storage(op))
-    }
-
     /// Decodes `docs` (checkpoints) with their writes.
     async fn tuples(&self, docs: &[Document], op: &'static str) -> Result<Vec<CheckpointTuple>> {
         let mut out = docs
             .iter()
             .map(|d| self.decode_checkpoint(d))
             .collect::<Result<Vec<_>>>()?;
-        self.attach_writes(&mut out, op).await?;
+        self.attach_writes(None, &mut out, op).await?;
         Ok(out)
     }
 
@@ -429,7 +436,7 @@ impl Saver for MongoSaver {
                 out.push(t);
             }
         }
-        self.attach_writes(&mut out, "list").await?;
+        self.attach_writes(None, &mut out, "list").await?;
         Ok(out)
     }
 
@@ -543,23 +550,16 @@ impl Saver for MongoSaver {
                 .and_then(|p| p.checkpoint_id.clone());
             lineage.push(t);
         }
-        self.attach_writes(&mut lineage, "fork_at").await?;
+        self.attach_writes(None, &mut lineage, "fork_at").await?;
         for w in lineage.iter().flat_map(|t| &t.pending_writes) {
             budget.write(w)?;
         }
-        let taken = self
-            .checkpoints()
-            .count_documents(doc! { "thread_id": target_thread, "ns": ns })
-            .await
-            .map_err(storage("fork_at"))?;
-        if taken > 0 {
-            return Err(Error::ThreadExists {
-                thread_id: target_thread.to_owned(),
-            });
-        }
         let target = target_thread.to_owned();
+        let target_ns = ns.clone();
         self.detached("fork_at", move |me| async move {
             in_txn_retrying!(me, "fork_at", |s| {
+                me.claim_target(&mut s, &target, Some(&target_ns), "fork_at")
+                    .await?;
                 for (i, t) in lineage.iter().rev().enumerate() {
                     me.copy_in(&mut s, t.clone(), &target, i as u64 + 1).await?;
                 }
@@ -578,32 +578,37 @@ impl Saver for MongoSaver {
         text::check_id("thread id", source_thread)?;
         text::check_id("thread id", target_thread)?;
         self.verify().await?;
-        let taken = self
-            .checkpoints()
-            .count_documents(doc! { "thread_id": target_thread })
-            .await
-            .map_err(storage("copy_thread"))?;
-        if taken > 0 {
-            return Err(Error::ThreadExists {
-                thread_id: target_thread.to_owned(),
-            });
-        }
-        let docs = self
-            .docs(
-                doc! { "thread_id": source_thread },
-                doc! { "ns": 1, "commit_order": 1 },
-                "copy_thread",
-            )
-            .await?;
-        if docs.is_empty() {
-            return Err(Error::ThreadNotFound {
-                thread_id: source_thread.to_owned(),
-            });
-        }
-        let tuples = self.tuples(&docs, "copy_thread").await?;
-        let target = target_thread.to_owned();
+        let (source, target) = (source_thread.to_owned(), target_thread.to_owned());
         self.detached("copy_thread", move |me| async move {
             in_txn_retrying!(me, "copy_thread", |s| {
+                // The source is read in the transaction's snapshot: its
+                // checkpoints and their writes as of one moment, however a
+                // delete or prune of it goes meanwhile.
+                let mut cursor = me
+                    .checkpoints()
+                    .find(doc! { "thread_id": &source })
+                    .sort(doc! { "ns": 1, "commit_order": 1 })
+                    .session(&mut s)
+                    .await
+                    .map_err(storage("copy_thread"))?;
+                let docs: Vec<Document> = cursor
+                    .stream(&mut s)
+                    .try_collect()
+                    .await
+                    .map_err(storage("copy_thread"))?;
+                if docs.is_empty() {
+                    return Err(Error::ThreadNotFound {
+                        thread_id: source.clone(),
+                    });
+                }
+                let mut tuples = docs
+                    .iter()
+                    .map(|d| me.decode_checkpoint(d))
+                    .collect::<Result<Vec<_>>>()?;
+                me.attach_writes(Some(&mut s), &mut tuples, "copy_thread")
+                    .await?;
+                me.claim_target(&mut s, &target, None, "copy_thread")
+                    .await?;
                 let mut orders: HashMap<String, u64> = HashMap::new();
                 for t in &tuples {
                     let o = orders.entry(t.config.checkpoint_ns.clone()).or_default();
@@ -778,15 +783,53 @@ impl MongoSaver {
             .collect::<Result<Vec<_>>>()?;
         match self.checkpoints().insert_one(d).session(&mut *s).await {
             Ok(_) => {}
-            Err(e) if is_conflict(&e) => {
-                return Err(Error::VersionConflict {
+            // The target, found empty in this transaction's snapshot, got
+            // a checkpoint from a writer that committed since.
+            Err(e) if is_duplicate_key(&e) => {
+                return Err(Error::ThreadExists {
                     thread_id: thread.to_owned(),
-                    checkpoint_ns: ns.clone(),
-                    attempted: order,
                 });
             }
+            // A write conflict with a transaction still open is transient:
+            // the transaction runs again, and finds the target taken or not.
             Err(e) => return Err(Error::storage("copy", e)),
         }
         self.upsert_writes(s, &t.pending_writes, docs).await
+    }
+
+    /// For a fork or copy into `thread` (namespace `ns`, or all), inside
+    /// `s`: [`Error::ThreadExists`] when it holds a checkpoint; otherwise
+    /// write documents left there without a checkpoint (a task's writes
+    /// that outlived a delete) go, so that none wins over (an ordinary
+    /// write keeps the value stored first) or joins the copied ones.
+    async fn claim_target(
+        &self,
+        s: &mut ClientSession,
+        thread: &str,
+        ns: Option<&str>,
+        op: &'static str,
+    ) -> Result<()> {
+        let mut filter = doc! { "thread_id": thread };
+        if let Some(ns) = ns {
+            filter.insert("ns", ns);
+        }
+        let taken = self
+            .checkpoints()
+            .find_one(filter.clone())
+            .projection(doc! { "_id": 1 })
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        if taken.is_some() {
+            return Err(Error::ThreadExists {
+                thread_id: thread.to_owned(),
+            });
+        }
+        self.writes()
+            .delete_many(filter)
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        Ok(())
     }
 }
