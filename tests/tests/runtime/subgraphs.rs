@@ -603,3 +603,59 @@ async fn two_pauses_of_one_subgraph_are_answered_together() {
     lines.sort();
     assert_eq!(lines, ["left: left!", "right: right!"]);
 }
+
+/// A thread paused inside a subgraph, then resumed by a release that
+/// renamed the subgraph's node (`rename_node`): the subgraph goes on from
+/// its pause (its finished node does not run again) and the answer
+/// reaches it.
+#[tokio::test]
+async fn a_renamed_subgraph_node_resumes_its_paused_subgraph() {
+    let saver = memory();
+    let worked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let inner = {
+        let worked = worked.clone();
+        Graph::<Notes>::new("inner")
+            .add_node("work", move |_: &Notes| {
+                worked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                note("worked")
+            })
+            .add_node("ask", |_: &Notes, rt: &Runtime| {
+                let answer = rt.interrupt("ok?")?;
+                Ok::<_, NodeError>(note(&format!(
+                    "ask: {}",
+                    answer.as_str().unwrap_or_default()
+                )))
+            })
+            .add_sequence([START, "work", "ask", END])
+            .compile(Compile::new())
+            .unwrap()
+    };
+    let before = Graph::<Notes>::new("outer")
+        .add_subgraph("check", inner.clone())
+        .add_sequence([START, "check", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("renamed");
+    let paused = before.invoke(Notes::default(), &config).await.unwrap();
+    assert_eq!(paused.interrupts().len(), 1);
+    let after = Graph::<Notes>::new("outer")
+        .add_subgraph("review", inner)
+        .add_sequence([START, "review", END])
+        .compile(
+            Compile::new()
+                .checkpointer_arc(saver)
+                .rename_node("check", "review"),
+        )
+        .unwrap();
+    let done = after
+        .resume(serde_json::json!("yes"), &config)
+        .await
+        .unwrap();
+    let lines = done.complete().unwrap().lines;
+    assert!(lines.contains(&"ask: yes".to_owned()), "{lines:?}");
+    assert_eq!(
+        worked.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "work ran again"
+    );
+}

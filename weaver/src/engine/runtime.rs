@@ -40,6 +40,10 @@ pub struct Runtime {
     /// In a replay's first step: where this task's counterpart at the
     /// replayed checkpoint was paused inside its subgraph.
     pub(crate) origin: Option<TaskOrigin>,
+    /// The namespace this task's subgraph had under its node's older name
+    /// ([`Compile::rename_node`](crate::Compile::rename_node)), where a run
+    /// paused before the rename left it.
+    pub(crate) renamed_ns: Option<String>,
     /// Where the task's side effects are journaled.
     journal: Arc<Journal>,
     /// Effects called in this attempt.
@@ -83,6 +87,7 @@ impl Runtime {
             stream: StreamWriter::default(),
             attempt: AtomicU32::new(1),
             origin: None,
+            renamed_ns: None,
         }
     }
 
@@ -125,6 +130,11 @@ impl Runtime {
 
     pub(crate) fn with_origin(mut self, origin: Option<TaskOrigin>) -> Self {
         self.origin = origin;
+        self
+    }
+
+    pub(crate) fn with_renamed_ns(mut self, renamed_ns: Option<String>) -> Self {
+        self.renamed_ns = renamed_ns;
         self
     }
 

@@ -178,6 +178,7 @@ impl Runtime {
             store: self.store().cloned(),
             stream: self.stream().clone(),
             origin: self.origin.clone(),
+            renamed_ns: self.renamed_ns.clone(),
             refused,
         }
     }
@@ -210,6 +211,8 @@ pub struct SubgraphCall<T: GraphState> {
     /// Where the task's counterpart paused inside its subgraph, when the
     /// task runs in a replay's first step.
     origin: Option<TaskOrigin>,
+    /// The subgraph's namespace under its node's older name, if renamed.
+    renamed_ns: Option<String>,
     /// Why the call is refused before it runs, if it is.
     refused: Option<Error>,
 }
@@ -260,16 +263,16 @@ impl<T: GraphState> SubgraphCall<T> {
     /// assert_eq!(done.complete()?.text, "HI");
     /// # Ok::<(), weaver::Error>(()) }).unwrap();
     /// ```
-    pub async fn invoke(self, input: impl Into<Input<T>>) -> Result<T, NodeError> {
+    pub async fn invoke(mut self, input: impl Into<Input<T>>) -> Result<T, NodeError> {
         if let Some(e) = self.refused {
             return Err(e.into());
         }
-        let cp = self.checkpointer.as_ref();
-        let inner = &self.graph.inner;
+        let checkpointer = self.checkpointer.clone();
+        let cp = checkpointer.as_ref();
         let mut copy_from = None;
         let input = match cp {
             None => input.into(),
-            Some(cp) => match standing(&self.graph, cp, &self.config).await? {
+            Some(cp) => match self.standing(cp).await? {
                 // A replayed task whose subgraph was paused: the subgraph
                 // goes on from its checkpoint at the pause.
                 Standing::Fresh => match &self.origin {
@@ -305,6 +308,7 @@ impl<T: GraphState> SubgraphCall<T> {
             copy_from,
             watch: None,
         };
+        let inner = &self.graph.inner;
         let built = Some(&inner.snapshots);
         let run = Loop::run(&inner.spec, cp, self.config, input, None, env, built).await;
         let outcome = match run {
@@ -324,6 +328,28 @@ impl<T: GraphState> SubgraphCall<T> {
             Outcome::Complete(values) => Ok(values),
             Outcome::Interrupted(interrupts) => Err(paused(interrupts)),
         }
+    }
+}
+
+impl<T: GraphState> SubgraphCall<T> {
+    /// Where the subgraph's run stands. A task whose node was renamed
+    /// ([`Compile::rename_node`](crate::Compile::rename_node)) finds a run
+    /// paused before the rename under the node's older name: when nothing
+    /// is stored under the current one, the call goes on there, so that
+    /// the subgraph's finished nodes do not run again and its pause takes
+    /// the answer given to it.
+    async fn standing(&mut self, cp: &Checkpointer) -> Result<Standing<T>, Error> {
+        let here = standing(&self.graph, cp, &self.config).await?;
+        let (Standing::Fresh, Some(old)) = (&here, &self.renamed_ns) else {
+            return Ok(here);
+        };
+        let there_config = self.config.clone().checkpoint_ns(old.clone());
+        let there = standing(&self.graph, cp, &there_config).await?;
+        if matches!(there, Standing::Fresh) {
+            return Ok(here);
+        }
+        self.config = there_config;
+        Ok(there)
     }
 }
 

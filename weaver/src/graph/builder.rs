@@ -648,8 +648,10 @@ impl Compile {
     /// Reads stored checkpoints that name node `old` (a name the graph no
     /// longer has) as naming node `new`: their pending work, finished
     /// tasks' writes, interrupts and answers move to `new`, so a thread
-    /// paused before a rename resumes after it. Without it such a
-    /// checkpoint is an [`Error::RemovedNode`](crate::Error::RemovedNode).
+    /// paused before a rename resumes after it; a subgraph of the node
+    /// paused under its old name goes on in the namespace it ran in
+    /// (`old:<task id>`), its finished nodes not run again. Without it such
+    /// a checkpoint is an [`Error::RemovedNode`](crate::Error::RemovedNode).
     /// `new` must be a node of the graph and `old` not, each `old` mapped
     /// once ([`GraphError::InvalidRename`](crate::GraphError::InvalidRename)
     /// otherwise, from `compile`). Stored records are not rewritten.

@@ -128,6 +128,7 @@ impl<S: GraphState> Loop<'_, S> {
                 Some(r) => r.origin_of(self.spec, task.node)?,
                 None => None,
             };
+            let renamed_ns = self.renamed_ns(task.node);
             let journal = match &self.thread {
                 Some(t) => Journal::new(
                     Some(t.writer.checkpointer().clone()),
@@ -142,6 +143,7 @@ impl<S: GraphState> Loop<'_, S> {
             let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)
                 .with_journal(journal)
                 .with_origin(origin)
+                .with_renamed_ns(renamed_ns)
                 .with_store(self.store.clone())
                 .with_checkpointer(
                     self.thread
@@ -153,6 +155,23 @@ impl<S: GraphState> Loop<'_, S> {
             started.ids.push(task.id);
         }
         Ok(started)
+    }
+
+    /// For a task of a node renamed since the run's checkpoint was stored
+    /// ([`Compile::rename_node`](crate::Compile::rename_node)): the
+    /// namespace its subgraph had under the older name.
+    fn renamed_ns(&self, node: TaskNode) -> Option<String> {
+        if self.spec.renames.is_empty() || !matches!(node, TaskNode::Pull(_)) {
+            return None;
+        }
+        let name = self.spec.name_of(node);
+        let (old, _) = self.spec.renames.iter().find(|(_, new)| *new == name)?;
+        let old_id = crate::engine::algebra::task_id(&self.current.id, old);
+        Some(crate::engine::inspect_subgraphs::task_ns(
+            self.config.ns(),
+            old,
+            &old_id,
+        ))
     }
 
     /// Runs the tasks still to run; each one's update is streamed and its
