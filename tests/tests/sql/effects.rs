@@ -183,3 +183,75 @@ async fn a_damaged_journal_entry_is_a_decode_error_on_postgres() {
     effects::a_damaged_journal_entry_is_a_decode_error(a, "t").await;
     db.drop_schema().await;
 }
+
+/// The `charge` node: an effect counted in the run's context, its key
+/// kept in `foo`.
+async fn charge(
+    _: &weaver_tests::states::Steps,
+    rt: &weaver::Runtime,
+) -> Result<weaver_tests::states::StepsUpdate, weaver::NodeError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ran = rt
+        .context::<Arc<AtomicUsize>>()
+        .cloned()
+        .ok_or_else(|| weaver::NodeError::msg("no counter"))?;
+    let key: String = rt
+        .effect("charge", |key| async move {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, std::io::Error>(key)
+        })
+        .await?;
+    Ok(weaver_tests::states::StepsUpdate::default().foo(key))
+}
+
+/// Under `Async` durability an effect's key comes from its task's
+/// checkpoint, which may still be queued when the node runs: the effect
+/// waits until that checkpoint is stored before it runs, so a process that
+/// dies (or a write that fails) meanwhile cannot leave an effect done under
+/// a key no stored checkpoint gives again. Checkpoint writes are held back
+/// here: the effect has not run while they are.
+async fn an_effect_waits_for_its_checkpoint(saver: Arc<dyn Saver>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use weaver::prelude::*;
+    use weaver_tests::forwarding::Forwarding;
+    use weaver_tests::states::{Steps, StepsUpdate};
+    let held = Arc::new(Forwarding::leasing(saver));
+    let gate = held.gate_writes();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let graph = Graph::<Steps>::new("charges")
+        .add_node("prep", |_: &Steps| StepsUpdate::default().bar(["prep"]))
+        .add_node("charge", charge)
+        .add_sequence([START, "prep", "charge", END])
+        .compile(Compile::new().checkpointer_arc(held.clone()))
+        .unwrap();
+    let config = RunConfig::thread("t")
+        .durability(Durability::Async)
+        .with_context(ran.clone());
+    let run = tokio::spawn({
+        let (graph, config) = (graph.clone(), config.clone());
+        async move { graph.invoke(Steps::default(), &config).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "the effect ran before its checkpoint was stored"
+    );
+    gate.open.add_permits(1_000);
+    let done = run.await.unwrap().unwrap().complete().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert!(!done.foo.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_waits_for_its_checkpoint_on_sqlite() {
+    let db = SqliteDb::new().await;
+    an_effect_waits_for_its_checkpoint(Arc::new(db.saver().await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_waits_for_its_checkpoint_on_postgres() {
+    let db = PgDb::new().await;
+    an_effect_waits_for_its_checkpoint(Arc::new(db.saver().await)).await;
+    db.drop_schema().await;
+}

@@ -3,7 +3,7 @@
 //! rebuilt values of delta channels.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::delta::{Deletions, DeltaCache};
@@ -113,6 +113,8 @@ impl SaverState {
 pub(crate) struct Flight {
     pending: AtomicUsize,
     landed: tokio::sync::Notify,
+    /// A group failed: it and everything queued after it were given up.
+    failed: AtomicBool,
 }
 
 impl Flight {
@@ -136,8 +138,18 @@ impl Flight {
         }
     }
 
+    /// A group failed to store: what was queued from it on is given up.
+    pub(crate) fn fail(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a group failed to store.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
     /// Waits until nothing is queued; returns whether anything was.
-    async fn settled(&self) -> bool {
+    pub(crate) async fn settled(&self) -> bool {
         let mut waited = false;
         loop {
             let landed = self.landed.notified();

@@ -11,13 +11,14 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::finite;
+use crate::checkpoint::facade::Flight;
 use crate::checkpoint::id::{now_rfc3339, stable_id};
 use crate::checkpoint::{CheckpointRef, Checkpointer, EFFECT_CHANNEL, ListFilter, PendingWrite};
 use crate::error::{BoxError, Error, Result};
@@ -134,6 +135,9 @@ pub(crate) struct Journal {
     task_path: String,
     entries: Mutex<BTreeMap<usize, PendingWrite>>,
     held: Mutex<Vec<PendingWrite>>,
+    /// The run's background writer (`async` durability), which may still
+    /// hold the checkpoint `at` queued.
+    flight: Option<Arc<Flight>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -166,7 +170,41 @@ impl Journal {
             task_path: task_path.to_owned(),
             entries: Mutex::new(entries),
             held: Mutex::new(Vec::new()),
+            flight: None,
         }
+    }
+
+    /// The journal of a run whose background writer is `flight`: an effect
+    /// waits until what it queued (the task's checkpoint among it) is
+    /// stored.
+    pub fn with_flight(mut self, flight: Option<Arc<Flight>>) -> Self {
+        self.flight = flight;
+        self
+    }
+
+    /// Waits until the checkpoint the task started from is stored, when
+    /// the run's background writer may still hold it: an effect's key
+    /// comes from that checkpoint (the task's id), and a checkpoint lost
+    /// to a crash or a failed write would be stored again under another
+    /// id, so the effect must not run before it is. A write that failed is
+    /// [`Error::Storage`].
+    async fn await_checkpoint(&self) -> Result<()> {
+        let Some(flight) = self.flight.as_ref().filter(|_| self.stored) else {
+            return Ok(());
+        };
+        flight.settled().await;
+        if flight.has_failed() {
+            return Err(Error::storage(
+                "effect",
+                format!(
+                    "checkpoint `{}` of thread `{}`, where task `{}` started, could not be stored: the effect does not run",
+                    self.at.checkpoint_id.as_deref().unwrap_or_default(),
+                    self.at.thread_id,
+                    self.task_id
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// A journal kept in memory only (no checkpointer): it holds across the
@@ -321,6 +359,7 @@ impl Journal {
             Some(k) => self.explicit_key(k),
             None => self.task_key(name, position),
         };
+        self.await_checkpoint().await.map_err(journal_error)?;
         let value = f(key.clone())
             .await
             .map_err(|e| EffectError::Failed(e.into()))?;

@@ -94,6 +94,9 @@ impl Background {
                 // on what failed. The first error is the run's.
                 if failed.is_none() {
                     failed = store_group(&cp, group).await.err();
+                    if failed.is_some() {
+                        _guard.flight().fail();
+                    }
                 }
                 _guard.flight().landed(n);
             }
@@ -211,6 +214,13 @@ impl Writer {
             background: None,
             held: None,
         }
+    }
+
+    /// The `async` mode's flight, once anything was queued: what a task
+    /// waits on before an effect, whose key comes from a checkpoint that
+    /// may still be queued.
+    pub fn flight(&self) -> Option<Arc<Flight>> {
+        self.background.as_ref().map(|b| b.flight.clone())
     }
 
     pub fn mode(&self) -> Durability {

@@ -137,7 +137,8 @@ impl<S: GraphState> Loop<'_, S> {
                     &task.id,
                     name,
                     &task.writes,
-                ),
+                )
+                .with_flight(t.writer.flight()),
                 None => Journal::detached(&task.id, name),
             };
             let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)
