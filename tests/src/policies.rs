@@ -564,3 +564,42 @@ pub async fn run_policy_checks(saver: Arc<dyn Saver>) {
     an_interrupt_is_never_retried(saver.clone()).await;
     node_defaults_fill_what_a_node_leaves_unset(saver).await;
 }
+
+/// A cached node that pauses for an answer is never served from the cache
+/// when resumed, nor caches what it returned with an answer: two threads
+/// at the same pause, answered differently, each get their own answer.
+pub async fn a_resumed_node_does_not_use_the_cache(saver: Arc<dyn Saver>) {
+    let graph = Graph::<Steps>::new("approvals")
+        .add_node_with(
+            "approve",
+            |_: &Steps, rt: &Runtime| {
+                let answer = rt.interrupt(serde_json::json!("approve?"))?;
+                let answer = answer.as_str().unwrap_or_default().to_owned();
+                Ok::<_, NodeError>(StepsUpdate::default().foo(answer))
+            },
+            NodePolicy::new().cache(CachePolicy::new()),
+        )
+        .add_sequence([START, "approve", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    for thread in ["t1", "t2"] {
+        let paused = graph
+            .invoke(Steps::default(), &RunConfig::thread(thread))
+            .await
+            .unwrap();
+        assert_eq!(paused.interrupts().len(), 1);
+    }
+    for (thread, answer) in [("t1", "yes"), ("t2", "no")] {
+        let done = graph
+            .resume(serde_json::json!(answer), &RunConfig::thread(thread))
+            .await
+            .unwrap();
+        assert_eq!(done.complete().unwrap().foo, answer, "{thread}");
+    }
+    // A third thread pauses too: nothing cached stands in for the question.
+    let third = graph
+        .invoke(Steps::default(), &RunConfig::thread("t3"))
+        .await
+        .unwrap();
+    assert_eq!(third.interrupts().len(), 1);
+}

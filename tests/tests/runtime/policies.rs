@@ -167,3 +167,8 @@ fn a_runtime_without_time_fails_the_node_instead_of_panicking() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_resumed_node_does_not_use_the_cache() {
+    policies::a_resumed_node_does_not_use_the_cache(saver()).await;
+}

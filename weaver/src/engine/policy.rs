@@ -289,7 +289,9 @@ type KeyFn<S> = Arc<dyn Fn(&S) -> String + Send + Sync>;
 /// key within the time to live, it does not run: its cached update and
 /// `goto` are used, streamed and written as if it had run. Entries live in
 /// the compiled graph, per node, in memory (see
-/// [`CompiledGraph::clear_cache`](crate::CompiledGraph::clear_cache)).
+/// [`CompiledGraph::clear_cache`](crate::CompiledGraph::clear_cache)). A
+/// task resumed with answers to its interrupts runs on them: the cache is
+/// neither read nor filled for it.
 ///
 /// ```
 /// use std::time::Duration;

@@ -48,7 +48,15 @@ pub(crate) async fn run_task<S: GraphState>(
     let node = &spec.nodes[i];
     // A send's task runs on its payload, the `input` given.
     let payload = input.filter(|_| node.node.takes_payload());
-    let Some(policy) = &node.policy.cache else {
+    // A task resumed with answers runs on them, not on its input alone: no
+    // cached result stands in for it, and what it returns is not cached
+    // under its input (another thread's pause would get this answer).
+    let policy = node
+        .policy
+        .cache
+        .as_ref()
+        .filter(|_| runtime.answers().is_empty());
+    let Some(policy) = policy else {
         return attempts(node, state, payload, runtime).await;
     };
     let key = match node.cache.key_for(policy, state, payload) {
