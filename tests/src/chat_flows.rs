@@ -617,3 +617,24 @@ pub async fn a_failed_turn_resumes_in_the_middle(saver: Arc<dyn Saver>) {
     assert_eq!(t.messages, [ask_email("Ada")]);
     assert_eq!(f.restore(None).await.unwrap().state.name, "Ada");
 }
+
+/// A turn whose node's writes were stored but not the snapshot after them
+/// (the combined commit failed, and the writes were stored alone, as the
+/// engine stores a finished task's writes): the next turn goes on from
+/// those writes, rather than call the conversation corrupt.
+pub async fn a_turn_goes_on_from_stored_writes_without_their_snapshot(saver: Arc<dyn Saver>) {
+    use std::sync::atomic::Ordering;
+    let watched = Arc::new(crate::forwarding::Forwarding::leasing(saver));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let f = flow(&saver, "half");
+    assert_eq!(f.turn("").await.unwrap().messages, [ASK_NAME]);
+    watched.fail_checkpoints.store(true, Ordering::SeqCst);
+    let failed = f.turn("Ada").await;
+    assert!(failed.is_err(), "{failed:?}");
+    watched.fail_checkpoints.store(false, Ordering::SeqCst);
+    let t = flow(&saver, "half")
+        .turn("ada@example.com")
+        .await
+        .unwrap_or_else(|e| panic!("the next turn: {e}"));
+    assert_eq!(t.messages, [ask_email("Ada")]);
+}

@@ -19,7 +19,9 @@ use weaver::{InMemorySaver, Saver};
 /// reads of stored records and the `lineages` calls, which go to the inner
 /// saver's own when `inner_lineages` is set. Logs each write call (`put`,
 /// `put_writes`, `put_ops` with its ops) in `writes`, and fails every
-/// `put_ops` with a storage error while `fail_groups` is set. While
+/// `put_ops` with a storage error while `fail_groups` is set (while
+/// `fail_checkpoints` is set, every write of a checkpoint fails, and writes
+/// alone go through). While
 /// `intrude` is set, the next `put_many` is preceded by another writer's
 /// commit at its first entry's commit order (as when another process's
 /// turn lands between reading the head and writing), and `intrude` clears.
@@ -49,6 +51,7 @@ pub struct Forwarding {
     pub lineages_calls: AtomicUsize,
     pub writes: Mutex<Vec<String>>,
     pub fail_groups: AtomicBool,
+    pub fail_checkpoints: AtomicBool,
     pub intrude: AtomicBool,
     pub slow_final: AtomicBool,
     pub latest_gate: Mutex<Option<(Arc<tokio::sync::Barrier>, usize)>>,
@@ -130,6 +133,7 @@ impl Forwarding {
             lineages_calls: AtomicUsize::new(0),
             writes: Mutex::new(Vec::new()),
             fail_groups: AtomicBool::new(false),
+            fail_checkpoints: AtomicBool::new(false),
             intrude: AtomicBool::new(false),
             slow_final: AtomicBool::new(false),
             latest_gate: Mutex::new(None),
@@ -291,6 +295,12 @@ impl Saver for Forwarding {
     }
     async fn put(&self, checkpoint: NewCheckpoint) -> weaver::Result<CheckpointRef> {
         self.log("put".into());
+        if self.fail_checkpoints.load(Ordering::SeqCst) {
+            return Err(weaver::Error::storage(
+                "put",
+                "the checkpoint failed (test)",
+            ));
+        }
         self.pass_write_gate().await;
         self.inner.put(checkpoint).await
     }
@@ -376,7 +386,10 @@ impl Saver for Forwarding {
             })
             .collect();
         self.log(format!("put_ops[{}]", names.join(", ")));
-        if self.fail_groups.load(Ordering::SeqCst) {
+        let puts = ops.iter().any(|op| matches!(op, WriteOp::Put(_)));
+        if self.fail_groups.load(Ordering::SeqCst)
+            || (puts && self.fail_checkpoints.load(Ordering::SeqCst))
+        {
             return Err(weaver::Error::storage("put_ops", "the group failed (test)"));
         }
         self.pass_write_gate().await;

@@ -222,3 +222,18 @@ async fn chat_a_failed_turn_resumes_in_the_middle_on_postgres() {
     chat_flows::a_failed_turn_resumes_in_the_middle(saver).await;
     db.drop_schema().await;
 }
+
+#[tokio::test]
+async fn a_turn_goes_on_from_stored_writes_without_their_snapshot_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    chat_flows::a_turn_goes_on_from_stored_writes_without_their_snapshot(saver).await;
+}
+
+#[tokio::test]
+async fn a_turn_goes_on_from_stored_writes_without_their_snapshot_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    chat_flows::a_turn_goes_on_from_stored_writes_without_their_snapshot(saver).await;
+    db.drop_schema().await;
+}

@@ -356,7 +356,12 @@ impl<S: GraphState> ChatFlow<S> {
         expect: Option<u64>,
         input: TurnInput,
     ) -> Result<Turn> {
-        if at.values.tracker.done {
+        // Writes of a node that finished, with no snapshot after them yet
+        // (stored alone when the snapshot failed, or a racing turn's about
+        // to store it): the turn goes on from them (the engine takes them
+        // in), and a racing turn meets the other on the next version.
+        let unfinished = !at.pending_writes.is_empty();
+        if at.values.tracker.done && !unfinished {
             return Ok(Turn {
                 messages: Vec::new(),
                 done: true,
@@ -368,7 +373,7 @@ impl<S: GraphState> ChatFlow<S> {
         } else if !at.interrupts.is_empty() {
             // The answer is no content: the reply lives in the turn's context.
             Input::Resume(Resume::Value(Value::Null))
-        } else if !at.next.is_empty() {
+        } else if !at.next.is_empty() || unfinished {
             Input::Continue
         } else {
             return Err(Error::decode(
