@@ -346,6 +346,96 @@ mod release_checks {
         assert!(grown.warnings().any(|c| c.path == "event"), "{grown}");
     }
 
+    /// Two releases keeping every type name: `Profile.age` narrows inside
+    /// an enum variant (whose schema text, a `$ref`, stays the same), and
+    /// inside a tuple; a map becomes a struct; an enum becomes a string.
+    mod kept_names {
+        pub mod r1 {
+            use serde::{Deserialize, Serialize};
+            use std::collections::BTreeMap;
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Profile {
+                pub age: u64,
+            }
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub enum Event {
+                #[default]
+                Idle,
+                Ask {
+                    profile: Profile,
+                },
+                Wait {
+                    seconds: u64,
+                },
+            }
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub enum Mood {
+                #[default]
+                Happy,
+                Sad,
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub event: Event,
+                pub pair: (u64, String),
+                pub extra: BTreeMap<String, u32>,
+                pub mood: Mood,
+            }
+        }
+
+        pub mod r2 {
+            use serde::{Deserialize, Serialize};
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Profile {
+                pub age: u32,
+            }
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub enum Event {
+                #[default]
+                Idle,
+                Ask {
+                    profile: Profile,
+                },
+                Wait {
+                    seconds: u64,
+                },
+            }
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Extra {
+                pub age: u32,
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub event: Event,
+                pub pair: (u32, String),
+                pub extra: Extra,
+                pub mood: String,
+            }
+        }
+    }
+
+    #[test]
+    fn changes_under_kept_type_names_tuples_and_maps_are_found() {
+        use kept_names::{r1, r2};
+        assert!(report::<r1::Flow>(&previous::<r1::Flow>()).is_empty());
+        let got = check_compatible::<r2::Flow>(&previous::<r1::Flow>()).unwrap();
+        for path in ["event.Ask.profile.age", "pair[0]", "extra"] {
+            assert!(got.failures().any(|c| c.path == path), "{path}: {got}");
+        }
+        // An enum's values are strings: a `String` reads every one.
+        assert!(!got.failures().any(|c| c.path == "mood"), "{got}");
+    }
+
     #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
     struct Loose {
         initial: String,

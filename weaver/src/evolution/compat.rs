@@ -338,15 +338,59 @@ impl<'a> Comparer<'a> {
             );
         }
         self.limits(path, prev, cur);
-        let (Some(po), Some(co)) = (
+        match (
             object_of(prev, self.prev_root),
             object_of(cur, self.cur_root),
-        ) else {
-            self.children(path, prev, cur);
-            self.variants(path, prev, cur);
+        ) {
+            (Some(po), Some(co)) => self.object(path, po, co, false),
+            (None, Some(co)) if map_values(prev).is_some() => self.map_to_struct(path, prev, co),
+            (Some(po), None) if map_values(cur).is_some() => self.struct_to_map(path, po, cur),
+            _ => {
+                self.children(path, prev, cur);
+                self.variants(path, prev, cur);
+            }
+        }
+    }
+
+    /// A map became a struct: each stored map's value under a field's name
+    /// is read as that field, and a stored map without a required field
+    /// does not decode.
+    fn map_to_struct(&mut self, path: &str, prev: &'a Value, cur: &'a Value) {
+        let Some(values) = map_values(prev) else {
             return;
         };
-        self.object(path, po, co, false);
+        let required: BTreeSet<&str> = cur
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if !required.is_empty() {
+            self.push(
+                Severity::Failure,
+                path,
+                format!(
+                    "a map became a struct with required fields ({}): a stored map without them does not decode; bump the state version with an upcaster",
+                    required.iter().copied().collect::<Vec<_>>().join(", ")
+                ),
+            );
+        }
+        if let Some(props) = cur.get("properties").and_then(Value::as_object) {
+            for (k, field) in props {
+                self.node(&join(path, k), values, field);
+            }
+        }
+    }
+
+    /// A struct became a map: each stored field is read as a map value.
+    fn struct_to_map(&mut self, path: &str, prev: &'a Value, cur: &'a Value) {
+        let Some(values) = map_values(cur) else {
+            return;
+        };
+        if let Some(props) = prev.get("properties").and_then(Value::as_object) {
+            for (k, field) in props {
+                self.node(&join(path, k), field, values);
+            }
+        }
     }
 
     /// Compares the limits a string or an array schema sets on its values
@@ -432,7 +476,10 @@ impl<'a> Comparer<'a> {
                 path => format!("{path}.{tag}"),
             };
             let pair = (*p as *const Value, *c as *const Value);
-            if p == c || !self.comparing.insert(pair) {
+            // Equal text hides nothing only without a `$ref`: a referenced
+            // type of the same name may have changed.
+            let same = p == c && !p.to_string().contains("$ref");
+            if same || !self.comparing.insert(pair) {
                 continue;
             }
             if tag_of(p).is_some() {
@@ -448,8 +495,15 @@ impl<'a> Comparer<'a> {
         }
     }
 
-    /// Array items and map values.
+    /// Array items (each place of a tuple), and map values.
     fn children(&mut self, path: &str, prev: &'a Value, cur: &'a Value) {
+        if let (Some(Value::Array(p)), Some(Value::Array(c))) =
+            (prev.get("prefixItems"), cur.get("prefixItems"))
+        {
+            for (i, (p, c)) in p.iter().zip(c).enumerate() {
+                self.node(&format!("{path}[{i}]"), p, c);
+            }
+        }
         if let (Some(p), Some(c)) = (prev.get("items"), cur.get("items"))
             && p.is_object()
             && c.is_object()
@@ -596,6 +650,23 @@ fn strip_docs(schema: &Value) -> Value {
         }
     }
     s
+}
+
+/// The schema of a map's values (`additionalProperties`), for a schema
+/// that names no fields.
+fn map_values(schema: &Value) -> Option<&Value> {
+    if schema.get("properties").is_some() {
+        return None;
+    }
+    schema.get("additionalProperties").filter(|v| v.is_object())
+}
+
+/// `path.key`, or `key` at the top.
+fn join(path: &str, key: &str) -> String {
+    match path {
+        "" => key.to_owned(),
+        path => format!("{path}.{key}"),
+    }
 }
 
 /// The object schema of a value whose only object kind is `schema` (an
@@ -769,7 +840,24 @@ fn covers(set: &BTreeSet<String>, kind: &str) -> bool {
     if kind.starts_with("object ") {
         return set.contains("object");
     }
-    false
+    // An enum value or constant: whatever accepts its JSON type reads it
+    // (a unit variant's name is a string).
+    match serde_json::from_str::<Value>(kind) {
+        Ok(Value::String(_)) => set.contains("string"),
+        Ok(Value::Bool(_)) => set.contains("boolean"),
+        Ok(Value::Null) => set.contains("null"),
+        Ok(Value::Number(n)) => match n.as_i64().map(i128::from).or(n.as_u64().map(i128::from)) {
+            Some(i) => {
+                set.contains("number")
+                    || set
+                        .iter()
+                        .filter_map(|k| parse_int(k))
+                        .any(|(lo, hi)| lo <= i && i <= hi)
+            }
+            None => set.contains("number"),
+        },
+        _ => false,
+    }
 }
 
 fn parse_int(kind: &str) -> Option<(i128, i128)> {
