@@ -553,6 +553,23 @@ pub fn tens_to_units(mut m: Map<String, Value>) -> Result<Map<String, Value>, St
     Ok(m)
 }
 
+/// The third release stores hundredths: its upcaster from version 2
+/// multiplies by a hundred.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[graph_state(version = 3, upcast(1 => tens_to_units, 2 => units_to_hundredths))]
+pub struct MeterV3 {
+    /// In hundredths.
+    pub n: u32,
+}
+
+/// The upcaster of [`MeterV3`] from version 2.
+pub fn units_to_hundredths(mut m: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    if let Some(n) = m.get("n").and_then(Value::as_u64) {
+        m.insert("n".into(), json!(n * 100));
+    }
+    Ok(m)
+}
+
 /// Writes a newer release stored with a checkpoint of an older state
 /// version are read as they are, not upcast from the checkpoint's version
 /// again: version 1's step pauses at `ask` and fails at `late`; version 2
@@ -588,7 +605,7 @@ pub async fn newer_writes_on_an_older_checkpoint_are_not_upcast_again(
         .add_edge(START, "late")
         .add_edge("ask", END)
         .add_edge("late", END)
-        .compile(Compile::new().checkpointer_arc(saver))
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
         .expect("v2 graph");
     // The stored value, upcast once.
     assert_eq!(v2.get_state(&config).await.unwrap().values.n, 20);
@@ -596,6 +613,16 @@ pub async fn newer_writes_on_an_older_checkpoint_are_not_upcast_again(
     assert_eq!(paused.interrupts().len(), 1);
     let state = v2.get_state(&config).await.unwrap();
     assert_eq!(state.values.n, 7, "late's write, in units, read as it is");
+    // A rollback to the first release cannot read a write in units: it
+    // refuses, as it refuses a newer checkpoint, rather than read 7 tens.
+    match v1.get_state(&config).await {
+        Err(Error::StateVersion {
+            found: 2,
+            current: 1,
+            ..
+        }) => {}
+        other => panic!("a rollback read a newer release's write: {other:?}"),
+    }
     let done = v2
         .resume(json!("yes"), &config)
         .await
@@ -603,4 +630,31 @@ pub async fn newer_writes_on_an_older_checkpoint_are_not_upcast_again(
         .complete()
         .unwrap();
     assert_eq!(done.n, 7);
+    // The same pause on a second thread, rewritten by the third release as
+    // its own: `late`'s write is upcast once (7 units, 700 hundredths), and
+    // read so again.
+    let second = RunConfig::thread(format!("{thread}-rewritten"));
+    v1.invoke(MeterV1 { n: 2 }, &second).await.unwrap_err();
+    v2.continue_run(&second).await.expect("v2 goes on");
+    let rewritten = weaver::evolution::upgrade_stored::<MeterV3>(
+        saver.as_ref(),
+        &weaver::evolution::UpgradeOptions::default(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    assert!(rewritten.upgraded > 0, "{rewritten:?}");
+    let v3 = Graph::<MeterV3>::new("meter")
+        .add_node("ask", |_: &MeterV3, rt: &Runtime| {
+            rt.interrupt("go on?")?;
+            Ok::<_, NodeError>(MeterV3Update::default())
+        })
+        .add_node("late", |_: &MeterV3| MeterV3Update::default().n(700u32))
+        .add_edge(START, "ask")
+        .add_edge(START, "late")
+        .add_edge("ask", END)
+        .add_edge("late", END)
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .expect("v3 graph");
+    assert_eq!(v3.get_state(&second).await.unwrap().values.n, 700);
 }

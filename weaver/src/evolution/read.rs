@@ -222,7 +222,14 @@ pub(crate) fn upgrade_tuple<S: GraphState>(t: &mut CheckpointTuple) -> Result<Up
     let stored = stored_version(&t.metadata)?;
     let id = t.checkpoint.id.clone();
     let done = upgrade_values::<S>(&id, &mut t.checkpoint.channel_values, stored)?;
-    if done.from != S::VERSION && !t.pending_writes.is_empty() {
+    // Writes marked with their own version are checked even on a
+    // checkpoint of the current one: a newer release may have written
+    // them (a rollback must not read them as its own).
+    let marked = t
+        .pending_writes
+        .iter()
+        .any(|w| w.channel == STATE_VERSION_WRITE);
+    if (done.from != S::VERSION || marked) && !t.pending_writes.is_empty() {
         upgrade_writes::<S>(&id, &mut t.pending_writes, done.from)?;
     }
     Ok(done)
@@ -300,9 +307,18 @@ fn upgrade_writes<S: GraphState>(
             })
             .transpose()?;
         let from = marked.unwrap_or(from);
-        if from >= S::VERSION {
-            // Written in the current form (or a newer one, which no
-            // upcaster turns back).
+        if from > S::VERSION {
+            return Err(Error::StateVersion {
+                checkpoint_id: checkpoint_id.to_owned(),
+                state: std::any::type_name::<S>().to_owned(),
+                found: from,
+                current: S::VERSION,
+                reason: format!(
+                    "task {task_id}'s writes were written by a newer release of the state; run version {from} or later to read them"
+                ),
+            });
+        }
+        if from == S::VERSION {
             continue;
         }
         let mut map = Map::new();
@@ -338,6 +354,14 @@ fn upgrade_writes<S: GraphState>(
                 channel,
                 value,
             });
+        }
+        // The writes are in the current form now: a marker says so, so that
+        // a record rewritten with them is not upcast from the old one again.
+        for w in writes
+            .iter_mut()
+            .filter(|w| w.task_id == task_id && w.channel == STATE_VERSION_WRITE)
+        {
+            w.value = Value::from(S::VERSION);
         }
     }
     writes.sort_by(|a, b| (a.task_id.as_str(), a.idx).cmp(&(b.task_id.as_str(), b.idx)));
