@@ -246,6 +246,9 @@ async fn pushed_down_filters_give_the_in_memory_answer() {
         json!({"s": "a"}),
         json!({"s": {"$gte": "b"}}),
         json!({"tags.0": "x"}),
+        json!({"tags.1": "y"}),
+        json!({"tags.+1": "y"}),
+        json!({"tags.01": "y"}),
         json!({"tags": "x"}),
         json!({"a.b": 2}),
         json!({"a.b": 1}),
@@ -419,5 +422,24 @@ async fn a_sealed_items_whole_document_holds_nothing_in_the_clear() {
         .unwrap()
         .unwrap();
     assert_eq!(raw.get_document("doc").unwrap(), &doc! { "kind": "x" });
+    db.drop_db().await;
+}
+
+/// A plain search with an offset past every item, however large, finds
+/// nothing, as on the other stores (the driver refuses a skip over
+/// `i64::MAX`).
+#[tokio::test]
+async fn a_huge_offset_finds_nothing() {
+    let db = MongoDb::new().await;
+    let store = MongoStore::new(db.client.clone(), &db.name, "w_");
+    store.setup().await.unwrap();
+    store.put(&["p"], "k", json!({"t": "x"})).await.unwrap();
+    for offset in [usize::MAX, i64::MAX as usize] {
+        let found = store
+            .search(&["p"], Search::new().offset(offset))
+            .await
+            .unwrap_or_else(|e| panic!("offset {offset}: {e}"));
+        assert!(found.is_empty(), "{found:?}");
+    }
     db.drop_db().await;
 }

@@ -187,10 +187,13 @@ pub(super) fn under(prefix: &str, now: i64) -> Document {
 pub(super) fn pushed_filter(filter: &Filter) -> Option<Document> {
     let mut all = Vec::new();
     for c in filter.conditions() {
-        let path_ok = c
-            .field
-            .split('.')
-            .all(|s| !s.is_empty() && !s.starts_with('$'));
+        // A segment the filter reads as an array index (`+1`, `01` too)
+        // is pushed only in the plain form MongoDB reads as one.
+        let path_ok = c.field.split('.').all(|s| {
+            !s.is_empty()
+                && !s.starts_with('$')
+                && s.parse::<usize>().map_or(true, |i| i.to_string() == s)
+        });
         if !path_ok || c.field == "$" {
             continue;
         }

@@ -120,7 +120,11 @@ impl MongoItems {
         let find = if plain {
             // Namespace then key, byte-wise: MongoDB's order of strings
             // without a collation.
-            let skip = u64::try_from(plan.offset).unwrap_or(u64::MAX);
+            // The driver sends a skip as an `i64`: anything larger finds
+            // nothing all the same.
+            let skip = u64::try_from(plan.offset)
+                .unwrap_or(u64::MAX)
+                .min(i64::MAX as u64);
             let limit = i64::try_from(plan.limit).unwrap_or(i64::MAX);
             find.sort(doc! { "ns": 1, "key": 1 })
                 .skip(skip)
