@@ -117,14 +117,14 @@ pub(crate) async fn search(cp: &Checkpointer, s: Search, out: &mut dyn Write) ->
         query = query.limit(n);
     }
     if let Some(c) = s.after {
-        query = query.after(c);
+        query = query.after(crate::parse_cursor(&c)?);
     }
     let page = cp.search_threads(&query).await?;
     for t in &page.threads {
         line(t, out)?;
     }
     if let Some(next) = page.next {
-        writeln!(out, "next\t{}", printable(&next)).map_err(io)?;
+        writeln!(out, "next\t{}", crate::cursor_text(&next)).map_err(io)?;
     }
     Ok(())
 }

@@ -379,6 +379,69 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A cursor (a thread id) printed for the user to pass back with
+/// `--after`: control characters written as Rust escapes (`\u{1b}`), as
+/// [`printable`] does, and backslashes doubled, so that [`parse_cursor`]
+/// gives back exactly the same text.
+///
+/// ```
+/// let cursor = weaver_cli::cursor_text("t\u{1b}1\\x");
+/// assert_eq!(cursor, "t\\u{1b}1\\\\x");
+/// assert_eq!(weaver_cli::parse_cursor(&cursor).unwrap(), "t\u{1b}1\\x");
+/// assert_eq!(weaver_cli::cursor_text("thread-1"), "thread-1");
+/// ```
+pub fn cursor_text(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() || c == '\\') {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The text a cursor printed by [`cursor_text`] stands for (`\u{..}` and
+/// `\\` read back). Any other backslash is [`Error::InvalidArgument`].
+///
+/// ```
+/// assert_eq!(weaver_cli::parse_cursor("a\\u{7}b").unwrap(), "a\u{7}b");
+/// assert!(weaver_cli::parse_cursor("a\\qb").is_err());
+/// ```
+pub fn parse_cursor(text: &str) -> Result<String> {
+    let bad = || {
+        Error::invalid_argument(format!(
+            "cursor {}: a backslash starts `\\u{{hex}}` or `\\\\` in a cursor this tool printed",
+            printable(text)
+        ))
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('\\') => out.push('\\'),
+            Some('u') => {
+                if chars.next() != Some('{') {
+                    return Err(bad());
+                }
+                let hex: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                let code = u32::from_str_radix(&hex, 16).map_err(|_| bad())?;
+                out.push(char::from_u32(code).ok_or_else(bad)?);
+            }
+            _ => return Err(bad()),
+        }
+    }
+    Ok(out)
+}
+
 /// JSON text with DEL and the C1 controls escaped too (`\u009b`; JSON
 /// writers escape only the C0 ones), as JSON: the same value, printable.
 fn printable_json(text: String) -> String {

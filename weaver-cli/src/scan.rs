@@ -14,7 +14,7 @@ use weaver::{Checkpointer, Error, Result, Saver};
 
 use super::fleet::{Progress, bar};
 use super::states::States;
-use super::{io, printable};
+use super::{cursor_text, io, parse_cursor, printable};
 
 /// The options of `weaver scan`.
 #[derive(Debug, Args)]
@@ -198,7 +198,7 @@ async fn rewrite(
             if i >= states.entries.len() {
                 return Err(bad());
             }
-            (i, Some(UpgradeCursor::new(thread)))
+            (i, Some(UpgradeCursor::new(parse_cursor(thread)?)))
         }
     };
     for (i, entry) in states.entries.iter().enumerate().skip(start) {
@@ -230,7 +230,7 @@ async fn rewrite(
                     let _ = writeln!(
                         out,
                         "interrupted; to go on: scan --rewrite --after {i}:{}",
-                        printable(c.as_str())
+                        cursor_text(c.as_str())
                     );
                 }
                 return Err(e);

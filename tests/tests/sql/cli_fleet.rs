@@ -143,3 +143,53 @@ async fn fleet_commands_on_postgres() {
     .await;
     db.drop_schema().await;
 }
+
+/// A page cursor naming a thread whose id holds control characters is
+/// printed escaped, and read back as printed: paging one thread at a time
+/// visits every thread once.
+#[tokio::test]
+async fn cursors_with_control_characters_round_trip() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let ids = ["t\u{1b}1", "t2", "t\\b"];
+    for id in ids {
+        chain(saver.as_ref(), id, 1).await;
+    }
+    // Created in the same millisecond: the cursor's thread id orders them.
+    sqlx::query("UPDATE weaver_checkpoints SET created_at = 1000")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let url = format!("sqlite://{}", db.path.display());
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..10 {
+        let mut args = vec![
+            "--db",
+            url.as_str(),
+            "threads",
+            "--by-created",
+            "--limit",
+            "1",
+        ];
+        if let Some(a) = after.as_deref() {
+            args.extend(["--after", a]);
+        }
+        let page = weaver(&args).await.unwrap();
+        let mut next = None;
+        for line in page.lines() {
+            match line.strip_prefix("next\t") {
+                Some(c) => next = Some(c.to_owned()),
+                None => seen.push(line.split('\t').next().unwrap().to_owned()),
+            }
+        }
+        match next {
+            Some(c) => after = Some(c),
+            None => break,
+        }
+    }
+    let mut want: Vec<String> = ["t\\u{1b}1", "t2", "t\\b"].map(String::from).to_vec();
+    want.sort();
+    seen.sort();
+    assert_eq!(seen, want, "every thread once, as printed");
+}
