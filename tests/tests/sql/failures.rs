@@ -489,3 +489,50 @@ async fn sqlite_store_locked_then_full() {
     }
     assert!(outcomes.iter().all(|r| r.is_ok()), "{outcomes:#?}");
 }
+
+/// Under `Async` durability a background write that fails stops the run
+/// at its next step boundary with that write's error: no later node runs
+/// while nothing it builds on is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_background_write_stops_the_run_at_the_next_step() {
+    use std::sync::atomic::AtomicUsize;
+    use weaver_tests::forwarding::Forwarding;
+    let db = SqliteDb::new().await;
+    let failing = Arc::new(Forwarding::leasing(Arc::new(db.saver().await)));
+    let ran = Arc::new(AtomicUsize::new(0));
+    // `a` breaks the database as it starts: the checkpoint its step ends
+    // with is the first write that fails.
+    let step = |name: &'static str| {
+        let (ran, failing) = (ran.clone(), failing.clone());
+        move |_: &Steps| {
+            let (ran, failing) = (ran.clone(), failing.clone());
+            async move {
+                if name == "a" {
+                    failing.fail_groups.store(true, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                if name == "c" {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                }
+                StepsUpdate::default().bar([name])
+            }
+        }
+    };
+    let graph = Graph::<Steps>::new("abc")
+        .add_node("a", step("a"))
+        .add_node("b", step("b"))
+        .add_node("c", step("c"))
+        .add_sequence([START, "a", "b", "c", END])
+        .compile(Compile::new().checkpointer_arc(failing.clone()))
+        .unwrap();
+    let config = RunConfig::thread("t")
+        .durability(Durability::Async)
+        .multitask(weaver::config::Multitask::Race);
+    let r = t(graph.invoke(Steps::default(), &config)).await;
+    storage(&r, "the run");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "c ran after the write failed"
+    );
+}

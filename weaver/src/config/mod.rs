@@ -48,7 +48,9 @@ pub enum Durability {
     /// through the same saver (the next run, `get_state`, from any graph
     /// compiled with that saver or a clone of it: they share its
     /// [`SaverState`](crate::checkpoint::SaverState)) waits for any still
-    /// queued. The default.
+    /// queued. The default. A background write that fails gives up what
+    /// was queued after it, and the run stops at its next step boundary
+    /// with that write's error.
     /// On an in-process saver (nothing to overlap) or outside a tokio
     /// runtime (no task to write in), the run writes as `Sync` does.
     #[default]

@@ -338,6 +338,14 @@ impl<S: GraphState> Loop<'_, S> {
             if let Some(watch) = &self.watch {
                 watch.check()?;
             }
+            // A background write that failed gave up everything queued after
+            // it: the run stops here with its error rather than run steps
+            // whose checkpoints would never be stored.
+            if let Some(thread) = self.thread.as_mut()
+                && thread.writer.flight().is_some_and(|f| f.has_failed())
+            {
+                thread.writer.flush().await?;
+            }
             let tasks = next_tasks(self.spec, &self.current)?;
             if tasks.is_empty() {
                 return Ok(Outcome::Complete(self.state.clone()));

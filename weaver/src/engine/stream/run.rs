@@ -26,7 +26,9 @@ use crate::state::GraphState;
 /// its next await (a step's tasks, a write), and at its next step boundary
 /// at the latest (a run whose writes are queued to the background, or whose
 /// nodes block their thread, may reach no await before), and keeps what it
-/// stored or queued before, as a run that failed there would. On a
+/// stored or queued before (under [`Durability::Exit`](crate::Durability::Exit),
+/// which stores only when the run returns, nothing: unlike a run that
+/// fails, a dropped one never returns). On a
 /// multi-thread runtime the run may still be in a node or in the middle of
 /// a write when the drop returns; the next call on the same thread, on
 /// this graph or on any graph compiled on a clone of the saver, first
