@@ -638,3 +638,27 @@ pub async fn a_turn_goes_on_from_stored_writes_without_their_snapshot(saver: Arc
         .unwrap_or_else(|e| panic!("the next turn: {e}"));
     assert_eq!(t.messages, [ask_email("Ada")]);
 }
+
+/// An auto-advancing node that loops to itself runs on in the same turn,
+/// as any chain of them does: it never waits for a reply.
+pub async fn an_auto_advancing_node_may_loop_to_itself(saver: Arc<dyn Saver>) {
+    let tick = ChatNode::<Signup>::new("tick")
+        .action(|s: &Signup, _| {
+            let n = s.name.len() + 1;
+            Action::say(format!("tick {n}")).update(SignupUpdate::default().name("x".repeat(n)))
+        })
+        .auto_advance();
+    let f = ChatFlowBuilder::new("ticks")
+        .add_node(tick)
+        .add_edge(START, "tick")
+        .add_conditional_edge(
+            "tick",
+            |s: &Signup| if s.name.len() < 3 { "tick" } else { END },
+            ["tick", END],
+        )
+        .compile(ChatOptions::shared("ticks", saver.clone()))
+        .unwrap();
+    let t = f.turn("").await.unwrap();
+    assert_eq!(t.messages, ["tick 1", "tick 2", "tick 3"]);
+    assert!(t.done);
+}

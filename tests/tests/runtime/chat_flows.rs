@@ -238,3 +238,8 @@ async fn chat_a_stored_conversation_at_no_node_is_a_decode_error() {
     assert!(matches!(f.turn("Ada").await, Err(Error::Decode { .. })));
     assert_eq!(f.count().await.unwrap(), 1, "nothing was written");
 }
+
+#[tokio::test]
+async fn chat_an_auto_advancing_node_may_loop_to_itself_in_memory() {
+    chat_flows::an_auto_advancing_node_may_loop_to_itself(memory()).await;
+}

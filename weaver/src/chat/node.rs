@@ -145,7 +145,9 @@ impl<S: GraphState> FlowNode<S> {
             NodeError::msg("a chat node runs in a turn of its ChatFlow (`ChatFlow::turn`)")
         })?;
         let id = &self.def.id;
-        if !conv.tracker.awaits_reply_to(id) {
+        // An auto-advancing node never waits for a reply: entered again
+        // (a loop back to itself), it acts again.
+        if self.def.auto_advance || !conv.tracker.awaits_reply_to(id) {
             return self.act(conv, turn);
         }
         if !turn.take_reply() {
