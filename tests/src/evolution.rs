@@ -658,3 +658,31 @@ pub async fn newer_writes_on_an_older_checkpoint_are_not_upcast_again(
         .expect("v3 graph");
     assert_eq!(v3.get_state(&second).await.unwrap().values.n, 700);
 }
+
+/// A replay of a thread's first checkpoint (the input, not yet taken in)
+/// by a newer release takes the input through the upcasters too: version
+/// 1's `title` in the input reaches version 2's `subject`.
+pub async fn a_replayed_input_is_upcast(saver: Arc<dyn Saver>, thread: &str) {
+    let config = RunConfig::thread(thread);
+    graph_v1(saver.clone())
+        .invoke(
+            TicketV1Update::default().title("printer".to_owned()),
+            &config,
+        )
+        .await
+        .expect("v1 pauses");
+    let v3 = graph_v3(saver);
+    let history = v3
+        .get_state_history(&config, History::default())
+        .await
+        .expect("history");
+    let input = history.last().expect("the input checkpoint");
+    assert_eq!(input.next, ["__start__"]);
+    let paused = v3
+        .continue_run(&input.config)
+        .await
+        .expect("the replay pauses at ask");
+    assert_eq!(paused.interrupts().len(), 1);
+    let state = v3.get_state(&config).await.unwrap();
+    assert_eq!(state.values.subject, "printer", "the input's title, upcast");
+}

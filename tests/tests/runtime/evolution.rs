@@ -32,6 +32,11 @@ async fn pending_writes_are_upcast_in_memory() {
 }
 
 #[tokio::test]
+async fn a_replayed_input_is_upcast_in_memory() {
+    evolution::a_replayed_input_is_upcast(memory(), "t").await;
+}
+
+#[tokio::test]
 async fn forks_read_old_checkpoints_in_memory() {
     evolution::forks_read_old_checkpoints(memory(), "t").await;
 }

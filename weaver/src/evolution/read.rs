@@ -148,7 +148,8 @@ pub fn upgrade_values<S: GraphState>(
 }
 
 /// Runs the upcasters from `from` to `S::VERSION` on the state's channels
-/// of `values` (a pending input and pending sends are set aside).
+/// of `values` (pending sends are set aside; a pending input is upcast as a
+/// partial map).
 fn upcast<S: GraphState>(
     checkpoint_id: &str,
     values: &mut Map<String, Value>,
@@ -171,10 +172,22 @@ fn upcast<S: GraphState>(
     if from == current {
         return Ok(());
     }
-    let kept: Vec<(String, Value)> = [INPUT_CHANNEL, SENDS_CHANNEL]
+    let mut kept: Vec<(String, Value)> = [INPUT_CHANNEL, SENDS_CHANNEL]
         .into_iter()
         .filter_map(|k| values.remove(k).map(|v| (k.to_owned(), v)))
         .collect();
+    // A pending input is an update of the state in the old form: upcast
+    // as a partial map, as pending writes are.
+    for (k, v) in &mut kept {
+        if k == INPUT_CHANNEL
+            && let Value::Object(input) = v
+        {
+            let mut map = std::mem::take(input);
+            let mut ignored = Upgraded::default();
+            upcast::<S>(checkpoint_id, &mut map, from, &mut ignored)?;
+            *input = map;
+        }
+    }
     let mut map = std::mem::take(values);
     for v in from..current {
         map = match S::upcast(v, map) {
