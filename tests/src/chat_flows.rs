@@ -662,3 +662,38 @@ pub async fn an_auto_advancing_node_may_loop_to_itself(saver: Arc<dyn Saver>) {
     assert_eq!(t.messages, ["tick 1", "tick 2", "tick 3"]);
     assert!(t.done);
 }
+
+/// With auto-save off, a turn that fails part way keeps its progress in
+/// the flow, whether or not the flow had saved just before: the next turn
+/// goes on from the middle, as with auto-save.
+pub async fn a_failed_manual_turn_keeps_its_progress(saver: Arc<dyn Saver>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let fail = Arc::new(AtomicBool::new(true));
+    let ask_name = ChatNode::new("ask_name")
+        .action(|_, _| Action::say(ASK_NAME))
+        .validate(REASK_NAME, |_, reply| {
+            Validation::valid_with(SignupUpdate::default().name(reply.user_message.trim()))
+        });
+    let failing = fail.clone();
+    let ask_email_node = ChatNode::new("ask_email").action(move |s: &Signup, _| {
+        assert!(
+            !failing.swap(false, Ordering::SeqCst),
+            "the mail service is down"
+        );
+        Action::say(ask_email(&s.name))
+    });
+    let f = ChatFlowBuilder::new("fails")
+        .add_node(ask_name)
+        .add_node(ask_email_node)
+        .add_edge(START, "ask_name")
+        .add_edge("ask_name", "ask_email")
+        .add_edge("ask_email", END)
+        .compile(ChatOptions::shared("manual-fails", saver.clone()).auto_save(false))
+        .unwrap();
+    f.turn("").await.unwrap();
+    f.save().await.unwrap();
+    assert!(f.turn("Ada").await.is_err());
+    let t = f.turn("this is no name").await.unwrap();
+    assert_eq!(t.messages, [ask_email("Ada")]);
+    assert_eq!(f.state().name, "Ada");
+}

@@ -243,3 +243,8 @@ async fn chat_a_stored_conversation_at_no_node_is_a_decode_error() {
 async fn chat_an_auto_advancing_node_may_loop_to_itself_in_memory() {
     chat_flows::an_auto_advancing_node_may_loop_to_itself(memory()).await;
 }
+
+#[tokio::test]
+async fn chat_a_failed_manual_turn_keeps_its_progress_in_memory() {
+    chat_flows::a_failed_manual_turn_keeps_its_progress(memory()).await;
+}

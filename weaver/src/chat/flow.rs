@@ -326,7 +326,10 @@ impl<S: GraphState> ChatFlow<S> {
             .await?;
         }
         let at = scratch.get_state(&config).await?;
-        let turn = self.run(scratch, at, None, input).await?;
+        let turn = self.run(scratch, at, None, input).await;
+        // What the turn did before a failure stays in the flow (the scratch
+        // holds it), as it stays stored under auto-save: the next turn goes
+        // on from there, not from the saved version again.
         let now = scratch.get_state(&config).await?;
         self.with_local(|l| {
             if !l.unsaved {
@@ -337,7 +340,7 @@ impl<S: GraphState> ChatFlow<S> {
             l.head = version;
             l.unsaved = true;
         });
-        Ok(Turn { version, ..turn })
+        Ok(Turn { version, ..turn? })
     }
 
     fn conflict(&self, version: u64) -> Error {
