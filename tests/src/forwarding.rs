@@ -21,7 +21,8 @@ use weaver::{InMemorySaver, Saver};
 /// `put_writes`, `put_ops` with its ops) in `writes`, and fails every
 /// `put_ops` with a storage error while `fail_groups` is set (while
 /// `fail_checkpoints` is set, every write of a checkpoint fails, and writes
-/// alone go through). While
+/// alone go through; while `slow_writes` holds a time, a write of tasks'
+/// writes alone first waits that long, as a busy database makes it). While
 /// `intrude` is set, the next `put_many` is preceded by another writer's
 /// commit at its first entry's commit order (as when another process's
 /// turn lands between reading the head and writing), and `intrude` clears.
@@ -52,6 +53,7 @@ pub struct Forwarding {
     pub writes: Mutex<Vec<String>>,
     pub fail_groups: AtomicBool,
     pub fail_checkpoints: AtomicBool,
+    pub slow_writes: Mutex<Option<std::time::Duration>>,
     pub intrude: AtomicBool,
     pub slow_final: AtomicBool,
     pub latest_gate: Mutex<Option<(Arc<tokio::sync::Barrier>, usize)>>,
@@ -134,6 +136,7 @@ impl Forwarding {
             writes: Mutex::new(Vec::new()),
             fail_groups: AtomicBool::new(false),
             fail_checkpoints: AtomicBool::new(false),
+            slow_writes: Mutex::new(None),
             intrude: AtomicBool::new(false),
             slow_final: AtomicBool::new(false),
             latest_gate: Mutex::new(None),
@@ -195,6 +198,14 @@ impl Forwarding {
         };
         *self.withdraw_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
         gate
+    }
+
+    /// Waits `slow_writes`, if set.
+    async fn slow_down(&self) {
+        let slow = *self.slow_writes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(wait) = slow {
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// Waits at the write gate, if one is set.
@@ -310,6 +321,7 @@ impl Saver for Forwarding {
         writes: Vec<PendingWrite>,
     ) -> weaver::Result<()> {
         self.log("put_writes".into());
+        self.slow_down().await;
         self.pass_write_gate().await;
         self.inner.put_writes(target, writes).await
     }
@@ -387,6 +399,9 @@ impl Saver for Forwarding {
             .collect();
         self.log(format!("put_ops[{}]", names.join(", ")));
         let puts = ops.iter().any(|op| matches!(op, WriteOp::Put(_)));
+        if !puts {
+            self.slow_down().await;
+        }
         if self.fail_groups.load(Ordering::SeqCst)
             || (puts && self.fail_checkpoints.load(Ordering::SeqCst))
         {

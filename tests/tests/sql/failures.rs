@@ -536,3 +536,47 @@ async fn a_failed_background_write_stops_the_run_at_the_next_step() {
         "c ran after the write failed"
     );
 }
+
+/// Under `Sync` durability a task's writes are stored as it finishes;
+/// while they are (a slow database), its siblings go on: a sibling's
+/// timeout counts its own time, not the store's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_store_of_one_tasks_writes_does_not_time_its_sibling_out() {
+    use weaver_tests::forwarding::Forwarding;
+    let db = SqliteDb::new().await;
+    let slow_db = Arc::new(Forwarding::leasing(Arc::new(db.saver().await)));
+    *slow_db.slow_writes.lock().unwrap() = Some(Duration::from_millis(800));
+    let graph = Graph::<Steps>::new("siblings")
+        .add_node("fast", |_: &Steps| async {
+            // Both tasks have started before this one ends.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            StepsUpdate::default().bar(["fast"])
+        })
+        .add_node_with(
+            "slow",
+            |_: &Steps| async {
+                for _ in 0..3 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                StepsUpdate::default().bar(["slow"])
+            },
+            NodePolicy::new().timeout(Duration::from_millis(500)),
+        )
+        .add_edge(START, "fast")
+        .add_edge(START, "slow")
+        .add_edge("fast", END)
+        .add_edge("slow", END)
+        .compile(Compile::new().checkpointer_arc(slow_db))
+        .unwrap();
+    let config = RunConfig::thread("t")
+        .durability(Durability::Sync)
+        .multitask(weaver::config::Multitask::Race);
+    let done = t(graph.invoke(Steps::default(), &config))
+        .await
+        .unwrap_or_else(|e| panic!("the sibling was timed out by the store: {e}"))
+        .complete()
+        .unwrap();
+    let mut bar = done.bar;
+    bar.sort();
+    assert_eq!(bar, ["fast", "slow"]);
+}

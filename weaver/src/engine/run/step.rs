@@ -220,7 +220,17 @@ impl<S: GraphState> Loop<'_, S> {
             interrupts: Vec::new(),
             parent: Vec::new(),
         };
-        while let Some((k, result)) = runner.next().await {
+        // Tasks that finished while a sibling's writes were being stored:
+        // handled in turn, after it.
+        let mut ready = std::collections::VecDeque::new();
+        loop {
+            let (k, result) = match ready.pop_front() {
+                Some(done) => done,
+                None => match runner.next().await {
+                    Some(done) => done,
+                    None => break,
+                },
+            };
             let id = started.ids[k].as_str();
             let (finished, mut writes) = finish_task(spec, state, nodes[k], id, result, persisting);
             // Effects journaled while the task's checkpoint was not stored
@@ -242,9 +252,25 @@ impl<S: GraphState> Loop<'_, S> {
             if let Some(thread) = thread.as_mut().filter(|_| !writes.is_empty()) {
                 // The step's last task, and every task succeeded: the step
                 // ends with a checkpoint, which may carry its writes.
-                let with_next =
-                    runner.is_done() && ended.failures.is_empty() && ended.interrupts.is_empty();
-                thread.store_writes(&current.id, writes, with_next).await?;
+                let with_next = ready.is_empty()
+                    && runner.is_done()
+                    && ended.failures.is_empty()
+                    && ended.interrupts.is_empty();
+                // The other tasks go on while the writes are stored (a
+                // round trip to the database): a sibling's timeout counts
+                // its own time, not the store's.
+                let store = thread.store_writes(&current.id, writes, with_next);
+                tokio::pin!(store);
+                loop {
+                    tokio::select! {
+                        biased;
+                        stored = &mut store => {
+                            stored?;
+                            break;
+                        }
+                        Some(done) = runner.next(), if !runner.is_done() => ready.push_back(done),
+                    }
+                }
             }
         }
         Ok(ended)
