@@ -255,3 +255,39 @@ async fn an_effect_waits_for_its_checkpoint_on_postgres() {
     an_effect_waits_for_its_checkpoint(Arc::new(db.saver().await)).await;
     db.drop_schema().await;
 }
+
+/// A background write that fails before an effect's checkpoint is stored
+/// refuses the effect, and the run reports the write's own error (the
+/// cause), not the refused effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_effect_reports_the_failed_write() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use weaver::prelude::*;
+    use weaver_tests::forwarding::Forwarding;
+    use weaver_tests::states::{Steps, StepsUpdate};
+    let db = SqliteDb::new().await;
+    let failing = Arc::new(Forwarding::leasing(Arc::new(db.saver().await)));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let graph = Graph::<Steps>::new("charges")
+        .add_node("prep", {
+            let failing = failing.clone();
+            move |_: &Steps| {
+                failing.fail_groups.store(true, Ordering::SeqCst);
+                StepsUpdate::default().bar(["prep"])
+            }
+        })
+        .add_node("charge", charge)
+        .add_sequence([START, "prep", "charge", END])
+        .compile(Compile::new().checkpointer_arc(failing.clone()))
+        .unwrap();
+    let config = RunConfig::thread("t")
+        .durability(Durability::Async)
+        .multitask(weaver::config::Multitask::Race)
+        .with_context(ran.clone());
+    let e = graph.invoke(Steps::default(), &config).await.unwrap_err();
+    assert!(
+        matches!(&e, weaver::Error::Storage { op, .. } if *op == "put_ops"),
+        "{e:?}"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the effect ran");
+}

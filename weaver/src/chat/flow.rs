@@ -326,20 +326,28 @@ impl<S: GraphState> ChatFlow<S> {
             .await?;
         }
         let at = scratch.get_state(&config).await?;
+        let before = (at.commit_order, at.pending_writes.len());
         let turn = self.run(scratch, at, None, input).await;
         // What the turn did before a failure stays in the flow (the scratch
         // holds it), as it stays stored under auto-save: the next turn goes
-        // on from there, not from the saved version again.
-        let now = scratch.get_state(&config).await?;
-        self.with_local(|l| {
-            if !l.unsaved {
-                l.version = version;
-            }
-            l.state = now.values.state;
-            l.tracker = now.values.tracker;
-            l.head = version;
-            l.unsaved = true;
-        });
+        // on from there, not from the saved version again. A failed turn
+        // that did nothing leaves the flow as it was.
+        let now = match scratch.get_state(&config).await {
+            Ok(now) => now,
+            Err(e) => return Err(turn.err().unwrap_or(e)),
+        };
+        let moved = (now.commit_order, now.pending_writes.len()) != before;
+        if turn.is_ok() || moved {
+            self.with_local(|l| {
+                if !l.unsaved {
+                    l.version = version;
+                }
+                l.state = now.values.state;
+                l.tracker = now.values.tracker;
+                l.head = version;
+                l.unsaved = true;
+            });
+        }
         Ok(Turn { version, ..turn? })
     }
 

@@ -58,9 +58,10 @@ pub enum Multitask {
     /// [`Error::ThreadBusy`](crate::Error::ThreadBusy), and the request is
     /// taken back (also when this run is dropped while it waits): the
     /// running run goes on, unless it has already seen the request at a
-    /// renewal, in which case it stops all the same. A named holder
-    /// paused at an interrupt that resumes while asked to stop stops at
-    /// once.
+    /// renewal, in which case it stops all the same: a `wait` shorter than
+    /// the holder's renewal period ([`LeaseTimes::renew`]) rarely stops
+    /// it. A named holder paused at an interrupt that resumes while asked
+    /// to stop stops at once.
     Interrupt {
         /// How long this run waits for the running one to stop.
         wait: Duration,

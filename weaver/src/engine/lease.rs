@@ -181,23 +181,33 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
             resettled = true;
             continue;
         }
-        // Asked at every try, not once: another waiting run that gave up
-        // may have taken back a request this run made too.
+        // Asked again once a renewal period went by, not once: another
+        // waiting run that gave up may have taken back a request this run
+        // made too, and the holder reads requests only when it renews, so
+        // asking more often gains nothing (and each ask writes the row the
+        // holder renews).
         if let Some(stop) = stop
             && !busy_holder.is_empty()
         {
-            if asked.holder.as_deref() != Some(busy_holder.as_str()) {
-                // A holder asked before has gone: its request is taken
-                // back (so the old value drops with nothing to do).
-                asked.withdraw().await;
-                asked = Asked::of(&saver, thread_id, &busy_holder, stop);
-            }
-            if let Err(e) = leases.request_stop(thread_id, &busy_holder, stop).await {
+            let again = match &asked.holder {
+                Some(h) if *h == busy_holder => asked.at.elapsed() >= times.renew,
+                _ => {
+                    // A holder asked before has gone: its request is taken
+                    // back (so the old value drops with nothing to do).
+                    asked.withdraw().await;
+                    asked = Asked::of(&saver, thread_id, &busy_holder, stop);
+                    true
+                }
+            };
+            if again && let Err(e) = leases.request_stop(thread_id, &busy_holder, stop).await {
                 if let Some(k) = ticket {
                     let _ = leases.leave_queue(thread_id, k).await;
                 }
                 asked.withdraw().await;
                 return Err(e);
+            }
+            if again {
+                asked.at = Instant::now();
             }
         }
         let waited = start.elapsed();
@@ -261,12 +271,25 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
 /// taken back when the run gives up ([`withdraw`](Self::withdraw)), or in
 /// the background when the waiting run is dropped, so that a run that does
 /// not take the thread leaves its holder going.
-#[derive(Default)]
 struct Asked {
     saver: Option<Arc<dyn Saver>>,
     thread_id: String,
     holder: Option<String>,
     stop: Option<Stop>,
+    /// When it was last asked.
+    at: Instant,
+}
+
+impl Default for Asked {
+    fn default() -> Self {
+        Asked {
+            saver: None,
+            thread_id: String::new(),
+            holder: None,
+            stop: None,
+            at: Instant::now(),
+        }
+    }
 }
 
 impl Asked {
@@ -276,6 +299,7 @@ impl Asked {
             thread_id: thread_id.to_owned(),
             holder: Some(holder.to_owned()),
             stop: Some(stop),
+            at: Instant::now(),
         }
     }
 

@@ -114,6 +114,14 @@ impl<'g, S: GraphState> Loop<'g, S> {
             Ok(outcome) => {
                 lp.finish().await?;
                 lp.remember_stored();
+                // A run asked to stop stops at its pause (a step boundary):
+                // its caller, and a stream's consumer, never get the pause,
+                // which the newer run goes on from or removes.
+                if let (Outcome::Interrupted(_), Some(stopped)) =
+                    (&outcome, lp.watch.as_ref().and_then(|w| w.stopped()))
+                {
+                    return Err(stopped);
+                }
                 // Only now: a consumer that stops at the pause (drops the
                 // stream) must find it stored, which `exit` durability does
                 // in `finish`.
@@ -127,9 +135,14 @@ impl<'g, S: GraphState> Loop<'g, S> {
             Err(e @ Error::LeaseLost { .. }) => Err(e),
             Err(e) => {
                 // Keep what the run produced (the checkpoint it stopped at and
-                // its tasks' writes); report the run's own error first.
-                if lp.finish().await.is_ok() {
-                    lp.remember_stored();
+                // its tasks' writes); report the run's own error first,
+                // unless a background write failed before: that is the
+                // cause (an effect refused for want of its checkpoint, say).
+                let failed_before = lp.background_failed();
+                match lp.finish().await {
+                    Ok(()) => lp.remember_stored(),
+                    Err(cause) if failed_before => return Err(cause),
+                    Err(_) => {}
                 }
                 Err(e)
             }
@@ -203,13 +216,10 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 }
             }
         }
-        let mut result = Loop::run(spec, cp, config.clone(), input, sink, env(watch), built).await;
-        // A pause is a step boundary: a run asked to stop by then stops
-        // there (the newer run takes the paused turn over), rather than
-        // hand its caller a pause that run goes on from or removes.
-        if let (Ok(Outcome::Interrupted(_)), Some(e)) = (&result, hold.watch.stopped()) {
-            result = Err(e);
-        }
+        // A run asked to stop before it paused fails with `RunStopped`
+        // there (`Loop::run`); a request that comes after its result does
+        // not make it stopped.
+        let result = Loop::run(spec, cp, config.clone(), input, sink, env(watch), built).await;
         let paused =
             matches!(result, Ok(Outcome::Interrupted(_))) && config.get_lease_holder().is_some();
         // Stopped: the run ended on the stop request. A run that finished,
@@ -279,6 +289,14 @@ impl<S: GraphState> Loop<'_, S> {
         self.pending.clear();
         self.replaying = false;
         Ok(())
+    }
+
+    /// Whether the run's background writer gave up after a failed write.
+    fn background_failed(&self) -> bool {
+        self.thread
+            .as_ref()
+            .and_then(|t| t.writer.flight())
+            .is_some_and(|f| f.has_failed())
     }
 
     /// Stores whatever the run has not stored yet, and waits for the saver.
