@@ -572,17 +572,23 @@ pub async fn foreign_and_expired_leases_are_refused(saver: Arc<dyn Saver>, threa
     );
 }
 
-/// A named holder's turn that pauses at an interrupt keeps the thread
-/// until its resume: another run is refused meanwhile.
-pub async fn a_paused_named_holder_keeps_the_thread(saver: Arc<dyn Saver>, thread: &str) {
-    let g = Graph::<Talk>::new("paused")
+/// `START -> ask -> END`, where `ask` pauses for an approval and then
+/// says `approved:<answer>`.
+fn asking(saver: &Arc<dyn Saver>) -> CompiledGraph<Talk> {
+    Graph::<Talk>::new("paused")
         .add_node("ask", |_: &Talk, rt: &Runtime| {
             let answer = rt.interrupt(serde_json::json!("approve?"))?;
             Ok::<_, NodeError>(TalkUpdate::default().messages(vec![format!("approved:{answer}")]))
         })
         .add_sequence([START, "ask", END])
         .compile(Compile::new().checkpointer_arc(saver.clone()))
-        .unwrap();
+        .unwrap()
+}
+
+/// A named holder's turn that pauses at an interrupt keeps the thread
+/// until its resume: another run is refused meanwhile.
+pub async fn a_paused_named_holder_keeps_the_thread(saver: Arc<dyn Saver>, thread: &str) {
+    let g = asking(&saver);
     let mine = RunConfig::thread(thread)
         .lease_times(short())
         .lease_holder("w:1");
@@ -864,14 +870,7 @@ pub async fn a_failed_stop_request_leaves_the_queue(saver: Arc<dyn Saver>, threa
 /// before running anything, and the newer run goes on from the paused
 /// turn (`Interrupt`) or without it (`Rollback`).
 pub async fn a_named_holders_resume_stops_when_asked_to(saver: Arc<dyn Saver>, thread: &str) {
-    let g = Graph::<Talk>::new("paused")
-        .add_node("ask", |_: &Talk, rt: &Runtime| {
-            let answer = rt.interrupt(serde_json::json!("approve?"))?;
-            Ok::<_, NodeError>(TalkUpdate::default().messages(vec![format!("approved:{answer}")]))
-        })
-        .add_sequence([START, "ask", END])
-        .compile(Compile::new().checkpointer_arc(saver.clone()))
-        .unwrap();
+    let g = asking(&saver);
     let leases = saver.leases().unwrap();
     for (strategy, name, kept) in [
         (

@@ -223,6 +223,13 @@ impl Writer {
         self.background.as_ref().map(|b| b.flight.clone())
     }
 
+    /// Whether the `async` mode's writer gave up after a failed write.
+    pub fn failed(&self) -> bool {
+        self.background
+            .as_ref()
+            .is_some_and(|b| b.flight.has_failed())
+    }
+
     pub fn mode(&self) -> Durability {
         self.mode
     }

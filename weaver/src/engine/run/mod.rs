@@ -293,10 +293,7 @@ impl<S: GraphState> Loop<'_, S> {
 
     /// Whether the run's background writer gave up after a failed write.
     fn background_failed(&self) -> bool {
-        self.thread
-            .as_ref()
-            .and_then(|t| t.writer.flight())
-            .is_some_and(|f| f.has_failed())
+        self.thread.as_ref().is_some_and(|t| t.writer.failed())
     }
 
     /// Stores whatever the run has not stored yet, and waits for the saver.
@@ -359,8 +356,8 @@ impl<S: GraphState> Loop<'_, S> {
             // A background write that failed gave up everything queued after
             // it: the run stops here with its error rather than run steps
             // whose checkpoints would never be stored.
-            if let Some(thread) = self.thread.as_mut()
-                && thread.writer.flight().is_some_and(|f| f.has_failed())
+            if self.background_failed()
+                && let Some(thread) = self.thread.as_mut()
             {
                 thread.writer.flush().await?;
             }
