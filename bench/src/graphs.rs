@@ -57,7 +57,7 @@ pub(crate) fn fan_out(be: &Backend, counts: Option<Counts>, fail: bool) -> Compi
     )
 }
 
-/// W2's state: the messages in a delta channel, as the seed's chat graphs
+/// W2's state: the messages in a delta channel, as chat-graph's conversations
 /// declare them (each checkpoint stores what it appended).
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct Chat {

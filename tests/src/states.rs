@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use weaver::channel::{ChannelKind, ChannelSpec, reduce};
 use weaver::state::{GraphState, Update};
 
-/// The seed's two-step state: `foo` last value, `bar` appended.
+/// BeamWeaver's two-step example state: `foo` last value, `bar` appended.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Steps {
     /// Last value wins.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use weaver::checkpoint::ListFilter;
 use weaver::prelude::*;
 
-/// The seed's two-step state.
+/// BeamWeaver's two-step example state.
 #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 struct State {
     /// Last value wins.

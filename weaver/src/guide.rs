@@ -33,7 +33,7 @@
 //! 15. [Several workers on one conversation](workers): one run per thread
 //!     at a time, the multitask strategies, whole turns.
 //! 16. [Chat flows](chat_flows): turn-based flows that ask, validate and run
-//!     on, with the seed's storage API.
+//!     on, stored through a small snapshot adapter contract.
 
 /// Quick start: install, a first graph, a checkpointed run, history, resume.
 pub mod quick_start {

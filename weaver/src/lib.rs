@@ -9,7 +9,7 @@
 //! return a typed partial update, or a [`Command`] that also says where to
 //! go. Nodes triggered together run concurrently in a *super-step*, and
 //! their updates merge in a deterministic order. With a checkpointer
-//! ([`Saver`]: [`InMemorySaver`], SQLite, PostgreSQL) every super-step is
+//! ([`Saver`]: [`InMemorySaver`], SQLite, PostgreSQL, MongoDB) every super-step is
 //! stored per *thread*, which gives history, time travel, forks,
 //! human-in-the-loop pauses answered from any process, and recovery after
 //! a failed node.
@@ -57,8 +57,12 @@
 //! [human in the loop](guide::human_in_the_loop),
 //! [time travel](guide::time_travel), [the memory store](guide::memory_store),
 //! [limits and errors](guide::limits_and_errors),
-//! [coming from LangGraph](guide::coming_from_langgraph) and
-//! [side effects](guide::side_effects).
+//! [coming from LangGraph](guide::coming_from_langgraph),
+//! [side effects](guide::side_effects),
+//! [releasing a new version](guide::releasing),
+//! [encryption](guide::encryption), [deploying](guide::deploying),
+//! [several workers on one conversation](guide::workers) and
+//! [chat flows](guide::chat_flows).
 //!
 //! # The main types
 //!
@@ -73,13 +77,17 @@
 //!   [`StreamMode`] and [`StreamEvent`].
 //! - Storing: [`Saver`] and the [`Checkpointer`] facade, [`InMemorySaver`],
 //!   [`checkpoint::SqliteSaver`] (feature `sqlite`),
-//!   [`checkpoint::PostgresSaver`] (feature `postgres`), [`migrate`].
+//!   [`checkpoint::PostgresSaver`] (feature `postgres`),
+//!   [`mongo::MongoSaver`] (feature `mongodb`), [`checkpoint::AdapterSaver`]
+//!   (a saver over any [`checkpoint::SnapshotAdapter`]), [`migrate`].
 //! - Memory: [`Store`], [`InMemoryStore`], [`store::SqliteStore`],
-//!   [`store::PostgresStore`].
+//!   [`store::PostgresStore`], [`store::MongoStore`] (feature `mongodb`).
+//! - Chat flows: [`chat`]; releases: [`evolution`].
 //! - Errors: [`Error`], one enum for every fallible call.
 //!
 //! Features: `sqlite`, `postgres` (the SQL savers, stores and migrations),
-//! `encryption` ([`codec::EncryptedCodec`]). `use weaver::prelude::*;`
+//! `mongodb` (the MongoDB saver and store), `encryption`
+//! ([`codec::EncryptedCodec`]). `use weaver::prelude::*;`
 //! brings the names most programs need.
 #![forbid(unsafe_code)]
 #![deny(missing_docs, missing_debug_implementations)]

@@ -1,4 +1,4 @@
-//! Quick start: the seed's `CheckpointExample` on an embedded SQLite file.
+//! Quick start: BeamWeaver's `CheckpointExample` on an embedded SQLite file.
 //!
 //! Shows a checkpointed run, its history, a fork of an old checkpoint and a
 //! resume of the fork. Run it twice: the second run extends the same thread.
@@ -106,7 +106,7 @@ async fn main() -> weaver::Result<()> {
     Ok(())
 }
 
-/// How many checkpoints `thread` holds (the seed's `getSnapshotCount`).
+/// How many checkpoints `thread` holds (chat-graph's `getSnapshotCount`).
 async fn checkpoints(graph: &CompiledGraph<State>, thread: &str) -> weaver::Result<u64> {
     let Some(cp) = graph.checkpointer() else {
         return Ok(0);

@@ -18,7 +18,7 @@ pub async fn node_b(_: &Steps) -> StepsUpdate {
     StepsUpdate::default().foo("b").bar(["b"])
 }
 
-/// The seed's `CheckpointExample`: START → node_a → node_b → END.
+/// BeamWeaver's `CheckpointExample`: START → node_a → node_b → END.
 pub fn two_step(saver: &InMemorySaver) -> CompiledGraph<Steps> {
     Graph::<Steps>::new("CheckpointExample")
         .add_node("node_a", node_a)

@@ -1,4 +1,4 @@
-//! The seed's Snapshot Fields, State History, Update State and Replay And Fork sections.
+//! BeamWeaver's persistence guide: its Snapshot Fields, State History, Update State and Replay And Fork sections.
 
 use weaver::prelude::*;
 use weaver_tests::states::{Steps, StepsUpdate};
@@ -40,7 +40,7 @@ async fn get_state_returns_the_latest_snapshot_fields() {
 }
 
 #[tokio::test]
-async fn history_lookups_from_the_seed() {
+async fn history_lookups_of_the_persistence_guide() {
     let graph = two_step(&InMemorySaver::new());
     let config = ran(&graph, "thread-1").await;
     graph

@@ -16,7 +16,7 @@ use crate::common::{node_a, node_b, two_step};
 struct Db(String);
 impl Db {
     fn new() -> Self {
-        let p = std::env::temp_dir().join(format!("weaver-seed-{}.db", uuid::Uuid::now_v7()));
+        let p = std::env::temp_dir().join(format!("weaver-example-{}.db", uuid::Uuid::now_v7()));
         Db(p.display().to_string())
     }
     /// A new saver (its own connection pool): another "process".
@@ -34,7 +34,7 @@ impl Drop for Db {
     }
 }
 
-fn seed_graph(saver: impl Saver + 'static) -> CompiledGraph<Steps> {
+fn example_graph(saver: impl Saver + 'static) -> CompiledGraph<Steps> {
     Graph::<Steps>::new("CheckpointExample")
         .add_node("node_a", node_a)
         .add_node("node_b", node_b)
@@ -70,8 +70,8 @@ async fn history(g: &CompiledGraph<Steps>, c: &RunConfig) -> Vec<StateSnapshot<S
 }
 
 #[tokio::test]
-async fn seed_bulk_update_state_without_as_node() {
-    // Seed: bulk_update_state(graph, config, [[%{bar: ["manual-a"]}, %{bar: ["manual-b"]}],
+async fn bulk_update_state_without_as_node() {
+    // BeamWeaver's guide: bulk_update_state(graph, config, [[%{bar: ["manual-a"]}, %{bar: ["manual-b"]}],
     // [%{foo: "after-bulk"}]]) "creates a sequence of checkpoint updates with super-step merge semantics".
     let graph = two_step(&InMemorySaver::new());
     let config = RunConfig::thread("thread-1");
@@ -88,7 +88,7 @@ async fn seed_bulk_update_state_without_as_node() {
             ],
         )
         .await
-        .expect("the seed's bulk update, with no as_node, succeeds");
+        .expect("the guide's bulk update, with no as_node, succeeds");
     let snap = graph.get_state(&last).await.unwrap();
     assert_eq!(snap.values.bar, ["a", "b", "manual-a", "manual-b"]);
     assert_eq!(snap.values.foo, "after-bulk");
@@ -101,7 +101,7 @@ async fn seed_bulk_update_state_without_as_node() {
 }
 
 #[tokio::test]
-async fn seed_fork_before_node_b_as_node_a_runs_node_b_again() {
+async fn fork_before_node_b_as_node_a_runs_node_b_again() {
     let graph = two_step(&InMemorySaver::new());
     let config = RunConfig::thread("thread-1");
     run(&graph, &config).await;
@@ -172,7 +172,7 @@ async fn an_interrupt_is_resumed_by_id_from_another_process() {
 
 #[tokio::test]
 async fn history_finds_the_interrupted_checkpoint_before_and_after_resume() {
-    // Seed: interrupted = Enum.find(history, fn snapshot -> snapshot.interrupts != [] end)
+    // BeamWeaver's guide: interrupted = Enum.find(history, fn snapshot -> snapshot.interrupts != [] end)
     let graph = review_graph(InMemorySaver::new());
     let config = RunConfig::thread("t");
     let out = graph.invoke(Steps::default(), &config).await.unwrap();
@@ -189,7 +189,7 @@ async fn history_finds_the_interrupted_checkpoint_before_and_after_resume() {
 }
 
 #[tokio::test]
-async fn seed_store_search_for_food_preferences_finds_the_memory() {
+async fn store_search_for_food_preferences_finds_the_memory() {
     let store = InMemoryStore::new();
     let ns = ["users", "user-123", "memories"];
     store
@@ -221,10 +221,10 @@ async fn seed_store_search_for_food_preferences_finds_the_memory() {
 async fn a_fresh_process_continues_the_thread_with_numbered_versions() {
     let db = Db::new();
     let session = RunConfig::thread("session-1");
-    let first = seed_graph(db.saver().await);
+    let first = example_graph(db.saver().await);
     run(&first, &session).await;
     drop(first);
-    let again = seed_graph(db.saver().await);
+    let again = example_graph(db.saver().await);
     let state = run(&again, &session).await;
     assert_eq!(state.bar, ["a", "b", "a", "b"], "loaded, then advanced");
     let h = history(&again, &session).await;
@@ -346,7 +346,7 @@ async fn concurrent_turns_from_two_processes_default_durability() {
 #[tokio::test]
 async fn prune_is_never_automatic_and_keeps_the_thread_resumable() {
     let db = Db::new();
-    let graph = seed_graph(db.saver().await);
+    let graph = example_graph(db.saver().await);
     let t = RunConfig::thread("thread-1");
     for _ in 0..3 {
         run(&graph, &t).await;

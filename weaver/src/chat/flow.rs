@@ -58,7 +58,7 @@ impl<S: Default> Default for Local<S> {
 /// conversation starts its next turn with none, and no replay re-sends
 /// old text.
 ///
-/// Concurrency follows the seed's contract: two turns that loaded the same
+/// Concurrency follows chat-graph's contract: two turns that loaded the same
 /// version race for the next one, and the loser fails with
 /// [`Error::VersionConflict`] (the conversation's id and the version it
 /// attempted), storing nothing; the flow never retries. Chat flows do not
@@ -168,7 +168,7 @@ impl<S: GraphState> ChatFlow<S> {
         f(&mut guard)
     }
 
-    /// A turn's config. Chat flows keep the seed's contract: two turns
+    /// A turn's config. Chat flows keep chat-graph's contract: two turns
     /// racing on one conversation give one `VersionConflict` (the version
     /// check of `expect_head`), so they take no per-thread lease
     /// ([`Multitask::Race`](crate::config::Multitask::Race)).
@@ -429,7 +429,7 @@ impl<S: GraphState> ChatFlow<S> {
     }
 }
 
-/// The storage API: the seed's seven adapter operations, seen from one
+/// The storage API: chat-graph's seven storage-adapter operations, seen from one
 /// conversation.
 impl<S: GraphState> ChatFlow<S> {
     /// Stores the snapshot the flow holds as a new version, after the latest

@@ -360,7 +360,7 @@ pub trait Saver: Debug + Send + Sync {
     async fn list_threads(&self, limit: Option<usize>, offset: usize) -> Result<Vec<ThreadInfo>>;
 
     /// How many checkpoints `thread_id` holds (all namespaces); `None` when
-    /// it holds none (the seed's `flowExists` and `getSnapshotCount`).
+    /// it holds none (chat-graph's `flowExists` and `getSnapshotCount`).
     ///
     /// The default lists the whole thread; weaver's savers count instead.
     ///
@@ -520,7 +520,7 @@ pub trait Saver: Debug + Send + Sync {
     }
 
     /// Where the checkpoint of `thread_id` and `checkpoint_ns` whose commit
-    /// order is `commit_order` is (the seed's numbered versions), or `None`
+    /// order is `commit_order` is (chat-graph's numbered snapshot versions), or `None`
     /// when there is none (never committed, or pruned).
     ///
     /// The default lists the namespace; weaver's savers look it up.

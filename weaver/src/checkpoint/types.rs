@@ -571,7 +571,7 @@ pub enum PruneStrategy {
     #[default]
     KeepLatest,
     /// Keep the `n` checkpoints with the highest commit orders per namespace
-    /// (the seed's `pruneHistory(flowId, keepLast)`), whichever branch of a
+    /// (chat-graph's `pruneHistory(flowId, keepLast)`), whichever branch of a
     /// forked thread they are on, with their pending writes; delete the older
     /// ones and their writes. `n` must be at least 1
     /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument) otherwise:

@@ -450,7 +450,7 @@ impl<S: GraphState> CompiledGraph<S> {
     }
 
     /// The config of the checkpoint numbered `commit_order` on `config`'s
-    /// thread and namespace (the seed's numbered versions: every checkpoint
+    /// thread and namespace (chat-graph's numbered snapshot versions: every checkpoint
     /// is a new one, see [`StateSnapshot::commit_order`]), keeping the rest of
     /// `config`; `None` when there is no such checkpoint (never written, or
     /// pruned). Pass it to [`get_state`](Self::get_state) to restore that
