@@ -619,6 +619,47 @@ mod equivalence {
         assert_eq!(state.hops, 2);
     }
 
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub(crate) struct Docs {
+        pub docs: Vec<String>,
+        #[reducer(append)]
+        pub summaries: Vec<String>,
+    }
+
+    #[tokio::test]
+    async fn send_nodes_and_routers_may_be_move_closures_over_values_used_after() {
+        // Each expression is evaluated once: a `move` closure's captures are
+        // not moved into the payload check and then used again.
+        let prefix = std::sync::Arc::new(String::from("summary of "));
+        let to = String::from("summarize");
+        let graph = graph! {
+            state: Docs,
+            nodes: [summarize = {
+                let prefix = prefix.clone();
+                move |d: &String| DocsUpdate::default().summaries(vec![format!("{prefix}{d}")])
+            }],
+            edges: [summarize -> END],
+            send: [START => move |s: &Docs| {
+                s.docs.iter().map(|d| weaver::Send::new(to.as_str(), d.clone())).collect::<Vec<_>>()
+            } ? [summarize]],
+        }
+        .compile(Compile::new())
+        .unwrap();
+        let input = Docs {
+            docs: vec!["a".into(), "b".into()],
+            ..Docs::default()
+        };
+        let done = graph
+            .invoke(input, &RunConfig::default())
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        assert_eq!(done.summaries, ["summary of a", "summary of b"]);
+        // Still ours after the graph took its copy.
+        assert_eq!(prefix.len(), 11);
+    }
+
     #[tokio::test]
     async fn interrupts_declared_in_the_macro_pause_the_run() {
         let graph = graph! {

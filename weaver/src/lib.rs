@@ -158,7 +158,7 @@ pub struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod __private {
     //! Re-exports for generated code; not a public API.
-    pub use crate::engine::{IntoSends, check_send};
+    pub use crate::engine::{IntoSends, check_send, payload_node, send_router};
     pub use crate::evolution::probe::{NoSchema, Probe, ViaSchema, upcast_with};
     pub use crate::state::reducer::{AddReducer, AppendReducer, DeltaReducer, MergeReducer};
     pub use schemars;

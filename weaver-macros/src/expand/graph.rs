@@ -34,9 +34,44 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
         .flat_map(|c| &c.targets)
         .map(|t| t.ident().unraw().to_string())
         .collect();
+    // A `send:` router and the nodes it leads to are bound once, before the
+    // builder, so the payload check and the builder share one value: an
+    // expression written twice would move what a `move` closure captures
+    // into the check, and use it again in the builder.
+    let mut bindings = Vec::new();
+    let node_var = |name: &syn::Ident| quote::format_ident!("__weaver_send_node_{}", name.unraw());
+    for node in decl
+        .nodes
+        .iter()
+        .filter(|n| sent.contains(&n.name.unraw().to_string()))
+    {
+        let (var, func) = (node_var(&node.name), &node.func);
+        bindings.push(quote_spanned!(node.name.span()=>
+            let #var = ::weaver::__private::payload_node::<#state, _, _, _>(#func);
+        ));
+    }
+    let router_var = |i: usize| quote::format_ident!("__weaver_send_router_{}", i);
+    for (i, c) in decl
+        .conditionals
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.sends)
+    {
+        let (var, router) = (router_var(i), &c.router);
+        bindings.push(quote!(
+            let #var = ::weaver::__private::send_router::<#state, _, _>(#router);
+        ));
+    }
     let nodes = decl.nodes.iter().map(|node| {
         let lit = node.name.unraw().to_string();
-        let func = &node.func;
+        let sent = sent.contains(&lit);
+        let func = if sent {
+            let var = node_var(&node.name);
+            quote!(#var)
+        } else {
+            let func = &node.func;
+            quote!(#func)
+        };
         // Each policy is the `NodePolicy` method of its kind, its value the
         // user's expression (so a value of the wrong type is reported there).
         let policies: Vec<TokenStream> = decl
@@ -50,7 +85,6 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
             .collect();
         // Spanned at the node's name: a function that does not fit the state
         // is reported there, through `IntoNode`'s `on_unimplemented`.
-        let sent = sent.contains(&lit);
         if policies.is_empty() {
             if sent {
                 quote_spanned!(node.name.span()=> .add_send_node(#lit, #func))
@@ -69,15 +103,20 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
     // Each `send:` router's payload must be what each of its targets
     // takes: checked by the types, in a closure that never runs.
     let mut send_checks = Vec::new();
-    for c in decl.conditionals.iter().filter(|c| c.sends) {
-        let router = &c.router;
+    for (i, c) in decl
+        .conditionals
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.sends)
+    {
+        let router = router_var(i);
         for t in &c.targets {
             let Some(node) = decl.nodes.iter().find(|n| n.name == *t.ident()) else {
                 continue;
             };
-            let func = &node.func;
+            let func = node_var(&node.name);
             send_checks.push(quote_spanned!(t.ident().span()=>
-                ::weaver::__private::check_send::<#state, _, _, _, _, _>(&(#router), &(#func));
+                ::weaver::__private::check_send::<#state, _, _, _, _, _>(&#router, &#func);
             ));
         }
     }
@@ -92,12 +131,18 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
             }
         }
     }
-    let conditionals = decl.conditionals.iter().map(|c| {
+    let conditionals = decl.conditionals.iter().enumerate().map(|(i, c)| {
         let from = endpoint(&c.from);
-        let router = &c.router;
+        let router = if c.sends {
+            let var = router_var(i);
+            quote!(#var)
+        } else {
+            let router = &c.router;
+            quote!(#router)
+        };
         let targets = c.targets.iter().map(endpoint);
         // A router written as a path is named as written in errors.
-        let named = match router {
+        let named = match &c.router {
             syn::Expr::Path(p) => {
                 let name = quote!(#p).to_string().replace(' ', "");
                 quote!(.router_named(#name))
@@ -129,11 +174,12 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
             #(#gotos)*
             #(#interrupts)*
     };
-    if send_checks.is_empty() {
+    if bindings.is_empty() {
         return graph;
     }
     quote!({
-        let _payloads_fit = || { #(#send_checks)* };
+        #(#bindings)*
+        #(#send_checks)*
         #graph
     })
 }

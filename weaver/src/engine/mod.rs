@@ -49,7 +49,7 @@ pub use policy::{CachePolicy, NodePolicy, RetryPolicy};
 pub use runtime::{InterruptSignal, Runtime};
 pub use send::{IntoPayloadNode, IntoRoute, PayloadNode, Route, Send};
 #[doc(hidden)]
-pub use send::{IntoSends, check_send};
+pub use send::{IntoSends, check_send, payload_node, send_router};
 pub use spec::{END, START};
 pub use stream::{
     CheckpointEvent, MessageChunk, RunStream, StreamEvent, StreamItem, StreamMode, StreamModes,

@@ -352,6 +352,31 @@ where
 {
 }
 
+/// `router`, unchanged: `graph!` passes a `send:` router through it once,
+/// so that its closure's signature is inferred as the builder infers it, and
+/// then hands the same value to [`check_send`] and to the builder (a
+/// router's expression is never written twice, which would move what a
+/// `move` closure captures into the check).
+#[doc(hidden)]
+pub fn send_router<S, T, R>(router: R) -> R
+where
+    S: GraphState,
+    R: Fn(&S) -> T,
+{
+    router
+}
+
+/// `node`, unchanged: as [`send_router`], for a node a `send:` router leads
+/// to.
+#[doc(hidden)]
+pub fn payload_node<S, P, M, N>(node: N) -> N
+where
+    S: GraphState,
+    N: IntoPayloadNode<S, P, M>,
+{
+    node
+}
+
 /// Router outputs made of sends of payload `P` (for [`check_send`]).
 #[doc(hidden)]
 pub trait IntoSends<P> {}
