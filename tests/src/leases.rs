@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use weaver::checkpoint::{Acquired, LeaseInfo, LeaseRequest, ListFilter};
+use weaver::checkpoint::{Acquired, LeaseInfo, LeaseRequest, ListFilter, PruneStrategy};
 use weaver::config::{LeaseTimes, Multitask};
 use weaver::prelude::*;
 
@@ -1292,4 +1292,65 @@ pub async fn a_lease_taken_at_the_end_of_a_slow_call_is_renewed_at_once(
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(whole_turns(&transcript(&g, thread).await), ["a"]);
+}
+
+/// Deleting a thread (by `delete_thread`, then by `prune` with
+/// [`PruneStrategy::Delete`]) forgets its lease: a thread deleted while its
+/// last holder's lease says that holder died, then written again, is not
+/// taken for that holder's unfinished turn, and a rollback run rolls back
+/// nothing of the new thread.
+pub async fn a_deleted_thread_forgets_its_holder(saver: Arc<dyn Saver>, thread: &str) {
+    let g = turns(saver.clone(), Duration::from_millis(1), Arc::default());
+    let race = RunConfig::thread(thread).multitask(Multitask::Race);
+    let leases = saver.leases().unwrap();
+    for by_prune in [false, true] {
+        g.invoke(say("old"), &race).await.unwrap();
+        // A holder that dies on the old thread's head.
+        let dead = LeaseRequest {
+            thread_id: thread,
+            holder: "dead",
+            lease: Duration::from_millis(50),
+            queue: false,
+            ticket: None,
+            roll_back_dead: false,
+            owns_pause: false,
+        };
+        assert!(matches!(
+            leases.acquire(&dead).await.unwrap(),
+            Acquired::Held { .. }
+        ));
+        if by_prune {
+            let gone = saver
+                .prune(&[thread.to_owned()], PruneStrategy::Delete)
+                .await
+                .unwrap();
+            assert!(gone > 0);
+        } else {
+            saver.delete_thread(thread).await.unwrap();
+        }
+        assert_eq!(
+            leases.lease_info(thread).await.unwrap().map(|l| l.holder),
+            None,
+            "the deleted thread's lease is gone (by prune: {by_prune})"
+        );
+        // The thread written again, past the dead holder's base.
+        for u in ["new1", "new2", "new3"] {
+            g.invoke(say(u), &race).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let rollback =
+            RunConfig::thread(thread)
+                .lease_times(short())
+                .multitask(Multitask::Rollback {
+                    wait: Duration::from_secs(10),
+                });
+        g.invoke(say("last"), &rollback).await.unwrap();
+        assert_eq!(
+            whole_turns(&transcript(&g, thread).await),
+            ["new1", "new2", "new3", "last"],
+            "nothing of the new thread rolled back (by prune: {by_prune})"
+        );
+        one_chain(&saver, thread).await;
+        saver.delete_thread(thread).await.unwrap();
+    }
 }

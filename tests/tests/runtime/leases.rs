@@ -113,3 +113,8 @@ async fn a_run_dropped_while_it_takes_its_request_back_still_does_in_memory() {
 async fn a_failed_stop_request_leaves_the_queue_in_memory() {
     leases::a_failed_stop_request_leaves_the_queue(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_deleted_thread_forgets_its_holder_in_memory() {
+    leases::a_deleted_thread_forgets_its_holder(memory(), "t").await;
+}

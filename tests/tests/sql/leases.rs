@@ -430,3 +430,18 @@ async fn a_lease_taken_at_the_end_of_a_slow_call_is_renewed_at_once_on_sqlite() 
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
     leases::a_lease_taken_at_the_end_of_a_slow_call_is_renewed_at_once(saver, "t").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_thread_forgets_its_holder_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_deleted_thread_forgets_its_holder(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_thread_forgets_its_holder_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_deleted_thread_forgets_its_holder(saver, "t").await;
+    db.drop_schema().await;
+}

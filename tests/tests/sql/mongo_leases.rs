@@ -288,3 +288,8 @@ async fn lease_calls_cut_off_leave_no_transaction_open_on_mongo() {
 async fn ticket_numbers_are_never_handed_out_twice_on_mongo() {
     on_mongo(|s| leases::ticket_numbers_are_never_handed_out_twice(s, "t")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_thread_forgets_its_holder_on_mongo() {
+    on_mongo(|s| leases::a_deleted_thread_forgets_its_holder(s, "t")).await;
+}

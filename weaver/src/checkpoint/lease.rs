@@ -478,6 +478,19 @@ impl Table {
         }
     }
 
+    /// Runs `delete` (which deletes `threads`) and forgets their lease rows,
+    /// under the table's lock (taken before the saver's, as an acquire
+    /// takes them): a thread deleted and written again starts with no
+    /// holder, not with the old one's turn to finish or roll back.
+    pub(crate) fn deleting<T>(&self, threads: &[&str], delete: impl FnOnce() -> T) -> T {
+        let mut t = self.lock();
+        let out = delete();
+        for thread in threads {
+            t.rows.remove(*thread);
+        }
+        out
+    }
+
     pub(crate) fn release(&self, thread_id: &str, holder: &str, stopped: Option<Stop>) {
         let mut t = self.lock();
         if t.rows.get(thread_id).is_some_and(|r| r.holder == holder) {

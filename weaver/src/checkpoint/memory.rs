@@ -624,7 +624,8 @@ impl Saver for InMemorySaver {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         text::check_id("thread id", thread_id)?;
-        self.write().remove(thread_id);
+        self.leases
+            .deleting(&[thread_id], || self.write().remove(thread_id));
         self.state.note_deletion(thread_id);
         Ok(())
     }
@@ -634,17 +635,21 @@ impl Saver for InMemorySaver {
         for t in thread_ids {
             text::check_id("thread id", t)?;
         }
-        let mut threads = self.write();
         let Some(keep) = keep else {
-            let mut deleted = 0u64;
-            for t in thread_ids {
-                if let Some(nss) = threads.remove(t) {
-                    deleted += nss.values().map(|l| l.by_order.len() as u64).sum::<u64>();
+            let ids: Vec<&str> = thread_ids.iter().map(String::as_str).collect();
+            return Ok(self.leases.deleting(&ids, || {
+                let mut threads = self.write();
+                let mut deleted = 0u64;
+                for t in thread_ids {
+                    if let Some(nss) = threads.remove(t) {
+                        deleted += nss.values().map(|l| l.by_order.len() as u64).sum::<u64>();
+                    }
+                    self.state.note_deletion(t);
                 }
-                self.state.note_deletion(t);
-            }
-            return Ok(deleted);
+                deleted
+            }));
         };
+        let mut threads = self.write();
         // Kept records that lose their parent are rebuilt in full before
         // anything is removed, so that a bad record fails the call with
         // nothing changed.

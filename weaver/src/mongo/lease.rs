@@ -84,6 +84,30 @@ impl MongoSaver {
         self.db.collection(&format!("{}lease_tickets", self.prefix))
     }
 
+    /// For a delete of `threads`, inside `s`: their lease documents lose
+    /// their holder (the ticket counter stays, as a release leaves it), so
+    /// a thread deleted and written again starts with no holder, not with
+    /// the old one's turn to finish or roll back.
+    pub(crate) async fn forget_holders(
+        &self,
+        s: &mut ClientSession,
+        threads: &[String],
+        op: &'static str,
+    ) -> Result<()> {
+        self.leases_collection()
+            .update_many(
+                doc! { "_id": { "$in": threads }, "holder": { "$exists": true } },
+                doc! { "$unset": {
+                    "holder": "", "expires_at": "", "base_order": "",
+                    "stop": "", "owns_pause": "",
+                } },
+            )
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        Ok(())
+    }
+
     /// Writes the server's time into the lease document of `thread_id`
     /// inside `s` (creating the document when `create`), so that no other
     /// call on the thread commits until `s` ends; returns the document's

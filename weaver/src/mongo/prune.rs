@@ -217,6 +217,7 @@ impl MongoSaver {
     /// one transaction; returns how many checkpoints went.
     pub(crate) async fn delete_threads(&self, thread_ids: &[String]) -> Result<u64> {
         let n = in_txn_retrying!(self, "prune", |s| {
+            self.forget_holders(&mut s, thread_ids, "prune").await?;
             let gone = self
                 .checkpoints()
                 .delete_many(doc! { "thread_id": { "$in": thread_ids } })

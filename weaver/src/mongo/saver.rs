@@ -628,6 +628,8 @@ impl Saver for MongoSaver {
         let thread = thread_id.to_owned();
         self.detached("delete_thread", move |me| async move {
             in_txn_retrying!(me, "delete_thread", |s| {
+                me.forget_holders(&mut s, std::slice::from_ref(&thread), "delete_thread")
+                    .await?;
                 me.checkpoints()
                     .delete_many(doc! { "thread_id": &thread })
                     .session(&mut s)

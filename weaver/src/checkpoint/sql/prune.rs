@@ -178,6 +178,10 @@ impl<D: Backend> SqlSaver<D> {
     /// stored on one of them commits first (and is deleted too) or waits and
     /// finds its parent gone (SQLite writers take turns already); returns
     /// how many checkpoints went.
+    ///
+    /// The thread's lease row goes first (the order in which a lease call
+    /// locks them): a thread deleted and written again starts with no
+    /// holder, not with the old one's turn to finish or roll back.
     pub(super) async fn delete_thread_in(
         &self,
         conn: &mut D::Connection,
@@ -185,6 +189,17 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<u64> {
         let q = &self.settings.q;
+        D::execute(
+            conn,
+            self.settings.pooling,
+            format!(
+                "DELETE FROM {}weaver_thread_leases WHERE thread_id = $1",
+                q.prefix
+            ),
+            [Arg::Text(thread)],
+        )
+        .await
+        .map_err(storage(op))?;
         if let Some(lock) = &q.lock_thread_rows {
             D::execute(
                 conn,
