@@ -308,6 +308,69 @@ async fn graph_macro_takes_a_compiled_graph_as_a_node() {
     net_change_of_the_notes_desk(true).await;
 }
 
+/// A shared state whose serde form is not one list in insertion order: a
+/// set and a map appended to, an option left out while `None`, and a
+/// counter left out while zero.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Tags {
+    #[reducer(append)]
+    tags: std::collections::BTreeSet<String>,
+    #[reducer(append)]
+    seen: std::collections::BTreeMap<String, u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gone: Option<String>,
+    #[reducer(add)]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    hits: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+#[tokio::test]
+async fn a_shared_state_subgraph_adds_to_sets_maps_and_left_out_fields() {
+    let inner = Graph::<Tags>::new("inner")
+        .add_node("tag", |_: &Tags| {
+            TagsUpdate::default()
+                .tags(std::collections::BTreeSet::from(["a".to_owned()]))
+                .seen(std::collections::BTreeMap::from([
+                    ("a".to_owned(), 1),
+                    ("b".to_owned(), 5),
+                ]))
+                .note(Some("from the subgraph".to_owned()))
+                .gone(None::<String>)
+                .hits(2u64)
+        })
+        .add_sequence([START, "tag", END])
+        .compile(Compile::new())
+        .unwrap();
+    let graph = Graph::<Tags>::new("outer")
+        .add_subgraph("inner", inner)
+        .add_sequence([START, "inner", END])
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap();
+    let input = Tags {
+        tags: ["b".to_owned()].into(),
+        seen: [("b".to_owned(), 1)].into(),
+        gone: Some("before".to_owned()),
+        ..Tags::default()
+    };
+    let done = graph
+        .invoke(input, &RunConfig::thread("t"))
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.tags, ["a".to_owned(), "b".to_owned()].into());
+    assert_eq!(done.seen, [("a".to_owned(), 1), ("b".to_owned(), 5)].into());
+    assert_eq!(done.note.as_deref(), Some("from the subgraph"));
+    assert_eq!(done.gone, None);
+    assert_eq!(done.hits, 2);
+}
+
 fn keep_max(current: &mut u64, new: u64) {
     *current = (*current).max(new);
 }

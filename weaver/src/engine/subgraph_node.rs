@@ -164,18 +164,26 @@ where
 /// final state), channel by channel, as the update a node would return.
 /// A last-value, replace or merge channel that changed is written with its
 /// final value; an append or delta channel with the items the subgraph
-/// appended (so they are not appended twice); an add channel with the
-/// difference. A custom reducer's channel that changed, or an append
-/// channel the subgraph did not only extend, cannot be told apart from a
-/// node's write: [`Error::InvalidUpdate`] (map the state yourself with
-/// `add_subgraph_with`).
+/// appended (so they are not appended twice; for a set or a map, whose
+/// serde form is not in insertion order, the items or entries it did not
+/// hold before); an add channel with the difference. A custom reducer's
+/// channel that changed, or an append channel the subgraph did not only
+/// extend, cannot be told apart from a node's write:
+/// [`Error::InvalidUpdate`] (map the state yourself with
+/// `add_subgraph_with`). A channel whose serde form is left out (a field
+/// with `skip_serializing_if`) reads as `null` on the side that left it
+/// out, an empty collection or zero for an append or add channel.
 fn net_update<S: GraphState>(node: &str, before: &S, after: &S) -> Result<S::Update> {
     let was = encode_object("subgraph input", before)?;
     let now = encode_object("subgraph state", after)?;
     let mut update = Map::new();
     for channel in S::CHANNELS {
-        let (Some(old), Some(new)) = (was.get(channel.name), now.get(channel.name)) else {
-            continue;
+        let (old, new) = match (was.get(channel.name), now.get(channel.name)) {
+            (None, None) => continue,
+            (old, new) => (
+                old.cloned().unwrap_or(Value::Null),
+                new.cloned().unwrap_or(Value::Null),
+            ),
         };
         if old == new {
             continue;
@@ -187,15 +195,15 @@ fn net_update<S: GraphState>(node: &str, before: &S, after: &S) -> Result<S::Upd
             ),
         };
         let write = match channel.kind {
-            ChannelKind::Append | ChannelKind::Delta => match (old, new) {
-                (Value::Array(old), Value::Array(new)) if new.starts_with(old) => {
-                    Value::Array(new[old.len()..].to_vec())
-                }
-                _ => return Err(unfit("was not only appended to")),
-            },
-            ChannelKind::Add => difference(old, new).ok_or_else(|| unfit("is not a number"))?,
+            ChannelKind::Append | ChannelKind::Delta => {
+                appended(&old, &new).ok_or_else(|| unfit("was not only appended to"))?
+            }
+            ChannelKind::Add => {
+                let zero = |v: Value| if v.is_null() { Value::from(0) } else { v };
+                difference(&zero(old), &zero(new)).ok_or_else(|| unfit("is not a number"))?
+            }
             ChannelKind::Custom => return Err(unfit("has a custom reducer")),
-            _ => new.clone(),
+            _ => new,
         };
         update.insert(channel.name.to_owned(), write);
     }
@@ -205,6 +213,56 @@ fn net_update<S: GraphState>(node: &str, before: &S, after: &S) -> Result<S::Upd
             e.inner(),
         )
     })
+}
+
+/// What extending `old` by the result gives `new`, in serde form: the
+/// items after `old`'s when `new` starts with them (a list); else, for a
+/// collection whose serde order is not its insertion order (a set), the
+/// items of `new` that `old` did not hold, counted as a multiset; for a
+/// map, the entries `old` did not hold or held with another value. `None`
+/// when `new` lost something of `old` (it was not only appended to).
+/// `null` (a form left out) reads as empty.
+fn appended(old: &Value, new: &Value) -> Option<Value> {
+    let empty_list = || Value::Array(Vec::new());
+    let (old, new) = match (old, new) {
+        (Value::Null, Value::Object(_)) => (Value::Object(Map::new()), new.clone()),
+        (Value::Null, _) => (empty_list(), new.clone()),
+        (Value::Object(_), Value::Null) => (old.clone(), Value::Object(Map::new())),
+        (_, Value::Null) => (old.clone(), empty_list()),
+        _ => (old.clone(), new.clone()),
+    };
+    match (old, new) {
+        (Value::Array(old), Value::Array(new)) => {
+            if new.starts_with(&old) {
+                return Some(Value::Array(new[old.len()..].to_vec()));
+            }
+            let mut held: std::collections::HashMap<String, usize> = Default::default();
+            for item in &old {
+                *held.entry(item.to_string()).or_default() += 1;
+            }
+            let mut added = Vec::new();
+            for item in new {
+                match held.get_mut(&item.to_string()) {
+                    Some(n) if *n > 0 => *n -= 1,
+                    _ => added.push(item),
+                }
+            }
+            held.values()
+                .all(|n| *n == 0)
+                .then_some(Value::Array(added))
+        }
+        (Value::Object(old), Value::Object(new)) => {
+            if old.keys().any(|k| !new.contains_key(k)) {
+                return None;
+            }
+            let added: Map<String, Value> = new
+                .into_iter()
+                .filter(|(k, v)| old.get(k) != Some(v))
+                .collect();
+            Some(Value::Object(added))
+        }
+        _ => None,
+    }
 }
 
 /// `new - old` of two JSON numbers (integers kept integers).

@@ -207,7 +207,8 @@ impl<S: GraphState> Graph<S> {
     /// (which, applied through the reducers, would append every item of an
     /// append channel a second time): a last-value, replace or merge
     /// channel the subgraph changed is written with its final value; an
-    /// append or delta channel with the items the subgraph appended; an add
+    /// append or delta channel with the items the subgraph appended (for a
+    /// set or a map, the items or entries it did not hold before); an add
     /// channel with the difference. A changed channel with a custom
     /// reducer, or an append channel the subgraph did more than append to,
     /// fails the node with [`Error::InvalidUpdate`](crate::Error::InvalidUpdate):
