@@ -639,3 +639,56 @@ async fn sqlite_v4_refuses_rows_without_commit_order_then_forbids_them() {
     migrate::up(&db.pool, CK, None).await.unwrap();
     migrate::verify_migrated(&db.pool, CK).await.unwrap();
 }
+
+/// A role that owns its schema and holds no CREATE on the database (a
+/// least-privilege tenant) migrates its schema, and migrating it again is
+/// the no-op it is documented to be: the schema is only created when it is
+/// missing, since `CREATE SCHEMA IF NOT EXISTS` needs that privilege even
+/// when the schema exists.
+#[tokio::test]
+async fn a_role_that_owns_only_its_schema_migrates_it() {
+    use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+    let db = PgDb::new().await;
+    let role = db.schema.clone();
+    for sql in [
+        format!("CREATE ROLE \"{role}\" LOGIN"),
+        format!("CREATE SCHEMA \"{}\" AUTHORIZATION \"{role}\"", db.schema),
+    ] {
+        sqlx::raw_sql(AssertSqlSafe(sql))
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    let options: PgConnectOptions = crate::common::pg_url().parse().unwrap();
+    let tenant = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options.username(&role))
+        .await
+        .unwrap();
+    let target = weaver::migrate::PgSchema::new(&tenant, &db.schema).unwrap();
+    let adapters = [Adapter::Checkpoint, Adapter::Store];
+    for round in ["the first migration", "a second, with nothing to do"] {
+        migrate::up(&target, &adapters, None)
+            .await
+            .unwrap_or_else(|e| panic!("{round}: {e}"));
+    }
+    let saver = weaver::checkpoint::PostgresSaver::new(tenant.clone())
+        .with_prefix(&db.schema)
+        .unwrap();
+    assert!(
+        saver
+            .list(&ListFilter::thread("t"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    tenant.close().await;
+    db.drop_schema().await;
+    let pool = sqlx::PgPool::connect(&crate::common::pg_url())
+        .await
+        .unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("DROP ROLE \"{role}\"")))
+        .execute(&pool)
+        .await
+        .unwrap();
+}

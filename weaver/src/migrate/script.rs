@@ -127,8 +127,14 @@ pub(crate) fn preamble(dialect: Dialect, schema: Option<&str>) -> Vec<String> {
             let mut out = vec![format!(
                 "SELECT pg_advisory_xact_lock(hashtext('weaver.migrate:' || {key})::bigint)"
             )];
+            // Created only when missing: `CREATE SCHEMA IF NOT EXISTS`
+            // checks the database's CREATE privilege first, which a role
+            // that owns its schema (and no more) lacks.
             if let Some(s) = schema {
-                out.push(format!("CREATE SCHEMA IF NOT EXISTS \"{s}\""));
+                out.push(format!(
+                    "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '{s}') \
+                     THEN CREATE SCHEMA \"{s}\"; END IF; END $$"
+                ));
             }
             out.push(tidy(&format!(
                 "CREATE TABLE IF NOT EXISTS {prefix}{MARKER_TABLE} (
