@@ -10,3 +10,137 @@ weaver_conformance::saver_suite!(in_memory_saver_conforms, async { InMemorySaver
 weaver_conformance::adapter_suite!(memory_adapter_and_its_adapter_saver_conform, async {
     MemoryAdapter::new()
 });
+
+mod adapter_races {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use async_trait::async_trait;
+    use serde_json::json;
+    use tokio::sync::{Notify, Semaphore};
+    use weaver::checkpoint::{
+        AdapterSaver, MemoryAdapter, NewCheckpoint, Snapshot, SnapshotAdapter,
+    };
+    use weaver::{Result, Saver};
+    use weaver_conformance::saver::new_on;
+
+    /// A gate on one kind of save: armed, the next such save says it came
+    /// and waits for a permit.
+    #[derive(Debug)]
+    struct Gate {
+        armed: AtomicBool,
+        entered: Notify,
+        open: Semaphore,
+    }
+
+    impl Default for Gate {
+        fn default() -> Self {
+            Gate {
+                armed: AtomicBool::new(false),
+                entered: Notify::new(),
+                open: Semaphore::new(0),
+            }
+        }
+    }
+
+    impl Gate {
+        async fn pass(&self) {
+            if self.armed.swap(false, Ordering::SeqCst) {
+                self.entered.notify_one();
+                let _ = self.open.acquire().await.unwrap();
+            }
+        }
+    }
+
+    /// The in-memory adapter, with a gate on saves of the thread catalog
+    /// that remove a thread, and one on saves of a thread that hold data.
+    #[derive(Debug, Clone, Default)]
+    struct Gated {
+        inner: MemoryAdapter,
+        catalog: Arc<Gate>,
+        thread: Arc<Gate>,
+    }
+
+    #[async_trait]
+    impl SnapshotAdapter for Gated {
+        async fn save_snapshot(&self, snapshot: Snapshot) -> Result<()> {
+            if snapshot.flow_id == "weaver:threads" {
+                self.catalog.pass().await;
+            } else if snapshot.flow_id.starts_with("weaver:thread:") && !snapshot.data.is_null() {
+                self.thread.pass().await;
+            }
+            self.inner.save_snapshot(snapshot).await
+        }
+        async fn load_snapshot(
+            &self,
+            flow_id: &str,
+            version: Option<u64>,
+        ) -> Result<Option<Snapshot>> {
+            self.inner.load_snapshot(flow_id, version).await
+        }
+        async fn load_history(&self, flow_id: &str, limit: Option<usize>) -> Result<Vec<Snapshot>> {
+            self.inner.load_history(flow_id, limit).await
+        }
+        async fn delete_flow(&self, flow_id: &str) -> Result<()> {
+            self.inner.delete_flow(flow_id).await
+        }
+        async fn prune_history(&self, flow_id: &str, keep_last: usize) -> Result<u64> {
+            self.inner.prune_history(flow_id, keep_last).await
+        }
+        async fn snapshot_count(&self, flow_id: &str) -> Result<u64> {
+            self.inner.snapshot_count(flow_id).await
+        }
+        async fn flow_exists(&self, flow_id: &str) -> Result<bool> {
+            self.inner.flow_exists(flow_id).await
+        }
+    }
+
+    fn root() -> NewCheckpoint {
+        new_on("t", None, Some(1), -1, json!(1))
+    }
+
+    /// A thread written again while its delete takes it off the catalog
+    /// stays listed: the write that lands after the delete's last look at
+    /// the thread puts it back itself.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_thread_written_while_it_is_deleted_stays_listed() {
+        let adapter = Gated::default();
+        let saver = Arc::new(AdapterSaver::new(adapter.clone()));
+        saver.put(root()).await.unwrap();
+        // The delete stops before it takes the thread off the catalog.
+        adapter.catalog.armed.store(true, Ordering::SeqCst);
+        let catalog_entered = adapter.catalog.entered.notified();
+        let deleting = tokio::spawn({
+            let saver = saver.clone();
+            async move { saver.delete_thread("t").await }
+        });
+        catalog_entered.await;
+        // A new first checkpoint: it reads the emptied thread, finds it
+        // listed, and stops before its save.
+        adapter.thread.armed.store(true, Ordering::SeqCst);
+        let thread_entered = adapter.thread.entered.notified();
+        let writing = tokio::spawn({
+            let saver = saver.clone();
+            async move { saver.put(root()).await }
+        });
+        thread_entered.await;
+        // The delete takes the thread off and finds it still empty.
+        adapter.catalog.open.add_permits(1);
+        deleting.await.unwrap().unwrap();
+        // Then the write lands.
+        adapter.thread.open.add_permits(1);
+        writing.await.unwrap().unwrap();
+        let listed: Vec<String> = saver
+            .list_threads(None, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.thread_id)
+            .collect();
+        assert_eq!(
+            listed,
+            ["t"],
+            "the thread holds a checkpoint, so it is listed"
+        );
+    }
+}

@@ -380,6 +380,11 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
             self.adapter.prune_history(&flow_id, KEEP_VERSIONS).await?;
             if image.is_empty() {
                 self.forget(&l.thread).await?;
+            } else if l.image.is_empty() {
+                // Listed again once saved: a delete of the thread that took
+                // it off the catalog between the listing above and this
+                // save found it still empty and left it off.
+                self.catalog_set(&l.thread, true).await?;
             }
         }
         Ok(())
