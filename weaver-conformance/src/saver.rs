@@ -833,6 +833,30 @@ async fn put_many_enforces_limits(saver: Arc<dyn Saver>) {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::LimitExceeded { .. }), "{err}");
+    // The metadata counts too: two entries whose records are small and
+    // whose metadata are each under a record's ceiling, but not together.
+    let half = serde_json::Value::String("m".repeat(limits::BATCH_MAX_BYTES / 2 + 1));
+    let entries = (0..2)
+        .map(|i| {
+            let mut c = new_on(&format!("meta{i}"), None, None, 0, json!(i));
+            c.metadata.extra.insert("notes".into(), half.clone());
+            BatchEntry {
+                checkpoint: c,
+                writes: vec![],
+            }
+        })
+        .collect();
+    let err = saver.put_many(entries).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LimitExceeded {
+                limit: "put_many bytes",
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(
         saver.list(&ListFilter::all()).await.unwrap().is_empty(),
         "nothing written"

@@ -7,7 +7,8 @@ use crate::error::{Error, Result};
 pub const BATCH_MAX_CHECKPOINTS: usize = 1_000;
 /// Most pending writes one `put_many` batch may hold.
 pub const BATCH_MAX_WRITES: usize = 10_000;
-/// Most bytes (serialized JSON) one `put_many` batch may hold.
+/// Most bytes (serialized JSON) one `put_many` batch may hold: its records,
+/// their metadata and its pending writes.
 pub const BATCH_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// Default bound of checkpoints copied by `fork_at`.
 pub const FORK_DEFAULT_CHECKPOINTS: usize = 1_000;
@@ -81,6 +82,7 @@ pub fn check_batch(entries: &[BatchEntry]) -> Result<()> {
     let mut bytes = 0usize;
     for e in entries {
         bytes += record_size(&e.checkpoint.checkpoint)?;
+        bytes += json_size(&e.checkpoint.metadata)?;
         for w in &e.writes {
             bytes += write_size(w)?;
         }
@@ -240,9 +242,14 @@ pub fn record_size(record: &super::Checkpoint) -> Result<usize> {
 }
 
 /// Size of a pending write as the byte limits count it: its serialized
-/// value, channel and task id.
+/// value, channel, task id and task path.
 pub fn write_size(write: &super::PendingWrite) -> Result<usize> {
-    Ok(json_size(&write.value)? + write.channel.len() + write.task_id.len())
+    Ok(
+        json_size(&write.value)?
+            + write.channel.len()
+            + write.task_id.len()
+            + write.task_path.len(),
+    )
 }
 
 fn json_size<T: serde::Serialize + ?Sized>(value: &T) -> Result<usize> {
