@@ -1354,3 +1354,65 @@ pub async fn a_deleted_thread_forgets_its_holder(saver: Arc<dyn Saver>, thread: 
         saver.delete_thread(thread).await.unwrap();
     }
 }
+
+/// A resume rolled back by a newer resume (`Rollback`) leaves the pause as
+/// it was: the rolled-back answer and what the resumed node wrote with it
+/// go with the turn, and the newer answer is the one the thread keeps.
+pub async fn a_rolled_back_resume_leaves_the_pause_to_the_next(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+) {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = Graph::<Talk>::new("ask_then_slow")
+        .add_node("ask", |_: &Talk, rt: &Runtime| {
+            let answer = rt.interrupt(serde_json::json!("approve?"))?;
+            let answer = answer.as_str().unwrap_or("?").to_owned();
+            Ok::<_, NodeError>(TalkUpdate::default().messages(vec![format!("approved:{answer}")]))
+        })
+        .add_node("slow", {
+            let gate = gate.clone();
+            move |_: &Talk| {
+                let gate = gate.clone();
+                async move {
+                    let _permit = gate.acquire().await;
+                    TalkUpdate::default().messages(vec!["slow".to_owned()])
+                }
+            }
+        })
+        .add_sequence([START, "ask", "slow", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread(thread).lease_times(short());
+    let paused = g.invoke(say("u"), &config).await.unwrap();
+    assert_eq!(paused.interrupts().len(), 1);
+    // `a` answers, and its turn waits in `slow`.
+    let running = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.resume(serde_json::json!("a"), &config).await }
+    });
+    committed(&g, thread, "approved:a").await;
+    let opener = tokio::spawn(async move {
+        let noticed = tokio::time::timeout(Duration::from_secs(30), watched.stop_noticed()).await;
+        gate.add_permits(100);
+        noticed.is_ok()
+    });
+    let wait = Duration::from_secs(60);
+    let b = g
+        .resume(
+            serde_json::json!("b"),
+            &config.clone().multitask(Multitask::Rollback { wait }),
+        )
+        .await;
+    assert!(opener.await.unwrap(), "the stop request was never taken in");
+    let a = running.await.unwrap();
+    assert!(matches!(a, Err(Error::RunStopped { .. })), "{a:?}");
+    b.unwrap_or_else(|e| panic!("the newer resume: {e}"));
+    assert_eq!(
+        transcript(&g, thread).await,
+        ["u", "approved:b", "slow"],
+        "the rolled-back answer is gone"
+    );
+    one_chain(&saver, thread).await;
+}

@@ -118,3 +118,8 @@ async fn a_failed_stop_request_leaves_the_queue_in_memory() {
 async fn a_deleted_thread_forgets_its_holder_in_memory() {
     leases::a_deleted_thread_forgets_its_holder(memory(), "t").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_resume_leaves_the_pause_to_the_next_in_memory() {
+    leases::a_rolled_back_resume_leaves_the_pause_to_the_next(memory(), "t").await;
+}

@@ -256,7 +256,43 @@ pub(crate) struct Take {
     pub stop: Option<Stop>,
 }
 
+/// Which copies of base checkpoints' pending writes a saver keeps once an
+/// acquire has taken the lease ([`Take::base_copy`]).
+///
+/// A run that takes a thread's lease starts from the thread's head, its
+/// *base*; a resume or a continue writes its tasks' results onto the base
+/// as pending writes. Rolling that run back removes the checkpoints above
+/// the base and puts the base's pending writes back as they were when the
+/// run took the lease, from the copy the acquire made, so that no answer or
+/// result of a rolled-back turn stays behind for the next run to build on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BaseCopy {
+    /// Keep every copy (the caller's own turn goes on from its base).
+    Keep,
+    /// Drop every copy but that of the root checkpoint at commit order
+    /// `also_keep` (the base of a dead holder's turn, which may still be
+    /// rolled back), then copy the new base's writes unless a copy of that
+    /// checkpoint is kept.
+    Retake {
+        /// A commit order whose copy stays.
+        also_keep: Option<u64>,
+    },
+}
+
 impl Take {
+    /// What the acquire does with the copies of base writes.
+    pub(crate) fn base_copy(&self) -> BaseCopy {
+        if self.keep_base.is_some() {
+            BaseCopy::Keep
+        } else if self.previous == Previous::Died && self.rollback.is_none() {
+            BaseCopy::Retake {
+                also_keep: Some(self.previous_base),
+            }
+        } else {
+            BaseCopy::Retake { also_keep: None }
+        }
+    }
+
     /// Takes the lease from a holder that left it as `previous`.
     fn from(previous: Previous) -> Self {
         Take {
@@ -403,14 +439,17 @@ impl Table {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// [`Leases::acquire`]; `head` is the thread's head commit order, and
-    /// `truncate(above)` removes the root checkpoints above a commit order,
-    /// returning how many went.
+    /// [`Leases::acquire`]; `head` is the thread's head commit order,
+    /// `truncate(above)` removes the root checkpoints above a commit order
+    /// (and puts back the copy of that checkpoint's writes), returning how
+    /// many went, and `copy(base_copy, base)` keeps the copies of base
+    /// writes as [`BaseCopy`] says, `base` the new base's commit order.
     pub(crate) fn acquire(
         &self,
         request: &LeaseRequest<'_>,
         head: impl FnOnce() -> u64,
         truncate: impl FnOnce(u64) -> u64,
+        copy: impl FnOnce(BaseCopy, u64),
     ) -> Result<Acquired> {
         let now = now_ms();
         let lease = ms(request.lease);
@@ -446,6 +485,7 @@ impl Table {
                 let base = take
                     .keep_base
                     .unwrap_or_else(|| i64::try_from(head()).unwrap_or(i64::MAX));
+                copy(take.base_copy(), u64::try_from(base).unwrap_or(0));
                 t.rows.insert(
                     thread.to_owned(),
                     Row {

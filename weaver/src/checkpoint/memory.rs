@@ -42,7 +42,14 @@ pub struct InMemorySaver {
     state: Arc<SaverState>,
     /// Its threads' leases (held in process: clones share them).
     leases: Arc<lease::Table>,
+    /// Copies of lease holders' base checkpoints' writes, by thread and
+    /// checkpoint id ([`lease::BaseCopy`]).
+    bases: Arc<std::sync::Mutex<BaseCopies>>,
 }
+
+/// Copies of base checkpoints' pending writes, by thread and checkpoint id.
+pub(super) type BaseCopies =
+    HashMap<String, HashMap<String, BTreeMap<(String, i64), PendingWrite>>>;
 
 pub(super) type Threads = BTreeMap<String, BTreeMap<String, Log>>;
 
@@ -230,6 +237,7 @@ impl InMemorySaver {
             threads: Arc::new(RwLock::new(threads)),
             state: Arc::default(),
             leases: Arc::default(),
+            bases: Arc::default(),
         }
     }
 
@@ -624,8 +632,10 @@ impl Saver for InMemorySaver {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         text::check_id("thread id", thread_id)?;
-        self.leases
-            .deleting(&[thread_id], || self.write().remove(thread_id));
+        self.leases.deleting(&[thread_id], || {
+            self.write().remove(thread_id);
+            self.base_copies().remove(thread_id);
+        });
         self.state.note_deletion(thread_id);
         Ok(())
     }
@@ -641,6 +651,7 @@ impl Saver for InMemorySaver {
                 let mut threads = self.write();
                 let mut deleted = 0u64;
                 for t in thread_ids {
+                    self.base_copies().remove(t);
                     if let Some(nss) = threads.remove(t) {
                         deleted += nss.values().map(|l| l.by_order.len() as u64).sum::<u64>();
                     }

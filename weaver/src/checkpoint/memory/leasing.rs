@@ -3,9 +3,11 @@
 
 use async_trait::async_trait;
 
-use super::super::lease::{self, Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
+use super::super::lease::{
+    self, Acquired, BaseCopy, LeaseInfo, LeaseRequest, Leases, Renewed, Stop,
+};
 use super::super::text;
-use super::{InMemorySaver, Log};
+use super::{BaseCopies, InMemorySaver, Log};
 use crate::error::Result;
 
 impl InMemorySaver {
@@ -17,8 +19,16 @@ impl InMemorySaver {
             .map_or(0, Log::head)
     }
 
+    /// The copies of base writes, locked (after the threads, when both are).
+    pub(super) fn base_copies(&self) -> std::sync::MutexGuard<'_, BaseCopies> {
+        // Nothing panics while holding the lock.
+        self.bases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Removes the root checkpoints of the thread above commit order
-    /// `above`, with their writes; returns how many went.
+    /// `above`, with their writes, and puts back the copy of the writes of
+    /// the checkpoint at `above` when one is kept; returns how many
+    /// checkpoints went.
     pub(super) fn truncate_root(&self, thread_id: &str, above: u64) -> u64 {
         let mut threads = self.write();
         let Some(log) = threads.get_mut(thread_id).and_then(|n| n.get_mut("")) else {
@@ -28,11 +38,44 @@ impl InMemorySaver {
         for stored in gone.values() {
             log.by_id.remove(&stored.checkpoint.id);
         }
+        let mut restored = false;
+        if let Some(base) = log.by_order.get_mut(&above)
+            && let Some(copy) = self
+                .base_copies()
+                .get(thread_id)
+                .and_then(|c| c.get(&base.checkpoint.id))
+            && base.writes != *copy
+        {
+            base.writes = copy.clone();
+            restored = true;
+        }
         drop(threads);
-        if !gone.is_empty() {
+        if !gone.is_empty() || restored {
             self.state.note_deletion(thread_id);
         }
         gone.len() as u64
+    }
+
+    /// Keeps the copies of base writes of `thread_id` as `copy` says, the
+    /// new base at commit order `base`.
+    fn copy_base(&self, thread_id: &str, copy: BaseCopy, base: u64) {
+        let BaseCopy::Retake { also_keep } = copy else {
+            return;
+        };
+        let threads = self.read();
+        let log = threads.get(thread_id).and_then(|n| n.get(""));
+        let at = |order: u64| log.and_then(|l| l.by_order.get(&order));
+        let keep = also_keep.and_then(at).map(|s| s.checkpoint.id.clone());
+        let mut copies = self.base_copies();
+        let kept = copies.entry(thread_id.to_owned()).or_default();
+        kept.retain(|id, _| keep.as_ref() == Some(id));
+        if let Some(b) = at(base) {
+            kept.entry(b.checkpoint.id.clone())
+                .or_insert_with(|| b.writes.clone());
+        }
+        if kept.is_empty() {
+            copies.remove(thread_id);
+        }
     }
 }
 
@@ -46,6 +89,7 @@ impl Leases for InMemorySaver {
             request,
             || self.root_head(thread),
             |above| self.truncate_root(thread, above),
+            |copy, base| self.copy_base(thread, copy, base),
         )
     }
 
