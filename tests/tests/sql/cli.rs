@@ -127,7 +127,7 @@ async fn inspect(db: &[&str]) {
     assert_eq!(latest["values"]["messages"].as_array().unwrap().len(), 40);
     assert_eq!(
         run(&["migrate", "status"]).await.unwrap(),
-        "checkpoint\t7\t(newest 7)\nstore\t0\t(newest 1)\n"
+        "checkpoint\t8\t(newest 8)\nstore\t0\t(newest 1)\n"
     );
     assert_eq!(
         run(&["migrate", "up", "--adapter", "store"]).await.unwrap(),
@@ -176,7 +176,7 @@ async fn the_inspector_migrates_and_prints_scripts() {
             err,
             Error::MigrationRequired {
                 found: 0,
-                required: 7,
+                required: 8,
                 ..
             }
         ),
@@ -204,13 +204,13 @@ async fn the_inspector_migrates_and_prints_scripts() {
     let first = script.lines().find(|l| !l.starts_with("--")).unwrap();
     assert_eq!(first, "BEGIN;", "{script}");
     assert!(script.ends_with("\nCOMMIT;\n"), "{script}");
-    assert!(script.contains("VALUES ('checkpoint', 7)"), "{script}");
+    assert!(script.contains("VALUES ('checkpoint', 8)"), "{script}");
     assert_eq!(
         run(&["migrate", "status"]).await.unwrap(),
-        "checkpoint\t1\t(newest 7)\nstore\t0\t(newest 1)\n",
+        "checkpoint\t1\t(newest 8)\nstore\t0\t(newest 1)\n",
         "printing a script changes nothing"
     );
-    assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t7\n");
+    assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t8\n");
     assert_eq!(run(&["threads"]).await.unwrap(), "");
     // Options named as options, not as library calls.
     let err = run(&["prune", "t", "--keep-last", "0"]).await.unwrap_err();
@@ -219,21 +219,21 @@ async fn the_inspector_migrates_and_prints_scripts() {
     assert!(err.to_string().contains("--delete"), "{err}");
     assert!(!err.to_string().contains("PruneStrategy"), "{err}");
     // A newer weaver's schema: upgrade, or revert with that weaver's CLI.
-    sqlx::query("UPDATE weaver_schema_versions SET version = 8")
+    sqlx::query("UPDATE weaver_schema_versions SET version = 9")
         .execute(&db.pool)
         .await
         .unwrap();
     for args in [&["threads"][..], &["migrate", "up"][..]] {
         let err = run(args).await.unwrap_err();
         assert!(
-            matches!(err, Error::MigrationRequired { found: 8, .. }),
+            matches!(err, Error::MigrationRequired { found: 9, .. }),
             "{err:?}"
         );
         let text = err.to_string();
-        assert!(text.contains("`weaver migrate down 8`"), "{text}");
+        assert!(text.contains("`weaver migrate down 9`"), "{text}");
         assert!(!text.contains("weaver::migrate"), "{text}");
     }
-    sqlx::query("UPDATE weaver_schema_versions SET version = 7")
+    sqlx::query("UPDATE weaver_schema_versions SET version = 8")
         .execute(&db.pool)
         .await
         .unwrap();
@@ -243,7 +243,7 @@ async fn the_inspector_migrates_and_prints_scripts() {
         run(&["migrate", "up", "--adapter", "checkpoint,store"])
             .await
             .unwrap(),
-        "checkpoint\t7\nstore\t1\n"
+        "checkpoint\t8\nstore\t1\n"
     );
     assert_eq!(
         run(&["migrate", "down", "--adapter", "store", "1"])
@@ -262,7 +262,7 @@ async fn the_inspector_migrates_and_prints_scripts() {
         ])
         .await
         .unwrap(),
-        "store\t1\ncheckpoint\t7\n"
+        "store\t1\ncheckpoint\t8\n"
     );
     assert_eq!(
         run(&["migrate", "down", "1", "--adapter", "store"])
@@ -274,7 +274,7 @@ async fn the_inspector_migrates_and_prints_scripts() {
         run(&["migrate", "up", "--adapter", "checkpoint", "store"])
             .await
             .unwrap(),
-        "checkpoint\t7\nstore\t1\n",
+        "checkpoint\t8\nstore\t1\n",
         "the form taking several values still works where nothing follows"
     );
     assert_eq!(
@@ -283,7 +283,7 @@ async fn the_inspector_migrates_and_prints_scripts() {
             .unwrap(),
         "store\t0\ncheckpoint\t0\n"
     );
-    assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t7\n");
+    assert_eq!(run(&["migrate", "up"]).await.unwrap(), "checkpoint\t8\n");
     assert_eq!(
         run(&["migrate", "down", "1"]).await.unwrap(),
         "checkpoint\t0\n"
@@ -402,7 +402,7 @@ async fn a_postgres_script_run_as_psql_runs_it_changes_nothing_at_another_versio
     talk(Arc::new(db.saver().await), 2).await;
     run(&["prune", "talk", "--keep-last", "2"]).await.unwrap();
     let before = pg_state(&db).await;
-    assert_eq!(before.0, [7, 0]);
+    assert_eq!(before.0, [8, 0]);
     assert_eq!(before.1.iter().map(|r| r.1).collect::<Vec<_>>(), [5, 6]);
 
     // As `psql -f` runs it: each statement on its own in autocommit mode,

@@ -286,7 +286,7 @@ async fn unmigrated_database_is_a_typed_error() {
     match err {
         Error::MigrationRequired {
             found: 0,
-            required: 7,
+            required: 8,
             ref hint,
             ..
         } => {

@@ -73,8 +73,8 @@ fn bad_requests_are_refused() {
             .adapter(Adapter::Checkpoint, 0)
     ));
     assert!(matches!(
-        pg().adapter(Adapter::Checkpoint, 8).render(),
-        Err(Error::MigrationRequired { found: 8, .. })
+        pg().adapter(Adapter::Checkpoint, 9).render(),
+        Err(Error::MigrationRequired { found: 9, .. })
     ));
 }
 

@@ -176,9 +176,9 @@ async fn down_above_current_and_up_below_current_are_no_ops() {
         db.up(CK, None).await.unwrap();
         db.up(CK, Some(1)).await.unwrap();
         db.up(CK, Some(2)).await.unwrap();
-        assert_eq!(db.versions(CK).await, [7], "{n}: up(target below current)");
+        assert_eq!(db.versions(CK).await, [8], "{n}: up(target below current)");
         assert!(matches!(
-            db.down(CK, 8).await,
+            db.down(CK, 9).await,
             Err(Error::InvalidArgument { .. })
         ));
         assert!(matches!(
@@ -208,7 +208,7 @@ async fn saver_after_down_is_migration_required() {
                 r,
                 Err(Error::MigrationRequired {
                     found: 1,
-                    required: 7,
+                    required: 8,
                     ..
                 })
             ),
@@ -254,7 +254,7 @@ async fn checkpoint_and_store_adapters_are_independent() {
         db.up(CK, None).await.unwrap();
         db.verify(BOTH).await.unwrap();
         db.down(ST, 1).await.unwrap();
-        assert_eq!(db.versions(BOTH).await, [7, 0], "{n}");
+        assert_eq!(db.versions(BOTH).await, [8, 0], "{n}");
         db.verify(CK).await.unwrap();
         db.saver().put(cp("t", "a", None, Some(1))).await.unwrap();
         db.down(CK, 1).await.unwrap();
@@ -294,7 +294,7 @@ async fn sqlite_up_waits_for_a_writer_and_races_another_pool() {
     });
     migrate::up(&db.pool, CK, None).await.unwrap();
     release.await.unwrap().close().await.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [7]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [8]);
     let n: i64 = sqlx::query_scalar("SELECT commit_order FROM weaver_checkpoints")
         .fetch_one(&db.pool)
         .await
@@ -317,7 +317,7 @@ async fn sqlite_up_waits_for_a_writer_and_races_another_pool() {
         migrate::versions(&pool2, &[Adapter::Checkpoint, Adapter::Store])
             .await
             .unwrap(),
-        [7, 1]
+        [8, 1]
     );
 }
 
@@ -510,7 +510,7 @@ async fn postgres_search_path_and_named_schema_migrate_together() {
             a.is_ok() && b.is_ok(),
             "round {round}: search_path {a:?}, named {b:?}"
         );
-        assert_eq!(versions, [7]);
+        assert_eq!(versions, [8]);
     }
 }
 

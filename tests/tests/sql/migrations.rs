@@ -101,7 +101,7 @@ async fn sqlite_v1_data_survives_upgrade() {
         plain.list(&ListFilter::all()).await,
         Err(Error::MigrationRequired {
             found: 1,
-            required: 7,
+            required: 8,
             ..
         })
     ));
@@ -119,7 +119,7 @@ async fn sqlite_v1_data_survives_upgrade() {
         .unwrap();
     assert_eq!(n, 7);
     migrate::up(&db.pool, CK, None).await.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [7]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [8]);
     // down 3 reverts v4 (the table rebuilt, rows kept) and v3 (nothing on
     // SQLite).
     migrate::down(&db.pool, CK, 3).await.unwrap();
@@ -135,7 +135,7 @@ async fn sqlite_v1_data_survives_upgrade() {
             .unwrap();
     assert_eq!(tables, 0);
     assert!(matches!(
-        migrate::up(&db.pool, CK, Some(8)).await,
+        migrate::up(&db.pool, CK, Some(9)).await,
         Err(Error::InvalidArgument { .. })
     ));
     assert!(matches!(
@@ -157,7 +157,7 @@ async fn postgres_v1_data_survives_upgrade() {
             err,
             Error::MigrationRequired {
                 found: 1,
-                required: 7,
+                required: 8,
                 ..
             }
         ),
@@ -190,7 +190,7 @@ async fn concurrent_up_sqlite() {
     );
     a.unwrap();
     b.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [7]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [8]);
 }
 
 #[tokio::test]
@@ -206,7 +206,7 @@ async fn concurrent_up_postgres() {
     a.unwrap();
     b.unwrap();
     c.unwrap();
-    assert_eq!(migrate::versions(&t1, CK).await.unwrap(), [7]);
+    assert_eq!(migrate::versions(&t1, CK).await.unwrap(), [8]);
     db.drop_schema().await;
 }
 
@@ -235,7 +235,7 @@ async fn postgres_v3_stores_payloads_uncompressed() {
     migrate::up(&target, CK, Some(2)).await.unwrap();
     assert_eq!(payload_storage(&db).await, ["x", "x"]);
     migrate::up(&target, CK, None).await.unwrap();
-    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [7]);
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [8]);
     assert_eq!(payload_storage(&db).await, ["e", "e"]);
     // A large, very compressible payload is stored at full size.
     let saver = db.saver().await;
@@ -294,14 +294,14 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_sqlite() {
     run_script(&db.pool, script(1, UP)).await.unwrap();
     migrate::verify_migrated(&db.pool, CK).await.unwrap();
     check_upgraded(&weaver::checkpoint::SqliteSaver::new(db.pool.clone())).await;
-    // The same script again finds version 7, not 1: refused, nothing changed.
+    // The same script again finds version 8, not 1: refused, nothing changed.
     let err = run_script(&db.pool, script(1, UP)).await.unwrap_err();
     assert!(
         err.to_string()
             .contains("weaver_checkpoint_schema_is_at_version_1"),
         "{err}"
     );
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [7]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [8]);
     // weaver's own `up` sees the script's marker: nothing left to do.
     migrate::up(&db.pool, CK, None).await.unwrap();
     // A stale script run statement by statement, outside a transaction,
@@ -320,7 +320,7 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_sqlite() {
         }
     }
     assert!(failed, "the check let a stale script through");
-    for statement in script(7, Change::Down { version: 3 }) {
+    for statement in script(8, Change::Down { version: 3 }) {
         sqlx::raw_sql(AssertSqlSafe(statement))
             .execute(&mut *conn)
             .await
@@ -331,7 +331,7 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_sqlite() {
     migrate::up(&db.pool, CK, None).await.unwrap();
     // Down to nothing: the tables go; the empty marker reads as version 0,
     // and weaver migrates up from there.
-    run_script(&db.pool, script(7, Change::Down { version: 1 }))
+    run_script(&db.pool, script(8, Change::Down { version: 1 }))
         .await
         .unwrap();
     assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [0]);
@@ -342,7 +342,7 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_sqlite() {
             .unwrap();
     assert_eq!(tables, ["weaver_schema_versions"]);
     migrate::up(&db.pool, CK, None).await.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [7]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [8]);
 }
 
 #[tokio::test]
@@ -374,13 +374,13 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_postgres() {
     let err = run_script(&db.pool, script(1, UP)).await.unwrap_err();
     assert!(
         err.to_string()
-            .contains("weaver schema `checkpoint` is at version 7, not 1"),
+            .contains("weaver schema `checkpoint` is at version 8, not 1"),
         "{err}"
     );
-    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [7]);
+    assert_eq!(migrate::versions(&target, CK).await.unwrap(), [8]);
     migrate::up(&target, CK, None).await.unwrap();
     // Down to nothing removes every table, the marker with the last adapter.
-    run_script(&db.pool, script(7, Change::Down { version: 1 }))
+    run_script(&db.pool, script(8, Change::Down { version: 1 }))
         .await
         .unwrap();
     assert_eq!(migrate::versions(&target, CK).await.unwrap(), [0]);
@@ -390,7 +390,7 @@ async fn a_script_run_by_another_tool_migrates_as_weaver_does_on_postgres() {
     migrate::up(&target, &[Adapter::Checkpoint, Adapter::Store], None)
         .await
         .unwrap();
-    run_script(&db.pool, script(7, Change::Down { version: 1 }))
+    run_script(&db.pool, script(8, Change::Down { version: 1 }))
         .await
         .unwrap();
     assert_eq!(
@@ -432,7 +432,7 @@ fn scripts_refuse_what_weaver_refuses() {
         Err(Error::InvalidArgument { .. })
     ));
     assert!(matches!(
-        postgres(0, Change::Up { target: Some(8) }, None),
+        postgres(0, Change::Up { target: Some(9) }, None),
         Err(Error::InvalidArgument { .. })
     ));
     assert!(matches!(
@@ -444,7 +444,7 @@ fn scripts_refuse_what_weaver_refuses() {
         Err(Error::MigrationRequired { found: 9, .. })
     ));
     // Nothing to change: no statements, not even the version check.
-    assert_eq!(sqlite(7, UP, None).unwrap(), Vec::<String>::new());
+    assert_eq!(sqlite(8, UP, None).unwrap(), Vec::<String>::new());
     assert_eq!(
         postgres(1, Change::Up { target: Some(1) }, None).unwrap(),
         Vec::<String>::new()
@@ -480,7 +480,7 @@ async fn an_adapter_listed_twice_migrates_once() {
     let db = PgDb::new().await;
     let target = db.target();
     migrate::up(&target, up_twice, None).await.unwrap();
-    assert_eq!(migrate::versions(&target, both).await.unwrap(), [7, 1]);
+    assert_eq!(migrate::versions(&target, both).await.unwrap(), [8, 1]);
     migrate::up(&target, up_twice, None).await.unwrap();
     migrate::down(&target, down_twice, 1).await.unwrap();
     assert_eq!(migrate::versions(&target, both).await.unwrap(), [0, 0]);
@@ -488,7 +488,7 @@ async fn an_adapter_listed_twice_migrates_once() {
     db.drop_schema().await;
     let lite = SqliteDb::new().await;
     migrate::up(&lite.pool, up_twice, None).await.unwrap();
-    assert_eq!(migrate::versions(&lite.pool, both).await.unwrap(), [7, 1]);
+    assert_eq!(migrate::versions(&lite.pool, both).await.unwrap(), [8, 1]);
     migrate::down(&lite.pool, down_twice, 1).await.unwrap();
     assert_eq!(migrate::versions(&lite.pool, both).await.unwrap(), [0, 0]);
 }
@@ -535,7 +535,7 @@ async fn a_marker_holding_no_version_is_a_decode_error() {
         migrate::down(&target, CK, 1).await,
         Err(Error::Decode { .. })
     ));
-    assert_eq!(pg.table_count().await, 5, "nothing was dropped");
+    assert_eq!(pg.table_count().await, 7, "nothing was dropped");
     pg.drop_schema().await;
 }
 
@@ -617,7 +617,7 @@ async fn sqlite_v4_refuses_rows_without_commit_order_then_forbids_them() {
             .unwrap();
     }
     migrate::up(&db.pool, CK, None).await.unwrap();
-    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [7]);
+    assert_eq!(migrate::versions(&db.pool, CK).await.unwrap(), [8]);
     check_upgraded(&weaver::checkpoint::SqliteSaver::new(db.pool.clone())).await;
     let null_row = sqlx::query("INSERT INTO weaver_checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata) VALUES ('t9', '', 'c', x'00', '{}')")
         .execute(&db.pool)

@@ -109,8 +109,8 @@ async fn migrations_run_up_and_down_through_a_transaction_pooler() {
     migrate::up(&target, &all, None).await.unwrap();
     assert_eq!(
         db.table_count().await,
-        6,
-        "two checkpoint tables, the two lease tables, the store's, the marker"
+        8,
+        "two checkpoint tables, the two lease tables, the two tables of lease bases, the store's, the marker"
     );
     migrate::down(&target, &all, 1).await.unwrap();
     assert_eq!(migrate::versions(&target, &all).await.unwrap(), [0, 0]);

@@ -37,6 +37,10 @@ use super::Migration;
 /// `NULL` for a ticket taken by a build before, which the caller's lease
 /// time judges, as it did), so that a run with a short lease no longer
 /// drops the live ticket of a waiter with a long one.
+/// Version 8: copies of lease holders' base checkpoints' pending writes
+/// (`weaver_lease_bases`: which checkpoints of a thread are copied;
+/// `weaver_lease_base_writes`: their writes as stored), which a rollback
+/// of a holder's turn puts back on its base checkpoint.
 pub(crate) static SQLITE: &[Migration] = &[
     Migration {
         version: 1,
@@ -188,6 +192,30 @@ pub(crate) static SQLITE: &[Migration] = &[
         up: &["ALTER TABLE {p}weaver_thread_tickets ADD COLUMN stale_at INTEGER"],
         down: &["ALTER TABLE {p}weaver_thread_tickets DROP COLUMN stale_at"],
     },
+    Migration {
+        version: 8,
+        up: &[
+            "CREATE TABLE {p}weaver_lease_bases (
+                thread_id TEXT NOT NULL,
+                checkpoint_id TEXT NOT NULL,
+                PRIMARY KEY (thread_id, checkpoint_id)
+            )",
+            "CREATE TABLE {p}weaver_lease_base_writes (
+                thread_id TEXT NOT NULL,
+                checkpoint_id TEXT NOT NULL,
+                task_id TEXT NOT NULL,
+                idx INTEGER NOT NULL,
+                channel TEXT NOT NULL,
+                task_path TEXT NOT NULL DEFAULT '',
+                value BLOB NOT NULL,
+                PRIMARY KEY (thread_id, checkpoint_id, task_id, idx)
+            )",
+        ],
+        down: &[
+            "DROP TABLE {p}weaver_lease_base_writes",
+            "DROP TABLE {p}weaver_lease_bases",
+        ],
+    },
 ];
 
 /// The PostgreSQL rendering of the same logical schema.
@@ -292,5 +320,29 @@ pub(crate) static POSTGRES: &[Migration] = &[
         version: 7,
         up: &["ALTER TABLE {p}weaver_thread_tickets ADD COLUMN stale_at BIGINT"],
         down: &["ALTER TABLE {p}weaver_thread_tickets DROP COLUMN stale_at"],
+    },
+    Migration {
+        version: 8,
+        up: &[
+            r#"CREATE TABLE {p}weaver_lease_bases (
+                thread_id TEXT COLLATE "C" NOT NULL,
+                checkpoint_id TEXT COLLATE "C" NOT NULL,
+                PRIMARY KEY (thread_id, checkpoint_id)
+            )"#,
+            r#"CREATE TABLE {p}weaver_lease_base_writes (
+                thread_id TEXT COLLATE "C" NOT NULL,
+                checkpoint_id TEXT COLLATE "C" NOT NULL,
+                task_id TEXT COLLATE "C" NOT NULL,
+                idx BIGINT NOT NULL,
+                channel TEXT NOT NULL,
+                task_path TEXT NOT NULL DEFAULT '',
+                value BYTEA NOT NULL,
+                PRIMARY KEY (thread_id, checkpoint_id, task_id, idx)
+            )"#,
+        ],
+        down: &[
+            "DROP TABLE {p}weaver_lease_base_writes",
+            "DROP TABLE {p}weaver_lease_bases",
+        ],
     },
 ];

@@ -30,7 +30,7 @@ use super::backend::Backend;
 use super::group::Arg;
 use super::prune::DeletionNote;
 use super::saver::SqlSaver;
-use crate::checkpoint::lease::{self, Decision, Row, decide, info_of, lost, ms};
+use crate::checkpoint::lease::{self, BaseCopy, Decision, Row, decide, info_of, lost, ms};
 use crate::checkpoint::text;
 use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
 use crate::error::{Error, Result};
@@ -41,6 +41,10 @@ use crate::sql::error::storage;
 struct Sql {
     leases: String,
     tickets: String,
+    /// Which base checkpoints' writes are copied (see [`BaseCopy`]).
+    bases: String,
+    /// The copies of those writes.
+    base_writes: String,
     cps: String,
     writes: String,
     now: &'static str,
@@ -170,6 +174,8 @@ impl<D: Backend> SqlSaver<D> {
             pooling: self.settings.pooling,
             leases: format!("{p}weaver_thread_leases"),
             tickets: format!("{p}weaver_thread_tickets"),
+            bases: format!("{p}weaver_lease_bases"),
+            base_writes: format!("{p}weaver_lease_base_writes"),
             cps: q.cps.clone(),
             writes: q.writes.clone(),
             now,
@@ -215,16 +221,171 @@ impl<D: Backend> SqlSaver<D> {
         }
     }
 
-    /// Removes the root checkpoints of the thread above `above`, in `conn`'s
-    /// transaction; returns how many went.
+    /// The id of the thread's root checkpoint at commit order `order`.
+    async fn root_id_at(
+        conn: &mut D::Connection,
+        sql: &Sql,
+        thread_id: &str,
+        order: u64,
+        op: &'static str,
+    ) -> Result<Option<String>> {
+        let Ok(order) = i64::try_from(order) else {
+            return Ok(None);
+        };
+        let select = format!(
+            "SELECT checkpoint_id FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order = $2",
+            sql.cps
+        );
+        D::fetch_optional(
+            conn,
+            sql.pooling,
+            select,
+            [Arg::Text(thread_id), Arg::Int(order)],
+        )
+        .await
+        .map_err(storage(op))?
+        .map(|r| Self::get::<String>(&r, 0, op))
+        .transpose()
+    }
+
+    /// Keeps the copies of base writes of `thread_id` as `copy` says, the
+    /// new base at commit order `base`, in `conn`'s transaction.
+    async fn copy_base_in(
+        conn: &mut D::Connection,
+        sql: &Sql,
+        thread_id: &str,
+        copy: BaseCopy,
+        base: u64,
+        op: &'static str,
+    ) -> Result<()> {
+        let BaseCopy::Retake { also_keep } = copy else {
+            return Ok(());
+        };
+        // A checkpoint id is never empty: `''` keeps nothing.
+        let keep = match also_keep {
+            Some(order) => Self::root_id_at(conn, sql, thread_id, order, op)
+                .await?
+                .unwrap_or_default(),
+            None => String::new(),
+        };
+        for table in [&sql.base_writes, &sql.bases] {
+            let drop = format!("DELETE FROM {table} WHERE thread_id = $1 AND checkpoint_id <> $2");
+            D::execute(
+                conn,
+                sql.pooling,
+                drop,
+                [Arg::Text(thread_id), Arg::Text(&keep)],
+            )
+            .await
+            .map_err(storage(op))?;
+        }
+        let Some(base_id) = Self::root_id_at(conn, sql, thread_id, base, op).await? else {
+            return Ok(());
+        };
+        let mark = format!(
+            "INSERT INTO {} (thread_id, checkpoint_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            sql.bases
+        );
+        let marked = D::execute(
+            conn,
+            sql.pooling,
+            mark,
+            [Arg::Text(thread_id), Arg::Text(&base_id)],
+        )
+        .await
+        .map_err(storage(op))?;
+        if marked == 1 {
+            let copy = format!(
+                "INSERT INTO {} (thread_id, checkpoint_id, task_id, idx, channel, task_path, value) \
+                 SELECT thread_id, checkpoint_id, task_id, idx, channel, task_path, value FROM {} \
+                 WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id = $2",
+                sql.base_writes, sql.writes
+            );
+            D::execute(
+                conn,
+                sql.pooling,
+                copy,
+                [Arg::Text(thread_id), Arg::Text(&base_id)],
+            )
+            .await
+            .map_err(storage(op))?;
+        }
+        Ok(())
+    }
+
+    /// Puts back the copy of the writes of the thread's root checkpoint at
+    /// `order`, when one is kept, in `conn`'s transaction; whether it did.
+    async fn restore_base_in(
+        conn: &mut D::Connection,
+        sql: &Sql,
+        thread_id: &str,
+        order: u64,
+        op: &'static str,
+    ) -> Result<bool> {
+        let Some(id) = Self::root_id_at(conn, sql, thread_id, order, op).await? else {
+            return Ok(false);
+        };
+        let args = || [Arg::Text(thread_id), Arg::Text(&id)];
+        let copied = format!(
+            "SELECT 1 FROM {} WHERE thread_id = $1 AND checkpoint_id = $2",
+            sql.bases
+        );
+        if D::fetch_optional(conn, sql.pooling, copied, args())
+            .await
+            .map_err(storage(op))?
+            .is_none()
+        {
+            return Ok(false);
+        }
+        let clear = format!(
+            "DELETE FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id = $2",
+            sql.writes
+        );
+        D::execute(conn, sql.pooling, clear, args())
+            .await
+            .map_err(storage(op))?;
+        let put = format!(
+            "INSERT INTO {} (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, task_path, value) \
+             SELECT thread_id, '', checkpoint_id, task_id, idx, channel, task_path, value FROM {} \
+             WHERE thread_id = $1 AND checkpoint_id = $2",
+            sql.writes, sql.base_writes
+        );
+        D::execute(conn, sql.pooling, put, args())
+            .await
+            .map_err(storage(op))?;
+        Ok(true)
+    }
+
+    /// Removes the root checkpoints of the thread above `above` (their
+    /// rows locked first on PostgreSQL, so that a write being stored on
+    /// one of them commits first and goes too, or finds it gone), and puts
+    /// back the copy of the writes of the checkpoint at `above`, in
+    /// `conn`'s transaction; returns how many checkpoints went, and whether
+    /// writes were put back.
     async fn truncate_in(
         conn: &mut D::Connection,
         sql: &Sql,
         thread_id: &str,
         above: u64,
         op: &'static str,
-    ) -> Result<u64> {
+    ) -> Result<(u64, bool)> {
+        let restored = Self::restore_base_in(conn, sql, thread_id, above, op).await?;
         let above = i64::try_from(above).unwrap_or(i64::MAX);
+        if !sql.lock.is_empty() {
+            let lock = format!(
+                "SELECT 1 FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order > $2 \
+                 ORDER BY commit_order{}",
+                sql.cps, sql.lock
+            );
+            D::fetch_all(
+                conn,
+                sql.pooling,
+                lock,
+                [Arg::Text(thread_id), Arg::Int(above)],
+            )
+            .await
+            .map_err(storage(op))?;
+        }
         let writes = format!(
             "DELETE FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id IN \
              (SELECT checkpoint_id FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order > $2)",
@@ -242,14 +403,15 @@ impl<D: Backend> SqlSaver<D> {
             "DELETE FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order > $2",
             sql.cps
         );
-        D::execute(
+        let gone = D::execute(
             conn,
             sql.pooling,
             cps,
             [Arg::Text(thread_id), Arg::Int(above)],
         )
         .await
-        .map_err(storage(op))
+        .map_err(storage(op))?;
+        Ok((gone, restored))
     }
 
     /// The thread's head commit order on its root namespace (0: none).
@@ -277,7 +439,7 @@ impl<D: Backend> SqlSaver<D> {
         conn: &mut D::Connection,
         request: &LeaseRequest<'_>,
         op: &'static str,
-    ) -> Result<Acquired> {
+    ) -> Result<(Acquired, bool)> {
         let sql = self.lease_sql();
         let thread = request.thread_id;
         let insert = format!(
@@ -362,20 +524,33 @@ impl<D: Backend> SqlSaver<D> {
                         .map_err(storage(op))?;
                     mine = r.map(|r| Self::get::<i64>(&r, 0, op)).transpose()?;
                 }
-                Ok(Acquired::Busy {
-                    holder,
-                    ticket: mine,
-                })
+                Ok((
+                    Acquired::Busy {
+                        holder,
+                        ticket: mine,
+                    },
+                    false,
+                ))
             }
             Decision::Take(take) => {
-                let rolled_back = match take.rollback {
+                let (rolled_back, restored) = match take.rollback {
                     Some(above) => Self::truncate_in(conn, &sql, thread, above, op).await?,
-                    None => 0,
+                    None => (0, false),
                 };
                 let base = match take.keep_base {
                     Some(b) => b,
                     None => Self::head(conn, &sql, thread, op).await?,
                 };
+                let copy = take.base_copy();
+                Self::copy_base_in(
+                    conn,
+                    &sql,
+                    thread,
+                    copy,
+                    u64::try_from(base).unwrap_or(0),
+                    op,
+                )
+                .await?;
                 // The row's stop request stays only when the caller takes
                 // its own live hold back (`Take::stop`, read from the row).
                 let hold = format!(
@@ -400,7 +575,7 @@ impl<D: Backend> SqlSaver<D> {
                         .await
                         .map_err(storage(op))?;
                 }
-                Ok(take.held(rolled_back))
+                Ok((take.held(rolled_back), rolled_back > 0 || restored))
             }
         }
     }
@@ -454,10 +629,10 @@ impl<D: Backend> Leases for SqlSaver<D> {
                 }
             })
             .await?;
-        if let Acquired::Held { rolled_back, .. } = &out
-            && *rolled_back > 0
-        {
-            // What this process cached of the removed checkpoints goes.
+        let (out, changed) = out;
+        if changed {
+            // What this process cached of the removed checkpoints, and of
+            // the writes put back, goes.
             drop(DeletionNote(&self.state, &thread));
         }
         Ok(out)
@@ -604,7 +779,7 @@ impl<D: Backend> Leases for SqlSaver<D> {
             if !row.is_some_and(|r| r.holder == holder && r.expires_at > now) {
                 return Err(lost(thread_id));
             }
-            let n = Self::truncate_in(&mut tx, &sql, thread_id, above, op).await?;
+            let (n, _) = Self::truncate_in(&mut tx, &sql, thread_id, above, op).await?;
             tx.commit().await.map_err(storage(op))?;
             Ok(n)
         })

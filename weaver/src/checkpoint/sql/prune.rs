@@ -180,8 +180,9 @@ impl<D: Backend> SqlSaver<D> {
     /// how many checkpoints went.
     ///
     /// The thread's lease row goes first (the order in which a lease call
-    /// locks them): a thread deleted and written again starts with no
-    /// holder, not with the old one's turn to finish or roll back.
+    /// locks them), with the copies of its holders' base writes: a thread
+    /// deleted and written again starts with no holder, not with the old
+    /// one's turn to finish or roll back.
     pub(super) async fn delete_thread_in(
         &self,
         conn: &mut D::Connection,
@@ -189,17 +190,20 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<u64> {
         let q = &self.settings.q;
-        D::execute(
-            conn,
-            self.settings.pooling,
-            format!(
-                "DELETE FROM {}weaver_thread_leases WHERE thread_id = $1",
-                q.prefix
-            ),
-            [Arg::Text(thread)],
-        )
-        .await
-        .map_err(storage(op))?;
+        for table in [
+            "weaver_thread_leases",
+            "weaver_lease_base_writes",
+            "weaver_lease_bases",
+        ] {
+            D::execute(
+                conn,
+                self.settings.pooling,
+                format!("DELETE FROM {}{table} WHERE thread_id = $1", q.prefix),
+                [Arg::Text(thread)],
+            )
+            .await
+            .map_err(storage(op))?;
+        }
         if let Some(lock) = &q.lock_thread_rows {
             D::execute(
                 conn,
