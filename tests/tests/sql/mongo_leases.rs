@@ -293,3 +293,8 @@ async fn ticket_numbers_are_never_handed_out_twice_on_mongo() {
 async fn a_deleted_thread_forgets_its_holder_on_mongo() {
     on_mongo(|s| leases::a_deleted_thread_forgets_its_holder(s, "t")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_resume_leaves_the_pause_to_the_next_on_mongo() {
+    on_mongo(|s| leases::a_rolled_back_resume_leaves_the_pause_to_the_next(s, "t")).await;
+}

@@ -23,7 +23,7 @@ use mongodb::options::ReturnDocument;
 
 use super::records::int;
 use super::{MongoSaver, storage};
-use crate::checkpoint::lease::{Decision, Row, check_holder, decide, info_of, lost, ms};
+use crate::checkpoint::lease::{BaseCopy, Decision, Row, check_holder, decide, info_of, lost, ms};
 use crate::checkpoint::text;
 use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
 use crate::error::{Error, Result};
@@ -84,10 +84,166 @@ impl MongoSaver {
         self.db.collection(&format!("{}lease_tickets", self.prefix))
     }
 
+    /// Which base checkpoints' writes are copied ([`BaseCopy`]): one
+    /// document per thread and checkpoint.
+    pub(crate) fn bases_collection(&self) -> mongodb::Collection<Document> {
+        self.db.collection(&format!("{}lease_bases", self.prefix))
+    }
+
+    /// The copies of those writes, stored as the writes are.
+    pub(crate) fn base_writes_collection(&self) -> mongodb::Collection<Document> {
+        self.db
+            .collection(&format!("{}lease_base_writes", self.prefix))
+    }
+
+    /// The id of the thread's root checkpoint at commit order `order`,
+    /// inside `s`.
+    async fn root_id_at(
+        &self,
+        s: &mut ClientSession,
+        thread_id: &str,
+        order: u64,
+        op: &'static str,
+    ) -> Result<Option<String>> {
+        let Ok(order) = i64::try_from(order) else {
+            return Ok(None);
+        };
+        let found = self
+            .checkpoints()
+            .find_one(doc! { "thread_id": thread_id, "ns": "", "commit_order": order })
+            .projection(doc! { "_id": 0, "checkpoint_id": 1 })
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        found
+            .map(|d| {
+                d.get_str("checkpoint_id")
+                    .map(str::to_owned)
+                    .map_err(|e| Error::decode("a stored checkpoint id", e))
+            })
+            .transpose()
+    }
+
+    /// Keeps the copies of base writes of `thread_id` as `copy` says, the
+    /// new base at commit order `base`, inside `s`.
+    async fn copy_base_in(
+        &self,
+        s: &mut ClientSession,
+        thread_id: &str,
+        copy: BaseCopy,
+        base: u64,
+        op: &'static str,
+    ) -> Result<()> {
+        let BaseCopy::Retake { also_keep } = copy else {
+            return Ok(());
+        };
+        // A checkpoint id is never empty: `""` keeps nothing.
+        let keep = match also_keep {
+            Some(order) => self
+                .root_id_at(s, thread_id, order, op)
+                .await?
+                .unwrap_or_default(),
+            None => String::new(),
+        };
+        let others = doc! { "thread_id": thread_id, "checkpoint_id": { "$ne": &keep } };
+        for coll in [self.base_writes_collection(), self.bases_collection()] {
+            coll.delete_many(others.clone())
+                .session(&mut *s)
+                .await
+                .map_err(storage(op))?;
+        }
+        let Some(base_id) = self.root_id_at(s, thread_id, base, op).await? else {
+            return Ok(());
+        };
+        let marked = self
+            .bases_collection()
+            .update_one(
+                doc! { "thread_id": thread_id, "checkpoint_id": &base_id },
+                doc! { "$setOnInsert": { "thread_id": thread_id, "checkpoint_id": &base_id } },
+            )
+            .upsert(true)
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        if marked.upserted_id.is_none() {
+            return Ok(());
+        }
+        let mut cursor = self
+            .writes()
+            .find(doc! { "thread_id": thread_id, "ns": "", "checkpoint_id": &base_id })
+            .projection(doc! { "_id": 0 })
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        let writes: Vec<Document> = cursor
+            .stream(&mut *s)
+            .try_collect()
+            .await
+            .map_err(storage(op))?;
+        if !writes.is_empty() {
+            self.base_writes_collection()
+                .insert_many(writes)
+                .session(&mut *s)
+                .await
+                .map_err(storage(op))?;
+        }
+        Ok(())
+    }
+
+    /// Puts back the copy of the writes of the thread's root checkpoint at
+    /// `order`, when one is kept, inside `s`; whether it did.
+    async fn restore_base_in(
+        &self,
+        s: &mut ClientSession,
+        thread_id: &str,
+        order: u64,
+        op: &'static str,
+    ) -> Result<bool> {
+        let Some(id) = self.root_id_at(s, thread_id, order, op).await? else {
+            return Ok(false);
+        };
+        let which = doc! { "thread_id": thread_id, "checkpoint_id": &id };
+        let copied = self
+            .bases_collection()
+            .find_one(which.clone())
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        if copied.is_none() {
+            return Ok(false);
+        }
+        self.writes()
+            .delete_many(doc! { "thread_id": thread_id, "ns": "", "checkpoint_id": &id })
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        let mut cursor = self
+            .base_writes_collection()
+            .find(which)
+            .projection(doc! { "_id": 0 })
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+        let writes: Vec<Document> = cursor
+            .stream(&mut *s)
+            .try_collect()
+            .await
+            .map_err(storage(op))?;
+        if !writes.is_empty() {
+            self.writes()
+                .insert_many(writes)
+                .session(&mut *s)
+                .await
+                .map_err(storage(op))?;
+        }
+        Ok(true)
+    }
+
     /// For a delete of `threads`, inside `s`: their lease documents lose
-    /// their holder (the ticket counter stays, as a release leaves it), so
-    /// a thread deleted and written again starts with no holder, not with
-    /// the old one's turn to finish or roll back.
+    /// their holder (the ticket counter stays, as a release leaves it) and
+    /// the copies of their base writes go, so a thread deleted and written
+    /// again starts with no holder, not with the old one's turn to finish
+    /// or roll back.
     pub(crate) async fn forget_holders(
         &self,
         s: &mut ClientSession,
@@ -105,6 +261,12 @@ impl MongoSaver {
             .session(&mut *s)
             .await
             .map_err(storage(op))?;
+        for coll in [self.base_writes_collection(), self.bases_collection()] {
+            coll.delete_many(doc! { "thread_id": { "$in": threads } })
+                .session(&mut *s)
+                .await
+                .map_err(storage(op))?;
+        }
         Ok(())
     }
 
@@ -152,14 +314,17 @@ impl MongoSaver {
     }
 
     /// Removes the root checkpoints of the thread above commit order
-    /// `above`, with their writes, inside `s`; returns how many went.
+    /// `above`, with their writes, and puts back the copy of the writes of
+    /// the checkpoint at `above`, inside `s`; returns how many checkpoints
+    /// went, and whether writes were put back.
     async fn truncate_in(
         &self,
         s: &mut ClientSession,
         thread_id: &str,
         above: u64,
         op: &'static str,
-    ) -> Result<u64> {
+    ) -> Result<(u64, bool)> {
+        let restored = self.restore_base_in(s, thread_id, above, op).await?;
         let above = i64::try_from(above).unwrap_or(i64::MAX);
         let gone = doc! { "thread_id": thread_id, "ns": "", "commit_order": { "$gt": above } };
         let mut cursor = self
@@ -183,7 +348,7 @@ impl MongoSaver {
             })
             .collect::<Result<Vec<_>>>()?;
         if ids.is_empty() {
-            return Ok(0);
+            return Ok((0, restored));
         }
         self.writes()
             .delete_many(
@@ -198,7 +363,7 @@ impl MongoSaver {
             .session(&mut *s)
             .await
             .map_err(storage(op))?;
-        Ok(n.deleted_count)
+        Ok((n.deleted_count, restored))
     }
 
     /// The sequence number of the thread's first ticket (`order` 1) or of
@@ -326,7 +491,7 @@ impl MongoSaver {
         s: &mut ClientSession,
         request: &LeaseRequest<'_>,
         op: &'static str,
-    ) -> Result<Acquired> {
+    ) -> Result<(Acquired, bool)> {
         let thread = request.thread_id;
         let Some((row, now)) = self.touch(s, thread, true, op).await? else {
             return Err(bad(thread, "the lease document was not created"));
@@ -378,15 +543,18 @@ impl MongoSaver {
                         .map_err(storage(op))?;
                     mine = Some(k);
                 }
-                Ok(Acquired::Busy {
-                    holder,
-                    ticket: mine,
-                })
+                Ok((
+                    Acquired::Busy {
+                        holder,
+                        ticket: mine,
+                    },
+                    false,
+                ))
             }
             Decision::Take(take) => {
-                let rolled_back = match take.rollback {
+                let (rolled_back, restored) = match take.rollback {
                     Some(above) => self.truncate_in(s, thread, above, op).await?,
-                    None => 0,
+                    None => (0, false),
                 };
                 let base = match take.keep_base {
                     Some(b) => b,
@@ -395,6 +563,9 @@ impl MongoSaver {
                         i64::try_from(head).unwrap_or(i64::MAX)
                     }
                 };
+                let copy = take.base_copy();
+                self.copy_base_in(s, thread, copy, u64::try_from(base).unwrap_or(0), op)
+                    .await?;
                 self.leases_collection()
                     .update_one(
                         doc! { "_id": thread },
@@ -416,7 +587,7 @@ impl MongoSaver {
                         .await
                         .map_err(storage(op))?;
                 }
-                Ok(take.held(rolled_back))
+                Ok((take.held(rolled_back), rolled_back > 0 || restored))
             }
         }
     }
@@ -456,17 +627,17 @@ impl Leases for MongoSaver {
                 if let Some(k) = request.ticket
                     && let Some(busy) = me.still_busy(&request, k).await?
                 {
-                    return Ok(busy);
+                    return Ok((busy, false));
                 }
                 lease_txn!(me, "lease_acquire", |s| {
                     me.acquire_in(&mut s, &request, "lease_acquire").await
                 })
             })
             .await?;
-        if let Acquired::Held { rolled_back, .. } = &out
-            && *rolled_back > 0
-        {
-            // What this process cached of the removed checkpoints goes.
+        let (out, changed) = out;
+        if changed {
+            // What this process cached of the removed checkpoints, and of
+            // the writes put back, goes.
             self.state.note_deletion(thread_id);
         }
         Ok(out)
@@ -638,7 +809,7 @@ impl Leases for MongoSaver {
             .detached(op, move |me| async move {
                 lease_txn!(me, "lease_truncate", |s| {
                     me.held_row(&mut s, &thread, &holder, op).await?;
-                    me.truncate_in(&mut s, &thread, above, op).await
+                    Ok(me.truncate_in(&mut s, &thread, above, op).await?.0)
                 })
             })
             .await;

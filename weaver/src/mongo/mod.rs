@@ -8,8 +8,10 @@
 //! thread, namespace and id), `<prefix>writes` (pending writes, unique per
 //! checkpoint, task and index), `<prefix>leases` and `<prefix>lease_tickets`
 //! (the per-thread lease that keeps one run per thread at a time, and the
-//! runs waiting for it: [`Leases`](crate::checkpoint::Leases)) and
-//! `<prefix>setup` (the setup version).
+//! runs waiting for it: [`Leases`](crate::checkpoint::Leases)),
+//! `<prefix>lease_bases` and `<prefix>lease_base_writes` (copies of the
+//! pending writes of each holder's base checkpoint, which a rollback of its
+//! turn puts back) and `<prefix>setup` (the setup version).
 //! They are created by [`MongoSaver::setup`], an explicit, versioned and
 //! idempotent call; a saver on a database where it has not run fails with
 //! [`Error::MigrationRequired`] naming it.
@@ -74,8 +76,10 @@ use crate::checkpoint::SaverState;
 use crate::codec::{Codec, JsonCodec, MAX_RECORD_BYTES};
 use crate::error::{Error, Result};
 
-/// The setup version this build needs.
-pub const SETUP_VERSION: u32 = 1;
+/// The setup version this build needs: 2 adds the collections of lease
+/// holders' base writes (`<prefix>lease_bases`, `<prefix>lease_base_writes`)
+/// and their indexes.
+pub const SETUP_VERSION: u32 = 2;
 
 /// A checkpointer on MongoDB (7 or later), one document per checkpoint.
 ///
@@ -455,6 +459,16 @@ impl MongoSaver {
             .map_err(storage("setup"))?;
         self.tickets_collection()
             .create_indexes([unique(doc! { "thread_id": 1, "seq": 1 })])
+            .await
+            .map_err(storage("setup"))?;
+        self.bases_collection()
+            .create_indexes([unique(doc! { "thread_id": 1, "checkpoint_id": 1 })])
+            .await
+            .map_err(storage("setup"))?;
+        self.base_writes_collection()
+            .create_indexes([unique(
+                doc! { "thread_id": 1, "checkpoint_id": 1, "task_id": 1, "idx": 1 },
+            )])
             .await
             .map_err(storage("setup"))?;
         record_setup_version(&self.setup_collection(), "checkpoint", SETUP_VERSION).await
