@@ -1416,3 +1416,42 @@ pub async fn a_rolled_back_resume_leaves_the_pause_to_the_next(
     );
     one_chain(&saver, thread).await;
 }
+
+/// A holder that truncates its thread below its base (a run that took over
+/// a dead holder's paused turn and removes it) has its base brought down
+/// there: its own turn now starts at that checkpoint, and a rollback of it
+/// removes everything it stored from there.
+pub async fn a_truncate_below_the_base_lowers_it(saver: Arc<dyn Saver>, thread: &str) {
+    let g = turns(saver.clone(), Duration::from_millis(1), Arc::default());
+    let race = RunConfig::thread(thread).multitask(Multitask::Race);
+    for u in ["one", "two"] {
+        g.invoke(say(u), &race).await.unwrap();
+    }
+    let head = saver.list(&ListFilter::thread(thread)).await.unwrap()[0].commit_order;
+    let leases = saver.leases().unwrap();
+    let mine = LeaseRequest {
+        thread_id: thread,
+        holder: "h",
+        lease: Duration::from_secs(30),
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+        owns_pause: false,
+    };
+    assert!(matches!(
+        leases.acquire(&mine).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    assert_eq!(
+        leases.lease_info(thread).await.unwrap().unwrap().base_order,
+        head
+    );
+    let gone = leases.truncate(thread, "h", 3).await.unwrap();
+    assert_eq!(gone, head - 3);
+    assert_eq!(
+        leases.lease_info(thread).await.unwrap().unwrap().base_order,
+        3,
+        "the base came down with the truncate"
+    );
+    leases.release(thread, "h", None).await.unwrap();
+}

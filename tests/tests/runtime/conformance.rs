@@ -59,6 +59,7 @@ mod adapter_races {
         inner: MemoryAdapter,
         catalog: Arc<Gate>,
         thread: Arc<Gate>,
+        pruned: Arc<Gate>,
     }
 
     #[async_trait]
@@ -85,6 +86,9 @@ mod adapter_races {
             self.inner.delete_flow(flow_id).await
         }
         async fn prune_history(&self, flow_id: &str, keep_last: usize) -> Result<u64> {
+            if flow_id.starts_with("weaver:thread:") {
+                self.pruned.pass().await;
+            }
             self.inner.prune_history(flow_id, keep_last).await
         }
         async fn snapshot_count(&self, flow_id: &str) -> Result<u64> {
@@ -141,6 +145,38 @@ mod adapter_races {
             listed,
             ["t"],
             "the thread holds a checkpoint, so it is listed"
+        );
+    }
+
+    /// A thread deleted right after its first write was saved, before that
+    /// write listed it again, is not listed: the write finds it emptied and
+    /// takes it off again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_thread_deleted_right_after_its_first_write_is_not_listed() {
+        let adapter = Gated::default();
+        let saver = Arc::new(AdapterSaver::new(adapter.clone()));
+        // The write stops between its save and listing the thread again.
+        adapter.pruned.armed.store(true, Ordering::SeqCst);
+        let pruned_entered = adapter.pruned.entered.notified();
+        let writing = tokio::spawn({
+            let saver = saver.clone();
+            async move { saver.put(root()).await }
+        });
+        pruned_entered.await;
+        saver.delete_thread("t").await.unwrap();
+        adapter.pruned.open.add_permits(1);
+        writing.await.unwrap().unwrap();
+        // The catalog (the flow listing the threads) no longer names it.
+        let catalog = adapter
+            .inner
+            .load_snapshot("weaver:threads", None)
+            .await
+            .unwrap()
+            .map(|s| s.data.to_string())
+            .unwrap_or_default();
+        assert!(
+            !catalog.contains("\"t\""),
+            "the deleted thread is off the catalog: {catalog}"
         );
     }
 }

@@ -123,3 +123,8 @@ async fn a_deleted_thread_forgets_its_holder_in_memory() {
 async fn a_rolled_back_resume_leaves_the_pause_to_the_next_in_memory() {
     leases::a_rolled_back_resume_leaves_the_pause_to_the_next(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_truncate_below_the_base_lowers_it_in_memory() {
+    leases::a_truncate_below_the_base_lowers_it(memory(), "t").await;
+}

@@ -460,3 +460,18 @@ async fn a_rolled_back_resume_leaves_the_pause_to_the_next_on_postgres() {
     leases::a_rolled_back_resume_leaves_the_pause_to_the_next(saver, "t").await;
     db.drop_schema().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncate_below_the_base_lowers_it_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_truncate_below_the_base_lowers_it(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncate_below_the_base_lowers_it_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_truncate_below_the_base_lowers_it(saver, "t").await;
+    db.drop_schema().await;
+}

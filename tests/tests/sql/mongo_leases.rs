@@ -298,3 +298,8 @@ async fn a_deleted_thread_forgets_its_holder_on_mongo() {
 async fn a_rolled_back_resume_leaves_the_pause_to_the_next_on_mongo() {
     on_mongo(|s| leases::a_rolled_back_resume_leaves_the_pause_to_the_next(s, "t")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncate_below_the_base_lowers_it_on_mongo() {
+    on_mongo(|s| leases::a_truncate_below_the_base_lowers_it(s, "t")).await;
+}

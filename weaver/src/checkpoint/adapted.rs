@@ -383,8 +383,12 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
             } else if l.image.is_empty() {
                 // Listed again once saved: a delete of the thread that took
                 // it off the catalog between the listing above and this
-                // save found it still empty and left it off.
+                // save found it still empty and left it off. Unless a delete
+                // emptied it since: then it comes off again.
                 self.catalog_set(&l.thread, true).await?;
+                if self.load(&l.thread).await?.image.is_empty() {
+                    self.forget(&l.thread).await?;
+                }
             }
         }
         Ok(())

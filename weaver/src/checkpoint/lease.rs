@@ -214,7 +214,10 @@ pub trait Leases: Debug + Send + Sync {
     /// Removes the checkpoints of the thread's root namespace above commit
     /// order `above`, with their writes, provided `holder` holds the lease
     /// ([`Error::LeaseLost`] otherwise, nothing removed); returns how many
-    /// went.
+    /// went. The checkpoint at `above` gets back the pending writes it held
+    /// when a run took the lease from it (when a copy is kept), and the
+    /// hold's base comes down to `above` if it was higher: the holder's turn
+    /// now starts there.
     async fn truncate(&self, thread_id: &str, holder: &str, above: u64) -> Result<u64>;
 }
 
@@ -573,6 +576,17 @@ impl Table {
     }
 
     /// Whether `holder` holds the thread's lease now.
+    /// Brings the base of `thread_id`'s hold down to `above` when it is
+    /// higher (see [`Leases::truncate`]).
+    pub(crate) fn lower_base(&self, thread_id: &str, above: u64) {
+        let above = i64::try_from(above).unwrap_or(i64::MAX);
+        if let Some(r) = self.lock().rows.get_mut(thread_id)
+            && r.base_order > above
+        {
+            r.base_order = above;
+        }
+    }
+
     pub(crate) fn holds(&self, thread_id: &str, holder: &str) -> bool {
         let now = now_ms();
         self.lock()

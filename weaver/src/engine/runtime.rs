@@ -397,7 +397,12 @@ impl Runtime {
     /// [`fork_at`](crate::Saver::fork_at) and
     /// [`copy_thread`](crate::Saver::copy_thread) copy it with the lineage,
     /// a prune that removes that checkpoint and
-    /// [`delete_thread`](crate::Saver::delete_thread) remove it. The first
+    /// [`delete_thread`](crate::Saver::delete_thread) remove it, and so
+    /// does a rollback of the turn that journaled it
+    /// ([`Multitask::Rollback`](crate::config::Multitask::Rollback)): the
+    /// turn is gone, so the effect runs again when a run gets there again,
+    /// under the same key (give it to a service that is idempotent on it).
+    /// The first
     /// run of a keyed effect in a task reads the thread's writes to look
     /// for it. `f` gets a key made of the thread and `key`.
     ///

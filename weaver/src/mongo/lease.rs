@@ -809,7 +809,17 @@ impl Leases for MongoSaver {
             .detached(op, move |me| async move {
                 lease_txn!(me, "lease_truncate", |s| {
                     me.held_row(&mut s, &thread, &holder, op).await?;
-                    Ok(me.truncate_in(&mut s, &thread, above, op).await?.0)
+                    let n = me.truncate_in(&mut s, &thread, above, op).await?.0;
+                    let base = i64::try_from(above).unwrap_or(i64::MAX);
+                    me.leases_collection()
+                        .update_one(
+                            doc! { "_id": &thread, "base_order": { "$gt": base } },
+                            doc! { "$set": { "base_order": base } },
+                        )
+                        .session(&mut s)
+                        .await
+                        .map_err(storage(op))?;
+                    Ok(n)
                 })
             })
             .await;

@@ -130,6 +130,8 @@ impl Leases for InMemorySaver {
         if !self.leases.holds(thread_id, holder) {
             return Err(lease::lost(thread_id));
         }
-        Ok(self.truncate_root(thread_id, above))
+        let n = self.truncate_root(thread_id, above);
+        self.leases.lower_base(thread_id, above);
+        Ok(n)
     }
 }

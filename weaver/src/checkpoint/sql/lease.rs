@@ -357,8 +357,9 @@ impl<D: Backend> SqlSaver<D> {
     }
 
     /// Removes the root checkpoints of the thread above `above` (their
-    /// rows locked first on PostgreSQL, so that a write being stored on
-    /// one of them commits first and goes too, or finds it gone), and puts
+    /// rows and the base's locked first on PostgreSQL, so that a write being
+    /// stored on one of them commits first and goes too, or finds it gone),
+    /// and puts
     /// back the copy of the writes of the checkpoint at `above`, in
     /// `conn`'s transaction; returns how many checkpoints went, and whether
     /// writes were put back.
@@ -369,11 +370,13 @@ impl<D: Backend> SqlSaver<D> {
         above: u64,
         op: &'static str,
     ) -> Result<(u64, bool)> {
-        let restored = Self::restore_base_in(conn, sql, thread_id, above, op).await?;
+        let order = above;
         let above = i64::try_from(above).unwrap_or(i64::MAX);
+        // The base's row too: a write being stored on it commits before the
+        // copy is put back, or waits and lands after it.
         if !sql.lock.is_empty() {
             let lock = format!(
-                "SELECT 1 FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order > $2 \
+                "SELECT 1 FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order >= $2 \
                  ORDER BY commit_order{}",
                 sql.cps, sql.lock
             );
@@ -386,6 +389,7 @@ impl<D: Backend> SqlSaver<D> {
             .await
             .map_err(storage(op))?;
         }
+        let restored = Self::restore_base_in(conn, sql, thread_id, order, op).await?;
         let writes = format!(
             "DELETE FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id IN \
              (SELECT checkpoint_id FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order > $2)",
@@ -780,6 +784,21 @@ impl<D: Backend> Leases for SqlSaver<D> {
                 return Err(lost(thread_id));
             }
             let (n, _) = Self::truncate_in(&mut tx, &sql, thread_id, above, op).await?;
+            let lower = format!(
+                "UPDATE {} SET base_order = $2 WHERE thread_id = $1 AND base_order > $2",
+                sql.leases
+            );
+            D::execute(
+                &mut tx,
+                sql.pooling,
+                lower,
+                [
+                    Arg::Text(thread_id),
+                    Arg::Int(i64::try_from(above).unwrap_or(i64::MAX)),
+                ],
+            )
+            .await
+            .map_err(storage(op))?;
             tx.commit().await.map_err(storage(op))?;
             Ok(n)
         })
