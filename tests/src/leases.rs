@@ -1455,3 +1455,58 @@ pub async fn a_truncate_below_the_base_lowers_it(saver: Arc<dyn Saver>, thread: 
     );
     leases.release(thread, "h", None).await.unwrap();
 }
+
+/// A checkpoint rewritten in place (stored checkpoints upgraded) while a
+/// holder keeps a copy of its writes: a rollback to it keeps the rewritten
+/// writes, not the copy taken before the rewrite.
+pub async fn a_rewritten_base_is_not_put_back_as_it_was(saver: Arc<dyn Saver>, thread: &str) {
+    let g = asking(&saver);
+    let race = RunConfig::thread(thread).multitask(Multitask::Race);
+    let paused = g.invoke(say("u"), &race).await.unwrap();
+    assert_eq!(paused.interrupts().len(), 1);
+    let leases = saver.leases().unwrap();
+    let mine = LeaseRequest {
+        thread_id: thread,
+        holder: "h",
+        lease: Duration::from_secs(30),
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+        owns_pause: false,
+    };
+    assert!(matches!(
+        leases.acquire(&mine).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let head = || async {
+        saver
+            .get_tuple(&weaver::checkpoint::CheckpointRef::latest(thread))
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let mut record = head().await;
+    let base = record.commit_order;
+    let mut changed = 0;
+    for w in &mut record.pending_writes {
+        let text = w.value.to_string();
+        if text.contains("approve?") {
+            w.value = serde_json::from_str(&text.replace("approve?", "approve? (v2)")).unwrap();
+            changed += 1;
+        }
+    }
+    assert_eq!(changed, 1, "{:?}", record.pending_writes);
+    let rewrites = saver.rewrites().expect("the saver rewrites");
+    assert_eq!(rewrites.replace(vec![record]).await.unwrap(), 1);
+    leases.truncate(thread, "h", base).await.unwrap();
+    let after = head().await;
+    assert!(
+        after
+            .pending_writes
+            .iter()
+            .any(|w| w.value.to_string().contains("approve? (v2)")),
+        "the rewritten writes stay: {:?}",
+        after.pending_writes
+    );
+    leases.release(thread, "h", None).await.unwrap();
+}

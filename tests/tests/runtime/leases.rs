@@ -128,3 +128,8 @@ async fn a_rolled_back_resume_leaves_the_pause_to_the_next_in_memory() {
 async fn a_truncate_below_the_base_lowers_it_in_memory() {
     leases::a_truncate_below_the_base_lowers_it(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_rewritten_base_is_not_put_back_as_it_was_in_memory() {
+    leases::a_rewritten_base_is_not_put_back_as_it_was(memory(), "t").await;
+}

@@ -475,3 +475,18 @@ async fn a_truncate_below_the_base_lowers_it_on_postgres() {
     leases::a_truncate_below_the_base_lowers_it(saver, "t").await;
     db.drop_schema().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_base_is_not_put_back_as_it_was_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_rewritten_base_is_not_put_back_as_it_was(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_base_is_not_put_back_as_it_was_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_rewritten_base_is_not_put_back_as_it_was(saver, "t").await;
+    db.drop_schema().await;
+}

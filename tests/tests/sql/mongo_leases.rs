@@ -303,3 +303,8 @@ async fn a_rolled_back_resume_leaves_the_pause_to_the_next_on_mongo() {
 async fn a_truncate_below_the_base_lowers_it_on_mongo() {
     on_mongo(|s| leases::a_truncate_below_the_base_lowers_it(s, "t")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_base_is_not_put_back_as_it_was_on_mongo() {
+    on_mongo(|s| leases::a_rewritten_base_is_not_put_back_as_it_was(s, "t")).await;
+}

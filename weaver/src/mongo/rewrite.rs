@@ -85,6 +85,17 @@ impl MongoSaver {
                 .await
                 .map_err(storage(op))?;
         }
+        // A copy of its writes taken for a lease holder's rollback holds
+        // them as they were: it goes (a rollback would put them back).
+        if ns.is_empty() {
+            let copy = doc! { "thread_id": thread, "checkpoint_id": id };
+            for coll in [self.base_writes_collection(), self.bases_collection()] {
+                coll.delete_many(copy.clone())
+                    .session(&mut *s)
+                    .await
+                    .map_err(storage(op))?;
+            }
+        }
         Ok(())
     }
 

@@ -55,6 +55,13 @@ impl Rewrites for InMemorySaver {
                 // Checked above, under the same lock.
                 continue;
             };
+            // A copy of its writes taken for a lease holder's rollback holds
+            // them as they were: it goes (a rollback would put them back).
+            if config.checkpoint_ns.is_empty()
+                && let Some(c) = self.base_copies().get_mut(&config.thread_id)
+            {
+                c.remove(&checkpoint.id);
+            }
             stored.checkpoint = checkpoint;
             stored.metadata = metadata;
             stored.writes = BTreeMap::new();

@@ -64,6 +64,23 @@ impl<D: Backend> SqlSaver<D> {
             .map_err(storage(op))?;
         self.insert_writes(conn, (thread, ns, id), &e.writes, op)
             .await?;
+        // A copy of its writes taken for a lease holder's rollback holds
+        // them as they were: it goes (a rollback would put them back).
+        if ns.is_empty() {
+            for table in ["weaver_lease_base_writes", "weaver_lease_bases"] {
+                D::execute(
+                    conn,
+                    self.settings.pooling,
+                    format!(
+                        "DELETE FROM {}{table} WHERE thread_id = $1 AND checkpoint_id = $2",
+                        q.prefix
+                    ),
+                    [Arg::Text(thread), Arg::Text(id)],
+                )
+                .await
+                .map_err(storage(op))?;
+            }
+        }
         Ok(())
     }
 }
