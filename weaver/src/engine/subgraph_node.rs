@@ -167,8 +167,9 @@ where
 /// appended (so they are not appended twice; for a set or a map, whose
 /// serde form is not in insertion order, the items or entries it did not
 /// hold before); an add channel with the difference. A custom reducer's
-/// channel that changed, or an append channel the subgraph did not only
-/// extend, cannot be told apart from a node's write:
+/// channel that changed, or an append channel that lost items (its
+/// reducer only adds, so an input that was not the parent's state), cannot
+/// be told apart from a node's write:
 /// [`Error::InvalidUpdate`] (map the state yourself with
 /// `add_subgraph_with`). A channel whose serde form is left out (a field
 /// with `skip_serializing_if`) reads as `null` on the side that left it

@@ -210,7 +210,7 @@ impl<S: GraphState> Graph<S> {
     /// append or delta channel with the items the subgraph appended (for a
     /// set or a map, the items or entries it did not hold before); an add
     /// channel with the difference. A changed channel with a custom
-    /// reducer, or an append channel the subgraph did more than append to,
+    /// reducer, or an append channel that lost items in the subgraph,
     /// fails the node with [`Error::InvalidUpdate`](crate::Error::InvalidUpdate):
     /// use [`add_subgraph_with`](Self::add_subgraph_with) to say what the
     /// update is.
