@@ -27,6 +27,52 @@ fn node_b(_: &State) -> StateUpdate {
 mod derive {
     use super::*;
 
+    /// A state declared by a `macro_rules!` macro, its field types passed
+    /// in as `$t:ty` (so their tokens come from the caller's context).
+    macro_rules! state_of {
+        ($name:ident, $list:ty, $count:ty, $map:ty) => {
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub(crate) struct $name {
+                #[reducer(append)]
+                pub log: $list,
+                #[reducer(add)]
+                pub n: $count,
+                #[reducer(merge)]
+                pub seen: $map,
+            }
+        };
+    }
+
+    state_of!(
+        Declared,
+        Vec<String>,
+        u64,
+        std::collections::BTreeMap<String, u32>
+    );
+
+    #[tokio::test]
+    async fn a_state_declared_by_a_declarative_macro_derives() {
+        let graph = Graph::<Declared>::new("declared")
+            .add_node("a", |_: &Declared| {
+                DeclaredUpdate::default()
+                    .log(vec!["a".to_owned()])
+                    .n(2u64)
+                    .seen([("a".to_owned(), 1)])
+            })
+            .add_sequence([START, "a", END])
+            .compile(Compile::new())
+            .unwrap();
+        let done = graph
+            .invoke(Declared::default(), &RunConfig::default())
+            .await
+            .unwrap()
+            .complete()
+            .unwrap();
+        assert_eq!(done.log, ["a"]);
+        assert_eq!(done.n, 2);
+        assert_eq!(done.seen.get("a"), Some(&1));
+    }
+
     /// The same state without a reducer on `bar`.
     #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
     struct Plain {
