@@ -371,6 +371,56 @@ async fn a_shared_state_subgraph_adds_to_sets_maps_and_left_out_fields() {
     assert_eq!(done.hits, 2);
 }
 
+/// A number stored as a string in the state's serde form.
+mod as_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&n.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Ticketed {
+    #[serde(with = "as_text")]
+    #[schemars(with = "String")]
+    id: u64,
+    #[reducer(append)]
+    log: Vec<String>,
+}
+
+#[tokio::test]
+async fn a_shared_state_subgraph_sets_a_field_stored_through_serde_with() {
+    let inner = Graph::<Ticketed>::new("inner")
+        .add_node("assign", |_: &Ticketed| {
+            TicketedUpdate::default()
+                .id(42u64)
+                .log(vec!["assigned".to_owned()])
+        })
+        .add_sequence([START, "assign", END])
+        .compile(Compile::new())
+        .unwrap();
+    let graph = Graph::<Ticketed>::new("outer")
+        .add_subgraph("inner", inner)
+        .add_sequence([START, "inner", END])
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap();
+    let done = graph
+        .invoke(Ticketed::default(), &RunConfig::thread("t"))
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.id, 42);
+    assert_eq!(done.log, ["assigned"]);
+}
+
 fn keep_max(current: &mut u64, new: u64) {
     *current = (*current).max(new);
 }

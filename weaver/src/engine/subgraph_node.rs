@@ -175,8 +175,11 @@ where
 /// with `skip_serializing_if`) reads as `null` on the side that left it
 /// out, an empty collection or zero for an append or add channel.
 fn net_update<S: GraphState>(node: &str, before: &S, after: &S) -> Result<S::Update> {
-    let was = encode_object("subgraph input", before)?;
-    let now = encode_object("subgraph state", after)?;
+    // Compared in the update's serde form, the one the result is read
+    // back from (a field stored through `#[serde(with = ..)]` has its own
+    // type's form there).
+    let was = encode_object("subgraph input", &S::Update::from(before.clone()))?;
+    let now = encode_object("subgraph state", &S::Update::from(after.clone()))?;
     let mut update = Map::new();
     for channel in S::CHANNELS {
         let (old, new) = match (was.get(channel.name), now.get(channel.name)) {
