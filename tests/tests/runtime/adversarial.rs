@@ -321,6 +321,51 @@ mod callbacks {
         verdict(bad);
     }
 
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Sum {
+        #[reducer(add)]
+        total: f64,
+    }
+
+    #[tokio::test]
+    async fn a_state_that_overflows_to_infinity_under_exit_is_stored_as_before_its_step() {
+        // Each write is finite; their sum is not, so the step's state does
+        // not encode. Under `exit` the run stores the checkpoint it stopped
+        // at: as it was, its two tasks still to apply, their writes kept.
+        let big = |_: &Sum| SumUpdate::default().total(1e308);
+        let graph = Graph::<Sum>::new("Overflow")
+            .add_node("x", big)
+            .add_node("y", big)
+            .add_edge(START, "x")
+            .add_edge(START, "y")
+            .add_edge("x", END)
+            .add_edge("y", END)
+            .compile(Compile::new().checkpointer(InMemorySaver::new()))
+            .unwrap();
+        let config = RunConfig::thread("inf").durability(Durability::Exit);
+        let err = graph.invoke(Sum::default(), &config).await.unwrap_err();
+        assert!(
+            err.to_string().to_lowercase().contains("inf") || matches!(err, Error::Encode { .. }),
+            "{err}"
+        );
+        let history = graph
+            .get_state_history(&config, History::default())
+            .await
+            .unwrap();
+        assert_eq!(history.len(), 1, "one checkpoint, at the step that failed");
+        assert_eq!(
+            history[0].next,
+            ["x", "y"],
+            "the failed step is still to run"
+        );
+        assert_eq!(history[0].tasks.iter().filter(|t| t.succeeded).count(), 2);
+        assert_eq!(history[0].values.total, 0.0);
+        // Going on meets the same failure, never a run that ends with the
+        // writes dropped.
+        let again = graph.continue_run(&config).await;
+        assert!(matches!(again, Err(Error::Encode { .. })), "{again:?}");
+    }
+
     #[tokio::test]
     async fn a_non_finite_float_never_leaves_an_unreadable_thread() {
         let graph = Graph::<Scored>::new("Nan")

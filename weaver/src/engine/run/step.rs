@@ -290,6 +290,20 @@ impl<S: GraphState> Loop<'_, S> {
             .filter_map(|(node, output)| Some((Author::Task(*node), output?)))
             .collect();
         self.state_is_current = false;
+        // A checkpoint not stored yet (`exit` durability) is stored as it is
+        // when the run fails: if the step's state does not encode, it goes
+        // back to the versions it had, so that it is stored as it was, with
+        // the step's writes pending, never advanced past values it lacks.
+        let unsaved = self
+            .thread
+            .as_ref()
+            .is_some_and(|t| !t.is_saved(&self.current.id));
+        let versions = unsaved.then(|| {
+            (
+                self.current.channel_versions.clone(),
+                self.current.versions_seen.clone(),
+            )
+        });
         let sends = apply_writes(
             self.spec,
             &mut self.current,
@@ -297,13 +311,23 @@ impl<S: GraphState> Loop<'_, S> {
             tasks.iter().copied(),
             writes,
         )?;
+        let values = match self.encode_state() {
+            Ok(values) => values,
+            Err(e) => {
+                if let Some((channels, seen)) = versions {
+                    self.current.channel_versions = channels;
+                    self.current.versions_seen = seen;
+                }
+                return Err(e);
+            }
+        };
         // The current checkpoint is done with: its versions move into the next.
         let mut next = Checkpoint {
             channel_versions: std::mem::take(&mut self.current.channel_versions),
             versions_seen: std::mem::take(&mut self.current.versions_seen),
             ..Checkpoint::empty()
         };
-        next.channel_values = self.encode_state()?;
+        next.channel_values = values;
         if !sends.is_empty() {
             next.channel_values
                 .insert(SENDS_CHANNEL.to_owned(), serde_json::json!(sends));
