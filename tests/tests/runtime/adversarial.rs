@@ -506,10 +506,10 @@ async fn a_dropped_stream_stops_the_run_and_the_thread_resumes() {
 
 #[tokio::test]
 async fn recursion_limit_at_the_boundary_and_resume_after_it() {
-    // The two-step graph takes two super-steps of nodes (node_a, node_b);
-    // taking in the input does not count, as in LangGraph.
+    // The two-step graph takes three super-steps from a new input (START's,
+    // node_a's, node_b's), as LangGraph counts them.
     let graph = two_step(&InMemorySaver::new());
-    let ok = RunConfig::thread("ok").recursion_limit(2);
+    let ok = RunConfig::thread("ok").recursion_limit(3);
     let end = done(graph.invoke(Steps::default(), &ok).await);
     assert_eq!(end.bar, ["a", "b"]);
     let short = RunConfig::thread("short").recursion_limit(1);
@@ -520,7 +520,8 @@ async fn recursion_limit_at_the_boundary_and_resume_after_it() {
         (&snap.next, &snap.values.bar),
         (&vec!["node_b".into()], &vec!["a".into()])
     );
-    let end = done(graph.continue_run(&RunConfig::thread("short")).await);
+    // Going on, with no input: node_b's step alone, within a limit of 1.
+    let end = done(graph.continue_run(&short).await);
     assert_eq!(end.bar, ["a", "b"]);
     // Limit 0 is refused before anything is written.
     let zero = RunConfig::thread("zero").recursion_limit(0);

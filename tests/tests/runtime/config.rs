@@ -298,13 +298,29 @@ async fn a_static_interrupt_answered_by_its_own_id_resumes() {
 }
 
 #[tokio::test]
-async fn recursion_limit_counts_node_steps_like_langgraph() {
-    // LangGraph: a limit of N lets N super-steps of nodes run; the input
-    // is not one of them.
+async fn recursion_limit_counts_steps_like_langgraph() {
+    // LangGraph's recursion-limit how-to: a graph of three super-steps of
+    // nodes fails at a limit of 3 and runs at 4, the step that takes in
+    // the input being one of the count.
     let graph = chain(Compile::new());
     let three = RunConfig::thread("three").recursion_limit(3);
-    let out = graph.invoke(Flow::default(), &three).await;
+    let err = graph.invoke(Flow::default(), &three).await.unwrap_err();
+    assert!(matches!(err, Error::RecursionLimit { limit: 3 }), "{err}");
+    let four = RunConfig::thread("four").recursion_limit(4);
+    let out = graph.invoke(Flow::default(), &four).await;
     assert_eq!(out.unwrap().complete().unwrap().log, ["a", "b", "c"]);
+    // From a pause there is no input step: three node steps fit in 3.
+    let paused = chain(Compile::new().interrupt_before(["a"]));
+    let config = RunConfig::thread("resumed").recursion_limit(3);
+    let out = paused.invoke(Flow::default(), &config).await.unwrap();
+    assert_eq!(out.interrupts().len(), 1);
+    let done = paused
+        .continue_run(&config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.log, ["a", "b", "c"]);
 }
 
 #[tokio::test]

@@ -441,7 +441,8 @@ async fn recursion_limit_while_streaming_ends_the_stream_and_the_thread_continue
         .unwrap();
     let config = RunConfig::thread("r").recursion_limit(3);
     let (seen, result) = collect(graph.stream(Steps::default(), &config)).await;
-    // Three super-steps of nodes (taking in the input does not count).
+    // START's step and three of nodes; the error comes at the boundary
+    // after the fourth, one past the limit, as LangGraph counts.
     let want = "v0: u1:spin v1:s u2:spin v2:s,s u3:spin v3:s,s,s";
     assert_eq!(seen.join(" "), want);
     assert!(

@@ -300,8 +300,11 @@ impl RunConfig {
         self
     }
 
-    /// Sets how many super-steps of nodes a run may take (at least 1; the
-    /// step that takes in the input does not count, as in LangGraph).
+    /// Sets how many super-steps a run may take (at least 1), counted as
+    /// LangGraph counts them: the step that takes in a new input (START's)
+    /// is one, and the limit is checked at each step boundary before the
+    /// next step is looked for, so a run that needs more fails there, one
+    /// step past the limit. A chain of three nodes needs 4 from a new input.
     ///
     /// ```
     /// use weaver::prelude::*;

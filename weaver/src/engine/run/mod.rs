@@ -361,6 +361,14 @@ impl<S: GraphState> Loop<'_, S> {
             {
                 thread.writer.flush().await?;
             }
+            // LangGraph's count: every super-step of the run, the one that
+            // takes in the input (START's) too, checked at the boundary
+            // before the next, whether or not that one has tasks. A run of
+            // `limit` steps ends; one that needs more fails here, at its
+            // step `limit + 1`'s boundary.
+            if steps > limit {
+                return Err(Error::RecursionLimit { limit });
+            }
             let tasks = next_tasks(self.spec, &self.current)?;
             if tasks.is_empty() {
                 return Ok(Outcome::Complete(self.state.clone()));
@@ -372,14 +380,7 @@ impl<S: GraphState> Loop<'_, S> {
                 }
             }
             skip_before = false;
-            // The step that only takes in the input (START's) is not one of
-            // the limit's super-steps, as in LangGraph.
-            if tasks.iter().any(|t| t.node().is_some()) {
-                if steps == limit {
-                    return Err(Error::RecursionLimit { limit });
-                }
-                steps += 1;
-            }
+            steps += 1;
             if let Some(interrupts) = self.run_step(&tasks).await? {
                 return Ok(Outcome::Interrupted(interrupts));
             }
