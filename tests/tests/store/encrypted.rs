@@ -348,6 +348,15 @@ async fn keys_rotation_and_plain_items(table: &Table) {
     );
     let r = only_new.get(&ns, "old").await;
     assert!(decrypt_error(r, "unknown key id `k1`"), "old key dropped");
+    // An expired item is gone for every read, whatever its payload: it is
+    // not opened, so a key dropped since is no error.
+    let brief = weaver::store::PutOptions::new().ttl(std::time::Duration::from_millis(1));
+    old.put_with(&ns, "brief", json!({"n": 0}), brief)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let r = only_new.get(&ns, "brief").await;
+    assert!(matches!(r, Ok(None)), "an expired item: {r:?}");
     let wrong = table.store(Some(codec(&[("k1", 9)])), StoreConfig::new());
     let r = wrong.get(&ns, "old").await;
     assert!(

@@ -19,22 +19,6 @@ use crate::store::plan::{
 use crate::store::types::{Op, OpResult};
 
 impl MongoItems {
-    /// The stored document of `namespace`/`key`, if any.
-    async fn find(
-        &self,
-        s: &mut ClientSession,
-        namespace: &str,
-        key: &str,
-    ) -> Result<Option<Record>> {
-        let found = self
-            .items()
-            .find_one(doc! { "ns": namespace, "key": key })
-            .session(s)
-            .await
-            .map_err(storage("store get"))?;
-        found.map(|d| record_of(&self.sealing, &d)).transpose()
-    }
-
     async fn get_in(
         &self,
         s: &mut ClientSession,
@@ -43,10 +27,19 @@ impl MongoItems {
         refresh: bool,
         now: i64,
     ) -> Result<OpResult> {
-        let Some(mut record) = self.find(s, namespace, key).await? else {
+        let found = self
+            .items()
+            .find_one(doc! { "ns": namespace, "key": key })
+            .session(&mut *s)
+            .await
+            .map_err(storage("store get"))?;
+        let Some(found) = found else {
             return Ok(OpResult::Got(None));
         };
-        if !record.is_live(now) {
+        // Expired is judged on the plain field, before anything is opened:
+        // an expired item is gone for every read, whatever its payload.
+        let (_, expires_at) = times_of(&found, namespace, key)?;
+        if expires_at.is_some_and(|e| e <= now) {
             self.items()
                 .delete_one(doc! { "ns": namespace, "key": key, "expires_at": { "$lte": now } })
                 .session(s)
@@ -54,6 +47,7 @@ impl MongoItems {
                 .map_err(storage("store get"))?;
             return Ok(OpResult::Got(None));
         }
+        let mut record = record_of(&self.sealing, &found)?;
         if refresh && record.refresh(now) {
             self.refresh_in(s, &record).await?;
         }

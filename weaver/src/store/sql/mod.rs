@@ -205,8 +205,13 @@ impl<D: Dialect> SqlStore<D> {
         let Some(row) = row else {
             return Ok(Some(OpResult::Got(None)));
         };
-        let mut record = self.record(&row)?;
-        if !record.is_live(now) {
+        // Expired is judged on the plain columns, before anything is opened:
+        // an expired item is gone for every read, whatever its payload.
+        let expires_at = D::Db::stored_row(&row)
+            .map_err(|e| Error::decode("store row", e))?
+            .expires_at;
+        let live = expires_at.is_none_or(|e| e > now);
+        if !live {
             if mode == Mode::ReadOnly {
                 // Deleting it is a write: the batch needs the lock.
                 return Ok(None);
@@ -217,6 +222,7 @@ impl<D: Dialect> SqlStore<D> {
                 .map_err(storage(op))?;
             return Ok(Some(OpResult::Got(None)));
         }
+        let mut record = self.record(&row)?;
         if refresh && record.refresh(now) {
             self.refresh_in(tx, &record).await?;
         }
