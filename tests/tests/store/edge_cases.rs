@@ -1168,3 +1168,56 @@ async fn times_before_the_epoch_round_trip_exactly() {
     }
     report(problems);
 }
+
+/// An embedder that refuses an empty text, as hosted ones do.
+#[derive(Debug)]
+struct RefusesEmpty;
+
+#[async_trait::async_trait]
+impl weaver::store::Embedder for RefusesEmpty {
+    async fn embed(
+        &self,
+        texts: &[String],
+    ) -> std::result::Result<Vec<Vec<f32>>, weaver::BoxError> {
+        if texts.iter().any(String::is_empty) {
+            return Err("an empty input cannot be embedded".into());
+        }
+        Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
+    }
+}
+
+#[tokio::test]
+async fn an_item_with_no_text_to_index_is_not_indexed() {
+    // As in LangGraph: a value with no text leaves (or none at the paths to
+    // index) is stored unindexed, never embedded as an empty text.
+    let t = Trio::new(StoreConfig::new().embedder(Arc::new(RefusesEmpty))).await;
+    let mut problems = Vec::new();
+    for (name, s) in t.all() {
+        let ns = ["e"];
+        let puts = [
+            ("empty", json!({}), PutOptions::new()),
+            ("nulls", json!({"a": null}), PutOptions::new()),
+            ("missing", json!({"a": "x"}), PutOptions::new().index(["b"])),
+            ("text", json!({"t": "pizza"}), PutOptions::new()),
+        ];
+        for (key, value, options) in puts {
+            if let Err(e) = s.put_with(&ns, key, value, options).await {
+                problems.push(format!("{name}: put {key}: {e}"));
+            }
+        }
+        match s.search(&ns, Search::query("pizza")).await {
+            Ok(found) => {
+                let scored: Vec<&str> = found
+                    .iter()
+                    .filter(|i| i.score.is_some())
+                    .map(|i| i.key.as_str())
+                    .collect();
+                if scored != ["text"] {
+                    problems.push(format!("{name}: scored {scored:?}"));
+                }
+            }
+            Err(e) => problems.push(format!("{name}: search: {e}")),
+        }
+    }
+    report(problems);
+}

@@ -213,7 +213,7 @@ impl Plan {
 /// The text indexed for `value` under `fields` (`None`: whole value):
 /// string leaves as they are, numbers and booleans printed, in document
 /// order, one per line (NUL characters become spaces). `None` when
-/// `fields` is empty. Text past [`MAX_INDEX_TEXT_BYTES`] is
+/// `fields` is empty or the value has no text there. Text past [`MAX_INDEX_TEXT_BYTES`] is
 /// [`Error::LimitExceeded`], found before the text is built (paths that
 /// reach the same part again count it again, so only building measures
 /// it).
@@ -252,7 +252,8 @@ fn index_text(value: &Value, fields: Option<&[String]>) -> Result<Option<String>
             }
         }
     }
-    Ok(Some(out.join("\n")))
+    // No text: not indexed (an embedder is never asked for an empty text).
+    Ok((!out.is_empty()).then(|| out.join("\n")))
 }
 
 /// Validates a batch and computes what it needs (index text, embeddings of
