@@ -1020,6 +1020,14 @@ async fn paging_extremes_agree() {
                 ("max limit", Search::new().limit(limits::MAX_RESULTS)),
                 ("over limit", Search::new().limit(limits::MAX_RESULTS + 1)),
                 ("query limit 0", Search::query("x").limit(0)),
+                (
+                    "query at its ceiling",
+                    Search::query("x ".repeat(limits::MAX_QUERY_BYTES / 2)),
+                ),
+                (
+                    "query over its ceiling",
+                    Search::query("x".repeat(limits::MAX_QUERY_BYTES + 1)),
+                ),
             ] {
                 got.push((
                     format!("{prefix:?} {what}"),
@@ -1053,6 +1061,11 @@ async fn paging_extremes_agree() {
         reference["[] over limit"]["error"],
         json!("LimitExceeded(store search limit)")
     );
+    assert_eq!(
+        reference["[\"p\"] query over its ceiling"]["error"],
+        json!("LimitExceeded(store search query bytes)")
+    );
+    assert!(reference["[\"p\"] query at its ceiling"].is_array());
 }
 
 /// A stored TTL past `limits::MAX_TTL` (written by another writer: weaver

@@ -50,6 +50,10 @@ pub const MAX_INDEX_TEXT_BYTES: usize = 4 * MAX_VALUE_BYTES;
 pub const MAX_BATCH_OPS: usize = 1_000;
 /// Largest `limit` a search or a namespace listing may ask for.
 pub const MAX_RESULTS: usize = 10_000;
+/// Most bytes of a search's query text: it is embedded, or scored against
+/// every item under the prefix (BM25) in the search's transaction, so a
+/// text pasted whole is refused rather than held up the store.
+pub const MAX_QUERY_BYTES: usize = 64 * 1024;
 
 /// How deep `value`'s arrays and objects nest (a scalar is 0), counted
 /// without recursion; stops counting past `ceiling`.
@@ -173,6 +177,15 @@ fn check_op(op: &Op) -> Result<()> {
             options,
         } => {
             check_labels(namespace_prefix)?;
+            if let Some(q) = &options.query
+                && q.len() > MAX_QUERY_BYTES
+            {
+                return Err(exceeded(
+                    "store search query bytes",
+                    q.len(),
+                    MAX_QUERY_BYTES,
+                ));
+            }
             check_page("store search limit", options.limit)
         }
         Op::ListNamespaces(options) => {
