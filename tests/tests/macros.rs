@@ -43,12 +43,18 @@ mod derive {
         };
     }
 
-    state_of!(
-        Declared,
-        Vec<String>,
-        u64,
-        std::collections::BTreeMap<String, u32>
-    );
+    // The derive's channel enum goes unused here.
+    #[allow(dead_code)]
+    mod declared {
+        use super::*;
+        state_of!(
+            Declared,
+            Vec<String>,
+            u64,
+            std::collections::BTreeMap<String, u32>
+        );
+    }
+    use declared::{Declared, DeclaredUpdate};
 
     #[tokio::test]
     async fn a_state_declared_by_a_declarative_macro_derives() {
