@@ -107,10 +107,16 @@ pub fn patient() -> LeaseTimes {
 /// A plain request of `holder` for thread `t`'s lease: 30 s, not queued,
 /// no ticket, no rollback of a dead holder, not answering its own pauses.
 pub fn ask(holder: &str) -> LeaseRequest<'_> {
+    plain("t", holder, Duration::from_secs(30))
+}
+
+/// A plain request of `holder` for `thread`'s lease for `lease`, as
+/// [`ask`] makes.
+pub fn plain<'a>(thread: &'a str, holder: &'a str, lease: Duration) -> LeaseRequest<'a> {
     LeaseRequest {
-        thread_id: "t",
+        thread_id: thread,
         holder,
-        lease: Duration::from_secs(30),
+        lease,
         queue: false,
         ticket: None,
         roll_back_dead: false,
@@ -1306,15 +1312,7 @@ pub async fn a_deleted_thread_forgets_its_holder(saver: Arc<dyn Saver>, thread: 
     for by_prune in [false, true] {
         g.invoke(say("old"), &race).await.unwrap();
         // A holder that dies on the old thread's head.
-        let dead = LeaseRequest {
-            thread_id: thread,
-            holder: "dead",
-            lease: Duration::from_millis(50),
-            queue: false,
-            ticket: None,
-            roll_back_dead: false,
-            owns_pause: false,
-        };
+        let dead = plain(thread, "dead", Duration::from_millis(50));
         assert!(matches!(
             leases.acquire(&dead).await.unwrap(),
             Acquired::Held { .. }
@@ -1429,15 +1427,7 @@ pub async fn a_truncate_below_the_base_lowers_it(saver: Arc<dyn Saver>, thread: 
     }
     let head = saver.list(&ListFilter::thread(thread)).await.unwrap()[0].commit_order;
     let leases = saver.leases().unwrap();
-    let mine = LeaseRequest {
-        thread_id: thread,
-        holder: "h",
-        lease: Duration::from_secs(30),
-        queue: false,
-        ticket: None,
-        roll_back_dead: false,
-        owns_pause: false,
-    };
+    let mine = plain(thread, "h", Duration::from_secs(30));
     assert!(matches!(
         leases.acquire(&mine).await.unwrap(),
         Acquired::Held { .. }
@@ -1465,15 +1455,7 @@ pub async fn a_rewritten_base_is_not_put_back_as_it_was(saver: Arc<dyn Saver>, t
     let paused = g.invoke(say("u"), &race).await.unwrap();
     assert_eq!(paused.interrupts().len(), 1);
     let leases = saver.leases().unwrap();
-    let mine = LeaseRequest {
-        thread_id: thread,
-        holder: "h",
-        lease: Duration::from_secs(30),
-        queue: false,
-        ticket: None,
-        roll_back_dead: false,
-        owns_pause: false,
-    };
+    let mine = plain(thread, "h", Duration::from_secs(30));
     assert!(matches!(
         leases.acquire(&mine).await.unwrap(),
         Acquired::Held { .. }

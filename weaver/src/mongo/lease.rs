@@ -28,6 +28,35 @@ use crate::checkpoint::text;
 use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
 use crate::error::{Error, Result};
 
+/// Copies the documents of `from` that `filter` finds into `to` (new
+/// `_id`s), inside `s`.
+async fn copy_docs(
+    s: &mut ClientSession,
+    from: &mongodb::Collection<Document>,
+    filter: Document,
+    to: &mongodb::Collection<Document>,
+    op: &'static str,
+) -> Result<()> {
+    let mut cursor = from
+        .find(filter)
+        .projection(doc! { "_id": 0 })
+        .session(&mut *s)
+        .await
+        .map_err(storage(op))?;
+    let docs: Vec<Document> = cursor
+        .stream(&mut *s)
+        .try_collect()
+        .await
+        .map_err(storage(op))?;
+    if !docs.is_empty() {
+        to.insert_many(docs)
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?;
+    }
+    Ok(())
+}
+
 /// A stored lease document that does not read: [`Error::Decode`].
 fn bad(thread_id: &str, e: impl std::fmt::Display) -> Error {
     Error::decode(format!("the MongoDB lease of thread `{thread_id}`"), e)
@@ -168,26 +197,8 @@ impl MongoSaver {
         if marked.upserted_id.is_none() {
             return Ok(());
         }
-        let mut cursor = self
-            .writes()
-            .find(doc! { "thread_id": thread_id, "ns": "", "checkpoint_id": &base_id })
-            .projection(doc! { "_id": 0 })
-            .session(&mut *s)
-            .await
-            .map_err(storage(op))?;
-        let writes: Vec<Document> = cursor
-            .stream(&mut *s)
-            .try_collect()
-            .await
-            .map_err(storage(op))?;
-        if !writes.is_empty() {
-            self.base_writes_collection()
-                .insert_many(writes)
-                .session(&mut *s)
-                .await
-                .map_err(storage(op))?;
-        }
-        Ok(())
+        let base = doc! { "thread_id": thread_id, "ns": "", "checkpoint_id": &base_id };
+        copy_docs(s, &self.writes(), base, &self.base_writes_collection(), op).await
     }
 
     /// Puts back the copy of the writes of the thread's root checkpoint at
@@ -217,25 +228,7 @@ impl MongoSaver {
             .session(&mut *s)
             .await
             .map_err(storage(op))?;
-        let mut cursor = self
-            .base_writes_collection()
-            .find(which)
-            .projection(doc! { "_id": 0 })
-            .session(&mut *s)
-            .await
-            .map_err(storage(op))?;
-        let writes: Vec<Document> = cursor
-            .stream(&mut *s)
-            .try_collect()
-            .await
-            .map_err(storage(op))?;
-        if !writes.is_empty() {
-            self.writes()
-                .insert_many(writes)
-                .session(&mut *s)
-                .await
-                .map_err(storage(op))?;
-        }
+        copy_docs(s, &self.base_writes_collection(), which, &self.writes(), op).await?;
         Ok(true)
     }
 
