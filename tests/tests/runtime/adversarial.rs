@@ -232,13 +232,20 @@ async fn resume_after_update_state_on_an_interrupted_thread_is_not_silently_drop
     let edit = StepsUpdate::default().foo("edited");
     graph.update_state(&config, edit, None).await.unwrap();
     assert_eq!(graph.get_state(&config).await.unwrap().next, ["review"]);
-    // The answer must reach the node (LangGraph) or be refused with a typed
-    // error; asking the same question again drops the user's answer.
-    match graph.resume(json!("approved"), &config).await {
-        Ok(Outcome::Complete(s)) => assert_eq!(s.bar, ["review=approved"]),
-        Ok(Outcome::Interrupted(i)) => panic!("answer dropped, node asked again: {i:?}"),
-        Err(e) => assert!(matches!(e, Error::NoPendingInterrupt { .. }), "{e}"),
-    }
+    // The pause belongs to the checkpoint before the edit: the answer is
+    // refused with a typed error, never dropped (the guide's "resume after
+    // an edit"). Going on asks again, and that question takes the answer.
+    let refused = graph.resume(json!("approved"), &config).await;
+    assert!(
+        matches!(refused, Err(Error::NoPendingInterrupt { .. })),
+        "{refused:?}"
+    );
+    let asked = graph.continue_run(&config).await.unwrap();
+    assert!(asked.is_interrupted(), "{asked:?}");
+    let done = graph.resume(json!("approved"), &config).await.unwrap();
+    let done = done.complete().unwrap();
+    assert_eq!(done.bar, ["review=approved"]);
+    assert_eq!(done.foo, "edited");
 }
 
 #[tokio::test]
