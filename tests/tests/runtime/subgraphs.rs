@@ -421,6 +421,43 @@ async fn a_shared_state_subgraph_sets_a_field_stored_through_serde_with() {
     assert_eq!(done.log, ["assigned"]);
 }
 
+#[tokio::test]
+async fn a_completed_subgraph_stores_nothing_under_exit_durability() {
+    // Under `exit` only the run's last checkpoint is stored: a subgraph
+    // that completes leaves nothing under a namespace that hangs off a
+    // parent checkpoint never stored.
+    let inner = Graph::<Notes>::new("inner")
+        .add_node("search", |_: &Notes| note("found"))
+        .add_node("sum_up", |_: &Notes| note("summed"))
+        .add_sequence([START, "search", "sum_up", END])
+        .compile(Compile::new())
+        .unwrap();
+    let saver = memory();
+    let graph = Graph::<Notes>::new("outer")
+        .add_node("plan", |_: &Notes| note("planned"))
+        .add_subgraph("research", inner)
+        .add_node("write", |_: &Notes| note("written"))
+        .add_sequence([START, "plan", "research", "write", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("exit").durability(Durability::Exit);
+    let done = graph
+        .invoke(Notes::default(), &config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.lines, ["planned", "found", "summed", "written"]);
+    let stored = weaver_tests::subgraphs::namespaces(&saver, "exit").await;
+    assert_eq!(stored, [String::new()].into(), "only the root namespace");
+    // Under `sync` the subgraph's checkpoints stay, under its task's
+    // namespace, which a stored parent checkpoint reaches.
+    let sync = RunConfig::thread("sync").durability(Durability::Sync);
+    graph.invoke(Notes::default(), &sync).await.unwrap();
+    let stored = weaver_tests::subgraphs::namespaces(&saver, "sync").await;
+    assert_eq!(stored.len(), 2, "{stored:?}");
+}
+
 fn keep_max(current: &mut u64, new: u64) {
     *current = (*current).max(new);
 }

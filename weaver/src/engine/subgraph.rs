@@ -307,6 +307,7 @@ impl<T: GraphState> SubgraphCall<T> {
             stream: self.stream,
             copy_from,
             watch: None,
+            nested: true,
         };
         let inner = &self.graph.inner;
         let built = Some(&inner.snapshots);

@@ -102,6 +102,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             config: Arc::new(config),
             store: env.store,
             outer_stream: env.stream,
+            nested: env.nested,
             watch: env.watch,
             sink,
             thread: None,

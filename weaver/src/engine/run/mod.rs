@@ -42,6 +42,8 @@ pub(crate) struct Env {
     pub copy_from: Option<crate::checkpoint::CheckpointRef>,
     /// The run's hold of its thread, checked at each step boundary.
     pub watch: Option<Arc<Watch>>,
+    /// The run is a task's subgraph.
+    pub nested: bool,
 }
 
 /// The state of one run between steps.
@@ -52,6 +54,8 @@ pub(crate) struct Loop<'g, S: GraphState> {
     /// The writer of the task this run is the subgraph of, if any: its
     /// nodes stream through it when the run has no sink of its own.
     outer_stream: StreamWriter,
+    /// The run is a task's subgraph.
+    nested: bool,
     sink: Option<Sink<S>>,
     /// Where the run stores its thread: none without a checkpointer.
     thread: Option<Thread<'g, S>>,
@@ -111,6 +115,16 @@ impl<'g, S: GraphState> Loop<'g, S> {
         let skip_before = lp.take_input(input).await?;
         let result = lp.drive(skip_before).await;
         match result {
+            // A subgraph that completes under `exit` durability stores
+            // nothing more, as LangGraph's nested graphs do: its namespace
+            // hangs off a parent checkpoint that `exit` never stores, so
+            // what it stored would be out of every parent's reach. Its
+            // result is its parent task's write, stored with the parent.
+            Ok(Outcome::Complete(values))
+                if lp.nested && lp.config.get_durability() == crate::config::Durability::Exit =>
+            {
+                Ok(Outcome::Complete(values))
+            }
             Ok(outcome) => {
                 lp.finish().await?;
                 lp.remember_stored();
@@ -172,6 +186,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             store: store.clone(),
             stream: StreamWriter::default(),
             watch,
+            nested: false,
         };
         let Some(checkpointer) = cp else {
             return Loop::run(spec, cp, config, input, sink, env(None), built).await;
