@@ -37,17 +37,13 @@ async fn copy_docs(
     to: &mongodb::Collection<Document>,
     op: &'static str,
 ) -> Result<()> {
-    let mut cursor = from
+    let cursor = from
         .find(filter)
         .projection(doc! { "_id": 0 })
         .session(&mut *s)
         .await
         .map_err(storage(op))?;
-    let docs: Vec<Document> = cursor
-        .stream(&mut *s)
-        .try_collect()
-        .await
-        .map_err(storage(op))?;
+    let docs = super::drain(&mut *s, cursor, op).await?;
     if !docs.is_empty() {
         to.insert_many(docs)
             .session(&mut *s)
@@ -320,18 +316,14 @@ impl MongoSaver {
         let restored = self.restore_base_in(s, thread_id, above, op).await?;
         let above = i64::try_from(above).unwrap_or(i64::MAX);
         let gone = doc! { "thread_id": thread_id, "ns": "", "commit_order": { "$gt": above } };
-        let mut cursor = self
+        let cursor = self
             .checkpoints()
             .find(gone.clone())
             .projection(doc! { "_id": 0, "checkpoint_id": 1 })
             .session(&mut *s)
             .await
             .map_err(storage(op))?;
-        let docs: Vec<Document> = cursor
-            .stream(&mut *s)
-            .try_collect()
-            .await
-            .map_err(storage(op))?;
+        let docs = super::drain(&mut *s, cursor, op).await?;
         let ids = docs
             .iter()
             .map(|d| {

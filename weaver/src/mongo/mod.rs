@@ -267,6 +267,16 @@ where
     }
 }
 
+/// Every document `cursor` (opened in `s`) yields.
+pub(crate) async fn drain(
+    s: &mut ClientSession,
+    mut cursor: mongodb::SessionCursor<Document>,
+    op: &'static str,
+) -> Result<Vec<Document>> {
+    use futures_util::TryStreamExt;
+    cursor.stream(s).try_collect().await.map_err(storage(op))
+}
+
 /// A session of `client` with a transaction started.
 pub(crate) async fn begin(client: &Client, op: &'static str) -> Result<ClientSession> {
     let mut s = client.start_session().await.map_err(storage(op))?;

@@ -3,9 +3,8 @@
 
 use std::time::SystemTime;
 
-use futures_util::TryStreamExt;
 use mongodb::ClientSession;
-use mongodb::bson::{Document, doc};
+use mongodb::bson::doc;
 
 use super::records::Head;
 use super::{MongoSaver, storage};
@@ -56,7 +55,7 @@ impl MongoSaver {
     /// For prune, inside `s`: documents of `thread`, heads only, by
     /// namespace then commit order.
     async fn heads_in(&self, s: &mut ClientSession, thread: &str) -> Result<Vec<Head>> {
-        let mut cursor = self
+        let cursor = self
             .checkpoints()
             .find(doc! { "thread_id": thread })
             .projection(doc! { "payload": 0, "meta": 0, "metadata": 0 })
@@ -64,11 +63,7 @@ impl MongoSaver {
             .session(&mut *s)
             .await
             .map_err(storage("prune"))?;
-        let docs: Vec<Document> = cursor
-            .stream(&mut *s)
-            .try_collect()
-            .await
-            .map_err(storage("prune"))?;
+        let docs = super::drain(&mut *s, cursor, "prune").await?;
         docs.iter().map(Head::of).collect()
     }
 

@@ -584,18 +584,14 @@ impl Saver for MongoSaver {
                 // The source is read in the transaction's snapshot: its
                 // checkpoints and their writes as of one moment, however a
                 // delete or prune of it goes meanwhile.
-                let mut cursor = me
+                let cursor = me
                     .checkpoints()
                     .find(doc! { "thread_id": &source })
                     .sort(doc! { "ns": 1, "commit_order": 1 })
                     .session(&mut s)
                     .await
                     .map_err(storage("copy_thread"))?;
-                let docs: Vec<Document> = cursor
-                    .stream(&mut s)
-                    .try_collect()
-                    .await
-                    .map_err(storage("copy_thread"))?;
+                let docs = super::drain(&mut s, cursor, "copy_thread").await?;
                 if docs.is_empty() {
                     return Err(Error::ThreadNotFound {
                         thread_id: source.clone(),

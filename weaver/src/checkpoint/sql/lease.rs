@@ -249,7 +249,9 @@ impl<D: Backend> SqlSaver<D> {
     }
 
     /// Keeps the copies of base writes of `thread_id` as `copy` says, the
-    /// new base at commit order `base`, in `conn`'s transaction.
+    /// new base at commit order `base`, in `conn`'s transaction: the other
+    /// copies go, then the new base is marked and, when the mark is new,
+    /// its writes copied.
     async fn copy_base_in(
         conn: &mut D::Connection,
         sql: &Sql,
@@ -261,39 +263,42 @@ impl<D: Backend> SqlSaver<D> {
         let BaseCopy::Retake { also_keep } = copy else {
             return Ok(());
         };
-        if !sql.lock.is_empty() {
-            return Self::copy_base_pg(conn, sql, thread_id, also_keep, base, op).await;
-        }
-        // A checkpoint id is never empty: `''` keeps nothing.
-        let keep = match also_keep {
-            Some(order) => Self::root_id_at(conn, sql, thread_id, order, op)
-                .await?
-                .unwrap_or_default(),
-            None => String::new(),
+        let root = |param: &str| {
+            format!(
+                "SELECT checkpoint_id FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' \
+                 AND commit_order = {param}",
+                sql.cps
+            )
         };
+        // No commit order is negative: -1 keeps nothing.
+        let keep = also_keep.and_then(|o| i64::try_from(o).ok()).unwrap_or(-1);
         for table in [&sql.base_writes, &sql.bases] {
-            let drop = format!("DELETE FROM {table} WHERE thread_id = $1 AND checkpoint_id <> $2");
+            let drop = format!(
+                "DELETE FROM {table} WHERE thread_id = $1 AND checkpoint_id NOT IN ({})",
+                root("$2")
+            );
             D::execute(
                 conn,
                 sql.pooling,
                 drop,
-                [Arg::Text(thread_id), Arg::Text(&keep)],
+                [Arg::Text(thread_id), Arg::Int(keep)],
             )
             .await
             .map_err(storage(op))?;
         }
-        let Some(base_id) = Self::root_id_at(conn, sql, thread_id, base, op).await? else {
+        let Ok(base) = i64::try_from(base) else {
             return Ok(());
         };
         let mark = format!(
-            "INSERT INTO {} (thread_id, checkpoint_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            sql.bases
+            "INSERT INTO {} (thread_id, checkpoint_id) SELECT thread_id, checkpoint_id FROM {} \
+             WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order = $2 ON CONFLICT DO NOTHING",
+            sql.bases, sql.cps
         );
         let marked = D::execute(
             conn,
             sql.pooling,
             mark,
-            [Arg::Text(thread_id), Arg::Text(&base_id)],
+            [Arg::Text(thread_id), Arg::Int(base)],
         )
         .await
         .map_err(storage(op))?;
@@ -301,78 +306,20 @@ impl<D: Backend> SqlSaver<D> {
             let copy = format!(
                 "INSERT INTO {} (thread_id, checkpoint_id, task_id, idx, channel, task_path, value) \
                  SELECT thread_id, checkpoint_id, task_id, idx, channel, task_path, value FROM {} \
-                 WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id = $2",
-                sql.base_writes, sql.writes
+                 WHERE thread_id = $1 AND checkpoint_ns = '' AND checkpoint_id IN ({})",
+                sql.base_writes,
+                sql.writes,
+                root("$2")
             );
             D::execute(
                 conn,
                 sql.pooling,
                 copy,
-                [Arg::Text(thread_id), Arg::Text(&base_id)],
+                [Arg::Text(thread_id), Arg::Int(base)],
             )
             .await
             .map_err(storage(op))?;
         }
-        Ok(())
-    }
-
-    /// [`copy_base_in`](Self::copy_base_in) on PostgreSQL, in two round
-    /// trips: the copies to drop, then the new base's mark and writes.
-    async fn copy_base_pg(
-        conn: &mut D::Connection,
-        sql: &Sql,
-        thread_id: &str,
-        also_keep: Option<u64>,
-        base: u64,
-        op: &'static str,
-    ) -> Result<()> {
-        let (cps, bases, copies) = (&sql.cps, &sql.bases, &sql.base_writes);
-        let root = |param: &str| {
-            format!(
-                "SELECT checkpoint_id FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = '' \
-                 AND commit_order = {param}"
-            )
-        };
-        // No commit order is negative: -1 keeps nothing.
-        let keep = also_keep.and_then(|o| i64::try_from(o).ok()).unwrap_or(-1);
-        let drop = format!(
-            "WITH keep AS ({}), gone AS (DELETE FROM {copies} WHERE thread_id = $1 \
-             AND checkpoint_id NOT IN (SELECT checkpoint_id FROM keep)) \
-             DELETE FROM {bases} WHERE thread_id = $1 \
-             AND checkpoint_id NOT IN (SELECT checkpoint_id FROM keep)",
-            root("$2")
-        );
-        D::execute(
-            conn,
-            sql.pooling,
-            drop,
-            [Arg::Text(thread_id), Arg::Int(keep)],
-        )
-        .await
-        .map_err(storage(op))?;
-        let Ok(base) = i64::try_from(base) else {
-            return Ok(());
-        };
-        let copy = format!(
-            "WITH base AS ({}), marked AS (INSERT INTO {bases} (thread_id, checkpoint_id) \
-             SELECT thread_id, checkpoint_id FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = '' \
-             AND checkpoint_id IN (SELECT checkpoint_id FROM base) \
-             ON CONFLICT DO NOTHING RETURNING checkpoint_id) \
-             INSERT INTO {copies} (thread_id, checkpoint_id, task_id, idx, channel, task_path, value) \
-             SELECT w.thread_id, w.checkpoint_id, w.task_id, w.idx, w.channel, w.task_path, w.value \
-             FROM {} AS w JOIN marked AS m ON w.checkpoint_id = m.checkpoint_id \
-             WHERE w.thread_id = $1 AND w.checkpoint_ns = ''",
-            root("$2"),
-            sql.writes
-        );
-        D::execute(
-            conn,
-            sql.pooling,
-            copy,
-            [Arg::Text(thread_id), Arg::Int(base)],
-        )
-        .await
-        .map_err(storage(op))?;
         Ok(())
     }
 

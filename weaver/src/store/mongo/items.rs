@@ -3,7 +3,6 @@
 //! pushed down as a superset and finished by the shared rules.
 
 use async_trait::async_trait;
-use futures_util::TryStreamExt;
 use mongodb::ClientSession;
 use mongodb::bson::{Document, doc};
 
@@ -129,12 +128,8 @@ impl MongoItems {
         let docs: Vec<Document> = if plain && plan.limit == 0 {
             Vec::new()
         } else {
-            let mut cursor = find.await.map_err(storage("store search"))?;
-            cursor
-                .stream(&mut *s)
-                .try_collect()
-                .await
-                .map_err(storage("store search"))?
+            let cursor = find.await.map_err(storage("store search"))?;
+            crate::mongo::drain(&mut *s, cursor, "store search").await?
         };
         let candidates = docs
             .iter()
@@ -154,18 +149,14 @@ impl MongoItems {
 
     async fn list_in(&self, s: &mut ClientSession, plan: &ListPlan, now: i64) -> Result<OpResult> {
         let op = "store list_namespaces";
-        let mut cursor = self
+        let cursor = self
             .items()
             .find(under(&plan.prefix, now))
             .projection(doc! { "_id": 0, "ns": 1 })
             .session(&mut *s)
             .await
             .map_err(storage(op))?;
-        let docs: Vec<Document> = cursor
-            .stream(&mut *s)
-            .try_collect()
-            .await
-            .map_err(storage(op))?;
+        let docs = crate::mongo::drain(&mut *s, cursor, op).await?;
         let namespaces = docs
             .iter()
             .map(|d| {
