@@ -490,3 +490,76 @@ async fn a_rewritten_base_is_not_put_back_as_it_was_on_postgres() {
     leases::a_rewritten_base_is_not_put_back_as_it_was(saver, "t").await;
     db.drop_schema().await;
 }
+
+/// A delete racing an acquire on a thread no lease row names: the delete
+/// holds the thread's lease key until it commits, so the acquire waits for
+/// it and takes the emptied thread, not the deleted head as its base (with
+/// a copy of that head's writes to put back on a rollback).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_racing_an_acquire_on_a_free_thread_leaves_no_old_base_on_postgres() {
+    use sqlx::{Connection, Executor};
+    use weaver::RunConfig;
+    use weaver::checkpoint::Acquired;
+    use weaver_tests::leases::{TalkUpdate, plain, turns};
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    let g = turns(saver.clone(), Duration::ZERO, Arc::default());
+    for u in ["a", "b"] {
+        g.invoke(
+            TalkUpdate::default().messages(vec![u.to_owned()]),
+            &RunConfig::thread("t"),
+        )
+        .await
+        .unwrap();
+    }
+    let s = &db.schema;
+    // Another session holds the thread's checkpoints: the delete stops
+    // there, part way through its transaction.
+    let mut blocker = sqlx::PgConnection::connect(&crate::common::pg_url())
+        .await
+        .unwrap();
+    blocker.execute("BEGIN").await.unwrap();
+    blocker
+        .execute(sqlx::AssertSqlSafe(format!(
+            "SELECT 1 FROM \"{s}\".weaver_checkpoints WHERE thread_id = 't' FOR UPDATE"
+        )))
+        .await
+        .unwrap();
+    let delete = tokio::spawn({
+        let saver = saver.clone();
+        async move { saver.delete_thread("t").await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let acquire = tokio::spawn({
+        let saver = saver.clone();
+        async move {
+            let leases = saver.leases().unwrap();
+            leases
+                .acquire(&plain("t", "h", Duration::from_secs(30)))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    blocker.execute("COMMIT").await.unwrap();
+    delete.await.unwrap().unwrap();
+    let got = acquire.await.unwrap().unwrap();
+    assert!(matches!(got, Acquired::Held { .. }), "{got:?}");
+    let (base,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT base_order FROM \"{s}\".weaver_thread_leases WHERE thread_id = 't'"
+    )))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let (copies,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM \"{s}\".weaver_lease_bases WHERE thread_id = 't'"
+    )))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (base, copies),
+        (0, 0),
+        "the holder of the emptied thread keeps no base of the deleted one"
+    );
+    db.drop_schema().await;
+}

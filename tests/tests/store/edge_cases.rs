@@ -756,6 +756,63 @@ async fn corrupted_rows_are_typed_errors_and_deletable() {
     report(problems);
 }
 
+/// A negative stored TTL is bad data on every backend (a refresh would expire
+/// the item as it is read), and a put over an item whose times do not read
+/// replaces it as new: the answers the MongoDB store gives.
+#[tokio::test]
+async fn negative_ttls_refuse_and_bad_times_are_overwritten() {
+    let t = Trio::new(StoreConfig::new().refresh_on_read(true)).await;
+    let mut problems = Vec::new();
+    for (name, s) in t.all().skip(1) {
+        let ns = ["ttl"];
+        s.put_with(
+            &ns,
+            "k",
+            json!(1),
+            PutOptions::new().ttl(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+        let sql = "UPDATE {t} SET ttl_micros = -5 WHERE key = 'k'";
+        let r = if name == "sqlite" {
+            sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", "weaver_store_items")))
+                .execute(&t.lite)
+                .await
+                .map(|_| ())
+        } else {
+            let table = format!("\"{}\".weaver_store_items", t.schema);
+            sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", &table)))
+                .execute(&t.pg)
+                .await
+                .map(|_| ())
+        };
+        r.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let get = s.get(&ns, "k").await;
+        let search = s.search(&ns, Search::new()).await;
+        if !matches!(get, Err(Error::Decode { .. })) || !matches!(search, Err(Error::Decode { .. }))
+        {
+            problems.push(format!(
+                "{name}: a negative TTL read as get {get:?}, search {:?}",
+                search.map(|v| v.len())
+            ));
+        }
+        s.delete(&ns, "k").await.unwrap();
+    }
+    // SQLite alone can hold a time that is not a number.
+    let (_, lite) = t.all().nth(1).unwrap();
+    lite.put(&["times"], "k", json!(1)).await.unwrap();
+    sqlx::raw_sql("UPDATE weaver_store_items SET created_at = 'x' WHERE key = 'k'")
+        .execute(&t.lite)
+        .await
+        .unwrap();
+    lite.put(&["times"], "k", json!(2)).await.unwrap();
+    let again = lite.get(&["times"], "k").await.unwrap().unwrap();
+    if again.value != json!(2) || again.created_at != again.updated_at {
+        problems.push(format!("sqlite: a put over bad times gave {again:?}"));
+    }
+    report(problems);
+}
+
 #[tokio::test]
 async fn odd_labels_keys_and_listings_agree() {
     let namespaces: Vec<Vec<&str>> = vec![

@@ -232,24 +232,39 @@ impl MongoSaver {
     /// their holder (the ticket counter stays, as a release leaves it) and
     /// the copies of their base writes go, so a thread deleted and written
     /// again starts with no holder, not with the old one's turn to finish
-    /// or roll back.
+    /// or roll back. Each document is written, one made for the length of
+    /// the transaction where there was none: an acquire racing the delete
+    /// conflicts with it (one of the two runs again), instead of taking the
+    /// head being deleted as its base.
     pub(crate) async fn forget_holders(
         &self,
         s: &mut ClientSession,
         threads: &[String],
         op: &'static str,
     ) -> Result<()> {
-        self.leases_collection()
-            .update_many(
-                doc! { "_id": { "$in": threads }, "holder": { "$exists": true } },
-                doc! { "$unset": {
-                    "holder": "", "expires_at": "", "base_order": "",
-                    "stop": "", "owns_pause": "",
-                } },
-            )
-            .session(&mut *s)
-            .await
-            .map_err(storage(op))?;
+        for thread in threads {
+            let before = self
+                .leases_collection()
+                .find_one_and_update(
+                    doc! { "_id": thread },
+                    vec![
+                        doc! { "$set": { "now": "$$NOW" } },
+                        doc! { "$unset": ["holder", "expires_at", "base_order", "stop", "owns_pause"] },
+                    ],
+                )
+                .upsert(true)
+                .return_document(ReturnDocument::Before)
+                .session(&mut *s)
+                .await
+                .map_err(storage(op))?;
+            if before.is_none() {
+                self.leases_collection()
+                    .delete_one(doc! { "_id": thread })
+                    .session(&mut *s)
+                    .await
+                    .map_err(storage(op))?;
+            }
+        }
         for coll in [self.base_writes_collection(), self.bases_collection()] {
             coll.delete_many(doc! { "thread_id": { "$in": threads } })
                 .session(&mut *s)

@@ -182,7 +182,10 @@ impl<D: Backend> SqlSaver<D> {
     /// The thread's lease row goes first (the order in which a lease call
     /// locks them), with the copies of its holders' base writes: a thread
     /// deleted and written again starts with no holder, not with the old
-    /// one's turn to finish or roll back.
+    /// one's turn to finish or roll back. A thread no lease row names gets
+    /// one for the length of the transaction: an acquire racing the delete
+    /// waits on it (PostgreSQL), instead of taking the head being deleted
+    /// as its base.
     pub(super) async fn delete_thread_in(
         &self,
         conn: &mut D::Connection,
@@ -190,6 +193,18 @@ impl<D: Backend> SqlSaver<D> {
         op: &'static str,
     ) -> Result<u64> {
         let q = &self.settings.q;
+        D::execute(
+            conn,
+            self.settings.pooling,
+            format!(
+                "INSERT INTO {}weaver_thread_leases (thread_id, holder, expires_at, base_order) \
+                 VALUES ($1, '', 0, 0) ON CONFLICT (thread_id) DO NOTHING",
+                q.prefix
+            ),
+            [Arg::Text(thread)],
+        )
+        .await
+        .map_err(storage(op))?;
         for table in [
             "weaver_thread_leases",
             "weaver_lease_base_writes",

@@ -71,7 +71,8 @@ impl MongoItems {
 
     async fn put_in(&self, s: &mut ClientSession, put: &PutPlan, now: i64) -> Result<OpResult> {
         // Only the times of what it replaces: a put overwrites an item it
-        // could not read (stored plain, before encryption).
+        // could not read (stored plain, before encryption), and one whose
+        // times do not read is replaced as new, as the SQL stores do.
         let previous = self
             .items()
             .find_one(doc! { "ns": &put.namespace, "key": &put.key })
@@ -80,10 +81,12 @@ impl MongoItems {
             .await
             .map_err(storage("store put"))?;
         let kept = match previous {
-            Some(d) => {
-                let (created_at, expires_at) = times_of(&d, &put.namespace, &put.key)?;
-                expires_at.is_none_or(|e| e > now).then_some(created_at)
-            }
+            Some(d) => match times_of(&d, &put.namespace, &put.key) {
+                Ok((created_at, expires_at)) => {
+                    expires_at.is_none_or(|e| e > now).then_some(created_at)
+                }
+                Err(_) => None,
+            },
             None => None,
         };
         let record = put.record(now, kept);

@@ -174,6 +174,13 @@ impl<D: Dialect> SqlStore<D> {
                 ),
             ));
         }
+        if let Some(ttl) = ttl.filter(|t| *t < 0) {
+            // A refresh would expire the item the moment it is read.
+            return Err(Error::decode(
+                format!("store item `{key}` in `{namespace}`"),
+                format_args!("a negative TTL: {ttl} µs"),
+            ));
+        }
         Ok(Record {
             value: self.sealing.value_of(&namespace, &key, value)?,
             index_text: self.sealing.index_text_of(&namespace, &key, index_text)?,
