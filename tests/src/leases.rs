@@ -1281,6 +1281,59 @@ pub async fn a_finished_run_is_never_rolled_back_as_stopped(saver: Arc<dyn Saver
     one_chain(&saver, thread).await;
 }
 
+/// A finished run cut off while it gives its lease back (its caller's
+/// timeout, a dropped task) is given back as it ended: a stop request that
+/// reached it after its last step boundary does not let the newer
+/// `Rollback` run remove the turn it finished.
+pub async fn a_finished_run_dropped_as_it_gives_back_is_not_rolled_back(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+) {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let g = turns(saver.clone(), Duration::from_millis(1), Arc::default());
+    let config = RunConfig::thread(thread).lease_times(short());
+    g.invoke(say("first"), &config).await.unwrap();
+    let writes = watched.gate_writes();
+    let releases = watched.gate_release();
+    let entered = writes.entered.notified();
+    let running = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone().durability(Durability::Exit));
+        async move { g.invoke(say("a"), &config).await }
+    });
+    entered.await;
+    let opener = tokio::spawn({
+        let (watched, writes) = (watched.clone(), writes.clone());
+        async move {
+            let noticed =
+                tokio::time::timeout(Duration::from_secs(30), watched.stop_noticed()).await;
+            writes.open.add_permits(1_000);
+            noticed.is_ok()
+        }
+    });
+    let wait = Duration::from_secs(60);
+    let b = tokio::spawn({
+        let (g, config) = (
+            g.clone(),
+            config.clone().multitask(Multitask::Rollback { wait }),
+        );
+        async move { g.invoke(say("b"), &config).await }
+    });
+    assert!(opener.await.unwrap(), "the stop request was never taken in");
+    // `a` finished and is giving its lease back: cut it off there.
+    releases.entered.notified().await;
+    running.abort();
+    assert!(running.await.unwrap_err().is_cancelled());
+    releases.open.add_permits(1_000);
+    b.await.unwrap().unwrap();
+    assert_eq!(
+        whole_turns(&transcript(&g, thread).await),
+        ["first", "a", "b"],
+        "the finished turn stays"
+    );
+    one_chain(&saver, thread).await;
+}
+
 /// A lease taken at the end of a long acquire call (a saver running its
 /// transaction again after conflicts, for longer than the lease lasts) is
 /// renewed at once: the run does not stop with `LeaseLost` at its first

@@ -133,3 +133,8 @@ async fn a_truncate_below_the_base_lowers_it_in_memory() {
 async fn a_rewritten_base_is_not_put_back_as_it_was_in_memory() {
     leases::a_rewritten_base_is_not_put_back_as_it_was(memory(), "t").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_dropped_as_it_gives_back_is_not_rolled_back_in_memory() {
+    leases::a_finished_run_dropped_as_it_gives_back_is_not_rolled_back(memory(), "t").await;
+}

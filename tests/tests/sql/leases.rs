@@ -563,3 +563,18 @@ async fn a_delete_racing_an_acquire_on_a_free_thread_leaves_no_old_base_on_postg
     );
     db.drop_schema().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_dropped_as_it_gives_back_is_not_rolled_back_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_finished_run_dropped_as_it_gives_back_is_not_rolled_back(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_dropped_as_it_gives_back_is_not_rolled_back_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_finished_run_dropped_as_it_gives_back_is_not_rolled_back(saver, "t").await;
+    db.drop_schema().await;
+}

@@ -98,6 +98,11 @@ pub(crate) struct Hold {
     pub previous_owns_pause: bool,
     renewer: Option<tokio::task::JoinHandle<()>>,
     released: bool,
+    /// How the run ended (paused, the stop it acted on), once
+    /// [`Hold::release`] was called: a run dropped while it gives the
+    /// lease back is given back as it ended, not as the stop requests seen
+    /// since say.
+    ending: Option<(bool, Option<Stop>)>,
 }
 
 /// The unique id of a run's hold.
@@ -264,6 +269,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
         previous_owns_pause,
         renewer,
         released: false,
+        ending: None,
     }))
 }
 
@@ -409,6 +415,7 @@ impl Hold {
     /// to [`Drop`], which gives the lease back, instead of leaving the
     /// thread held until the lease runs out.
     pub async fn release(mut self, paused: bool, stopped: Option<Stop>) -> Result<()> {
+        self.ending = Some((paused, stopped));
         if let Some(r) = self.renewer.take() {
             r.abort();
         }
@@ -446,10 +453,16 @@ impl Drop for Hold {
         guard.flight().queued(1);
         let saver = self.cp.saver().clone();
         let (thread, holder) = (self.thread_id.clone(), self.holder.clone());
-        let stopped = self.watch.stop();
+        // Cut off in the middle of the run: stopped if it was asked to.
+        let (paused, stopped) = self.ending.unwrap_or((false, self.watch.stop()));
+        let lease = self.times.lease;
         rt.spawn(async move {
             if let Some(l) = saver.leases() {
-                let _ = l.release(&thread, &holder, stopped).await;
+                let _ = if paused && stopped.is_none() {
+                    l.renew(&thread, &holder, lease).await.map(|_| ())
+                } else {
+                    l.release(&thread, &holder, stopped).await
+                };
             }
             drop(guard);
         });
