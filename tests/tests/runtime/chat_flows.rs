@@ -248,3 +248,108 @@ async fn chat_an_auto_advancing_node_may_loop_to_itself_in_memory() {
 async fn chat_a_failed_manual_turn_keeps_its_progress_in_memory() {
     chat_flows::a_failed_manual_turn_keeps_its_progress(memory()).await;
 }
+
+/// A turn that stopped right after an auto-advancing node (the node after
+/// it failed) leaves no reply awaited: the next turn's message is not taken
+/// as the answer to the question asked in that same turn.
+#[tokio::test]
+async fn chat_a_turn_stopped_after_an_auto_advance_awaits_no_reply() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use weaver::chat::Validation;
+    use weaver_tests::chat_flows::{ASK_NAME, REASK_NAME, SignupUpdate};
+    let fail = Arc::new(AtomicBool::new(true));
+    let ask = ChatNode::new("ask_name")
+        .action(move |_, _| {
+            assert!(!fail.swap(false, Ordering::SeqCst), "down");
+            Action::say(ASK_NAME)
+        })
+        .validate(REASK_NAME, |_, reply| {
+            Validation::valid_with(SignupUpdate::default().name(reply.user_message.trim()))
+        });
+    let f = ChatFlowBuilder::<Signup>::new("hello")
+        .add_node(
+            ChatNode::new("hello")
+                .action(|_, _| Action::say("Hello!"))
+                .auto_advance(),
+        )
+        .add_node(ask)
+        .add_edge(START, "hello")
+        .add_edge("hello", "ask_name")
+        .add_edge("ask_name", END)
+        .compile(ChatOptions::new("c", InMemorySaver::new()))
+        .unwrap();
+    assert!(matches!(f.turn("").await, Err(Error::NodeFailed { .. })));
+    let t = f.turn("I'd like to cancel").await.unwrap();
+    assert_eq!(t.messages, [ASK_NAME]);
+    assert!(!t.done);
+    assert_eq!(f.restore(None).await.unwrap().state.name, "");
+    let t = f.turn("Ada").await.unwrap();
+    assert!(t.done);
+    assert_eq!(f.restore(None).await.unwrap().state.name, "Ada");
+}
+
+/// START's router may end the conversation at once: the turn is done, and
+/// so is every turn after it.
+#[tokio::test]
+async fn chat_a_start_router_that_chooses_end_finishes_the_flow() {
+    let f = ChatFlowBuilder::<Signup>::new("skip")
+        .add_node(node("a"))
+        .add_conditional_edge(START, |_: &Signup| END, ["a", END])
+        .add_edge("a", END)
+        .compile(ChatOptions::new("c", InMemorySaver::new()))
+        .unwrap();
+    let t = f.turn("").await.unwrap();
+    assert!(t.done && t.messages.is_empty(), "{t:?}");
+    let again = f.turn("more").await.unwrap();
+    assert!(again.done && again.messages.is_empty(), "{again:?}");
+}
+
+/// A manual save over a head another writer moved past and pruned is a
+/// version conflict, not a version stored below the newer head.
+#[tokio::test]
+async fn chat_a_manual_save_under_a_pruned_head_conflicts() {
+    let saver = memory();
+    let other = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
+    other.turn("").await.unwrap();
+    let manual =
+        chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()).auto_save(false));
+    let head = manual.restore(None).await.unwrap().version;
+    manual.turn_at(head, "Ada").await.unwrap();
+    other.turn("Bob").await.unwrap();
+    other.prune(1).await.unwrap();
+    let newest = other.latest_version().await.unwrap();
+    let saved = manual.save().await;
+    assert!(
+        matches!(saved, Err(Error::VersionConflict { attempted, .. }) if attempted == head + 1),
+        "{saved:?}"
+    );
+    assert_eq!(other.latest_version().await.unwrap(), newest);
+    assert_eq!(other.restore(None).await.unwrap().state.name, "Bob");
+}
+
+/// A turn whose starting version another turn moved past and pruned while
+/// it ran loses the race as any other: `VersionConflict`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_a_turn_racing_a_turn_and_a_prune_conflicts() {
+    use weaver_tests::forwarding::Forwarding;
+    let watched = Arc::new(Forwarding::leasing(memory()));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let a = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
+    let b = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
+    a.turn("").await.unwrap();
+    let head = a.latest_version().await.unwrap();
+    let gate = watched.gate_writes();
+    let entered = gate.entered.notified();
+    let racing = tokio::spawn(async move { a.turn_at(head, "Ada").await });
+    entered.await;
+    *watched.write_gate.lock().unwrap() = None;
+    b.turn_at(head, "Bob").await.unwrap();
+    b.prune(1).await.unwrap();
+    gate.open.add_permits(1_000);
+    let lost = racing.await.unwrap();
+    assert!(
+        matches!(lost, Err(Error::VersionConflict { attempted, .. }) if attempted == head + 1),
+        "{lost:?}"
+    );
+    assert_eq!(b.restore(None).await.unwrap().state.name, "Bob");
+}

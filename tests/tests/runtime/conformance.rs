@@ -179,4 +179,29 @@ mod adapter_races {
             "the deleted thread is off the catalog: {catalog}"
         );
     }
+
+    /// A stored adapter version with no version after it (`u64::MAX`, in
+    /// a thread's snapshot or the thread catalog) is bad data: a typed
+    /// error, not an overflow.
+    #[tokio::test]
+    async fn a_last_possible_version_is_a_typed_error() {
+        for flow_id in ["weaver:thread:t", "weaver:threads"] {
+            let adapter = MemoryAdapter::new();
+            let data = if flow_id == "weaver:threads" {
+                json!([])
+            } else {
+                json!(null)
+            };
+            adapter
+                .save_snapshot(Snapshot::new(flow_id, u64::MAX, data))
+                .await
+                .unwrap();
+            let saver = AdapterSaver::new(adapter);
+            let put = saver.put(new_on("t", None, None, 0, json!(1))).await;
+            assert!(
+                matches!(put, Err(weaver::Error::Decode { .. })),
+                "{flow_id}: {put:?}"
+            );
+        }
+    }
 }

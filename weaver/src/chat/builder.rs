@@ -444,7 +444,13 @@ impl<S: GraphState> ChatFlowBuilder<S> {
         } else {
             Some(self.engine_graph(&outs, Compile::new().checkpointer(InMemorySaver::new()))?)
         };
-        Ok(ChatFlow::new(options, stored, scratch))
+        let auto = self
+            .nodes
+            .iter()
+            .filter(|d| d.auto_advance)
+            .map(|d| d.id.clone())
+            .collect();
+        Ok(ChatFlow::new(options, stored, scratch, auto))
     }
 
     /// The engine graph: one engine node per chat node, each routing itself

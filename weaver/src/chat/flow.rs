@@ -1,6 +1,7 @@
 //! [`ChatFlow`]: one conversation of a chat flow, turn by turn, and the
 //! storage API over its numbered snapshots.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -70,6 +71,9 @@ pub struct ChatFlow<S: GraphState> {
     /// With auto-save off: where turns run until [`save`](Self::save).
     scratch: Option<CompiledGraph<Conversation<S>>>,
     max_nodes: usize,
+    /// The auto-advancing nodes: a tracker naming one never waits for a
+    /// reply (it is where a turn stopped right after such a node).
+    auto: BTreeSet<String>,
     local: Mutex<Local<S>>,
 }
 
@@ -89,12 +93,14 @@ impl<S: GraphState> ChatFlow<S> {
         options: ChatOptions,
         stored: CompiledGraph<Conversation<S>>,
         scratch: Option<CompiledGraph<Conversation<S>>>,
+        auto: BTreeSet<String>,
     ) -> Self {
         ChatFlow {
             id: options.id,
             stored,
             scratch,
             max_nodes: options.max_nodes_per_turn,
+            auto,
             local: Mutex::new(Local::default()),
         }
     }
@@ -295,7 +301,16 @@ impl<S: GraphState> ChatFlow<S> {
             if at.commit_order != version {
                 return Err(self.conflict(version));
             }
-            let turn = self.run(&self.stored, at, Some(version), input).await?;
+            let turn = match self.run(&self.stored, at, Some(version), input).await {
+                // What the turn went on from was pruned by a turn that
+                // got there first (and its host's `prune`).
+                Err(Error::CheckpointNotFound { .. })
+                    if self.latest_version().await.is_ok_and(|h| h > version) =>
+                {
+                    return Err(self.conflict(version));
+                }
+                turn => turn?,
+            };
             let now = self.stored.get_state(&config).await?;
             let version = now.commit_order;
             self.with_local(|l| {
@@ -372,7 +387,12 @@ impl<S: GraphState> ChatFlow<S> {
         // to store it): the turn goes on from them (the engine takes them
         // in), and a racing turn meets the other on the next version.
         let unfinished = !at.pending_writes.is_empty();
-        if at.values.tracker.done && !unfinished {
+        // START's router may go straight to END: no node ever ran.
+        let skipped = at.commit_order > 0
+            && at.values.tracker.node.is_none()
+            && at.next.is_empty()
+            && at.interrupts.is_empty();
+        if (at.values.tracker.done || skipped) && !unfinished {
             return Ok(Turn {
                 messages: Vec::new(),
                 done: true,
@@ -396,7 +416,7 @@ impl<S: GraphState> ChatFlow<S> {
         let awaited = tracker
             .node
             .as_deref()
-            .is_some_and(|n| tracker.awaits_reply_to(n));
+            .is_some_and(|n| !self.auto.contains(n) && tracker.awaits_reply_to(n));
         let ctx = Arc::new(TurnCtx::new(input, self.max_nodes, awaited));
         let mut config = self
             .config()
@@ -420,9 +440,11 @@ impl<S: GraphState> ChatFlow<S> {
                 done: false,
                 version: 0,
             }),
-            Ok(Outcome::Complete(c)) => Ok(Turn {
+            // A run that completes went through END: from a node (which
+            // marks the tracker done) or straight from START's router.
+            Ok(Outcome::Complete(_)) => Ok(Turn {
                 messages,
-                done: c.tracker.done,
+                done: true,
                 version: 0,
             }),
         }

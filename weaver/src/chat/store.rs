@@ -95,12 +95,27 @@ pub(crate) async fn copy_as_next(
     source: CheckpointTuple,
     head: u64,
 ) -> Result<u64> {
+    let next = head.checked_add(1).ok_or(Error::LimitExceeded {
+        limit: "conversation version",
+        value: head,
+        ceiling: u64::MAX - 1,
+    })?;
+    // The head the copy goes after is gone (pruned, or the conversation
+    // deleted): another writer moved the conversation on.
+    let gone = || Error::VersionConflict {
+        thread_id: id.to_owned(),
+        checkpoint_ns: String::new(),
+        attempted: next,
+    };
     let parent_id = if head == 0 {
+        // A first version, unless another writer stored (and pruned) some.
+        if self::head(cp, id).await? != 0 {
+            return Err(gone());
+        }
         None
     } else {
-        cp.at_commit_order(id, "", head)
-            .await?
-            .and_then(|r| r.checkpoint_id)
+        let parent = cp.at_commit_order(id, "", head).await?;
+        Some(parent.and_then(|r| r.checkpoint_id).ok_or_else(gone)?)
     };
     let mut checkpoint = source.checkpoint;
     checkpoint.id = new_checkpoint_id();
@@ -109,11 +124,6 @@ pub(crate) async fn copy_as_next(
     metadata
         .extra
         .insert("chat_saved_from".into(), json!(source.commit_order));
-    let next = head.checked_add(1).ok_or(Error::LimitExceeded {
-        limit: "conversation version",
-        value: head,
-        ceiling: u64::MAX - 1,
-    })?;
     cp.put(NewCheckpoint {
         thread_id: id.to_owned(),
         checkpoint_ns: String::new(),

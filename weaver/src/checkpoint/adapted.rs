@@ -131,6 +131,17 @@ fn image_of(nss: &BTreeMap<String, Log>) -> Image {
         .collect()
 }
 
+/// The version after `version` of the adapter's flow `flow_id`; a stored
+/// version with none after it is bad data, not a wrapped number.
+fn next(flow_id: &str, version: u64) -> Result<u64> {
+    version.checked_add(1).ok_or_else(|| {
+        Error::decode(
+            format!("snapshot `{flow_id}`"),
+            format_args!("version {version} has no version after it"),
+        )
+    })
+}
+
 /// The logs of a decoded image; a repeated commit order or id is bad data.
 fn logs_of(thread_id: &str, image: Image) -> Result<BTreeMap<String, Log>> {
     let bad = |why: String| Error::decode(format!("snapshot of thread `{thread_id}`"), why);
@@ -140,6 +151,11 @@ fn logs_of(thread_id: &str, image: Image) -> Result<BTreeMap<String, Log>> {
         for r in records {
             if log.by_order.contains_key(&r.order) || r.order == 0 {
                 return Err(bad(format!("commit order {} repeated or zero", r.order)));
+            }
+            // Commit orders stop at i64::MAX, as in every saver (so that
+            // `head + 1` cannot overflow).
+            if i64::try_from(r.order).is_err() {
+                return Err(bad(format!("commit order {} out of range", r.order)));
             }
             if log.by_id.insert(r.checkpoint.id.clone(), r.order).is_some() {
                 return Err(bad(format!("checkpoint id `{}` repeated", r.checkpoint.id)));
@@ -316,7 +332,10 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
             }
             let data =
                 serde_json::to_value(&ids).map_err(|e| Error::encode("thread catalog", e))?;
-            match self.save_in_line(CATALOG, version + 1, data, &line).await {
+            match self
+                .save_in_line(CATALOG, next(CATALOG, version)?, data, &line)
+                .await
+            {
                 Ok(_) => {
                     self.adapter.prune_history(CATALOG, KEEP_VERSIONS).await?;
                     return Ok(());
@@ -367,8 +386,8 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
                 serde_json::to_value(&image)
                     .map_err(|e| Error::encode(format!("snapshot of thread `{}`", l.thread), e))?
             };
-            let version = l.version + 1;
             let flow_id = flow(&l.thread);
+            let version = next(&flow_id, l.version)?;
             let line = match self.save_in_line(&flow_id, version, data, &l.lineage).await {
                 Ok(line) => line,
                 Err(e) => {
@@ -397,7 +416,9 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
     /// Writes back the threads `saved` as they were before this operation.
     async fn undo(&self, saved: &[(&Loaded, u64, Vec<u64>)]) -> Result<()> {
         for (l, version, line) in saved {
-            self.save_in_line(&flow(&l.thread), version + 1, l.data.clone(), line)
+            let flow_id = flow(&l.thread);
+            let version = next(&flow_id, *version)?;
+            self.save_in_line(&flow_id, version, l.data.clone(), line)
                 .await?;
         }
         Ok(())
