@@ -58,6 +58,9 @@ pub struct Forwarding {
     pub slow_final: AtomicBool,
     pub latest_gate: Mutex<Option<(Arc<tokio::sync::Barrier>, usize)>>,
     pub forward_leases: bool,
+    /// Says the saver is in-process when the inner one is (the engine then
+    /// stores a task's writes ahead of their checkpoint); off by default.
+    pub in_process: bool,
     pub release_gate: Mutex<Option<ReleaseGate>>,
     /// Holds checkpoint writes back ([`Forwarding::gate_writes`]).
     pub write_gate: Mutex<Option<ReleaseGate>>,
@@ -65,6 +68,10 @@ pub struct Forwarding {
     /// running its transaction again after conflicts takes the lease only
     /// at the end of a long call).
     pub slow_acquire: Mutex<Option<std::time::Duration>>,
+    /// Awaited once, before the next write that stores a checkpoint (`put`,
+    /// or a `put_ops` group with one) goes on: another caller's work done
+    /// at that point of this one's.
+    pub before_checkpoint: Mutex<Option<BoxedWork>>,
     /// Holds lease renewals back ([`Forwarding::gate_renewals`]).
     pub renew_gate: Mutex<Option<ReleaseGate>>,
     /// Lease renewals that succeeded.
@@ -80,6 +87,16 @@ pub struct Forwarding {
     pub stop_taken_in: Signal,
     /// Raised once a renewal was refused.
     pub refused: Signal,
+}
+
+/// Work a test runs in the middle of a saver call
+/// ([`Forwarding::before_checkpoint`]).
+pub struct BoxedWork(pub std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
+
+impl std::fmt::Debug for BoxedWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BoxedWork")
+    }
 }
 
 /// A flag a test waits for: raised once, then seen by every wait.
@@ -141,9 +158,11 @@ impl Forwarding {
             slow_final: AtomicBool::new(false),
             latest_gate: Mutex::new(None),
             forward_leases: false,
+            in_process: false,
             release_gate: Mutex::new(None),
             write_gate: Mutex::new(None),
             slow_acquire: Mutex::new(None),
+            before_checkpoint: Mutex::new(None),
             renew_gate: Mutex::new(None),
             renewed: AtomicUsize::new(0),
             withdraw_gate: Mutex::new(None),
@@ -205,6 +224,18 @@ impl Forwarding {
         let slow = *self.slow_writes.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(wait) = slow {
             tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Runs the work set to run before a checkpoint write, once.
+    async fn run_before_checkpoint(&self) {
+        let work = self
+            .before_checkpoint
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(BoxedWork(work)) = work {
+            work.await;
         }
     }
 
@@ -306,6 +337,7 @@ impl Saver for Forwarding {
     }
     async fn put(&self, checkpoint: NewCheckpoint) -> weaver::Result<CheckpointRef> {
         self.log("put".into());
+        self.run_before_checkpoint().await;
         if self.fail_checkpoints.load(Ordering::SeqCst) {
             return Err(weaver::Error::storage(
                 "put",
@@ -401,6 +433,8 @@ impl Saver for Forwarding {
         let puts = ops.iter().any(|op| matches!(op, WriteOp::Put(_)));
         if !puts {
             self.slow_down().await;
+        } else {
+            self.run_before_checkpoint().await;
         }
         if self.fail_groups.load(Ordering::SeqCst)
             || (puts && self.fail_checkpoints.load(Ordering::SeqCst))
@@ -412,6 +446,9 @@ impl Saver for Forwarding {
     }
     fn supports_deltas(&self) -> bool {
         self.deltas
+    }
+    fn is_in_process(&self) -> bool {
+        self.in_process && self.inner.is_in_process()
     }
     fn leases(&self) -> Option<&dyn Leases> {
         self.forward_leases.then_some(self as &dyn Leases)

@@ -353,3 +353,39 @@ async fn chat_a_turn_racing_a_turn_and_a_prune_conflicts() {
     );
     assert_eq!(b.restore(None).await.unwrap().state.name, "Bob");
 }
+
+/// Two turns racing on an in-process saver: the one that loses gets the
+/// one `VersionConflict` and leaves nothing the winner takes in; the reply
+/// stored is the winner's. (A task's writes stored ahead of their
+/// checkpoint were taken in by the other turn as its own: the loser's reply
+/// was committed and the winner's message dropped.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_racing_turns_on_an_in_process_saver_keep_the_winners_reply() {
+    use weaver_tests::forwarding::{BoxedWork, Forwarding};
+    let watched = Arc::new(Forwarding {
+        in_process: true,
+        ..Forwarding::leasing(memory())
+    });
+    let saver: Arc<dyn Saver> = watched.clone();
+    let a = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
+    let b = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
+    a.turn("").await.unwrap();
+    let head = a.latest_version().await.unwrap();
+    // `b` takes its whole turn when `a` is about to store its next version.
+    let b_turn = Arc::new(std::sync::Mutex::new(None));
+    *watched.before_checkpoint.lock().unwrap() = Some(BoxedWork(Box::pin({
+        let b_turn = b_turn.clone();
+        async move {
+            let t = b.turn_at(head, "Bob").await;
+            *b_turn.lock().unwrap() = Some(t);
+        }
+    })));
+    let a_turn = a.turn_at(head, "Ada").await;
+    let b_turn = b_turn.lock().unwrap().take().expect("b took its turn");
+    let name = a.restore(None).await.unwrap().state.name;
+    match (&a_turn, &b_turn) {
+        (Ok(_), Err(Error::VersionConflict { .. })) => assert_eq!(name, "Ada"),
+        (Err(Error::VersionConflict { .. }), Ok(_)) => assert_eq!(name, "Bob"),
+        other => panic!("expected one conflict, got {other:?}"),
+    }
+}

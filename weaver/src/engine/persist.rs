@@ -41,7 +41,12 @@ impl Answers {
 /// task are held ([`Writer::put_writes_with_next`]) and stored in one group
 /// with the checkpoint the step ends with: nothing runs between the two, so
 /// one commit does the work of two. If that group fails, the writes are
-/// stored on their own before the error is returned, as they would have been.
+/// stored on their own before the error is returned, as they would have been,
+/// unless it lost a race ([`Error::VersionConflict`](crate::Error::VersionConflict)):
+/// the thread went on past their checkpoint without them. A run that must
+/// not share its writes before its checkpoint lands (one expecting a head:
+/// a chat turn) holds them on every saver, in-process ones too, so that a
+/// racing run never takes them in as its own.
 /// Likewise a failed `async` group is stored op by op up to the failing one
 /// ([`store_group`]).
 pub(crate) struct Writer {
@@ -49,6 +54,8 @@ pub(crate) struct Writer {
     mode: Durability,
     background: Option<Background>,
     held: Option<(CheckpointRef, Vec<PendingWrite>)>,
+    /// Hold a step's last writes for its checkpoint on in-process savers too.
+    hold_always: bool,
 }
 
 /// The `async` mode's queue and the task draining it, registered with the
@@ -213,7 +220,15 @@ impl Writer {
             mode,
             background: None,
             held: None,
+            hold_always: false,
         }
+    }
+
+    /// Holds a step's last writes for their checkpoint's group in `sync`
+    /// mode whatever the saver (see the type's docs).
+    pub fn holding_always(mut self, hold: bool) -> Self {
+        self.hold_always = hold;
+        self
     }
 
     /// The `async` mode's flight, once anything was queued: what a task
@@ -258,6 +273,7 @@ impl Writer {
                     ];
                     match self.cp.put_ops(group).await {
                         Ok(()) => Ok(()),
+                        Err(e @ Error::VersionConflict { .. }) => Err(e),
                         Err(e) => {
                             // Keep the task's writes, as storing them first
                             // would have; the run reports the group's error.
@@ -307,7 +323,7 @@ impl Writer {
         target: CheckpointRef,
         writes: Vec<PendingWrite>,
     ) -> Result<()> {
-        if self.mode != Durability::Sync || self.cp.saver().is_in_process() {
+        if self.mode != Durability::Sync || (self.cp.saver().is_in_process() && !self.hold_always) {
             return self.put_writes(target, writes).await;
         }
         self.release().await?;

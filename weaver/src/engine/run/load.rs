@@ -145,7 +145,8 @@ impl<'g, S: GraphState> Loop<'g, S> {
             None => 1,
         };
         let mut thread = Thread {
-            writer: Writer::new(cp.clone(), lp.config.get_durability()),
+            writer: Writer::new(cp.clone(), lp.config.get_durability())
+                .holding_always(lp.config.get_expected_head().is_some()),
             at: CheckpointRef {
                 checkpoint_id: None,
                 ..target
