@@ -809,3 +809,87 @@ async fn a_renamed_subgraph_node_resumes_its_paused_subgraph() {
         "work ran again"
     );
 }
+
+/// A static stop inside a subgraph is passed by `continue_run` at any
+/// depth, as at the top level: two levels deep, the stop is stored one
+/// level up as the pause of the task that runs the inner subgraph.
+#[tokio::test]
+async fn a_static_stop_at_any_depth_is_passed_by_continue_run() {
+    for depth in [1, 2] {
+        let inner = Graph::<Notes>::new("inner")
+            .add_node("a", |_: &Notes| note("a"))
+            .add_node("b", |_: &Notes| note("b"))
+            .add_sequence([START, "a", "b", END])
+            .compile(
+                Compile::new()
+                    .checkpointer_arc(memory())
+                    .interrupt_before(["b"]),
+            )
+            .unwrap();
+        let mid = if depth == 2 {
+            Graph::<Notes>::new("mid")
+                .add_subgraph("deep", inner)
+                .add_sequence([START, "deep", END])
+                .compile(Compile::new())
+                .unwrap()
+        } else {
+            inner
+        };
+        let outer = Graph::<Notes>::new("outer")
+            .add_subgraph("mid", mid)
+            .add_sequence([START, "mid", END])
+            .compile(Compile::new().checkpointer_arc(memory()))
+            .unwrap();
+        let config = RunConfig::thread("t");
+        let out = outer.invoke(Notes::default(), &config).await.unwrap();
+        assert!(out.is_interrupted(), "depth {depth}: {out:?}");
+        let done = outer.continue_run(&config).await.unwrap();
+        let done = done
+            .complete()
+            .unwrap_or_else(|e| panic!("depth {depth}: continue_run passes the stop: {e}"));
+        assert_eq!(done.lines, ["a", "b"], "depth {depth}");
+    }
+}
+
+/// A shared-state subgraph's merge map is written by its net change (the
+/// entries it added or changed), so a sibling's write to another entry in
+/// the same step stands, whichever merges last.
+#[tokio::test]
+async fn a_shared_state_subgraph_merges_only_the_entries_it_changed() {
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Map {
+        #[reducer(merge)]
+        m: std::collections::BTreeMap<String, String>,
+    }
+    let set = |k: &str, v: &str| {
+        MapUpdate::default().m(std::collections::BTreeMap::from([(
+            k.to_owned(),
+            v.to_owned(),
+        )]))
+    };
+    let inner = Graph::<Map>::new("inner")
+        .add_node("adds", move |_: &Map| set("x", "1"))
+        .add_sequence([START, "adds", END])
+        .compile(Compile::new())
+        .unwrap();
+    let g = Graph::<Map>::new("outer")
+        .add_node("a_sibling", move |_: &Map| set("k", "new"))
+        .add_subgraph("z_sub", inner)
+        .add_edge(START, "a_sibling")
+        .add_edge(START, "z_sub")
+        .add_edge("a_sibling", END)
+        .add_edge("z_sub", END)
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap();
+    let start = Map {
+        m: [("k".to_owned(), "old".to_owned())].into(),
+    };
+    let done = g
+        .invoke(start, &RunConfig::thread("t"))
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.m.get("k").map(String::as_str), Some("new"));
+    assert_eq!(done.m.get("x").map(String::as_str), Some("1"));
+}

@@ -24,7 +24,7 @@ use super::run::{Env, Loop};
 use super::runtime::{AnswersById, InterruptSignal, Runtime, TaskOrigin};
 use super::stream::StreamWriter;
 use super::subgraph_replay::paused_at;
-use super::{Input, Interrupt, Outcome, Resume};
+use super::{Input, Interrupt, InterruptWhen, Outcome, Resume};
 use crate::checkpoint::Checkpointer;
 use crate::config::RunConfig;
 use crate::error::Error;
@@ -294,11 +294,19 @@ impl<T: GraphState> SubgraphCall<T> {
                         .filter_map(|i| Some((i.id.clone(), self.answers.get(&i.id)?.clone())))
                         .collect();
                     if answers.is_empty() {
-                        // Nothing answered for it yet: it pauses again
-                        // without running.
-                        return Err(paused(waiting));
+                        // Only static stops of a subgraph deeper down
+                        // (stored here as its task's pause): going on
+                        // passes them, as it does at the top level.
+                        if waiting.iter().all(|i| i.when != InterruptWhen::Node) {
+                            Input::Continue
+                        } else {
+                            // Nothing answered for it yet: it pauses again
+                            // without running.
+                            return Err(paused(waiting));
+                        }
+                    } else {
+                        Input::Resume(Resume::Map(answers))
                     }
-                    Input::Resume(Resume::Map(answers))
                 }
             },
         };

@@ -162,8 +162,10 @@ where
 /// The update a subgraph over the parent's own state type makes: what it
 /// changed between `before` (the state it started from) and `after` (its
 /// final state), channel by channel, as the update a node would return.
-/// A last-value, replace or merge channel that changed is written with its
-/// final value; an append or delta channel with the items the subgraph
+/// A last-value or replace channel that changed is written with its final
+/// value; a merge channel with the entries the subgraph added or changed
+/// (a sibling's write to another entry stands); an append or delta channel
+/// with the items the subgraph
 /// appended (so they are not appended twice; for a set or a map, whose
 /// serde form is not in insertion order, the items or entries it did not
 /// hold before); an add channel with the difference. A custom reducer's
@@ -206,6 +208,9 @@ fn net_update<S: GraphState>(node: &str, before: &S, after: &S) -> Result<S::Upd
                 let zero = |v: Value| if v.is_null() { Value::from(0) } else { v };
                 difference(&zero(old), &zero(new)).ok_or_else(|| unfit("is not a number"))?
             }
+            // The entries it added or changed: a merge cannot remove one.
+            ChannelKind::Merge => appended(&old, &new)
+                .ok_or_else(|| unfit("lost entries, which a merge cannot remove"))?,
             ChannelKind::Custom => return Err(unfit("has a custom reducer")),
             _ => new,
         };
