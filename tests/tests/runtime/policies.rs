@@ -172,3 +172,79 @@ fn a_runtime_without_time_fails_the_node_instead_of_panicking() {
 async fn a_resumed_node_does_not_use_the_cache() {
     policies::a_resumed_node_does_not_use_the_cache(saver()).await;
 }
+
+/// A retry predicate that panics fails the task with its panic, a typed
+/// error, instead of unwinding out of the run.
+#[tokio::test]
+async fn a_panicking_retry_predicate_fails_the_node() {
+    let policy = NodePolicy::new().retry(
+        RetryPolicy::new()
+            .max_attempts(3)
+            .initial_interval(Duration::from_millis(1))
+            .retry_on(|_| panic!("the predicate broke")),
+    );
+    let graph = Graph::<Steps>::new("plain")
+        .add_node_with(
+            "flaky",
+            |_: &Steps| -> Result<StepsUpdate, NodeError> { Err(NodeError::msg("down")) },
+            policy,
+        )
+        .add_sequence([START, "flaky", END])
+        .compile(Compile::new())
+        .unwrap();
+    let out = graph.invoke(Steps::default(), &RunConfig::default()).await;
+    match out {
+        Err(Error::NodeFailed { node, source }) => {
+            assert_eq!(node, "flaky");
+            assert!(
+                source.to_string().contains("the predicate broke"),
+                "{source}"
+            );
+        }
+        other => panic!("expected NodeFailed, got {other:?}"),
+    }
+}
+
+/// The default cache key does not depend on a `HashMap`'s order: equal
+/// states built apart hit one entry; a state with a float JSON cannot
+/// write (NaN) is an error rather than a key shared with other states.
+#[tokio::test]
+async fn the_default_cache_key_is_the_same_for_equal_maps() {
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Tagged {
+        #[reducer(merge)]
+        tags: std::collections::HashMap<String, u32>,
+        score: f64,
+        #[reducer(add)]
+        runs: u64,
+    }
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let graph = Graph::<Tagged>::new("cached")
+        .add_node_with(
+            "count",
+            move |_: &Tagged| {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                TaggedUpdate::default().runs(1u64)
+            },
+            NodePolicy::new().cache(CachePolicy::new()),
+        )
+        .add_sequence([START, "count", END])
+        .compile(Compile::new())
+        .unwrap();
+    let tags = || (0..32).map(|i| (format!("tag{i}"), i)).collect();
+    for _ in 0..3 {
+        let input = Tagged {
+            tags: tags(),
+            ..Tagged::default()
+        };
+        graph.invoke(input, &RunConfig::default()).await.unwrap();
+    }
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let nan = Tagged {
+        score: f64::NAN,
+        ..Tagged::default()
+    };
+    let out = graph.invoke(nan, &RunConfig::default()).await;
+    assert!(out.is_err(), "{out:?}");
+}

@@ -84,7 +84,14 @@ impl<S: GraphState> NodeCache<S> {
                         format!("the key function panicked: {}", panic_message(&*panic)),
                     )
                 })?,
-            None => serde_json::to_vec(state).map_err(|e| Error::encode("cache key", e))?,
+            // Through a JSON value: its maps are ordered by key, so equal
+            // states with `HashMap` fields built apart give one key; a
+            // non-finite float (which JSON writes as `null`) or a panicking
+            // `Serialize` is an error, not a key shared with other states.
+            None => {
+                let value = super::values::encode_value("cache key", state)?;
+                serde_json::to_vec(&value).map_err(|e| Error::encode("cache key", e))?
+            }
         };
         Ok(self.hashed(policy.key.is_some(), &bytes))
     }

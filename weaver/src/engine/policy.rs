@@ -284,8 +284,11 @@ type KeyFn<S> = Arc<dyn Fn(&S) -> String + Send + Sync>;
 /// When a node's earlier result is reused: LangGraph's `CachePolicy`.
 ///
 /// Before the node runs, its input gives a key: by default the state it
-/// receives, serialized (states that serialize alike share entries), or
-/// what [`key`](Self::key) computes from it. If the node returned for that
+/// receives, serialized as JSON with its maps' keys in order (states that
+/// serialize alike share entries; a set's items keep their iteration order,
+/// so give a `HashSet` field's state a [`key`](Self::key); a state JSON
+/// cannot hold, such as a NaN, fails the node), or what
+/// [`key`](Self::key) computes from it. If the node returned for that
 /// key within the time to live, it does not run: its cached update and
 /// `goto` are used, streamed and written as if it had run. Entries live in
 /// the compiled graph, per node, in memory (see

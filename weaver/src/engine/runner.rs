@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::algebra::{Ending, TaskNode, TaskRun, failure_message};
 use super::effect::is_journal_mismatch;
 use super::node::{Command, NodeError, NodeErrorKind, ParentCommand};
-use super::panics::panic_message;
+use super::panics::{caught, panic_message};
 use super::policy::random_unit;
 use super::runtime::Runtime;
 use super::spec::{NodeSpec, Spec};
@@ -103,7 +103,22 @@ async fn attempts<S: GraphState>(
                 recovered,
             };
         };
-        let retryable = retry.filter(|p| !is_journal_mismatch(&error) && p.retries(&error));
+        // The predicate is user code: one that panics ends the retries, and
+        // the task fails with its panic.
+        let mut error = error;
+        let retryable = match retry.filter(|_| !is_journal_mismatch(&error)) {
+            Some(p) => match caught("the retry predicate", || p.retries(&error)) {
+                Ok(yes) => yes.then_some(p),
+                Err(panic) => {
+                    error = Error::NodeFailed {
+                        node: node.name.clone(),
+                        source: panic.into(),
+                    };
+                    None
+                }
+            },
+            None => None,
+        };
         let end = match retryable {
             Some(policy) if attempt < most => {
                 let wait = policy.delay(attempt, random_unit());
