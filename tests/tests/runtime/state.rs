@@ -85,6 +85,8 @@ fn graph_shape_mistakes_are_typed_compile_errors() {
         ("node with no outgoing edge", a().add_node("b", nop).add_edge("a", "b").add_edge("a", END), Some(r#"NoPathToEnd { node: "b" }"#)),
         ("empty name", g().add_node("", nop).add_sequence([START, "", END]), Some("InvalidNodeName")),
         ("START as a node name", g().add_node(START, nop).add_edge(START, END), Some("InvalidNodeName")),
+        ("a namespace separator in a name", g().add_node("review|v2", nop).add_sequence([START, "review|v2", END]), Some("InvalidNodeName")),
+        ("a task separator in a name", g().add_node("review:v2", nop).add_sequence([START, "review:v2", END]), Some("InvalidNodeName")),
         ("conditional to an unknown node", a().add_conditional_edges("a", to_end, ["ghost", END]), ghost),
         ("conditional from an unknown node", a().add_edge("a", END).add_conditional_edges("ghost", to_end, [END]), ghost),
         ("conditional from END", a().add_edge("a", END).add_conditional_edges(END, to_end, ["a"]), Some("InvalidEdge")),
@@ -114,13 +116,14 @@ fn graph_shape_mistakes_are_typed_compile_errors() {
 
 #[tokio::test]
 async fn odd_node_names_route_fail_and_replay() {
-    // Names with spaces, colons, the trigger prefix itself, non-ASCII.
+    // Names with spaces, dots, dashes, non-ASCII (a colon, which the
+    // trigger channels and subgraph namespaces use, is refused).
     let (runs, fail) = (Runs::default(), once());
     let node = |name: &'static str| {
         let (runs, fail) = (runs.clone(), fail.clone());
         move |_: &Steps| -> Result<StepsUpdate, NodeError> {
             runs.hit(name);
-            if name == "branch:to:x" && fail() {
+            if name == "branch.to.x" && fail() {
                 return Err(NodeError::msg("down once"));
             }
             Ok(StepsUpdate::default().bar([name]))
@@ -128,30 +131,30 @@ async fn odd_node_names_route_fail_and_replay() {
     };
     let graph = Graph::<Steps>::new("odd")
         .add_node("a b", node("a b"))
-        .add_node("a:b", node("a:b"))
-        .add_node("branch:to:x", node("branch:to:x"))
+        .add_node("a-b", node("a-b"))
+        .add_node("branch.to.x", node("branch.to.x"))
         .add_node("ü", node("ü"))
         .add_edge(START, "a b")
         .add_conditional_edges(
             "a b",
-            |_: &Steps| vec!["branch:to:x", "a:b", "a:b"],
-            ["a:b", "branch:to:x"],
+            |_: &Steps| vec!["branch.to.x", "a-b", "a-b"],
+            ["a-b", "branch.to.x"],
         )
-        .add_edge("a:b", "ü")
-        .add_edge("branch:to:x", "ü")
+        .add_edge("a-b", "ü")
+        .add_edge("branch.to.x", "ü")
         .add_edge("ü", END)
         .compile(Compile::new().checkpointer(InMemorySaver::new()))
         .unwrap();
     let config = RunConfig::thread("odd");
     let err = graph.invoke(Steps::default(), &config).await.unwrap_err();
     assert!(
-        matches!(err, Error::NodeFailed { ref node, .. } if node == "branch:to:x"),
+        matches!(err, Error::NodeFailed { ref node, .. } if node == "branch.to.x"),
         "{err}"
     );
     let s = done(graph.continue_run(&config).await);
-    assert_eq!(s.bar, ["a b", "a:b", "branch:to:x", "ü"]);
+    assert_eq!(s.bar, ["a b", "a-b", "branch.to.x", "ü"]);
     assert_eq!(
-        (runs.get("a:b"), runs.get("ü")),
+        (runs.get("a-b"), runs.get("ü")),
         (1, 1),
         "replayed, joined once"
     );

@@ -644,6 +644,29 @@ async fn a_parent_command_with_no_parent_or_a_wrong_update_is_an_error() {
         "{err:?}"
     );
     assert!(err.to_string().contains("cannot decode"), "{err}");
+    // An update that is not a map of channels fails the node that sent it,
+    // with the reason, whether or not the graph has a parent.
+    let not_a_map = Graph::<Case>::new("case")
+        .add_node("decide", |_: &Case| -> Result<CaseUpdate, NodeError> {
+            Err(Command::parent(42).goto("human").into())
+        })
+        .add_sequence([START, "decide", END])
+        .compile(Compile::new())
+        .unwrap();
+    let err = not_a_map
+        .invoke(Case::default(), &RunConfig::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::NodeFailed { node, .. } if node == "decide"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("not an update"), "{err}");
+    let err = help_desk(not_a_map)
+        .invoke(Ticket::default(), &RunConfig::thread("t2"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not an update"), "{err}");
 }
 
 #[tokio::test]

@@ -241,6 +241,10 @@ impl RetryPolicy {
     /// aside: `initial_interval * backoff_factor^(retry - 1)`, at most
     /// `max_interval`.
     pub fn interval(&self, retry: u32) -> Duration {
+        // Zero stays zero, however large the factor's power (0 × ∞ is NaN).
+        if self.initial_interval.is_zero() {
+            return Duration::ZERO;
+        }
         let exponent = i32::try_from(retry.saturating_sub(1)).unwrap_or(i32::MAX);
         let secs = self.initial_interval.as_secs_f64() * self.backoff_factor.powi(exponent);
         Duration::try_from_secs_f64(secs)
@@ -661,6 +665,9 @@ mod tests {
             (10, 0.5, 50, 2, 5),
             (10, 0.0, 50, 2, 0),
             (0, 2.0, 50, 4, 0),
+            // Zero stays zero when the power overflows (0 × ∞).
+            (0, 1e300, 50, 3, 0),
+            (0, 2.0, 50, u32::MAX, 0),
             // Far past the cap, the power overflows to infinity: still the cap.
             (10, 2.0, 50, u32::MAX, 50),
             (10, 1e300, 50, 3, 50),

@@ -52,6 +52,10 @@ fn is_reserved(name: &str) -> Option<&'static str> {
         Some("node names cannot be empty")
     } else if name == START || name == END {
         Some("START and END are reserved")
+    } else if name.contains(['|', ':']) {
+        // A subgraph's namespace is `node:task|node:task`: LangGraph
+        // refuses the two separators in node names too.
+        Some("node names cannot contain `|` or `:` (they separate a subgraph's namespace)")
     } else {
         None
     }

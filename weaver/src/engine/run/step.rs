@@ -56,10 +56,18 @@ impl<S: GraphState> Loop<'_, S> {
         if !ended.parent.is_empty() {
             ended.parent.sort_by_key(|(k, _)| *k);
             let (k, command) = ended.parent.swap_remove(0);
-            return Err(Error::ParentCommand {
-                node: self.spec.name_of(tasks[k]).to_owned(),
-                update: command.update.unwrap_or_default(),
-                goto: command.goto,
+            let node = self.spec.name_of(tasks[k]).to_owned();
+            return Err(match command.update {
+                Ok(update) => Error::ParentCommand {
+                    node,
+                    update,
+                    goto: command.goto,
+                },
+                // An update that is not one fails its node, at any level.
+                Err(reason) => Error::NodeFailed {
+                    node,
+                    source: reason.into(),
+                },
             });
         }
         if !ended.interrupts.is_empty() {
