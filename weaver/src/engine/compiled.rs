@@ -183,12 +183,14 @@ impl<S: GraphState> CompiledGraph<S> {
     /// until END or an interrupt.
     ///
     /// With a checkpointer, the config must name a thread; the thread's
-    /// latest checkpoint (or the one `checkpoint_id` names, which is then
-    /// replayed from a `fork`) is the starting point, and every super-step is
-    /// checkpointed. A `checkpoint_id` naming the thread's latest checkpoint
-    /// continues it as if no id were named (no `fork`, and the writes of its
-    /// tasks that already finished are kept); LangGraph replays whenever an
-    /// id is named.
+    /// latest checkpoint (or the one `checkpoint_id` names) is the starting
+    /// point, and every super-step is checkpointed. On an older checkpoint
+    /// the input's `input` checkpoint is written as its child, a new branch
+    /// beside the old line (no `fork` copy: that is
+    /// [`continue_run`](Self::continue_run)'s replay), as in LangGraph.
+    /// A `checkpoint_id` naming the thread's latest checkpoint continues it
+    /// as if no id were named (the writes of its tasks that already
+    /// finished are kept).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

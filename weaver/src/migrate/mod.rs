@@ -25,10 +25,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Schema of the checkpoint adapter, version 5 (both databases; version 3
+//! Schema of the checkpoint adapter, version 8 (both databases; version 3
 //! only changes how PostgreSQL stores the payload columns, version 4 makes
 //! SQLite's `commit_order` `NOT NULL` as PostgreSQL's is, version 5 adds
-//! `created_at`, milliseconds since the Unix epoch set by the database):
+//! `created_at`, milliseconds since the Unix epoch set by the database;
+//! versions 6 to 8 add the per-thread lease's tables, `weaver_thread_leases`,
+//! `weaver_thread_tickets`, `weaver_lease_bases` and
+//! `weaver_lease_base_writes`):
 //! `weaver_checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
 //! checkpoint, metadata, commit_order, created_at)` with primary key `(thread_id,
 //! checkpoint_ns, checkpoint_id)` and unique `(thread_id, checkpoint_ns,
@@ -62,7 +65,10 @@ pub use postgres::PgSchema;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Adapter {
-    /// The checkpoint saver's tables (`weaver_checkpoints`, `weaver_checkpoint_writes`).
+    /// The checkpoint saver's tables (`weaver_checkpoints`,
+    /// `weaver_checkpoint_writes`, and the lease's `weaver_thread_leases`,
+    /// `weaver_thread_tickets`, `weaver_lease_bases`,
+    /// `weaver_lease_base_writes`).
     Checkpoint,
     /// The memory store's table (`weaver_store_items`).
     Store,
