@@ -1177,6 +1177,12 @@ async fn copy_delete_and_list_threads(saver: Arc<dyn Saver>) {
         saver.copy_thread("nobody", "c").await,
         Err(Error::ThreadNotFound { .. })
     ));
+    // The target is checked first: a taken target is `ThreadExists`
+    // whatever the source.
+    assert!(matches!(
+        saver.copy_thread("nobody", "b").await,
+        Err(Error::ThreadExists { .. })
+    ));
     let threads = saver.list_threads(None, 0).await.unwrap();
     assert_eq!(
         threads

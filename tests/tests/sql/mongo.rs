@@ -769,3 +769,53 @@ async fn a_write_whose_caller_went_away_is_not_committed_on_mongo() {
     assert_eq!(ids, ["b"]);
     db.drop_db().await;
 }
+
+/// A record under the saver's own ceiling that would not fit in one MongoDB
+/// document (16 MiB) is refused with a typed `LimitExceeded` before
+/// anything is sent: a checkpoint, a pending write, and a checkpoint whose
+/// metadata (stored twice) takes it past the limit.
+#[tokio::test]
+async fn a_record_past_a_mongodb_document_is_refused() {
+    use weaver::checkpoint::PendingWrite;
+    let db = MongoDb::new().await;
+    let saver = saver(&db).await;
+    let big = "x".repeat(17 << 20);
+    let limit = |r: &weaver::Result<()>| matches!(r, Err(Error::LimitExceeded { .. }));
+    let put = saver
+        .put(new_on("big", None, None, 0, json!(big)))
+        .await
+        .map(drop);
+    assert!(limit(&put), "{put:?}");
+    let mut metadata_heavy = new_on("meta", None, None, 0, json!("x".repeat(9 << 20)));
+    metadata_heavy
+        .metadata
+        .extra
+        .insert("notes".into(), json!("y".repeat(4 << 20)));
+    let put = saver.put(metadata_heavy).await.map(drop);
+    assert!(limit(&put), "{put:?}");
+    let at = saver
+        .put(new_on("w", None, None, 0, json!(1)))
+        .await
+        .unwrap();
+    let write = PendingWrite {
+        task_id: "t".into(),
+        idx: 0,
+        channel: "c".into(),
+        task_path: String::new(),
+        value: json!(big),
+    };
+    let put = saver.put_writes(&at, vec![write]).await;
+    assert!(limit(&put), "{put:?}");
+    for thread in ["big", "meta"] {
+        assert!(
+            saver
+                .list(&ListFilter::thread(thread))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    let stored = saver.get_tuple(&at).await.unwrap().unwrap();
+    assert!(stored.pending_writes.is_empty());
+    db.drop_db().await;
+}

@@ -531,7 +531,11 @@ impl RunConfig {
     /// it reads or writes anything else. Optimistic concurrency for a host
     /// that loaded version N and must not act on a thread someone else has
     /// moved on since; a writer that passes the check and then loses the
-    /// race for N + 1 fails the same way. Never stored.
+    /// race for N + 1 fails the same way, and stores nothing of the step
+    /// it lost: such a run writes in line (`Durability::Async` is taken as
+    /// `Sync`) and stores each step's last writes with the checkpoint they
+    /// end in, so a racing run never takes them in as its own. Never
+    /// stored.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -45,8 +45,8 @@ impl Answers {
 /// unless it lost a race ([`Error::VersionConflict`](crate::Error::VersionConflict)):
 /// the thread went on past their checkpoint without them. A run that must
 /// not share its writes before its checkpoint lands (one expecting a head:
-/// a chat turn) holds them on every saver, in-process ones too, so that a
-/// racing run never takes them in as its own.
+/// a chat turn) writes in line and holds them on every saver, in-process
+/// ones too, so that a racing run never takes them in as its own.
 /// Likewise a failed `async` group is stored op by op up to the failing one
 /// ([`store_group`]).
 pub(crate) struct Writer {
@@ -118,10 +118,11 @@ impl Background {
 }
 
 /// Stores `group` as one [`put_ops`](crate::Saver::put_ops) group. If that
-/// fails, the ops before the failing one are stored one by one, as `sync`
-/// mode would have stored them: a task's writes queued beside a checkpoint
-/// the saver refuses (too large, a conflict) are kept, so resuming does not
-/// run the task again. Returns the failing op's error.
+/// fails, the ops before the failing one are stored one by one: a task's
+/// writes queued beside a checkpoint the saver refuses (too large, say) are
+/// kept, so resuming does not run the task again. A group that lost the
+/// race ([`Error::VersionConflict`]) keeps nothing, as in `sync` mode: the
+/// thread went on past its checkpoints. Returns the failing op's error.
 ///
 /// A group whose payload is large (a state of many megabytes) is stored
 /// one op at a time from the start, as `sync` mode stores it: the copy the
@@ -139,8 +140,12 @@ async fn store_group(cp: &Checkpointer, group: Vec<WriteOp>) -> Result<()> {
             (sum < LARGE_GROUP_BYTES).then_some(sum)
         })
         .is_some();
-    if small && cp.put_ops(group.clone()).await.is_ok() {
-        return Ok(());
+    if small {
+        match cp.put_ops(group.clone()).await {
+            Ok(()) => return Ok(()),
+            Err(e @ Error::VersionConflict { .. }) => return Err(e),
+            Err(_) => {}
+        }
     }
     // Each op alone: stops at the failing one. If none fails (the group's
     // failure went away), everything is stored and the run goes on.
@@ -224,10 +229,13 @@ impl Writer {
         }
     }
 
-    /// Holds a step's last writes for their checkpoint's group in `sync`
-    /// mode whatever the saver (see the type's docs).
+    /// Holds a step's last writes for their checkpoint's group whatever the
+    /// saver, writing in line (`async` taken as `sync`): see the type's docs.
     pub fn holding_always(mut self, hold: bool) -> Self {
         self.hold_always = hold;
+        if hold && self.mode == Durability::Async {
+            self.mode = Durability::Sync;
+        }
         self
     }
 

@@ -193,19 +193,25 @@ impl MongoSaver {
         ns: &str,
         ids: &[String],
     ) -> Result<u64> {
-        let filter = doc! { "thread_id": thread, "ns": ns, "checkpoint_id": { "$in": ids } };
-        let gone = self
-            .checkpoints()
-            .delete_many(filter.clone())
-            .session(&mut *s)
-            .await
-            .map_err(storage("prune"))?;
-        self.writes()
-            .delete_many(filter)
-            .session(&mut *s)
-            .await
-            .map_err(storage("prune"))?;
-        Ok(gone.deleted_count)
+        let mut gone = 0;
+        // In chunks: a filter is one document, 16 MB at most, and a long
+        // thread's ids would not fit in one.
+        for chunk in ids.chunks(super::saver::WRITES_PER_QUERY) {
+            let filter = doc! { "thread_id": thread, "ns": ns, "checkpoint_id": { "$in": chunk } };
+            gone += self
+                .checkpoints()
+                .delete_many(filter.clone())
+                .session(&mut *s)
+                .await
+                .map_err(storage("prune"))?
+                .deleted_count;
+            self.writes()
+                .delete_many(filter)
+                .session(&mut *s)
+                .await
+                .map_err(storage("prune"))?;
+        }
+        Ok(gone)
     }
 
     /// For prune with [`PruneStrategy::Delete`]: deletes whole threads in

@@ -141,7 +141,11 @@ impl MongoSaver {
         let order = i64::try_from(order).map_err(|_| {
             Error::invalid_argument(format!("commit_order {order} is out of range"))
         })?;
-        Ok(doc! {
+        // The metadata is stored twice (text, and a document whose arrays
+        // may take several times the text's bytes).
+        let ids = thread.len() + ns.len() + checkpoint.id.len() + parent_id.map_or(0, str::len);
+        let rough = payload.len() + 8 * meta_text.len() + 2 * ids;
+        let d = doc! {
             "thread_id": thread,
             "ns": ns,
             "checkpoint_id": &checkpoint.id,
@@ -152,7 +156,9 @@ impl MongoSaver {
             // The metadata as a document, for filters pushed into queries.
             "meta": bson_of(&meta),
             "stored_at": DateTime::now(),
-        })
+        };
+        check_document("checkpoint document bytes on MongoDB", &d, rough)?;
+        Ok(d)
     }
 
     /// Decodes a checkpoint document (without its pending writes).
@@ -226,7 +232,14 @@ impl MongoSaver {
                 .channel(&w.channel, &w.task_path),
         )?;
         check_size("pending write bytes", &value, self.max_record_bytes)?;
-        Ok(doc! {
+        let rough = value.len()
+            + 2 * (thread.len()
+                + ns.len()
+                + id.len()
+                + w.task_id.len()
+                + w.task_path.len()
+                + w.channel.len());
+        let d = doc! {
             "thread_id": thread,
             "ns": ns,
             "checkpoint_id": id,
@@ -235,7 +248,9 @@ impl MongoSaver {
             "task_path": &w.task_path,
             "channel": &w.channel,
             "value": binary(value),
-        })
+        };
+        check_document("pending write document bytes on MongoDB", &d, rough)?;
+        Ok(d)
     }
 
     /// Decodes a pending write document.
@@ -264,4 +279,31 @@ impl MongoSaver {
             value,
         })
     }
+}
+
+/// The most bytes one MongoDB document holds (the server's
+/// `maxBsonObjectSize`): a record under the saver's own ceiling may still
+/// not fit in one.
+pub(crate) const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Refuses `d` with [`Error::LimitExceeded`] when it would not fit in one
+/// MongoDB document, before anything is sent. `rough` bounds its size from
+/// its parts, less the fixed fields' few hundred bytes: only a document
+/// that may come near the limit is measured.
+fn check_document(limit: &'static str, d: &Document, rough: usize) -> Result<()> {
+    if rough.saturating_add(4096) < MAX_DOCUMENT_BYTES {
+        return Ok(());
+    }
+    let size = d
+        .to_vec()
+        .map_err(|e| Error::encode("a MongoDB document", e))?
+        .len();
+    if size > MAX_DOCUMENT_BYTES {
+        return Err(Error::LimitExceeded {
+            limit,
+            value: size as u64,
+            ceiling: MAX_DOCUMENT_BYTES as u64,
+        });
+    }
+    Ok(())
 }

@@ -36,7 +36,7 @@ fn stored_order(d: &Document) -> Result<u64> {
 
 /// How many checkpoint ids one query for their pending writes names at
 /// most (a query is one document of at most 16 MB).
-const WRITES_PER_QUERY: usize = 1_000;
+pub(crate) const WRITES_PER_QUERY: usize = 1_000;
 
 fn time(d: DateTime) -> SystemTime {
     d.to_system_time()
@@ -288,20 +288,27 @@ impl MongoSaver {
         tuples: &mut [CheckpointTuple],
         op: &'static str,
     ) -> Result<()> {
-        let ids: Vec<&str> = tuples
-            .iter()
-            .filter_map(|t| t.config.checkpoint_id.as_deref())
-            .collect();
-        let threads: std::collections::BTreeSet<&str> =
-            tuples.iter().map(|t| t.config.thread_id.as_str()).collect();
-        let threads: Vec<&str> = threads.into_iter().collect();
         let mut by: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
         // In chunks: a query is one document, 16 MB at most, and a long
-        // thread's ids would not fit in one.
-        for chunk in ids.chunks(WRITES_PER_QUERY) {
+        // thread's ids would not fit in one; each chunk names its own
+        // threads only.
+        for chunk in tuples.chunks(WRITES_PER_QUERY) {
+            let wanted: std::collections::HashSet<(&str, &str, &str)> = chunk
+                .iter()
+                .filter_map(|t| {
+                    let id = t.config.checkpoint_id.as_deref()?;
+                    Some((
+                        t.config.thread_id.as_str(),
+                        t.config.checkpoint_ns.as_str(),
+                        id,
+                    ))
+                })
+                .collect();
+            let ids: std::collections::BTreeSet<&str> = wanted.iter().map(|k| k.2).collect();
+            let threads: std::collections::BTreeSet<&str> = wanted.iter().map(|k| k.0).collect();
             let filter = doc! {
-                "checkpoint_id": { "$in": chunk },
-                "thread_id": { "$in": &threads },
+                "checkpoint_id": { "$in": ids.into_iter().collect::<Vec<_>>() },
+                "thread_id": { "$in": threads.into_iter().collect::<Vec<_>>() },
             };
             let coll = self.writes();
             let find = coll.find(filter);
@@ -322,8 +329,14 @@ impl MongoSaver {
                     .map_err(storage(op))?,
             };
             for d in &docs {
-                let key = |k: &str| d.get_str(k).unwrap_or_default().to_owned();
+                let key = |k: &str| d.get_str(k).unwrap_or_default();
                 let k = (key("thread_id"), key("ns"), key("checkpoint_id"));
+                // Another thread's write on a checkpoint id one of these
+                // threads shares (a fork or copy keeps ids): not read.
+                if !wanted.contains(&k) {
+                    continue;
+                }
+                let k = (k.0.to_owned(), k.1.to_owned(), k.2.to_owned());
                 by.entry(k).or_default().push(self.decode_write(d)?);
             }
         }
@@ -584,6 +597,9 @@ impl Saver for MongoSaver {
                 // The source is read in the transaction's snapshot: its
                 // checkpoints and their writes as of one moment, however a
                 // delete or prune of it goes meanwhile.
+                // The target first, as the other savers check it.
+                me.claim_target(&mut s, &target, None, "copy_thread")
+                    .await?;
                 let cursor = me
                     .checkpoints()
                     .find(doc! { "thread_id": &source })
@@ -602,8 +618,6 @@ impl Saver for MongoSaver {
                     .map(|d| me.decode_checkpoint(d))
                     .collect::<Result<Vec<_>>>()?;
                 me.attach_writes(Some(&mut s), &mut tuples, "copy_thread")
-                    .await?;
-                me.claim_target(&mut s, &target, None, "copy_thread")
                     .await?;
                 let mut orders: HashMap<String, u64> = HashMap::new();
                 for t in &tuples {
