@@ -449,9 +449,20 @@ pub async fn renamed_nodes_map_to_new_names(saver: Arc<dyn Saver>, thread: &str)
         "confirm",
         Compile::new().rename_node("ask", "confirm"),
     );
-    let state = mapped.get_state(&config).await.expect("mapped state");
-    assert_eq!(state.next, ["confirm"]);
-    assert_eq!(state.interrupts.len(), 1);
+    // Every read gives the same answer: the second (its state from the
+    // graph's cache of decoded states) and a history too.
+    for read in 0..2 {
+        let state = mapped.get_state(&config).await.expect("mapped state");
+        assert_eq!(state.next, ["confirm"], "read {read}");
+        assert_eq!(state.interrupts.len(), 1, "read {read}");
+    }
+    for read in 0..2 {
+        let history = mapped
+            .get_state_history(&config, History::default())
+            .await
+            .expect("mapped history");
+        assert_eq!(history[0].next, ["confirm"], "history read {read}");
+    }
     let done = mapped
         .resume(json!("yes"), &config)
         .await

@@ -349,6 +349,8 @@ pub(crate) async fn get_state<S: GraphState>(
             // earlier read decoded, or rebuilt and decoded (and kept).
             let key = delta::key(&t.config);
             if let Some(values) = built.get(&key, cp.deletions(&key.0)) {
+                let mut t = t;
+                super::renames::read_cached_tuple(spec, &mut t, latest)?;
                 return snapshot_of(spec, t, values, latest);
             }
             let mut one = [t];
@@ -474,6 +476,7 @@ fn snapshots_from_parents<S: GraphState>(
             continue;
         };
         if let Some(values) = known.get_mut(i).and_then(Option::take) {
+            super::renames::read_cached_tuple(spec, &mut t, false)?;
             snaps[i] = Some(snapshot_of(spec, t, values, false)?);
             remember = false;
             continue;

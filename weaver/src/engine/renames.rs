@@ -42,6 +42,26 @@ pub(crate) fn read_tuple<S: GraphState>(
     upgrade_tuple::<S>(t)
 }
 
+/// [`read_tuple`] for a record whose state comes decoded from a cache (its
+/// values upcast when they were decoded): the same renames, checks and
+/// upgrades of its pending writes, its channel values left as stored, so
+/// that a read from the cache answers as the first read did.
+pub(crate) fn read_cached_tuple<S: GraphState>(
+    spec: &Spec<S>,
+    t: &mut CheckpointTuple,
+    strict: bool,
+) -> Result<()> {
+    if !spec.renames.is_empty() {
+        rename(spec, t);
+    }
+    if strict {
+        refuse_removed(spec, t)?;
+    } else {
+        drop_removed_sends(spec, t);
+    }
+    crate::evolution::upgrade_writes_of::<S>(t)
+}
+
 /// Drops the sends of a past checkpoint to nodes the graph no longer has.
 /// The sends after a dropped one move up a place, and a send's task id
 /// follows its place: their pending writes (results, errors, pauses) move

@@ -50,7 +50,7 @@ mod upgrade;
 
 pub use compat::{Change, Compatibility, Severity, assert_compatible, check_compatible, compare};
 pub use read::{Upgraded, stored_version, upgrade_values};
-pub(crate) use read::{mark_writes, stamp, upgrade_tuple};
+pub(crate) use read::{mark_writes, stamp, upgrade_tuple, upgrade_writes_of};
 pub use scan::{ScanOptions, ScanReport, ThreadScan, scan_stored, scan_stored_with};
 pub use schema::{SchemaSnapshot, schema_snapshot};
 pub use upgrade::{UpgradeCursor, UpgradeOptions, UpgradeReport, subgraph_path, upgrade_stored};

@@ -248,6 +248,22 @@ pub(crate) fn upgrade_tuple<S: GraphState>(t: &mut CheckpointTuple) -> Result<Up
     Ok(done)
 }
 
+/// What [`upgrade_tuple`] does to `t`'s pending writes, its channel values
+/// left as stored: for a read whose state comes decoded (and upcast) from
+/// a cache.
+pub(crate) fn upgrade_writes_of<S: GraphState>(t: &mut CheckpointTuple) -> Result<()> {
+    let from = stored_version(&t.metadata)?.unwrap_or(1);
+    let marked = t
+        .pending_writes
+        .iter()
+        .any(|w| w.channel == STATE_VERSION_WRITE);
+    if (from != S::VERSION || marked) && !t.pending_writes.is_empty() {
+        let id = t.checkpoint.id.clone();
+        upgrade_writes::<S>(&id, &mut t.pending_writes, from)?;
+    }
+    Ok(())
+}
+
 /// The channel of the write that says which state version a task's state
 /// writes are in, when that is not the version of the checkpoint they are
 /// stored with (a run of a newer release went on from an older checkpoint).
