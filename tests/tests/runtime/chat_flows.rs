@@ -389,3 +389,29 @@ async fn chat_racing_turns_on_an_in_process_saver_keep_the_winners_reply() {
         other => panic!("expected one conflict, got {other:?}"),
     }
 }
+
+/// A manual flow whose conversation another writer deleted: its save is a
+/// conflict, and `restore` (which finds nothing) lets it start over rather
+/// than leave it conflicting for good.
+#[tokio::test]
+async fn chat_a_manual_flow_whose_conversation_was_deleted_starts_over() {
+    let saver = memory();
+    let other = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
+    other.turn("").await.unwrap();
+    let manual =
+        chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()).auto_save(false));
+    let head = manual.restore(None).await.unwrap().version;
+    manual.turn_at(head, "Ada").await.unwrap();
+    other.delete().await.unwrap();
+    assert!(matches!(
+        manual.save().await,
+        Err(Error::VersionConflict { .. })
+    ));
+    assert!(matches!(
+        manual.restore(None).await,
+        Err(Error::ThreadNotFound { .. })
+    ));
+    let t = manual.turn("").await.unwrap();
+    assert_eq!(t.messages, [chat_flows::ASK_NAME]);
+    assert_eq!(manual.save().await.unwrap(), 1);
+}

@@ -382,10 +382,10 @@ impl<S: GraphState> ChatFlow<S> {
         expect: Option<u64>,
         input: TurnInput,
     ) -> Result<Turn> {
-        // Writes of a node that finished, with no snapshot after them yet
-        // (stored alone when the snapshot failed, or a racing turn's about
-        // to store it): the turn goes on from them (the engine takes them
-        // in), and a racing turn meets the other on the next version.
+        // Writes of a node that finished, with no snapshot after them
+        // (stored alone when the snapshot failed; a turn stores a step's
+        // writes with its snapshot, so never a racing turn's): the turn goes
+        // on from them (the engine takes them in).
         let unfinished = !at.pending_writes.is_empty();
         // START's router may go straight to END: no node ever ran.
         let skipped = at.commit_order > 0
@@ -464,7 +464,10 @@ impl<S: GraphState> ChatFlow<S> {
     /// # Errors
     ///
     /// [`Error::VersionConflict`] if another writer stored that version
-    /// first; [`Error::ThreadNotFound`] when the flow holds no snapshot.
+    /// first, or moved the conversation past the version the flow knows of
+    /// (pruned it, or deleted the conversation): [`restore`](Self::restore)
+    /// reads where it stands; [`Error::ThreadNotFound`] when the flow holds
+    /// no snapshot.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -520,7 +523,9 @@ impl<S: GraphState> ChatFlow<S> {
     ///
     /// # Errors
     ///
-    /// [`Error::ThreadNotFound`] for a conversation with no snapshot,
+    /// [`Error::ThreadNotFound`] for a conversation with no snapshot (the
+    /// flow then lets go of what it held, unsaved progress included: after
+    /// a delete by another writer, its next turn starts over),
     /// [`Error::CheckpointNotFound`] for a version that is not stored
     /// (never written, or pruned).
     ///
@@ -553,6 +558,13 @@ impl<S: GraphState> ChatFlow<S> {
         let cp = self.checkpointer()?;
         let head = store::head(cp, &self.id).await?;
         if head == 0 {
+            // Nothing stored (the conversation was deleted, say): the flow
+            // lets go of what it held, unsaved progress included, so that
+            // its next turn starts the conversation over.
+            if let Some(scratch) = &self.scratch {
+                store::seed(cp, store::checkpointer(scratch)?, &self.id, 0).await?;
+            }
+            self.with_local(|l| *l = Local::default());
             return Err(Error::ThreadNotFound {
                 thread_id: self.id.clone(),
             });

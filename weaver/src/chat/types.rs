@@ -114,7 +114,10 @@ pub struct Tracker {
 
 impl Tracker {
     /// Whether the conversation waits for the user's reply to `node`: its
-    /// action ran and no reply has been accepted yet.
+    /// action ran and no reply has been accepted yet. An auto-advancing
+    /// node never waits: the tracker a turn left right after one (it
+    /// stopped before the next node ran) reads true here, and the flow
+    /// takes no reply for it.
     pub fn awaits_reply_to(&self, node: &str) -> bool {
         !self.done && self.node.as_deref() == Some(node) && self.action_taken && !self.reply_valid
     }
