@@ -189,15 +189,24 @@ pub(crate) async fn delete_idle(
 ) -> Result<()> {
     let idle = parse_duration("--idle-for", idle_for)?;
     let mut progress = Progress::new();
+    let mut so_far = 0;
     let deleted = cp
         .delete_idle_threads(idle, &mut |deleted, found| {
+            so_far = deleted;
             progress.show(&format!(
                 "deleting idle threads: {deleted} deleted of {found} found"
             ));
         })
-        .await?;
+        .await;
     drop(progress);
-    writeln!(out, "deleted {deleted} idle threads").map_err(io)
+    match deleted {
+        Ok(deleted) => writeln!(out, "deleted {deleted} idle threads").map_err(io),
+        // Each thread went in its own transaction: say what is gone.
+        Err(e) => {
+            writeln!(out, "deleted {so_far} idle threads before an error").map_err(io)?;
+            Err(e)
+        }
+    }
 }
 
 /// How many threads one prune call (one transaction) takes.
@@ -236,7 +245,20 @@ pub(crate) async fn prune_older(
     let mut progress = Progress::new();
     let (mut done, mut deleted) = (0u64, 0u64);
     for batch in threads.chunks(PRUNE_BATCH) {
-        deleted += cp.prune(batch, strategy).await?;
+        match cp.prune(batch, strategy).await {
+            Ok(n) => deleted += n,
+            // The batches before it are committed: say what is gone.
+            Err(e) => {
+                drop(progress);
+                writeln!(
+                    out,
+                    "deleted {deleted} checkpoints of {done} threads before an error on the next {} threads",
+                    batch.len()
+                )
+                .map_err(io)?;
+                return Err(e);
+            }
+        }
         done += batch.len() as u64;
         progress.show(&format!(
             "pruning {} {done}/{total} threads, {deleted} checkpoints deleted",

@@ -271,10 +271,15 @@ where
         Ok(cli) => cli,
         Err(e) => {
             let ok = !e.use_stderr();
-            return Ok(Outcome::Usage {
-                text: e.render().to_string(),
-                ok,
-            });
+            // The text quotes the arguments given: their control
+            // characters are shown escaped, as everywhere else.
+            let text = e.render().to_string();
+            let text = text
+                .split('\n')
+                .map(|line| printable(line).into_owned())
+                .collect::<Vec<_>>()
+                .join("\n");
+            return Ok(Outcome::Usage { text, ok });
         }
     };
     let keys = match &cli.keys_env {
@@ -325,7 +330,7 @@ fn cli_hint(e: Error, url: &str, schema: Option<&str>) -> Error {
         format!("run `weaver --db {db}{schema} migrate up{adapters}` first")
     } else {
         format!(
-            "the database was migrated to version {found} by a newer weaver; upgrade weaver, or revert it with `weaver migrate down{adapters} {}` of the weaver that wrote version {found}",
+            "the database was migrated to version {found} by a newer weaver; upgrade weaver, or revert it with `weaver --db {db}{schema} migrate down{adapters} {}` of the weaver that wrote version {found}",
             required + 1
         )
     };
@@ -514,6 +519,11 @@ async fn execute(
                 filter = filter.limit(n);
             }
             let records = cp.list_records(&filter).await?;
+            // A thread that is not there (a typo) is an error, as for
+            // `show`, not an empty table.
+            if records.is_empty() && limit != Some(0) && cp.thread_info(&thread).await?.is_none() {
+                return Err(Error::ThreadNotFound { thread_id: thread });
+            }
             if !json {
                 writeln!(out, "version\tcheckpoint\tstep\tsource\tparent\tcreated").map_err(io)?;
             }
@@ -714,7 +724,10 @@ fn diff(a: &serde_json::Map<String, Value>, b: &serde_json::Map<String, Value>) 
                     short(&added)
                 ));
             }
-            (Some(x), Some(y)) => out.push(format!("~ {ch}: {} -> {}", short(x), short(y))),
+            (Some(x), Some(y)) => {
+                let (x, y) = around_change(x, y);
+                out.push(format!("~ {ch}: {x} -> {y}"));
+            }
             (None, None) => {}
         }
     }
@@ -726,11 +739,32 @@ fn diff(a: &serde_json::Map<String, Value>, b: &serde_json::Map<String, Value>) 
 
 /// `value` as compact JSON, printable, cut to 200 characters.
 fn short(value: &Value) -> String {
-    let text = printable_json(value.to_string());
-    match text.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text,
+    window(&printable_json(value.to_string()), 0)
+}
+
+/// The 200 characters of `text` from character `start`, an ellipsis where
+/// it was cut.
+fn window(text: &str, start: usize) -> String {
+    let from = text
+        .char_indices()
+        .nth(start)
+        .map_or(text.len(), |(i, _)| i);
+    let rest = &text[from..];
+    let head = if from > 0 { "…" } else { "" };
+    match rest.char_indices().nth(200) {
+        Some((i, _)) => format!("{head}{}…", &rest[..i]),
+        None => format!("{head}{rest}"),
     }
+}
+
+/// `x` and `y` as [`short`] shows them, but from a little before the first
+/// character where they differ: two long values that differ near their end
+/// never print alike.
+fn around_change(x: &Value, y: &Value) -> (String, String) {
+    let (x, y) = (printable_json(x.to_string()), printable_json(y.to_string()));
+    let first = x.chars().zip(y.chars()).take_while(|(a, b)| a == b).count();
+    let start = first.saturating_sub(40);
+    (window(&x, start), window(&y, start))
 }
 
 /// The side effects `writes` journal (`Runtime::effect`), each with its
@@ -772,6 +806,21 @@ mod tests {
             diff(a.as_object().unwrap(), a.as_object().unwrap()),
             ["(no channel differs)"]
         );
+    }
+
+    #[test]
+    fn long_values_that_differ_near_their_end_print_apart() {
+        let (a, b) = ("a".repeat(300), format!("{}b", "a".repeat(299)));
+        let shown = diff(
+            &serde_json::Map::from_iter([("doc".to_owned(), json!(a))]),
+            &serde_json::Map::from_iter([("doc".to_owned(), json!(b))]),
+        );
+        let (x, y) = shown[0]
+            .strip_prefix("~ doc: ")
+            .and_then(|l| l.split_once(" -> "))
+            .expect("a changed line");
+        assert_ne!(x, y, "{shown:?}");
+        assert!(x.starts_with('…') && y.ends_with("ab\""), "{shown:?}");
     }
 
     #[test]

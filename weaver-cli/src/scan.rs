@@ -59,28 +59,9 @@ async fn count_threads(saver: &dyn Saver) -> Result<u64> {
     }
 }
 
-/// Runs `weaver scan` on `cp`: the rewrite (if asked), then the scan (if a
-/// snapshot is given).
-pub(super) async fn scan(
-    cp: &Checkpointer,
-    states: Option<&States>,
-    args: ScanArgs,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let saver = cp.saver().as_ref();
-    if args.rewrite {
-        let states = states.ok_or_else(|| {
-            Error::invalid_argument(
-                "`scan --rewrite` needs the application's state types (Rust code: its upcasters), which the stock `weaver` binary does not have; build a binary of the application that calls `weaver_cli::run_with(&States::new::<YourState>(), ...)` and run `scan --rewrite` with it (see the guide's chapter \"Releasing\")",
-            )
-        })?;
-        let total = count_threads(saver).await?;
-        rewrite(saver, states, &args, total, out).await?;
-    }
-    let Some(file) = &args.schema_file else {
-        return Ok(());
-    };
-    let total = count_threads(saver).await?;
+/// The scan's options from its arguments: the snapshot `file` and those of
+/// the subgraphs, read and checked.
+fn scan_options(file: &Path, args: &ScanArgs) -> Result<ScanOptions> {
     let mut options = ScanOptions::new(read_snapshot("--schema-file", file)?).batch(args.batch);
     for pair in &args.subgraph_schema {
         let (path, file) = pair.split_once('=').ok_or_else(|| {
@@ -95,6 +76,47 @@ pub(super) async fn scan(
     for path in &args.skip_subgraph {
         options = options.subgraph(path.clone(), None);
     }
+    Ok(options)
+}
+
+/// Runs `weaver scan` on `cp`: the rewrite (if asked), then the scan (if a
+/// snapshot is given).
+pub(super) async fn scan(
+    cp: &Checkpointer,
+    states: Option<&States>,
+    args: ScanArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let saver = cp.saver().as_ref();
+    // Every argument is read before anything is written: a mistyped file
+    // fails the command with the database as it was.
+    let options = match &args.schema_file {
+        Some(file) => Some(scan_options(file, &args)?),
+        None if args.check => {
+            return Err(Error::invalid_argument(
+                "--check fails on checkpoints a snapshot cannot read: give the snapshot with --schema-file",
+            ));
+        }
+        None if !args.subgraph_schema.is_empty() || !args.skip_subgraph.is_empty() => {
+            return Err(Error::invalid_argument(
+                "--subgraph-schema and --skip-subgraph scan against --schema-file: give it too",
+            ));
+        }
+        None => None,
+    };
+    if args.rewrite {
+        let states = states.ok_or_else(|| {
+            Error::invalid_argument(
+                "`scan --rewrite` needs the application's state types (Rust code: its upcasters), which the stock `weaver` binary does not have; build a binary of the application that calls `weaver_cli::run_with(&States::new::<YourState>(), ...)` and run `scan --rewrite` with it (see the guide's chapter \"Releasing\")",
+            )
+        })?;
+        let total = count_threads(saver).await?;
+        rewrite(saver, states, &args, total, out).await?;
+    }
+    let Some(options) = options else {
+        return Ok(());
+    };
+    let total = count_threads(saver).await?;
     let mut progress = Progress::new();
     let report = scan_stored_with(saver, &options, &mut |r: &ScanReport| {
         progress.show(&format!(

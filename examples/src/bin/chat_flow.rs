@@ -135,7 +135,12 @@ async fn run() -> weaver::Result<()> {
             attempted,
             ..
         }) => {
-            println!("conflict: conversation {thread_id} already has version {attempted}");
+            // `attempted` is the version the turn would have stored: the
+            // conversation was not (or no longer) at the one before it.
+            println!(
+                "conflict: conversation {thread_id} is not at version {}; version {attempted} was not stored",
+                attempted.saturating_sub(1)
+            );
             return Ok(());
         }
         Err(e) => return Err(e),

@@ -93,8 +93,9 @@ fn graph(saver: Arc<dyn Saver>) -> weaver::Result<CompiledGraph<Refund>> {
 
 // The fake payment service.
 
-/// Calls per idempotency key; a key's first call makes the refund.
-type Calls = Arc<Mutex<BTreeMap<String, u64>>>;
+/// Calls per idempotency key, and the keys in the order they first came
+/// (a key's first call makes the refund, numbered in that order).
+type Calls = Arc<Mutex<(BTreeMap<String, u64>, Vec<String>)>>;
 
 /// Serves the payment API on `listener` until the process ends.
 fn serve(listener: TcpListener, calls: Calls) {
@@ -133,18 +134,21 @@ fn answer(mut stream: TcpStream, calls: &Calls) -> std::io::Result<()> {
     let route: Vec<&str> = request.split_whitespace().take(2).collect();
     let (status, reply) = match (route.as_slice(), key) {
         (["POST", "/refunds"], Some(key)) => {
-            let n = calls.entry(key.clone()).or_default();
-            *n += 1;
-            let index = calls.keys().position(|k| *k == key).unwrap_or_default();
-            (
-                "200 OK",
-                json!({ "refund_id": format!("re_{}", index + 1) }),
-            )
+            let (counts, order) = &mut *calls;
+            *counts.entry(key.clone()).or_default() += 1;
+            let number = match order.iter().position(|k| *k == key) {
+                Some(i) => i + 1,
+                None => {
+                    order.push(key.clone());
+                    order.len()
+                }
+            };
+            ("200 OK", json!({ "refund_id": format!("re_{number}") }))
         }
         (["POST", "/refunds"], None) => {
             ("400 Bad Request", json!({ "error": "no Idempotency-Key" }))
         }
-        (["GET", "/refunds"], _) => ("200 OK", json!(*calls)),
+        (["GET", "/refunds"], _) => ("200 OK", json!(calls.0)),
         _ => ("404 Not Found", json!({ "error": "no such route" })),
     };
     let reply = reply.to_string();
@@ -260,7 +264,7 @@ async fn demo() -> weaver::Result<()> {
     let saver: Arc<dyn Saver> = Arc::new(InMemorySaver::new());
     step(saver.clone(), &addr, "request").await?;
     step(saver, &addr, "approve").await?;
-    let calls = calls.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let calls = calls.lock().unwrap_or_else(|e| e.into_inner()).0.clone();
     println!("payment service calls per key: {}", json!(calls));
     Ok(())
 }

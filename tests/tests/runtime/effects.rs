@@ -69,3 +69,54 @@ async fn an_effect_in_a_subgraph_runs_once_in_memory() {
 async fn a_damaged_journal_entry_is_a_decode_error_in_memory() {
     effects::a_damaged_journal_entry_is_a_decode_error(memory(), "t").await;
 }
+
+/// Calls to the fake service of [`a_keyed_effect_runs_once_across_steps`].
+static KEYED_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Paid {
+    #[reducer(append)]
+    receipts: Vec<String>,
+}
+
+async fn pay_order(_: &Paid, rt: &Runtime) -> Result<PaidUpdate, NodeError> {
+    let receipt: String = rt
+        .effect_with_key("order-7", "pay", |key| async move {
+            let n = KEYED_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            Ok::<_, std::io::Error>(format!("{key}:{n}"))
+        })
+        .await?;
+    Ok(PaidUpdate::default().receipts(vec![receipt]))
+}
+
+/// A result journaled under an explicit key is found by a later step of the
+/// run and by a later run on the thread under every durability, `exit`
+/// included (where no checkpoint of the run is stored before its end): the
+/// service is called once.
+#[tokio::test]
+async fn a_keyed_effect_runs_once_across_steps() {
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        KEYED_CALLS.store(0, std::sync::atomic::Ordering::SeqCst);
+        let g = Graph::<Paid>::new("pay")
+            .add_node("a", pay_order)
+            .add_node("b", pay_order)
+            .add_sequence([START, "a", "b", END])
+            .compile(Compile::new().checkpointer_arc(memory()))
+            .unwrap();
+        let config = RunConfig::thread("t").durability(durability);
+        let done = g.invoke(Paid::default(), &config).await.unwrap();
+        let again = g.invoke(Paid::default(), &config).await.unwrap();
+        assert_eq!(
+            KEYED_CALLS.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "{durability:?}"
+        );
+        let receipts = again.complete().unwrap().receipts;
+        assert_eq!(receipts.len(), 4, "{durability:?}");
+        assert!(
+            receipts.iter().all(|r| *r == receipts[0]),
+            "{durability:?}: {receipts:?}"
+        );
+        drop(done);
+    }
+}

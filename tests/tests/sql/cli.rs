@@ -60,6 +60,11 @@ async fn inspect(db: &[&str]) {
     assert!(lines[0].starts_with("version\tcheckpoint"));
     assert!(lines[1].starts_with("60\t"), "{history}");
     assert!(lines[4].starts_with("57\t"), "{history}");
+    // A thread that is not there is an error, not an empty table.
+    assert!(matches!(
+        run(&["history", "tlak"]).await,
+        Err(weaver::Error::ThreadNotFound { .. })
+    ));
     let json = run(&["history", "talk", "--json"]).await.unwrap();
     let rows: Vec<Value> = json
         .lines()
@@ -780,4 +785,46 @@ async fn the_scan_reports_checkpoints_a_schema_snapshot_cannot_read() {
         matches!(missing, Err(weaver::Error::InvalidArgument { .. })),
         "{missing:?}"
     );
+}
+
+/// A usage error quotes the argument given: its control characters are
+/// shown escaped there too.
+#[tokio::test]
+async fn usage_errors_show_control_characters_escaped() {
+    for args in [
+        vec![
+            "weaver",
+            "--db",
+            "sqlite://x.db",
+            "migrate",
+            "up",
+            "--adapter",
+            "\u{1b}[2Jx",
+        ],
+        vec![
+            "weaver",
+            "--db",
+            "sqlite://x.db",
+            "history",
+            "t",
+            "--limit",
+            "\u{1b}]0;pwned\u{7}",
+        ],
+        vec!["weaver", "--db", "sqlite://x.db", "\u{1b}[2Jnope"],
+    ] {
+        let mut out = Vec::new();
+        let outcome = weaver_cli::run(args.iter().copied(), &|_| None, &mut out)
+            .await
+            .unwrap();
+        match outcome {
+            Outcome::Usage { text, ok: false } => {
+                assert!(
+                    !text.chars().any(|c| c.is_control() && c != '\n'),
+                    "{args:?}: {text:?}"
+                );
+                assert!(text.contains("\\u{1b}"), "{args:?}: {text}");
+            }
+            other => panic!("{args:?}: expected a usage error, got {other:?}"),
+        }
+    }
 }

@@ -193,3 +193,45 @@ async fn cursors_with_control_characters_round_trip() {
     seen.sort();
     assert_eq!(seen, want, "every thread once, as printed");
 }
+
+/// A prune by age that fails part way (a thread of the second batch keeps
+/// a record that does not decode) says what the committed batches deleted
+/// before it reports the error.
+#[tokio::test]
+async fn a_prune_that_fails_part_way_says_what_it_deleted() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    for i in 0..60 {
+        chain(saver.as_ref(), &format!("t{i:02}"), 2).await;
+    }
+    sqlx::query("UPDATE weaver_checkpoints SET created_at = created_at - 86400000")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE weaver_checkpoints SET checkpoint = X'00' WHERE thread_id = 't59' AND commit_order = 2")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let url = format!("sqlite://{}", db.path.display());
+    let mut out = Vec::new();
+    let got = weaver_cli::run(
+        [
+            "weaver",
+            "--db",
+            &url,
+            "prune",
+            "--older-than",
+            "1h",
+            "--keep-last",
+            "1",
+        ],
+        &|_| None,
+        &mut out,
+    )
+    .await;
+    assert!(matches!(got, Err(Error::Decode { .. })), "{got:?}");
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "deleted 50 checkpoints of 50 threads before an error on the next 10 threads\n"
+    );
+}

@@ -66,6 +66,30 @@ async fn scan_rewrite_upgrades_old_threads_in_an_applications_binary() {
         "nothing was rewritten"
     );
 
+    // Arguments are read before anything is written: a missing snapshot
+    // file, a malformed subgraph snapshot or `--check` with no snapshot
+    // fail the command with the database as it was.
+    let missing = db.path.with_extension("no-such.json").display().to_string();
+    for args in [
+        vec!["scan", "--rewrite", "--schema-file", &missing],
+        vec![
+            "scan",
+            "--rewrite",
+            "--schema-file",
+            &f,
+            "--subgraph-schema",
+            "review",
+        ],
+        vec!["scan", "--rewrite", "--check"],
+    ] {
+        let refused = app(&[&["--db", &url][..], &args[..]].concat()).await;
+        assert!(refused.is_err(), "{args:?}: {refused:?}");
+        assert!(
+            bare.get_state(&config).await.is_err(),
+            "{args:?}: nothing was rewritten"
+        );
+    }
+
     let bad = app(&["--db", &url, "scan", "--rewrite", "--after", "9:a"]).await;
     assert!(
         matches!(bad, Err(weaver::Error::InvalidArgument { .. })),

@@ -100,6 +100,12 @@ impl EffectInfo {
 }
 
 /// The entry `write` journals.
+/// Whether `write` journals an effect run under an explicit key (found by
+/// any later task of the thread, so kept until it is stored).
+pub(crate) fn is_keyed_entry(write: &PendingWrite) -> bool {
+    write.channel == EFFECT_CHANNEL && entry_of(write).is_ok_and(|e| e.info.explicit_key.is_some())
+}
+
 fn entry_of(write: &PendingWrite) -> Result<Entry> {
     let what = || {
         format!(
@@ -138,6 +144,9 @@ pub(crate) struct Journal {
     /// The run's background writer (`async` durability), which may still
     /// hold the checkpoint `at` queued.
     flight: Option<Arc<Flight>>,
+    /// Entries under explicit keys that earlier steps of the run journaled
+    /// on checkpoints not stored yet (`exit` durability).
+    carried: Vec<PendingWrite>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -171,6 +180,7 @@ impl Journal {
             entries: Mutex::new(entries),
             held: Mutex::new(Vec::new()),
             flight: None,
+            carried: Vec::new(),
         }
     }
 
@@ -179,6 +189,13 @@ impl Journal {
     /// stored.
     pub fn with_flight(mut self, flight: Option<Arc<Flight>>) -> Self {
         self.flight = flight;
+        self
+    }
+
+    /// Also finds the explicit keys of `carried`, entries earlier steps of
+    /// the run journaled and the run has not stored yet.
+    pub fn with_carried(mut self, carried: &[PendingWrite]) -> Self {
+        self.carried = carried.to_vec();
         self
     }
 
@@ -259,7 +276,7 @@ impl Journal {
     async fn find_explicit(&self, key: &str) -> Result<Option<Entry>> {
         let matches = |e: &Entry| e.info.explicit_key.as_deref() == Some(key);
         let own: Vec<PendingWrite> = lock(&self.entries).values().cloned().collect();
-        for w in &own {
+        for w in own.iter().chain(&self.carried) {
             let e = entry_of(w)?;
             if matches(&e) {
                 return Ok(Some(e));

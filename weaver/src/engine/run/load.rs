@@ -154,6 +154,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             last_saved: None,
             next_order,
             unsaved_writes: Vec::new(),
+            keyed_effects: Vec::new(),
             unsaved_answers: None,
             delta_channels,
             delta_base: None,

@@ -146,7 +146,8 @@ impl<S: GraphState> Loop<'_, S> {
                     name,
                     &task.writes,
                 )
-                .with_flight(t.writer.flight()),
+                .with_flight(t.writer.flight())
+                .with_carried(&t.keyed_effects),
                 None => Journal::detached(&task.id, name),
             };
             let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)

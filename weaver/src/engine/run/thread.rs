@@ -31,6 +31,11 @@ pub(crate) struct Thread<'g, S> {
     /// Writes not yet sent to the saver (`exit` durability, or writes to a
     /// checkpoint not stored yet).
     pub unsaved_writes: Vec<PendingWrite>,
+    /// Under `exit` durability, the entries of effects run under explicit
+    /// keys by tasks of checkpoints the run never stores: stored with the
+    /// checkpoint the run stores at its end, so that a later task (of this
+    /// run or another) finds them.
+    pub keyed_effects: Vec<PendingWrite>,
     /// Under `exit` durability, the answers this run resumed with: stored,
     /// checked, with whatever the run stores at its end.
     pub unsaved_answers: Option<Answers>,
@@ -102,7 +107,11 @@ impl<S: GraphState> Thread<'_, S> {
         // Writes held for the checkpoint this one supersedes (never stored:
         // `exit` durability) are no one's pending writes any more.
         if self.writer.mode() == Durability::Exit {
-            self.unsaved_writes.clear();
+            self.keyed_effects.extend(
+                self.unsaved_writes
+                    .drain(..)
+                    .filter(crate::engine::effect::is_keyed_entry),
+            );
             return Ok(checkpoint);
         }
         let mut kept = Checkpoint {
@@ -136,7 +145,8 @@ impl<S: GraphState> Thread<'_, S> {
         current: &Checkpoint,
         metadata: impl FnOnce() -> CheckpointMetadata,
     ) -> Result<()> {
-        let writes = std::mem::take(&mut self.unsaved_writes);
+        let mut writes = std::mem::take(&mut self.unsaved_writes);
+        writes.append(&mut self.keyed_effects);
         if !self.is_saved(&current.id) {
             let (record, base) = self.record(current.clone(), metadata());
             let answers = self.unsaved_answers.take();
