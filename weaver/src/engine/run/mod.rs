@@ -156,7 +156,13 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 match lp.finish().await {
                     Ok(()) => lp.remember_stored(),
                     Err(cause) if failed_before => return Err(cause),
-                    Err(_) => {}
+                    // The run's own error is returned; that what it produced
+                    // could not be stored is said here, not lost.
+                    Err(cause) => tracing::warn!(
+                        error = %cause,
+                        run_error = %e,
+                        "a failed run could not store what it produced"
+                    ),
                 }
                 Err(e)
             }
