@@ -89,7 +89,12 @@ impl<S: GraphState> NodeCache<S> {
             // non-finite float (which JSON writes as `null`) or a panicking
             // `Serialize` is an error, not a key shared with other states.
             None => {
-                let value = super::values::encode_value("cache key", state)?;
+                let value = super::panics::caught("`Serialize`", || {
+                    super::finite::check(state).map_err(|e| e.to_string())?;
+                    serde_json::to_value(state).map_err(|e| e.to_string())
+                })
+                .and_then(|encoded| encoded)
+                .map_err(|e| Error::encode("cache key", e))?;
                 serde_json::to_vec(&value).map_err(|e| Error::encode("cache key", e))?
             }
         };

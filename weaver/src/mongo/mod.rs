@@ -76,6 +76,10 @@ use crate::checkpoint::SaverState;
 use crate::codec::{Codec, JsonCodec, MAX_RECORD_BYTES};
 use crate::error::{Error, Result};
 
+/// How many checkpoint ids one query names at most (a query is one document
+/// of at most 16 MB): the lookups of their pending writes, prune's deletes.
+pub(crate) const WRITES_PER_QUERY: usize = 1_000;
+
 /// The setup version this build needs: 2 adds the collections of lease
 /// holders' base writes (`<prefix>lease_bases`, `<prefix>lease_base_writes`)
 /// and their indexes.

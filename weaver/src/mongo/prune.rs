@@ -196,7 +196,7 @@ impl MongoSaver {
         let mut gone = 0;
         // In chunks: a filter is one document, 16 MB at most, and a long
         // thread's ids would not fit in one.
-        for chunk in ids.chunks(super::saver::WRITES_PER_QUERY) {
+        for chunk in ids.chunks(super::WRITES_PER_QUERY) {
             let filter = doc! { "thread_id": thread, "ns": ns, "checkpoint_id": { "$in": chunk } };
             gone += self
                 .checkpoints()

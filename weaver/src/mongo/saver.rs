@@ -34,10 +34,6 @@ fn stored_order(d: &Document) -> Result<u64> {
     u64::try_from(o).map_err(|e| Error::decode("a stored commit_order", e))
 }
 
-/// How many checkpoint ids one query for their pending writes names at
-/// most (a query is one document of at most 16 MB).
-pub(crate) const WRITES_PER_QUERY: usize = 1_000;
-
 fn time(d: DateTime) -> SystemTime {
     d.to_system_time()
 }
@@ -292,7 +288,7 @@ impl MongoSaver {
         // In chunks: a query is one document, 16 MB at most, and a long
         // thread's ids would not fit in one; each chunk names its own
         // threads only.
-        for chunk in tuples.chunks(WRITES_PER_QUERY) {
+        for chunk in tuples.chunks(super::WRITES_PER_QUERY) {
             let wanted: std::collections::HashSet<(&str, &str, &str)> = chunk
                 .iter()
                 .filter_map(|t| {
