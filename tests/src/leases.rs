@@ -1240,45 +1240,7 @@ pub async fn ticket_numbers_are_never_handed_out_twice(saver: Arc<dyn Saver>, th
 /// write, under `Durability::Exit`) does not let the newer `Rollback` run
 /// remove the turn its caller was told had finished.
 pub async fn a_finished_run_is_never_rolled_back_as_stopped(saver: Arc<dyn Saver>, thread: &str) {
-    let watched = Arc::new(Forwarding::leasing(saver));
-    let saver: Arc<dyn Saver> = watched.clone();
-    let g = turns(saver.clone(), Duration::from_millis(1), Arc::default());
-    let config = RunConfig::thread(thread).lease_times(short());
-    g.invoke(say("first"), &config).await.unwrap();
-    // `a` runs its steps, then waits in its one write (at exit).
-    let gate = watched.gate_writes();
-    let entered = gate.entered.notified();
-    let running = tokio::spawn({
-        let (g, config) = (g.clone(), config.clone().durability(Durability::Exit));
-        async move { g.invoke(say("a"), &config).await }
-    });
-    entered.await;
-    let opener = tokio::spawn({
-        let (watched, gate) = (watched.clone(), gate.clone());
-        async move {
-            let noticed =
-                tokio::time::timeout(Duration::from_secs(30), watched.stop_noticed()).await;
-            gate.open.add_permits(1_000);
-            noticed.is_ok()
-        }
-    });
-    let wait = Duration::from_secs(60);
-    let b = g
-        .invoke(
-            say("b"),
-            &config.clone().multitask(Multitask::Rollback { wait }),
-        )
-        .await;
-    assert!(opener.await.unwrap(), "the stop request was never taken in");
-    b.unwrap();
-    let a = running.await.unwrap();
-    assert!(matches!(a, Ok(Outcome::Complete(_))), "{a:?}");
-    assert_eq!(
-        whole_turns(&transcript(&g, thread).await),
-        ["first", "a", "b"],
-        "the finished turn stays"
-    );
-    one_chain(&saver, thread).await;
+    finished_run_stopped_late(saver, thread, false).await;
 }
 
 /// A finished run cut off while it gives its lease back (its caller's
@@ -1289,13 +1251,21 @@ pub async fn a_finished_run_dropped_as_it_gives_back_is_not_rolled_back(
     saver: Arc<dyn Saver>,
     thread: &str,
 ) {
+    finished_run_stopped_late(saver, thread, true).await;
+}
+
+/// Run `a` finishes while a `Rollback` run `b` asks it to stop (the
+/// request reaches it during its one write, at exit); `cut_off`: `a` is
+/// dropped while it gives its lease back. `a`'s turn stays either way.
+async fn finished_run_stopped_late(saver: Arc<dyn Saver>, thread: &str, cut_off: bool) {
     let watched = Arc::new(Forwarding::leasing(saver));
     let saver: Arc<dyn Saver> = watched.clone();
     let g = turns(saver.clone(), Duration::from_millis(1), Arc::default());
     let config = RunConfig::thread(thread).lease_times(short());
     g.invoke(say("first"), &config).await.unwrap();
+    // `a` runs its steps, then waits in its one write (at exit).
     let writes = watched.gate_writes();
-    let releases = watched.gate_release();
+    let releases = cut_off.then(|| watched.gate_release());
     let entered = writes.entered.notified();
     let running = tokio::spawn({
         let (g, config) = (g.clone(), config.clone().durability(Durability::Exit));
@@ -1320,12 +1290,21 @@ pub async fn a_finished_run_dropped_as_it_gives_back_is_not_rolled_back(
         async move { g.invoke(say("b"), &config).await }
     });
     assert!(opener.await.unwrap(), "the stop request was never taken in");
-    // `a` finished and is giving its lease back: cut it off there.
-    releases.entered.notified().await;
-    running.abort();
-    assert!(running.await.unwrap_err().is_cancelled());
-    releases.open.add_permits(1_000);
-    b.await.unwrap().unwrap();
+    match releases {
+        // `a` finished and is giving its lease back: cut it off there.
+        Some(releases) => {
+            releases.entered.notified().await;
+            running.abort();
+            assert!(running.await.unwrap_err().is_cancelled());
+            releases.open.add_permits(1_000);
+            b.await.unwrap().unwrap();
+        }
+        None => {
+            b.await.unwrap().unwrap();
+            let a = running.await.unwrap();
+            assert!(matches!(a, Ok(Outcome::Complete(_))), "{a:?}");
+        }
+    }
     assert_eq!(
         whole_turns(&transcript(&g, thread).await),
         ["first", "a", "b"],

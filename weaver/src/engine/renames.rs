@@ -31,15 +31,22 @@ pub(crate) fn read_tuple<S: GraphState>(
     t: &mut CheckpointTuple,
     strict: bool,
 ) -> Result<Upgraded> {
+    map_nodes(spec, t, strict)?;
+    upgrade_tuple::<S>(t)
+}
+
+/// The node renames of `spec` applied to `t`, and its removed nodes
+/// refused (`strict`: the latest checkpoint) or their sends dropped.
+fn map_nodes<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple, strict: bool) -> Result<()> {
     if !spec.renames.is_empty() {
         rename(spec, t);
     }
     if strict {
-        refuse_removed(spec, t)?;
+        refuse_removed(spec, t)
     } else {
         drop_removed_sends(spec, t);
+        Ok(())
     }
-    upgrade_tuple::<S>(t)
 }
 
 /// [`read_tuple`] for a record whose state comes decoded from a cache (its
@@ -51,14 +58,7 @@ pub(crate) fn read_cached_tuple<S: GraphState>(
     t: &mut CheckpointTuple,
     strict: bool,
 ) -> Result<()> {
-    if !spec.renames.is_empty() {
-        rename(spec, t);
-    }
-    if strict {
-        refuse_removed(spec, t)?;
-    } else {
-        drop_removed_sends(spec, t);
-    }
+    map_nodes(spec, t, strict)?;
     crate::evolution::upgrade_writes_of::<S>(t)
 }
 
