@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
+use weaver::chat::{Action, ChatFlow, ChatFlowBuilder, ChatNode, ChatOptions};
 use weaver::checkpoint::{
     Checkpoint, CheckpointMetadata, CheckpointSource, Checkpointer, NewCheckpoint,
 };
@@ -304,10 +304,10 @@ async fn chat_a_start_router_that_chooses_end_finishes_the_flow() {
     assert!(again.done && again.messages.is_empty(), "{again:?}");
 }
 
-/// A manual save over a head another writer moved past and pruned is a
-/// version conflict, not a version stored below the newer head.
-#[tokio::test]
-async fn chat_a_manual_save_under_a_pruned_head_conflicts() {
+/// Two flows on conversation `c`: one auto-saving, which took the first
+/// turn, and one with auto-save off, which loaded it and answered "Ada"
+/// without saving; and the version it loaded.
+async fn auto_and_manual_with_unsaved_progress() -> (ChatFlow<Signup>, ChatFlow<Signup>, u64) {
     let saver = memory();
     let other = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
     other.turn("").await.unwrap();
@@ -315,6 +315,14 @@ async fn chat_a_manual_save_under_a_pruned_head_conflicts() {
         chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()).auto_save(false));
     let head = manual.restore(None).await.unwrap().version;
     manual.turn_at(head, "Ada").await.unwrap();
+    (other, manual, head)
+}
+
+/// A manual save over a head another writer moved past and pruned is a
+/// version conflict, not a version stored below the newer head.
+#[tokio::test]
+async fn chat_a_manual_save_under_a_pruned_head_conflicts() {
+    let (other, manual, head) = auto_and_manual_with_unsaved_progress().await;
     other.turn("Bob").await.unwrap();
     other.prune(1).await.unwrap();
     let newest = other.latest_version().await.unwrap();
@@ -395,13 +403,7 @@ async fn chat_racing_turns_on_an_in_process_saver_keep_the_winners_reply() {
 /// than leave it conflicting for good.
 #[tokio::test]
 async fn chat_a_manual_flow_whose_conversation_was_deleted_starts_over() {
-    let saver = memory();
-    let other = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
-    other.turn("").await.unwrap();
-    let manual =
-        chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()).auto_save(false));
-    let head = manual.restore(None).await.unwrap().version;
-    manual.turn_at(head, "Ada").await.unwrap();
+    let (other, manual, _) = auto_and_manual_with_unsaved_progress().await;
     other.delete().await.unwrap();
     assert!(matches!(
         manual.save().await,

@@ -9,6 +9,21 @@
 use std::fmt;
 
 use serde::ser::{self, Serialize};
+use serde_json::Value;
+
+use super::panics::caught;
+use crate::error::{Error, Result};
+
+/// `value` as JSON, refusing non-finite floats. `Serialize` is user code: a
+/// panic in it is an [`Error::Encode`] of `what`, not an unwinding run.
+pub(crate) fn encode_value<T: Serialize>(what: &str, value: &T) -> Result<Value> {
+    caught("`Serialize`", || {
+        check(value).map_err(|e| e.to_string())?;
+        serde_json::to_value(value).map_err(|e| e.to_string())
+    })
+    .and_then(|encoded| encoded)
+    .map_err(|e| Error::encode(what, e))
+}
 
 /// The error of [`check`]: the first non-finite float met.
 #[derive(Debug)]

@@ -89,12 +89,7 @@ impl<S: GraphState> NodeCache<S> {
             // non-finite float (which JSON writes as `null`) or a panicking
             // `Serialize` is an error, not a key shared with other states.
             None => {
-                let value = super::panics::caught("`Serialize`", || {
-                    super::finite::check(state).map_err(|e| e.to_string())?;
-                    serde_json::to_value(state).map_err(|e| e.to_string())
-                })
-                .and_then(|encoded| encoded)
-                .map_err(|e| Error::encode("cache key", e))?;
+                let value = super::finite::encode_value("cache key", state)?;
                 serde_json::to_vec(&value).map_err(|e| Error::encode("cache key", e))?
             }
         };

@@ -2,7 +2,6 @@
 
 use serde_json::{Map, Value};
 
-use super::panics::caught;
 use super::send::SENDS_CHANNEL;
 use super::spec::INPUT_CHANNEL;
 use crate::error::{Error, Result};
@@ -107,13 +106,4 @@ pub(crate) fn encode_object<T: serde::Serialize>(
     }
 }
 
-/// `value` as JSON, refusing non-finite floats. `Serialize` is user code: a
-/// panic in it is an [`Error::Encode`] of `what`, not an unwinding run.
-pub(crate) fn encode_value<T: serde::Serialize>(what: &str, value: &T) -> Result<Value> {
-    caught("`Serialize`", || {
-        super::finite::check(value).map_err(|e| e.to_string())?;
-        serde_json::to_value(value).map_err(|e| e.to_string())
-    })
-    .and_then(|encoded| encoded)
-    .map_err(|e| Error::encode(what, e))
-}
+pub(crate) use super::finite::encode_value;

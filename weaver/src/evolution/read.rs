@@ -233,24 +233,16 @@ fn default_values<S: GraphState>() -> Result<Map<String, Value>> {
 /// Returns what was done to the values.
 pub(crate) fn upgrade_tuple<S: GraphState>(t: &mut CheckpointTuple) -> Result<Upgraded> {
     let stored = stored_version(&t.metadata)?;
-    let id = t.checkpoint.id.clone();
-    let done = upgrade_values::<S>(&id, &mut t.checkpoint.channel_values, stored)?;
-    // Writes marked with their own version are checked even on a
-    // checkpoint of the current one: a newer release may have written
-    // them (a rollback must not read them as its own).
-    let marked = t
-        .pending_writes
-        .iter()
-        .any(|w| w.channel == STATE_VERSION_WRITE);
-    if (done.from != S::VERSION || marked) && !t.pending_writes.is_empty() {
-        upgrade_writes::<S>(&id, &mut t.pending_writes, done.from)?;
-    }
+    let done = upgrade_values::<S>(&t.checkpoint.id, &mut t.checkpoint.channel_values, stored)?;
+    upgrade_writes_of::<S>(t)?;
     Ok(done)
 }
 
 /// What [`upgrade_tuple`] does to `t`'s pending writes, its channel values
-/// left as stored: for a read whose state comes decoded (and upcast) from
-/// a cache.
+/// left as stored (alone: for a read whose state comes decoded, and
+/// upcast, from a cache). Writes marked with their own version are checked
+/// even on a checkpoint of the current one: a newer release may have
+/// written them (a rollback must not read them as its own).
 pub(crate) fn upgrade_writes_of<S: GraphState>(t: &mut CheckpointTuple) -> Result<()> {
     let from = stored_version(&t.metadata)?.unwrap_or(1);
     let marked = t
