@@ -72,6 +72,10 @@ pub struct Forwarding {
     /// or a `put_ops` group with one) goes on: another caller's work done
     /// at that point of this one's.
     pub before_checkpoint: Mutex<Option<BoxedWork>>,
+    /// Awaited once, after the next write that stores a checkpoint (`put`,
+    /// or a `put_ops` group with one) succeeded: another caller's work done
+    /// between this one's write and what it does next.
+    pub after_checkpoint: Mutex<Option<BoxedWork>>,
     /// Holds lease renewals back ([`Forwarding::gate_renewals`]).
     pub renew_gate: Mutex<Option<ReleaseGate>>,
     /// Lease renewals that succeeded.
@@ -163,6 +167,7 @@ impl Forwarding {
             write_gate: Mutex::new(None),
             slow_acquire: Mutex::new(None),
             before_checkpoint: Mutex::new(None),
+            after_checkpoint: Mutex::new(None),
             renew_gate: Mutex::new(None),
             renewed: AtomicUsize::new(0),
             withdraw_gate: Mutex::new(None),
@@ -229,11 +234,16 @@ impl Forwarding {
 
     /// Runs the work set to run before a checkpoint write, once.
     async fn run_before_checkpoint(&self) {
-        let work = self
-            .before_checkpoint
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        Self::run_once(&self.before_checkpoint).await;
+    }
+
+    /// Runs the work set to run after a checkpoint write, once.
+    async fn run_after_checkpoint(&self) {
+        Self::run_once(&self.after_checkpoint).await;
+    }
+
+    async fn run_once(work: &Mutex<Option<BoxedWork>>) {
+        let work = work.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(BoxedWork(work)) = work {
             work.await;
         }
@@ -345,7 +355,9 @@ impl Saver for Forwarding {
             ));
         }
         self.pass_write_gate().await;
-        self.inner.put(checkpoint).await
+        let stored = self.inner.put(checkpoint).await?;
+        self.run_after_checkpoint().await;
+        Ok(stored)
     }
     async fn put_writes(
         &self,
@@ -442,7 +454,11 @@ impl Saver for Forwarding {
             return Err(weaver::Error::storage("put_ops", "the group failed (test)"));
         }
         self.pass_write_gate().await;
-        self.inner.put_ops(ops).await
+        self.inner.put_ops(ops).await?;
+        if puts {
+            self.run_after_checkpoint().await;
+        }
+        Ok(())
     }
     fn supports_deltas(&self) -> bool {
         self.deltas

@@ -1524,3 +1524,62 @@ pub async fn a_rewritten_base_is_not_put_back_as_it_was(saver: Arc<dyn Saver>, t
     );
     leases.release(thread, "h", None).await.unwrap();
 }
+
+/// A run cancelled while its `async` writes are still queued gives its
+/// lease back only once they landed: a run in another process that takes
+/// the thread next reads the head the cancelled run left, not one about to
+/// move. (The lease was given back at once, and the next run conflicted
+/// with the writes landing under it.)
+pub async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+) {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let leasing: Arc<dyn Saver> = watched.clone();
+    // Two graphs, each with its own handle on the saver: two processes.
+    let a = turns(leasing.clone(), Duration::from_millis(1), Arc::default());
+    let b = turns(leasing.clone(), Duration::from_millis(1), Arc::default());
+    let config = RunConfig::thread(thread)
+        .lease_times(patient())
+        .durability(Durability::Async);
+    a.invoke(say("first"), &config).await.unwrap();
+    // `a`'s background writes wait at the gate; its run waits for them at
+    // its end, and is cancelled there.
+    let writes = watched.gate_writes();
+    let releases = watched.gate_release();
+    let running = tokio::spawn({
+        let (a, config) = (a.clone(), config.clone());
+        async move { a.invoke(say("a"), &config).await }
+    });
+    writes.entered.notified().await;
+    running.abort();
+    assert!(running.await.unwrap_err().is_cancelled());
+    let early = tokio::time::timeout(Duration::from_millis(300), releases.entered.notified()).await;
+    assert!(
+        early.is_err(),
+        "the lease was given back before the run's queued writes landed"
+    );
+    writes.open.add_permits(1_000);
+    tokio::time::timeout(Duration::from_secs(30), releases.entered.notified())
+        .await
+        .expect("the lease was never given back");
+    releases.open.add_permits(1_000);
+    let leases = leasing.leases().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while leases
+        .lease_info(thread)
+        .await
+        .unwrap()
+        .is_some_and(|l| l.remaining_ms > 0)
+    {
+        assert!(Instant::now() < deadline, "the lease stayed held");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    b.invoke(say("b"), &config).await.unwrap();
+    // The cancelled turn keeps what it committed (as a stopped one does),
+    // and the next goes on from there.
+    let t = transcript(&b, thread).await;
+    assert_eq!(t[..4], ["first", "assistant:first", "tool:first", "a"], "{t:?}");
+    assert_eq!(t[t.len() - 3..], ["b", "assistant:b", "tool:b"], "{t:?}");
+    one_chain(&leasing, thread).await;
+}

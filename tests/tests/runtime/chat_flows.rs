@@ -398,6 +398,45 @@ async fn chat_racing_turns_on_an_in_process_saver_keep_the_winners_reply() {
     }
 }
 
+/// A turn reports the version it stored, and the flow holds what it left,
+/// even when another writer's turn lands right after it (the flow used to
+/// read the latest version back after the run, so it reported the other
+/// writer's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_a_turn_reports_its_own_version_when_another_lands_right_after() {
+    use weaver_tests::forwarding::{BoxedWork, Forwarding};
+    let watched = Arc::new(Forwarding::leasing(memory()));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let a = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
+    let b = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
+    a.turn("").await.unwrap();
+    let head = a.latest_version().await.unwrap();
+    // `a`'s answer stores two versions (the valid reply, then the next
+    // question): `b` takes its whole turn once `a` has stored the second.
+    let b_turn = Arc::new(std::sync::Mutex::new(None));
+    let intrusion = BoxedWork(Box::pin({
+        let b_turn = b_turn.clone();
+        async move {
+            let t = b.turn("bob@example.com").await;
+            *b_turn.lock().unwrap() = Some(t);
+        }
+    }));
+    *watched.after_checkpoint.lock().unwrap() = Some(BoxedWork(Box::pin({
+        let watched = watched.clone();
+        async move { *watched.after_checkpoint.lock().unwrap() = Some(intrusion) }
+    })));
+    let a_turn = a.turn_at(head, "Ada").await.unwrap();
+    let b_turn = b_turn.lock().unwrap().take().expect("b took its turn");
+    let b_turn = b_turn.unwrap();
+    assert_eq!(a_turn.version, head + 2, "{a_turn:?} {b_turn:?}");
+    assert!(b_turn.version > a_turn.version, "{b_turn:?}");
+    assert_eq!(a.latest_version().await.unwrap(), b_turn.version);
+    assert_eq!(a.version(), head + 2);
+    assert_eq!((a.state().name, a.state().email), ("Ada".into(), String::new()));
+    assert!(!a.tracker().done);
+    assert_eq!(a.tracker().node.as_deref(), Some("ask_email"));
+}
+
 /// A manual flow whose conversation another writer deleted: its save is a
 /// conflict, and `restore` (which finds nothing) lets it start over rather
 /// than leave it conflicting for good.

@@ -138,3 +138,8 @@ async fn a_rewritten_base_is_not_put_back_as_it_was_in_memory() {
 async fn a_finished_run_dropped_as_it_gives_back_is_not_rolled_back_in_memory() {
     leases::a_finished_run_dropped_as_it_gives_back_is_not_rolled_back(memory(), "t").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land_in_memory() {
+    leases::a_cancelled_run_gives_its_lease_back_once_its_writes_land(memory(), "t").await;
+}

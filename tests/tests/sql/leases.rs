@@ -578,3 +578,18 @@ async fn a_finished_run_dropped_as_it_gives_back_is_not_rolled_back_on_postgres(
     leases::a_finished_run_dropped_as_it_gives_back_is_not_rolled_back(saver, "t").await;
     db.drop_schema().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_cancelled_run_gives_its_lease_back_once_its_writes_land(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_cancelled_run_gives_its_lease_back_once_its_writes_land(saver, "t").await;
+    db.drop_schema().await;
+}

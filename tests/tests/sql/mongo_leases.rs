@@ -308,3 +308,8 @@ async fn a_truncate_below_the_base_lowers_it_on_mongo() {
 async fn a_rewritten_base_is_not_put_back_as_it_was_on_mongo() {
     on_mongo(|s| leases::a_rewritten_base_is_not_put_back_as_it_was(s, "t")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land_on_mongo() {
+    on_mongo(|s| leases::a_cancelled_run_gives_its_lease_back_once_its_writes_land(s, "t")).await;
+}

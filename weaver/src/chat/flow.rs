@@ -301,7 +301,8 @@ impl<S: GraphState> ChatFlow<S> {
             if at.commit_order != version {
                 return Err(self.conflict(version));
             }
-            let turn = match self.run(&self.stored, at, Some(version), input).await {
+            let base = at.config.clone();
+            let (turn, last) = match self.run(&self.stored, at, Some(version), input).await {
                 // What the turn went on from was pruned by a turn that
                 // got there first (and its host's `prune`).
                 Err(Error::CheckpointNotFound { .. })
@@ -311,7 +312,10 @@ impl<S: GraphState> ChatFlow<S> {
                 }
                 turn => turn?,
             };
-            let now = self.stored.get_state(&config).await?;
+            // The checkpoint this turn stored last (or the one it started
+            // from, if it stored none): never one another writer stored
+            // after it.
+            let now = self.stored.get_state(last.as_ref().unwrap_or(&base)).await?;
             let version = now.commit_order;
             self.with_local(|l| {
                 *l = Local {
@@ -342,7 +346,7 @@ impl<S: GraphState> ChatFlow<S> {
         }
         let at = scratch.get_state(&config).await?;
         let before = (at.commit_order, at.pending_writes.len());
-        let turn = self.run(scratch, at, None, input).await;
+        let turn = self.run(scratch, at, None, input).await.map(|(t, _)| t);
         // What the turn did before a failure stays in the flow (the scratch
         // holds it), as it stays stored under auto-save: the next turn goes
         // on from there, not from the saved version again. A failed turn
@@ -374,14 +378,15 @@ impl<S: GraphState> ChatFlow<S> {
         }
     }
 
-    /// Runs one turn on `graph` from `at`, its latest checkpoint.
+    /// Runs one turn on `graph` from `at`, its latest checkpoint; with the
+    /// turn, where it stored its last checkpoint (`None`: none).
     async fn run(
         &self,
         graph: &CompiledGraph<Conversation<S>>,
         at: StateSnapshot<Conversation<S>>,
         expect: Option<u64>,
         input: TurnInput,
-    ) -> Result<Turn> {
+    ) -> Result<(Turn, Option<RunConfig>)> {
         // Writes of a node that finished, with no snapshot after them
         // (stored alone when the snapshot failed; a turn stores a step's
         // writes with its snapshot, so never a racing turn's): the turn goes
@@ -393,11 +398,12 @@ impl<S: GraphState> ChatFlow<S> {
             && at.next.is_empty()
             && at.interrupts.is_empty();
         if (at.values.tracker.done || skipped) && !unfinished {
-            return Ok(Turn {
+            let turn = Turn {
                 messages: Vec::new(),
                 done: true,
                 version: at.commit_order,
-            });
+            };
+            return Ok((turn, None));
         }
         let start: Input<Conversation<S>> = if at.commit_order == 0 {
             Input::Update(ConversationUpdate::default())
@@ -426,9 +432,9 @@ impl<S: GraphState> ChatFlow<S> {
         if let Some(v) = expect {
             config = config.expect_head(v);
         }
-        let out = graph.invoke(start, &config).await;
+        let (out, last) = graph.invoke_noting_last(start, &config).await;
         let messages = ctx.emitted();
-        match out {
+        let turn = match out {
             Err(_) if ctx.exceeded() => Err(Error::LimitExceeded {
                 limit: "chat node runs in one turn",
                 value: ctx.max_runs() as u64 + 1,
@@ -447,7 +453,8 @@ impl<S: GraphState> ChatFlow<S> {
                 done: true,
                 version: 0,
             }),
-        }
+        };
+        Ok((turn?, last))
     }
 }
 

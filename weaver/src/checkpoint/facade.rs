@@ -78,6 +78,12 @@ impl Checkpointer {
         self.state.take_off(thread)
     }
 
+    /// The background writers of `thread` registered with the saver's
+    /// handles now.
+    pub(crate) fn flights_of(&self, thread: &str) -> Vec<Arc<Flight>> {
+        self.state.flights_of(thread)
+    }
+
     /// Waits until no background writer of the saver has operations of
     /// `thread` queued.
     /// Returns whether there were any to wait for.

@@ -76,6 +76,14 @@ impl SaverState {
         }
     }
 
+    /// The background writers of `thread` registered now.
+    pub(crate) fn flights_of(&self, thread: &str) -> Vec<Arc<Flight>> {
+        if self.registered.load(Ordering::SeqCst) == 0 {
+            return Vec::new();
+        }
+        self.flights().get(thread).cloned().unwrap_or_default()
+    }
+
     /// Waits until no background writer has operations of `thread` queued,
     /// those registered while it waited included (a run stopping registers
     /// the release of its lease before the flight of its stop lands).

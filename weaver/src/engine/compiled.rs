@@ -237,6 +237,39 @@ impl<S: GraphState> CompiledGraph<S> {
         .await
     }
 
+    /// [`invoke`](Self::invoke), also saying where the run stored its last
+    /// checkpoint in `config`'s namespace (`None`: it stored none), so a
+    /// caller reads what this run left, not what another writer stored
+    /// after it.
+    pub(crate) async fn invoke_noting_last(
+        &self,
+        input: Input<S>,
+        config: &RunConfig,
+    ) -> (Result<Outcome<S>>, Option<RunConfig>) {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let modes = StreamModes::none().with(StreamMode::Checkpoints);
+        let sink = Sink::new(tx, modes, config.ns());
+        let out = Loop::run_held(
+            &self.inner.spec,
+            self.inner.checkpointer.as_ref(),
+            config.clone(),
+            input,
+            Some(sink),
+            self.inner.store.clone(),
+            Some(&self.inner.snapshots),
+        )
+        .await;
+        let mut last = None;
+        while let Ok(item) = rx.try_recv() {
+            if let StreamItem::Event(super::StreamEvent::Checkpoint(c)) = item {
+                if c.namespace == config.ns() {
+                    last = Some(c.config);
+                }
+            }
+        }
+        (out, last)
+    }
+
     /// Continues the thread without new input: runs the tasks left by a
     /// failure or a static interrupt (reusing the writes of tasks that
     /// succeeded), or replays from `checkpoint_id`.

@@ -449,6 +449,10 @@ impl Drop for Hold {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        // What the run queued in the background lands before the lease is
+        // given back: a run in another process that takes the thread then
+        // reads the head this run left, not one about to move.
+        let queued = self.cp.flights_of(&self.thread_id);
         let guard = self.cp.take_off(&self.thread_id);
         guard.flight().queued(1);
         let saver = self.cp.saver().clone();
@@ -457,6 +461,9 @@ impl Drop for Hold {
         let (paused, stopped) = self.ending.unwrap_or((false, self.watch.stop()));
         let lease = self.times.lease;
         rt.spawn(async move {
+            for flight in queued {
+                flight.settled().await;
+            }
             if let Some(l) = saver.leases() {
                 let _ = if paused && stopped.is_none() {
                     l.renew(&thread, &holder, lease).await.map(|_| ())
