@@ -475,3 +475,40 @@ async fn the_next_turn_after_a_dropped_stream_waits_for_it_in_memory() {
     let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(InMemorySaver::new());
     weaver_tests::dropped::the_next_turn_after_a_dropped_stream_waits_for_it(saver).await;
 }
+
+/// Reads across threads (every thread's checkpoints, the thread list, a
+/// thread search) wait for what a dropped stream's run queued, as the
+/// reads of its thread do. (They read the database at once, without it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_across_threads_wait_for_a_dropped_runs_writes() {
+    use weaver::checkpoint::{ListFilter, ThreadQuery};
+    use weaver_tests::forwarding::Forwarding;
+    let watched = Arc::new(Forwarding::default());
+    let saver: Arc<dyn Saver> = watched.clone();
+    let g = Graph::<Steps>::new("g")
+        .add_node("a", |_: &Steps| StepsUpdate::default().bar(["a"]))
+        .add_sequence([START, "a", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    let writes = watched.gate_writes();
+    let config = RunConfig::thread("t").durability(Durability::Async);
+    let stream = g.stream(StepsUpdate::default().foo("x"), &config);
+    writes.entered.notified().await;
+    drop(stream);
+    let cp = g.checkpointer().unwrap().clone();
+    let reads = tokio::spawn(async move {
+        let threads = cp.list_threads(None, 0).await.unwrap();
+        let records = cp.list_records(&ListFilter::all()).await.unwrap();
+        let page = cp.search_threads(&ThreadQuery::new()).await.unwrap();
+        (threads.len(), records.len(), page.threads.len())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !reads.is_finished(),
+        "a read across threads did not wait for the queued writes"
+    );
+    writes.open.add_permits(1_000);
+    let (threads, records, found) = reads.await.unwrap();
+    assert_eq!((threads, found), (1, 1));
+    assert!(records >= 1, "{records}");
+}

@@ -169,8 +169,11 @@ impl Checkpointer {
     /// [`Saver::list_stored`]: the records as stored, delta channels not rebuilt
     /// ([`resolve_listed`](Checkpointer::resolve_listed) does that).
     pub(crate) async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
-        if let Some(thread) = &filter.thread_id {
-            self.settle(thread).await;
+        match &filter.thread_id {
+            Some(thread) => {
+                self.settle(thread).await;
+            }
+            None => self.state.settle_all().await,
         }
         self.saver.list_stored(filter).await
     }
@@ -401,7 +404,9 @@ impl Checkpointer {
             .await
     }
 
-    /// [`Saver::list_threads`]: at most `limit` threads from `offset` on.
+    /// [`Saver::list_threads`]: at most `limit` threads from `offset` on,
+    /// once what runs on this saver queued in the background (of any
+    /// thread) has landed.
     ///
     /// ```
     /// use weaver::prelude::*;
@@ -425,11 +430,13 @@ impl Checkpointer {
         limit: Option<usize>,
         offset: usize,
     ) -> Result<Vec<ThreadInfo>> {
+        self.state.settle_all().await;
         self.saver.list_threads(limit, offset).await
     }
 
     /// [`Saver::search_threads`]: a page of threads by metadata, idleness
-    /// and time, with the cursor of the next.
+    /// and time, with the cursor of the next (once what runs on this saver
+    /// queued in the background has landed).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -440,6 +447,7 @@ impl Checkpointer {
     /// # Ok::<(), weaver::Error>(()) }).unwrap();
     /// ```
     pub async fn search_threads(&self, query: &ThreadQuery) -> Result<ThreadPage> {
+        self.state.settle_all().await;
         self.saver.search_threads(query).await
     }
 

@@ -109,6 +109,18 @@ impl SaverState {
         }
     }
 
+    /// Waits until the background writers registered now, of every thread,
+    /// have nothing queued: what a read across threads waits for.
+    pub(crate) async fn settle_all(&self) {
+        if self.registered.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let queued: Vec<Arc<Flight>> = self.flights().values().flatten().cloned().collect();
+        for flight in queued {
+            flight.settled().await;
+        }
+    }
+
     /// Records a deletion of `thread_id` (its ids may be stored again with
     /// other records): what was cached of it before is not served after.
     pub(crate) fn note_deletion(&self, thread_id: &str) {
