@@ -1579,7 +1579,11 @@ pub async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land(
     // The cancelled turn keeps what it committed (as a stopped one does),
     // and the next goes on from there.
     let t = transcript(&b, thread).await;
-    assert_eq!(t[..4], ["first", "assistant:first", "tool:first", "a"], "{t:?}");
+    assert_eq!(
+        t[..4],
+        ["first", "assistant:first", "tool:first", "a"],
+        "{t:?}"
+    );
     assert_eq!(t[t.len() - 3..], ["b", "assistant:b", "tool:b"], "{t:?}");
     one_chain(&leasing, thread).await;
 }

@@ -432,7 +432,10 @@ async fn chat_a_turn_reports_its_own_version_when_another_lands_right_after() {
     assert!(b_turn.version > a_turn.version, "{b_turn:?}");
     assert_eq!(a.latest_version().await.unwrap(), b_turn.version);
     assert_eq!(a.version(), head + 2);
-    assert_eq!((a.state().name, a.state().email), ("Ada".into(), String::new()));
+    assert_eq!(
+        (a.state().name, a.state().email),
+        ("Ada".into(), String::new())
+    );
     assert!(!a.tracker().done);
     assert_eq!(a.tracker().node.as_deref(), Some("ask_email"));
 }

@@ -512,3 +512,61 @@ async fn reads_across_threads_wait_for_a_dropped_runs_writes() {
     assert_eq!((threads, found), (1, 1));
     assert!(records >= 1, "{records}");
 }
+
+/// A stream dropped on a thread outside any runtime's context (a UI
+/// thread, say) still makes the next call on the run's thread wait until
+/// the run stopped. (Its task was left running with nothing to wait for.)
+#[test]
+fn a_stream_dropped_outside_a_runtime_still_makes_the_next_call_wait() {
+    use std::time::Instant;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (started, release) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let g = Graph::<Steps>::new("g")
+        .add_node("slow", {
+            let (started, release) = (started.clone(), release.clone());
+            move |_: &Steps| {
+                started.store(true, Ordering::SeqCst);
+                // Blocks its worker: the run cannot be cancelled meanwhile.
+                let start = Instant::now();
+                while !release.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(20) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                StepsUpdate::default().bar(["slow"])
+            }
+        })
+        .add_node("fast", |_: &Steps| StepsUpdate::default().bar(["fast"]))
+        .add_sequence([START, "slow", "fast", END])
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    let stream = {
+        let _inside = rt.enter();
+        g.stream(StepsUpdate::default().foo("x"), &config)
+    };
+    let start = Instant::now();
+    while !started.load(Ordering::SeqCst) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "`slow` never began"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(stream);
+    let read = rt.spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.get_state(&config).await }
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let early = read.is_finished();
+    release.store(true, Ordering::SeqCst);
+    let state = rt.block_on(read).unwrap().unwrap();
+    assert!(!early, "the read did not wait for the dropped run to stop");
+    assert_eq!(state.values.bar, ["slow"], "the run stopped after `slow`");
+}

@@ -315,7 +315,10 @@ impl<S: GraphState> ChatFlow<S> {
             // The checkpoint this turn stored last (or the one it started
             // from, if it stored none): never one another writer stored
             // after it.
-            let now = self.stored.get_state(last.as_ref().unwrap_or(&base)).await?;
+            let now = self
+                .stored
+                .get_state(last.as_ref().unwrap_or(&base))
+                .await?;
             let version = now.commit_order;
             self.with_local(|l| {
                 *l = Local {

@@ -817,7 +817,7 @@ impl<S: GraphState> CompiledGraph<S> {
             .await;
             let _ = tx.send(StreamItem::Done(result));
         });
-        RunStream::new(rx, Some(handle), thread)
+        RunStream::new(rx, Some((handle, runtime)), thread)
     }
 }
 

@@ -41,18 +41,27 @@ pub struct RunStream<S: GraphState> {
     handle: Option<JoinHandle<()>>,
     /// The checkpointer and thread the run writes to, if any.
     thread: Option<(Checkpointer, String)>,
+    /// The runtime the run's task runs on: a drop outside its context
+    /// still waits there for the task to stop.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl<S: GraphState> RunStream<S> {
     /// The stream of the run whose events arrive on `rx`, run by the task
-    /// `handle` (none without a runtime) on `thread` (the checkpointer and
-    /// thread it writes to, if any).
+    /// `handle` on `runtime` (neither without a runtime) on `thread` (the
+    /// checkpointer and thread it writes to, if any).
     pub(crate) fn new(
         rx: mpsc::UnboundedReceiver<StreamItem<S>>,
-        handle: Option<JoinHandle<()>>,
+        handle: Option<(JoinHandle<()>, tokio::runtime::Handle)>,
         thread: Option<(Checkpointer, String)>,
     ) -> Self {
-        RunStream { rx, handle, thread }
+        let (handle, runtime) = handle.unzip();
+        RunStream {
+            rx,
+            handle,
+            thread,
+            runtime,
+        }
     }
 }
 
@@ -102,7 +111,9 @@ impl<S: GraphState> Drop for RunStream<S> {
         };
         let guard = cp.take_off(&thread);
         guard.flight().queued(1);
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        // On the run's runtime, whatever thread drops the stream (one
+        // outside any runtime's context included).
+        if let Some(runtime) = self.runtime.take() {
             runtime.spawn(async move {
                 let _ = handle.await;
                 drop(guard);
