@@ -76,6 +76,12 @@ pub struct Forwarding {
     /// or a `put_ops` group with one) succeeded: another caller's work done
     /// between this one's write and what it does next.
     pub after_checkpoint: Mutex<Option<BoxedWork>>,
+    /// Holds back the `put_ops` groups that store a root-namespace
+    /// checkpoint ([`Forwarding::gate_root_groups`]).
+    pub root_gate: Mutex<Option<ReleaseGate>>,
+    /// While set, every `put_ops` group that stores a root-namespace
+    /// checkpoint fails with a storage error (subgraphs' groups go through).
+    pub fail_root_groups: AtomicBool,
     /// Holds lease renewals back ([`Forwarding::gate_renewals`]).
     pub renew_gate: Mutex<Option<ReleaseGate>>,
     /// Lease renewals that succeeded.
@@ -168,6 +174,8 @@ impl Forwarding {
             slow_acquire: Mutex::new(None),
             before_checkpoint: Mutex::new(None),
             after_checkpoint: Mutex::new(None),
+            root_gate: Mutex::new(None),
+            fail_root_groups: AtomicBool::new(false),
             renew_gate: Mutex::new(None),
             renewed: AtomicUsize::new(0),
             withdraw_gate: Mutex::new(None),
@@ -199,6 +207,18 @@ impl Forwarding {
             open: Arc::new(tokio::sync::Semaphore::new(0)),
         };
         *self.write_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
+        gate
+    }
+
+    /// Makes every `put_ops` group that stores a root-namespace checkpoint
+    /// wait for a permit of the gate returned (none yet), after notifying
+    /// it was entered.
+    pub fn gate_root_groups(&self) -> ReleaseGate {
+        let gate = ReleaseGate {
+            entered: Arc::new(tokio::sync::Notify::new()),
+            open: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        *self.root_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
         gate
     }
 
@@ -448,8 +468,15 @@ impl Saver for Forwarding {
         } else {
             self.run_before_checkpoint().await;
         }
+        let root = ops
+            .iter()
+            .any(|op| matches!(op, WriteOp::Put(c) if c.checkpoint_ns.is_empty()));
+        if root {
+            Self::pass(&self.root_gate).await;
+        }
         if self.fail_groups.load(Ordering::SeqCst)
             || (puts && self.fail_checkpoints.load(Ordering::SeqCst))
+            || (root && self.fail_root_groups.load(Ordering::SeqCst))
         {
             return Err(weaver::Error::storage("put_ops", "the group failed (test)"));
         }

@@ -291,3 +291,63 @@ async fn a_refused_effect_reports_the_failed_write() {
     );
     assert_eq!(ran.load(Ordering::SeqCst), 0, "the effect ran");
 }
+
+/// An effect in a subgraph's task waits until the checkpoint its parent's
+/// task started from is stored (the subgraph's namespace, and so the
+/// effect's key, comes from that task's id): when the parent's background
+/// write fails, the effect does not run. (It ran under a key no stored
+/// checkpoint gives again, so the next run did it a second time.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_in_a_subgraph_waits_for_its_parents_checkpoint() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use weaver::prelude::*;
+    use weaver_tests::forwarding::Forwarding;
+    use weaver_tests::states::{Steps, StepsUpdate};
+    let db = SqliteDb::new().await;
+    let failing = Arc::new(Forwarding::leasing(Arc::new(db.saver().await)));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let paying = Arc::new(AtomicBool::new(false));
+    let inner = Graph::<Steps>::new("inner")
+        .add_node("charge", charge)
+        .add_sequence([START, "charge", END])
+        .compile(Compile::new())
+        .unwrap();
+    // The parent's checkpoints are held until its `pay` task has begun,
+    // then their write fails.
+    let gate = failing.gate_root_groups();
+    let outer = Graph::<Steps>::new("outer")
+        .add_node("prep", |_: &Steps| StepsUpdate::default().bar(["prep"]))
+        .add_node("pay", {
+            let paying = paying.clone();
+            move |_: &Steps, rt: &Runtime| {
+                paying.store(true, Ordering::SeqCst);
+                let call = rt.subgraph(&inner);
+                async move {
+                    let done = call.invoke(Steps::default()).await?;
+                    Ok::<_, NodeError>(StepsUpdate::default().foo(done.foo))
+                }
+            }
+        })
+        .add_sequence([START, "prep", "pay", END])
+        .compile(Compile::new().checkpointer_arc(failing.clone()))
+        .unwrap();
+    let config = RunConfig::thread("t")
+        .durability(Durability::Async)
+        .multitask(weaver::config::Multitask::Race)
+        .with_context(ran.clone());
+    let run = tokio::spawn({
+        let (outer, config) = (outer.clone(), config.clone());
+        async move { outer.invoke(Steps::default(), &config).await }
+    });
+    gate.entered.notified().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !paying.load(Ordering::SeqCst) {
+        assert!(std::time::Instant::now() < deadline, "`pay` never began");
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    failing.fail_root_groups.store(true, Ordering::SeqCst);
+    gate.open.add_permits(1_000);
+    let e = run.await.unwrap().unwrap_err();
+    assert!(matches!(&e, weaver::Error::Storage { .. }), "{e:?}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the effect ran");
+}

@@ -144,6 +144,10 @@ pub(crate) struct Journal {
     /// The run's background writer (`async` durability), which may still
     /// hold the checkpoint `at` queued.
     flight: Option<Arc<Flight>>,
+    /// The background writers of the graphs whose tasks run this one's
+    /// graph as their subgraph, outermost first: they may still hold the
+    /// checkpoints the subgraph's namespace comes from.
+    outer: Vec<Arc<Flight>>,
     /// Entries under explicit keys that earlier steps of the run journaled
     /// on checkpoints not stored yet (`exit` durability).
     carried: Vec<PendingWrite>,
@@ -180,6 +184,7 @@ impl Journal {
             entries: Mutex::new(entries),
             held: Mutex::new(Vec::new()),
             flight: None,
+            outer: Vec::new(),
             carried: Vec::new(),
         }
     }
@@ -190,6 +195,21 @@ impl Journal {
     pub fn with_flight(mut self, flight: Option<Arc<Flight>>) -> Self {
         self.flight = flight;
         self
+    }
+
+    /// The journal of a subgraph's task, whose graph runs in the tasks of
+    /// the graphs whose background writers are `outer` (outermost first):
+    /// an effect also waits until what they queued is stored.
+    pub fn with_outer(mut self, outer: Vec<Arc<Flight>>) -> Self {
+        self.outer = outer;
+        self
+    }
+
+    /// The background writers an effect of this task waits for: those a
+    /// subgraph run by the task hands to its own tasks' journals.
+    pub fn flights(&self) -> Vec<Arc<Flight>> {
+        let own = self.flight.iter().filter(|_| self.stored).cloned();
+        self.outer.iter().cloned().chain(own).collect()
     }
 
     /// Also finds the explicit keys of `carried`, entries earlier steps of
@@ -205,21 +225,25 @@ impl Journal {
     /// to a crash or a failed write would be stored again under another
     /// id, so the effect must not run before it is. A write that failed is
     /// [`Error::Storage`].
+    ///
+    /// In a subgraph's task, the same goes for the checkpoints of the
+    /// graphs it runs within: the subgraph's namespace, and so the key,
+    /// comes from the id of the task that runs it.
     async fn await_checkpoint(&self) -> Result<()> {
-        let Some(flight) = self.flight.as_ref().filter(|_| self.stored) else {
-            return Ok(());
-        };
-        flight.settled().await;
-        if flight.has_failed() {
-            return Err(Error::storage(
-                "effect",
-                format!(
-                    "checkpoint `{}` of thread `{}`, where task `{}` started, could not be stored: the effect does not run",
-                    self.at.checkpoint_id.as_deref().unwrap_or_default(),
-                    self.at.thread_id,
-                    self.task_id
-                ),
-            ));
+        for flight in self.flights() {
+            flight.settled().await;
+            if flight.has_failed() {
+                return Err(Error::storage(
+                    "effect",
+                    format!(
+                        "checkpoint `{}` of thread `{}` (namespace `{}`), where task `{}` started, or one of a graph that runs it as a subgraph, could not be stored: the effect does not run",
+                        self.at.checkpoint_id.as_deref().unwrap_or_default(),
+                        self.at.thread_id,
+                        self.at.checkpoint_ns,
+                        self.task_id
+                    ),
+                ));
+            }
         }
         Ok(())
     }

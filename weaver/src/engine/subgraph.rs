@@ -180,6 +180,7 @@ impl Runtime {
             origin: self.origin.clone(),
             renamed_ns: self.renamed_ns.clone(),
             refused,
+            outer_flights: self.journal().flights(),
         }
     }
 
@@ -215,6 +216,9 @@ pub struct SubgraphCall<T: GraphState> {
     renamed_ns: Option<String>,
     /// Why the call is refused before it runs, if it is.
     refused: Option<Error>,
+    /// The background writers the task's effects wait for
+    /// ([`Env::outer_flights`]).
+    outer_flights: Vec<Arc<crate::checkpoint::facade::Flight>>,
 }
 
 impl<T: GraphState> fmt::Debug for SubgraphCall<T> {
@@ -316,6 +320,7 @@ impl<T: GraphState> SubgraphCall<T> {
             copy_from,
             watch: None,
             nested: true,
+            outer_flights: self.outer_flights,
         };
         let inner = &self.graph.inner;
         let built = Some(&inner.snapshots);

@@ -103,6 +103,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             store: env.store,
             outer_stream: env.stream,
             nested: env.nested,
+            outer_flights: env.outer_flights,
             watch: env.watch,
             sink,
             thread: None,

@@ -44,6 +44,9 @@ pub(crate) struct Env {
     pub watch: Option<Arc<Watch>>,
     /// The run is a task's subgraph.
     pub nested: bool,
+    /// The background writers of the graphs whose tasks run this one as
+    /// their subgraph (outermost first): its effects wait for them too.
+    pub outer_flights: Vec<Arc<crate::checkpoint::facade::Flight>>,
 }
 
 /// The state of one run between steps.
@@ -56,6 +59,8 @@ pub(crate) struct Loop<'g, S: GraphState> {
     outer_stream: StreamWriter,
     /// The run is a task's subgraph.
     nested: bool,
+    /// [`Env::outer_flights`].
+    outer_flights: Vec<Arc<crate::checkpoint::facade::Flight>>,
     sink: Option<Sink<S>>,
     /// Where the run stores its thread: none without a checkpointer.
     thread: Option<Thread<'g, S>>,
@@ -193,6 +198,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             stream: StreamWriter::default(),
             watch,
             nested: false,
+            outer_flights: Vec::new(),
         };
         let Some(checkpointer) = cp else {
             return Loop::run(spec, cp, config, input, sink, env(None), built).await;

@@ -147,6 +147,7 @@ impl<S: GraphState> Loop<'_, S> {
                     &task.writes,
                 )
                 .with_flight(t.writer.flight())
+                .with_outer(self.outer_flights.clone())
                 .with_carried(&t.keyed_effects),
                 None => Journal::detached(&task.id, name),
             };
