@@ -9,7 +9,7 @@ use serde_json::Value;
 use weaver::checkpoint::{Checkpointer, PruneStrategy, ThreadInfo, ThreadOrder, ThreadQuery};
 use weaver::{Error, Result};
 
-use super::{io, printable};
+use super::io;
 
 /// Reads a duration written `30d`, `12h`, `90m`, `45s` or `500ms`: a whole
 /// number above zero and its unit.
@@ -133,7 +133,7 @@ fn line(t: &ThreadInfo, out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,
         "{}\t{}\t{}\t{}",
-        printable(&t.thread_id),
+        crate::cursor_text(&t.thread_id),
         t.checkpoints,
         rfc3339(t.created_at),
         rfc3339(t.updated_at)

@@ -37,6 +37,11 @@
 //! [`weaver::Error::MigrationRequired`], its hint
 //! naming the `weaver migrate` command to run.
 //!
+//! Text from the database is printed with control characters escaped
+//! (`\u{1b}`); thread ids also have a backslash doubled, and a thread id
+//! given on the command line is read back the same way, so an id is passed
+//! back exactly as `threads` printed it.
+//!
 //! [`run`] is the whole program, for tests and embedding; the binary calls
 //! it with the process's arguments.
 //!
@@ -119,7 +124,7 @@ enum Command {
     },
     /// A thread's checkpoints, newest first.
     History {
-        /// The thread id.
+        /// The thread id, as `threads` prints it (escapes read back).
         thread: String,
         #[command(flatten)]
         ns: Ns,
@@ -132,7 +137,7 @@ enum Command {
     },
     /// One checkpoint as JSON: values, metadata, pending writes, journaled effects.
     Show {
-        /// The thread id.
+        /// The thread id, as `threads` prints it (escapes read back).
         thread: String,
         #[command(flatten)]
         ns: Ns,
@@ -145,7 +150,7 @@ enum Command {
     },
     /// What changed in each channel between two checkpoints (`@N` is version N, anything else an id).
     Diff {
-        /// The thread id.
+        /// The thread id, as `threads` prints it (escapes read back).
         thread: String,
         /// The older checkpoint.
         from: String,
@@ -156,7 +161,7 @@ enum Command {
     },
     /// Delete old checkpoints of threads: keep the newest N, or delete the threads.
     Prune {
-        /// The thread ids (with --older-than, none means every thread).
+        /// The thread ids, as `threads` prints them (with --older-than, none means every thread).
         #[arg(required_unless_present_any = ["idle_for", "older_than"])]
         threads: Vec<String>,
         /// Keep this many newest checkpoints per namespace.
@@ -418,9 +423,27 @@ pub fn cursor_text(text: &str) -> Cow<'_, str> {
 /// assert!(weaver_cli::parse_cursor("a\\qb").is_err());
 /// ```
 pub fn parse_cursor(text: &str) -> Result<String> {
+    unescape(text, "cursor")
+}
+
+/// A thread id given on the command line, read as [`parse_cursor`] reads a
+/// cursor: thread ids are printed as [`cursor_text`] writes them, so an id
+/// is passed back exactly as printed (a backslash in an id is doubled).
+///
+/// ```
+/// assert_eq!(weaver_cli::parse_thread_id("a\\\\b").unwrap(), "a\\b");
+/// assert_eq!(weaver_cli::parse_thread_id("t\\u{1b}1").unwrap(), "t\u{1b}1");
+/// assert_eq!(weaver_cli::parse_thread_id("thread-1").unwrap(), "thread-1");
+/// assert!(weaver_cli::parse_thread_id("a\\qb").is_err());
+/// ```
+pub fn parse_thread_id(text: &str) -> Result<String> {
+    unescape(text, "thread id")
+}
+
+fn unescape(text: &str, what: &str) -> Result<String> {
     let bad = || {
         Error::invalid_argument(format!(
-            "cursor {}: a backslash starts `\\u{{hex}}` or `\\\\` in a cursor this tool printed",
+            "{what} {}: a backslash starts `\\u{{hex}}` or `\\\\` (this tool prints a backslash in a {what} doubled)",
             printable(text)
         ))
     };
@@ -503,7 +526,7 @@ async fn execute(
         Command::Threads { limit, offset, .. } => {
             let cp = db.checkpointer(keys)?;
             for t in cp.list_threads(limit, offset).await? {
-                writeln!(out, "{}\t{}", printable(&t.thread_id), t.checkpoints).map_err(io)?;
+                writeln!(out, "{}\t{}", cursor_text(&t.thread_id), t.checkpoints).map_err(io)?;
             }
             Ok(())
         }
@@ -513,6 +536,7 @@ async fn execute(
             limit,
             json,
         } => {
+            let thread = parse_thread_id(&thread)?;
             let cp = db.checkpointer(keys)?;
             let mut filter = ListFilter::thread(&thread).ns(&ns.ns);
             if let Some(n) = limit {
@@ -521,8 +545,8 @@ async fn execute(
             let records = cp.list_records(&filter).await?;
             // A thread that is not there (a typo) is an error, as for
             // `show`, not an empty table.
-            if records.is_empty() && limit != Some(0) && cp.thread_info(&thread).await?.is_none() {
-                return Err(Error::ThreadNotFound { thread_id: thread });
+            if records.is_empty() && limit != Some(0) {
+                return Err(missing(&cp, &thread, &ns.ns).await);
             }
             if !json {
                 writeln!(out, "version\tcheckpoint\tstep\tsource\tparent\tcreated").map_err(io)?;
@@ -568,6 +592,7 @@ async fn execute(
             checkpoint,
             version,
         } => {
+            let thread = parse_thread_id(&thread)?;
             let cp = db.checkpointer(keys)?;
             let selector = match (checkpoint, version) {
                 (Some(id), _) => Selector::Id(id),
@@ -597,6 +622,7 @@ async fn execute(
             to,
             ns,
         } => {
+            let thread = parse_thread_id(&thread)?;
             let cp = db.checkpointer(keys)?;
             let a = find(&cp, &thread, &ns.ns, &Selector::parse(&from)).await?;
             let b = find(&cp, &thread, &ns.ns, &Selector::parse(&to)).await?;
@@ -624,6 +650,10 @@ async fn execute(
             older_than: Some(age),
             ..
         } => {
+            let threads = threads
+                .iter()
+                .map(|t| parse_thread_id(t))
+                .collect::<Result<Vec<_>>>()?;
             let cp = db.checkpointer(keys)?;
             fleet::prune_older(&cp, threads, &age, keep_last.unwrap_or(1), out).await
         }
@@ -633,6 +663,10 @@ async fn execute(
             delete,
             ..
         } => {
+            let threads = threads
+                .iter()
+                .map(|t| parse_thread_id(t))
+                .collect::<Result<Vec<_>>>()?;
             let cp = db.checkpointer(keys)?;
             let strategy = match (keep_last, delete) {
                 (_, true) => PruneStrategy::Delete,
@@ -688,15 +722,29 @@ async fn find(
     match cp.get_tuple(&target).await? {
         Some(t) => Ok(t),
         None => match selector {
-            Selector::Latest => Err(Error::ThreadNotFound {
-                thread_id: thread.to_owned(),
-            }),
+            Selector::Latest => Err(missing(cp, thread, ns).await),
             _ => Err(Error::CheckpointNotFound {
                 thread_id: thread.to_owned(),
                 checkpoint_ns: ns.to_owned(),
                 checkpoint_id: target.checkpoint_id.unwrap_or_default(),
             }),
         },
+    }
+}
+
+/// The error for a thread with no checkpoint in namespace `ns`: the thread
+/// is not there, or it has no such namespace.
+async fn missing(cp: &Checkpointer, thread: &str, ns: &str) -> Error {
+    match cp.thread_info(thread).await {
+        Err(e) => e,
+        Ok(None) => Error::ThreadNotFound {
+            thread_id: thread.to_owned(),
+        },
+        Ok(Some(_)) => Error::invalid_argument(format!(
+            "thread `{}` has no checkpoint in namespace `{}`",
+            printable(thread),
+            printable(ns)
+        )),
     }
 }
 

@@ -183,7 +183,7 @@ fn print_scan(report: &ScanReport, snapshot: &SchemaSnapshot, out: &mut dyn Writ
         writeln!(
             out,
             "{}\t{}\t{}\t{}\t{}\t{}\t{}",
-            printable(&t.thread_id),
+            cursor_text(&t.thread_id),
             t.unreadable,
             dash(&t.checkpoint_ns),
             printable(&t.checkpoint_id),

@@ -608,6 +608,67 @@ async fn control_characters_are_printed_escaped() {
     pg.drop_schema().await;
 }
 
+/// Thread ids are printed so that each one is passed back as printed: an
+/// id holding the text `\u{1b}` and one holding the ESC character print
+/// apart, and `history` of each printed id reads that thread. (Both printed
+/// `t\u{1b}`, and the text given back named the first only.) A namespace a
+/// thread does not have is an error, not an empty table.
+#[tokio::test]
+async fn thread_ids_are_passed_back_as_printed_and_a_missing_namespace_is_an_error() {
+    let lite = SqliteDb::new().await;
+    let url = format!("sqlite://{}", lite.path.display());
+    let saver = lite.saver().await;
+    let (text, escape, slash) = ("t\\u{1b}", "t\u{1b}", "a\\b");
+    for (thread, id) in [(text, "c-text"), (escape, "c-escape"), (slash, "c-slash")] {
+        saver
+            .put(crate::common::cp(thread, id, None, Some(1)))
+            .await
+            .unwrap();
+    }
+    let listed = weaver(&["--db", &url, "threads"]).await.unwrap();
+    let printed: Vec<&str> = listed
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(printed.len(), 3, "{listed}");
+    let mut distinct = printed.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "two threads printed alike:\n{listed}");
+    for shown in printed {
+        let history = weaver(&["--db", &url, "history", shown]).await.unwrap();
+        let checkpoint = history.lines().nth(1).unwrap().split('\t').nth(1).unwrap();
+        let expected = match weaver_cli::parse_thread_id(shown).unwrap().as_str() {
+            t if t == text => "c-text",
+            t if t == escape => "c-escape",
+            t if t == slash => "c-slash",
+            other => panic!("printed {shown} reads back as {other:?}"),
+        };
+        assert_eq!(checkpoint, expected, "history {shown}:\n{history}");
+    }
+    let e = weaver(&["--db", &url, "history", "a\\qb"])
+        .await
+        .unwrap_err();
+    assert!(matches!(e, weaver::Error::InvalidArgument { .. }), "{e:?}");
+    for command in ["history", "show"] {
+        let e = weaver(&["--db", &url, command, "c-none", "--ns", "x"])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, weaver::Error::ThreadNotFound { .. }),
+            "{command}: {e:?}"
+        );
+        let shown = "a\\\\b";
+        let e = weaver(&["--db", &url, command, shown, "--ns", "nope"])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, weaver::Error::InvalidArgument { .. } if e.to_string().contains("namespace `nope`")),
+            "{command}: {e:?}"
+        );
+    }
+}
+
 /// A PostgreSQL that refuses the connection (nothing listens on the port)
 /// fails the command at once, saying so, rather than after a pool's
 /// timeout saying only that it timed out.
