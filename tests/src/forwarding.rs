@@ -79,6 +79,10 @@ pub struct Forwarding {
     /// Holds back the `put_ops` groups that store a root-namespace
     /// checkpoint ([`Forwarding::gate_root_groups`]).
     pub root_gate: Mutex<Option<ReleaseGate>>,
+    /// Once set, the next `put_writes` waits this long after the inner
+    /// saver stored its writes, before it returns (a reply slow to come
+    /// back from a database that committed).
+    pub slow_reply_to_writes: Mutex<Option<std::time::Duration>>,
     /// While set, every `put_ops` group that stores a root-namespace
     /// checkpoint fails with a storage error (subgraphs' groups go through).
     pub fail_root_groups: AtomicBool,
@@ -175,6 +179,7 @@ impl Forwarding {
             before_checkpoint: Mutex::new(None),
             after_checkpoint: Mutex::new(None),
             root_gate: Mutex::new(None),
+            slow_reply_to_writes: Mutex::new(None),
             fail_root_groups: AtomicBool::new(false),
             renew_gate: Mutex::new(None),
             renewed: AtomicUsize::new(0),
@@ -387,7 +392,16 @@ impl Saver for Forwarding {
         self.log("put_writes".into());
         self.slow_down().await;
         self.pass_write_gate().await;
-        self.inner.put_writes(target, writes).await
+        self.inner.put_writes(target, writes).await?;
+        let slow = self
+            .slow_reply_to_writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(wait) = slow {
+            tokio::time::sleep(wait).await;
+        }
+        Ok(())
     }
     async fn put_checkpoint_with_writes(
         &self,

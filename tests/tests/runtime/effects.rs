@@ -120,3 +120,59 @@ async fn a_keyed_effect_runs_once_across_steps() {
         drop(done);
     }
 }
+
+/// The `charge` node: an effect counted in the run's context.
+async fn charge_counted(
+    _: &weaver_tests::states::Steps,
+    rt: &Runtime,
+) -> Result<weaver_tests::states::StepsUpdate, NodeError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = rt
+        .context::<Arc<AtomicUsize>>()
+        .cloned()
+        .ok_or_else(|| NodeError::msg("no counter"))?;
+    let key: String = rt
+        .effect("charge", |key| async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, std::io::Error>(key)
+        })
+        .await?;
+    Ok(weaver_tests::states::StepsUpdate::default().foo(key))
+}
+
+/// A node timeout that ends an attempt after its effect's journal entry
+/// was stored, while the saver's reply is still on its way, does not make
+/// the retry call the service again. (The entry was recorded only once the
+/// write returned, so the retry did not find it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_during_the_journal_write_does_not_call_the_service_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use weaver_tests::forwarding::Forwarding;
+    use weaver_tests::states::Steps;
+    let watched = Arc::new(Forwarding::default());
+    *watched.slow_reply_to_writes.lock().unwrap() = Some(Duration::from_millis(500));
+    let retry = RetryPolicy::new()
+        .max_attempts(2)
+        .initial_interval(Duration::from_millis(1))
+        .jitter(false);
+    let policy = NodePolicy::new()
+        .timeout(Duration::from_millis(100))
+        .retry(retry);
+    let graph = Graph::<Steps>::new("charges")
+        .add_node_with("charge", charge_counted, policy)
+        .add_sequence([START, "charge", END])
+        .compile(Compile::new().checkpointer_arc(watched.clone()))
+        .unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let config = RunConfig::thread("t")
+        .durability(Durability::Sync)
+        .with_context(calls.clone());
+    let done = graph.invoke(Steps::default(), &config).await.unwrap();
+    assert!(!done.complete().unwrap().foo.is_empty());
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the service was called again"
+    );
+}

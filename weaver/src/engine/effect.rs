@@ -340,12 +340,16 @@ impl Journal {
             channel: EFFECT_CHANNEL.to_owned(),
             value,
         };
+        // Recorded before the write is awaited: the effect has happened,
+        // so a later attempt of the task in this process gets its result
+        // back even if this one is cut off (a node timeout) or fails while
+        // the write is on its way, which may have stored it all the same.
+        lock(&self.entries).insert(position, write.clone());
         match &self.cp {
-            Some(cp) if self.stored => cp.put_writes_settled(&self.at, vec![write.clone()]).await?,
-            Some(_) => lock(&self.held).push(write.clone()),
+            Some(cp) if self.stored => cp.put_writes_settled(&self.at, vec![write]).await?,
+            Some(_) => lock(&self.held).push(write),
             None => {}
         }
-        lock(&self.entries).insert(position, write);
         Ok(())
     }
 
