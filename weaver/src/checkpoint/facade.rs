@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::DeletionNote;
 use super::delta::{self, Cached, ListedParents};
 use super::fleet::{ThreadPage, ThreadQuery};
 use super::limits::ForkOptions;
@@ -327,9 +328,9 @@ impl Checkpointer {
         // Writes still queued for the thread would bring it back.
         self.settle(thread_id).await;
         self.state.cache.forget_thread(thread_id);
-        let out = self.saver.delete_thread(thread_id).await;
-        self.state.note_deletion(thread_id);
-        out
+        let thread = [thread_id.to_owned()];
+        let _deleted = DeletionNote(&self.state, &thread);
+        self.saver.delete_thread(thread_id).await
     }
 
     /// [`Saver::prune`]: thins or deletes the threads' history as `strategy`
@@ -365,11 +366,9 @@ impl Checkpointer {
                 self.state.cache.forget_thread(t);
             }
         }
-        let out = self.saver.prune(thread_ids, strategy).await;
-        if strategy == PruneStrategy::Delete {
-            thread_ids.iter().for_each(|t| self.state.note_deletion(t));
-        }
-        out
+        let _deleted =
+            (strategy == PruneStrategy::Delete).then_some(DeletionNote(&self.state, thread_ids));
+        self.saver.prune(thread_ids, strategy).await
     }
 
     /// [`Saver::thread_info`]: how many checkpoints the thread holds, `None`

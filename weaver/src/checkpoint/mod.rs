@@ -41,6 +41,7 @@ pub use limits::{ForkBudget, ForkOptions};
 pub use memory::InMemorySaver;
 pub use rewrites::Rewrites;
 pub use saver::Saver;
+pub(crate) use shared::DeletionNote;
 pub use shared::SaverState;
 pub use types::EFFECT_CHANNEL;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mongodb"))]

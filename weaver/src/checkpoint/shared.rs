@@ -128,6 +128,17 @@ impl SaverState {
     }
 }
 
+/// Notes a deletion of its threads with the saver's handles
+/// ([`SaverState`]) when dropped, however the deleting call ended (its
+/// caller gone after the commit included).
+pub(crate) struct DeletionNote<'t>(pub(crate) &'t SaverState, pub(crate) &'t [String]);
+
+impl Drop for DeletionNote<'_> {
+    fn drop(&mut self) {
+        self.1.iter().for_each(|t| self.0.note_deletion(t));
+    }
+}
+
 /// One background writer's operations queued and not yet stored.
 #[derive(Debug, Default)]
 pub(crate) struct Flight {

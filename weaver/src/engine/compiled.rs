@@ -261,10 +261,10 @@ impl<S: GraphState> CompiledGraph<S> {
         .await;
         let mut last = None;
         while let Ok(item) = rx.try_recv() {
-            if let StreamItem::Event(super::StreamEvent::Checkpoint(c)) = item {
-                if c.namespace == config.ns() {
-                    last = Some(c.config);
-                }
+            if let StreamItem::Event(super::StreamEvent::Checkpoint(c)) = item
+                && c.namespace == config.ns()
+            {
+                last = Some(c.config);
             }
         }
         (out, last)

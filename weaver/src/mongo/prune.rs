@@ -8,7 +8,7 @@ use mongodb::bson::doc;
 
 use super::records::Head;
 use super::{MongoSaver, storage};
-use crate::checkpoint::{CheckpointTuple, PruneStrategy, delta, text};
+use crate::checkpoint::{CheckpointTuple, DeletionNote, PruneStrategy, delta, text};
 use crate::error::Result;
 
 /// How many of `heads` (one namespace, oldest first) `keep` keeps at `now`.
@@ -217,7 +217,8 @@ impl MongoSaver {
     /// For prune with [`PruneStrategy::Delete`]: deletes whole threads in
     /// one transaction; returns how many checkpoints went.
     pub(crate) async fn delete_threads(&self, thread_ids: &[String]) -> Result<u64> {
-        let n = in_txn_retrying!(self, "prune", |s| {
+        let _deleted = DeletionNote(&self.state, thread_ids);
+        in_txn_retrying!(self, "prune", |s| {
             self.forget_holders(&mut s, thread_ids, "prune").await?;
             let gone = self
                 .checkpoints()
@@ -231,10 +232,6 @@ impl MongoSaver {
                 .await
                 .map_err(storage("prune"))?;
             Ok(gone.deleted_count)
-        })?;
-        for t in thread_ids {
-            self.state.note_deletion(t);
-        }
-        Ok(n)
+        })
     }
 }

@@ -14,8 +14,8 @@ use super::records::Head;
 use super::{MongoSaver, is_duplicate_key, storage};
 use crate::checkpoint::text;
 use crate::checkpoint::{
-    BatchEntry, CheckpointRef, CheckpointTuple, ForkBudget, ForkOptions, ListFilter, NewCheckpoint,
-    PendingWrite, PruneStrategy, Saver, SaverState, ThreadInfo, WriteCheck, WriteOp,
+    BatchEntry, CheckpointRef, CheckpointTuple, DeletionNote, ForkBudget, ForkOptions, ListFilter,
+    NewCheckpoint, PendingWrite, PruneStrategy, Saver, SaverState, ThreadInfo, WriteCheck, WriteOp,
 };
 use crate::error::{Error, Result};
 
@@ -532,42 +532,53 @@ impl Saver for MongoSaver {
             .as_deref()
             .ok_or_else(|| Error::invalid_argument("fork_at needs a checkpoint id"))?;
         let ns = &source.checkpoint_ns;
-        let mut budget = ForkBudget::new(options);
-        let mut lineage: Vec<CheckpointTuple> = Vec::new();
-        let mut next = Some(id.to_owned());
-        while let Some(cur) = next.take() {
-            let found = self
-                .checkpoints()
-                .find_one(doc! { "thread_id": &source.thread_id, "ns": ns, "checkpoint_id": &cur })
-                .await
-                .map_err(storage("fork_at"))?;
-            let Some(d) = found else {
-                return Err(match lineage.last() {
-                    None => not_found(source, id),
-                    Some(child) => Error::MissingParent {
-                        thread_id: source.thread_id.clone(),
-                        checkpoint_id: child.checkpoint.id.clone(),
-                        parent_id: cur,
-                    },
-                });
-            };
-            let t = self.decode_checkpoint(&d)?;
-            budget.checkpoint(&t.checkpoint)?;
-            next = t
-                .parent_config
-                .as_ref()
-                .and_then(|p| p.checkpoint_id.clone());
-            lineage.push(t);
-        }
-        self.attach_writes(None, &mut lineage, "fork_at").await?;
-        for w in lineage.iter().flat_map(|t| &t.pending_writes) {
-            budget.write(w)?;
-        }
+        let forked = CheckpointRef {
+            thread_id: target_thread.to_owned(),
+            checkpoint_ns: ns.clone(),
+            checkpoint_id: Some(id.to_owned()),
+        };
+        let (source, id) = (source.clone(), id.to_owned());
         let target = target_thread.to_owned();
-        let target_ns = ns.clone();
         self.detached("fork_at", move |me| async move {
             in_txn_retrying!(me, "fork_at", |s| {
-                me.claim_target(&mut s, &target, Some(&target_ns), "fork_at")
+                // The lineage and its writes are read in the transaction's
+                // snapshot: as of one moment, however a prune of the source
+                // goes meanwhile (its writes are never read after the
+                // prune took them).
+                let mut budget = ForkBudget::new(options);
+                let mut lineage: Vec<CheckpointTuple> = Vec::new();
+                let mut next = Some(id.clone());
+                while let Some(cur) = next.take() {
+                    let found = me
+                        .checkpoints()
+                        .find_one(doc! { "thread_id": &source.thread_id, "ns": &source.checkpoint_ns, "checkpoint_id": &cur })
+                        .session(&mut s)
+                        .await
+                        .map_err(storage("fork_at"))?;
+                    let Some(d) = found else {
+                        return Err(match lineage.last() {
+                            None => not_found(&source, &id),
+                            Some(child) => Error::MissingParent {
+                                thread_id: source.thread_id.clone(),
+                                checkpoint_id: child.checkpoint.id.clone(),
+                                parent_id: cur,
+                            },
+                        });
+                    };
+                    let t = me.decode_checkpoint(&d)?;
+                    budget.checkpoint(&t.checkpoint)?;
+                    next = t
+                        .parent_config
+                        .as_ref()
+                        .and_then(|p| p.checkpoint_id.clone());
+                    lineage.push(t);
+                }
+                me.attach_writes(Some(&mut s), &mut lineage, "fork_at")
+                    .await?;
+                for w in lineage.iter().flat_map(|t| &t.pending_writes) {
+                    budget.write(w)?;
+                }
+                me.claim_target(&mut s, &target, Some(&source.checkpoint_ns), "fork_at")
                     .await?;
                 for (i, t) in lineage.iter().rev().enumerate() {
                     me.copy_in(&mut s, t.clone(), &target, i as u64 + 1).await?;
@@ -576,11 +587,7 @@ impl Saver for MongoSaver {
             })
         })
         .await?;
-        Ok(CheckpointRef {
-            thread_id: target_thread.to_owned(),
-            checkpoint_ns: ns.clone(),
-            checkpoint_id: Some(id.to_owned()),
-        })
+        Ok(forked)
     }
 
     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
@@ -632,6 +639,8 @@ impl Saver for MongoSaver {
         text::check_id("thread id", thread_id)?;
         self.verify().await?;
         let thread = thread_id.to_owned();
+        let threads = [thread.clone()];
+        let _deleted = DeletionNote(&self.state, &threads);
         self.detached("delete_thread", move |me| async move {
             in_txn_retrying!(me, "delete_thread", |s| {
                 me.forget_holders(&mut s, std::slice::from_ref(&thread), "delete_thread")
@@ -649,9 +658,7 @@ impl Saver for MongoSaver {
                 Ok(())
             })
         })
-        .await?;
-        self.state.note_deletion(thread_id);
-        Ok(())
+        .await
     }
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<u64> {

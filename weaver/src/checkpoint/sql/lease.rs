@@ -28,8 +28,8 @@ use sqlx::{Pool, Transaction};
 
 use super::backend::Backend;
 use super::group::Arg;
-use super::prune::DeletionNote;
 use super::saver::SqlSaver;
+use crate::checkpoint::DeletionNote;
 use crate::checkpoint::lease::{self, BaseCopy, Decision, Row, decide, info_of, lost, ms};
 use crate::checkpoint::text;
 use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};

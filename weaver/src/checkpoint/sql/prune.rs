@@ -4,21 +4,11 @@
 use super::backend::Backend;
 use super::group::Arg;
 use super::saver::SqlSaver;
+use crate::checkpoint::CheckpointCodec;
 use crate::checkpoint::Keep;
-use crate::checkpoint::{CheckpointCodec, SaverState};
 use crate::codec::{RecordContext, check_size};
 use crate::error::Result;
 use crate::sql::error::storage;
-
-/// Notes a deletion of its threads with the saver's handles
-/// ([`SaverState`]) when dropped, however the deleting call ended.
-pub(super) struct DeletionNote<'t>(pub(super) &'t SaverState, pub(super) &'t [String]);
-
-impl Drop for DeletionNote<'_> {
-    fn drop(&mut self) {
-        self.1.iter().for_each(|t| self.0.note_deletion(t));
-    }
-}
 
 impl<D: Backend> SqlSaver<D> {
     /// Prunes `thread` to the `keep` newest checkpoints of each namespace,

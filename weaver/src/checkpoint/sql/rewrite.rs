@@ -6,10 +6,10 @@ use async_trait::async_trait;
 
 use super::backend::Backend;
 use super::group::Arg;
-use super::prune::DeletionNote;
 use super::saver::SqlSaver;
 use super::{EncodedWrite, not_found, retried};
 use crate::checkpoint::CheckpointTuple;
+use crate::checkpoint::DeletionNote;
 use crate::checkpoint::rewrites::{Rewrites, check_identity, checked_record};
 use crate::codec::RecordContext;
 use crate::error::Result;

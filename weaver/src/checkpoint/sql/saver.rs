@@ -11,11 +11,11 @@ use sqlx::{Pool, Transaction};
 use super::backend::{Backend, Col, Column};
 use super::group::{Arg, GroupItem};
 use super::hot::HotSlot;
-use super::prune::DeletionNote;
 use super::{
     EncodedEntry, EncodedWrite, KeyOrder, Param, Settings, list_where, not_found, retried,
     shallow_error, write_batches,
 };
+use crate::checkpoint::DeletionNote;
 use crate::checkpoint::text;
 use crate::checkpoint::{
     BatchEntry, CheckpointRef, CheckpointTuple, ForkOptions, LineageRequest, ListFilter,

@@ -130,9 +130,12 @@ pub enum StreamEvent<S: GraphState> {
         /// The chunk.
         chunk: MessageChunk,
     },
-    /// A task is about to run ([`StreamMode::Tasks`]): once per attempt,
-    /// so a task that runs again on resume starts again. A task replayed
-    /// from its stored writes does not run, and has no task events.
+    /// A task is about to run ([`StreamMode::Tasks`]): once each time a
+    /// run runs it, so a task that runs again on resume starts again (the
+    /// attempts of its [`RetryPolicy`](crate::RetryPolicy) run within one
+    /// start, as in LangGraph, and its message chunks and custom events
+    /// come under the same task). A task replayed from its stored writes
+    /// does not run, and has no task events.
     TaskStart {
         /// The task.
         task: TaskRef,
