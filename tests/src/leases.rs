@@ -1537,14 +1537,17 @@ pub async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land(
     let watched = Arc::new(Forwarding::leasing(saver));
     let leasing: Arc<dyn Saver> = watched.clone();
     // Two graphs, each with its own handle on the saver: two processes.
-    let a = turns(leasing.clone(), Duration::from_millis(1), Arc::default());
-    let b = turns(leasing.clone(), Duration::from_millis(1), Arc::default());
+    // Turn `a`'s model step waits for a permit of `held`.
+    let held = Arc::new(tokio::sync::Semaphore::new(0));
+    let a = gated_turns(leasing.clone(), "a", held.clone());
+    let b = gated_turns(leasing.clone(), "a", held.clone());
+    // Short leases: the writes are held for longer than one.
     let config = RunConfig::thread(thread)
-        .lease_times(patient())
+        .lease_times(short())
         .durability(Durability::Async);
     a.invoke(say("first"), &config).await.unwrap();
-    // `a`'s background writes wait at the gate; its run waits for them at
-    // its end, and is cancelled there.
+    // `a`'s background writes wait at the gate while its model step waits;
+    // the run is cancelled there.
     let writes = watched.gate_writes();
     let releases = watched.gate_release();
     let running = tokio::spawn({
@@ -1554,11 +1557,15 @@ pub async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land(
     writes.entered.notified().await;
     running.abort();
     assert!(running.await.unwrap_err().is_cancelled());
+    // Were `a` taken for a dead holder, the next run would finish it.
+    held.add_permits(1_000);
     let early = tokio::time::timeout(Duration::from_millis(300), releases.entered.notified()).await;
     assert!(
         early.is_err(),
         "the lease was given back before the run's queued writes landed"
     );
+    // Held past the lease time: the lease is renewed meanwhile.
+    tokio::time::sleep(Duration::from_millis(400)).await;
     writes.open.add_permits(1_000);
     tokio::time::timeout(Duration::from_secs(30), releases.entered.notified())
         .await
@@ -1577,13 +1584,21 @@ pub async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land(
     }
     b.invoke(say("b"), &config).await.unwrap();
     // The cancelled turn keeps what it committed (as a stopped one does),
-    // and the next goes on from there.
+    // and the next goes on from there: it does not finish it as a dead
+    // holder's.
     let t = transcript(&b, thread).await;
     assert_eq!(
-        t[..4],
-        ["first", "assistant:first", "tool:first", "a"],
+        t,
+        [
+            "first",
+            "assistant:first",
+            "tool:first",
+            "a",
+            "b",
+            "assistant:b",
+            "tool:b"
+        ],
         "{t:?}"
     );
-    assert_eq!(t[t.len() - 3..], ["b", "assistant:b", "tool:b"], "{t:?}");
     one_chain(&leasing, thread).await;
 }

@@ -443,27 +443,34 @@ impl Drop for Hold {
         if self.released {
             return;
         }
-        if let Some(r) = self.renewer.take() {
-            r.abort();
-        }
+        let renewer = self.renewer.take();
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            if let Some(r) = renewer {
+                r.abort();
+            }
             return;
         };
         // What the run queued in the background lands before the lease is
         // given back: a run in another process that takes the thread then
-        // reads the head this run left, not one about to move.
+        // reads the head this run left, not one about to move. The lease is
+        // renewed meanwhile, so that writes slower than it do not make the
+        // run look dead (to be finished by the next).
         let queued = self.cp.flights_of(&self.thread_id);
         let guard = self.cp.take_off(&self.thread_id);
         guard.flight().queued(1);
         let saver = self.cp.saver().clone();
         let (thread, holder) = (self.thread_id.clone(), self.holder.clone());
-        // Cut off in the middle of the run: stopped if it was asked to.
-        let (paused, stopped) = self.ending.unwrap_or((false, self.watch.stop()));
+        let (ending, watch) = (self.ending.take(), self.watch.clone());
         let lease = self.times.lease;
         rt.spawn(async move {
             for flight in queued {
                 flight.settled().await;
             }
+            if let Some(r) = renewer {
+                r.abort();
+            }
+            // Cut off in the middle of the run: stopped if it was asked to.
+            let (paused, stopped) = ending.unwrap_or((false, watch.stop()));
             if let Some(l) = saver.leases() {
                 let _ = if paused && stopped.is_none() {
                     l.renew(&thread, &holder, lease).await.map(|_| ())
