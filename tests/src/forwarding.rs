@@ -83,6 +83,9 @@ pub struct Forwarding {
     /// saver stored its writes, before it returns (a reply slow to come
     /// back from a database that committed).
     pub slow_reply_to_writes: Mutex<Option<std::time::Duration>>,
+    /// Once set, the next `put_writes` waits this long before it goes on
+    /// (a database slow to take the write).
+    pub slow_next_writes: Mutex<Option<std::time::Duration>>,
     /// While set, every `put_ops` group that stores a root-namespace
     /// checkpoint fails with a storage error (subgraphs' groups go through).
     pub fail_root_groups: AtomicBool,
@@ -180,6 +183,7 @@ impl Forwarding {
             after_checkpoint: Mutex::new(None),
             root_gate: Mutex::new(None),
             slow_reply_to_writes: Mutex::new(None),
+            slow_next_writes: Mutex::new(None),
             fail_root_groups: AtomicBool::new(false),
             renew_gate: Mutex::new(None),
             renewed: AtomicUsize::new(0),
@@ -391,6 +395,14 @@ impl Saver for Forwarding {
     ) -> weaver::Result<()> {
         self.log("put_writes".into());
         self.slow_down().await;
+        let slow = self
+            .slow_next_writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(wait) = slow {
+            tokio::time::sleep(wait).await;
+        }
         self.pass_write_gate().await;
         self.inner.put_writes(target, writes).await?;
         let slow = self

@@ -176,3 +176,48 @@ async fn a_timeout_during_the_journal_write_does_not_call_the_service_again() {
         "the service was called again"
     );
 }
+
+/// A node timeout that ends an attempt before its effect's journal write
+/// reached the saver: the retry gets the result without calling the
+/// service again, and stores the entry first, so that a later run of the
+/// task (a resume in another process) finds it. (The retry returned the
+/// result from memory only: the entry was never stored.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_whose_journal_write_was_cut_off_is_stored_by_the_retry() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use weaver::checkpoint::ListFilter;
+    use weaver_tests::forwarding::Forwarding;
+    use weaver_tests::states::Steps;
+    let watched = Arc::new(Forwarding::default());
+    *watched.slow_next_writes.lock().unwrap() = Some(Duration::from_millis(500));
+    let retry = RetryPolicy::new()
+        .max_attempts(2)
+        .initial_interval(Duration::from_millis(1))
+        .jitter(false);
+    let policy = NodePolicy::new()
+        .timeout(Duration::from_millis(100))
+        .retry(retry);
+    let graph = Graph::<Steps>::new("charges")
+        .add_node_with("charge", charge_counted, policy)
+        .add_sequence([START, "charge", END])
+        .compile(Compile::new().checkpointer_arc(watched.clone()))
+        .unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let config = RunConfig::thread("t")
+        .durability(Durability::Sync)
+        .with_context(calls.clone());
+    graph.invoke(Steps::default(), &config).await.unwrap();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the service was called again"
+    );
+    let stored = watched.inner.list(&ListFilter::thread("t")).await.unwrap();
+    let entries = stored
+        .iter()
+        .flat_map(|t| &t.pending_writes)
+        .filter(|w| w.channel == weaver::checkpoint::EFFECT_CHANNEL)
+        .count();
+    assert_eq!(entries, 1, "the journal entry was not stored");
+}

@@ -9,7 +9,7 @@
 //! that say how it ended (error, interrupt, no-writes) are other writes, so
 //! a task with only journal entries is a task that has not finished.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -140,6 +140,10 @@ pub(crate) struct Journal {
     task_id: String,
     task_path: String,
     entries: Mutex<BTreeMap<usize, PendingWrite>>,
+    /// Positions of entries whose write to the stored checkpoint did not
+    /// return (cut off by a node timeout, or failed): written again when a
+    /// later attempt of the task reaches them.
+    unconfirmed: Mutex<BTreeSet<usize>>,
     held: Mutex<Vec<PendingWrite>>,
     /// The run's background writer (`async` durability), which may still
     /// hold the checkpoint `at` queued.
@@ -182,6 +186,7 @@ impl Journal {
             task_id: task_id.to_owned(),
             task_path: task_path.to_owned(),
             entries: Mutex::new(entries),
+            unconfirmed: Mutex::new(BTreeSet::new()),
             held: Mutex::new(Vec::new()),
             flight: None,
             outer: Vec::new(),
@@ -346,10 +351,20 @@ impl Journal {
         // the write is on its way, which may have stored it all the same.
         lock(&self.entries).insert(position, write.clone());
         match &self.cp {
-            Some(cp) if self.stored => cp.put_writes_settled(&self.at, vec![write]).await?,
+            Some(_) if self.stored => self.store(position, write).await?,
             Some(_) => lock(&self.held).push(write),
             None => {}
         }
+        Ok(())
+    }
+
+    /// Writes the entry at `position` to the stored checkpoint; it counts
+    /// as unconfirmed until the write returned.
+    async fn store(&self, position: usize, write: PendingWrite) -> Result<()> {
+        let Some(cp) = &self.cp else { return Ok(()) };
+        lock(&self.unconfirmed).insert(position);
+        cp.put_writes_settled(&self.at, vec![write]).await?;
+        lock(&self.unconfirmed).remove(&position);
         Ok(())
     }
 
@@ -380,6 +395,11 @@ impl Journal {
                     expected: entry.info.name,
                     found: name.to_owned(),
                 }));
+            }
+            // An earlier attempt's write that did not return: stored now,
+            // before the result is used.
+            if lock(&self.unconfirmed).contains(&position) {
+                self.store(position, write).await.map_err(journal_error)?;
             }
             return self.decode(name, entry.result).map_err(journal_error);
         }
