@@ -742,7 +742,7 @@ async fn missing(cp: &Checkpointer, thread: &str, ns: &str) -> Error {
         },
         Ok(Some(_)) => Error::invalid_argument(format!(
             "thread `{}` has no checkpoint in namespace `{}`",
-            printable(thread),
+            cursor_text(thread),
             printable(ns)
         )),
     }

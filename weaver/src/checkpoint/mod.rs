@@ -41,8 +41,8 @@ pub use limits::{ForkBudget, ForkOptions};
 pub use memory::InMemorySaver;
 pub use rewrites::Rewrites;
 pub use saver::Saver;
-pub(crate) use shared::DeletionNote;
 pub use shared::SaverState;
+pub(crate) use shared::{DeletionNote, settle_queued};
 pub use types::EFFECT_CHANNEL;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mongodb"))]
 pub(crate) use types::Keep;

@@ -109,16 +109,16 @@ impl SaverState {
         }
     }
 
-    /// Waits until the background writers registered now, of every thread,
-    /// have nothing queued: what a read across threads waits for.
+    /// Waits until what the background writers of every thread had queued
+    /// when it was called has landed (what they queue meanwhile is not
+    /// waited for: a busy run elsewhere does not hold the read up): what a
+    /// read across threads waits for.
     pub(crate) async fn settle_all(&self) {
         if self.registered.load(Ordering::SeqCst) == 0 {
             return;
         }
         let queued: Vec<Arc<Flight>> = self.flights().values().flatten().cloned().collect();
-        for flight in queued {
-            flight.settled().await;
-        }
+        settle_queued(queued).await;
     }
 
     /// Records a deletion of `thread_id` (its ids may be stored again with
@@ -139,10 +139,31 @@ impl Drop for DeletionNote<'_> {
     }
 }
 
+/// Waits until what each of `flights` had queued by now has landed (or
+/// its writer ended), not what they queue meanwhile.
+pub(crate) async fn settle_queued(flights: Vec<Arc<Flight>>) {
+    let targets: Vec<(Arc<Flight>, usize)> = flights
+        .into_iter()
+        .map(|f| {
+            let target = f.queued_total.load(Ordering::SeqCst);
+            (f, target)
+        })
+        .collect();
+    for (flight, target) in targets {
+        flight.landed_up_to(target).await;
+    }
+}
+
 /// One background writer's operations queued and not yet stored.
 #[derive(Debug, Default)]
 pub(crate) struct Flight {
     pending: AtomicUsize,
+    /// How many operations were ever queued, and how many landed (counts
+    /// that only grow, for a wait on what was queued by some moment).
+    queued_total: AtomicUsize,
+    landed_total: AtomicUsize,
+    /// The writer ended: nothing more lands.
+    ended: AtomicBool,
     landed: tokio::sync::Notify,
     /// A group failed: it and everything queued after it were given up.
     failed: AtomicBool,
@@ -151,21 +172,36 @@ pub(crate) struct Flight {
 impl Flight {
     /// `n` more operations are queued.
     pub(crate) fn queued(&self, n: usize) {
+        self.queued_total.fetch_add(n, Ordering::SeqCst);
         self.pending.fetch_add(n, Ordering::SeqCst);
     }
 
     /// `n` queued operations were stored (or given up after a failure).
     pub(crate) fn landed(&self, n: usize) {
+        self.landed_total.fetch_add(n, Ordering::SeqCst);
         // Saturating: the guard may have set the count to 0 already (the
         // writer ended), and a count that wrapped would never settle.
-        let before = self
+        let _ = self
             .pending
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |p| {
                 Some(p.saturating_sub(n))
-            })
-            .unwrap_or(0);
-        if before <= n {
-            self.landed.notify_waiters();
+            });
+        self.landed.notify_waiters();
+    }
+
+    /// Waits until `target` operations in all have landed, or the writer
+    /// ended.
+    async fn landed_up_to(&self, target: usize) {
+        loop {
+            let landed = self.landed.notified();
+            tokio::pin!(landed);
+            landed.as_mut().enable();
+            if self.ended.load(Ordering::SeqCst)
+                || self.landed_total.load(Ordering::SeqCst) >= target
+            {
+                return;
+            }
+            landed.await;
         }
     }
 
@@ -222,6 +258,7 @@ impl Drop for FlightGuard {
         }
         self.state.registered.fetch_sub(1, Ordering::SeqCst);
         drop(all);
+        self.flight.ended.store(true, Ordering::SeqCst);
         self.flight.pending.store(0, Ordering::SeqCst);
         self.flight.landed.notify_waiters();
     }
@@ -260,5 +297,29 @@ mod tests {
         drop(second);
         assert!(settle.await.unwrap());
         assert!(!state.settle("t").await);
+    }
+
+    /// A read across threads waits for what was queued when it began, not
+    /// for what a busy writer queues meanwhile (it waited for the writer to
+    /// have nothing queued at all, which a run whose steps keep queuing
+    /// may not reach until it ends).
+    #[tokio::test]
+    async fn a_read_across_threads_waits_only_for_what_was_queued_before_it() {
+        let state = Arc::new(SaverState::new());
+        let busy = state.take_off("busy");
+        busy.flight().queued(1);
+        let read = tokio::spawn({
+            let state = state.clone();
+            async move { state.settle_all().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!read.is_finished(), "did not wait for what was queued");
+        busy.flight().queued(1);
+        busy.flight().landed(1);
+        tokio::time::timeout(std::time::Duration::from_secs(10), read)
+            .await
+            .expect("waited for what was queued after it began")
+            .unwrap();
+        drop(busy);
     }
 }

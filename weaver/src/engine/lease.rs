@@ -463,9 +463,7 @@ impl Drop for Hold {
         let (ending, watch) = (self.ending.take(), self.watch.clone());
         let lease = self.times.lease;
         rt.spawn(async move {
-            for flight in queued {
-                flight.settled().await;
-            }
+            crate::checkpoint::settle_queued(queued).await;
             if let Some(r) = renewer {
                 r.abort();
             }
