@@ -26,6 +26,8 @@ where
     threads_carry_times_and_list_by_activity_or_creation(make().await).await;
     search_filters_on_metadata_and_pages_with_cursors(make().await).await;
     idle_threads_are_listed_and_deleted(make().await).await;
+    a_held_idle_thread_is_kept(make().await).await;
+    idle_threads_are_deleted_through_a_saver_without_thread_times(make().await).await;
     prune_by_age_keeps_the_newest_and_the_young(make().await).await;
     prune_by_age_keeps_delta_channels_whole(make().await).await;
     bad_fleet_input_is_a_typed_error(make().await).await;
@@ -155,6 +157,63 @@ async fn idle_threads_are_listed_and_deleted(saver: Arc<dyn Saver>) {
             .unwrap()
             .is_empty()
     );
+}
+
+/// A thread idle for long whose lease a run holds (a resume of a long
+/// pause, before it stored anything) is not deleted as idle; once the run
+/// gave it back, it is. (It was deleted under the running run.)
+async fn a_held_idle_thread_is_kept(saver: Arc<dyn Saver>) {
+    chain(saver.as_ref(), "held", 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let leases = saver.leases().expect("the saver has leases");
+    let request = weaver::checkpoint::LeaseRequest {
+        thread_id: "held",
+        holder: "worker-1",
+        lease: Duration::from_secs(30),
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+        owns_pause: false,
+    };
+    leases.acquire(&request).await.unwrap();
+    let idle = Duration::from_millis(400);
+    let gone = saver
+        .delete_idle_threads(idle, &mut |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(gone, 0, "a held thread was deleted as idle");
+    assert!(saver.thread_info("held").await.unwrap().is_some());
+    leases.release("held", "worker-1", None).await.unwrap();
+    let gone = saver
+        .delete_idle_threads(idle, &mut |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(gone, 1);
+    assert!(saver.thread_info("held").await.unwrap().is_none());
+}
+
+/// A saver written as a third party would (forwarding only what it must:
+/// its `thread_info` has no times) deletes idle threads too. (It deleted
+/// none: the listed and the read times never matched.)
+async fn idle_threads_are_deleted_through_a_saver_without_thread_times(saver: Arc<dyn Saver>) {
+    chain(saver.as_ref(), "old", 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let wrapped = crate::forwarding::Forwarding::on(saver.clone());
+    assert_eq!(
+        wrapped
+            .thread_info("old")
+            .await
+            .unwrap()
+            .unwrap()
+            .updated_at,
+        None
+    );
+    let gone = wrapped
+        .delete_idle_threads(Duration::from_millis(400), &mut |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(gone, 1);
+    assert!(saver.thread_info("old").await.unwrap().is_none());
 }
 
 async fn prune_by_age_keeps_the_newest_and_the_young(saver: Arc<dyn Saver>) {

@@ -22,6 +22,25 @@ async fn saver(db: &MongoDb) -> MongoSaver {
     saver
 }
 
+/// The fleet listing and retention suite, as on the other savers.
+#[tokio::test]
+async fn fleet_mongo() {
+    let dbs: Arc<tokio::sync::Mutex<Vec<MongoDb>>> = Arc::default();
+    weaver_tests::fleet::run_fleet_suite(|| {
+        let dbs = dbs.clone();
+        async move {
+            let db = MongoDb::new().await;
+            let saver = saver(&db).await;
+            dbs.lock().await.push(db);
+            Arc::new(saver) as Arc<dyn Saver>
+        }
+    })
+    .await;
+    for db in std::mem::take(&mut *dbs.lock().await) {
+        db.drop_db().await;
+    }
+}
+
 #[tokio::test]
 async fn conformance_mongo() {
     // Its largest records stall the test server: no lease test runs beside it.

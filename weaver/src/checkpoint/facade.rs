@@ -474,11 +474,14 @@ impl Checkpointer {
         loop {
             for t in &page.threads {
                 found += 1;
-                let still_idle = self
-                    .thread_info(&t.thread_id)
-                    .await?
-                    .is_some_and(|now| now.updated_at == t.updated_at);
-                if still_idle {
+                // Still idle now (it may have run since it was listed, or
+                // a run may hold it).
+                let now = self.thread_info(&t.thread_id).await?;
+                let lease = match self.saver.leases() {
+                    Some(l) => l.lease_info(&t.thread_id).await?,
+                    None => None,
+                };
+                if super::fleet::still_idle(t, now.as_ref(), lease.as_ref()) {
                     self.delete_thread(&t.thread_id).await?;
                     deleted += 1;
                 }

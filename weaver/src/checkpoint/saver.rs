@@ -475,7 +475,8 @@ pub trait Saver: Debug + Send + Sync {
     /// transaction, so a long run never holds one transaction open), calling
     /// `progress(deleted so far, found so far)` after each; returns how many
     /// threads went. A thread found idle that stores a checkpoint before its
-    /// turn is kept. A zero `idle_for` is
+    /// turn, or that a run holds (its lease, [`Saver::leases`]), is kept. A
+    /// zero `idle_for` is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     ///
     /// ```
@@ -501,12 +502,14 @@ pub trait Saver: Debug + Send + Sync {
         loop {
             for t in &page.threads {
                 found += 1;
-                // Still idle now (it may have run since it was listed).
-                let idle = match self.thread_info(&t.thread_id).await? {
-                    Some(now) => now.updated_at == t.updated_at,
-                    None => false,
+                // Still idle now (it may have run since it was listed, or
+                // a run may hold it).
+                let now = self.thread_info(&t.thread_id).await?;
+                let lease = match self.leases() {
+                    Some(l) => l.lease_info(&t.thread_id).await?,
+                    None => None,
                 };
-                if idle {
+                if super::fleet::still_idle(t, now.as_ref(), lease.as_ref()) {
                     self.delete_thread(&t.thread_id).await?;
                     deleted += 1;
                 }
