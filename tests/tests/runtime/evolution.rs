@@ -486,6 +486,84 @@ mod release_checks {
         let both = TicketV1::schemas().to_string();
         assert!(check_compatible::<TicketV2>(&both).unwrap().is_compatible());
     }
+
+    /// An untagged enum that holds itself: its schema is `A = number | A`.
+    #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+    #[serde(untagged)]
+    pub enum Nest {
+        N(f64),
+        W(Box<Nest>),
+    }
+
+    /// A state with a self-referring untagged enum and an integer-keyed map.
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct Odd {
+        pub nest: Option<Nest>,
+        pub by_id: std::collections::HashMap<u32, u64>,
+    }
+
+    /// A schema whose `anyOf` refers back to itself is compared, and
+    /// checked, without end. (The check overflowed the stack and aborted
+    /// the process.)
+    #[test]
+    fn a_schema_whose_branches_refer_to_itself_is_compared_without_end() {
+        assert!(report::<Odd>(&previous::<Odd>()).is_empty());
+    }
+
+    /// The scan reads an integer-keyed map by its key pattern, and stops at
+    /// a value a self-referring `anyOf` never matches, with a reason. (The
+    /// map's keys were reported as unknown fields; the value overflowed
+    /// the stack.)
+    #[tokio::test]
+    async fn the_scan_reads_integer_keyed_maps_and_self_referring_schemas() {
+        use weaver::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointSource, NewCheckpoint};
+        use weaver::evolution::scan_stored;
+        let saver = InMemorySaver::new();
+        for (thread, values) in [
+            (
+                "good",
+                serde_json::json!({"nest": 1.5, "by_id": {"7": 1, "12": 2}}),
+            ),
+            (
+                "bad-key",
+                serde_json::json!({"nest": null, "by_id": {"x": 1}}),
+            ),
+            ("bad-nest", serde_json::json!({"nest": "x", "by_id": {}})),
+        ] {
+            let mut checkpoint = Checkpoint::empty();
+            checkpoint.id = format!("c-{thread}");
+            for (k, v) in values.as_object().unwrap() {
+                checkpoint.channel_values.insert(k.clone(), v.clone());
+                checkpoint.channel_versions.insert(k.clone(), 1);
+            }
+            let metadata = CheckpointMetadata::new(CheckpointSource::Loop, 0);
+            saver
+                .put(NewCheckpoint {
+                    thread_id: thread.into(),
+                    checkpoint_ns: String::new(),
+                    parent_id: None,
+                    checkpoint,
+                    metadata,
+                    commit_order: Some(1),
+                })
+                .await
+                .unwrap();
+        }
+        let report = scan_stored(&saver, &schema_snapshot::<Odd>(), 10, &mut |_| {})
+            .await
+            .unwrap();
+        let mut failing: Vec<(&str, &str)> = report
+            .failing
+            .iter()
+            .map(|f| (f.thread_id.as_str(), f.path.as_str()))
+            .collect();
+        failing.sort();
+        assert_eq!(
+            failing,
+            [("bad-key", "by_id.x"), ("bad-nest", "nest")],
+            "{report:?}"
+        );
+    }
 }
 
 #[test]

@@ -745,7 +745,35 @@ fn variant_tag(schema: &Value) -> Option<String> {
 /// value or constant), `any`. A variant of a tagged enum is an object
 /// kind named by its tag.
 fn kinds(schema: &Value, root: &Value) -> BTreeSet<String> {
-    let schema = resolve(schema, root);
+    kinds_within(schema, root, &mut Vec::new())
+}
+
+/// [`kinds`], `refs` the `$ref`s it is inside: a branch that refers back to
+/// one of them (a recursive enum, `A = A | null`) adds nothing more.
+fn kinds_within<'a>(
+    schema: &'a Value,
+    root: &'a Value,
+    refs: &mut Vec<&'a str>,
+) -> BTreeSet<String> {
+    let named = schema.get("$ref").and_then(Value::as_str);
+    if let Some(r) = named {
+        if refs.contains(&r) {
+            return BTreeSet::new();
+        }
+        refs.push(r);
+    }
+    let out = kinds_resolved(resolve(schema, root), root, refs);
+    if named.is_some() {
+        refs.pop();
+    }
+    out
+}
+
+fn kinds_resolved<'a>(
+    schema: &'a Value,
+    root: &'a Value,
+    refs: &mut Vec<&'a str>,
+) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
         out.extend(values.iter().map(|v| v.to_string()));
@@ -758,7 +786,7 @@ fn kinds(schema: &Value, root: &Value) -> BTreeSet<String> {
     for key in ["anyOf", "oneOf"] {
         if let Some(branches) = schema.get(key).and_then(Value::as_array) {
             for b in branches {
-                out.extend(kinds(b, root));
+                out.extend(kinds_within(b, root, refs));
             }
             return out;
         }

@@ -290,6 +290,35 @@ pub(super) fn validate(
     root: &Value,
     path: String,
 ) -> std::result::Result<(), Invalid> {
+    validate_at(value, schema, root, path, 0)
+}
+
+/// How many schemas (branches of `anyOf`, `oneOf`, `allOf`) one value is
+/// checked against, one inside the other, at most: a schema that refers
+/// to itself at the same value (`A = A | null`) ends here, not in a stack
+/// overflow.
+const SAME_VALUE_DEPTH: u32 = 64;
+
+/// [`validate`], `depth` schemas deep at this value.
+fn validate_at(
+    value: &Value,
+    schema: &Value,
+    root: &Value,
+    path: String,
+    depth: u32,
+) -> std::result::Result<(), Invalid> {
+    let validate = |value: &Value, schema: &Value, root: &Value, path: String| {
+        validate_at(value, schema, root, path, 0)
+    };
+    let same_value = |schema: &Value, path: String| {
+        if depth >= SAME_VALUE_DEPTH {
+            return Err((
+                path,
+                "the schema refers to itself without end at this value".to_owned(),
+            ));
+        }
+        validate_at(value, schema, root, path, depth + 1)
+    };
     let schema = resolve(schema, root);
     let fail = |path: String, reason: String| Err((path, reason));
     match schema {
@@ -318,7 +347,7 @@ pub(super) fn validate(
         if let Some(branches) = schema.get(key).and_then(Value::as_array) {
             let mut first = None;
             for b in branches {
-                match validate(value, b, root, path.clone()) {
+                match same_value(b, path.clone()) {
                     Ok(()) => {
                         first = None;
                         break;
@@ -341,7 +370,7 @@ pub(super) fn validate(
     }
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
         for s in all {
-            validate(value, s, root, path.clone())?;
+            same_value(s, path.clone())?;
         }
     }
     if let Some(types) = schema.get("type") {
@@ -381,9 +410,16 @@ pub(super) fn validate(
                 }
             }
             let props = schema.get("properties").and_then(Value::as_object);
+            let patterns = schema.get("patternProperties").and_then(Value::as_object);
             for (k, v) in map {
                 let at = join(&path, k);
-                match props.and_then(|p| p.get(k)) {
+                let by_pattern = || {
+                    patterns?
+                        .iter()
+                        .find(|(pattern, _)| key_matches(pattern, k))
+                        .map(|(_, s)| s)
+                };
+                match props.and_then(|p| p.get(k)).or_else(by_pattern) {
                     Some(s) => validate(v, s, root, at)?,
                     None => match schema.get("additionalProperties") {
                         Some(Value::Bool(false)) => return fail(at, "unknown field".into()),
@@ -410,6 +446,19 @@ pub(super) fn validate(
         _ => {}
     }
     Ok(())
+}
+
+/// Whether a map key matches a `patternProperties` pattern: the integer
+/// key patterns schemars writes (`^\d+$`, `^-?\d+$`) are checked; any
+/// other pattern is taken to match (this check has no regular
+/// expressions).
+fn key_matches(pattern: &str, key: &str) -> bool {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    match pattern {
+        r"^\d+$" => digits(key),
+        r"^-?\d+$" => digits(key.strip_prefix('-').unwrap_or(key)),
+        _ => true,
+    }
 }
 
 /// Whether `value` is of JSON Schema type `t` (an integer within the
