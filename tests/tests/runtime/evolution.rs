@@ -429,6 +429,104 @@ mod release_checks {
         }
     }
 
+    /// An internally tagged enum whose variants hold structs (newtype
+    /// variants: schemars writes each as the struct's `$ref` beside the tag).
+    mod tagged_newtypes {
+        pub mod r1 {
+            use serde::{Deserialize, Serialize};
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct AskData {
+                pub question: String,
+            }
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct TellData {
+                pub text: String,
+            }
+
+            #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+            #[serde(tag = "kind")]
+            pub enum Step {
+                Ask(AskData),
+                Tell(TellData),
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub step: Option<Step>,
+            }
+        }
+
+        /// `Tell` removed.
+        pub mod r2 {
+            use serde::{Deserialize, Serialize};
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct AskData {
+                pub question: String,
+            }
+
+            #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+            #[serde(tag = "kind")]
+            pub enum Step {
+                Ask(AskData),
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub step: Option<Step>,
+            }
+        }
+
+        /// `AskData.question` retyped.
+        pub mod r3 {
+            use serde::{Deserialize, Serialize};
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct AskData {
+                pub question: u32,
+            }
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct TellData {
+                pub text: String,
+            }
+
+            #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+            #[serde(tag = "kind")]
+            pub enum Step {
+                Ask(AskData),
+                Tell(TellData),
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub step: Option<Step>,
+            }
+        }
+    }
+
+    /// Internally tagged newtype variants are paired by their tag: a removed
+    /// variant, and a field retyped inside one, fail. (The tag beside the
+    /// payload's `$ref` was dropped, so every variant read as a plain
+    /// object and nothing was found.)
+    #[test]
+    fn internally_tagged_newtype_variants_are_paired_by_tag() {
+        use tagged_newtypes::{r1, r2, r3};
+        assert!(report::<r1::Flow>(&previous::<r1::Flow>()).is_empty());
+        let removed = check_compatible::<r2::Flow>(&previous::<r1::Flow>()).unwrap();
+        assert!(removed.failures().next().is_some(), "{removed}");
+        let retyped = check_compatible::<r3::Flow>(&previous::<r1::Flow>()).unwrap();
+        assert!(
+            retyped.failures().any(|c| c.path.contains("question")),
+            "{retyped}"
+        );
+    }
+
     #[test]
     fn changes_under_kept_type_names_tuples_and_maps_are_found() {
         use kept_names::{r1, r2};

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::schema::{SchemaSnapshot, resolve, schema_snapshot};
+use super::schema::{SchemaSnapshot, merge_ref_siblings, resolve, schema_snapshot};
 use crate::error::Result;
 use crate::state::{GraphState, StateSchema};
 
@@ -153,9 +153,13 @@ pub fn compare(
     current: &SchemaSnapshot,
     upcasts_from: &[u32],
 ) -> Compatibility {
+    let (prev_root, cur_root) = (
+        merge_ref_siblings(&previous.schema),
+        merge_ref_siblings(&current.schema),
+    );
     let mut cmp = Comparer {
-        prev_root: &previous.schema,
-        cur_root: &current.schema,
+        prev_root: &prev_root,
+        cur_root: &cur_root,
         changes: Vec::new(),
         comparing: HashSet::new(),
     };

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::read::stored_version;
-use super::schema::{SchemaSnapshot, resolve};
+use super::schema::{SchemaSnapshot, merge_ref_siblings, resolve};
 use crate::checkpoint::{CheckpointTuple, ListFilter, SENDS_CHANNEL, Saver};
 use crate::error::Result;
 
@@ -171,6 +171,14 @@ pub async fn scan_stored_with(
     options: &ScanOptions,
     progress: &mut (dyn FnMut(&ScanReport) + Send),
 ) -> Result<ScanReport> {
+    // Checked against the snapshots with every `$ref` beside fields of its
+    // own merged (an internally tagged enum's newtype variant keeps its tag).
+    let mut merged = options.clone();
+    merged.snapshot.schema = merge_ref_siblings(&merged.snapshot.schema);
+    for s in merged.subgraphs.iter_mut().filter_map(|(_, s)| s.as_mut()) {
+        s.schema = merge_ref_siblings(&s.schema);
+    }
+    let options = &merged;
     let batch = options.batch.max(1);
     let mut report = ScanReport::default();
     let mut offset = 0;

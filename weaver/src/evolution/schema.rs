@@ -117,6 +117,67 @@ impl SchemaSnapshot {
     }
 }
 
+/// `root` with every schema that holds a `$ref` beside fields of its own
+/// (`properties`, `required`: schemars writes an internally tagged enum's
+/// newtype variant as its payload's `$ref` plus the tag's property) made
+/// one schema: the target's, with those fields merged in. [`resolve`]
+/// follows a `$ref` alone, so the tag beside it would be lost.
+pub(super) fn merge_ref_siblings(root: &Value) -> Value {
+    fn walk(node: &mut Value, root: &Value) {
+        match node {
+            Value::Object(map) => {
+                let merged = match map.get("$ref") {
+                    Some(Value::String(_))
+                        if map.contains_key("properties") || map.contains_key("required") =>
+                    {
+                        let target = resolve(&Value::Object(map.clone()), root).clone();
+                        match target {
+                            Value::Object(mut t) if !t.contains_key("$ref") => {
+                                for (k, v) in map.iter().filter(|(k, _)| *k != "$ref") {
+                                    merge_field(&mut t, k, v);
+                                }
+                                Some(t)
+                            }
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some(t) = merged {
+                    *map = t;
+                }
+                for v in map.values_mut() {
+                    walk(v, root);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| walk(v, root)),
+            _ => {}
+        }
+    }
+    fn merge_field(target: &mut serde_json::Map<String, Value>, key: &str, value: &Value) {
+        match (key, target.get_mut(key), value) {
+            ("properties", Some(Value::Object(t)), Value::Object(v)) => {
+                for (name, s) in v {
+                    t.insert(name.clone(), s.clone());
+                }
+            }
+            ("required", Some(Value::Array(t)), Value::Array(v)) => {
+                for r in v {
+                    if !t.contains(r) {
+                        t.push(r.clone());
+                    }
+                }
+            }
+            _ => {
+                target.insert(key.to_owned(), value.clone());
+            }
+        }
+    }
+    let mut out = root.clone();
+    walk(&mut out, root);
+    out
+}
+
 /// `schema` with a local `$ref` (`#/$defs/X`, `#/definitions/X`) followed
 /// in `root`, a few levels deep; a reference that does not resolve stays.
 pub(super) fn resolve<'a>(mut schema: &'a Value, root: &'a Value) -> &'a Value {
