@@ -527,6 +527,68 @@ mod release_checks {
         );
     }
 
+    /// Maps by key type, and a named type inside an `Option`.
+    mod keyed {
+        pub mod r1 {
+            use serde::{Deserialize, Serialize};
+            use std::collections::HashMap;
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Ids(pub Vec<u64>);
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub by_name: HashMap<String, u64>,
+                pub by_id: HashMap<u32, u64>,
+                pub signed: HashMap<i32, u64>,
+                pub ids: Option<Ids>,
+            }
+        }
+
+        pub mod r2 {
+            use serde::{Deserialize, Serialize};
+            use std::collections::HashMap;
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Ids(pub Vec<u32>);
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub by_name: HashMap<u32, u64>,
+                pub by_id: HashMap<u32, u32>,
+                pub signed: HashMap<u32, u64>,
+                pub ids: Option<Ids>,
+            }
+        }
+    }
+
+    /// A map's key type narrowed (text or signed integers to unsigned), a
+    /// value narrowed under integer keys, and a named array narrowed inside
+    /// an `Option` fail; the keys widened back warn. (None was found: the
+    /// key patterns, and what an `Option` of a named type holds, were not
+    /// read.)
+    #[test]
+    fn map_keys_and_what_an_option_holds_are_compared() {
+        use keyed::{r1, r2};
+        assert!(report::<r1::Flow>(&previous::<r1::Flow>()).is_empty());
+        let got = check_compatible::<r2::Flow>(&previous::<r1::Flow>()).unwrap();
+        for path in ["by_name", "by_id{}", "signed", "ids[]"] {
+            assert!(got.failures().any(|c| c.path == path), "{path}: {got}");
+        }
+        let back = check_compatible::<r1::Flow>(&previous::<r2::Flow>()).unwrap();
+        assert!(back.failures().next().is_none(), "{back}");
+        for path in ["by_name", "signed"] {
+            assert!(
+                back.changes
+                    .iter()
+                    .any(|c| c.severity == Severity::Warning && c.path == path),
+                "{path}: {back}"
+            );
+        }
+    }
+
     #[test]
     fn changes_under_kept_type_names_tuples_and_maps_are_found() {
         use kept_names::{r1, r2};

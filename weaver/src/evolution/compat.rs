@@ -305,6 +305,15 @@ impl<'a> Comparer<'a> {
     }
 
     fn node_resolved(&mut self, path: &str, prev: &'a Value, cur: &'a Value) {
+        // An `Option` on both sides: what it holds is compared (its limits,
+        // items and fields, which the union's own keys do not show).
+        if let (Some(p), Some(c)) = (
+            option_of(prev, self.prev_root),
+            option_of(cur, self.cur_root),
+        ) {
+            self.node(path, p, c);
+            return;
+        }
         let (pt, ct) = (kinds(prev, self.prev_root), kinds(cur, self.cur_root));
         let lost: Vec<&str> = pt
             .iter()
@@ -514,13 +523,43 @@ impl<'a> Comparer<'a> {
         {
             self.node(&format!("{path}[]"), p, c);
         }
-        if let (Some(p), Some(c)) = (
-            prev.get("additionalProperties"),
-            cur.get("additionalProperties"),
-        ) && p.is_object()
-            && c.is_object()
-        {
+        let values = |s: &'a Value| {
+            s.get("additionalProperties")
+                .filter(|v| v.is_object())
+                .or_else(|| key_patterns(s).into_iter().next().map(|(_, v)| v))
+        };
+        if let (Some(p), Some(c)) = (values(prev), values(cur)) {
             self.node(&format!("{path}{{}}"), p, c);
+        }
+        self.map_keys(path, prev, cur);
+    }
+
+    /// Compares the keys two map schemas take: text, signed or unsigned
+    /// integers (schemars writes integer keys as `patternProperties`). A
+    /// narrower key fails (a stored key may not decode), a wider one warns.
+    fn map_keys(&mut self, path: &str, prev: &Value, cur: &Value) {
+        let (Some(p), Some(c)) = (map_key_kind(prev), map_key_kind(cur)) else {
+            return;
+        };
+        let names = ["unsigned integers", "integers", "any text"];
+        if c < p {
+            self.push(
+                Severity::Failure,
+                path,
+                format!(
+                    "map keys narrowed from {} to {}: stored keys may not decode; bump the state version with an upcaster",
+                    names[p], names[c]
+                ),
+            );
+        } else if c > p {
+            self.push(
+                Severity::Warning,
+                path,
+                format!(
+                    "map keys widened from {} to {}: the previous release may not read new keys",
+                    names[p], names[c]
+                ),
+            );
         }
     }
 
@@ -670,6 +709,60 @@ fn join(path: &str, key: &str) -> String {
     match path {
         "" => key.to_owned(),
         path => format!("{path}.{key}"),
+    }
+}
+
+/// The `patternProperties` of a schema (a map with integer keys).
+fn key_patterns(schema: &Value) -> Vec<(&str, &Value)> {
+    schema
+        .get("patternProperties")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.as_str(), v)).collect())
+        .unwrap_or_default()
+}
+
+/// The keys a map schema (no named fields) takes, narrowest first: 0 for
+/// unsigned integers, 1 for integers, 2 for any text; `None` for a schema
+/// that is not a map.
+fn map_key_kind(schema: &Value) -> Option<usize> {
+    if schema.get("properties").is_some() {
+        return None;
+    }
+    if schema
+        .get("additionalProperties")
+        .is_some_and(Value::is_object)
+    {
+        return Some(2);
+    }
+    let patterns = key_patterns(schema);
+    if patterns.is_empty() {
+        return None;
+    }
+    Some(
+        patterns
+            .iter()
+            .map(|(p, _)| match *p {
+                r"^\d+$" => 0,
+                r"^-?\d+$" => 1,
+                _ => 2,
+            })
+            .max()
+            .unwrap_or(2),
+    )
+}
+
+/// What an `Option` schema holds: the one branch of an `anyOf`/`oneOf` of
+/// two whose other branch is `null`.
+fn option_of<'a>(schema: &'a Value, root: &'a Value) -> Option<&'a Value> {
+    let branches = schema
+        .get("anyOf")
+        .or_else(|| schema.get("oneOf"))?
+        .as_array()?;
+    let is_null = |b: &Value| resolve(b, root).get("type").and_then(Value::as_str) == Some("null");
+    match branches.as_slice() {
+        [a, b] if is_null(b) && !is_null(a) => Some(a),
+        [a, b] if is_null(a) && !is_null(b) => Some(b),
+        _ => None,
     }
 }
 
