@@ -1602,3 +1602,30 @@ pub async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land(
     );
     one_chain(&leasing, thread).await;
 }
+
+/// A rollback to a base that a prune removed meanwhile (the host kept only
+/// the newest checkpoint during a holder's turn) keeps the turn: the
+/// thread is never left without its root history. (Every root checkpoint
+/// above the pruned base went, and the thread had none left.)
+pub async fn a_rollback_to_a_pruned_base_keeps_the_turn(saver: Arc<dyn Saver>, thread: &str) {
+    let g = turns(saver.clone(), Duration::from_millis(1), Arc::default());
+    let race = RunConfig::thread(thread).multitask(Multitask::Race);
+    g.invoke(say("one"), &race).await.unwrap();
+    let base = saver.list(&ListFilter::thread(thread)).await.unwrap()[0].commit_order;
+    let leases = saver.leases().unwrap();
+    let mine = plain(thread, "h", Duration::from_secs(30));
+    assert!(matches!(
+        leases.acquire(&mine).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    // The holder's turn, then the host's prune to the newest checkpoint.
+    g.invoke(say("two"), &race).await.unwrap();
+    saver
+        .prune(&[thread.to_owned()], PruneStrategy::KeepLast(1))
+        .await
+        .unwrap();
+    let gone = leases.truncate(thread, "h", base).await.unwrap();
+    assert_eq!(gone, 0, "the turn above a pruned base was removed");
+    assert_eq!(whole_turns(&transcript(&g, thread).await), ["one", "two"]);
+    leases.release(thread, "h", None).await.unwrap();
+}

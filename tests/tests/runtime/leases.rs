@@ -143,3 +143,8 @@ async fn a_finished_run_dropped_as_it_gives_back_is_not_rolled_back_in_memory() 
 async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land_in_memory() {
     leases::a_cancelled_run_gives_its_lease_back_once_its_writes_land(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_rollback_to_a_pruned_base_keeps_the_turn_in_memory() {
+    leases::a_rollback_to_a_pruned_base_keeps_the_turn(memory(), "t").await;
+}

@@ -593,3 +593,18 @@ async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land_on_postgres()
     leases::a_cancelled_run_gives_its_lease_back_once_its_writes_land(saver, "t").await;
     db.drop_schema().await;
 }
+
+#[tokio::test]
+async fn a_rollback_to_a_pruned_base_keeps_the_turn_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_rollback_to_a_pruned_base_keeps_the_turn(saver, "t").await;
+}
+
+#[tokio::test]
+async fn a_rollback_to_a_pruned_base_keeps_the_turn_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_rollback_to_a_pruned_base_keeps_the_turn(saver, "t").await;
+    db.drop_schema().await;
+}

@@ -313,3 +313,8 @@ async fn a_rewritten_base_is_not_put_back_as_it_was_on_mongo() {
 async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land_on_mongo() {
     on_mongo(|s| leases::a_cancelled_run_gives_its_lease_back_once_its_writes_land(s, "t")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_to_a_pruned_base_keeps_the_turn_on_mongo() {
+    on_mongo(|s| leases::a_rollback_to_a_pruned_base_keeps_the_turn(s, "t")).await;
+}

@@ -320,7 +320,8 @@ impl MongoSaver {
     /// Removes the root checkpoints of the thread above commit order
     /// `above`, with their writes, and puts back the copy of the writes of
     /// the checkpoint at `above`, inside `s`; returns how many checkpoints
-    /// went, and whether writes were put back.
+    /// went, and whether writes were put back (nothing goes when the
+    /// checkpoint at `above` is gone: a prune took the turn's base).
     async fn truncate_in(
         &self,
         s: &mut ClientSession,
@@ -328,6 +329,21 @@ impl MongoSaver {
         above: u64,
         op: &'static str,
     ) -> Result<(u64, bool)> {
+        // A base a prune removed meanwhile: nothing before the turn is left
+        // to go back to, so the turn stays.
+        if above > 0 {
+            let order = i64::try_from(above).unwrap_or(i64::MAX);
+            let base = self
+                .checkpoints()
+                .find_one(doc! { "thread_id": thread_id, "ns": "", "commit_order": order })
+                .projection(doc! { "_id": 1 })
+                .session(&mut *s)
+                .await
+                .map_err(storage(op))?;
+            if base.is_none() {
+                return Ok((0, false));
+            }
+        }
         let restored = self.restore_base_in(s, thread_id, above, op).await?;
         let above = i64::try_from(above).unwrap_or(i64::MAX);
         let gone = doc! { "thread_id": thread_id, "ns": "", "commit_order": { "$gt": above } };

@@ -28,12 +28,17 @@ impl InMemorySaver {
     /// Removes the root checkpoints of the thread above commit order
     /// `above`, with their writes, and puts back the copy of the writes of
     /// the checkpoint at `above` when one is kept; returns how many
-    /// checkpoints went.
+    /// checkpoints went (none when the checkpoint at `above` is gone).
     pub(super) fn truncate_root(&self, thread_id: &str, above: u64) -> u64 {
         let mut threads = self.write();
         let Some(log) = threads.get_mut(thread_id).and_then(|n| n.get_mut("")) else {
             return 0;
         };
+        // A base a prune removed meanwhile: nothing before the turn is left
+        // to go back to, so the turn stays.
+        if above > 0 && !log.by_order.contains_key(&above) {
+            return 0;
+        }
         let gone = log.by_order.split_off(&above.saturating_add(1));
         for stored in gone.values() {
             log.by_id.remove(&stored.checkpoint.id);

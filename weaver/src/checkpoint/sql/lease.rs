@@ -376,7 +376,8 @@ impl<D: Backend> SqlSaver<D> {
     /// and puts
     /// back the copy of the writes of the checkpoint at `above`, in
     /// `conn`'s transaction; returns how many checkpoints went, and whether
-    /// writes were put back.
+    /// writes were put back (nothing goes when the checkpoint at `above` is
+    /// gone: a prune took the turn's base, and the turn stays).
     async fn truncate_in(
         conn: &mut D::Connection,
         sql: &Sql,
@@ -386,6 +387,25 @@ impl<D: Backend> SqlSaver<D> {
     ) -> Result<(u64, bool)> {
         let order = above;
         let above = i64::try_from(above).unwrap_or(i64::MAX);
+        // A base a prune removed meanwhile: nothing before the turn is left
+        // to go back to, so the turn stays.
+        if above > 0 {
+            let base = format!(
+                "SELECT 1 FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order = $2",
+                sql.cps
+            );
+            let found = D::fetch_optional(
+                conn,
+                sql.pooling,
+                base,
+                [Arg::Text(thread_id), Arg::Int(above)],
+            )
+            .await
+            .map_err(storage(op))?;
+            if found.is_none() {
+                return Ok((0, false));
+            }
+        }
         // The base's row too: a write being stored on it commits before the
         // copy is put back, or waits and lands after it.
         if !sql.lock.is_empty() {
