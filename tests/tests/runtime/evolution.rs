@@ -527,6 +527,84 @@ mod release_checks {
         );
     }
 
+    /// An untagged enum with two branches that hold itself, and maps of any
+    /// values.
+    pub mod cyclic {
+        use serde::{Deserialize, Serialize};
+        use weaver::prelude::*;
+
+        #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+        #[serde(untagged)]
+        pub enum Twice {
+            A(Box<Twice>),
+            B(Box<Twice>),
+            N(u64),
+        }
+
+        #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+        pub struct Flow {
+            pub twice: Option<Twice>,
+            pub any: std::collections::HashMap<String, serde_json::Value>,
+        }
+
+        /// `any` keyed by integers.
+        #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+        pub struct Keyed {
+            pub twice: Option<Twice>,
+            pub any: std::collections::HashMap<u64, serde_json::Value>,
+        }
+    }
+
+    /// A value no branch of a twice self-referring enum takes is reported
+    /// at once (the scan tried every branch at every level, without end),
+    /// and a map of any values keyed by integers instead of text fails (it
+    /// was not taken for a map).
+    #[tokio::test]
+    async fn self_referring_branches_end_and_maps_of_any_values_are_compared() {
+        use weaver::evolution::scan_stored;
+        assert!(report::<cyclic::Flow>(&previous::<cyclic::Flow>()).is_empty());
+        let keyed = check_compatible::<cyclic::Keyed>(&previous::<cyclic::Flow>()).unwrap();
+        assert!(keyed.failures().any(|c| c.path == "any"), "{keyed}");
+        let saver = InMemorySaver::new();
+        put_values(&saver, "t", serde_json::json!({"twice": "x", "any": {}})).await;
+        let report = scan_stored(&saver, &schema_snapshot::<cyclic::Flow>(), 10, &mut |_| {})
+            .await
+            .unwrap();
+        assert_eq!(report.unreadable, 1, "{report:?}");
+    }
+
+    /// Internally tagged enums that hold each other through newtype
+    /// variants (the payload's `$ref` beside each tag; schemars itself
+    /// cannot write this for Rust types, a snapshot may hold it) are
+    /// compared without end. (Merging each payload into its tag recursed
+    /// forever.)
+    #[test]
+    fn tagged_payloads_that_hold_each_other_are_merged_once_per_path() {
+        use weaver::evolution::{SchemaSnapshot, compare};
+        let text = serde_json::json!({
+            "type": "object",
+            "properties": {"outer": {"$ref": "#/$defs/Outer"}},
+            "$defs": {
+                "Outer": {"oneOf": [
+                    {"$ref": "#/$defs/Inner", "type": "object",
+                     "properties": {"op": {"const": "In"}}, "required": ["op"]},
+                    {"type": "object", "properties": {"op": {"const": "Stop"}},
+                     "required": ["op"]}
+                ]},
+                "Inner": {"oneOf": [
+                    {"$ref": "#/$defs/Outer", "type": "object",
+                     "properties": {"kind": {"const": "Back"}}, "required": ["kind"]},
+                    {"type": "object", "properties": {"kind": {"const": "Leaf"}, "x": {"type": "integer"}},
+                     "required": ["kind", "x"]}
+                ]}
+            }
+        })
+        .to_string();
+        let snapshot = SchemaSnapshot::parse(&text).unwrap();
+        let report = compare(&snapshot, &snapshot, &[]);
+        assert!(report.is_compatible(), "{report}");
+    }
+
     /// Maps by key type, and a named type inside an `Option`.
     mod keyed {
         pub mod r1 {
@@ -647,6 +725,28 @@ mod release_checks {
         assert!(check_compatible::<TicketV2>(&both).unwrap().is_compatible());
     }
 
+    /// Stores `values` as thread `thread`'s one checkpoint, as written.
+    async fn put_values(saver: &InMemorySaver, thread: &str, values: serde_json::Value) {
+        use weaver::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointSource, NewCheckpoint};
+        let mut checkpoint = Checkpoint::empty();
+        checkpoint.id = format!("c-{thread}");
+        for (k, v) in values.as_object().unwrap() {
+            checkpoint.channel_values.insert(k.clone(), v.clone());
+            checkpoint.channel_versions.insert(k.clone(), 1);
+        }
+        saver
+            .put(NewCheckpoint {
+                thread_id: thread.into(),
+                checkpoint_ns: String::new(),
+                parent_id: None,
+                checkpoint,
+                metadata: CheckpointMetadata::new(CheckpointSource::Loop, 0),
+                commit_order: Some(1),
+            })
+            .await
+            .unwrap();
+    }
+
     /// An untagged enum that holds itself: its schema is `A = number | A`.
     #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
     #[serde(untagged)]
@@ -676,7 +776,6 @@ mod release_checks {
     /// the stack.)
     #[tokio::test]
     async fn the_scan_reads_integer_keyed_maps_and_self_referring_schemas() {
-        use weaver::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointSource, NewCheckpoint};
         use weaver::evolution::scan_stored;
         let saver = InMemorySaver::new();
         for (thread, values) in [
@@ -690,24 +789,7 @@ mod release_checks {
             ),
             ("bad-nest", serde_json::json!({"nest": "x", "by_id": {}})),
         ] {
-            let mut checkpoint = Checkpoint::empty();
-            checkpoint.id = format!("c-{thread}");
-            for (k, v) in values.as_object().unwrap() {
-                checkpoint.channel_values.insert(k.clone(), v.clone());
-                checkpoint.channel_versions.insert(k.clone(), 1);
-            }
-            let metadata = CheckpointMetadata::new(CheckpointSource::Loop, 0);
-            saver
-                .put(NewCheckpoint {
-                    thread_id: thread.into(),
-                    checkpoint_ns: String::new(),
-                    parent_id: None,
-                    checkpoint,
-                    metadata,
-                    commit_order: Some(1),
-                })
-                .await
-                .unwrap();
+            put_values(&saver, thread, values).await;
         }
         let report = scan_stored(&saver, &schema_snapshot::<Odd>(), 10, &mut |_| {})
             .await

@@ -146,7 +146,8 @@ impl fmt::Display for Compatibility {
 /// look like a rename, which loses the values (failure); a type changed or
 /// narrowed (`u64` to `u32`, `f64` to `i64`, an enum variant removed) is a
 /// failure, a widened one (`u32` to `u64`, a variant added, `T` to
-/// `Option<T>`) a warning; inside a field, a new required property is a
+/// `Option<T>`) a warning, and so are a map's key types (text, signed or
+/// unsigned integers); inside a field, a new required property is a
 /// failure (old values lack it) unless it has a default.
 pub fn compare(
     previous: &SchemaSnapshot,
@@ -728,9 +729,10 @@ fn map_key_kind(schema: &Value) -> Option<usize> {
     if schema.get("properties").is_some() {
         return None;
     }
+    // Any value (`serde_json::Value`) is `true`.
     if schema
         .get("additionalProperties")
-        .is_some_and(Value::is_object)
+        .is_some_and(|v| v.is_object() || *v == Value::Bool(true))
     {
         return Some(2);
     }

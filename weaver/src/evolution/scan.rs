@@ -298,34 +298,53 @@ pub(super) fn validate(
     root: &Value,
     path: String,
 ) -> std::result::Result<(), Invalid> {
-    validate_at(value, schema, root, path, 0)
+    validate_at(
+        value,
+        schema,
+        root,
+        path,
+        0,
+        &std::cell::Cell::new(SAME_VALUE_CHECKS),
+    )
 }
 
 /// How many schemas (branches of `anyOf`, `oneOf`, `allOf`) one value is
-/// checked against, one inside the other, at most: a schema that refers
-/// to itself at the same value (`A = A | null`) ends here, not in a stack
-/// overflow.
+/// checked against, one inside the other, at most, and how many in all: a
+/// schema that refers to itself at the same value (`A = A | null`, or
+/// `A = A | A | integer`) ends here, not in a stack overflow or a search
+/// that never ends.
 const SAME_VALUE_DEPTH: u32 = 64;
+const SAME_VALUE_CHECKS: u32 = 4096;
 
-/// [`validate`], `depth` schemas deep at this value.
+/// [`validate`], `depth` schemas deep at this value, with `left` checks of
+/// it left.
 fn validate_at(
     value: &Value,
     schema: &Value,
     root: &Value,
     path: String,
     depth: u32,
+    left: &std::cell::Cell<u32>,
 ) -> std::result::Result<(), Invalid> {
     let validate = |value: &Value, schema: &Value, root: &Value, path: String| {
-        validate_at(value, schema, root, path, 0)
+        validate_at(
+            value,
+            schema,
+            root,
+            path,
+            0,
+            &std::cell::Cell::new(SAME_VALUE_CHECKS),
+        )
     };
     let same_value = |schema: &Value, path: String| {
-        if depth >= SAME_VALUE_DEPTH {
+        if depth >= SAME_VALUE_DEPTH || left.get() == 0 {
             return Err((
                 path,
                 "the schema refers to itself without end at this value".to_owned(),
             ));
         }
-        validate_at(value, schema, root, path, depth + 1)
+        left.set(left.get() - 1);
+        validate_at(value, schema, root, path, depth + 1, left)
     };
     let schema = resolve(schema, root);
     let fail = |path: String, reason: String| Err((path, reason));

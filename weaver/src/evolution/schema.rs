@@ -123,13 +123,22 @@ impl SchemaSnapshot {
 /// one schema: the target's, with those fields merged in. [`resolve`]
 /// follows a `$ref` alone, so the tag beside it would be lost.
 pub(super) fn merge_ref_siblings(root: &Value) -> Value {
-    fn walk(node: &mut Value, root: &Value) {
+    /// `expanding`: the targets being merged in above `node` (a type that
+    /// holds itself through such variants is merged in once per path).
+    fn walk(node: &mut Value, root: &Value, expanding: &mut Vec<String>) {
         match node {
             Value::Object(map) => {
-                let merged = match map.get("$ref") {
-                    Some(Value::String(_))
-                        if map.contains_key("properties") || map.contains_key("required") =>
+                let target_ref = match map.get("$ref") {
+                    Some(Value::String(r))
+                        if (map.contains_key("properties") || map.contains_key("required"))
+                            && !expanding.contains(r) =>
                     {
+                        Some(r.clone())
+                    }
+                    _ => None,
+                };
+                let merged = match &target_ref {
+                    Some(_) => {
                         let target = resolve(&Value::Object(map.clone()), root).clone();
                         match target {
                             Value::Object(mut t) if !t.contains_key("$ref") => {
@@ -141,16 +150,24 @@ pub(super) fn merge_ref_siblings(root: &Value) -> Value {
                             _ => None,
                         }
                     }
-                    _ => None,
+                    None => None,
                 };
-                if let Some(t) = merged {
-                    *map = t;
-                }
+                let expanded = match (merged, target_ref) {
+                    (Some(t), Some(r)) => {
+                        *map = t;
+                        expanding.push(r);
+                        true
+                    }
+                    _ => false,
+                };
                 for v in map.values_mut() {
-                    walk(v, root);
+                    walk(v, root, expanding);
+                }
+                if expanded {
+                    expanding.pop();
                 }
             }
-            Value::Array(items) => items.iter_mut().for_each(|v| walk(v, root)),
+            Value::Array(items) => items.iter_mut().for_each(|v| walk(v, root, expanding)),
             _ => {}
         }
     }
@@ -174,7 +191,7 @@ pub(super) fn merge_ref_siblings(root: &Value) -> Value {
         }
     }
     let mut out = root.clone();
-    walk(&mut out, root);
+    walk(&mut out, root, &mut Vec::new());
     out
 }
 
