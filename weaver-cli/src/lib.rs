@@ -715,7 +715,9 @@ async fn find(
         Selector::Id(id) => latest.at(id),
         Selector::Version(v) => cp.at_commit_order(thread, ns, *v).await?.ok_or_else(|| {
             Error::invalid_argument(format!(
-                "thread `{thread}` has no version {v} in namespace `{ns}`"
+                "thread `{}` has no version {v} in namespace `{}`",
+                cursor_text(thread),
+                printable(ns)
             ))
         })?,
     };

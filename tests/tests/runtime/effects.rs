@@ -140,18 +140,12 @@ async fn charge_counted(
     Ok(weaver_tests::states::StepsUpdate::default().foo(key))
 }
 
-/// A node timeout that ends an attempt after its effect's journal entry
-/// was stored, while the saver's reply is still on its way, does not make
-/// the retry call the service again. (The entry was recorded only once the
-/// write returned, so the retry did not find it.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_timeout_during_the_journal_write_does_not_call_the_service_again() {
+/// Runs the `charge` node once on `watched` (a 100 ms timeout, two
+/// attempts, `sync` durability); returns how often the service was called.
+async fn charge_with_a_timeout(watched: Arc<weaver_tests::forwarding::Forwarding>) -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
-    use weaver_tests::forwarding::Forwarding;
     use weaver_tests::states::Steps;
-    let watched = Arc::new(Forwarding::default());
-    *watched.slow_reply_to_writes.lock().unwrap() = Some(Duration::from_millis(500));
     let retry = RetryPolicy::new()
         .max_attempts(2)
         .initial_interval(Duration::from_millis(1))
@@ -162,7 +156,7 @@ async fn a_timeout_during_the_journal_write_does_not_call_the_service_again() {
     let graph = Graph::<Steps>::new("charges")
         .add_node_with("charge", charge_counted, policy)
         .add_sequence([START, "charge", END])
-        .compile(Compile::new().checkpointer_arc(watched.clone()))
+        .compile(Compile::new().checkpointer_arc(watched))
         .unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let config = RunConfig::thread("t")
@@ -170,11 +164,20 @@ async fn a_timeout_during_the_journal_write_does_not_call_the_service_again() {
         .with_context(calls.clone());
     let done = graph.invoke(Steps::default(), &config).await.unwrap();
     assert!(!done.complete().unwrap().foo.is_empty());
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        1,
-        "the service was called again"
-    );
+    calls.load(Ordering::SeqCst)
+}
+
+/// A node timeout that ends an attempt after its effect's journal entry
+/// was stored, while the saver's reply is still on its way, does not make
+/// the retry call the service again. (The entry was recorded only once the
+/// write returned, so the retry did not find it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_during_the_journal_write_does_not_call_the_service_again() {
+    use weaver_tests::forwarding::Forwarding;
+    let watched = Arc::new(Forwarding::default());
+    *watched.slow_reply_to_writes.lock().unwrap() = Some(std::time::Duration::from_millis(500));
+    let calls = charge_with_a_timeout(watched).await;
+    assert_eq!(calls, 1, "the service was called again");
 }
 
 /// A node timeout that ends an attempt before its effect's journal write
@@ -184,35 +187,12 @@ async fn a_timeout_during_the_journal_write_does_not_call_the_service_again() {
 /// result from memory only: the entry was never stored.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effect_whose_journal_write_was_cut_off_is_stored_by_the_retry() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::Duration;
     use weaver::checkpoint::ListFilter;
     use weaver_tests::forwarding::Forwarding;
-    use weaver_tests::states::Steps;
     let watched = Arc::new(Forwarding::default());
-    *watched.slow_next_writes.lock().unwrap() = Some(Duration::from_millis(500));
-    let retry = RetryPolicy::new()
-        .max_attempts(2)
-        .initial_interval(Duration::from_millis(1))
-        .jitter(false);
-    let policy = NodePolicy::new()
-        .timeout(Duration::from_millis(100))
-        .retry(retry);
-    let graph = Graph::<Steps>::new("charges")
-        .add_node_with("charge", charge_counted, policy)
-        .add_sequence([START, "charge", END])
-        .compile(Compile::new().checkpointer_arc(watched.clone()))
-        .unwrap();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let config = RunConfig::thread("t")
-        .durability(Durability::Sync)
-        .with_context(calls.clone());
-    graph.invoke(Steps::default(), &config).await.unwrap();
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        1,
-        "the service was called again"
-    );
+    *watched.slow_next_writes.lock().unwrap() = Some(std::time::Duration::from_millis(500));
+    let calls = charge_with_a_timeout(watched.clone()).await;
+    assert_eq!(calls, 1, "the service was called again");
     let stored = watched.inner.list(&ListFilter::thread("t")).await.unwrap();
     let entries = stored
         .iter()

@@ -359,7 +359,9 @@ impl Runtime {
     ///
     /// The entry is stored before `effect` returns under every durability,
     /// provided the checkpoint the task started from is stored: always
-    /// under `sync` and `async` (after the run's queued writes land), and
+    /// under `sync` and `async` (after the run's queued writes land, and in
+    /// a subgraph's task those of the graphs that run it; when one of them
+    /// failed, the effect does not run: [`Error::Storage`](crate::Error::Storage)), and
     /// under `exit` when the run started from it (a resume). A task of a
     /// checkpoint an `exit` run has not stored yet keeps its entries with
     /// its other writes, stored with that checkpoint when the run ends;
