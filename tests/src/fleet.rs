@@ -341,13 +341,25 @@ async fn bad_fleet_input_is_a_typed_error(saver: Arc<dyn Saver>) {
             .map(|_| ()),
         "limit 0",
     );
-    invalid(
-        saver
-            .search_threads(&ThreadQuery::new().idle_for(Duration::ZERO))
-            .await
-            .map(|_| ()),
-        "idle_for 0",
-    );
+    // Times are stored to the millisecond: less is refused, not rounded
+    // to zero on some savers and compared exactly on others.
+    for idle in [Duration::ZERO, Duration::from_micros(500)] {
+        invalid(
+            saver
+                .search_threads(&ThreadQuery::new().idle_for(idle))
+                .await
+                .map(|_| ()),
+            "idle_for under 1 ms",
+        );
+        let age = PruneStrategy::OlderThan {
+            age: idle,
+            keep_newest: 1,
+        };
+        invalid(
+            saver.prune(&["x".to_owned()], age).await.map(|_| ()),
+            "an age under 1 ms",
+        );
+    }
     for cursor in ["", "garbage", "a:notanumber:x", "q:1:x", "a:1:"] {
         invalid(
             saver

@@ -142,7 +142,8 @@ impl ThreadQuery {
         self
     }
 
-    /// Keeps threads idle for at least `idle`.
+    /// Keeps threads idle for at least `idle` (at least a millisecond:
+    /// less is [`Error::InvalidArgument`] when the query runs).
     pub fn idle_for(mut self, idle: Duration) -> Self {
         self.idle_for = Some(idle);
         self
@@ -226,9 +227,9 @@ impl ThreadQuery {
                 "a thread listing needs a limit of at least 1",
             ));
         }
-        if self.idle_for.is_some_and(|d| d.is_zero()) {
+        if self.idle_for.is_some_and(|d| d < Duration::from_millis(1)) {
             return Err(Error::invalid_argument(
-                "idle_for must be above zero (every thread has been idle for zero time)",
+                "idle_for must be at least 1 ms (times are stored to the millisecond)",
             ));
         }
         self.cursor

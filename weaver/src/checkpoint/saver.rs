@@ -476,7 +476,7 @@ pub trait Saver: Debug + Send + Sync {
     /// `progress(deleted so far, found so far)` after each; returns how many
     /// threads went. A thread found idle that stores a checkpoint before its
     /// turn, or that a run holds (its lease, [`Saver::leases`]), is kept. A
-    /// zero `idle_for` is
+    /// `idle_for` under a millisecond is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     ///
     /// ```

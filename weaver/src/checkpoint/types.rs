@@ -580,11 +580,13 @@ pub enum PruneStrategy {
     /// Delete the thread's checkpoints and writes entirely.
     Delete,
     /// Delete, per namespace, the checkpoints stored more than `age` ago
-    /// (by the database's clock; [`ThreadInfo`] shows the times), but keep
+    /// (by the database's clock on SQL, the writing process's on MongoDB;
+    /// [`ThreadInfo`] shows the times), but keep
     /// the `keep_newest` newest whatever their age, and every checkpoint
     /// committed after a kept one: what goes is always the oldest part of
-    /// a namespace, as with [`KeepLast`](PruneStrategy::KeepLast). A zero
-    /// `age`, or a `keep_newest` of 0, is
+    /// a namespace, as with [`KeepLast`](PruneStrategy::KeepLast). An
+    /// `age` under a millisecond (times are stored to the millisecond), or
+    /// a `keep_newest` of 0, is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     OlderThan {
         /// How old a checkpoint must be to go.
@@ -620,9 +622,11 @@ impl PruneStrategy {
             )),
             PruneStrategy::KeepLast(n) => newest(n),
             PruneStrategy::Delete => Ok(None),
-            PruneStrategy::OlderThan { age, .. } if age.is_zero() => Err(
-                crate::Error::invalid_argument("PruneStrategy::OlderThan needs an age above zero"),
-            ),
+            PruneStrategy::OlderThan { age, .. } if age < std::time::Duration::from_millis(1) => {
+                Err(crate::Error::invalid_argument(
+                    "PruneStrategy::OlderThan needs an age of at least 1 ms (times are stored to the millisecond)",
+                ))
+            }
             PruneStrategy::OlderThan { keep_newest: 0, .. } => Err(crate::Error::invalid_argument(
                 "PruneStrategy::OlderThan with keep_newest 0 could delete a thread's newest checkpoint; keep at least 1",
             )),
