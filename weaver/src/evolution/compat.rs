@@ -473,6 +473,52 @@ impl<'a> Comparer<'a> {
                 (None, None) => {}
             }
         }
+        self.number_limits(path, prev, cur);
+    }
+
+    /// Compares what a number schema takes beyond its kind: `f64` to `f32`
+    /// (`format` `double` to `float`: a stored value beyond an `f32` reads
+    /// as infinite, which no checkpoint can hold) and a value newly
+    /// excluded (`not`, as `NonZero*` writes it) fail; the reverse warns.
+    fn number_limits(&mut self, path: &str, prev: &Value, cur: &Value) {
+        let numbers = |s: &Value| match s.get("type") {
+            Some(Value::String(t)) => t == "number" || t == "integer",
+            Some(Value::Array(ts)) => ts.iter().any(|t| t == "number" || t == "integer"),
+            _ => false,
+        };
+        if !(numbers(prev) && numbers(cur)) {
+            return;
+        }
+        let format = |s: &Value| s.get("format").and_then(Value::as_str).map(str::to_owned);
+        if (format(prev).as_deref(), format(cur).as_deref()) == (Some("double"), Some("float")) {
+            self.push(
+                Severity::Failure,
+                path,
+                "narrowed from f64 to f32: stored values beyond an f32 do not read; bump the state version with an upcaster".into(),
+            );
+        } else if (format(prev).as_deref(), format(cur).as_deref())
+            == (Some("float"), Some("double"))
+        {
+            self.push(
+                Severity::Warning,
+                path,
+                "widened from f32 to f64: the previous release cannot read every new value".into(),
+            );
+        }
+        match (prev.get("not"), cur.get("not")) {
+            (p, c) if p == c => {}
+            (_, Some(c)) => self.push(
+                Severity::Failure,
+                path,
+                format!("values matching {c} are newly refused: stored ones do not read; bump the state version with an upcaster"),
+            ),
+            (Some(p), None) => self.push(
+                Severity::Warning,
+                path,
+                format!("values matching {p} are newly allowed: the previous release cannot read them"),
+            ),
+            (None, None) => {}
+        }
     }
 
     /// Compares the variants of two enum schemas that are in both, paired
@@ -523,6 +569,25 @@ impl<'a> Comparer<'a> {
             && c.is_object()
         {
             self.node(&format!("{path}[]"), p, c);
+        }
+        // A tuple that became a list (each place read as an item), or the
+        // reverse (each item read as the place it lands in).
+        match (prev.get("prefixItems"), cur.get("prefixItems")) {
+            (Some(Value::Array(places)), None) => {
+                if let Some(c) = cur.get("items").filter(|c| c.is_object()) {
+                    for (i, p) in places.iter().enumerate() {
+                        self.node(&format!("{path}[{i}]"), p, c);
+                    }
+                }
+            }
+            (None, Some(Value::Array(places))) => {
+                if let Some(p) = prev.get("items").filter(|p| p.is_object()) {
+                    for (i, c) in places.iter().enumerate() {
+                        self.node(&format!("{path}[{i}]"), p, c);
+                    }
+                }
+            }
+            _ => {}
         }
         let values = |s: &'a Value| {
             s.get("additionalProperties")
