@@ -650,6 +650,50 @@ mod release_checks {
         }
     }
 
+    /// An externally tagged enum that became a struct.
+    mod enum_to_struct {
+        pub mod r1 {
+            use serde::{Deserialize, Serialize};
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+            pub enum Shape {
+                Circle { r: f64 },
+                Square { side: f64 },
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub shape: Option<Shape>,
+            }
+        }
+
+        pub mod r2 {
+            use serde::{Deserialize, Serialize};
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Shape {
+                pub r: f64,
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub shape: Option<Shape>,
+            }
+        }
+    }
+
+    /// An externally tagged enum that became a struct with a required
+    /// field fails: a stored `{"Circle": {"r": 1}}` lacks `r`. (It was only
+    /// a widening warning: a plain object was taken to read every variant.)
+    #[test]
+    fn an_enum_that_became_a_struct_fails() {
+        use enum_to_struct::{r1, r2};
+        let got = check_compatible::<r2::Flow>(&previous::<r1::Flow>()).unwrap();
+        assert!(got.failures().any(|c| c.path == "shape"), "{got}");
+    }
+
     /// Maps by key type, and a named type inside an `Option`.
     mod keyed {
         pub mod r1 {

@@ -339,6 +339,35 @@ impl<'a> Comparer<'a> {
             );
             return;
         }
+        // A variant of an externally tagged enum, stored as `{"Tag": …}`,
+        // read by a plain struct: only one that needs no other field reads it.
+        if ct.contains("object")
+            && let Some(co) = object_of(cur, self.cur_root)
+        {
+            let required: Vec<&str> = co
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            for k in pt
+                .iter()
+                .filter(|k| k.starts_with("object {") && !ct.contains(*k))
+            {
+                let tag = k["object {".len()..].trim_end_matches('}');
+                let missing: Vec<&str> = required.iter().copied().filter(|r| *r != tag).collect();
+                if !missing.is_empty() {
+                    self.push(
+                        Severity::Failure,
+                        path,
+                        format!(
+                            "variant {tag}, stored as {{\"{tag}\": ...}}, does not read as a struct that requires {}; bump the state version with an upcaster",
+                            missing.join(", ")
+                        ),
+                    );
+                    return;
+                }
+            }
+        }
         if !gained.is_empty() {
             self.push(
                 Severity::Warning,
