@@ -1628,4 +1628,64 @@ pub async fn a_rollback_to_a_pruned_base_keeps_the_turn(saver: Arc<dyn Saver>, t
     assert_eq!(gone, 0, "the turn above a pruned base was removed");
     assert_eq!(whole_turns(&transcript(&g, thread).await), ["one", "two"]);
     leases.release(thread, "h", None).await.unwrap();
+
+    // A holder that took the thread over, refused the same rollback, keeps
+    // its own base: it is not lowered to the one that is gone (a later
+    // rollback of its own turn would then find nothing to go back to).
+    let short = plain(thread, "h1", Duration::from_millis(100));
+    assert!(matches!(
+        leases.acquire(&short).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let before = saver.list(&ListFilter::thread(thread)).await.unwrap()[0].commit_order;
+    g.invoke(say("three"), &race).await.unwrap();
+    saver
+        .prune(&[thread.to_owned()], PruneStrategy::KeepLast(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let next = plain(thread, "h2", Duration::from_secs(30));
+    assert!(matches!(
+        leases.acquire(&next).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let own = leases.lease_info(thread).await.unwrap().unwrap().base_order;
+    assert!(own > before, "{own} {before}");
+    assert_eq!(leases.truncate(thread, "h2", before).await.unwrap(), 0);
+    assert_eq!(
+        leases.lease_info(thread).await.unwrap().unwrap().base_order,
+        own,
+        "the base came down to a checkpoint that is gone"
+    );
+    leases.release(thread, "h2", None).await.unwrap();
+
+    // A dead holder's unfinished turn over a pruned base, taken over by a
+    // `Rollback` run: nothing is rolled back, so the run finishes it first
+    // (its input landed on the unfinished turn).
+    let dead = format!("{thread}-dead");
+    let failing = Arc::new(AtomicBool::new(false));
+    let g = turns(saver.clone(), Duration::from_millis(1), failing.clone());
+    let race = RunConfig::thread(&dead).multitask(Multitask::Race);
+    g.invoke(say("one"), &race).await.unwrap();
+    let short = plain(&dead, "h1", Duration::from_millis(100));
+    assert!(matches!(
+        leases.acquire(&short).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    failing.store(true, Ordering::SeqCst);
+    assert!(g.invoke(say("two"), &race).await.is_err());
+    failing.store(false, Ordering::SeqCst);
+    saver
+        .prune(std::slice::from_ref(&dead), PruneStrategy::KeepLast(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rollback = RunConfig::thread(&dead).multitask(Multitask::Rollback {
+        wait: Duration::from_secs(5),
+    });
+    g.invoke(say("three"), &rollback).await.unwrap();
+    assert_eq!(
+        whole_turns(&transcript(&g, &dead).await),
+        ["one", "two", "three"]
+    );
 }

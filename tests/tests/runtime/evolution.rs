@@ -684,14 +684,77 @@ mod release_checks {
         }
     }
 
+    /// The same enum, kept readable by a fallback branch, and a struct that
+    /// refuses unknown fields.
+    mod enum_to_struct_more {
+        pub mod r3 {
+            use serde::{Deserialize, Serialize};
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Round {
+                pub r: f64,
+            }
+
+            #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+            #[serde(untagged)]
+            pub enum Shape {
+                New(Round),
+                Old(serde_json::Value),
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub shape: Option<Shape>,
+            }
+        }
+
+        pub mod r4 {
+            use serde::{Deserialize, Serialize};
+            use weaver::prelude::*;
+
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            #[serde(deny_unknown_fields)]
+            pub struct Shape {
+                #[serde(default)]
+                pub r: f64,
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub shape: Option<Shape>,
+            }
+        }
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Ids32 {
+        id: Option<std::num::NonZeroU32>,
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Ids64 {
+        id: Option<std::num::NonZeroI64>,
+    }
+
     /// An externally tagged enum that became a struct with a required
-    /// field fails: a stored `{"Circle": {"r": 1}}` lacks `r`. (It was only
-    /// a widening warning: a plain object was taken to read every variant.)
+    /// field fails: a stored `{"Circle": {"r": 1}}` lacks `r`; so does one
+    /// that refuses unknown fields. (It was only a widening warning: a
+    /// plain object was taken to read every variant.) One with a fallback
+    /// branch that reads any value passes, and so does a `NonZeroU32` that
+    /// became a `NonZeroI64` (0 was never stored).
     #[test]
     fn an_enum_that_became_a_struct_fails() {
         use enum_to_struct::{r1, r2};
+        use enum_to_struct_more::{r3, r4};
         let got = check_compatible::<r2::Flow>(&previous::<r1::Flow>()).unwrap();
         assert!(got.failures().any(|c| c.path == "shape"), "{got}");
+        let closed = check_compatible::<r4::Flow>(&previous::<r1::Flow>()).unwrap();
+        assert!(closed.failures().any(|c| c.path == "shape"), "{closed}");
+        let fallback = check_compatible::<r3::Flow>(&previous::<r1::Flow>()).unwrap();
+        assert!(fallback.failures().next().is_none(), "{fallback}");
+        let wider = check_compatible::<Ids64>(&previous::<Ids32>()).unwrap();
+        assert!(wider.failures().next().is_none(), "{wider}");
     }
 
     /// Maps by key type, and a named type inside an `Option`.

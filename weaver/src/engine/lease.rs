@@ -96,6 +96,9 @@ pub(crate) struct Hold {
     pub previous_base: u64,
     /// The previous holder answered its own pauses (it was named).
     pub previous_owns_pause: bool,
+    /// How many of the previous holder's checkpoints the acquire removed
+    /// (it died or stopped under `Rollback`).
+    pub rolled_back: u64,
     renewer: Option<tokio::task::JoinHandle<()>>,
     released: bool,
     /// How the run ended (paused, the stop it acted on), once
@@ -165,10 +168,12 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
                 previous_base,
                 previous_owns_pause,
                 stop,
+                rolled_back,
                 ..
             }) => {
                 asked.disarm();
-                break (previous, previous_base, previous_owns_pause, stop, before);
+                let previous = (previous, previous_base, previous_owns_pause, rolled_back);
+                break (previous, stop, before);
             }
             Ok(Acquired::Busy { holder, ticket }) => (holder, ticket),
             Err(e) => {
@@ -231,7 +236,8 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
         tokio::time::sleep(backoff.min(wait - waited)).await;
         backoff = (backoff * 2).min(poll_cap(times));
     };
-    let (previous, previous_base, previous_owns_pause, kept_stop, mut since) = previous;
+    let ((previous, previous_base, previous_owns_pause, rolled_back), kept_stop, mut since) =
+        previous;
     // The lease runs from when the saver took it, which the run only
     // bounds by when it asked: a call that took a renewal period or more
     // (a saver running its transaction again after conflicts, say) leaves
@@ -267,6 +273,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
         previous,
         previous_base,
         previous_owns_pause,
+        rolled_back,
         renewer,
         released: false,
         ending: None,

@@ -341,31 +341,37 @@ impl<'a> Comparer<'a> {
         }
         // A variant of an externally tagged enum, stored as `{"Tag": …}`,
         // read by a plain struct: only one that needs no other field reads it.
-        if ct.contains("object")
-            && let Some(co) = object_of(cur, self.cur_root)
-        {
-            let required: Vec<&str> = co
+        // (Only a struct alone: a value that may also be a map or any
+        // value, as a migration's fallback branch, may read it.)
+        if ct.contains("object") && !ct.contains("any") && cur.get("properties").is_some() {
+            let required: Vec<&str> = cur
                 .get("required")
                 .and_then(Value::as_array)
                 .map(|r| r.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
+            let known = |k: &str| cur.get("properties").and_then(|p| p.get(k)).is_some();
+            let closed = no_extra_keys(cur);
             for k in pt
                 .iter()
                 .filter(|k| k.starts_with("object {") && !ct.contains(*k))
             {
                 let tag = k["object {".len()..].trim_end_matches('}');
                 let missing: Vec<&str> = required.iter().copied().filter(|r| *r != tag).collect();
-                if !missing.is_empty() {
-                    self.push(
-                        Severity::Failure,
-                        path,
-                        format!(
-                            "variant {tag}, stored as {{\"{tag}\": ...}}, does not read as a struct that requires {}; bump the state version with an upcaster",
-                            missing.join(", ")
-                        ),
-                    );
-                    return;
-                }
+                let why = if !missing.is_empty() {
+                    format!("a struct that requires {}", missing.join(", "))
+                } else if closed && !known(tag) {
+                    "a struct that refuses unknown fields".to_owned()
+                } else {
+                    continue;
+                };
+                self.push(
+                    Severity::Failure,
+                    path,
+                    format!(
+                        "variant {tag}, stored as {{\"{tag}\": ...}}, does not read as {why}; bump the state version with an upcaster"
+                    ),
+                );
+                return;
             }
         }
         if !gained.is_empty() {
@@ -534,8 +540,24 @@ impl<'a> Comparer<'a> {
                 "widened from f32 to f64: the previous release cannot read every new value".into(),
             );
         }
+        // A value the previous schema's range already left out (a
+        // `NonZeroU32`'s 0, by its minimum) is no new refusal.
+        let admitted = |excluded: &Value| match excluded.get("const").and_then(Value::as_i64) {
+            Some(v)
+                if match prev.get("type") {
+                    Some(Value::String(t)) => t == "integer",
+                    Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+                    _ => false,
+                } =>
+            {
+                let (lo, hi) = int_range(prev);
+                lo <= i128::from(v) && i128::from(v) <= hi
+            }
+            _ => true,
+        };
         match (prev.get("not"), cur.get("not")) {
             (p, c) if p == c => {}
+            (_, Some(c)) if !admitted(c) => {}
             (_, Some(c)) => self.push(
                 Severity::Failure,
                 path,

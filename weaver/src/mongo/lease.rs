@@ -320,15 +320,15 @@ impl MongoSaver {
     /// Removes the root checkpoints of the thread above commit order
     /// `above`, with their writes, and puts back the copy of the writes of
     /// the checkpoint at `above`, inside `s`; returns how many checkpoints
-    /// went, and whether writes were put back (nothing goes when the
-    /// checkpoint at `above` is gone: a prune took the turn's base).
+    /// went, and whether writes were put back; `None` when the checkpoint
+    /// at `above` is gone (a prune took the turn's base: the turn stays).
     async fn truncate_in(
         &self,
         s: &mut ClientSession,
         thread_id: &str,
         above: u64,
         op: &'static str,
-    ) -> Result<(u64, bool)> {
+    ) -> Result<Option<(u64, bool)>> {
         // A base a prune removed meanwhile: nothing before the turn is left
         // to go back to, so the turn stays.
         if above > 0 {
@@ -341,7 +341,7 @@ impl MongoSaver {
                 .await
                 .map_err(storage(op))?;
             if base.is_none() {
-                return Ok((0, false));
+                return Ok(None);
             }
         }
         let restored = self.restore_base_in(s, thread_id, above, op).await?;
@@ -364,7 +364,7 @@ impl MongoSaver {
             })
             .collect::<Result<Vec<_>>>()?;
         if ids.is_empty() {
-            return Ok((0, restored));
+            return Ok(Some((0, restored)));
         }
         self.writes()
             .delete_many(
@@ -379,7 +379,7 @@ impl MongoSaver {
             .session(&mut *s)
             .await
             .map_err(storage(op))?;
-        Ok((n.deleted_count, restored))
+        Ok(Some((n.deleted_count, restored)))
     }
 
     /// The sequence number of the thread's first ticket (`order` 1) or of
@@ -569,7 +569,10 @@ impl MongoSaver {
             }
             Decision::Take(take) => {
                 let (rolled_back, restored) = match take.rollback {
-                    Some(above) => self.truncate_in(s, thread, above, op).await?,
+                    Some(above) => self
+                        .truncate_in(s, thread, above, op)
+                        .await?
+                        .unwrap_or((0, false)),
                     None => (0, false),
                 };
                 let base = match take.keep_base {
@@ -825,7 +828,10 @@ impl Leases for MongoSaver {
             .detached(op, move |me| async move {
                 lease_txn!(me, "lease_truncate", |s| {
                     me.held_row(&mut s, &thread, &holder, op).await?;
-                    let n = me.truncate_in(&mut s, &thread, above, op).await?.0;
+                    // The base comes down only to a checkpoint that is there.
+                    let Some((n, _)) = me.truncate_in(&mut s, &thread, above, op).await? else {
+                        return Ok(0);
+                    };
                     let base = i64::try_from(above).unwrap_or(i64::MAX);
                     me.leases_collection()
                         .update_one(

@@ -28,16 +28,16 @@ impl InMemorySaver {
     /// Removes the root checkpoints of the thread above commit order
     /// `above`, with their writes, and puts back the copy of the writes of
     /// the checkpoint at `above` when one is kept; returns how many
-    /// checkpoints went (none when the checkpoint at `above` is gone).
-    pub(super) fn truncate_root(&self, thread_id: &str, above: u64) -> u64 {
+    /// checkpoints went; `None` when the checkpoint at `above` is gone (a
+    /// prune removed the turn's base: nothing before the turn is left to
+    /// go back to, so the turn stays).
+    pub(super) fn truncate_root(&self, thread_id: &str, above: u64) -> Option<u64> {
         let mut threads = self.write();
         let Some(log) = threads.get_mut(thread_id).and_then(|n| n.get_mut("")) else {
-            return 0;
+            return Some(0);
         };
-        // A base a prune removed meanwhile: nothing before the turn is left
-        // to go back to, so the turn stays.
         if above > 0 && !log.by_order.contains_key(&above) {
-            return 0;
+            return None;
         }
         let gone = log.by_order.split_off(&above.saturating_add(1));
         for stored in gone.values() {
@@ -58,7 +58,7 @@ impl InMemorySaver {
         if !gone.is_empty() || restored {
             self.state.note_deletion(thread_id);
         }
-        gone.len() as u64
+        Some(gone.len() as u64)
     }
 
     /// Keeps the copies of base writes of `thread_id` as `copy` says, the
@@ -93,7 +93,7 @@ impl Leases for InMemorySaver {
         self.leases.acquire(
             request,
             || self.root_head(thread),
-            |above| self.truncate_root(thread, above),
+            |above| self.truncate_root(thread, above).unwrap_or(0),
             |copy, base| self.copy_base(thread, copy, base),
         )
     }
@@ -135,7 +135,10 @@ impl Leases for InMemorySaver {
         if !self.leases.holds(thread_id, holder) {
             return Err(lease::lost(thread_id));
         }
-        let n = self.truncate_root(thread_id, above);
+        // The base comes down only to a checkpoint that is there.
+        let Some(n) = self.truncate_root(thread_id, above) else {
+            return Ok(0);
+        };
         self.leases.lower_base(thread_id, above);
         Ok(n)
     }

@@ -376,36 +376,17 @@ impl<D: Backend> SqlSaver<D> {
     /// and puts
     /// back the copy of the writes of the checkpoint at `above`, in
     /// `conn`'s transaction; returns how many checkpoints went, and whether
-    /// writes were put back (nothing goes when the checkpoint at `above` is
-    /// gone: a prune took the turn's base, and the turn stays).
+    /// writes were put back; `None` when the checkpoint at `above` is gone
+    /// (a prune took the turn's base, and the turn stays).
     async fn truncate_in(
         conn: &mut D::Connection,
         sql: &Sql,
         thread_id: &str,
         above: u64,
         op: &'static str,
-    ) -> Result<(u64, bool)> {
+    ) -> Result<Option<(u64, bool)>> {
         let order = above;
         let above = i64::try_from(above).unwrap_or(i64::MAX);
-        // A base a prune removed meanwhile: nothing before the turn is left
-        // to go back to, so the turn stays.
-        if above > 0 {
-            let base = format!(
-                "SELECT 1 FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order = $2",
-                sql.cps
-            );
-            let found = D::fetch_optional(
-                conn,
-                sql.pooling,
-                base,
-                [Arg::Text(thread_id), Arg::Int(above)],
-            )
-            .await
-            .map_err(storage(op))?;
-            if found.is_none() {
-                return Ok((0, false));
-            }
-        }
         // The base's row too: a write being stored on it commits before the
         // copy is put back, or waits and lands after it.
         if !sql.lock.is_empty() {
@@ -422,6 +403,26 @@ impl<D: Backend> SqlSaver<D> {
             )
             .await
             .map_err(storage(op))?;
+        }
+        // A base a prune removed meanwhile (read once the rows are locked,
+        // so a prune that committed first is seen): nothing before the turn
+        // is left to go back to, so the turn stays.
+        if above > 0 {
+            let base = format!(
+                "SELECT 1 FROM {} WHERE thread_id = $1 AND checkpoint_ns = '' AND commit_order = $2",
+                sql.cps
+            );
+            let found = D::fetch_optional(
+                conn,
+                sql.pooling,
+                base,
+                [Arg::Text(thread_id), Arg::Int(above)],
+            )
+            .await
+            .map_err(storage(op))?;
+            if found.is_none() {
+                return Ok(None);
+            }
         }
         let restored = Self::restore_base_in(conn, sql, thread_id, order, op).await?;
         let writes = format!(
@@ -449,7 +450,7 @@ impl<D: Backend> SqlSaver<D> {
         )
         .await
         .map_err(storage(op))?;
-        Ok((gone, restored))
+        Ok(Some((gone, restored)))
     }
 
     /// The thread's head commit order on its root namespace (0: none).
@@ -572,7 +573,9 @@ impl<D: Backend> SqlSaver<D> {
             }
             Decision::Take(take) => {
                 let (rolled_back, restored) = match take.rollback {
-                    Some(above) => Self::truncate_in(conn, &sql, thread, above, op).await?,
+                    Some(above) => Self::truncate_in(conn, &sql, thread, above, op)
+                        .await?
+                        .unwrap_or((0, false)),
                     None => (0, false),
                 };
                 let base = match take.keep_base {
@@ -817,7 +820,11 @@ impl<D: Backend> Leases for SqlSaver<D> {
             if !row.is_some_and(|r| r.holder == holder && r.expires_at > now) {
                 return Err(lost(thread_id));
             }
-            let (n, _) = Self::truncate_in(&mut tx, &sql, thread_id, above, op).await?;
+            // The base comes down only to a checkpoint that is there.
+            let Some((n, _)) = Self::truncate_in(&mut tx, &sql, thread_id, above, op).await? else {
+                tx.commit().await.map_err(storage(op))?;
+                return Ok(0);
+            };
             let lower = format!(
                 "UPDATE {} SET base_order = $2 WHERE thread_id = $1 AND base_order > $2",
                 sql.leases

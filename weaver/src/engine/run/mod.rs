@@ -208,13 +208,15 @@ impl<'g, S: GraphState> Loop<'g, S> {
             return Loop::run(spec, cp, config, input, sink, env(None), built).await;
         };
         let watch = Some(hold.watch.clone());
-        if hold.previous == Previous::Died
-            && config.get_checkpoint_id().is_none()
-            && !matches!(
+        // A dead holder's turn is finished first, unless this run rolled
+        // it back (`Rollback`, and the acquire removed something: a turn
+        // whose base a prune removed is kept, so it is finished too).
+        let rolled = hold.rolled_back > 0
+            && matches!(
                 config.get_multitask(),
                 crate::config::Multitask::Rollback { .. }
-            )
-        {
+            );
+        if hold.previous == Previous::Died && config.get_checkpoint_id().is_none() && !rolled {
             let finished = Loop::run(
                 spec,
                 cp,
