@@ -337,15 +337,21 @@ async fn chat_a_manual_save_under_a_pruned_head_conflicts() {
 
 /// A turn whose starting version another turn moved past and pruned while
 /// it ran loses the race as any other: `VersionConflict`.
+/// Two flows on conversation `c` of `saver`, after its first turn, and
+/// the version that turn left.
+async fn two_flows(saver: Arc<dyn Saver>) -> (ChatFlow<Signup>, ChatFlow<Signup>, u64) {
+    let a = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
+    let b = chat_flows::questionnaire(ChatOptions::shared("c", saver));
+    a.turn("").await.unwrap();
+    let head = a.latest_version().await.unwrap();
+    (a, b, head)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_a_turn_racing_a_turn_and_a_prune_conflicts() {
     use weaver_tests::forwarding::Forwarding;
     let watched = Arc::new(Forwarding::leasing(memory()));
-    let saver: Arc<dyn Saver> = watched.clone();
-    let a = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
-    let b = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
-    a.turn("").await.unwrap();
-    let head = a.latest_version().await.unwrap();
+    let (a, b, head) = two_flows(watched.clone()).await;
     let gate = watched.gate_writes();
     let entered = gate.entered.notified();
     let racing = tokio::spawn(async move { a.turn_at(head, "Ada").await });
@@ -374,11 +380,7 @@ async fn chat_racing_turns_on_an_in_process_saver_keep_the_winners_reply() {
         in_process: true,
         ..Forwarding::leasing(memory())
     });
-    let saver: Arc<dyn Saver> = watched.clone();
-    let a = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
-    let b = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
-    a.turn("").await.unwrap();
-    let head = a.latest_version().await.unwrap();
+    let (a, b, head) = two_flows(watched.clone()).await;
     // `b` takes its whole turn when `a` is about to store its next version.
     let b_turn = Arc::new(std::sync::Mutex::new(None));
     *watched.before_checkpoint.lock().unwrap() = Some(BoxedWork(Box::pin({
@@ -406,11 +408,7 @@ async fn chat_racing_turns_on_an_in_process_saver_keep_the_winners_reply() {
 async fn chat_a_turn_reports_its_own_version_when_another_lands_right_after() {
     use weaver_tests::forwarding::{BoxedWork, Forwarding};
     let watched = Arc::new(Forwarding::leasing(memory()));
-    let saver: Arc<dyn Saver> = watched.clone();
-    let a = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
-    let b = chat_flows::questionnaire(ChatOptions::shared("c", saver.clone()));
-    a.turn("").await.unwrap();
-    let head = a.latest_version().await.unwrap();
+    let (a, b, head) = two_flows(watched.clone()).await;
     // `a`'s answer stores two versions (the valid reply, then the next
     // question): `b` takes its whole turn once `a` has stored the second.
     let b_turn = Arc::new(std::sync::Mutex::new(None));

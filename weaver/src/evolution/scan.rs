@@ -326,16 +326,7 @@ fn validate_at(
     depth: u32,
     left: &std::cell::Cell<u32>,
 ) -> std::result::Result<(), Invalid> {
-    let validate = |value: &Value, schema: &Value, root: &Value, path: String| {
-        validate_at(
-            value,
-            schema,
-            root,
-            path,
-            0,
-            &std::cell::Cell::new(SAME_VALUE_CHECKS),
-        )
-    };
+    // A child value is checked by `validate`, with checks of its own.
     let same_value = |schema: &Value, path: String| {
         if depth >= SAME_VALUE_DEPTH || left.get() == 0 {
             return Err((
