@@ -470,6 +470,29 @@ fn unescape(text: &str, what: &str) -> Result<String> {
     Ok(out)
 }
 
+/// An error as the binary prints it: control characters escaped, and the
+/// thread id of a thread or checkpoint that was not found written as
+/// `threads` lists it (a backslash doubled), so that it can be passed back.
+///
+/// ```
+/// let e = weaver::Error::ThreadNotFound { thread_id: "a\\b\u{7}".into() };
+/// assert_eq!(weaver_cli::error_text(&e), "thread `a\\\\b\\u{7}` has no checkpoints");
+/// ```
+pub fn error_text(e: &Error) -> String {
+    let message = e.to_string();
+    let thread = match e {
+        Error::ThreadNotFound { thread_id } | Error::CheckpointNotFound { thread_id, .. } => {
+            Some(thread_id)
+        }
+        _ => None,
+    };
+    let message = match thread {
+        Some(id) => message.replace(&format!("`{id}`"), &format!("`{}`", cursor_text(id))),
+        None => message,
+    };
+    printable(&message).into_owned()
+}
+
 /// JSON text with DEL and the C1 controls escaped too (`\u009b`; JSON
 /// writers escape only the C0 ones), as JSON: the same value, printable.
 fn printable_json(text: String) -> String {

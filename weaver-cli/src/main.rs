@@ -49,11 +49,7 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Err(e) => {
-            let message = e.to_string();
-            to_stderr(format_args!(
-                "weaver: {}\n",
-                weaver_cli::printable(&message)
-            ));
+            to_stderr(format_args!("weaver: {}\n", weaver_cli::error_text(&e)));
             ExitCode::FAILURE
         }
     }
