@@ -279,24 +279,29 @@ fn millis(t: SystemTime) -> u64 {
 }
 
 /// Whether the thread `listed` (as an idle-thread search found it) is
-/// still idle, given how it is `now` and its lease: it still has a
-/// checkpoint, its last activity has not moved (its checkpoint count
-/// neither, for a saver whose `thread_info` has no times), and no run holds
-/// it (a run resumed from a long pause may not have stored anything yet).
-pub(crate) fn still_idle(
+/// still idle, given how it is `now` and, through `leases`, its lease: it
+/// still has a checkpoint, its last activity has not moved (its checkpoint
+/// count neither, for a saver whose `thread_info` has no times), and no run
+/// holds it (a run resumed from a long pause may not have stored anything
+/// yet). The lease is read only for a thread idle otherwise.
+pub(crate) async fn still_idle(
     listed: &ThreadInfo,
-    now: Option<&ThreadInfo>,
-    lease: Option<&super::LeaseInfo>,
-) -> bool {
-    let Some(now) = now else { return false };
-    if lease.is_some_and(|l| l.remaining_ms > 0 && !l.holder.is_empty()) {
-        return false;
-    }
+    now: Option<ThreadInfo>,
+    leases: Option<&dyn super::Leases>,
+) -> Result<bool> {
+    let Some(now) = now else { return Ok(false) };
     let same_time = match now.updated_at {
         Some(_) => now.updated_at == listed.updated_at,
         None => true,
     };
-    same_time && now.checkpoints == listed.checkpoints
+    if !same_time || now.checkpoints != listed.checkpoints {
+        return Ok(false);
+    }
+    let lease = match leases {
+        Some(l) => l.lease_info(&listed.thread_id).await?,
+        None => None,
+    };
+    Ok(!lease.is_some_and(|l| l.remaining_ms > 0 && !l.holder.is_empty()))
 }
 
 /// Where a page ended: the last thread's time and id.

@@ -505,11 +505,7 @@ pub trait Saver: Debug + Send + Sync {
                 // Still idle now (it may have run since it was listed, or
                 // a run may hold it).
                 let now = self.thread_info(&t.thread_id).await?;
-                let lease = match self.leases() {
-                    Some(l) => l.lease_info(&t.thread_id).await?,
-                    None => None,
-                };
-                if super::fleet::still_idle(t, now.as_ref(), lease.as_ref()) {
+                if super::fleet::still_idle(t, now, self.leases()).await? {
                     self.delete_thread(&t.thread_id).await?;
                     deleted += 1;
                 }

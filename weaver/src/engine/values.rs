@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value};
 
+use super::finite::encode_value;
 use super::send::SENDS_CHANNEL;
 use super::spec::INPUT_CHANNEL;
 use crate::error::{Error, Result};
@@ -105,5 +106,3 @@ pub(crate) fn encode_object<T: serde::Serialize>(
         )),
     }
 }
-
-pub(crate) use super::finite::encode_value;

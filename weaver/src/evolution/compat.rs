@@ -5,7 +5,9 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::schema::{SchemaSnapshot, merge_ref_siblings, resolve, schema_snapshot};
+use super::schema::{
+    SchemaSnapshot, has_type, integer_keys, merge_ref_siblings, resolve, schema_snapshot,
+};
 use crate::error::Result;
 use crate::state::{GraphState, StateSchema};
 
@@ -481,13 +483,8 @@ impl<'a> Comparer<'a> {
                 );
             }
         }
-        let strings = |s: &Value| match s.get("type") {
-            Some(Value::String(t)) => t == "string",
-            Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
-            _ => false,
-        };
         for key in ["format", "pattern"] {
-            if !(strings(prev) && strings(cur)) {
+            if !(has_type(prev, &["string"]) && has_type(cur, &["string"])) {
                 break;
             }
             match (prev.get(key), cur.get(key)) {
@@ -516,24 +513,21 @@ impl<'a> Comparer<'a> {
     /// as infinite, which no checkpoint can hold) and a value newly
     /// excluded (`not`, as `NonZero*` writes it) fail; the reverse warns.
     fn number_limits(&mut self, path: &str, prev: &Value, cur: &Value) {
-        let numbers = |s: &Value| match s.get("type") {
-            Some(Value::String(t)) => t == "number" || t == "integer",
-            Some(Value::Array(ts)) => ts.iter().any(|t| t == "number" || t == "integer"),
-            _ => false,
-        };
-        if !(numbers(prev) && numbers(cur)) {
+        let numbers = ["number", "integer"];
+        if !(has_type(prev, &numbers) && has_type(cur, &numbers)) {
             return;
         }
-        let format = |s: &Value| s.get("format").and_then(Value::as_str).map(str::to_owned);
-        if (format(prev).as_deref(), format(cur).as_deref()) == (Some("double"), Some("float")) {
+        let formats = (
+            prev.get("format").and_then(Value::as_str),
+            cur.get("format").and_then(Value::as_str),
+        );
+        if formats == (Some("double"), Some("float")) {
             self.push(
                 Severity::Failure,
                 path,
                 "narrowed from f64 to f32: stored values beyond an f32 do not read; bump the state version with an upcaster".into(),
             );
-        } else if (format(prev).as_deref(), format(cur).as_deref())
-            == (Some("float"), Some("double"))
-        {
+        } else if formats == (Some("float"), Some("double")) {
             self.push(
                 Severity::Warning,
                 path,
@@ -543,13 +537,7 @@ impl<'a> Comparer<'a> {
         // A value the previous schema's range already left out (a
         // `NonZeroU32`'s 0, by its minimum) is no new refusal.
         let admitted = |excluded: &Value| match excluded.get("const").and_then(Value::as_i64) {
-            Some(v)
-                if match prev.get("type") {
-                    Some(Value::String(t)) => t == "integer",
-                    Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
-                    _ => false,
-                } =>
-            {
+            Some(v) if has_type(prev, &["integer"]) => {
                 let (lo, hi) = int_range(prev);
                 lo <= i128::from(v) && i128::from(v) <= hi
             }
@@ -859,10 +847,10 @@ fn map_key_kind(schema: &Value) -> Option<usize> {
     Some(
         patterns
             .iter()
-            .map(|(p, _)| match *p {
-                r"^\d+$" => 0,
-                r"^-?\d+$" => 1,
-                _ => 2,
+            .map(|(p, _)| match integer_keys(p) {
+                Some(false) => 0,
+                Some(true) => 1,
+                None => 2,
             })
             .max()
             .unwrap_or(2),

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::read::stored_version;
-use super::schema::{SchemaSnapshot, merge_ref_siblings, resolve};
+use super::schema::{SchemaSnapshot, integer_keys, merge_ref_siblings, resolve};
 use crate::checkpoint::{CheckpointTuple, ListFilter, SENDS_CHANNEL, Saver};
 use crate::error::Result;
 
@@ -472,10 +472,10 @@ fn validate_at(
 /// expressions).
 fn key_matches(pattern: &str, key: &str) -> bool {
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-    match pattern {
-        r"^\d+$" => digits(key),
-        r"^-?\d+$" => digits(key.strip_prefix('-').unwrap_or(key)),
-        _ => true,
+    match integer_keys(pattern) {
+        Some(false) => digits(key),
+        Some(true) => digits(key.strip_prefix('-').unwrap_or(key)),
+        None => true,
     }
 }
 

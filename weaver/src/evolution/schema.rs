@@ -195,6 +195,29 @@ pub(super) fn merge_ref_siblings(root: &Value) -> Value {
     out
 }
 
+/// The integer keys a `patternProperties` pattern stands for, as schemars
+/// writes a map with integer keys: `Some(false)` for unsigned (`^\d+$`),
+/// `Some(true)` for signed (`^-?\d+$`), `None` for any other pattern.
+pub(super) fn integer_keys(pattern: &str) -> Option<bool> {
+    match pattern {
+        r"^\d+$" => Some(false),
+        r"^-?\d+$" => Some(true),
+        _ => None,
+    }
+}
+
+/// Whether `schema`'s `type` (one name or a list) is one of `names`.
+pub(super) fn has_type(schema: &Value, names: &[&str]) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => names.contains(&t.as_str()),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|t| names.contains(&t)),
+        _ => false,
+    }
+}
+
 /// `schema` with a local `$ref` (`#/$defs/X`, `#/definitions/X`) followed
 /// in `root`, a few levels deep; a reference that does not resolve stays.
 pub(super) fn resolve<'a>(mut schema: &'a Value, root: &'a Value) -> &'a Value {

@@ -6,10 +6,10 @@ use crate::checkpoint::CheckpointSource;
 use crate::engine::algebra::{
     Answer, advance, answer, apply_finished, next_step, next_tasks, triggered_tasks,
 };
+use crate::engine::finite::encode_value;
 use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::{INPUT_CHANNEL, START_TRIGGER};
 use crate::engine::subgraph_replay::Replayed;
-use crate::engine::values::encode_value;
 use crate::engine::{Input, Resume};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
