@@ -53,6 +53,8 @@ pub struct Forwarding {
     pub writes: Mutex<Vec<String>>,
     pub fail_groups: AtomicBool,
     pub fail_checkpoints: AtomicBool,
+    /// Once set, every checkpoint read (`get_stored`) fails.
+    pub fail_reads: AtomicBool,
     pub slow_writes: Mutex<Option<std::time::Duration>>,
     pub intrude: AtomicBool,
     pub slow_final: AtomicBool,
@@ -170,6 +172,7 @@ impl Forwarding {
             writes: Mutex::new(Vec::new()),
             fail_groups: AtomicBool::new(false),
             fail_checkpoints: AtomicBool::new(false),
+            fail_reads: AtomicBool::new(false),
             slow_writes: Mutex::new(None),
             intrude: AtomicBool::new(false),
             slow_final: AtomicBool::new(false),
@@ -358,6 +361,9 @@ impl Saver for Forwarding {
     }
     async fn get_stored(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
+        if self.fail_reads.load(Ordering::SeqCst) {
+            return Err(weaver::Error::storage("get", "the read failed (test)"));
+        }
         let read = self.inner.get_stored(target).await;
         let barrier = match &mut *self.latest_gate.lock().unwrap_or_else(|e| e.into_inner()) {
             Some((barrier, left)) if target.checkpoint_id.is_none() && *left > 0 => {

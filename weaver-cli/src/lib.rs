@@ -193,7 +193,8 @@ enum Command {
 /// The namespace option.
 #[derive(Debug, Args)]
 struct Ns {
-    /// The checkpoint namespace (default: the root graph's).
+    /// The checkpoint namespace, as this tool prints it (escapes read
+    /// back; default: the root graph's).
     #[arg(long, default_value = "")]
     ns: String,
 }
@@ -440,6 +441,19 @@ pub fn parse_thread_id(text: &str) -> Result<String> {
     unescape(text, "thread id")
 }
 
+/// A checkpoint namespace given with `--ns`, read as [`parse_thread_id`]
+/// reads a thread id: namespaces are printed as [`cursor_text`] writes
+/// them, so one is passed back exactly as printed.
+///
+/// ```
+/// assert_eq!(weaver_cli::parse_namespace("agent:1").unwrap(), "agent:1");
+/// assert_eq!(weaver_cli::parse_namespace("n\\u{1b}:1").unwrap(), "n\u{1b}:1");
+/// assert!(weaver_cli::parse_namespace("a\\qb").is_err());
+/// ```
+pub fn parse_namespace(text: &str) -> Result<String> {
+    unescape(text, "namespace")
+}
+
 fn unescape(text: &str, what: &str) -> Result<String> {
     let bad = || {
         Error::invalid_argument(format!(
@@ -559,9 +573,9 @@ async fn execute(
             limit,
             json,
         } => {
-            let thread = parse_thread_id(&thread)?;
+            let (thread, ns) = (parse_thread_id(&thread)?, parse_namespace(&ns.ns)?);
             let cp = db.checkpointer(keys)?;
-            let mut filter = ListFilter::thread(&thread).ns(&ns.ns);
+            let mut filter = ListFilter::thread(&thread).ns(&ns);
             if let Some(n) = limit {
                 filter = filter.limit(n);
             }
@@ -569,7 +583,7 @@ async fn execute(
             // A thread that is not there (a typo) is an error, as for
             // `show`, not an empty table.
             if records.is_empty() && limit != Some(0) {
-                return Err(missing(&cp, &thread, &ns.ns).await);
+                return Err(missing(&cp, &thread, &ns).await);
             }
             if !json {
                 writeln!(out, "version\tcheckpoint\tstep\tsource\tparent\tcreated").map_err(io)?;
@@ -615,14 +629,14 @@ async fn execute(
             checkpoint,
             version,
         } => {
-            let thread = parse_thread_id(&thread)?;
+            let (thread, ns) = (parse_thread_id(&thread)?, parse_namespace(&ns.ns)?);
             let cp = db.checkpointer(keys)?;
             let selector = match (checkpoint, version) {
                 (Some(id), _) => Selector::Id(id),
                 (None, Some(v)) => Selector::Version(v),
                 (None, None) => Selector::Latest,
             };
-            let t = find(&cp, &thread, &ns.ns, &selector).await?;
+            let t = find(&cp, &thread, &ns, &selector).await?;
             let shown = json!({
                 "thread_id": t.config.thread_id,
                 "checkpoint_ns": t.config.checkpoint_ns,
@@ -645,10 +659,10 @@ async fn execute(
             to,
             ns,
         } => {
-            let thread = parse_thread_id(&thread)?;
+            let (thread, ns) = (parse_thread_id(&thread)?, parse_namespace(&ns.ns)?);
             let cp = db.checkpointer(keys)?;
-            let a = find(&cp, &thread, &ns.ns, &Selector::parse(&from)).await?;
-            let b = find(&cp, &thread, &ns.ns, &Selector::parse(&to)).await?;
+            let a = find(&cp, &thread, &ns, &Selector::parse(&from)).await?;
+            let b = find(&cp, &thread, &ns, &Selector::parse(&to)).await?;
             writeln!(
                 out,
                 "version {} ({}) -> version {} ({})",
@@ -740,7 +754,7 @@ async fn find(
             Error::invalid_argument(format!(
                 "thread `{}` has no version {v} in namespace `{}`",
                 cursor_text(thread),
-                printable(ns)
+                cursor_text(ns)
             ))
         })?,
     };
@@ -768,7 +782,7 @@ async fn missing(cp: &Checkpointer, thread: &str, ns: &str) -> Error {
         Ok(Some(_)) => Error::invalid_argument(format!(
             "thread `{}` has no checkpoint in namespace `{}`",
             cursor_text(thread),
-            printable(ns)
+            cursor_text(ns)
         )),
     }
 }

@@ -185,7 +185,10 @@ fn print_scan(report: &ScanReport, snapshot: &SchemaSnapshot, out: &mut dyn Writ
             "{}\t{}\t{}\t{}\t{}\t{}\t{}",
             cursor_text(&t.thread_id),
             t.unreadable,
-            dash(&t.checkpoint_ns),
+            match t.checkpoint_ns.as_str() {
+                "" => "-".into(),
+                ns => cursor_text(ns),
+            },
             printable(&t.checkpoint_id),
             dash(t.task_id.as_deref().unwrap_or("")),
             dash(&t.path),

@@ -438,6 +438,33 @@ async fn chat_a_turn_reports_its_own_version_when_another_lands_right_after() {
     assert_eq!(a.tracker().node.as_deref(), Some("ask_email"));
 }
 
+/// A turn that stored its versions is reported as taken even when the
+/// saver stops answering reads right after (the flow used to read its last
+/// version back, and a caller told the turn failed would take it again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_a_committed_turn_is_not_an_error_when_reads_then_fail() {
+    use std::sync::atomic::Ordering;
+    use weaver_tests::forwarding::{BoxedWork, Forwarding};
+    let watched = Arc::new(Forwarding::leasing(memory()));
+    let (a, _, head) = two_flows(watched.clone()).await;
+    // `a`'s answer stores two versions: reads fail once the second is in.
+    let fail = BoxedWork(Box::pin({
+        let watched = watched.clone();
+        async move { watched.fail_reads.store(true, Ordering::SeqCst) }
+    }));
+    *watched.after_checkpoint.lock().unwrap() = Some(BoxedWork(Box::pin({
+        let watched = watched.clone();
+        async move { *watched.after_checkpoint.lock().unwrap() = Some(fail) }
+    })));
+    let turn = a.turn_at(head, "Ada").await.unwrap();
+    assert!(watched.fail_reads.load(Ordering::SeqCst));
+    assert_eq!(turn.version, head + 2);
+    assert_eq!(turn.messages, [chat_flows::ask_email("Ada")]);
+    assert_eq!((a.version(), a.state().name), (head + 2, "Ada".to_owned()));
+    watched.fail_reads.store(false, Ordering::SeqCst);
+    assert_eq!(a.latest_version().await.unwrap(), head + 2);
+}
+
 /// A manual flow whose conversation another writer deleted: its save is a
 /// conflict, and `restore` (which finds nothing) lets it start over rather
 /// than leave it conflicting for good.

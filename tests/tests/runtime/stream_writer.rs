@@ -387,6 +387,7 @@ async fn checkpoints_mode_streams_each_stored_checkpoint_as_history_lists_it() {
             assert_eq!(Some(&c.metadata), s.metadata.as_ref(), "{durability:?}");
             assert_eq!(c.next, s.next, "{durability:?}");
             assert_eq!(c.values, s.values, "{durability:?}");
+            assert_eq!(c.commit_order, s.commit_order, "{durability:?}");
             let parent = |p: &Option<RunConfig>| {
                 p.as_ref()
                     .and_then(|p| p.get_checkpoint_id().map(str::to_owned))

@@ -612,7 +612,8 @@ async fn control_characters_are_printed_escaped() {
 /// id holding the text `\u{1b}` and one holding the ESC character print
 /// apart, and `history` of each printed id reads that thread. (Both printed
 /// `t\u{1b}`, and the text given back named the first only.) A namespace a
-/// thread does not have is an error, not an empty table.
+/// thread does not have is an error, not an empty table; a namespace is
+/// passed back with `--ns` as printed too (it was taken as typed).
 #[tokio::test]
 async fn thread_ids_are_passed_back_as_printed_and_a_missing_namespace_is_an_error() {
     let lite = SqliteDb::new().await;
@@ -667,6 +668,32 @@ async fn thread_ids_are_passed_back_as_printed_and_a_missing_namespace_is_an_err
             "{command}: {e:?}"
         );
     }
+    // A namespace is passed back as the tool prints it, escapes read back.
+    let ns = "n\\u{1b}:1\\\\x";
+    let mut sub = crate::common::cp("t-ns", "c-sub", None, Some(1));
+    sub.checkpoint_ns = "n\u{1b}:1\\x".into();
+    saver.put(sub).await.unwrap();
+    let shown = weaver(&["--db", &url, "show", "t-ns", "--ns", ns])
+        .await
+        .unwrap();
+    let shown: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["checkpoint_id"], "c-sub");
+    let history = weaver(&["--db", &url, "history", "t-ns", "--ns", ns])
+        .await
+        .unwrap();
+    assert!(history.contains("c-sub"), "{history}");
+    let e = weaver(&["--db", &url, "show", "t-ns", "--ns", "n\\\\q"])
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("namespace `n\\\\q`"),
+        "a namespace is printed as it is passed: {e}"
+    );
+    let e = weaver(&["--db", &url, "show", "t-ns", "--ns", "n\\q"]).await;
+    assert!(
+        matches!(&e, Err(weaver::Error::InvalidArgument { .. })),
+        "{e:?}"
+    );
 }
 
 /// A PostgreSQL that refuses the connection (nothing listens on the port)

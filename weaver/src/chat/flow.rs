@@ -14,7 +14,9 @@ use super::store::{self, ChatSnapshot};
 use super::types::{Tracker, Turn, TurnInput};
 use crate::checkpoint::{Checkpointer, PruneStrategy};
 use crate::config::{Durability, RunConfig};
-use crate::engine::{CompiledGraph, History, Input, Outcome, Resume, StateSnapshot};
+use crate::engine::{
+    CheckpointEvent, CompiledGraph, History, Input, Outcome, Resume, StateSnapshot,
+};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
@@ -301,8 +303,7 @@ impl<S: GraphState> ChatFlow<S> {
             if at.commit_order != version {
                 return Err(self.conflict(version));
             }
-            let base = at.config.clone();
-            let (turn, last) = match self.run(&self.stored, at, Some(version), input).await {
+            let (turn, last) = match self.run(&self.stored, &at, Some(version), input).await {
                 // What the turn went on from was pruned by a turn that
                 // got there first (and its host's `prune`).
                 Err(Error::CheckpointNotFound { .. })
@@ -313,17 +314,17 @@ impl<S: GraphState> ChatFlow<S> {
                 turn => turn?,
             };
             // The checkpoint this turn stored last (or the one it started
-            // from, if it stored none): never one another writer stored
-            // after it.
-            let now = self
-                .stored
-                .get_state(last.as_ref().unwrap_or(&base))
-                .await?;
-            let version = now.commit_order;
+            // from, if it stored none), as the run had it: never one another
+            // writer stored after it, and no read that could fail once the
+            // turn is committed (a caller told it failed would take it again).
+            let (version, now) = match last {
+                Some(last) => (last.commit_order, last.values),
+                None => (at.commit_order, at.values),
+            };
             self.with_local(|l| {
                 *l = Local {
-                    state: now.values.state,
-                    tracker: now.values.tracker,
+                    state: now.state,
+                    tracker: now.tracker,
                     version,
                     head: version,
                     unsaved: false,
@@ -349,7 +350,7 @@ impl<S: GraphState> ChatFlow<S> {
         }
         let at = scratch.get_state(&config).await?;
         let before = (at.commit_order, at.pending_writes.len());
-        let turn = self.run(scratch, at, None, input).await.map(|(t, _)| t);
+        let turn = self.run(scratch, &at, None, input).await.map(|(t, _)| t);
         // What the turn did before a failure stays in the flow (the scratch
         // holds it), as it stays stored under auto-save: the next turn goes
         // on from there, not from the saved version again. A failed turn
@@ -386,10 +387,10 @@ impl<S: GraphState> ChatFlow<S> {
     async fn run(
         &self,
         graph: &CompiledGraph<Conversation<S>>,
-        at: StateSnapshot<Conversation<S>>,
+        at: &StateSnapshot<Conversation<S>>,
         expect: Option<u64>,
         input: TurnInput,
-    ) -> Result<(Turn, Option<RunConfig>)> {
+    ) -> Result<(Turn, Option<Box<CheckpointEvent<Conversation<S>>>>)> {
         // Writes of a node that finished, with no snapshot after them
         // (stored alone when the snapshot failed; a turn stores a step's
         // writes with its snapshot, so never a racing turn's): the turn goes

@@ -237,15 +237,15 @@ impl<S: GraphState> CompiledGraph<S> {
         .await
     }
 
-    /// [`invoke`](Self::invoke), also saying where the run stored its last
-    /// checkpoint in `config`'s namespace (`None`: it stored none), so a
-    /// caller reads what this run left, not what another writer stored
-    /// after it.
+    /// [`invoke`](Self::invoke), also giving the last checkpoint the run
+    /// stored in `config`'s namespace (`None`: it stored none), so a caller
+    /// knows what this run left without reading it back: not what another
+    /// writer stored after it, and not an error once the run committed.
     pub(crate) async fn invoke_noting_last(
         &self,
         input: Input<S>,
         config: &RunConfig,
-    ) -> (Result<Outcome<S>>, Option<RunConfig>) {
+    ) -> (Result<Outcome<S>>, Option<Box<super::CheckpointEvent<S>>>) {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let modes = StreamModes::none().with(StreamMode::Checkpoints);
         let sink = Sink::new(tx, modes, config.ns());
@@ -264,7 +264,7 @@ impl<S: GraphState> CompiledGraph<S> {
             if let StreamItem::Event(super::StreamEvent::Checkpoint(c)) = item
                 && c.namespace == config.ns()
             {
-                last = Some(c.config);
+                last = Some(c);
             }
         }
         (out, last)

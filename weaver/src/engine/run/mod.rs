@@ -294,14 +294,14 @@ impl<S: GraphState> Loop<'_, S> {
         let checkpoint = match self.thread.as_mut() {
             Some(thread) => {
                 let metadata = || Self::metadata(config, source, step);
-                let parent = thread.last_saved.clone();
+                let (parent, order) = (thread.last_saved.clone(), thread.next_order);
                 let kept = thread.commit(checkpoint, metadata).await?;
                 if thread.is_saved(&kept.id) {
                     // Every caller made the checkpoint's values from the state.
                     let values = || Ok(self.state.clone());
-                    let parent = parent.as_deref();
+                    let (at, parent) = (&thread.at, parent.as_deref());
                     send_checkpoint(
-                        &self.sink, self.spec, &thread.at, parent, &kept, metadata, values,
+                        &self.sink, self.spec, at, parent, &kept, order, metadata, values,
                     )?;
                 }
                 kept
@@ -332,9 +332,10 @@ impl<S: GraphState> Loop<'_, S> {
         };
         let (config, source, step) = (&self.config, self.source, self.step);
         let metadata = || Self::metadata(config, source, step);
-        let (unsaved, parent) = (
+        let (unsaved, parent, order) = (
             !thread.is_saved(&self.current.id),
             thread.last_saved.clone(),
+            thread.next_order,
         );
         thread.finish(&self.current, metadata).await?;
         if unsaved {
@@ -351,6 +352,7 @@ impl<S: GraphState> Loop<'_, S> {
                 at,
                 parent,
                 &self.current,
+                order,
                 metadata,
                 values,
             )?;

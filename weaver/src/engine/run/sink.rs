@@ -193,14 +193,16 @@ pub(crate) fn send_task_result<S: GraphState>(
 }
 
 /// Streams the checkpoint the run just stored at `at` (its lineage parent
-/// `parent`), when the run wants checkpoints; `metadata` and `values` (the
-/// state it holds) are called only then.
+/// `parent`) as commit `order`, when the run wants checkpoints; `metadata`
+/// and `values` (the state it holds) are called only then.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn send_checkpoint<S: GraphState>(
     sink: &Option<Sink<S>>,
     spec: &Spec<S>,
     at: &CheckpointRef,
     parent: Option<&str>,
     checkpoint: &Checkpoint,
+    order: u64,
     metadata: impl FnOnce() -> CheckpointMetadata,
     values: impl FnOnce() -> Result<S>,
 ) -> Result<()> {
@@ -218,6 +220,7 @@ pub(crate) fn send_checkpoint<S: GraphState>(
         metadata: metadata(),
         values: values()?,
         next,
+        commit_order: order,
     })));
     Ok(())
 }

@@ -67,6 +67,10 @@ pub struct CheckpointEvent<S> {
     /// The nodes that run from it, in task order (`__start__` for a
     /// checkpoint that holds an input).
     pub next: Vec<String>,
+    /// Its position in its namespace's commit order, as
+    /// [`StateSnapshot::commit_order`](crate::StateSnapshot::commit_order)
+    /// later shows it.
+    pub commit_order: u64,
 }
 
 impl<S> CheckpointEvent<S> {
