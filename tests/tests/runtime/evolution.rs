@@ -831,6 +831,73 @@ mod release_checks {
         assert!(!got.failures().any(|c| c.path == "mood"), "{got}");
     }
 
+    mod enum_keys {
+        pub mod r1 {
+            use serde::{Deserialize, Serialize};
+            use std::collections::BTreeMap;
+            use weaver::prelude::*;
+
+            #[derive(
+                Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+            )]
+            pub enum Kind {
+                A,
+                B,
+                C,
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub by_kind: BTreeMap<Kind, u64>,
+                pub by_text: BTreeMap<String, u64>,
+            }
+        }
+
+        pub mod r2 {
+            use serde::{Deserialize, Serialize};
+            use std::collections::BTreeMap;
+            use weaver::prelude::*;
+
+            #[derive(
+                Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+            )]
+            pub enum Kind {
+                A,
+                B,
+            }
+
+            #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Flow {
+                pub by_kind: BTreeMap<Kind, u64>,
+                pub by_text: BTreeMap<Kind, u64>,
+            }
+        }
+    }
+
+    /// A map keyed by an enum: a key variant removed, and text keys
+    /// narrowed to an enum's, fail (stored keys do not decode); the reverse
+    /// warns (the previous release cannot read the new keys).
+    #[test]
+    fn enum_keyed_maps_are_compared_by_their_keys() {
+        use enum_keys::{r1, r2};
+        assert!(report::<r1::Flow>(&previous::<r1::Flow>()).is_empty());
+        let got = check_compatible::<r2::Flow>(&previous::<r1::Flow>()).unwrap();
+        for path in ["by_kind", "by_text"] {
+            assert!(
+                got.failures().any(|c| c.path.starts_with(path)),
+                "{path}: {got}"
+            );
+        }
+        let back = check_compatible::<r1::Flow>(&previous::<r2::Flow>()).unwrap();
+        assert!(back.failures().next().is_none(), "{back}");
+        for path in ["by_kind", "by_text"] {
+            assert!(
+                back.warnings().any(|c| c.path.starts_with(path)),
+                "{path}: {back}"
+            );
+        }
+    }
+
     #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
     struct Loose {
         initial: String,

@@ -425,6 +425,20 @@ impl<'a> Comparer<'a> {
                 ),
             );
         }
+        // An object that takes only its listed names (a map keyed by an
+        // enum, a struct denying unknown fields) refuses the other keys.
+        if no_extra_keys(cur) {
+            let names = names_of(cur);
+            self.push(
+                Severity::Failure,
+                path,
+                format!(
+                    "map keys narrowed from {} to {}: stored keys may not decode; bump the state version with an upcaster",
+                    KEY_KINDS[map_key_kind(prev).unwrap_or(2)],
+                    listed(&names)
+                ),
+            );
+        }
         if let Some(props) = cur.get("properties").and_then(Value::as_object) {
             for (k, field) in props {
                 self.node(&join(path, k), values, field);
@@ -432,11 +446,42 @@ impl<'a> Comparer<'a> {
         }
     }
 
-    /// A struct became a map: each stored field is read as a map value.
+    /// A struct became a map: each stored field is read as a map value, its
+    /// name as a key.
     fn struct_to_map(&mut self, path: &str, prev: &'a Value, cur: &'a Value) {
         let Some(values) = map_values(cur) else {
             return;
         };
+        let names = names_of(prev);
+        let kind = map_key_kind(cur).unwrap_or(2);
+        let fits = |n: &&str| match kind {
+            0 => n.parse::<u64>().is_ok(),
+            1 => n.parse::<i64>().is_ok(),
+            _ => true,
+        };
+        let unread: Vec<&str> = names.iter().copied().filter(|n| !fits(n)).collect();
+        if !unread.is_empty() {
+            self.push(
+                Severity::Failure,
+                path,
+                format!(
+                    "keys changed from {} to {}: stored keys {} do not decode; bump the state version with an upcaster",
+                    listed(&names),
+                    KEY_KINDS[kind],
+                    listed(&unread)
+                ),
+            );
+        } else if no_extra_keys(prev) {
+            self.push(
+                Severity::Warning,
+                path,
+                format!(
+                    "keys widened from {} to {}: the previous release may not read new keys",
+                    listed(&names),
+                    KEY_KINDS[kind]
+                ),
+            );
+        }
         if let Some(props) = prev.get("properties").and_then(Value::as_object) {
             for (k, field) in props {
                 self.node(&join(path, k), field, values);
@@ -646,7 +691,7 @@ impl<'a> Comparer<'a> {
         let (Some(p), Some(c)) = (map_key_kind(prev), map_key_kind(cur)) else {
             return;
         };
-        let names = ["unsigned integers", "integers", "any text"];
+        let names = KEY_KINDS;
         if c < p {
             self.push(
                 Severity::Failure,
@@ -800,13 +845,16 @@ fn strip_docs(schema: &Value) -> Value {
     s
 }
 
-/// The schema of a map's values (`additionalProperties`), for a schema
-/// that names no fields.
+/// The schema of a map's values (`additionalProperties`, or the key
+/// pattern's of an integer-keyed map), for a schema that names no fields.
 fn map_values(schema: &Value) -> Option<&Value> {
     if schema.get("properties").is_some() {
         return None;
     }
-    schema.get("additionalProperties").filter(|v| v.is_object())
+    schema
+        .get("additionalProperties")
+        .filter(|v| v.is_object())
+        .or_else(|| key_patterns(schema).into_iter().next().map(|(_, v)| v))
 }
 
 /// `path.key`, or `key` at the top.
@@ -814,6 +862,29 @@ fn join(path: &str, key: &str) -> String {
     match path {
         "" => key.to_owned(),
         path => format!("{path}.{key}"),
+    }
+}
+
+/// The keys [`map_key_kind`] tells apart, by their number.
+const KEY_KINDS: [&str; 3] = ["unsigned integers", "integers", "any text"];
+
+/// The names of an object schema's properties.
+fn names_of(schema: &Value) -> Vec<&str> {
+    match schema.get("properties") {
+        Some(Value::Object(p)) => p.keys().map(String::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The names for a message, each quoted: the first eight.
+fn listed(names: &[&str]) -> String {
+    let mut shown: Vec<String> = names.iter().take(8).map(|n| format!("`{n}`")).collect();
+    if names.len() > 8 {
+        shown.push("...".into());
+    }
+    match shown.is_empty() {
+        true => "no names".into(),
+        false => format!("the names {}", shown.join(", ")),
     }
 }
 
