@@ -846,10 +846,16 @@ mod release_checks {
                 C,
             }
 
+            #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+            pub struct Shape {
+                pub age: u32,
+            }
+
             #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
             pub struct Flow {
                 pub by_kind: BTreeMap<Kind, u64>,
                 pub by_text: BTreeMap<String, u64>,
+                pub shape: Shape,
             }
         }
 
@@ -870,26 +876,29 @@ mod release_checks {
             pub struct Flow {
                 pub by_kind: BTreeMap<Kind, u64>,
                 pub by_text: BTreeMap<Kind, u64>,
+                pub shape: BTreeMap<u32, u32>,
             }
         }
     }
 
     /// A map keyed by an enum: a key variant removed, and text keys
     /// narrowed to an enum's, fail (stored keys do not decode); the reverse
-    /// warns (the previous release cannot read the new keys).
+    /// warns (the previous release cannot read the new keys). A struct read
+    /// as an integer-keyed map fails on its field names.
     #[test]
     fn enum_keyed_maps_are_compared_by_their_keys() {
         use enum_keys::{r1, r2};
         assert!(report::<r1::Flow>(&previous::<r1::Flow>()).is_empty());
         let got = check_compatible::<r2::Flow>(&previous::<r1::Flow>()).unwrap();
-        for path in ["by_kind", "by_text"] {
+        for path in ["by_kind", "by_text", "shape"] {
             assert!(
                 got.failures().any(|c| c.path.starts_with(path)),
                 "{path}: {got}"
             );
         }
         let back = check_compatible::<r1::Flow>(&previous::<r2::Flow>()).unwrap();
-        assert!(back.failures().next().is_none(), "{back}");
+        // A map read as a struct with a required field: a failure already.
+        assert!(back.failures().all(|c| c.path == "shape"), "{back}");
         for path in ["by_kind", "by_text"] {
             assert!(
                 back.warnings().any(|c| c.path.starts_with(path)),
