@@ -1249,7 +1249,7 @@ impl weaver::store::Embedder for RefusesEmpty {
         &self,
         texts: &[String],
     ) -> std::result::Result<Vec<Vec<f32>>, weaver::BoxError> {
-        if texts.iter().any(String::is_empty) {
+        if texts.iter().any(|t| t.trim().is_empty()) {
             return Err("an empty input cannot be embedded".into());
         }
         Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
@@ -1268,6 +1268,7 @@ async fn an_item_with_no_text_to_index_is_not_indexed() {
             ("empty", json!({}), PutOptions::new()),
             ("nulls", json!({"a": null}), PutOptions::new()),
             ("missing", json!({"a": "x"}), PutOptions::new().index(["b"])),
+            ("blank", json!({"a": "", "b": [" \n"]}), PutOptions::new()),
             ("text", json!({"t": "pizza"}), PutOptions::new()),
         ];
         for (key, value, options) in puts {
@@ -1287,6 +1288,20 @@ async fn an_item_with_no_text_to_index_is_not_indexed() {
                 }
             }
             Err(e) => problems.push(format!("{name}: search: {e}")),
+        }
+        // A blank query is none: items in key order, unscored.
+        match s.search(&ns, Search::query(" ")).await {
+            Ok(found) => {
+                let keys: Vec<(&str, bool)> = found
+                    .iter()
+                    .map(|i| (i.key.as_str(), i.score.is_some()))
+                    .collect();
+                let want = ["blank", "empty", "missing", "nulls", "text"].map(|k| (k, false));
+                if keys != want {
+                    problems.push(format!("{name}: blank query found {keys:?}"));
+                }
+            }
+            Err(e) => problems.push(format!("{name}: blank query: {e}")),
         }
     }
     report(problems);

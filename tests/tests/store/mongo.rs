@@ -205,8 +205,9 @@ async fn bad_stored_documents_are_decode_errors() {
 }
 
 /// Values a BSON copy holds poorly or not at all (huge integers, rounded
-/// floats, keys with dots or dollars, arrays where a scalar is compared,
-/// sealed items): every filter gives the in-memory store's answer.
+/// floats, keys with dots, dollars or NUL, arrays where a scalar is
+/// compared, sealed items): every filter gives the in-memory store's
+/// answer, also one whose path BSON cannot hold.
 #[tokio::test]
 async fn pushed_down_filters_give_the_in_memory_answer() {
     let db = MongoDb::new().await;
@@ -227,6 +228,7 @@ async fn pushed_down_filters_give_the_in_memory_answer() {
         json!(7),
         json!({"x": {"y": 1}}),
         json!({"s": "nul\u{0}inside", "n": i64::MIN, "f": 5e-324}),
+        json!({"x\u{0}y": 1}),
     ];
     for (i, v) in values.iter().enumerate() {
         let key = format!("k{i:02}");
@@ -266,6 +268,7 @@ async fn pushed_down_filters_give_the_in_memory_answer() {
         json!({"n": {"$lte": i64::MIN}}),
         json!({"f": {"$gt": 0}}),
         json!({"f": 5e-324}),
+        json!({"x\u{0}y": 1}),
     ];
     let sealed = MongoStore::new(db.client.clone(), &db.name, "sealed_").with_encryption(codec());
     sealed.setup().await.unwrap();

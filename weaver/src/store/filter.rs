@@ -109,8 +109,21 @@ pub struct Condition {
 /// `{"city": "Paris", "age": {"$gte": 30, "$lt": 40}}`. The key `$and` takes
 /// a list of such objects, all of which must hold: the form of a filter
 /// with one operator twice on one field (`Filter::new().gt("n", 20).gt("n",
-/// 30)` is `{"$and": [{"n": {"$gt": 20}}, {"n": {"$gt": 30}}]}`).
+/// 30)` is `{"$and": [{"n": {"$gt": 20}}, {"n": {"$gt": 30}}]}`). Serde
+/// writes and reads a filter in that form too.
+///
+/// ```
+/// use serde_json::json;
+/// use weaver::store::Filter;
+///
+/// let f = Filter::new().eq("city", "Paris").gte("age", 30);
+/// let form = serde_json::to_value(&f).unwrap();
+/// assert_eq!(form, json!({"city": {"$eq": "Paris"}, "age": {"$gte": 30}}));
+/// assert_eq!(serde_json::from_value::<Filter>(json!({"city": "Paris"})).unwrap(),
+///            Filter::new().eq("city", "Paris"));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(into = "Value", try_from = "Value")]
 pub struct Filter {
     conditions: Vec<Condition>,
 }
@@ -310,6 +323,15 @@ impl Filter {
                     }),
             }
         })
+    }
+}
+
+impl TryFrom<Value> for Filter {
+    type Error = Error;
+
+    /// [`Filter::parse`].
+    fn try_from(json: Value) -> Result<Filter> {
+        Filter::parse(&json)
     }
 }
 

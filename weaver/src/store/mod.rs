@@ -25,10 +25,12 @@
 //!
 //! # Namespaces
 //!
-//! A namespace is a non-empty list of labels. A label is non-empty, holds no
-//! [`NAMESPACE_SEPARATOR`] (`.`) and no NUL character, and is at most
-//! [`MAX_LABEL_BYTES`](limits::MAX_LABEL_BYTES) long; anything else is
-//! [`Error::InvalidArgument`](crate::Error::InvalidArgument). A search prefix
+//! A namespace is a non-empty list of labels. A label is non-empty and holds
+//! no [`NAMESPACE_SEPARATOR`] (`.`) and no NUL character, or the call is
+//! [`Error::InvalidArgument`](crate::Error::InvalidArgument); a label longer
+//! than [`MAX_LABEL_BYTES`](limits::MAX_LABEL_BYTES) (or a namespace deeper
+//! than [`MAX_NAMESPACE_DEPTH`](limits::MAX_NAMESPACE_DEPTH)) is
+//! [`Error::LimitExceeded`](crate::Error::LimitExceeded). A search prefix
 //! matches a namespace when it equals the namespace's first labels, label by
 //! label: `["users", "u1"]` matches `["users", "u1", "memories"]` but never
 //! `["users", "u10"]`. The empty prefix matches everything.

@@ -211,8 +211,8 @@ impl Plan {
 }
 
 /// The text indexed for `value` under `fields` (`None`: whole value):
-/// string leaves as they are, numbers and booleans printed, in document
-/// order, one per line (NUL characters become spaces). `None` when
+/// string leaves as they are (blank ones left out), numbers and booleans
+/// printed, in document order, one per line (NUL characters become spaces). `None` when
 /// `fields` is empty or the value has no text there. Text past [`MAX_INDEX_TEXT_BYTES`] is
 /// [`Error::LimitExceeded`], found before the text is built (paths that
 /// reach the same part again count it again, so only building measures
@@ -228,6 +228,10 @@ fn index_text(value: &Value, fields: Option<&[String]>) -> Result<Option<String>
             Value::Object(m) => return m.values().try_for_each(|x| leaves(x, out, bytes)),
             Value::Null => return Ok(()),
         };
+        // Blank text forms no token: an embedder is never asked for it.
+        if leaf.trim().is_empty() {
+            return Ok(());
+        }
         *bytes += leaf.len() + 1;
         if *bytes > MAX_INDEX_TEXT_BYTES + 1 {
             return Err(Error::LimitExceeded {
@@ -351,7 +355,8 @@ fn prepare_search(prefix: &[String], options: Search, config: &StoreConfig) -> R
     };
     Ok(SearchPlan {
         prefix: join(prefix),
-        query: options.query,
+        // As in LangGraph, an empty query is none.
+        query: options.query.filter(|q| !q.trim().is_empty()),
         query_vector: None,
         filter,
         limit: options.limit,

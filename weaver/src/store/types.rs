@@ -34,8 +34,8 @@ pub struct Item {
 #[non_exhaustive]
 pub struct PutOptions {
     /// Which fields of the value are indexed for a query: `None` indexes the
-    /// whole value, `Some(vec![])` makes the item unsearchable by query (it
-    /// is still found by a search without one). A field is a dotted path
+    /// whole value, `Some(vec![])` indexes nothing (a search with a query
+    /// still lists the item, after the scored ones, with no score). A field is a dotted path
     /// (`"profile.name"`, `"tags.0"`); `"$"` is the whole value. At most
     /// [`MAX_INDEX_FIELDS`](super::limits::MAX_INDEX_FIELDS) paths and
     /// [`MAX_INDEX_TEXT_BYTES`](super::limits::MAX_INDEX_TEXT_BYTES) of
@@ -184,7 +184,9 @@ impl Search {
         Search::default()
     }
 
-    /// A ranked search for `text`.
+    /// A ranked search for `text`. A text that is empty or only white
+    /// space is no query, as in LangGraph: the search lists items in key
+    /// order, unscored (an embedder is never asked for it).
     ///
     /// ```
     /// use serde_json::json;

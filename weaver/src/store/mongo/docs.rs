@@ -189,9 +189,12 @@ pub(super) fn pushed_filter(filter: &Filter) -> Option<Document> {
     for c in filter.conditions() {
         // A segment the filter reads as an array index (`+1`, `01` too)
         // is pushed only in the plain form MongoDB reads as one.
+        // A NUL cannot be in a BSON key (an item holding one has no BSON
+        // copy, so it passes anyway).
         let path_ok = c.field.split('.').all(|s| {
             !s.is_empty()
                 && !s.starts_with('$')
+                && !s.contains('\0')
                 && s.parse::<usize>().map_or(true, |i| i.to_string() == s)
         });
         if !path_ok || c.field == "$" {
