@@ -28,13 +28,15 @@ pub(crate) const REDUCERS: [Symbol; 5] = [APPEND, DELTA, ADD, MERGE, REPLACE];
 /// input), `weaver::checkpoint::ERROR_CHANNEL`, `INTERRUPT_CHANNEL`,
 /// `RESUME_CHANNEL`, `NO_WRITES_CHANNEL` and `SENDS_CHANNEL`. A field of
 /// one of these names would share its channel.
-pub(crate) const RESERVED_CHANNELS: [(&str, &str); 6] = [
+pub(crate) const RESERVED_CHANNELS: [(&str, &str); 8] = [
     ("__start__", "a run's pending input"),
     ("__sends__", "the sends the next step runs"),
     ("__error__", "a failed task's error"),
     ("__interrupt__", "a task's interrupts"),
     ("__resume__", "the values a task is resumed with"),
     ("__no_writes__", "the mark of a task that wrote nothing"),
+    ("__effect__", "a task's journaled side effects"),
+    ("__state_version__", "the state version of a task's writes"),
 ];
 
 // `graph!`

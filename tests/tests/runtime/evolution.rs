@@ -998,6 +998,41 @@ mod release_checks {
         assert!(report::<Odd>(&previous::<Odd>()).is_empty());
     }
 
+    /// A state field named with leading underscores.
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct Dunder {
+        pub __note: u32,
+    }
+
+    /// A pending write to a state field whose name starts with `__` is
+    /// checked as the state's (such writes were all taken for the runtime's
+    /// own and skipped).
+    #[tokio::test]
+    async fn the_scan_checks_writes_to_fields_named_with_underscores() {
+        use weaver::checkpoint::{CheckpointRef, PendingWrite};
+        use weaver::evolution::scan_stored;
+        let saver = InMemorySaver::new();
+        put_values(&saver, "t", serde_json::json!({"__note": 1})).await;
+        let target = CheckpointRef::latest("t").at("c-t");
+        let write = PendingWrite {
+            task_id: "task".into(),
+            idx: 0,
+            channel: "__note".into(),
+            value: serde_json::json!("not a number"),
+            task_path: String::new(),
+        };
+        saver.put_writes(&target, vec![write]).await.unwrap();
+        let report = scan_stored(&saver, &schema_snapshot::<Dunder>(), 10, &mut |_| {})
+            .await
+            .unwrap();
+        let failing: Vec<(&str, Option<&str>)> = report
+            .failing
+            .iter()
+            .map(|f| (f.path.as_str(), f.task_id.as_deref()))
+            .collect();
+        assert_eq!(failing, [("__note", Some("task"))], "{report:?}");
+    }
+
     /// The scan reads an integer-keyed map by its key pattern, and stops at
     /// a value a self-referring `anyOf` never matches, with a reason. (The
     /// map's keys were reported as unknown fields; the value overflowed

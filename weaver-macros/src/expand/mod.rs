@@ -197,9 +197,15 @@ mod tests {
         // `__start__` shared the pending input's channel: a run completed,
         // but its checkpoint no longer decoded ("missing field `__start__`").
         let out = text(derive_graph_state(quote! {
-            struct State { __start__: String, __error__: Vec<String>, __started__: u8 }
+            struct State {
+                __start__: String,
+                __error__: Vec<String>,
+                __started__: u8,
+                __effect__: String,
+                __state_version__: u32,
+            }
         }));
-        assert_eq!(out.matches("compile_error").count(), 2, "{out}");
+        assert_eq!(out.matches("compile_error").count(), 4, "{out}");
         assert!(
             out.contains(
                 "cannot have a field named `__start__`: weaver stores a run's pending input"
@@ -243,7 +249,8 @@ mod tests {
     #[test]
     fn the_reserved_channels_are_the_runtimes() {
         use weaver::checkpoint::{
-            ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, RESUME_CHANNEL, SENDS_CHANNEL,
+            EFFECT_CHANNEL, ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, RESUME_CHANNEL,
+            SENDS_CHANNEL,
         };
         let names: Vec<&str> = crate::symbol::RESERVED_CHANNELS
             .iter()
@@ -257,7 +264,10 @@ mod tests {
                 ERROR_CHANNEL,
                 INTERRUPT_CHANNEL,
                 RESUME_CHANNEL,
-                NO_WRITES_CHANNEL
+                NO_WRITES_CHANNEL,
+                EFFECT_CHANNEL,
+                // `weaver::evolution`'s marker of a task's state version.
+                "__state_version__"
             ]
         );
     }

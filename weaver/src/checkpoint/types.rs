@@ -324,6 +324,30 @@ pub const NO_WRITES_CHANNEL: &str = "__no_writes__";
 /// skip them.
 pub const EFFECT_CHANNEL: &str = "__effect__";
 
+/// The channel of the write that says which state version a task's state
+/// writes are in, when that is not the version of the checkpoint they are
+/// stored with (a run of a newer release went on from an older checkpoint).
+pub(crate) const STATE_VERSION_WRITE: &str = "__state_version__";
+
+/// The channels the runtime writes beside a state's own, none of which a
+/// state field may be named (`#[derive(GraphState)]` refuses them).
+pub(crate) const RUNTIME_CHANNELS: [&str; 8] = [
+    crate::engine::spec::INPUT_CHANNEL,
+    SENDS_CHANNEL,
+    ERROR_CHANNEL,
+    INTERRUPT_CHANNEL,
+    RESUME_CHANNEL,
+    NO_WRITES_CHANNEL,
+    EFFECT_CHANNEL,
+    STATE_VERSION_WRITE,
+];
+
+/// Whether `channel` is one of [`RUNTIME_CHANNELS`], or a routing write's
+/// (`branch:to:node`): not a state channel.
+pub(crate) fn is_runtime_channel(channel: &str) -> bool {
+    RUNTIME_CHANNELS.contains(&channel) || channel.contains(':')
+}
+
 /// Index of special writes: they replace an earlier write of the same task
 /// and index, where ordinary writes (index ≥ 0) are kept as first written.
 pub(crate) fn special_write_index(channel: &str) -> Option<i64> {

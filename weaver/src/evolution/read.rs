@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use super::{STATE_SCHEMA_KEY, STATE_VERSION_KEY};
 use crate::checkpoint::{CheckpointMetadata, CheckpointTuple, PendingWrite, SENDS_CHANNEL};
+use crate::checkpoint::{STATE_VERSION_WRITE, is_runtime_channel};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
@@ -256,14 +257,9 @@ pub(crate) fn upgrade_writes_of<S: GraphState>(t: &mut CheckpointTuple) -> Resul
     Ok(())
 }
 
-/// The channel of the write that says which state version a task's state
-/// writes are in, when that is not the version of the checkpoint they are
-/// stored with (a run of a newer release went on from an older checkpoint).
-pub(crate) const STATE_VERSION_WRITE: &str = "__state_version__";
-
 /// Whether `w` writes a state channel (not a special, routing or marker write).
 fn is_state_write(w: &PendingWrite) -> bool {
-    !w.is_special() && !w.channel.starts_with("__") && !w.channel.contains(':')
+    !w.is_special() && !is_runtime_channel(&w.channel)
 }
 
 /// Marks the writes of one task, stored with a checkpoint of an older state

@@ -263,7 +263,7 @@ fn check_tuple(t: &CheckpointTuple, snapshot: &SchemaSnapshot, writes: &mut u64)
         }
     }
     for w in &t.pending_writes {
-        if w.is_special() || w.channel.starts_with("__") || w.channel.contains(':') {
+        if w.is_special() || crate::checkpoint::is_runtime_channel(&w.channel) {
             continue;
         }
         let Some(schema) = props.and_then(|p| p.get(&w.channel)) else {
