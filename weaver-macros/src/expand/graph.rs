@@ -111,7 +111,11 @@ pub(crate) fn graph(input: TokenStream) -> TokenStream {
     {
         let router = router_var(i);
         for t in &c.targets {
-            let Some(node) = decl.nodes.iter().find(|n| n.name == *t.ident()) else {
+            let Some(node) = decl
+                .nodes
+                .iter()
+                .find(|n| n.name.unraw() == t.ident().unraw())
+            else {
                 continue;
             };
             let func = node_var(&node.name);

@@ -379,6 +379,11 @@ where
 
 /// Router outputs made of sends of payload `P` (for [`check_send`]).
 #[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "a `send:` router returns `Vec<Send<P>>` or `Send<P>`, not `{Self}`",
+    label = "the router's output",
+    note = "`graph!` checks that each target takes the payload `P`; a `Route` (which may mix names and sends) carries no payload type: route it with `conditional:` instead"
+)]
 pub trait IntoSends<P> {}
 
 impl<P> IntoSends<P> for Vec<Send<P>> {}

@@ -19,7 +19,8 @@ fn measure(n: &u64) -> StateUpdate {
 fn main() {
     let _ = graph! {
         state: State,
-        nodes: [measure],
+        // Spelled raw here and plain below: still the same node.
+        nodes: [r#measure],
         edges: [measure -> END],
         send: [START => fan_out ? [measure]],
     };
