@@ -499,3 +499,95 @@ async fn stored_counters_at_their_maximum_are_errors_in_memory() {
     let saver: std::sync::Arc<dyn weaver::Saver> = std::sync::Arc::new(InMemorySaver::new());
     weaver_tests::counters::stored_counters_at_their_maximum_are_errors(saver).await;
 }
+
+/// A type with no serde of its own, stored through a module's functions.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Opaque(u64);
+
+mod opaque_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &super::Opaque, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("#{}", v.0))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<super::Opaque, D::Error> {
+        let text = String::deserialize(d)?;
+        let n = text.strip_prefix('#').and_then(|n| n.parse().ok());
+        n.map(super::Opaque)
+            .ok_or_else(|| serde::de::Error::custom("not #<number>"))
+    }
+}
+
+fn hex_text<S: serde::Serializer>(v: &u32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{v:x}"))
+}
+
+fn hex_parse<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(d)?;
+    u32::from_str_radix(&text, 16).map_err(serde::de::Error::custom)
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Coded {
+    #[serde(with = "opaque_text")]
+    #[schemars(with = "String")]
+    id: Opaque,
+    #[serde(serialize_with = "hex_text", deserialize_with = "hex_parse")]
+    #[schemars(with = "String")]
+    shown: u32,
+    plain: u32,
+}
+
+/// A field stored through `#[serde(with)]` or `serialize_with` is written in
+/// that form by the update too, so a pending write has the checkpoint
+/// value's form, and a type with no serde of its own compiles. (The update
+/// used the type's own serde: `Opaque` did not compile, and `shown` was
+/// written as a number where the checkpoint held text.) The update's
+/// schema is the one `#[schemars(with)]` gives the state's field.
+#[tokio::test]
+async fn updates_store_a_field_as_its_serde_attributes_say() {
+    let update = CodedUpdate::default()
+        .id(Opaque(7))
+        .shown(255u32)
+        .plain(1u32);
+    let form = serde_json::to_value(&update).unwrap();
+    assert_eq!(form, json!({"id": "#7", "shown": "ff", "plain": 1}));
+    let state = serde_json::to_value(Coded {
+        id: Opaque(7),
+        shown: 255,
+        plain: 1,
+    })
+    .unwrap();
+    assert_eq!(form["id"], state["id"]);
+    assert_eq!(form["shown"], state["shown"]);
+    let back: CodedUpdate = serde_json::from_value(json!({"id": "#9", "shown": "a"})).unwrap();
+    assert_eq!(
+        (back.id, back.shown, back.plain),
+        (Some(Opaque(9)), Some(10), None)
+    );
+    // A node's write is stored in that form, and read back.
+    let saver = Arc::new(InMemorySaver::new());
+    let graph = Graph::<Coded>::new("coded")
+        .add_node("set", |_: &Coded| CodedUpdate::default().id(Opaque(5)))
+        .add_sequence([START, "set", END])
+        .compile(
+            Compile::new()
+                .checkpointer_arc(saver.clone())
+                .interrupt_after(["set"]),
+        )
+        .unwrap();
+    let config = RunConfig::thread("t");
+    graph.invoke(Coded::default(), &config).await.unwrap();
+    let snapshot = graph.get_state(&config).await.unwrap();
+    assert_eq!(snapshot.values.id, Opaque(5));
+    let done = graph
+        .continue_run(&config)
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.id, Opaque(5));
+    let schema = serde_json::to_value(schemars::schema_for!(CodedUpdate)).unwrap();
+    assert_eq!(schema["properties"]["id"]["type"], "string", "{schema}");
+}

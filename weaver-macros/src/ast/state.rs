@@ -35,6 +35,16 @@ pub(crate) struct Field<'a> {
     /// Whether a serde attribute (`with`, `serialize_with`,
     /// `deserialize_with`) stores the field otherwise than its type does.
     pub serde_codec: bool,
+    /// The function that serializes the field in its place (from `with` or
+    /// `serialize_with`), if one does.
+    pub serialize_with: Option<syn::ExprPath>,
+    /// The function that deserializes it (from `with` or
+    /// `deserialize_with`), if one does.
+    pub deserialize_with: Option<syn::ExprPath>,
+    /// The field's own schema, if a `#[schemars(with = "T")]` or
+    /// `#[schemars(schema_with = "f")]` gives it: `with = "T"` or
+    /// `schema_with = "f"`, for the update's field.
+    pub schema: Option<TokenStream>,
 }
 
 impl<'a> State<'a> {
@@ -52,6 +62,7 @@ impl<'a> State<'a> {
             .iter()
             .filter_map(|f| {
                 let ident = f.ident.as_ref()?;
+                let (serialize_with, deserialize_with) = serde_codec_paths(&f.attrs);
                 Some(Field {
                     ident,
                     name: ident.unraw().to_string(),
@@ -63,7 +74,10 @@ impl<'a> State<'a> {
                         .filter(|a| a.path().is_ident("doc"))
                         .collect(),
                     reducer: attr::reducer(&f.attrs, errors),
-                    serde_codec: serde_codec(&f.attrs),
+                    serde_codec: serialize_with.is_some() || deserialize_with.is_some(),
+                    serialize_with,
+                    deserialize_with,
+                    schema: schema_attr(&f.attrs),
                 })
             })
             .collect();
@@ -75,15 +89,48 @@ impl<'a> State<'a> {
     }
 }
 
-/// Whether `attrs` hold a serde attribute that stores the field through
-/// other code than its type's own `Serialize`/`Deserialize`.
-fn serde_codec(attrs: &[Attribute]) -> bool {
-    let mut found = false;
+/// The functions a field's serde attributes store it through, serializing
+/// and deserializing: `with = "m"` gives `m::serialize` and
+/// `m::deserialize`; `serialize_with` and `deserialize_with` give their own.
+/// A path that does not parse is left to serde's own error.
+fn serde_codec_paths(attrs: &[Attribute]) -> (Option<syn::ExprPath>, Option<syn::ExprPath>) {
+    let (mut ser, mut de) = (None, None);
     for attr in attrs.iter().filter(|a| a.path().is_ident("serde")) {
         let _ = attr.parse_nested_meta(|meta| {
-            found |= ["with", "serialize_with", "deserialize_with"]
-                .iter()
-                .any(|n| meta.path.is_ident(n));
+            let named = |n: &str| meta.path.is_ident(n);
+            if !(named("with") || named("serialize_with") || named("deserialize_with")) {
+                return crate::check::state::skip_value(&meta);
+            }
+            let text: syn::LitStr = meta.value()?.parse()?;
+            let path = |suffix: &str| -> Option<syn::ExprPath> {
+                syn::parse_str(&format!("{}{suffix}", text.value())).ok()
+            };
+            if named("with") {
+                ser = path("::serialize");
+                de = path("::deserialize");
+            } else if named("serialize_with") {
+                ser = path("");
+            } else {
+                de = path("");
+            }
+            Ok(())
+        });
+    }
+    (ser, de)
+}
+
+/// A field's `#[schemars(with = "T")]` or `#[schemars(schema_with = "f")]`,
+/// as `with = "T"` or `schema_with = "f"`.
+fn schema_attr(attrs: &[Attribute]) -> Option<TokenStream> {
+    let mut found = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident("schemars")) {
+        let _ = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("with") || meta.path.is_ident("schema_with") {
+                let key = meta.path.clone();
+                let text: syn::LitStr = meta.value()?.parse()?;
+                found = Some(quote::quote!(#key = #text));
+                return Ok(());
+            }
             crate::check::state::skip_value(&meta)
         });
     }
