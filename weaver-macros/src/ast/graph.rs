@@ -332,16 +332,34 @@ impl Parse for Goto {
     }
 }
 
+/// Whether `after` (what follows a `?`) is a bracketed list and then the
+/// end of the declaration (nothing, or a `,`).
+fn ends_with_targets(after: syn::buffer::Cursor<'_>) -> bool {
+    let Some((_, _, rest)) = after.group(proc_macro2::Delimiter::Bracket) else {
+        return false;
+    };
+    match rest.token_tree() {
+        None => true,
+        Some((TokenTree::Punct(p), _)) => p.as_char() == ',',
+        Some(_) => false,
+    }
+}
+
 impl Parse for Conditional {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let from: Endpoint = input.parse()?;
         input.parse::<Token![=>]>()?;
-        // The router is every token up to the top-level `?` before the targets.
+        // The router is every token up to the top-level `?` before the
+        // targets: the one followed by a bracketed list that ends the
+        // declaration (a `?` inside the router, as in `s.next.as_ref()?`,
+        // is the router's own).
         let router_tokens: TokenStream = input.step(|cursor| {
             let mut rest = *cursor;
             let mut tokens = Vec::new();
             while let Some((tt, next)) = rest.token_tree() {
-                if matches!(&tt, TokenTree::Punct(p) if p.as_char() == '?') {
+                if matches!(&tt, TokenTree::Punct(p) if p.as_char() == '?')
+                    && ends_with_targets(next)
+                {
                     return Ok((tokens.into_iter().collect(), rest));
                 }
                 tokens.push(tt);

@@ -48,7 +48,11 @@ fn main() {
             [fetch, search] -> join,
             again -> END,
         ],
-        conditional: [join => route ? [review, again, END], review => |_: &State| "again" ? [again]],
+        // A router may use `?` itself: the last one before the targets splits.
+        conditional: [
+            join => route ? [review, again, END],
+            review => |s: &State| s.log.last()?.strip_prefix("go:").map(|_| "again") ? [again],
+        ],
         goto: [join -> [again, END], start -> fetch],
         interrupt_before: [review],
         interrupt_after: [join],
