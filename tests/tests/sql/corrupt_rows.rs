@@ -74,6 +74,13 @@ async fn filtered_and_unfiltered_listings_fail_alike_naming_the_corrupt_row() {
         ("not JSON", "metadata = 'not json'", ""),
         ("a JSON array", "metadata = '[1,2]'", "metadata = '[1,2]'"),
         ("a JSON string", r#"metadata = '"c1"'"#, r#"metadata = '"c1"'"#),
+        // SQLite's filter reads the first `writer`, a decoder the last
+        // (PostgreSQL's JSONB keeps one).
+        (
+            "a repeated key",
+            r#"metadata = '{"source":"loop","step":0,"parents":{},"writer":"c1","writer":"c2"}'"#,
+            "",
+        ),
     ];
     let mut failures = Vec::new();
     for &(case, lite, pg) in CASES {

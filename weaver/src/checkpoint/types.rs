@@ -212,8 +212,39 @@ pub struct CheckpointMetadata {
     #[serde(default)]
     pub parents: BTreeMap<String, String>,
     /// User metadata (from the run config) and engine notes.
-    #[serde(flatten)]
+    #[serde(flatten, deserialize_with = "unique_entries")]
     pub extra: Map<String, Value>,
+}
+
+/// The entries of a map, refusing a key given twice: a stored record that
+/// repeats one is not what weaver wrote, and SQLite's JSON functions (which
+/// metadata filters use) read the first where a decoder keeps the last.
+fn unique_entries<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Map<String, Value>, D::Error> {
+    struct Entries;
+    impl<'de> serde::de::Visitor<'de> for Entries {
+        type Value = Map<String, Value>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut a: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut map = Map::new();
+            while let Some((k, v)) = a.next_entry::<String, Value>()? {
+                if map.contains_key(&k) {
+                    return Err(serde::de::Error::custom(format_args!(
+                        "the key `{k}` is given twice"
+                    )));
+                }
+                map.insert(k, v);
+            }
+            Ok(map)
+        }
+    }
+    d.deserialize_map(Entries)
 }
 
 impl Serialize for CheckpointMetadata {
