@@ -98,7 +98,7 @@ async fn in_the_clear(pool: &SqlitePool, needle: &str) -> weaver::Result<(i64, i
 }
 
 /// How many checkpoint records each key id sealed (the id is stored in each
-/// envelope: `WVE2`, its length, the id).
+/// envelope: `WVE3`, its length, the id).
 async fn records_by_key(pool: &SqlitePool) -> weaver::Result<Vec<(String, usize)>> {
     let rows: Vec<Vec<u8>> = sqlx::query_scalar("SELECT checkpoint FROM weaver_checkpoints")
         .fetch_all(pool)

@@ -203,9 +203,10 @@ pub async fn up<T: MigrationTarget + ?Sized>(
 }
 
 /// Reverts `version` and every version above it, in one transaction:
-/// `down(db, adapters, 1)` removes the adapters' tables, `down(db, adapters, 2)`
-/// reverts versions 3 and 2 (back to version 1), `down(db, adapters, 3)`
-/// reverts version 3 only.
+/// `down(db, adapters, 1)` removes the adapters' tables, and `down(db,
+/// adapters, v)` leaves each adapter at version `v - 1` (with the checkpoint
+/// schema at version 8, `down(db, adapters, 3)` reverts versions 8 down to
+/// 3).
 ///
 /// ```
 /// # #[cfg(feature = "sqlite")]

@@ -203,7 +203,7 @@ impl MongoSaver {
             checkpoint_ns: h.ns.clone(),
             checkpoint_id: Some(p),
         });
-        Ok(CheckpointTuple {
+        let t = CheckpointTuple {
             parent_config,
             config: CheckpointRef {
                 thread_id: h.thread_id,
@@ -214,7 +214,11 @@ impl MongoSaver {
             metadata,
             commit_order: h.commit_order,
             pending_writes: Vec::new(),
-        })
+        };
+        // A newer build's record is refused before anything copies or keeps
+        // it: decoded by this build, it would lose what it does not know.
+        crate::checkpoint::delta::check_format(&t)?;
+        Ok(t)
     }
 
     /// The document of pending write `w` of checkpoint `id` on `thread`/`ns`.

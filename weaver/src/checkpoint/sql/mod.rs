@@ -1,7 +1,7 @@
 //! The SQL savers ([`SqliteSaver`], [`PostgresSaver`]): one implementation of
 //! the [`Saver`](super::Saver) contract over `sqlx`, rendered for each database.
 //!
-//! Both share the logical schema of [`crate::migrate`] (version 3), run every
+//! Both share the logical schema of [`crate::migrate`], run every
 //! multi-row write in one transaction, order by `commit_order` only, list
 //! history with one query (checkpoints and their pending writes together,
 //! `LIMIT` in SQL), and pass payloads through a [`Codec`].

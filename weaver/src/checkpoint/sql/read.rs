@@ -223,7 +223,7 @@ impl<D: Backend> SqlSaver<D> {
     ) -> Result<CheckpointTuple> {
         let payload: &[u8] = Self::get(row, "checkpoint", op)?;
         let metadata: &str = Self::get(row, "metadata", op)?;
-        self.settings.decode_tuple(
+        let t = self.settings.decode_tuple(
             thread.to_owned(),
             ns.to_owned(),
             Self::get(row, "checkpoint_id", op)?,
@@ -231,7 +231,11 @@ impl<D: Backend> SqlSaver<D> {
             payload,
             metadata,
             Self::get(row, "commit_order", op)?,
-        )
+        )?;
+        // A newer build's record is refused before anything copies or keeps
+        // it: decoded by this build, it would lose what it does not know.
+        crate::checkpoint::delta::check_format(&t)?;
+        Ok(t)
     }
 
     /// The record of `t` (a stored checkpoint whose record has delta
