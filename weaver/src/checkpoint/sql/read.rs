@@ -221,13 +221,25 @@ impl<D: Backend> SqlSaver<D> {
         ns: &str,
         op: &'static str,
     ) -> Result<CheckpointTuple> {
-        let payload: &[u8] = Self::get(row, "checkpoint", op)?;
-        let metadata: &str = Self::get(row, "metadata", op)?;
+        let id: String = Self::get(row, "checkpoint_id", op)?;
+        // A column the driver cannot read as its type (text that is not
+        // UTF-8) is bad data of this record, as on the packed path.
+        let bad = |col: &str, e: Error| match e {
+            Error::Storage { source, .. } => Error::decode(
+                format!("column `{col}` of checkpoint `{id}` of thread `{thread}`"),
+                source,
+            ),
+            e => e,
+        };
+        let payload: &[u8] = Self::get(row, "checkpoint", op).map_err(|e| bad("checkpoint", e))?;
+        let metadata: &str = Self::get(row, "metadata", op).map_err(|e| bad("metadata", e))?;
+        let parent = Self::get(row, "parent_checkpoint_id", op)
+            .map_err(|e| bad("parent_checkpoint_id", e))?;
         let t = self.settings.decode_tuple(
             thread.to_owned(),
             ns.to_owned(),
-            Self::get(row, "checkpoint_id", op)?,
-            Self::get(row, "parent_checkpoint_id", op)?,
+            id,
+            parent,
             payload,
             metadata,
             Self::get(row, "commit_order", op)?,
