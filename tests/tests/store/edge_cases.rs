@@ -756,6 +756,24 @@ async fn corrupted_rows_are_typed_errors_and_deletable() {
     report(problems);
 }
 
+/// A stored namespace that is not UTF-8 text (SQLite) is a decode error for
+/// `list_namespaces`, as it is for `get` and `search` (it was `Storage`).
+#[tokio::test]
+async fn a_corrupt_stored_namespace_is_a_decode_error_when_listed() {
+    let t = Trio::new(StoreConfig::new()).await;
+    let lite = t.all().find(|(n, _)| *n == "sqlite").unwrap().1;
+    lite.put(&["ok"], "k", json!(1)).await.unwrap();
+    lite.put(&["bad"], "k", json!(1)).await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(
+        "UPDATE weaver_store_items SET namespace = CAST(X'FF00' AS TEXT) WHERE namespace = 'bad'",
+    ))
+    .execute(&t.lite)
+    .await
+    .unwrap();
+    let listed = lite.list_namespaces(ListNamespaces::new()).await;
+    assert!(matches!(listed, Err(Error::Decode { .. })), "{listed:?}");
+}
+
 /// A negative stored TTL is bad data on every backend (a refresh would expire
 /// the item as it is read), and a put over an item whose times do not read
 /// replaces it as new: the answers the MongoDB store gives.

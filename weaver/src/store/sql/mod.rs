@@ -315,7 +315,7 @@ impl<D: Dialect> SqlStore<D> {
             .iter()
             .map(D::Db::text)
             .collect::<sqlx::Result<Vec<String>>>()
-            .map_err(storage(op))?;
+            .map_err(|e| Error::decode("a stored namespace", e))?;
         Ok(OpResult::Namespaces(finish_list(
             namespaces.iter().map(String::as_str),
             plan,
