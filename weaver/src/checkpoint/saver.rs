@@ -400,6 +400,13 @@ pub trait Saver: Debug + Send + Sync {
     /// (the database's clock on SQL savers); idleness is measured against
     /// this process's clock.
     ///
+    /// A page starts after the time and thread id its cursor names, so
+    /// pages read while threads run are consistent per thread, not as one
+    /// snapshot: a thread whose last activity moves past the cursor (a new
+    /// checkpoint, or an older one after a rollback or prune) may be listed
+    /// on two pages or on none. Listing by creation is stable unless a
+    /// thread's oldest checkpoints are pruned.
+    ///
     /// The default reads every thread's [`ThreadInfo`] through
     /// [`list_threads`](Saver::list_threads), then the latest root
     /// checkpoint of each candidate when the query filters on metadata.
