@@ -59,7 +59,11 @@ fn flow(thread_id: &str) -> String {
 /// An operation spanning several threads (a batch or prune over several,
 /// a copy or fork into another) saves them one after the other; when one
 /// of the saves loses a race, those already saved are written back as they
-/// were and the whole operation is applied again. Reads of all threads (a
+/// were and the whole operation is applied again. An adapter has no
+/// transaction over several flows, so this is not atomic against every
+/// race: a thread another writer saved again between this operation's save
+/// and its write-back keeps both saves, and the operation, applied again,
+/// finds its own change there. Reads of all threads (a
 /// listing without `thread_id`, [`list_threads`](Saver::list_threads)) read
 /// every thread. Cloning shares the adapter.
 ///
