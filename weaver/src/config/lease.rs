@@ -79,7 +79,11 @@ pub enum Multitask {
     /// and the loser fails with
     /// [`Error::VersionConflict`](crate::Error::VersionConflict), keeping
     /// what it committed before (see [`Durability`](super::Durability)).
-    /// For a host that serializes its runs itself.
+    /// For a host that serializes its runs itself: the race is decided on
+    /// the thread's root namespace only, so two runs that go on from the
+    /// same checkpoint into a subgraph (two resumes of one pause inside it)
+    /// share its namespace, and the winner may take in what the loser's
+    /// subgraph stored there.
     Race,
 }
 
