@@ -406,6 +406,40 @@ pub async fn with_an_explicit_key_a_fork_does_not(saver: Arc<dyn Saver>, thread:
     assert_eq!(effects[0].key, ledger.calls()[0]);
 }
 
+/// A subgraph node (with a retry policy of its own) whose inner task ran
+/// its effects in another order fails with `Error::EffectOrder`, not
+/// retried: the subgraph's failure was a plain node failure, retried until
+/// the attempts ran out and reported as `RetriesExhausted`.
+pub async fn effects_in_another_order_in_a_subgraph_are_a_typed_error(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+) {
+    let ledger = Ledger::new(Mode::TwoEffects(false));
+    let cfg = config(thread, &ledger);
+    let retry = RetryPolicy::new()
+        .max_attempts(3)
+        .initial_interval(Duration::from_millis(1))
+        .jitter(false);
+    let parent = Graph::<Refund>::new("desk")
+        .add_node_with(
+            "payout",
+            refunds(Compile::new()),
+            NodePolicy::new().retry(retry),
+        )
+        .add_sequence([START, "payout", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    let out = parent.invoke(order("o-11"), &cfg).await.unwrap();
+    assert_eq!(
+        out.interrupts()[0].value,
+        json!({ "receipt": "first-1+second-2" })
+    );
+    ledger.set(Mode::TwoEffects(true));
+    let err = parent.resume(json!("approved"), &cfg).await.unwrap_err();
+    assert!(matches!(err, Error::EffectOrder { .. }), "{err:?}");
+    assert_eq!(ledger.calls().len(), 2, "{:?}", ledger.calls());
+}
+
 /// A task whose effects ran in another order than its journal holds fails
 /// with `Error::EffectOrder` naming the task, the position and both names;
 /// the service is not called again.

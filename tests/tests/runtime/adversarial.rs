@@ -214,6 +214,34 @@ async fn update_state_on_the_latest_checkpoint_keeps_succeeded_pending_writes() 
     verdict(bad);
 }
 
+/// The same through the config `get_state` returned, which names the head:
+/// naming the latest checkpoint is the latest (the finished tasks' writes
+/// were dropped, and `x` and `y` ran again).
+#[tokio::test]
+async fn update_state_naming_the_head_keeps_succeeded_pending_writes() {
+    let runs = Runs::default();
+    let nodes = [("x", 0), ("y", 0), ("z", 1)];
+    let graph = flaky_fan(&runs, &nodes, Arc::new(InMemorySaver::new()));
+    let config = RunConfig::thread("t");
+    graph.invoke(Steps::default(), &config).await.unwrap_err();
+    let before = graph.get_state(&config).await.unwrap();
+    let fix = StepsUpdate::default().bar(["z-by-hand"]);
+    graph
+        .update_state(&before.config, fix, Some("z"))
+        .await
+        .unwrap();
+    let after = graph.get_state(&config).await.unwrap();
+    let mut bad = Bad::default();
+    let mut bar = after.values.bar.clone();
+    bar.sort();
+    bad.eq("state after update_state", bar, ["x", "y", "z-by-hand"]);
+    bad.eq("next after update_state", after.next.clone(), ["join"]);
+    done(graph.continue_run(&config).await);
+    let n = (runs.get("x"), runs.get("y"), runs.get("join"));
+    bad.eq("runs of (x, y, join)", n, (1, 1, 1));
+    verdict(bad);
+}
+
 fn review_graph(runs: &Runs) -> CompiledGraph<Steps> {
     Graph::<Steps>::new("Review")
         .add_node("draft", |_: &Steps| StepsUpdate::default().foo("draft"))

@@ -61,6 +61,11 @@ async fn the_journal_is_copied_and_deleted_with_its_thread_in_memory() {
 }
 
 #[tokio::test]
+async fn effects_in_another_order_in_a_subgraph_are_a_typed_error_in_memory() {
+    effects::effects_in_another_order_in_a_subgraph_are_a_typed_error(memory(), "t").await;
+}
+
+#[tokio::test]
 async fn an_effect_in_a_subgraph_runs_once_in_memory() {
     effects::an_effect_in_a_subgraph_runs_once(memory(), "t").await;
 }

@@ -248,3 +248,45 @@ async fn the_default_cache_key_is_the_same_for_equal_maps() {
     let out = graph.invoke(nan, &RunConfig::default()).await;
     assert!(out.is_err(), "{out:?}");
 }
+
+/// A cached node's result whose routing then fails the task (a goto to a
+/// node it may not reach) is not cached: the next run calls the node again
+/// and succeeds. (It was cached as the node returned it, and every later
+/// run with the same key failed the same way.)
+#[tokio::test]
+async fn a_result_that_fails_its_task_is_not_cached() {
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let graph = Graph::<Steps>::new("cached")
+        .add_node_with(
+            "pick",
+            move |_: &Steps| -> Command<StepsUpdate> {
+                let first = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+                let to = if first { "nowhere" } else { "done" };
+                Command::update(StepsUpdate::default()).goto(to)
+            },
+            NodePolicy::new().cache(CachePolicy::new()),
+        )
+        .add_node("done", |_: &Steps| StepsUpdate::default().foo("done"))
+        .add_edge(START, "pick")
+        .add_destinations("pick", ["done"])
+        .add_edge("done", END)
+        .compile(Compile::new())
+        .unwrap();
+    let first = graph.invoke(Steps::default(), &RunConfig::default()).await;
+    assert!(first.is_err(), "{first:?}");
+    let second = graph
+        .invoke(Steps::default(), &RunConfig::default())
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(second.foo, "done");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // A result that succeeded is cached.
+    graph
+        .invoke(Steps::default(), &RunConfig::default())
+        .await
+        .unwrap();
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

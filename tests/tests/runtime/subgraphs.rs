@@ -421,6 +421,42 @@ async fn a_shared_state_subgraph_sets_a_field_stored_through_serde_with() {
     assert_eq!(done.log, ["assigned"]);
 }
 
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Timed {
+    #[reducer(add)]
+    spent: std::time::Duration,
+}
+
+/// A shared-state subgraph adds to a `Duration` add channel: the parent
+/// gets the time added. (The net update took only JSON numbers, so the
+/// node failed with `InvalidUpdate`.)
+#[tokio::test]
+async fn a_shared_state_subgraph_adds_to_a_duration() {
+    use std::time::Duration;
+    let inner = Graph::<Timed>::new("inner")
+        .add_node("work", |_: &Timed| {
+            TimedUpdate::default().spent(Duration::from_millis(1500))
+        })
+        .add_sequence([START, "work", END])
+        .compile(Compile::new())
+        .unwrap();
+    let graph = Graph::<Timed>::new("outer")
+        .add_subgraph("inner", inner)
+        .add_sequence([START, "inner", END])
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap();
+    let start = Timed {
+        spent: Duration::from_secs(2),
+    };
+    let done = graph
+        .invoke(start, &RunConfig::thread("t"))
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.spent, Duration::from_millis(3500));
+}
+
 #[tokio::test]
 async fn a_completed_subgraph_stores_nothing_under_exit_durability() {
     // Under `exit` only the run's last checkpoint is stored: a subgraph

@@ -250,6 +250,11 @@ pub trait Saver: Debug + Send + Sync {
     /// exceeds `options` ([`Error::LimitExceeded`](crate::Error::LimitExceeded)).
     /// Returns the copy of `source`.
     ///
+    /// Only `source`'s namespace is copied: the checkpoints subgraphs
+    /// stored under their own namespaces are not, so a pause inside a
+    /// subgraph, resumed on the copy, runs that subgraph from its start.
+    /// [`copy_thread`](Saver::copy_thread) copies every namespace.
+    ///
     /// Provided: checks `options` against the hard ceilings, then calls
     /// [`fork_lineage`](Saver::fork_lineage). Only a saver that wraps
     /// another overrides it.

@@ -175,7 +175,10 @@ impl RunConfig {
             match ck {
                 "thread_id" => config.thread_id = Some(as_str()?),
                 "checkpoint_ns" => config.checkpoint_ns = as_str()?,
-                "checkpoint_id" => config.checkpoint_id = Some(as_str()?),
+                // As LangGraph's savers read it: an empty id is the latest.
+                "checkpoint_id" => {
+                    config.checkpoint_id = Some(as_str()?).filter(|id| !id.is_empty())
+                }
                 _ => {
                     config.configurable.insert(ck.to_owned(), cv.clone());
                 }
@@ -230,7 +233,10 @@ impl RunConfig {
         Ok(config)
     }
 
-    /// The LangGraph-shaped JSON form (the context is not included).
+    /// The LangGraph-shaped JSON form. Left out, as LangGraph's config has
+    /// no place for them: the context, the lease options
+    /// ([`multitask`](RunConfig::multitask), lease times, the holder's
+    /// name) and an expected head.
     ///
     /// ```
     /// use weaver::RunConfig;
@@ -281,6 +287,9 @@ impl RunConfig {
     /// assert_eq!(config.get_checkpoint_id(), Some("1ef4f797-8335-6428-8001-8a1503f9b875"));
     /// ```
     pub fn checkpoint_id(mut self, id: impl Into<String>) -> Self {
+        // The last call for an addressing key decides it (see
+        // `configurable`).
+        self.configurable.remove("checkpoint_id");
         self.checkpoint_id = Some(id.into());
         self
     }
@@ -296,6 +305,7 @@ impl RunConfig {
     /// assert_eq!(RunConfig::thread("t").ns(), "");
     /// ```
     pub fn checkpoint_ns(mut self, ns: impl Into<String>) -> Self {
+        self.configurable.remove("checkpoint_ns");
         self.checkpoint_ns = ns.into();
         self
     }
@@ -725,10 +735,12 @@ impl RunConfig {
     /// assert_eq!((head.thread_id(), head.get_checkpoint_id()), (Some("t"), None));
     /// ```
     pub fn latest(&self) -> Self {
-        RunConfig {
+        let mut config = RunConfig {
             checkpoint_id: None,
             ..self.clone()
-        }
+        };
+        config.configurable.remove("checkpoint_id");
+        config
     }
 }
 
@@ -802,6 +814,30 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn an_empty_checkpoint_id_is_the_latest_as_in_langgraph() {
+        let c =
+            RunConfig::from_json(&json!({"configurable": {"thread_id": "t", "checkpoint_id": ""}}))
+                .unwrap();
+        assert_eq!(c.get_checkpoint_id(), None);
+    }
+
+    #[test]
+    fn a_typed_setter_decides_over_a_bad_configurable_entry() {
+        // The bad entry stayed, and every graph call refused the config.
+        let c = RunConfig::thread("t")
+            .configurable("checkpoint_id", 5)
+            .configurable("checkpoint_ns", 6)
+            .checkpoint_id("c1")
+            .checkpoint_ns("sub");
+        assert!(c.check().is_ok(), "{:?}", c.check());
+        assert_eq!((c.get_checkpoint_id(), c.ns()), (Some("c1"), "sub"));
+        let head = RunConfig::thread("t")
+            .configurable("checkpoint_id", 5)
+            .latest();
+        assert!(head.check().is_ok(), "{:?}", head.check());
     }
 
     #[test]

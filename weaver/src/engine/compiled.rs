@@ -368,6 +368,10 @@ impl<S: GraphState> CompiledGraph<S> {
 
     /// The thread's state at the latest checkpoint (pending writes of tasks
     /// that succeeded applied), or at the checkpoint `config` names (raw).
+    /// The checkpoints of `config`'s namespace are read as this graph's: a
+    /// subgraph's namespace is read with that subgraph's compiled graph (or
+    /// through [`get_state_subgraphs`](Self::get_state_subgraphs)), whose
+    /// nodes and state they hold.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::algebra::{Ending, TaskNode, TaskRun, failure_message};
 use super::effect::is_journal_mismatch;
 use super::node::{Command, NodeError, NodeErrorKind, ParentCommand};
+use super::node_cache::Key;
 use super::panics::{caught, panic_message};
 use super::policy::random_unit;
 use super::runtime::Runtime;
@@ -24,13 +25,48 @@ use crate::state::GraphState;
 /// Runs the task of `node` on `state`: START's decodes the `input` it takes
 /// in; a node's uses its cached result if its cache policy holds one, or
 /// runs its body (a panic, in a sync node's call too, is its failure) as
-/// often as its retry policy allows.
+/// often as its retry policy allows. With the run, the key under which the
+/// node's cache takes what it returned: only once the task succeeded
+/// ([`cache_result`]), as a result whose routing or update then fails is
+/// the task's failure.
 pub(crate) async fn run_task<S: GraphState>(
     spec: &Spec<S>,
     state: &S,
     runtime: &Runtime,
     node: TaskNode,
     input: Option<&Value>,
+) -> (TaskRun<S::Update>, Option<Key>) {
+    let mut key = None;
+    let run = run_uncached(spec, state, runtime, node, input, &mut key).await;
+    let key = key.filter(|_| matches!(run.end, Ending::Returned(_)));
+    (run, key)
+}
+
+/// Caches `command`, what the task of `node` returned, under `key` (from
+/// [`run_task`]), once the task succeeded.
+pub(crate) fn cache_result<S: GraphState>(
+    spec: &Spec<S>,
+    node: TaskNode,
+    key: Key,
+    command: Command<S::Update>,
+) {
+    let Some(node) = node.node().map(|i| &spec.nodes[i]) else {
+        return;
+    };
+    if let Some(policy) = &node.policy.cache {
+        node.cache.put(policy, key, command);
+    }
+}
+
+/// [`run_task`]'s run, setting `cache_key` when the node's cache policy
+/// applies.
+async fn run_uncached<S: GraphState>(
+    spec: &Spec<S>,
+    state: &S,
+    runtime: &Runtime,
+    node: TaskNode,
+    input: Option<&Value>,
+    cache_key: &mut Option<Key>,
 ) -> TaskRun<S::Update> {
     let Some(i) = node.node() else {
         let end = match input {
@@ -70,11 +106,8 @@ pub(crate) async fn run_task<S: GraphState>(
             recovered: None,
         };
     }
-    let run = attempts(node, state, payload, runtime).await;
-    if let Ending::Returned(command) = &run.end {
-        node.cache.put(policy, key, command.clone());
-    }
-    run
+    *cache_key = Some(key);
+    attempts(node, state, payload, runtime).await
 }
 
 /// Runs `node` until an attempt returns, interrupts, fails in a way its

@@ -336,6 +336,11 @@ impl<T: GraphState> SubgraphCall<T> {
                 };
                 return Err(NodeError(NodeErrorKind::Command(command)));
             }
+            // A journal that does not match the task's effects is no
+            // failure to retry, in the subgraph as in its parent's task.
+            Err(e) if super::effect::is_journal_mismatch(&e) => {
+                return Err(NodeError(NodeErrorKind::Journal(e)));
+            }
             Err(e) => return Err(e.into()),
         };
         match outcome {

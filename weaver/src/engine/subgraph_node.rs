@@ -206,7 +206,8 @@ fn net_update<S: GraphState>(node: &str, before: &S, after: &S) -> Result<S::Upd
             }
             ChannelKind::Add => {
                 let zero = |v: Value| if v.is_null() { Value::from(0) } else { v };
-                difference(&zero(old), &zero(new)).ok_or_else(|| unfit("is not a number"))?
+                difference(&zero(old), &zero(new))
+                    .ok_or_else(|| unfit("is neither a number nor a `Duration` that grew"))?
             }
             // The entries it added or changed: a merge cannot remove one.
             ChannelKind::Merge => appended(&old, &new)
@@ -274,8 +275,17 @@ fn appended(old: &Value, new: &Value) -> Option<Value> {
     }
 }
 
-/// `new - old` of two JSON numbers (integers kept integers).
+/// `new - old` of two JSON numbers (integers kept integers), or of two
+/// `Duration`s in their serde form (`{"secs", "nanos"}`).
 fn difference(old: &Value, new: &Value) -> Option<Value> {
+    let duration = |v: &Value| -> Option<std::time::Duration> {
+        let m = v.as_object().filter(|m| m.len() == 2)?;
+        let nanos = u32::try_from(m.get("nanos")?.as_u64()?).ok()?;
+        Some(std::time::Duration::new(m.get("secs")?.as_u64()?, nanos))
+    };
+    if let (Some(a), Some(b)) = (duration(old), duration(new)) {
+        return serde_json::to_value(b.checked_sub(a)?).ok();
+    }
     if let (Some(a), Some(b)) = (old.as_i64(), new.as_i64()) {
         return Some(Value::from(b.checked_sub(a)?));
     }

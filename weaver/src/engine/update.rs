@@ -96,7 +96,7 @@ struct Base<S> {
 
 /// Reads the head of `target`'s thread (for the next commit order) and the
 /// checkpoint to update, at the same time. Updating the latest checkpoint
-/// (no id named) first takes in the writes of its tasks that already
+/// (no id named, or the latest's) first takes in the writes of its tasks that already
 /// succeeded, when `take_in`: they are not lost with the checkpoint the
 /// update supersedes, and do not run again. (Current LangGraph keeps them
 /// only when clearing a checkpoint with `as_node` END; its other updates
@@ -136,8 +136,14 @@ async fn read_base<S: GraphState>(
         .as_ref()
         .filter(|_| !upgraded)
         .map(|t| DeltaBase::of(&t.checkpoint, delta_channels));
-    let succeeded_writes: Vec<PendingWrite> = match (&target.checkpoint_id, &base) {
-        (None, Some(t)) if take_in => t.pending_writes.clone(),
+    // Naming the latest checkpoint is the latest (as for a run).
+    let at_head = match (&target.checkpoint_id, &head) {
+        (None, _) => true,
+        (Some(id), Some(h)) => h.checkpoint.id == *id,
+        (Some(_), None) => false,
+    };
+    let succeeded_writes: Vec<PendingWrite> = match &base {
+        Some(t) if take_in && at_head => t.pending_writes.clone(),
         _ => Vec::new(),
     };
     if let Some(t) = &base {

@@ -209,9 +209,10 @@ impl<S: GraphState> Graph<S> {
     /// channel the subgraph changed is written with its final value; an
     /// append or delta channel with the items the subgraph appended (for a
     /// set or a map, the items or entries it did not hold before); an add
-    /// channel with the difference. A changed channel with a custom
-    /// reducer, or an append channel that lost items in the subgraph,
-    /// fails the node with [`Error::InvalidUpdate`](crate::Error::InvalidUpdate):
+    /// channel with the difference (of numbers, or of `Duration`s). A
+    /// changed channel with a custom reducer, an add channel of another
+    /// type (or a `Duration` that shrank), or an append channel that lost
+    /// items in the subgraph, fails the node with [`Error::InvalidUpdate`](crate::Error::InvalidUpdate):
     /// use [`add_subgraph_with`](Self::add_subgraph_with) to say what the
     /// update is.
     ///

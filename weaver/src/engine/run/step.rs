@@ -10,11 +10,11 @@ use crate::checkpoint::{Checkpoint, CheckpointSource};
 use crate::engine::algebra::next_step;
 use crate::engine::algebra::tasks::send_payload;
 use crate::engine::algebra::{
-    Author, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
+    Author, Ending, Finished, TaskNode, TaskOutput, apply_writes, finish_task, replay_task, tasks,
 };
 use crate::engine::effect::Journal;
 use crate::engine::node::ParentCommand;
-use crate::engine::runner::{Runner, run_task};
+use crate::engine::runner::{Runner, cache_result, run_task};
 use crate::engine::runtime::{AnswersById, Runtime};
 use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::INPUT_CHANNEL;
@@ -241,8 +241,18 @@ impl<S: GraphState> Loop<'_, S> {
                     None => break,
                 },
             };
+            let (result, cache_key) = result;
+            // What the node returned goes into its cache only if the task
+            // succeeds with it (its routing or update may still fail).
+            let to_cache = cache_key.and_then(|key| match &result.end {
+                Ending::Returned(command) => Some((key, command.clone())),
+                _ => None,
+            });
             let id = started.ids[k].as_str();
             let (finished, mut writes) = finish_task(spec, state, nodes[k], id, result, persisting);
+            if let (Finished::Succeeded(_), Some((key, command))) = (&finished, to_cache) {
+                cache_result(spec, nodes[k], key, command);
+            }
             // Effects journaled while the task's checkpoint was not stored
             // go with its other writes.
             writes.extend(runtimes[k].journal().take_held());
