@@ -524,6 +524,47 @@ pub async fn replaying_a_paused_parent_checkpoint_resumes_the_subgraph_at_its_pa
     assert!(namespaces(&saver, "replay").await.is_empty());
 }
 
+/// A fork (`fork_at`) of a thread paused inside a subgraph, one or two
+/// levels deep, copies the subgraphs' namespaces: resumed on the fork, the
+/// subgraph goes on from its pause (its finished nodes do not run again)
+/// with the fork's answer, and the original stays paused for its own.
+/// (Only the root namespace was copied: the subgraph ran from its start.)
+pub async fn a_fork_resumes_a_paused_subgraph_where_it_paused(saver: Arc<dyn Saver>, depth: Depth) {
+    use weaver::checkpoint::{CheckpointRef, ForkOptions};
+    let counts = Arc::new(Counts::default());
+    let d = desks(saver.clone(), counts.clone(), depth);
+    let config = RunConfig::thread("forked");
+    let asked = d.desk.invoke(topic(), &config).await.unwrap();
+    assert_eq!(asked.interrupts().len(), 1, "{asked:?}");
+    let head = d.desk.get_state(&config).await.unwrap();
+    let id = head.config.get_checkpoint_id().unwrap().to_owned();
+    saver
+        .fork_at(
+            &CheckpointRef::latest("forked").at(id),
+            "branch",
+            ForkOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        namespaces(&saver, "branch").await,
+        namespaces(&saver, "forked").await
+    );
+    let before = (counts.of("outline"), counts.of("inspect"));
+    let branch = RunConfig::thread("branch");
+    let done = d.desk.resume(json!("no"), &branch).await.unwrap();
+    let done = done.complete().unwrap();
+    assert_eq!(done.verdict, "no");
+    assert_eq!(done.log, ["prepared", "written", "published"]);
+    assert_eq!(
+        (counts.of("outline"), counts.of("inspect")),
+        before,
+        "the subgraphs' finished nodes did not run again"
+    );
+    let original = d.desk.resume(json!("yes"), &config).await.unwrap();
+    assert_eq!(original.complete().unwrap().verdict, "yes");
+}
+
 /// A replay of a checkpoint whose task was not paused runs the subgraph
 /// from its start, as the original run did.
 pub async fn replaying_before_the_subgraph_ran_starts_it_over(saver: Arc<dyn Saver>) {

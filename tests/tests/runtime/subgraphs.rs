@@ -60,6 +60,13 @@ async fn replaying_a_paused_parent_checkpoint_resumes_the_subgraph_two_levels_de
 }
 
 #[tokio::test]
+async fn a_fork_resumes_a_paused_subgraph_where_it_paused_in_memory() {
+    for depth in [Depth::One, Depth::Two] {
+        subgraphs::a_fork_resumes_a_paused_subgraph_where_it_paused(memory(), depth).await;
+    }
+}
+
+#[tokio::test]
 async fn replaying_before_the_subgraph_ran_starts_it_over_in_memory() {
     subgraphs::replaying_before_the_subgraph_ran_starts_it_over(memory()).await;
 }
@@ -951,4 +958,49 @@ async fn a_shared_state_subgraph_merges_only_the_entries_it_changed() {
         .unwrap();
     assert_eq!(done.m.get("k").map(String::as_str), Some("new"));
     assert_eq!(done.m.get("x").map(String::as_str), Some("1"));
+}
+
+/// A fork whose subgraph namespace is past its limits fails and leaves no
+/// part of the fork behind (the root namespace, copied first, is removed).
+#[tokio::test]
+async fn a_fork_whose_subgraph_is_too_long_leaves_nothing() {
+    use weaver::checkpoint::{CheckpointRef, ForkOptions, ListFilter};
+    let mut inner = Graph::<Draft>::new("long");
+    let steps = ["s1", "s2", "s3", "s4", "s5", "s6"];
+    for s in steps {
+        inner = inner.add_node(s, move |_: &Draft| DraftUpdate::default().text(s));
+    }
+    let inner = inner
+        .add_node("ask", |_: &Draft, rt: &Runtime| {
+            let answer = rt.interrupt("go on?")?;
+            Ok::<_, NodeError>(DraftUpdate::default().verdict(answer.to_string()))
+        })
+        .add_sequence([START, "s1", "s2", "s3", "s4", "s5", "s6", "ask", END])
+        .compile(Compile::new())
+        .unwrap();
+    let saver = memory();
+    let outer = Graph::<Draft>::new("outer")
+        .add_subgraph("long", inner)
+        .add_sequence([START, "long", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    let out = outer.invoke(Draft::default(), &config).await.unwrap();
+    assert_eq!(out.interrupts().len(), 1);
+    let root = saver
+        .list(&ListFilter::thread("t").ns(""))
+        .await
+        .unwrap()
+        .len();
+    let all = saver.list(&ListFilter::thread("t")).await.unwrap().len();
+    assert!(all - root > root, "the subgraph's namespace is the longer");
+    let head = outer.get_state(&config).await.unwrap();
+    let at = CheckpointRef::latest("t").at(head.config.get_checkpoint_id().unwrap());
+    let options = ForkOptions::default().max_checkpoints(root);
+    let forked = saver.fork_at(&at, "branch", options).await;
+    assert!(
+        matches!(forked, Err(Error::LimitExceeded { .. })),
+        "{forked:?}"
+    );
+    assert!(saver.thread_info("branch").await.unwrap().is_none());
 }

@@ -113,6 +113,23 @@ async fn get_state_shows_the_paused_subgraphs_on_postgres() {
     db.drop_schema().await;
 }
 
+#[tokio::test]
+async fn a_fork_resumes_a_paused_subgraph_where_it_paused_on_sqlite_and_postgres() {
+    let lite = SqliteDb::new().await;
+    subgraphs::a_fork_resumes_a_paused_subgraph_where_it_paused(
+        Arc::new(lite.saver().await),
+        Depth::Two,
+    )
+    .await;
+    let pg = PgDb::new().await;
+    subgraphs::a_fork_resumes_a_paused_subgraph_where_it_paused(
+        Arc::new(pg.saver().await),
+        Depth::Two,
+    )
+    .await;
+    pg.drop_schema().await;
+}
+
 async fn replay_on_sqlite(depth: Depth) {
     let db = SqliteDb::new().await;
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);

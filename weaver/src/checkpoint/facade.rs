@@ -244,7 +244,8 @@ impl Checkpointer {
     }
 
     /// [`Saver::fork_at`]: copies the lineage of checkpoint `source` (up to
-    /// it) into the new thread `target_thread`.
+    /// it), with the namespaces of the subgraphs its tasks ran, into the new
+    /// thread `target_thread`.
     ///
     /// ```
     /// use weaver::checkpoint::{CheckpointRef, ForkOptions};

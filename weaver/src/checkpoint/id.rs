@@ -19,6 +19,16 @@ pub fn new_checkpoint_id() -> String {
     uuid::Uuid::now_v7().hyphenated().to_string()
 }
 
+/// The namespace of task `id` of `node` run in the namespace `ns`: where
+/// the subgraph the task runs stores its checkpoints (LangGraph's
+/// `node:task_id`, after the outer namespace and a `|` when nested).
+pub(crate) fn task_ns(ns: &str, node: &str, id: &str) -> String {
+    match ns {
+        "" => format!("{node}:{id}"),
+        outer => format!("{outer}|{node}:{id}"),
+    }
+}
+
 /// A deterministic id (UUID v8 layout) from `parts`: the same parts give the
 /// same id in any process, so a resumed step finds the writes its tasks left.
 pub(crate) fn stable_id(parts: &[&str]) -> String {

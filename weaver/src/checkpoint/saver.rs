@@ -250,14 +250,16 @@ pub trait Saver: Debug + Send + Sync {
     /// exceeds `options` ([`Error::LimitExceeded`](crate::Error::LimitExceeded)).
     /// Returns the copy of `source`.
     ///
-    /// Only `source`'s namespace is copied: the checkpoints subgraphs
-    /// stored under their own namespaces are not, so a pause inside a
-    /// subgraph, resumed on the copy, runs that subgraph from its start.
-    /// [`copy_thread`](Saver::copy_thread) copies every namespace.
+    /// The subgraphs the copied checkpoints' tasks ran come along: the
+    /// namespace of each task that left pending writes (`node:task_id`, at
+    /// any depth) is copied whole, so a pause inside a subgraph resumes on
+    /// the copy where it paused. `options` bound each namespace's copy;
+    /// when one of them fails, the target thread is deleted again (if it
+    /// had no checkpoint before).
     ///
     /// Provided: checks `options` against the hard ceilings, then calls
-    /// [`fork_lineage`](Saver::fork_lineage). Only a saver that wraps
-    /// another overrides it.
+    /// [`fork_lineage`](Saver::fork_lineage) for `source` and for each
+    /// subgraph's namespace. Only a saver that wraps another overrides it.
     ///
     /// ```
     /// use weaver::checkpoint::{CheckpointRef, ForkOptions};
@@ -287,7 +289,17 @@ pub trait Saver: Debug + Send + Sync {
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
         limits::check_fork_options(options.max_checkpoints, options.max_bytes)?;
-        self.fork_lineage(source, target_thread, options).await
+        let was_empty = self.thread_info(target_thread).await?.is_none();
+        let copy = self.fork_lineage(source, target_thread, options).await?;
+        let subgraphs = fork_subgraphs(self, source, target_thread, options).await;
+        if let Err(e) = subgraphs {
+            if was_empty {
+                // Nothing of the fork stays: the thread was empty before.
+                self.delete_thread(target_thread).await?;
+            }
+            return Err(e);
+        }
+        Ok(copy)
     }
 
     /// The copy of [`fork_at`](Saver::fork_at), under its rules, once
@@ -755,4 +767,38 @@ impl<S: Saver + ?Sized> LineageSource for S {
     ) -> Result<Vec<Vec<CheckpointTuple>>> {
         self.lineages(requests).await
     }
+}
+
+/// Copies into `target_thread` the namespaces of the subgraphs run by the
+/// tasks of the checkpoints [`Saver::fork_at`] copied from `source` (found
+/// by the pending writes those tasks left, in the copy), then theirs, at
+/// any depth.
+async fn fork_subgraphs<S: Saver + ?Sized>(
+    saver: &S,
+    source: &CheckpointRef,
+    target_thread: &str,
+    options: ForkOptions,
+) -> Result<()> {
+    let mut namespaces = vec![source.checkpoint_ns.clone()];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(ns) = namespaces.pop() {
+        let copied = saver
+            .list(&ListFilter::thread(target_thread).ns(ns.clone()))
+            .await?;
+        for w in copied.iter().flat_map(|t| &t.pending_writes) {
+            let sub = super::id::task_ns(&ns, &w.task_path, &w.task_id);
+            if !seen.insert(sub.clone()) {
+                continue;
+            }
+            let head = CheckpointRef::latest(source.thread_id.clone()).ns(sub.clone());
+            let Some(head) = saver.get_tuple(&head).await? else {
+                continue;
+            };
+            saver
+                .fork_lineage(&head.config, target_thread, options)
+                .await?;
+            namespaces.push(sub);
+        }
+    }
+    Ok(())
 }

@@ -360,10 +360,13 @@ pub const EFFECT_CHANNEL: &str = "__effect__";
 /// stored with (a run of a newer release went on from an older checkpoint).
 pub(crate) const STATE_VERSION_WRITE: &str = "__state_version__";
 
+/// Channel holding a pending input until the START task applies it.
+pub(crate) const INPUT_CHANNEL: &str = "__start__";
+
 /// The channels the runtime writes beside a state's own, none of which a
 /// state field may be named (`#[derive(GraphState)]` refuses them).
 pub(crate) const RUNTIME_CHANNELS: [&str; 8] = [
-    crate::engine::spec::INPUT_CHANNEL,
+    INPUT_CHANNEL,
     SENDS_CHANNEL,
     ERROR_CHANNEL,
     INTERRUPT_CHANNEL,

@@ -33,13 +33,7 @@ pub struct SubgraphState {
     pub subgraphs: Vec<(String, String, SubgraphState)>,
 }
 
-/// The namespace of task `id` of `node` run in the namespace `ns`.
-pub(crate) fn task_ns(ns: &str, node: &str, id: &str) -> String {
-    match ns {
-        "" => format!("{node}:{id}"),
-        outer => format!("{outer}|{node}:{id}"),
-    }
-}
+pub(crate) use crate::checkpoint::id::task_ns;
 
 /// The state of the subgraph task `id` of `node` ran, if it ran one.
 pub(crate) fn subgraph_state<'a>(

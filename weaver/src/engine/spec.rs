@@ -143,8 +143,7 @@ pub(crate) struct Spec<S: GraphState> {
 
 /// Trigger channel of the START pseudo-task (it applies the input).
 pub(crate) const START_TRIGGER: &str = "branch:to:__start__";
-/// Channel holding a pending input until the START task applies it.
-pub(crate) const INPUT_CHANNEL: &str = "__start__";
+pub(crate) use crate::checkpoint::INPUT_CHANNEL;
 
 pub(crate) fn trigger_channel(node: &str) -> String {
     format!("branch:to:{node}")

@@ -6,12 +6,9 @@ use serde_json::{Map, Value};
 
 use super::{STATE_SCHEMA_KEY, STATE_VERSION_KEY};
 use crate::checkpoint::{CheckpointMetadata, CheckpointTuple, PendingWrite, SENDS_CHANNEL};
-use crate::checkpoint::{STATE_VERSION_WRITE, is_runtime_channel};
+use crate::checkpoint::{INPUT_CHANNEL, STATE_VERSION_WRITE, is_runtime_channel};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
-
-/// The pending input of a checkpoint: kept beside the state's channels.
-const INPUT_CHANNEL: &str = "__start__";
 
 /// The state version `metadata` records: `None` for a record written
 /// before versions were recorded (it reads as version 1). A value that is
