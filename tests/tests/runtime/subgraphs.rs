@@ -823,7 +823,8 @@ async fn two_pauses_of_one_subgraph_are_answered_together() {
 /// A thread paused inside a subgraph, then resumed by a release that
 /// renamed the subgraph's node (`rename_node`): the subgraph goes on from
 /// its pause (its finished node does not run again) and the answer
-/// reaches it.
+/// reaches it; `get_state_subgraphs` shows it, and a replay of the paused
+/// checkpoint goes on from the pause too (both looked under the new name).
 #[tokio::test]
 async fn a_renamed_subgraph_node_resumes_its_paused_subgraph() {
     let saver = memory();
@@ -863,6 +864,13 @@ async fn a_renamed_subgraph_node_resumes_its_paused_subgraph() {
                 .rename_node("check", "review"),
         )
         .unwrap();
+    // The paused subgraph shows under the node's new name.
+    let shown = after.get_state_subgraphs(&config).await.unwrap();
+    let inner_state = shown.tasks[0]
+        .subgraph
+        .as_ref()
+        .expect("the paused subgraph");
+    assert_eq!(inner_state.interrupts[0].value, "ok?");
     let done = after
         .resume(serde_json::json!("yes"), &config)
         .await
@@ -873,6 +881,22 @@ async fn a_renamed_subgraph_node_resumes_its_paused_subgraph() {
         worked.load(std::sync::atomic::Ordering::SeqCst),
         1,
         "work ran again"
+    );
+    // Replaying the checkpoint taken at the pause goes on from the pause.
+    let history = after
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let at_pause = history
+        .iter()
+        .find(|s| !s.interrupts.is_empty())
+        .expect("the paused checkpoint");
+    let replay = after.continue_run(&at_pause.config).await.unwrap();
+    assert_eq!(replay.interrupts().len(), 1, "{replay:?}");
+    assert_eq!(
+        worked.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "work ran again in the replay"
     );
 }
 

@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::cache::SnapshotCache;
 use super::inspect::{self, History, StateSnapshot};
-use super::inspect_subgraphs::subgraph_state;
+use super::inspect_subgraphs::{older_task_ns, subgraph_state, subgraph_state_at};
 use super::run::{Loop, Sink};
 use super::spec::Spec;
 use super::stream::RunStream;
@@ -442,8 +442,21 @@ impl<S: GraphState> CompiledGraph<S> {
         let cp = self.require_checkpointer("get_state")?;
         let mut snapshot = self.get_state(config).await?;
         let thread = config.thread_id().ok_or(Error::MissingThreadId)?;
+        let at = snapshot
+            .config
+            .get_checkpoint_id()
+            .unwrap_or_default()
+            .to_owned();
         for task in &mut snapshot.tasks {
-            let state = subgraph_state(cp, thread, config.ns(), &task.name, &task.id).await?;
+            let mut state = subgraph_state(cp, thread, config.ns(), &task.name, &task.id).await?;
+            // A node renamed since its task's subgraph paused: the pause is
+            // under the older name.
+            let spec = &self.inner.spec;
+            if let (None, Some((_, older))) =
+                (&state, older_task_ns(spec, config.ns(), &at, &task.name))
+            {
+                state = subgraph_state_at(cp, thread, older).await?;
+            }
             task.subgraph = state.map(Box::new);
         }
         Ok(snapshot)

@@ -11,8 +11,10 @@ use serde_json::{Map, Value};
 use super::Interrupt;
 use super::algebra::interrupts::pending_interrupts;
 use super::algebra::writes::succeeded;
+use super::spec::Spec;
 use crate::checkpoint::{CheckpointMetadata, CheckpointRef, Checkpointer, PendingWrite};
 use crate::error::Result;
+use crate::state::GraphState;
 
 /// The state of a subgraph a pending task ran, at its latest checkpoint.
 /// Its values are the channel values as stored; read it typed with the
@@ -35,6 +37,21 @@ pub struct SubgraphState {
 
 pub(crate) use crate::checkpoint::id::task_ns;
 
+/// For the task of `node` pulled at checkpoint `checkpoint_id` in namespace
+/// `ns`, when `node` was renamed since
+/// ([`Compile::rename_node`](crate::Compile::rename_node)): the older name,
+/// and the namespace its subgraph had under it.
+pub(crate) fn older_task_ns<S: GraphState>(
+    spec: &Spec<S>,
+    ns: &str,
+    checkpoint_id: &str,
+    node: &str,
+) -> Option<(String, String)> {
+    let (old, _) = spec.renames.iter().find(|(_, new)| *new == node)?;
+    let old_id = super::algebra::task_id(checkpoint_id, old);
+    Some((old.clone(), task_ns(ns, old, &old_id)))
+}
+
 /// The state of the subgraph task `id` of `node` ran, if it ran one.
 pub(crate) fn subgraph_state<'a>(
     cp: &'a Checkpointer,
@@ -43,10 +60,19 @@ pub(crate) fn subgraph_state<'a>(
     node: &'a str,
     id: &'a str,
 ) -> Pin<Box<dyn Future<Output = Result<Option<SubgraphState>>> + Send + 'a>> {
+    subgraph_state_at(cp, thread, task_ns(ns, node, id))
+}
+
+/// The state of the subgraph stored under namespace `sub_ns`, if any.
+pub(crate) fn subgraph_state_at<'a>(
+    cp: &'a Checkpointer,
+    thread: &'a str,
+    sub_ns: String,
+) -> Pin<Box<dyn Future<Output = Result<Option<SubgraphState>>> + Send + 'a>> {
     Box::pin(async move {
         let at = CheckpointRef {
             thread_id: thread.to_owned(),
-            checkpoint_ns: task_ns(ns, node, id),
+            checkpoint_ns: sub_ns,
             checkpoint_id: None,
         };
         let Some(tuple) = cp.get_tuple(&at).await? else {

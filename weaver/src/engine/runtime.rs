@@ -56,6 +56,10 @@ pub struct Runtime {
 pub(crate) struct TaskOrigin {
     /// The namespace of the subgraph the task's counterpart ran.
     pub ns: String,
+    /// Its namespace under the node's older name, for a node renamed since
+    /// ([`Compile::rename_node`](crate::Compile::rename_node)): where a
+    /// pause from before the rename is.
+    pub older_ns: Option<String>,
     /// The interrupts the replayed checkpoint records for that task.
     pub interrupts: Vec<String>,
 }

@@ -11,7 +11,7 @@
 
 use super::algebra::tasks::task_id_of;
 use super::algebra::{TaskNode, raised_interrupts};
-use super::inspect_subgraphs::task_ns;
+use super::inspect_subgraphs::{older_task_ns, task_ns};
 use super::runtime::TaskOrigin;
 use super::spec::Spec;
 use crate::checkpoint::{CheckpointRef, Checkpointer, INTERRUPT_CHANNEL, ListFilter, PendingWrite};
@@ -40,12 +40,23 @@ impl Replayed {
         node: TaskNode,
     ) -> Result<Option<TaskOrigin>> {
         let task = task_id_of(spec, &self.id, node);
-        let interrupts = interrupt_ids(&self.id, &task, &self.pending)?;
+        let name = spec.name_of(node);
+        let older = match node {
+            TaskNode::Pull(_) => older_task_ns(spec, &self.ns, &self.id, name),
+            _ => None,
+        };
+        let mut interrupts = interrupt_ids(&self.id, &task, &self.pending)?;
+        if let (true, Some((old, _))) = (interrupts.is_empty(), &older) {
+            // Writes stored under the older name's task id.
+            let old_task = super::algebra::task_id(&self.id, old);
+            interrupts = interrupt_ids(&self.id, &old_task, &self.pending)?;
+        }
         if interrupts.is_empty() {
             return Ok(None);
         }
         Ok(Some(TaskOrigin {
-            ns: task_ns(&self.ns, spec.name_of(node), &task),
+            ns: task_ns(&self.ns, name, &task),
+            older_ns: older.map(|(_, ns)| ns),
             interrupts,
         }))
     }
@@ -68,18 +79,20 @@ pub(crate) async fn paused_at(
     thread: &str,
     origin: &TaskOrigin,
 ) -> Result<Option<CheckpointRef>> {
-    let filter = ListFilter::thread(thread).ns(origin.ns.clone());
-    for tuple in cp.list_stored(&filter).await? {
-        let id = &tuple.checkpoint.id;
-        let pending = &tuple.pending_writes;
-        let tasks = pending
-            .iter()
-            .filter(|w| w.channel == INTERRUPT_CHANNEL)
-            .map(|w| w.task_id.as_str());
-        for task in tasks {
-            let ids = interrupt_ids(id, task, pending)?;
-            if ids.iter().any(|i| origin.interrupts.contains(i)) {
-                return Ok(Some(tuple.config.clone()));
+    for ns in std::iter::once(&origin.ns).chain(&origin.older_ns) {
+        let filter = ListFilter::thread(thread).ns(ns.clone());
+        for tuple in cp.list_stored(&filter).await? {
+            let id = &tuple.checkpoint.id;
+            let pending = &tuple.pending_writes;
+            let tasks = pending
+                .iter()
+                .filter(|w| w.channel == INTERRUPT_CHANNEL)
+                .map(|w| w.task_id.as_str());
+            for task in tasks {
+                let ids = interrupt_ids(id, task, pending)?;
+                if ids.iter().any(|i| origin.interrupts.contains(i)) {
+                    return Ok(Some(tuple.config.clone()));
+                }
             }
         }
     }

@@ -176,13 +176,13 @@ impl<S: GraphState> Loop<'_, S> {
             return None;
         }
         let name = self.spec.name_of(node);
-        let (old, _) = self.spec.renames.iter().find(|(_, new)| *new == name)?;
-        let old_id = crate::engine::algebra::task_id(&self.current.id, old);
-        Some(crate::engine::inspect_subgraphs::task_ns(
+        crate::engine::inspect_subgraphs::older_task_ns(
+            self.spec,
             self.config.ns(),
-            old,
-            &old_id,
-        ))
+            &self.current.id,
+            name,
+        )
+        .map(|(_, ns)| ns)
     }
 
     /// Runs the tasks still to run; each one's update is streamed and its
