@@ -35,7 +35,10 @@ pub struct TaskInfo {
     /// The attempts its last recorded run made: the number its error write
     /// holds (a failure's, or the failure a later attempt of the same run
     /// recovered from), 1 for a task that left writes and no error, 0 for one
-    /// that left none.
+    /// that left none. A later run of the task that ended without a failure
+    /// (it succeeded at its first attempt, or paused) writes no error, so
+    /// the number and [`error`](Self::error) stay those of the failed run,
+    /// as LangGraph keeps a task's error write.
     pub attempts: u32,
     /// Its pending interrupts.
     pub interrupts: Vec<Interrupt>,
