@@ -38,9 +38,9 @@
 //! naming the `weaver migrate` command to run.
 //!
 //! Text from the database is printed with control characters escaped
-//! (`\u{1b}`); thread ids also have a backslash doubled, and a thread id
-//! given on the command line is read back the same way, so an id is passed
-//! back exactly as `threads` printed it.
+//! (`\u{1b}`); thread ids and namespaces also have a backslash doubled,
+//! and a thread id or `--ns` given on the command line is read back the
+//! same way, so each is passed back exactly as printed.
 //!
 //! [`run`] is the whole program, for tests and embedding; the binary calls
 //! it with the process's arguments.

@@ -26,8 +26,9 @@ pub(crate) const REDUCERS: [Symbol; 5] = [APPEND, DELTA, ADD, MERGE, REPLACE];
 /// The channels the runtime keeps beside the state's in a checkpoint and
 /// its pending writes, with what each holds: `weaver::START` (the pending
 /// input), `weaver::checkpoint::ERROR_CHANNEL`, `INTERRUPT_CHANNEL`,
-/// `RESUME_CHANNEL`, `NO_WRITES_CHANNEL` and `SENDS_CHANNEL`. A field of
-/// one of these names would share its channel.
+/// `RESUME_CHANNEL`, `NO_WRITES_CHANNEL`, `SENDS_CHANNEL` and
+/// `EFFECT_CHANNEL`, and the evolution's `__state_version__` write. A field
+/// of one of these names would share its channel.
 pub(crate) const RESERVED_CHANNELS: [(&str, &str); 8] = [
     ("__start__", "a run's pending input"),
     ("__sends__", "the sends the next step runs"),

@@ -21,10 +21,11 @@ pub const FORK_MAX_BYTES: usize = 64 * 1024 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ForkOptions {
-    /// At most this many checkpoints are copied (default 1,000; ceiling 10,000).
+    /// At most this many checkpoints are copied in each namespace (the
+    /// source's, and each subgraph's) (default 1,000; ceiling 10,000).
     pub max_checkpoints: usize,
     /// At most this many bytes of serialized checkpoints and their pending
-    /// writes are copied, as [`record_size`] and
+    /// writes are copied in each namespace, as [`record_size`] and
     /// [`write_size`] count them (ceiling 64 MiB).
     pub max_bytes: usize,
 }

@@ -250,10 +250,10 @@ pub trait Saver: Debug + Send + Sync {
     /// exceeds `options` ([`Error::LimitExceeded`](crate::Error::LimitExceeded)).
     /// Returns the copy of `source`.
     ///
-    /// The subgraphs the copied checkpoints' tasks ran come along: the
+    /// The subgraphs the copied checkpoints' tasks ran come along: in the
     /// namespace of each task that left pending writes (`node:task_id`, at
-    /// any depth) is copied whole, so a pause inside a subgraph resumes on
-    /// the copy where it paused. `options` bound each namespace's copy;
+    /// any depth), the lineage of its latest checkpoint is copied, so a
+    /// pause inside a subgraph resumes on the copy where it paused. `options` bound each namespace's copy;
     /// when one of them fails, the target thread is deleted again (if it
     /// had no checkpoint before).
     ///

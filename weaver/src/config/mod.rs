@@ -142,7 +142,8 @@ impl RunConfig {
     /// keys move into `configurable` and override its entries (a top-level
     /// `thread_id` addresses the thread), and `tags`,
     /// `run_name`, `callbacks` and `run_id` (tracing only) are accepted and
-    /// ignored. A known key with a value of the wrong type is
+    /// ignored. An empty `checkpoint_id` is the latest, as LangGraph's
+    /// savers read it. A known key with a value of the wrong type is
     /// [`Error::InvalidConfig`].
     ///
     /// ```
@@ -278,7 +279,8 @@ impl RunConfig {
         Value::Object(out)
     }
 
-    /// Addresses a specific checkpoint instead of the latest.
+    /// Addresses a specific checkpoint instead of the latest (an empty id
+    /// is the latest).
     ///
     /// ```
     /// use weaver::RunConfig;
@@ -290,7 +292,7 @@ impl RunConfig {
         // The last call for an addressing key decides it (see
         // `configurable`).
         self.configurable.remove("checkpoint_id");
-        self.checkpoint_id = Some(id.into());
+        self.checkpoint_id = Some(id.into()).filter(|id| !id.is_empty());
         self
     }
 
@@ -354,11 +356,15 @@ impl RunConfig {
 
     /// Sets a key of `configurable` (LangGraph's
     /// `config["configurable"][key]`). `thread_id`, `checkpoint_ns` and
-    /// `checkpoint_id` set those fields: a string sets one, `null` clears it
-    /// (as an absent key in [`from_json`](RunConfig::from_json)), and any
-    /// other value makes every call given this config fail with
-    /// [`Error::InvalidConfig`] before it reads or writes anything (a
-    /// thread id is never guessed from a number). Any other key
+    /// `checkpoint_id` set those fields: a string sets one (an empty
+    /// checkpoint id is the latest), `null` clears it (as an absent key in
+    /// [`from_json`](RunConfig::from_json)), and any other value makes every
+    /// call given this config fail with [`Error::InvalidConfig`] before it
+    /// reads or writes anything (a thread id is never guessed from a
+    /// number), unless a later call sets that key again (this method, or
+    /// [`checkpoint_id`](RunConfig::checkpoint_id),
+    /// [`checkpoint_ns`](RunConfig::checkpoint_ns),
+    /// [`latest`](RunConfig::latest)). Any other key
     /// belongs to the application: nodes read it with
     /// [`get_configurable`](RunConfig::get_configurable) through their
     /// `Runtime`'s config, and a string, number or boolean is also stored
@@ -389,7 +395,9 @@ impl RunConfig {
         match (key.as_str(), value.as_str()) {
             ("thread_id", Some(v)) => self.thread_id = Some(v.to_owned()),
             ("checkpoint_ns", Some(v)) => self.checkpoint_ns = v.to_owned(),
-            ("checkpoint_id", Some(v)) => self.checkpoint_id = Some(v.to_owned()),
+            ("checkpoint_id", Some(v)) => {
+                self.checkpoint_id = Some(v.to_owned()).filter(|v| !v.is_empty())
+            }
             ("thread_id", None) if value.is_null() => self.thread_id = None,
             ("checkpoint_ns", None) if value.is_null() => self.checkpoint_ns = String::new(),
             ("checkpoint_id", None) if value.is_null() => self.checkpoint_id = None,
@@ -822,6 +830,12 @@ mod tests {
             RunConfig::from_json(&json!({"configurable": {"thread_id": "t", "checkpoint_id": ""}}))
                 .unwrap();
         assert_eq!(c.get_checkpoint_id(), None);
+        let set = RunConfig::thread("t").configurable("checkpoint_id", "");
+        assert_eq!(set.get_checkpoint_id(), None);
+        assert_eq!(
+            RunConfig::thread("t").checkpoint_id("").get_checkpoint_id(),
+            None
+        );
     }
 
     #[test]

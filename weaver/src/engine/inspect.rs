@@ -37,8 +37,9 @@ pub struct TaskInfo {
     /// recovered from), 1 for a task that left writes and no error, 0 for one
     /// that left none. A later run of the task that ended without a failure
     /// (it succeeded at its first attempt, or paused) writes no error, so
-    /// the number and [`error`](Self::error) stay those of the failed run,
-    /// as LangGraph keeps a task's error write.
+    /// the number stays that of the failed run (and so does
+    /// [`error`](Self::error) in history, or when the later run paused), as
+    /// LangGraph keeps a task's error write.
     pub attempts: u32,
     /// Its pending interrupts.
     pub interrupts: Vec<Interrupt>,

@@ -292,8 +292,8 @@ type KeyFn<S> = Arc<dyn Fn(&S) -> String + Send + Sync>;
 /// serialize alike share entries; a set's items keep their iteration order,
 /// so give a `HashSet` field's state a [`key`](Self::key); a state JSON
 /// cannot hold, such as a NaN, fails the node), or what
-/// [`key`](Self::key) computes from it. If the node returned for that
-/// key within the time to live, it does not run: its cached update and
+/// [`key`](Self::key) computes from it. If the node's task succeeded for
+/// that key within the time to live, it does not run: its cached update and
 /// `goto` are used, streamed and written as if it had run. Entries live in
 /// the compiled graph, per node, in memory (see
 /// [`CompiledGraph::clear_cache`](crate::CompiledGraph::clear_cache)). A

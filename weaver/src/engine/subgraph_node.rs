@@ -178,8 +178,8 @@ where
 /// out, an empty collection or zero for an append or add channel.
 fn net_update<S: GraphState>(node: &str, before: &S, after: &S) -> Result<S::Update> {
     // Compared in the update's serde form, the one the result is read
-    // back from (a field stored through `#[serde(with = ..)]` has its own
-    // type's form there).
+    // back from (a field stored through `#[serde(with = ..)]` has its
+    // stored form there too).
     let was = encode_object("subgraph input", &S::Update::from(before.clone()))?;
     let now = encode_object("subgraph state", &S::Update::from(after.clone()))?;
     let mut update = Map::new();

@@ -149,7 +149,8 @@ impl fmt::Display for Compatibility {
 /// narrowed (`u64` to `u32`, `f64` to `i64`, an enum variant removed) is a
 /// failure, a widened one (`u32` to `u64`, a variant added, `T` to
 /// `Option<T>`) a warning, and so are a map's key types (text, signed or
-/// unsigned integers); inside a field, a new required property is a
+/// unsigned integers, an enum's names; a struct read as an integer-keyed
+/// map fails on its field names); inside a field, a new required property is a
 /// failure (old values lack it) unless it has a default.
 pub fn compare(
     previous: &SchemaSnapshot,

@@ -185,8 +185,8 @@ impl Search {
     }
 
     /// A ranked search for `text`. A text that is empty or only white
-    /// space is no query, as in LangGraph: the search lists items in key
-    /// order, unscored (an embedder is never asked for it).
+    /// space is no query, as in LangGraph: the search lists items by
+    /// namespace, then key, unscored (an embedder is never asked for it).
     ///
     /// ```
     /// use serde_json::json;

@@ -68,7 +68,7 @@ pub struct CheckpointEvent<S> {
     /// checkpoint that holds an input).
     pub next: Vec<String>,
     /// Its position in its namespace's commit order, as
-    /// [`StateSnapshot::commit_order`](crate::StateSnapshot::commit_order)
+    /// [`StateSnapshot::commit_order`](crate::engine::StateSnapshot::commit_order)
     /// later shows it.
     pub commit_order: u64,
 }
