@@ -1028,3 +1028,39 @@ async fn a_fork_whose_subgraph_is_too_long_leaves_nothing() {
     );
     assert!(saver.thread_info("branch").await.unwrap().is_none());
 }
+
+/// A fork copies only the subgraphs of the forked checkpoint's tasks: a
+/// subgraph that finished in an earlier step is history, and its length
+/// does not count against the fork's bounds.
+#[tokio::test]
+async fn a_fork_leaves_finished_subgraphs_behind() {
+    use weaver::checkpoint::{CheckpointRef, ForkOptions, ListFilter};
+    let mut inner = Graph::<Draft>::new("long");
+    let steps = ["s1", "s2", "s3", "s4", "s5", "s6"];
+    for s in steps {
+        inner = inner.add_node(s, move |_: &Draft| DraftUpdate::default().text(s));
+    }
+    let inner = inner
+        .add_sequence([START, "s1", "s2", "s3", "s4", "s5", "s6", END])
+        .compile(Compile::new())
+        .unwrap();
+    let saver = memory();
+    let outer = Graph::<Draft>::new("outer")
+        .add_subgraph("long", inner)
+        .add_sequence([START, "long", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    outer.invoke(Draft::default(), &config).await.unwrap();
+    let root = saver
+        .list(&ListFilter::thread("t").ns(""))
+        .await
+        .unwrap()
+        .len();
+    let head = outer.get_state(&config).await.unwrap();
+    let at = CheckpointRef::latest("t").at(head.config.get_checkpoint_id().unwrap());
+    let options = ForkOptions::default().max_checkpoints(root);
+    saver.fork_at(&at, "branch", options).await.unwrap();
+    let copied = saver.list(&ListFilter::thread("branch")).await.unwrap();
+    assert_eq!(copied.len(), root, "only the root namespace: {copied:?}");
+}

@@ -22,7 +22,8 @@ pub const FORK_MAX_BYTES: usize = 64 * 1024 * 1024;
 #[non_exhaustive]
 pub struct ForkOptions {
     /// At most this many checkpoints are copied in each namespace (the
-    /// source's, and each subgraph's) (default 1,000; ceiling 10,000).
+    /// source's, and each subgraph's it copies) (default 1,000; ceiling
+    /// 10,000).
     pub max_checkpoints: usize,
     /// At most this many bytes of serialized checkpoints and their pending
     /// writes are copied in each namespace, as [`record_size`] and

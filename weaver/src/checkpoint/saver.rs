@@ -250,10 +250,11 @@ pub trait Saver: Debug + Send + Sync {
     /// exceeds `options` ([`Error::LimitExceeded`](crate::Error::LimitExceeded)).
     /// Returns the copy of `source`.
     ///
-    /// The subgraphs the copied checkpoints' tasks ran come along: in the
-    /// namespace of each task that left pending writes (`node:task_id`, at
-    /// any depth), the lineage of its latest checkpoint is copied, so a
-    /// pause inside a subgraph resumes on the copy where it paused. `options` bound each namespace's copy;
+    /// The subgraphs `source`'s tasks ran come along: in the namespace of
+    /// each of its tasks that left pending writes (`node:task_id`; and so on
+    /// for the tasks of each subgraph's latest checkpoint, at any depth),
+    /// the lineage of the latest checkpoint is copied, so a pause inside a
+    /// subgraph resumes on the copy where it paused. `options` bound each namespace's copy;
     /// when one of them fails, the target thread is deleted again (if it
     /// had no checkpoint before).
     ///
@@ -291,11 +292,18 @@ pub trait Saver: Debug + Send + Sync {
         limits::check_fork_options(options.max_checkpoints, options.max_bytes)?;
         let was_empty = self.thread_info(target_thread).await?.is_none();
         let copy = self.fork_lineage(source, target_thread, options).await?;
-        let subgraphs = fork_subgraphs(self, source, target_thread, options).await;
-        if let Err(e) = subgraphs {
-            if was_empty {
-                // Nothing of the fork stays: the thread was empty before.
-                self.delete_thread(target_thread).await?;
+        let subgraphs = fork_subgraphs(
+            self,
+            &source.thread_id,
+            copy.clone(),
+            target_thread,
+            options,
+        );
+        if let Err(e) = subgraphs.await {
+            // Nothing of the fork stays: the thread was empty before. The
+            // caller gets the fork's error, whatever the clean-up meets.
+            if was_empty && let Err(clean) = self.delete_thread(target_thread).await {
+                tracing::warn!(thread = target_thread, error = %clean, "a failed fork was not removed");
             }
             return Err(e);
         }
@@ -770,34 +778,37 @@ impl<S: Saver + ?Sized> LineageSource for S {
 }
 
 /// Copies into `target_thread` the namespaces of the subgraphs run by the
-/// tasks of the checkpoints [`Saver::fork_at`] copied from `source` (found
-/// by the pending writes those tasks left, in the copy), then theirs, at
-/// any depth.
+/// tasks of `copy` (the copy [`Saver::fork_at`] made of a checkpoint of
+/// `source_thread`): for each task that left pending writes there, the
+/// lineage of its subgraph's latest checkpoint, and so on for the tasks of
+/// each subgraph's copied head, at any depth.
 async fn fork_subgraphs<S: Saver + ?Sized>(
     saver: &S,
-    source: &CheckpointRef,
+    source_thread: &str,
+    copy: CheckpointRef,
     target_thread: &str,
     options: ForkOptions,
 ) -> Result<()> {
-    let mut namespaces = vec![source.checkpoint_ns.clone()];
-    let mut seen = std::collections::HashSet::new();
-    while let Some(ns) = namespaces.pop() {
-        let copied = saver
-            .list(&ListFilter::thread(target_thread).ns(ns.clone()))
-            .await?;
-        for w in copied.iter().flat_map(|t| &t.pending_writes) {
-            let sub = super::id::task_ns(&ns, &w.task_path, &w.task_id);
-            if !seen.insert(sub.clone()) {
+    let mut heads = vec![copy];
+    while let Some(at) = heads.pop() {
+        let Some(head) = saver.get_tuple(&at).await? else {
+            continue;
+        };
+        let mut tasks = std::collections::HashSet::new();
+        for w in &head.pending_writes {
+            if !tasks.insert(w.task_id.as_str()) {
                 continue;
             }
-            let head = CheckpointRef::latest(source.thread_id.clone()).ns(sub.clone());
-            let Some(head) = saver.get_tuple(&head).await? else {
+            let sub = super::id::task_ns(&at.checkpoint_ns, &w.task_path, &w.task_id);
+            let latest = CheckpointRef::latest(source_thread).ns(sub);
+            let Some(sub_head) = saver.get_tuple(&latest).await? else {
                 continue;
             };
-            saver
-                .fork_lineage(&head.config, target_thread, options)
-                .await?;
-            namespaces.push(sub);
+            heads.push(
+                saver
+                    .fork_lineage(&sub_head.config, target_thread, options)
+                    .await?,
+            );
         }
     }
     Ok(())
