@@ -197,3 +197,24 @@ async fn prune_refuses_to_keep_a_corrupt_checkpoint_and_deletes_nothing() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// A parent id that is not UTF-8 text (SQLite) is a decode error naming
+/// its checkpoint, in a listing and a read alike (it was a storage error
+/// naming nothing).
+#[tokio::test]
+async fn an_unreadable_parent_id_is_a_decode_error_naming_its_checkpoint() {
+    let lite = SqliteDb::new().await;
+    let saver = lite.saver().await;
+    use weaver::Saver;
+    saver.put(cp("t", "c1", None, None)).await.unwrap();
+    saver.put(cp("t", "c2", Some("c1"), None)).await.unwrap();
+    let db = Db::Lite(lite);
+    db.exec(
+        "UPDATE {cps} SET parent_checkpoint_id = CAST(X'FFFE' AS TEXT) WHERE checkpoint_id = 'c2'",
+    )
+    .await;
+    let listed = saver.list(&ListFilter::thread("t")).await;
+    assert!(names(&listed, "c2"), "{listed:?}");
+    let read = saver.get_tuple(&CheckpointRef::latest("t").at("c2")).await;
+    assert!(names(&read, "c2"), "{read:?}");
+}

@@ -176,11 +176,14 @@ impl<D: Backend> SqlSaver<D> {
             let id: String = Self::get(&row, "checkpoint_id", op)?;
             let payload: &[u8] = Self::get(&row, "payload", op)?;
             if kind == 0 {
-                let parent: Option<String> = Self::get(&row, "parent_checkpoint_id", op)?;
-                let metadata: &str = Self::get(&row, "metadata", op).map_err(|e| {
+                let named = |what: &str, e: Error| {
                     let ctx = crate::codec::RecordContext::checkpoint(&thread_id, &ns, &id);
-                    Error::decode(format!("metadata of {}", ctx.describe()), e)
-                })?;
+                    Error::decode(format!("{what} of {}", ctx.describe()), e)
+                };
+                let parent: Option<String> = Self::get(&row, "parent_checkpoint_id", op)
+                    .map_err(|e| named("the parent id", e))?;
+                let metadata: &str =
+                    Self::get(&row, "metadata", op).map_err(|e| named("metadata", e))?;
                 let order: i64 = Self::get(&row, "commit_order", op)?;
                 out.push_tuple(
                     self.settings
@@ -223,11 +226,11 @@ impl<D: Backend> SqlSaver<D> {
     ) -> Result<CheckpointTuple> {
         let id: String = Self::get(row, "checkpoint_id", op)?;
         // A column the driver cannot read as its type (text that is not
-        // UTF-8) is bad data of this record, as on the packed path.
+        // UTF-8) is bad data of this record, named as on the packed path.
         let bad = |col: &str, e: Error| match e {
-            Error::Storage { source, .. } => Error::decode(
+            Error::Decode { reason, .. } => Error::decode(
                 format!("column `{col}` of checkpoint `{id}` of thread `{thread}`"),
-                source,
+                reason,
             ),
             e => e,
         };

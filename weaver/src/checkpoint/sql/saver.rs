@@ -227,13 +227,19 @@ impl<D: Backend> SqlSaver<D> {
         Err(shallow_error(operation()))
     }
 
-    /// Column `col` of `row`.
+    /// Column `col` of `row`. A value the driver cannot read as `T` (text
+    /// that is not UTF-8) is bad stored data: [`Error::Decode`].
     pub(super) fn get<'r, T: Column<'r, D>>(
         row: &'r D::Row,
         col: impl Into<Col>,
         op: &'static str,
     ) -> Result<T> {
-        T::read(row, col.into()).map_err(storage(op))
+        T::read(row, col.into()).map_err(|e| match e {
+            sqlx::Error::ColumnDecode { index, source } => {
+                Error::decode(format!("column {index} of a stored row ({op})"), source)
+            }
+            e => storage(op)(e),
+        })
     }
 
     /// A write transaction.
