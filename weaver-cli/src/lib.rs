@@ -485,25 +485,44 @@ fn unescape(text: &str, what: &str) -> Result<String> {
 }
 
 /// An error as the binary prints it: control characters escaped, and the
-/// thread id of a thread or checkpoint that was not found written as
-/// `threads` lists it (a backslash doubled), so that it can be passed back.
+/// thread id (and namespace) of a thread or checkpoint that was not found
+/// written as this tool prints them (a backslash doubled), so that they can
+/// be passed back.
 ///
 /// ```
 /// let e = weaver::Error::ThreadNotFound { thread_id: "a\\b\u{7}".into() };
 /// assert_eq!(weaver_cli::error_text(&e), "thread `a\\\\b\\u{7}` has no checkpoints");
+/// let e = weaver::Error::CheckpointNotFound {
+///     thread_id: "t".into(),
+///     checkpoint_ns: "n\\1".into(),
+///     checkpoint_id: "c".into(),
+/// };
+/// assert!(weaver_cli::error_text(&e).ends_with("(namespace `n\\\\1`)"));
 /// ```
 pub fn error_text(e: &Error) -> String {
-    let message = e.to_string();
-    let thread = match e {
-        Error::ThreadNotFound { thread_id } | Error::CheckpointNotFound { thread_id, .. } => {
-            Some(thread_id)
+    let mut message = e.to_string();
+    let quoted = |text: &str| (format!("`{text}`"), format!("`{}`", cursor_text(text)));
+    match e {
+        Error::ThreadNotFound { thread_id } => {
+            let (from, to) = quoted(thread_id);
+            message = message.replacen(&format!("thread {from}"), &format!("thread {to}"), 1);
         }
-        _ => None,
-    };
-    let message = match thread {
-        Some(id) => message.replace(&format!("`{id}`"), &format!("`{}`", cursor_text(id))),
-        None => message,
-    };
+        Error::CheckpointNotFound {
+            thread_id,
+            checkpoint_ns,
+            ..
+        } => {
+            let (from, to) = quoted(thread_id);
+            message = message.replacen(&format!("thread {from}"), &format!("thread {to}"), 1);
+            let (from, to) = quoted(checkpoint_ns);
+            message = message.replacen(
+                &format!("(namespace {from})"),
+                &format!("(namespace {to})"),
+                1,
+            );
+        }
+        _ => {}
+    }
     printable(&message).into_owned()
 }
 
