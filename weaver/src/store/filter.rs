@@ -110,7 +110,10 @@ pub struct Condition {
 /// a list of such objects, all of which must hold: the form of a filter
 /// with one operator twice on one field (`Filter::new().gt("n", 20).gt("n",
 /// 30)` is `{"$and": [{"n": {"$gt": 20}}, {"n": {"$gt": 30}}]}`). Serde
-/// writes and reads a filter in that form too.
+/// writes and reads a filter in that form too: read back, it holds the same
+/// conditions (maybe in another order, as JSON objects keep none), and a
+/// form [`parse`](Self::parse) refuses (an operator its operand does not
+/// fit) is a deserialization error.
 ///
 /// ```
 /// use serde_json::json;
