@@ -1110,3 +1110,53 @@ async fn newer_writes_on_an_older_checkpoint_are_not_upcast_again_in_memory() {
     )
     .await;
 }
+
+/// A node renamed onto a node whose task also ran at the thread's paused
+/// checkpoint is refused with a decode error naming both: their writes
+/// would be taken for one task's (the paused node was taken as finished,
+/// and never ran again).
+#[tokio::test]
+async fn a_rename_onto_a_node_that_also_ran_is_refused() {
+    use weaver::prelude::*;
+    use weaver_tests::states::{Steps, StepsUpdate};
+    let saver = memory();
+    let first = Graph::<Steps>::new("r1")
+        .add_node("draft", |_: &Steps| StepsUpdate::default().bar(["drafted"]))
+        .add_node("review", |_: &Steps, rt: &Runtime| {
+            let answer = rt.interrupt("ok?")?;
+            Ok::<_, NodeError>(StepsUpdate::default().foo(answer.to_string()))
+        })
+        .add_edge(START, "draft")
+        .add_edge(START, "review")
+        .add_edge("draft", END)
+        .add_edge("review", END)
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    let out = first.invoke(Steps::default(), &config).await.unwrap();
+    assert_eq!(out.interrupts().len(), 1);
+    let second = Graph::<Steps>::new("r2")
+        .add_node("review", |_: &Steps, rt: &Runtime| {
+            let answer = rt.interrupt("ok?")?;
+            Ok::<_, NodeError>(StepsUpdate::default().foo(answer.to_string()))
+        })
+        .add_edge(START, "review")
+        .add_edge("review", END)
+        .compile(
+            Compile::new()
+                .checkpointer_arc(saver)
+                .rename_node("draft", "review"),
+        )
+        .unwrap();
+    let resumed = second.resume(serde_json::json!("yes"), &config).await;
+    match resumed {
+        Err(e @ weaver::Error::Decode { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("`draft`") && text.contains("`review`"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a decode error, got {other:?}"),
+    }
+}

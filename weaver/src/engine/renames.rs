@@ -39,7 +39,7 @@ pub(crate) fn read_tuple<S: GraphState>(
 /// refused (`strict`: the latest checkpoint) or their sends dropped.
 fn map_nodes<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple, strict: bool) -> Result<()> {
     if !spec.renames.is_empty() {
-        rename(spec, t);
+        rename(spec, t)?;
     }
     if strict {
         refuse_removed(spec, t)
@@ -117,8 +117,34 @@ fn move_task_ids(writes: &mut [PendingWrite], ids: &HashMap<String, String>) {
     }
 }
 
-/// Moves everything `t` records under an old node name to the new name.
-fn rename<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) {
+/// Moves everything `t` records under an old node name to the new name. A
+/// node renamed onto a name whose task also ran at `t` is refused
+/// ([`Error::Decode`]): the two tasks' writes would be taken for one.
+fn rename<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) -> Result<()> {
+    // Both names were nodes of the graph that wrote `t` (each has its
+    // trigger there) and both tasks left writes: two tasks, not one task
+    // renamed (whose later writes, under the new name, are its own).
+    for (old, new) in &spec.renames {
+        let (from, to) = (
+            task_id(&t.checkpoint.id, old),
+            task_id(&t.checkpoint.id, new),
+        );
+        let wrote = |id: &str| t.pending_writes.iter().any(|w| w.task_id == id);
+        let versions = &t.checkpoint.channel_versions;
+        let both_nodes = versions.contains_key(&trigger_channel(old))
+            && versions.contains_key(&trigger_channel(new));
+        if both_nodes && wrote(&from) && wrote(&to) {
+            return Err(Error::decode(
+                format!(
+                    "checkpoint `{}` of thread `{}`",
+                    t.checkpoint.id, t.config.thread_id
+                ),
+                format!(
+                    "node `{old}` is renamed to `{new}`, but both ran a task there: their writes cannot be told apart; keep `{old}` until no thread is paused in such a step"
+                ),
+            ));
+        }
+    }
     let cp = &mut t.checkpoint;
     let renamed = |name: &str| spec.renames.get(name).map(String::as_str);
     // Triggers and what each node consumed.
@@ -181,6 +207,7 @@ fn rename<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) {
     }
     t.pending_writes
         .sort_by(|a, b| (a.task_id.as_str(), a.idx).cmp(&(b.task_id.as_str(), b.idx)));
+    Ok(())
 }
 
 /// Replaces every string (and object key) of `value` that `ids` maps.
