@@ -604,6 +604,11 @@ pub async fn a_failed_turn_resumes_in_the_middle(saver: Arc<dyn Saver>) {
         Err(Error::NodeFailed { node, .. }) => assert_eq!(node, "ask_email"),
         other => panic!("expected ask_email to fail, got {other:?}"),
     }
+    // The flow holds the version the failed turn stored last (it kept the
+    // one before, and its next `save` conflicted with its own turn).
+    let stored_last = f.latest_version().await.unwrap();
+    assert_eq!(f.version(), stored_last);
+    assert_eq!(f.state().name, "Ada");
     let stored = f.restore(None).await.unwrap();
     assert_eq!(stored.state.name, "Ada");
     assert_eq!(

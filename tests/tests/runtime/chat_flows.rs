@@ -318,6 +318,29 @@ async fn auto_and_manual_with_unsaved_progress() -> (ChatFlow<Signup>, ChatFlow<
     (other, manual, head)
 }
 
+/// With auto-save off, a turn on a finished conversation changes nothing:
+/// the flow has nothing unsaved, and no duplicate version is saved.
+#[tokio::test]
+async fn chat_a_manual_turn_that_changes_nothing_leaves_nothing_to_save() {
+    let manual = ChatFlowBuilder::<Signup>::new("once")
+        .add_node(
+            ChatNode::new("bye")
+                .action(|_, _| Action::say("bye"))
+                .auto_advance(),
+        )
+        .add_edge(START, "bye")
+        .add_edge("bye", END)
+        .compile(ChatOptions::new("c", InMemorySaver::new()).auto_save(false))
+        .unwrap();
+    assert!(manual.turn("").await.unwrap().done);
+    let saved = manual.save().await.unwrap();
+    assert!(!manual.has_unsaved());
+    let again = manual.turn("x").await.unwrap();
+    assert!(again.done && again.messages.is_empty(), "{again:?}");
+    assert!(!manual.has_unsaved());
+    assert_eq!(manual.latest_version().await.unwrap(), saved);
+}
+
 /// A manual save over a head another writer moved past and pruned is a
 /// version conflict, not a version stored below the newer head.
 #[tokio::test]
@@ -366,6 +389,28 @@ async fn chat_a_turn_racing_a_turn_and_a_prune_conflicts() {
         "{lost:?}"
     );
     assert_eq!(b.restore(None).await.unwrap().state.name, "Bob");
+}
+
+/// A turn racing a `delete` of its conversation is a conflict, as a turn
+/// racing another turn and a prune is (it was the engine's
+/// `CheckpointNotFound`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_a_turn_racing_a_delete_conflicts() {
+    use weaver_tests::forwarding::Forwarding;
+    let watched = Arc::new(Forwarding::leasing(memory()));
+    let (a, b, head) = two_flows(watched.clone()).await;
+    let gate = watched.gate_writes();
+    let entered = gate.entered.notified();
+    let racing = tokio::spawn(async move { a.turn_at(head, "Ada").await });
+    entered.await;
+    *watched.write_gate.lock().unwrap() = None;
+    b.delete().await.unwrap();
+    gate.open.add_permits(1_000);
+    let lost = racing.await.unwrap();
+    assert!(
+        matches!(lost, Err(Error::VersionConflict { attempted, .. }) if attempted == head + 1),
+        "{lost:?}"
+    );
 }
 
 /// Two turns racing on an in-process saver: the one that loses gets the

@@ -303,23 +303,25 @@ impl<S: GraphState> ChatFlow<S> {
             if at.commit_order != version {
                 return Err(self.conflict(version));
             }
-            let (turn, last) = match self.run(&self.stored, &at, Some(version), input).await {
-                // What the turn went on from was pruned by a turn that
-                // got there first (and its host's `prune`).
-                Err(Error::CheckpointNotFound { .. })
-                    if self.latest_version().await.is_ok_and(|h| h > version) =>
-                {
-                    return Err(self.conflict(version));
-                }
-                turn => turn?,
-            };
+            let (turn, last) = self.run(&self.stored, &at, Some(version), input).await;
+            // What the turn went on from was pruned or deleted by another
+            // writer (a turn that got there first and its host's `prune`,
+            // or a `delete`): the conversation moved on.
+            if matches!(turn, Err(Error::CheckpointNotFound { .. }))
+                && !matches!(self.latest_version().await, Ok(h) if h == version)
+            {
+                return Err(self.conflict(version));
+            }
             // The checkpoint this turn stored last (or the one it started
             // from, if it stored none), as the run had it: never one another
             // writer stored after it, and no read that could fail once the
             // turn is committed (a caller told it failed would take it again).
-            let (version, now) = match last {
-                Some(last) => (last.commit_order, last.values),
-                None => (at.commit_order, at.values),
+            // A turn that failed after storing versions leaves the flow at
+            // the last one, as it stays stored.
+            let (version, now) = match (last, &turn) {
+                (Some(last), _) => (last.commit_order, last.values),
+                (None, Ok(_)) => (at.commit_order, at.values),
+                (None, Err(_)) => return turn,
             };
             self.with_local(|l| {
                 *l = Local {
@@ -330,7 +332,7 @@ impl<S: GraphState> ChatFlow<S> {
                     unsaved: false,
                 }
             });
-            return Ok(Turn { version, ..turn });
+            return Ok(Turn { version, ..turn? });
         };
         let (unsaved, head) = self.with_local(|l| (l.unsaved, l.head));
         if unsaved && head != version {
@@ -350,7 +352,7 @@ impl<S: GraphState> ChatFlow<S> {
         }
         let at = scratch.get_state(&config).await?;
         let before = (at.commit_order, at.pending_writes.len());
-        let turn = self.run(scratch, &at, None, input).await.map(|(t, _)| t);
+        let (turn, _) = self.run(scratch, &at, None, input).await;
         // What the turn did before a failure stays in the flow (the scratch
         // holds it), as it stays stored under auto-save: the next turn goes
         // on from there, not from the saved version again. A failed turn
@@ -360,7 +362,9 @@ impl<S: GraphState> ChatFlow<S> {
             Err(e) => return Err(turn.err().unwrap_or(e)),
         };
         let moved = (now.commit_order, now.pending_writes.len()) != before;
-        if turn.is_ok() || moved {
+        // A turn that changed nothing (a finished conversation) leaves the
+        // flow as it was: nothing new to save.
+        if moved {
             self.with_local(|l| {
                 if !l.unsaved {
                     l.version = version;
@@ -390,7 +394,7 @@ impl<S: GraphState> ChatFlow<S> {
         at: &StateSnapshot<Conversation<S>>,
         expect: Option<u64>,
         input: TurnInput,
-    ) -> Result<(Turn, Option<Box<CheckpointEvent<Conversation<S>>>>)> {
+    ) -> (Result<Turn>, Option<Box<CheckpointEvent<Conversation<S>>>>) {
         // Writes of a node that finished, with no snapshot after them
         // (stored alone when the snapshot failed; a turn stores a step's
         // writes with its snapshot, so never a racing turn's): the turn goes
@@ -407,7 +411,7 @@ impl<S: GraphState> ChatFlow<S> {
                 done: true,
                 version: at.commit_order,
             };
-            return Ok((turn, None));
+            return (Ok(turn), None);
         }
         let start: Input<Conversation<S>> = if at.commit_order == 0 {
             Input::Update(ConversationUpdate::default())
@@ -417,10 +421,11 @@ impl<S: GraphState> ChatFlow<S> {
         } else if !at.next.is_empty() || unfinished {
             Input::Continue
         } else {
-            return Err(Error::decode(
+            let bad = Error::decode(
                 format!("conversation `{}` at version {}", self.id, at.commit_order),
                 "the stored conversation is neither finished nor at a node",
-            ));
+            );
+            return (Err(bad), None);
         };
         let tracker = &at.values.tracker;
         let awaited = tracker
@@ -458,7 +463,7 @@ impl<S: GraphState> ChatFlow<S> {
                 version: 0,
             }),
         };
-        Ok((turn?, last))
+        (turn, last)
     }
 }
 
