@@ -60,6 +60,8 @@ mod adapter_races {
         catalog: Arc<Gate>,
         thread: Arc<Gate>,
         pruned: Arc<Gate>,
+        /// Once set, the next prune of a thread's flow fails.
+        fail_prune: Arc<AtomicBool>,
     }
 
     #[async_trait]
@@ -88,6 +90,12 @@ mod adapter_races {
         async fn prune_history(&self, flow_id: &str, keep_last: usize) -> Result<u64> {
             if flow_id.starts_with("weaver:thread:") {
                 self.pruned.pass().await;
+                if self.fail_prune.swap(false, Ordering::SeqCst) {
+                    return Err(weaver::Error::storage(
+                        "prune",
+                        "the adapter is down (test)",
+                    ));
+                }
             }
             self.inner.prune_history(flow_id, keep_last).await
         }
@@ -101,6 +109,27 @@ mod adapter_races {
 
     fn root() -> NewCheckpoint {
         new_on("t", None, Some(1), -1, json!(1))
+    }
+
+    /// A save that is stored is reported as done even when the housekeeping
+    /// after it (pruning older versions) fails: a caller told it failed
+    /// would apply it again.
+    #[tokio::test]
+    async fn a_stored_save_is_done_when_its_housekeeping_fails() {
+        let adapter = Gated::default();
+        let saver = AdapterSaver::new(adapter.clone());
+        let first = saver.put(root()).await.unwrap();
+        adapter.fail_prune.store(true, Ordering::SeqCst);
+        let second = new_on("t", first.checkpoint_id.as_deref(), Some(2), 0, json!(2));
+        let stored = saver.put(second).await;
+        assert!(stored.is_ok(), "{stored:?}");
+        assert!(
+            !adapter.fail_prune.load(Ordering::SeqCst),
+            "the prune was tried"
+        );
+        let latest = weaver::checkpoint::CheckpointRef::latest("t");
+        let head = saver.get_tuple(&latest).await.unwrap().unwrap();
+        assert_eq!(head.commit_order, 2);
     }
 
     /// A thread written again while its delete takes it off the catalog

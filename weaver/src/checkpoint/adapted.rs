@@ -400,18 +400,35 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
                 }
             };
             saved.push((l, version, line));
-            self.adapter.prune_history(&flow_id, KEEP_VERSIONS).await?;
-            if image.is_empty() {
-                self.forget(&l.thread).await?;
-            } else if l.image.is_empty() {
-                // Listed again once saved: a delete of the thread that took
-                // it off the catalog between the listing above and this
-                // save found it still empty and left it off. Unless a delete
-                // emptied it since: then it comes off again.
-                self.catalog_set(&l.thread, true).await?;
-                if self.load(&l.thread).await?.image.is_empty() {
-                    self.forget(&l.thread).await?;
-                }
+            // The save is stored: what follows is housekeeping, which may
+            // fail without the operation failing (a caller told it failed
+            // would apply it again). A version left unpruned or a catalog
+            // entry left behind is put right by a later save.
+            if let Err(e) = self
+                .tidy(&l.thread, &flow_id, image.is_empty(), l.image.is_empty())
+                .await
+            {
+                tracing::warn!(thread = %l.thread, error = %e, "housekeeping after a stored snapshot failed");
+            }
+        }
+        Ok(())
+    }
+
+    /// After a save of `thread`: older versions of its flow pruned, and the
+    /// catalog brought in line (`emptied`: the save left it empty; `new`: it
+    /// was empty before).
+    async fn tidy(&self, thread: &str, flow_id: &str, emptied: bool, new: bool) -> Result<()> {
+        self.adapter.prune_history(flow_id, KEEP_VERSIONS).await?;
+        if emptied {
+            self.forget(thread).await?;
+        } else if new {
+            // Listed again once saved: a delete of the thread that took
+            // it off the catalog between the listing above and this
+            // save found it still empty and left it off. Unless a delete
+            // emptied it since: then it comes off again.
+            self.catalog_set(thread, true).await?;
+            if self.load(thread).await?.image.is_empty() {
+                self.forget(thread).await?;
             }
         }
         Ok(())
