@@ -55,6 +55,9 @@ pub struct Forwarding {
     pub fail_checkpoints: AtomicBool,
     /// Once set, every checkpoint read (`get_stored`) fails.
     pub fail_reads: AtomicBool,
+    /// How many checkpoint reads pass before one fails (then it resets to
+    /// `usize::MAX`, off).
+    pub fail_read_after: AtomicUsize,
     pub slow_writes: Mutex<Option<std::time::Duration>>,
     pub intrude: AtomicBool,
     pub slow_final: AtomicBool,
@@ -173,6 +176,7 @@ impl Forwarding {
             fail_groups: AtomicBool::new(false),
             fail_checkpoints: AtomicBool::new(false),
             fail_reads: AtomicBool::new(false),
+            fail_read_after: AtomicUsize::new(usize::MAX),
             slow_writes: Mutex::new(None),
             intrude: AtomicBool::new(false),
             slow_final: AtomicBool::new(false),
@@ -361,7 +365,14 @@ impl Saver for Forwarding {
     }
     async fn get_stored(&self, target: &CheckpointRef) -> weaver::Result<Option<CheckpointTuple>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
-        if self.fail_reads.load(Ordering::SeqCst) {
+        let left =
+            self.fail_read_after
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
+                    usize::MAX => None,
+                    0 => Some(usize::MAX),
+                    n => Some(n - 1),
+                });
+        if self.fail_reads.load(Ordering::SeqCst) || left == Ok(0) {
             return Err(weaver::Error::storage("get", "the read failed (test)"));
         }
         let read = self.inner.get_stored(target).await;

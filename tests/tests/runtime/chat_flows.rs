@@ -341,6 +341,38 @@ async fn chat_a_manual_turn_that_changes_nothing_leaves_nothing_to_save() {
     assert_eq!(manual.latest_version().await.unwrap(), saved);
 }
 
+/// With auto-save off, a `restore` that fails at any of its reads changes
+/// nothing: the unsaved progress stays, and the next turn goes on from it.
+/// (The scratch copy was emptied before the stored version was read, so a
+/// failed read left the flow to start the conversation over.)
+#[tokio::test]
+async fn chat_a_failed_restore_keeps_the_unsaved_progress() {
+    use std::sync::atomic::Ordering;
+    use weaver_tests::forwarding::Forwarding;
+    for reads in 0..12 {
+        let watched = Arc::new(Forwarding::leasing(memory()));
+        let auto = chat_flows::questionnaire(ChatOptions::shared("c", watched.clone()));
+        auto.turn("").await.unwrap();
+        let manual =
+            chat_flows::questionnaire(ChatOptions::shared("c", watched.clone()).auto_save(false));
+        let head = manual.restore(None).await.unwrap().version;
+        manual.turn_at(head, "Ada").await.unwrap();
+        watched.fail_read_after.store(reads, Ordering::SeqCst);
+        let restored = manual.restore(None).await;
+        watched.fail_read_after.store(usize::MAX, Ordering::SeqCst);
+        if restored.is_ok() {
+            continue;
+        }
+        assert!(manual.has_unsaved(), "after failing at read {reads}");
+        let next = manual.turn("ada@example.com").await.unwrap();
+        assert_eq!(
+            next.messages,
+            [chat_flows::thanks("Ada", "ada@example.com")],
+            "after failing at read {reads}"
+        );
+    }
+}
+
 /// A manual save over a head another writer moved past and pruned is a
 /// version conflict, not a version stored below the newer head.
 #[tokio::test]

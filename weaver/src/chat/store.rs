@@ -144,10 +144,15 @@ pub(crate) async fn seed(
     id: &str,
     version: u64,
 ) -> Result<()> {
+    // Read first: a read that fails leaves the scratch (a manual flow's
+    // unsaved progress) as it was.
+    let source = match version {
+        0 => None,
+        v => Some(at(stored, id, v).await?),
+    };
     scratch.delete_thread(id).await?;
-    if version == 0 {
-        return Ok(());
+    match source {
+        Some(source) => copy_as_next(scratch, id, source, 0).await.map(drop),
+        None => Ok(()),
     }
-    let source = at(stored, id, version).await?;
-    copy_as_next(scratch, id, source, 0).await.map(drop)
 }
