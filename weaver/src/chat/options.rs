@@ -90,6 +90,10 @@ impl ChatOptions {
 
     /// Whether a snapshot is stored after each action and each successful
     /// validation (the default), or only by [`ChatFlow::save`](super::ChatFlow::save).
+    /// With auto-save off the unsaved progress lives in the flow object:
+    /// take its turns one at a time (two calls overlapping on one flow
+    /// object are not told apart by a version; the stored conversation's
+    /// own races still are, at `save`).
     ///
     /// ```
     /// use weaver::chat::{Action, ChatFlowBuilder, ChatNode, ChatOptions};
