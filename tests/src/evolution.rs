@@ -641,6 +641,19 @@ pub async fn newer_writes_on_an_older_checkpoint_are_not_upcast_again(
         .complete()
         .unwrap();
     assert_eq!(done.n, 7);
+    // The marker of `late`'s version is no state write: the step that took
+    // `late`'s write in has no channel of that name.
+    let head = saver
+        .get_tuple(&weaver::checkpoint::CheckpointRef::latest(thread))
+        .await
+        .unwrap()
+        .unwrap();
+    let marked = head
+        .checkpoint
+        .channel_versions
+        .keys()
+        .any(|k| k.starts_with("__state"));
+    assert!(!marked, "{:?}", head.checkpoint.channel_versions);
     // The same pause on a second thread, rewritten by the third release as
     // its own: `late`'s write is upcast once (7 units, 700 hundredths), and
     // read so again.

@@ -6,7 +6,9 @@ use serde_json::{Map, Value, json};
 
 use super::route::route;
 use super::tasks::TaskNode;
-use crate::checkpoint::{ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, PendingWrite};
+use crate::checkpoint::{
+    ERROR_CHANNEL, INTERRUPT_CHANNEL, NO_WRITES_CHANNEL, PendingWrite, STATE_VERSION_WRITE,
+};
 use crate::engine::Interrupt;
 use crate::engine::node::{Command, ParentCommand};
 use crate::engine::runtime::InterruptSignal;
@@ -49,7 +51,11 @@ pub(crate) fn replay_task<S: GraphState>(
     let mut triggers = Vec::new();
     let mut sends = Vec::new();
     for w in writes.iter().filter(|w| w.idx >= 0) {
-        if w.channel == SENDS_CHANNEL {
+        if w.channel == STATE_VERSION_WRITE {
+            // Which state version the other writes are in: read when they
+            // were upgraded, no write of the state.
+            continue;
+        } else if w.channel == SENDS_CHANNEL {
             sends = Vec::<StoredSend>::deserialize(&w.value)
                 .map_err(|e| Error::decode(format!("the sends of `{}`", spec.name_of(node)), e))?;
         } else if let Some(name) = w.channel.strip_prefix("branch:to:") {
