@@ -1064,3 +1064,58 @@ async fn a_fork_leaves_finished_subgraphs_behind() {
     let copied = saver.list(&ListFilter::thread("branch")).await.unwrap();
     assert_eq!(copied.len(), root, "only the root namespace: {copied:?}");
 }
+
+/// A node renamed by two releases (`check` to `verify` to `review`, both
+/// mapped): a subgraph paused under the first name goes on from its pause
+/// whichever of the renames is looked at first. (One older name was picked,
+/// in the renames map's order, and the pause under the other was missed.)
+#[tokio::test]
+async fn a_node_renamed_twice_resumes_its_paused_subgraph() {
+    let worked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let inner = {
+        let worked = worked.clone();
+        Graph::<Notes>::new("inner")
+            .add_node("work", move |_: &Notes| {
+                worked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                note("worked")
+            })
+            .add_node("ask", |_: &Notes, rt: &Runtime| {
+                let answer = rt.interrupt("ok?")?;
+                Ok::<_, NodeError>(note(&format!("ask: {answer}")))
+            })
+            .add_sequence([START, "work", "ask", END])
+            .compile(Compile::new())
+            .unwrap()
+    };
+    for round in 0..8 {
+        let saver = memory();
+        let before = Graph::<Notes>::new("outer")
+            .add_subgraph("check", inner.clone())
+            .add_sequence([START, "check", END])
+            .compile(Compile::new().checkpointer_arc(saver.clone()))
+            .unwrap();
+        let config = RunConfig::thread("renamed");
+        worked.store(0, std::sync::atomic::Ordering::SeqCst);
+        before.invoke(Notes::default(), &config).await.unwrap();
+        let after = Graph::<Notes>::new("outer")
+            .add_subgraph("review", inner.clone())
+            .add_sequence([START, "review", END])
+            .compile(
+                Compile::new()
+                    .checkpointer_arc(saver)
+                    .rename_node("verify", "review")
+                    .rename_node("check", "review"),
+            )
+            .unwrap();
+        let done = after
+            .resume(serde_json::json!("yes"), &config)
+            .await
+            .unwrap();
+        assert!(done.complete().is_ok(), "round {round}");
+        assert_eq!(
+            worked.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "round {round}: work ran again"
+        );
+    }
+}

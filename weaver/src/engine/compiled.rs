@@ -450,11 +450,12 @@ impl<S: GraphState> CompiledGraph<S> {
         for task in &mut snapshot.tasks {
             let mut state = subgraph_state(cp, thread, config.ns(), &task.name, &task.id).await?;
             // A node renamed since its task's subgraph paused: the pause is
-            // under the older name.
+            // under an older name.
             let spec = &self.inner.spec;
-            if let (None, Some((_, older))) =
-                (&state, older_task_ns(spec, config.ns(), &at, &task.name))
-            {
+            for (_, older) in older_task_ns(spec, config.ns(), &at, &task.name) {
+                if state.is_some() {
+                    break;
+                }
                 state = subgraph_state_at(cp, thread, older).await?;
             }
             task.subgraph = state.map(Box::new);

@@ -39,17 +39,26 @@ pub(crate) use crate::checkpoint::id::task_ns;
 
 /// For the task of `node` pulled at checkpoint `checkpoint_id` in namespace
 /// `ns`, when `node` was renamed since
-/// ([`Compile::rename_node`](crate::Compile::rename_node)): the older name,
-/// and the namespace its subgraph had under it.
+/// ([`Compile::rename_node`](crate::Compile::rename_node)): each older name
+/// (in name order: several releases may have renamed it), and the namespace
+/// its subgraph had under it.
 pub(crate) fn older_task_ns<S: GraphState>(
     spec: &Spec<S>,
     ns: &str,
     checkpoint_id: &str,
     node: &str,
-) -> Option<(String, String)> {
-    let (old, _) = spec.renames.iter().find(|(_, new)| *new == node)?;
-    let old_id = super::algebra::task_id(checkpoint_id, old);
-    Some((old.clone(), task_ns(ns, old, &old_id)))
+) -> Vec<(String, String)> {
+    let mut older: Vec<(String, String)> = spec
+        .renames
+        .iter()
+        .filter(|(_, new)| *new == node)
+        .map(|(old, _)| {
+            let old_id = super::algebra::task_id(checkpoint_id, old);
+            (old.clone(), task_ns(ns, old, &old_id))
+        })
+        .collect();
+    older.sort();
+    older
 }
 
 /// The state of the subgraph task `id` of `node` ran, if it ran one.

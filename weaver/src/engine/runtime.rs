@@ -40,10 +40,10 @@ pub struct Runtime {
     /// In a replay's first step: where this task's counterpart at the
     /// replayed checkpoint was paused inside its subgraph.
     pub(crate) origin: Option<TaskOrigin>,
-    /// The namespace this task's subgraph had under its node's older name
-    /// ([`Compile::rename_node`](crate::Compile::rename_node)), where a run
-    /// paused before the rename left it.
-    pub(crate) renamed_ns: Option<String>,
+    /// The namespaces this task's subgraph had under its node's older
+    /// names ([`Compile::rename_node`](crate::Compile::rename_node)), where
+    /// a run paused before a rename left it.
+    pub(crate) renamed_ns: Vec<String>,
     /// Where the task's side effects are journaled.
     journal: Arc<Journal>,
     /// Effects called in this attempt.
@@ -56,10 +56,10 @@ pub struct Runtime {
 pub(crate) struct TaskOrigin {
     /// The namespace of the subgraph the task's counterpart ran.
     pub ns: String,
-    /// Its namespace under the node's older name, for a node renamed since
-    /// ([`Compile::rename_node`](crate::Compile::rename_node)): where a
-    /// pause from before the rename is.
-    pub older_ns: Option<String>,
+    /// Its namespaces under the node's older names, for a node renamed
+    /// since ([`Compile::rename_node`](crate::Compile::rename_node)): where
+    /// a pause from before a rename is.
+    pub older_ns: Vec<String>,
     /// The interrupts the replayed checkpoint records for that task.
     pub interrupts: Vec<String>,
 }
@@ -91,7 +91,7 @@ impl Runtime {
             stream: StreamWriter::default(),
             attempt: AtomicU32::new(1),
             origin: None,
-            renamed_ns: None,
+            renamed_ns: Vec::new(),
         }
     }
 
@@ -137,7 +137,7 @@ impl Runtime {
         self
     }
 
-    pub(crate) fn with_renamed_ns(mut self, renamed_ns: Option<String>) -> Self {
+    pub(crate) fn with_renamed_ns(mut self, renamed_ns: Vec<String>) -> Self {
         self.renamed_ns = renamed_ns;
         self
     }

@@ -212,8 +212,8 @@ pub struct SubgraphCall<T: GraphState> {
     /// Where the task's counterpart paused inside its subgraph, when the
     /// task runs in a replay's first step.
     origin: Option<TaskOrigin>,
-    /// The subgraph's namespace under its node's older name, if renamed.
-    renamed_ns: Option<String>,
+    /// The subgraph's namespaces under its node's older names, if renamed.
+    renamed_ns: Vec<String>,
     /// Why the call is refused before it runs, if it is.
     refused: Option<Error>,
     /// The background writers the task's effects wait for
@@ -359,16 +359,18 @@ impl<T: GraphState> SubgraphCall<T> {
     /// the answer given to it.
     async fn standing(&mut self, cp: &Checkpointer) -> Result<Standing<T>, Error> {
         let here = standing(&self.graph, cp, &self.config).await?;
-        let (Standing::Fresh, Some(old)) = (&here, &self.renamed_ns) else {
-            return Ok(here);
-        };
-        let there_config = self.config.clone().checkpoint_ns(old.clone());
-        let there = standing(&self.graph, cp, &there_config).await?;
-        if matches!(there, Standing::Fresh) {
+        if !matches!(here, Standing::Fresh) {
             return Ok(here);
         }
-        self.config = there_config;
-        Ok(there)
+        for old in &self.renamed_ns {
+            let there_config = self.config.clone().checkpoint_ns(old.clone());
+            let there = standing(&self.graph, cp, &there_config).await?;
+            if !matches!(there, Standing::Fresh) {
+                self.config = there_config;
+                return Ok(there);
+            }
+        }
+        Ok(here)
     }
 }
 

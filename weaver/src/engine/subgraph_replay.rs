@@ -43,11 +43,14 @@ impl Replayed {
         let name = spec.name_of(node);
         let older = match node {
             TaskNode::Pull(_) => older_task_ns(spec, &self.ns, &self.id, name),
-            _ => None,
+            _ => Vec::new(),
         };
         let mut interrupts = interrupt_ids(&self.id, &task, &self.pending)?;
-        if let (true, Some((old, _))) = (interrupts.is_empty(), &older) {
-            // Writes stored under the older name's task id.
+        for (old, _) in &older {
+            if !interrupts.is_empty() {
+                break;
+            }
+            // Writes stored under an older name's task id.
             let old_task = super::algebra::task_id(&self.id, old);
             interrupts = interrupt_ids(&self.id, &old_task, &self.pending)?;
         }
@@ -56,7 +59,7 @@ impl Replayed {
         }
         Ok(Some(TaskOrigin {
             ns: task_ns(&self.ns, name, &task),
-            older_ns: older.map(|(_, ns)| ns),
+            older_ns: older.into_iter().map(|(_, ns)| ns).collect(),
             interrupts,
         }))
     }

@@ -171,9 +171,9 @@ impl<S: GraphState> Loop<'_, S> {
     /// For a task of a node renamed since the run's checkpoint was stored
     /// ([`Compile::rename_node`](crate::Compile::rename_node)): the
     /// namespace its subgraph had under the older name.
-    fn renamed_ns(&self, node: TaskNode) -> Option<String> {
+    fn renamed_ns(&self, node: TaskNode) -> Vec<String> {
         if self.spec.renames.is_empty() || !matches!(node, TaskNode::Pull(_)) {
-            return None;
+            return Vec::new();
         }
         let name = self.spec.name_of(node);
         crate::engine::inspect_subgraphs::older_task_ns(
@@ -182,7 +182,9 @@ impl<S: GraphState> Loop<'_, S> {
             &self.current.id,
             name,
         )
+        .into_iter()
         .map(|(_, ns)| ns)
+        .collect()
     }
 
     /// Runs the tasks still to run; each one's update is streamed and its
