@@ -27,7 +27,9 @@ pub trait Rewrites: Debug + Send + Sync {
     /// `checkpoint.id`) with the record given: its `checkpoint` and
     /// `metadata` are stored as they are (through the saver's codec, so an
     /// encrypting saver seals them again), and its stored pending writes
-    /// are replaced by `pending_writes`. All or nothing: a record whose
+    /// are replaced by `pending_writes` (a write stored since the record
+    /// was read goes with them: rewrite threads no run goes on from). All
+    /// or nothing: a record whose
     /// checkpoint is not stored
     /// ([`Error::CheckpointNotFound`](crate::Error::CheckpointNotFound)),
     /// whose `parent_config` or `commit_order` differ from what is stored
