@@ -65,7 +65,11 @@ fn flow(thread_id: &str) -> String {
 /// and its write-back keeps both saves, and the operation, applied again,
 /// finds its own change there. Reads of all threads (a
 /// listing without `thread_id`, [`list_threads`](Saver::list_threads)) read
-/// every thread. Cloning shares the adapter.
+/// every thread. Cloning shares the adapter. A thread is the flow
+/// `weaver:thread:<id>`, so its id keeps to the flow ids of
+/// [`check_flow_id`](super::check_flow_id) (no control characters, at most
+/// 1,010 bytes): another id is [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+/// on every call.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
