@@ -820,6 +820,26 @@ async fn two_pauses_of_one_subgraph_are_answered_together() {
     assert_eq!(lines, ["left: left!", "right: right!"]);
 }
 
+/// A subgraph that runs `work` (counted in `worked`), then pauses at `ask`
+/// and notes the answer.
+fn work_then_ask(worked: Arc<std::sync::atomic::AtomicUsize>) -> CompiledGraph<Notes> {
+    Graph::<Notes>::new("inner")
+        .add_node("work", move |_: &Notes| {
+            worked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            note("worked")
+        })
+        .add_node("ask", |_: &Notes, rt: &Runtime| {
+            let answer = rt.interrupt("ok?")?;
+            Ok::<_, NodeError>(note(&format!(
+                "ask: {}",
+                answer.as_str().unwrap_or_default()
+            )))
+        })
+        .add_sequence([START, "work", "ask", END])
+        .compile(Compile::new())
+        .unwrap()
+}
+
 /// A thread paused inside a subgraph, then resumed by a release that
 /// renamed the subgraph's node (`rename_node`): the subgraph goes on from
 /// its pause (its finished node does not run again) and the answer
@@ -829,24 +849,7 @@ async fn two_pauses_of_one_subgraph_are_answered_together() {
 async fn a_renamed_subgraph_node_resumes_its_paused_subgraph() {
     let saver = memory();
     let worked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let inner = {
-        let worked = worked.clone();
-        Graph::<Notes>::new("inner")
-            .add_node("work", move |_: &Notes| {
-                worked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                note("worked")
-            })
-            .add_node("ask", |_: &Notes, rt: &Runtime| {
-                let answer = rt.interrupt("ok?")?;
-                Ok::<_, NodeError>(note(&format!(
-                    "ask: {}",
-                    answer.as_str().unwrap_or_default()
-                )))
-            })
-            .add_sequence([START, "work", "ask", END])
-            .compile(Compile::new())
-            .unwrap()
-    };
+    let inner = work_then_ask(worked.clone());
     let before = Graph::<Notes>::new("outer")
         .add_subgraph("check", inner.clone())
         .add_sequence([START, "check", END])
@@ -984,22 +987,27 @@ async fn a_shared_state_subgraph_merges_only_the_entries_it_changed() {
     assert_eq!(done.m.get("x").map(String::as_str), Some("1"));
 }
 
-/// A fork whose subgraph namespace is past its limits fails and leaves no
-/// part of the fork behind (the root namespace, copied first, is removed).
-#[tokio::test]
-async fn a_fork_whose_subgraph_is_too_long_leaves_nothing() {
-    use weaver::checkpoint::{CheckpointRef, ForkOptions, ListFilter};
+/// Thread `t` of a graph whose one node is a subgraph of six steps, run
+/// (paused at the subgraph's last node `ask` when `pause`); with the saver,
+/// the graph and how many checkpoints the root namespace holds.
+async fn run_long_subgraph(pause: bool) -> (Arc<dyn Saver>, CompiledGraph<Draft>, usize) {
+    use weaver::checkpoint::ListFilter;
     let mut inner = Graph::<Draft>::new("long");
-    let steps = ["s1", "s2", "s3", "s4", "s5", "s6"];
-    for s in steps {
+    let mut sequence = vec![START];
+    for s in ["s1", "s2", "s3", "s4", "s5", "s6"] {
         inner = inner.add_node(s, move |_: &Draft| DraftUpdate::default().text(s));
+        sequence.push(s);
     }
-    let inner = inner
-        .add_node("ask", |_: &Draft, rt: &Runtime| {
+    if pause {
+        inner = inner.add_node("ask", |_: &Draft, rt: &Runtime| {
             let answer = rt.interrupt("go on?")?;
             Ok::<_, NodeError>(DraftUpdate::default().verdict(answer.to_string()))
-        })
-        .add_sequence([START, "s1", "s2", "s3", "s4", "s5", "s6", "ask", END])
+        });
+        sequence.push("ask");
+    }
+    sequence.push(END);
+    let inner = inner
+        .add_sequence(sequence)
         .compile(Compile::new())
         .unwrap();
     let saver = memory();
@@ -1008,14 +1016,26 @@ async fn a_fork_whose_subgraph_is_too_long_leaves_nothing() {
         .add_sequence([START, "long", END])
         .compile(Compile::new().checkpointer_arc(saver.clone()))
         .unwrap();
-    let config = RunConfig::thread("t");
-    let out = outer.invoke(Draft::default(), &config).await.unwrap();
-    assert_eq!(out.interrupts().len(), 1);
+    let out = outer
+        .invoke(Draft::default(), &RunConfig::thread("t"))
+        .await
+        .unwrap();
+    assert_eq!(out.interrupts().len(), usize::from(pause));
     let root = saver
         .list(&ListFilter::thread("t").ns(""))
         .await
         .unwrap()
         .len();
+    (saver, outer, root)
+}
+
+/// A fork whose subgraph namespace is past its limits fails and leaves no
+/// part of the fork behind (the root namespace, copied first, is removed).
+#[tokio::test]
+async fn a_fork_whose_subgraph_is_too_long_leaves_nothing() {
+    use weaver::checkpoint::{CheckpointRef, ForkOptions, ListFilter};
+    let (saver, outer, root) = run_long_subgraph(true).await;
+    let config = RunConfig::thread("t");
     let all = saver.list(&ListFilter::thread("t")).await.unwrap().len();
     assert!(all - root > root, "the subgraph's namespace is the longer");
     let head = outer.get_state(&config).await.unwrap();
@@ -1035,28 +1055,8 @@ async fn a_fork_whose_subgraph_is_too_long_leaves_nothing() {
 #[tokio::test]
 async fn a_fork_leaves_finished_subgraphs_behind() {
     use weaver::checkpoint::{CheckpointRef, ForkOptions, ListFilter};
-    let mut inner = Graph::<Draft>::new("long");
-    let steps = ["s1", "s2", "s3", "s4", "s5", "s6"];
-    for s in steps {
-        inner = inner.add_node(s, move |_: &Draft| DraftUpdate::default().text(s));
-    }
-    let inner = inner
-        .add_sequence([START, "s1", "s2", "s3", "s4", "s5", "s6", END])
-        .compile(Compile::new())
-        .unwrap();
-    let saver = memory();
-    let outer = Graph::<Draft>::new("outer")
-        .add_subgraph("long", inner)
-        .add_sequence([START, "long", END])
-        .compile(Compile::new().checkpointer_arc(saver.clone()))
-        .unwrap();
+    let (saver, outer, root) = run_long_subgraph(false).await;
     let config = RunConfig::thread("t");
-    outer.invoke(Draft::default(), &config).await.unwrap();
-    let root = saver
-        .list(&ListFilter::thread("t").ns(""))
-        .await
-        .unwrap()
-        .len();
     let head = outer.get_state(&config).await.unwrap();
     let at = CheckpointRef::latest("t").at(head.config.get_checkpoint_id().unwrap());
     let options = ForkOptions::default().max_checkpoints(root);
@@ -1072,21 +1072,7 @@ async fn a_fork_leaves_finished_subgraphs_behind() {
 #[tokio::test]
 async fn a_node_renamed_twice_resumes_its_paused_subgraph() {
     let worked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let inner = {
-        let worked = worked.clone();
-        Graph::<Notes>::new("inner")
-            .add_node("work", move |_: &Notes| {
-                worked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                note("worked")
-            })
-            .add_node("ask", |_: &Notes, rt: &Runtime| {
-                let answer = rt.interrupt("ok?")?;
-                Ok::<_, NodeError>(note(&format!("ask: {answer}")))
-            })
-            .add_sequence([START, "work", "ask", END])
-            .compile(Compile::new())
-            .unwrap()
-    };
+    let inner = work_then_ask(worked.clone());
     for round in 0..8 {
         let saver = memory();
         let before = Graph::<Notes>::new("outer")
