@@ -402,8 +402,12 @@ async fn two_flows(saver: Arc<dyn Saver>) -> (ChatFlow<Signup>, ChatFlow<Signup>
     (a, b, head)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chat_a_turn_racing_a_turn_and_a_prune_conflicts() {
+/// Flow `a`'s turn from the head, held at its first write while flow `b`
+/// does `meanwhile`: what the turn returned, `b`, and the head it started
+/// from.
+async fn a_turn_held_while(
+    meanwhile: impl AsyncFnOnce(&ChatFlow<Signup>, u64),
+) -> (weaver::Result<weaver::chat::Turn>, ChatFlow<Signup>, u64) {
     use weaver_tests::forwarding::Forwarding;
     let watched = Arc::new(Forwarding::leasing(memory()));
     let (a, b, head) = two_flows(watched.clone()).await;
@@ -412,10 +416,18 @@ async fn chat_a_turn_racing_a_turn_and_a_prune_conflicts() {
     let racing = tokio::spawn(async move { a.turn_at(head, "Ada").await });
     entered.await;
     *watched.write_gate.lock().unwrap() = None;
-    b.turn_at(head, "Bob").await.unwrap();
-    b.prune(1).await.unwrap();
+    meanwhile(&b, head).await;
     gate.open.add_permits(1_000);
-    let lost = racing.await.unwrap();
+    (racing.await.unwrap(), b, head)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_a_turn_racing_a_turn_and_a_prune_conflicts() {
+    let (lost, b, head) = a_turn_held_while(async |b, head| {
+        b.turn_at(head, "Bob").await.unwrap();
+        b.prune(1).await.unwrap();
+    })
+    .await;
     assert!(
         matches!(lost, Err(Error::VersionConflict { attempted, .. }) if attempted == head + 1),
         "{lost:?}"
@@ -428,17 +440,7 @@ async fn chat_a_turn_racing_a_turn_and_a_prune_conflicts() {
 /// `CheckpointNotFound`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_a_turn_racing_a_delete_conflicts() {
-    use weaver_tests::forwarding::Forwarding;
-    let watched = Arc::new(Forwarding::leasing(memory()));
-    let (a, b, head) = two_flows(watched.clone()).await;
-    let gate = watched.gate_writes();
-    let entered = gate.entered.notified();
-    let racing = tokio::spawn(async move { a.turn_at(head, "Ada").await });
-    entered.await;
-    *watched.write_gate.lock().unwrap() = None;
-    b.delete().await.unwrap();
-    gate.open.add_permits(1_000);
-    let lost = racing.await.unwrap();
+    let (lost, _, head) = a_turn_held_while(async |b, _| b.delete().await.unwrap()).await;
     assert!(
         matches!(lost, Err(Error::VersionConflict { attempted, .. }) if attempted == head + 1),
         "{lost:?}"

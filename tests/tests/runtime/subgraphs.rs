@@ -305,6 +305,16 @@ async fn net_change_of_the_notes_desk(through_macro: bool) {
     assert_eq!(after_research.values.steps, 3);
 }
 
+/// A graph over the same state whose one node, `inner`, is `inner`, on an
+/// in-memory saver.
+fn outer_of<S: GraphState>(inner: CompiledGraph<S>) -> CompiledGraph<S> {
+    Graph::<S>::new("outer")
+        .add_subgraph("inner", inner)
+        .add_sequence([START, "inner", END])
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_shared_state_subgraph_updates_by_its_net_change() {
     net_change_of_the_notes_desk(false).await;
@@ -354,11 +364,7 @@ async fn a_shared_state_subgraph_adds_to_sets_maps_and_left_out_fields() {
         .add_sequence([START, "tag", END])
         .compile(Compile::new())
         .unwrap();
-    let graph = Graph::<Tags>::new("outer")
-        .add_subgraph("inner", inner)
-        .add_sequence([START, "inner", END])
-        .compile(Compile::new().checkpointer_arc(memory()))
-        .unwrap();
+    let graph = outer_of(inner);
     let input = Tags {
         tags: ["b".to_owned()].into(),
         seen: [("b".to_owned(), 1)].into(),
@@ -413,11 +419,7 @@ async fn a_shared_state_subgraph_sets_a_field_stored_through_serde_with() {
         .add_sequence([START, "assign", END])
         .compile(Compile::new())
         .unwrap();
-    let graph = Graph::<Ticketed>::new("outer")
-        .add_subgraph("inner", inner)
-        .add_sequence([START, "inner", END])
-        .compile(Compile::new().checkpointer_arc(memory()))
-        .unwrap();
+    let graph = outer_of(inner);
     let done = graph
         .invoke(Ticketed::default(), &RunConfig::thread("t"))
         .await
@@ -447,11 +449,7 @@ async fn a_shared_state_subgraph_adds_to_a_duration() {
         .add_sequence([START, "work", END])
         .compile(Compile::new())
         .unwrap();
-    let graph = Graph::<Timed>::new("outer")
-        .add_subgraph("inner", inner)
-        .add_sequence([START, "inner", END])
-        .compile(Compile::new().checkpointer_arc(memory()))
-        .unwrap();
+    let graph = outer_of(inner);
     let start = Timed {
         spent: Duration::from_secs(2),
     };
@@ -518,11 +516,7 @@ async fn a_shared_state_subgraph_that_changes_a_custom_channel_is_refused() {
         .add_sequence([START, "raise", END])
         .compile(Compile::new())
         .unwrap();
-    let graph = Graph::<Peak>::new("outer")
-        .add_subgraph("inner", inner)
-        .add_sequence([START, "inner", END])
-        .compile(Compile::new().checkpointer_arc(memory()))
-        .unwrap();
+    let graph = outer_of(inner);
     let err = graph
         .invoke(Peak::default(), &RunConfig::thread("t"))
         .await
