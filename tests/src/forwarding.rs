@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use weaver::checkpoint::{
     Acquired, BatchEntry, CheckpointRef, CheckpointSource, CheckpointTuple, ForkOptions, LeaseInfo,
     LeaseRequest, Leases, LineageRequest, ListFilter, NewCheckpoint, PendingWrite, PruneStrategy,
-    Renewed, Stop, ThreadInfo, WriteOp,
+    Renewed, Replacement, Rewrites, Stop, ThreadInfo, WriteOp,
 };
 use weaver::{InMemorySaver, Saver};
 
@@ -109,6 +109,9 @@ pub struct Forwarding {
     pub stop_taken_in: Signal,
     /// Raised once a renewal was refused.
     pub refused: Signal,
+    /// Awaited once, before the next `Rewrites::replace` goes on: another
+    /// caller's work done between a rewrite's read and its replacement.
+    pub before_replace: Mutex<Option<BoxedWork>>,
 }
 
 /// Work a test runs in the middle of a saver call
@@ -199,6 +202,7 @@ impl Forwarding {
             told_to_stop: Mutex::new(HashSet::new()),
             stop_taken_in: Signal::default(),
             refused: Signal::default(),
+            before_replace: Mutex::new(None),
         }
     }
 
@@ -538,6 +542,21 @@ impl Saver for Forwarding {
     }
     fn leases(&self) -> Option<&dyn Leases> {
         self.forward_leases.then_some(self as &dyn Leases)
+    }
+    fn rewrites(&self) -> Option<&dyn Rewrites> {
+        self.inner.rewrites().map(|_| self as &dyn Rewrites)
+    }
+}
+
+#[async_trait]
+impl Rewrites for Forwarding {
+    async fn replace(&self, records: Vec<Replacement>) -> weaver::Result<u64> {
+        Self::run_once(&self.before_replace).await;
+        let rewrites = self
+            .inner
+            .rewrites()
+            .ok_or_else(|| weaver::Error::invalid_argument("the inner saver does not rewrite"))?;
+        rewrites.replace(records).await
     }
 }
 

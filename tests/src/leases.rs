@@ -1499,8 +1499,10 @@ pub async fn a_rewritten_base_is_not_put_back_as_it_was(saver: Arc<dyn Saver>, t
             .unwrap()
             .unwrap()
     };
-    let mut record = head().await;
-    let base = record.commit_order;
+    let read = head().await;
+    let base = read.commit_order;
+    let mut change = weaver::checkpoint::Replacement::of(read);
+    let record = &mut change.record;
     let mut changed = 0;
     for w in &mut record.pending_writes {
         let text = w.value.to_string();
@@ -1511,7 +1513,7 @@ pub async fn a_rewritten_base_is_not_put_back_as_it_was(saver: Arc<dyn Saver>, t
     }
     assert_eq!(changed, 1, "{:?}", record.pending_writes);
     let rewrites = saver.rewrites().expect("the saver rewrites");
-    assert_eq!(rewrites.replace(vec![record]).await.unwrap(), 1);
+    assert_eq!(rewrites.replace(vec![change]).await.unwrap(), 1);
     leases.truncate(thread, "h", base).await.unwrap();
     let after = head().await;
     assert!(

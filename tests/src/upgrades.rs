@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use weaver::checkpoint::{
     Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple, ListFilter,
-    NewCheckpoint, PendingWrite,
+    NewCheckpoint, PendingWrite, Replacement,
 };
 use weaver::evolution::{
     STATE_SCHEMA_KEY, STATE_VERSION_KEY, ScanOptions, UpgradeCursor, UpgradeOptions, UpgradeReport,
@@ -20,6 +20,7 @@ use weaver::evolution::{
 use weaver::prelude::*;
 
 use crate::evolution::{TicketV1, TicketV3, graph_v3, parallel_v1, parallel_v3, paused_v1, reader};
+use crate::forwarding::{BoxedWork, Forwarding};
 
 /// Version 2 of the ticket with no upcaster: it reads only what is stored
 /// at version 2 (a record version 1 wrote is a typed error).
@@ -196,22 +197,31 @@ pub async fn pending_writes_are_upgraded(saver: Arc<dyn Saver>, thread: &str) {
 /// A replacement batch that fails leaves every record of it as it was:
 /// one naming a checkpoint that is not stored, one whose commit order is
 /// not the stored one (found after the first record of the batch was
-/// replaced, on the SQL and MongoDB savers).
+/// replaced, on the SQL and MongoDB savers), one whose checkpoint a run
+/// stored a pending write with since it was read. A replacement may drop
+/// pending writes.
 pub async fn a_failed_batch_writes_nothing(saver: Arc<dyn Saver>, thread: &str) {
     paused_v1(saver.clone(), thread).await;
     let rewrites = saver.rewrites().expect("the saver rewrites");
     let before = stored(saver.as_ref(), thread).await;
-    let mut changed = before.clone();
-    for t in &mut changed {
-        t.checkpoint
-            .channel_values
-            .insert("title".into(), json!("rewritten"));
-        t.pending_writes.clear();
-    }
-    let mut missing = changed[0].clone();
-    missing.checkpoint.id = "no-such-checkpoint".into();
-    missing.config.checkpoint_id = Some("no-such-checkpoint".into());
-    let mut batch = changed.clone();
+    let changed = |records: &[CheckpointTuple]| -> Vec<Replacement> {
+        records
+            .iter()
+            .map(|t| {
+                let mut r = Replacement::of(t.clone());
+                r.record
+                    .checkpoint
+                    .channel_values
+                    .insert("title".into(), json!("rewritten"));
+                r.record.pending_writes.clear();
+                r
+            })
+            .collect()
+    };
+    let mut missing = changed(&before).remove(0);
+    missing.record.checkpoint.id = "no-such-checkpoint".into();
+    missing.record.config.checkpoint_id = Some("no-such-checkpoint".into());
+    let mut batch = changed(&before);
     batch.push(missing);
     match rewrites.replace(batch).await {
         Err(weaver::Error::CheckpointNotFound { checkpoint_id, .. }) => {
@@ -220,9 +230,9 @@ pub async fn a_failed_batch_writes_nothing(saver: Arc<dyn Saver>, thread: &str) 
         other => panic!("expected CheckpointNotFound, got {other:?}"),
     }
     assert_eq!(stored(saver.as_ref(), thread).await, before);
-    let mut moved = changed.last().expect("a record").clone();
-    moved.commit_order += 100;
-    let mut batch = changed.clone();
+    let mut moved = changed(&before).pop().expect("a record");
+    moved.record.commit_order += 100;
+    let mut batch = changed(&before);
     batch.push(moved);
     match rewrites.replace(batch).await {
         Err(weaver::Error::InvalidArgument { reason }) => {
@@ -231,13 +241,108 @@ pub async fn a_failed_batch_writes_nothing(saver: Arc<dyn Saver>, thread: &str) 
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
     assert_eq!(stored(saver.as_ref(), thread).await, before);
-    // The same batch without the bad record is replaced whole.
-    let n = rewrites.replace(changed.clone()).await.expect("replace");
-    assert_eq!(n, changed.len() as u64);
+    // A run stores a write with the head after the batch was read.
+    let head = before.last().expect("a head").config.clone();
+    saver
+        .put_writes(&head, vec![late_write()])
+        .await
+        .expect("a late write");
+    let with_late = stored(saver.as_ref(), thread).await;
+    match rewrites.replace(changed(&before)).await {
+        Err(weaver::Error::RewriteConflict { checkpoint_id, .. }) => {
+            assert_eq!(Some(checkpoint_id), head.checkpoint_id)
+        }
+        other => panic!("expected RewriteConflict, got {other:?}"),
+    }
+    assert_eq!(stored(saver.as_ref(), thread).await, with_late);
+    // Read again, the batch is replaced whole (the writes dropped).
+    let fresh = changed(&with_late);
+    let n = rewrites.replace(fresh.clone()).await.expect("replace");
+    assert_eq!(n, fresh.len() as u64);
     let after = stored(saver.as_ref(), thread).await;
     assert!(after.iter().all(
         |t| t.checkpoint.channel_values["title"] == "rewritten" && t.pending_writes.is_empty()
     ));
+}
+
+/// A write another run's task stores.
+fn late_write() -> PendingWrite {
+    PendingWrite {
+        task_id: "late-task".into(),
+        task_path: "~late".into(),
+        idx: 0,
+        channel: "priority".into(),
+        value: json!(9),
+    }
+}
+
+/// A write a run stores with a checkpoint after `upgrade_stored` read it,
+/// before its batch is replaced, is kept: the batch is read again and
+/// replaced, every record upgraded.
+pub async fn a_write_stored_during_an_upgrade_is_kept(saver: Arc<dyn Saver>, thread: &str) {
+    paused_v1(saver.clone(), thread).await;
+    let head = saver
+        .get_stored(&CheckpointRef::latest(thread))
+        .await
+        .expect("head")
+        .expect("a head")
+        .config;
+    let forwarding = Forwarding::on(saver.clone());
+    let (inner, at) = (saver.clone(), head.clone());
+    *forwarding.before_replace.lock().expect("hook") = Some(BoxedWork(Box::pin(async move {
+        inner
+            .put_writes(&at, vec![late_write()])
+            .await
+            .expect("a late write");
+    })));
+    let report = upgrade(&forwarding, &UpgradeOptions::new()).await;
+    assert!(report.checkpoints > 1, "{report:?}");
+    assert_eq!(report.upgraded, report.checkpoints, "{report:?}");
+    let after = saver
+        .get_stored(&head)
+        .await
+        .expect("head")
+        .expect("a head");
+    assert!(
+        after.pending_writes.contains(&late_write()),
+        "the late write is kept: {:?}",
+        after.pending_writes
+    );
+    assert_eq!(after.metadata.extra[STATE_VERSION_KEY], json!(2));
+    assert_eq!(
+        after.checkpoint.channel_values["subject"],
+        "printer on fire"
+    );
+}
+
+/// A thread deleted while `upgrade_stored` goes through the threads moves
+/// the threads after it back one place in the listing: none of them is
+/// skipped (more threads than one page of the listing).
+pub async fn a_thread_deleted_during_an_upgrade_skips_no_other(saver: Arc<dyn Saver>) {
+    let threads: Vec<String> = (0..105).map(|i| format!("t-{i:03}")).collect();
+    for t in &threads {
+        put_v1(saver.as_ref(), t, "", json!({"title": t}), Vec::new()).await;
+    }
+    let forwarding = Forwarding::on(saver.clone());
+    let inner = saver.clone();
+    // While the first thread is replaced, the second is deleted.
+    *forwarding.before_replace.lock().expect("hook") = Some(BoxedWork(Box::pin(async move {
+        inner.delete_thread("t-001").await.expect("delete");
+    })));
+    let report = upgrade(&forwarding, &UpgradeOptions::new().batch(1)).await;
+    assert_eq!(report.upgraded, 104, "{report:?}");
+    for t in threads.iter().filter(|t| *t != "t-001") {
+        let head = saver
+            .get_stored(&CheckpointRef::latest(t))
+            .await
+            .expect("head")
+            .expect("a head");
+        assert_eq!(
+            head.metadata.extra[STATE_VERSION_KEY],
+            json!(2),
+            "thread {t} is upgraded"
+        );
+    }
 }
 
 /// A root checkpoint stored by hand on `thread` (namespace `ns`) with
@@ -290,7 +395,7 @@ pub async fn an_interrupted_upgrade_resumes_from_its_cursor(saver: Arc<dyn Saver
     saver
         .rewrites()
         .expect("rewrites")
-        .replace(vec![bad])
+        .replace(vec![Replacement::of(bad)])
         .await
         .expect("mark b");
     paused_v1(saver.clone(), &c).await;

@@ -417,6 +417,22 @@ pub enum Error {
         node: String,
     },
 
+    /// A stored checkpoint changed between the read of a record and its
+    /// replacement ([`Rewrites::replace`](crate::checkpoint::Rewrites::replace)):
+    /// a run stored a pending write with it since. Nothing of the call was
+    /// replaced; read the record again and redo the change.
+    #[error(
+        "checkpoint `{checkpoint_id}` of thread `{thread_id}` (namespace `{checkpoint_ns}`) has other pending writes than when it was read: read it again before replacing it"
+    )]
+    RewriteConflict {
+        /// The thread.
+        thread_id: String,
+        /// The namespace.
+        checkpoint_ns: String,
+        /// The checkpoint.
+        checkpoint_id: String,
+    },
+
     /// Another run holds the thread's lease
     /// ([`Multitask::Reject`](crate::config::Multitask::Reject), or a
     /// waiting strategy whose wait ran out). Nothing of the thread was read

@@ -59,3 +59,13 @@ async fn a_saver_without_rewrites_is_refused() {
 async fn scans_check_lengths_in_memory() {
     upgrades::scans_check_lengths(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_write_stored_during_an_upgrade_is_kept_in_memory() {
+    upgrades::a_write_stored_during_an_upgrade_is_kept(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_thread_deleted_during_an_upgrade_skips_no_other_in_memory() {
+    upgrades::a_thread_deleted_during_an_upgrade_skips_no_other(memory()).await;
+}

@@ -137,3 +137,15 @@ async fn a_failed_batch_writes_nothing_on_mongodb() {
     upgrades::a_failed_batch_writes_nothing(mongo(&db).await, "t").await;
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn a_write_stored_during_an_upgrade_is_kept_on_every_database() {
+    let sqlite = SqliteDb::new().await;
+    upgrades::a_write_stored_during_an_upgrade_is_kept(Arc::new(sqlite.saver().await), "t").await;
+    let pg = PgDb::new().await;
+    upgrades::a_write_stored_during_an_upgrade_is_kept(Arc::new(pg.saver().await), "t").await;
+    pg.drop_schema().await;
+    let mongo_db = MongoDb::new().await;
+    upgrades::a_write_stored_during_an_upgrade_is_kept(mongo(&mongo_db).await, "t").await;
+    mongo_db.drop_db().await;
+}

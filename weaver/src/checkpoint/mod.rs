@@ -39,7 +39,7 @@ pub use id::{new_checkpoint_id, now_rfc3339};
 pub use lease::{Acquired, LeaseInfo, LeaseRequest, Leases, Previous, Renewed, Stop};
 pub use limits::{ForkBudget, ForkOptions};
 pub use memory::InMemorySaver;
-pub use rewrites::Rewrites;
+pub use rewrites::{Replacement, Rewrites};
 pub use saver::Saver;
 pub use shared::SaverState;
 pub(crate) use shared::{DeletionNote, settle_queued};

@@ -22,20 +22,24 @@ use crate::error::{Error, Result};
 /// savers (in memory, SQLite, PostgreSQL, MongoDB) have it.
 #[async_trait]
 pub trait Rewrites: Debug + Send + Sync {
-    /// Replaces each stored checkpoint `records` names (by
-    /// `config.thread_id`, `config.checkpoint_ns` and
-    /// `checkpoint.id`) with the record given: its `checkpoint` and
-    /// `metadata` are stored as they are (through the saver's codec, so an
-    /// encrypting saver seals them again), and its stored pending writes
-    /// are replaced by `pending_writes` (a write stored since the record
-    /// was read goes with them: rewrite threads no run goes on from). All
-    /// or nothing: a record whose
-    /// checkpoint is not stored
-    /// ([`Error::CheckpointNotFound`](crate::Error::CheckpointNotFound)),
+    /// Replaces each stored checkpoint `records` name (by their record's
+    /// `config.thread_id`, `config.checkpoint_ns` and `checkpoint.id`)
+    /// with the record given: its `checkpoint` and `metadata` are stored as
+    /// they are (through the saver's codec, so an encrypting saver seals
+    /// them again), and its stored pending writes are replaced by
+    /// `pending_writes`. All or nothing: a record whose checkpoint is not
+    /// stored ([`Error::CheckpointNotFound`](crate::Error::CheckpointNotFound)),
     /// whose `parent_config` or `commit_order` differ from what is stored
-    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)), or any
-    /// storage or encoding failure leaves every record of the call as it
-    /// was. Returns how many checkpoints were replaced.
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)), whose
+    /// stored pending writes are no longer those it was read with (a run
+    /// stored one since: [`Error::RewriteConflict`](crate::Error::RewriteConflict);
+    /// read it again and redo the change), or any storage or encoding
+    /// failure leaves every record of the call as it was. Returns how many
+    /// checkpoints were replaced.
+    ///
+    /// Writes are told apart by their task id and index: a special write
+    /// (an error, an interrupt, a resume value) stored again under the same
+    /// task and index since the record was read is not noticed.
     ///
     /// Delta channels are stored as the record holds them: a record
     /// holding a channel in full (no entry in `checkpoint.deltas`) no
@@ -45,7 +49,7 @@ pub trait Rewrites: Debug + Send + Sync {
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// use weaver::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, NewCheckpoint};
+    /// use weaver::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, NewCheckpoint, Replacement};
     /// use weaver::{InMemorySaver, Saver};
     ///
     /// let saver = InMemorySaver::new();
@@ -59,16 +63,92 @@ pub trait Rewrites: Debug + Send + Sync {
     ///         commit_order: None,
     ///     })
     ///     .await?;
-    /// let mut record = saver.get_tuple(&at).await?.unwrap();
-    /// record.checkpoint.channel_values.insert("n".into(), 7.into());
+    /// let mut change = Replacement::of(saver.get_tuple(&at).await?.unwrap());
+    /// change.record.checkpoint.channel_values.insert("n".into(), 7.into());
     /// let rewrites = saver.rewrites().expect("the in-memory saver rewrites");
-    /// assert_eq!(rewrites.replace(vec![record]).await?, 1);
+    /// assert_eq!(rewrites.replace(vec![change]).await?, 1);
     /// let read = saver.get_tuple(&at).await?.unwrap();
     /// assert_eq!(read.checkpoint.channel_values["n"], 7);
     /// assert_eq!(read.config, at);
     /// # Ok::<(), weaver::Error>(()) }).unwrap();
     /// ```
-    async fn replace(&self, records: Vec<CheckpointTuple>) -> Result<u64>;
+    async fn replace(&self, records: Vec<Replacement>) -> Result<u64>;
+}
+
+/// A stored checkpoint to replace ([`Rewrites::replace`]): the record to
+/// store, and the pending writes stored with it when it was read.
+///
+/// ```
+/// use weaver::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointRef, CheckpointSource, CheckpointTuple, PendingWrite, Replacement};
+///
+/// let read = CheckpointTuple {
+///     config: CheckpointRef::latest("t").at("c1"),
+///     checkpoint: Checkpoint { id: "c1".into(), ..Checkpoint::empty() },
+///     metadata: CheckpointMetadata::new(CheckpointSource::Loop, 0),
+///     parent_config: None,
+///     commit_order: 1,
+///     pending_writes: vec![PendingWrite {
+///         task_id: "task".into(),
+///         task_path: "~a".into(),
+///         idx: 0,
+///         channel: "n".into(),
+///         value: 1.into(),
+///     }],
+/// };
+/// let mut change = Replacement::of(read);
+/// change.record.pending_writes.clear(); // the write is dropped by the replacement
+/// assert_eq!(change.read_writes, vec![("task".to_owned(), 0)]);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replacement {
+    /// The record to store, its identity (ids, parent, commit order) as
+    /// stored.
+    pub record: CheckpointTuple,
+    /// The pending writes (task id, index) stored with the checkpoint when
+    /// the record was read, sorted: the replacement is refused if others
+    /// are stored by then.
+    pub read_writes: Vec<(String, i64)>,
+}
+
+impl Replacement {
+    /// A replacement of `read`, a record as a saver returned it: change
+    /// its `record`, then pass it to [`Rewrites::replace`].
+    pub fn of(read: CheckpointTuple) -> Self {
+        let read_writes = write_keys(
+            read.pending_writes
+                .iter()
+                .map(|w| (w.task_id.as_str(), w.idx)),
+        );
+        Self {
+            record: read,
+            read_writes,
+        }
+    }
+}
+
+/// Pending-write keys, owned, sorted and without repeats.
+pub(crate) fn write_keys<'k>(keys: impl Iterator<Item = (&'k str, i64)>) -> Vec<(String, i64)> {
+    let mut keys: Vec<(String, i64)> = keys.map(|(t, i)| (t.to_owned(), i)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// Checks that the pending writes stored with `r`'s checkpoint (`stored`,
+/// sorted, without repeats) are those it was read with.
+pub(crate) fn check_writes_unchanged(r: &Replacement, stored: &[(String, i64)]) -> Result<()> {
+    let mut read = r.read_writes.clone();
+    read.sort_unstable();
+    read.dedup();
+    if read != stored {
+        let t = &r.record;
+        return Err(Error::RewriteConflict {
+            thread_id: t.config.thread_id.clone(),
+            checkpoint_ns: t.config.checkpoint_ns.clone(),
+            checkpoint_id: t.checkpoint.id.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// A record to replace, checked as a write is (its ids, its writes): its

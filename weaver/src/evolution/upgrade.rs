@@ -4,7 +4,9 @@
 use std::fmt;
 
 use super::read::{stamp, stored_version, upgrade_tuple};
-use crate::checkpoint::{CHECKPOINT_FORMAT, CheckpointTuple, ListFilter, Rewrites, Saver};
+use crate::checkpoint::{
+    CHECKPOINT_FORMAT, CheckpointRef, CheckpointTuple, ListFilter, Replacement, Rewrites, Saver,
+};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
@@ -227,13 +229,19 @@ pub fn subgraph_path(ns: &str) -> String {
 /// over it changes nothing). Checkpoints of the current version are left
 /// as they are; node renames are not applied (a read maps them).
 ///
+/// Runs of the current release may go on meanwhile: a batch in which a
+/// record's checkpoint got a pending write after it was read
+/// ([`Error::RewriteConflict`]) is read again and replaced again, up to
+/// three times before the error is returned.
+///
 /// Only the namespaces of `options.paths` are read as `S` (the root
 /// graph's by default); others are counted in
 /// [`other_namespaces`](UpgradeReport::other_namespaces) and left as they
 /// are. A record of a newer version, or one with no upcaster path, fails
 /// the call with [`Error::StateVersion`] (batches before it stay done); a
 /// saver without [`Saver::rewrites`] is an [`Error::InvalidArgument`].
-/// Run it while no process of the older release writes, then restart the
+/// Run it while no process of the older release writes (what it writes is
+/// in the older form again), then restart the
 /// processes of the new release (a saver caches values it rebuilt).
 ///
 /// ```
@@ -282,6 +290,7 @@ pub async fn upgrade_stored<S: GraphState>(
         )
     })?;
     let mut run = Run {
+        saver,
         rewrites,
         batch: options.batch.max(1),
         pending: Vec::new(),
@@ -291,24 +300,12 @@ pub async fn upgrade_stored<S: GraphState>(
             ..UpgradeReport::default()
         },
     };
-    let mut offset = 0;
-    loop {
-        let threads = saver.list_threads(Some(THREAD_PAGE), offset).await?;
-        if threads.is_empty() {
-            break;
-        }
-        offset += threads.len();
+    let mut pages = ThreadPages::new(options.after.as_ref().map(|a| a.as_str().to_owned()));
+    while let Some(threads) = pages.next(saver).await? {
         for thread in threads {
-            if options
-                .after
-                .as_ref()
-                .is_some_and(|a| thread.thread_id.as_str() <= a.as_str())
-            {
-                continue;
-            }
-            let tuples = saver.list(&ListFilter::thread(&thread.thread_id)).await?;
+            let tuples = saver.list(&ListFilter::thread(&thread)).await?;
             run.report.threads += 1;
-            for mut t in tuples {
+            for t in tuples {
                 if !options
                     .paths
                     .contains(&subgraph_path(&t.config.checkpoint_ns))
@@ -317,23 +314,21 @@ pub async fn upgrade_stored<S: GraphState>(
                     continue;
                 }
                 run.report.checkpoints += 1;
-                if stored_version(&t.metadata)?.unwrap_or(1) == S::VERSION {
-                    continue;
+                if let Some(r) = upgraded::<S>(t)? {
+                    run.pending.push(r);
                 }
-                upgrade::<S>(&mut t)?;
-                run.pending.push(t);
                 if run.pending.len() >= run.batch {
-                    run.flush(progress).await?;
+                    run.flush::<S>(progress).await?;
                 }
             }
-            run.done = Some(UpgradeCursor::new(thread.thread_id));
+            run.done = Some(UpgradeCursor::new(thread));
             if run.pending.is_empty() {
                 run.report.cursor.clone_from(&run.done);
                 progress(&run.report);
             }
         }
     }
-    run.flush(progress).await?;
+    run.flush::<S>(progress).await?;
     run.report.cursor.clone_from(&run.done);
     if run.done.is_none() {
         run.report.cursor.clone_from(&options.after);
@@ -341,24 +336,111 @@ pub async fn upgrade_stored<S: GraphState>(
     Ok(run.report)
 }
 
+/// The threads of a saver in thread id order, a page at a time, each after
+/// the last one given. Pages are read by offset, each starting at the
+/// place of the last thread given: a page that starts after it (threads
+/// before it were deleted meanwhile, and the rest moved back) is read
+/// again from earlier, so that no thread is skipped.
+struct ThreadPages {
+    /// Where the next page starts.
+    start: usize,
+    /// The last thread given (or the cursor resumed from).
+    last: Option<String>,
+    done: bool,
+}
+
+impl ThreadPages {
+    fn new(after: Option<String>) -> Self {
+        Self {
+            start: 0,
+            last: after,
+            done: false,
+        }
+    }
+
+    /// The next threads after the last one given; `None` when there are
+    /// no more.
+    async fn next(&mut self, saver: &dyn Saver) -> Result<Option<Vec<String>>> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let page = saver.list_threads(Some(THREAD_PAGE), self.start).await?;
+            let starts_in_place = match (page.first(), &self.last) {
+                (Some(first), Some(last)) => first.thread_id.as_str() <= last.as_str(),
+                _ => self.start == 0,
+            };
+            if !starts_in_place && self.start > 0 {
+                self.start = self.start.saturating_sub(THREAD_PAGE);
+                continue;
+            }
+            self.done = page.len() < THREAD_PAGE;
+            // The next page starts at this page's last thread.
+            self.start += page.len().saturating_sub(1);
+            let fresh: Vec<String> = page
+                .into_iter()
+                .map(|t| t.thread_id)
+                .filter(|t| self.last.as_ref().is_none_or(|l| t.as_str() > l.as_str()))
+                .collect();
+            if let Some(last) = fresh.last() {
+                self.last = Some(last.clone());
+            }
+            if !fresh.is_empty() || self.done {
+                return Ok(Some(fresh));
+            }
+        }
+    }
+}
+
+/// How many times a batch that found a record changed since it was read
+/// ([`Error::RewriteConflict`]) is read and tried again.
+const CONFLICT_RETRIES: u32 = 3;
+
 /// The records of one upgrade waiting for their batch.
 struct Run<'s> {
+    saver: &'s dyn Saver,
     rewrites: &'s dyn Rewrites,
     batch: usize,
-    pending: Vec<CheckpointTuple>,
+    pending: Vec<Replacement>,
     /// The last thread whose records are all in `pending` or replaced.
     done: Option<UpgradeCursor>,
     report: UpgradeReport,
 }
 
 impl Run<'_> {
-    /// Replaces the pending records as one batch.
-    async fn flush(&mut self, progress: &mut (dyn FnMut(&UpgradeReport) + Send)) -> Result<()> {
+    /// Replaces the pending records as one batch. A batch that finds a
+    /// record changed since it was read (a run stored a pending write with
+    /// it) reads its records again and is tried again.
+    async fn flush<S: GraphState>(
+        &mut self,
+        progress: &mut (dyn FnMut(&UpgradeReport) + Send),
+    ) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let records = std::mem::take(&mut self.pending);
-        self.report.upgraded += self.rewrites.replace(records).await?;
+        let mut records = std::mem::take(&mut self.pending);
+        let mut tries = 0;
+        let replaced = loop {
+            let at: Vec<CheckpointRef> = records.iter().map(|r| r.record.config.clone()).collect();
+            match self.rewrites.replace(records).await {
+                Err(Error::RewriteConflict { .. }) if tries < CONFLICT_RETRIES => {
+                    tries += 1;
+                    records = Vec::with_capacity(at.len());
+                    for config in &at {
+                        // Gone meanwhile (a deleted thread), or upgraded by
+                        // another process: nothing to replace.
+                        let Some(t) = self.saver.get_tuple(config).await? else {
+                            continue;
+                        };
+                        if let Some(r) = upgraded::<S>(t)? {
+                            records.push(r);
+                        }
+                    }
+                }
+                r => break r?,
+            }
+        };
+        self.report.upgraded += replaced;
         self.report.batches += 1;
         if self.done.is_some() {
             self.report.cursor.clone_from(&self.done);
@@ -366,6 +448,17 @@ impl Run<'_> {
         progress(&self.report);
         Ok(())
     }
+}
+
+/// The replacement of a record `t` as read, in the current form of `S`;
+/// `None` when it is of the current version already.
+fn upgraded<S: GraphState>(t: CheckpointTuple) -> Result<Option<Replacement>> {
+    if stored_version(&t.metadata)?.unwrap_or(1) == S::VERSION {
+        return Ok(None);
+    }
+    let mut r = Replacement::of(t);
+    upgrade::<S>(&mut r.record)?;
+    Ok(Some(r))
 }
 
 /// A stored record (delta channels rebuilt) in the current form of `S`.

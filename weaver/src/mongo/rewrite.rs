@@ -5,11 +5,14 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use futures_util::TryStreamExt;
 use mongodb::ClientSession;
 use mongodb::bson::{Document, doc};
 
 use super::{MongoSaver, storage};
-use crate::checkpoint::rewrites::{Rewrites, check_identity, checked_record};
+use crate::checkpoint::rewrites::{
+    Replacement, Rewrites, check_identity, check_writes_unchanged, checked_record, write_keys,
+};
 use crate::checkpoint::{CheckpointTuple, PendingWrite};
 use crate::error::{Error, Result};
 
@@ -18,6 +21,7 @@ const CONFLICT_RETRIES: u32 = 4;
 
 /// A record to replace, encoded.
 struct Encoded<'r> {
+    r: &'r Replacement,
     t: &'r CheckpointTuple,
     record: Document,
     writes: Vec<Document>,
@@ -68,6 +72,28 @@ impl MongoSaver {
             .and_then(|o| u64::try_from(o).ok())
             .ok_or_else(|| Error::decode("a stored commit_order", "not a commit order"))?;
         check_identity(e.t, parent, order)?;
+        let found: Vec<Document> = self
+            .writes()
+            .find(key.clone())
+            .projection(doc! { "task_id": 1, "idx": 1 })
+            .session(&mut *s)
+            .await
+            .map_err(storage(op))?
+            .stream(&mut *s)
+            .try_collect()
+            .await
+            .map_err(storage(op))?;
+        let mut stored = Vec::with_capacity(found.len());
+        for w in &found {
+            let task = w
+                .get_str("task_id")
+                .map_err(|e| Error::decode("a stored MongoDB pending write (task_id)", e))?;
+            let idx = super::records::int(w, "idx")
+                .map_err(|e| Error::decode("a stored MongoDB pending write (idx)", e))?;
+            stored.push((task.to_owned(), idx));
+        }
+        let stored = write_keys(stored.iter().map(|(t, i)| (t.as_str(), *i)));
+        check_writes_unchanged(e.r, &stored)?;
         self.checkpoints()
             .update_one(key.clone(), doc! { "$set": e.record.clone() })
             .session(&mut *s)
@@ -112,7 +138,7 @@ impl MongoSaver {
 
 #[async_trait]
 impl Rewrites for MongoSaver {
-    async fn replace(&self, records: Vec<CheckpointTuple>) -> Result<u64> {
+    async fn replace(&self, records: Vec<Replacement>) -> Result<u64> {
         // In a task of its own (its transaction: `detached`).
         self.detached("replace", move |me| async move {
             me.replace_records(records).await
@@ -123,10 +149,11 @@ impl Rewrites for MongoSaver {
 
 impl MongoSaver {
     /// [`Rewrites::replace`], in the caller's task.
-    async fn replace_records(&self, records: Vec<CheckpointTuple>) -> Result<u64> {
+    async fn replace_records(&self, records: Vec<Replacement>) -> Result<u64> {
         self.verify().await?;
         let mut encoded = Vec::with_capacity(records.len());
-        for t in &records {
+        for r in &records {
+            let t = &r.record;
             let (id, metadata, parent) = checked_record(t)?;
             let (thread, ns) = (&t.config.thread_id, &t.config.checkpoint_ns);
             let mut record =
@@ -139,7 +166,12 @@ impl MongoSaver {
                 .into_iter()
                 .map(|w| self.write_doc(thread, ns, id, w))
                 .collect::<Result<Vec<_>>>()?;
-            encoded.push(Encoded { t, record, writes });
+            encoded.push(Encoded {
+                r,
+                t,
+                record,
+                writes,
+            });
         }
         let mut tries = 0;
         let out = loop {
@@ -152,8 +184,8 @@ impl MongoSaver {
                 r => break r,
             }
         };
-        for t in &records {
-            self.state.note_deletion(&t.config.thread_id);
+        for r in &records {
+            self.state.note_deletion(&r.record.config.thread_id);
         }
         out
     }

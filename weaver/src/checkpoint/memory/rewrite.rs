@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use super::super::rewrites::{Rewrites, check_identity, record_id};
+use super::super::rewrites::{
+    Replacement, Rewrites, check_identity, check_writes_unchanged, record_id, write_keys,
+};
 use super::super::text;
 use super::super::types::{CheckpointMetadata, CheckpointTuple};
 use super::{InMemorySaver, not_found};
@@ -13,15 +15,16 @@ use crate::error::Result;
 
 #[async_trait]
 impl Rewrites for InMemorySaver {
-    async fn replace(&self, records: Vec<CheckpointTuple>) -> Result<u64> {
-        for t in &records {
+    async fn replace(&self, records: Vec<Replacement>) -> Result<u64> {
+        for t in records.iter().map(|r| &r.record) {
             text::check_ref(&t.config)?;
             text::check_writes(&t.pending_writes)?;
             record_id(t)?;
         }
         let mut threads = self.write();
         // Every record is checked before the first is replaced.
-        for t in &records {
+        for r in &records {
+            let t = &r.record;
             let id = record_id(t)?;
             let log = threads
                 .get(&t.config.thread_id)
@@ -32,10 +35,17 @@ impl Rewrites for InMemorySaver {
                 return Err(not_found(&t.config, id));
             };
             check_identity(t, stored.parent_id.as_deref(), order)?;
+            let keys = write_keys(
+                stored
+                    .writes
+                    .keys()
+                    .map(|(task, idx)| (task.as_str(), *idx)),
+            );
+            check_writes_unchanged(r, &keys)?;
         }
         let mut threads_done: Vec<String> = Vec::new();
         let count = records.len() as u64;
-        for t in records {
+        for Replacement { record: t, .. } in records {
             let CheckpointTuple {
                 config,
                 checkpoint,

@@ -65,6 +65,8 @@ pub(crate) struct Queries {
     pub(crate) identity: String,
     /// Deletes the pending writes of one checkpoint.
     pub(crate) delete_cp_writes: String,
+    /// The keys (task id, index) of one checkpoint's pending writes.
+    pub(crate) write_keys: String,
     pub(crate) meta_out: &'static str,
     /// The table prefix (empty, or a quoted PostgreSQL schema and a dot).
     pub(crate) prefix: String,
@@ -228,6 +230,9 @@ impl Queries {
             },
             delete_cp_writes: format!(
                 "DELETE FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
+            ),
+            write_keys: format!(
+                "SELECT task_id, idx FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
             ),
             meta_out,
             prefix: p.to_owned(),

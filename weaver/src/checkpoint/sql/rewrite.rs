@@ -10,13 +10,16 @@ use super::saver::SqlSaver;
 use super::{EncodedWrite, not_found, retried};
 use crate::checkpoint::CheckpointTuple;
 use crate::checkpoint::DeletionNote;
-use crate::checkpoint::rewrites::{Rewrites, check_identity, checked_record};
+use crate::checkpoint::rewrites::{
+    Replacement, Rewrites, check_identity, check_writes_unchanged, checked_record, write_keys,
+};
 use crate::codec::RecordContext;
 use crate::error::Result;
 use crate::sql::error::storage;
 
 /// A record to replace, encoded.
 struct Encoded<'r> {
+    r: &'r Replacement,
     t: &'r CheckpointTuple,
     payload: Vec<u8>,
     metadata: String,
@@ -48,6 +51,18 @@ impl<D: Backend> SqlSaver<D> {
         let order: i64 = Self::get(&row, 1, op)?;
         let order = u64::try_from(order).unwrap_or(0);
         check_identity(e.t, parent.as_deref(), order)?;
+        let key = [Arg::Text(thread), Arg::Text(ns), Arg::Text(id)];
+        let rows = D::fetch_all(conn, self.settings.pooling, q.write_keys.clone(), key)
+            .await
+            .map_err(storage(op))?;
+        let mut stored = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let task: String = Self::get(row, 0, op)?;
+            let idx: i64 = Self::get(row, 1, op)?;
+            stored.push((task, idx));
+        }
+        let stored = write_keys(stored.iter().map(|(t, i)| (t.as_str(), *i)));
+        check_writes_unchanged(e.r, &stored)?;
         let args = [
             Arg::Text(thread),
             Arg::Text(ns),
@@ -87,9 +102,10 @@ impl<D: Backend> SqlSaver<D> {
 
 #[async_trait]
 impl<D: Backend> Rewrites for SqlSaver<D> {
-    async fn replace(&self, records: Vec<CheckpointTuple>) -> Result<u64> {
+    async fn replace(&self, records: Vec<Replacement>) -> Result<u64> {
         let mut encoded = Vec::with_capacity(records.len());
-        for t in &records {
+        for r in &records {
+            let t = &r.record;
             let (id, metadata, parent) = checked_record(t)?;
             let ctx = RecordContext::checkpoint(&t.config.thread_id, &t.config.checkpoint_ns, id);
             let (payload, metadata) =
@@ -99,6 +115,7 @@ impl<D: Backend> Rewrites for SqlSaver<D> {
                 .settings
                 .encode_writes(&ctx, t.pending_writes.clone())?;
             encoded.push(Encoded {
+                r,
                 t,
                 payload,
                 metadata,
@@ -106,7 +123,7 @@ impl<D: Backend> Rewrites for SqlSaver<D> {
             });
         }
         let mut threads: Vec<String> = Vec::new();
-        for t in &records {
+        for t in records.iter().map(|r| &r.record) {
             if !threads.contains(&t.config.thread_id) {
                 threads.push(t.config.thread_id.clone());
             }
