@@ -126,6 +126,56 @@ async fn a_keyed_effect_runs_once_across_steps() {
     }
 }
 
+/// Calls to the fake service of
+/// [`a_keyed_effect_in_a_subgraph_runs_once_under_every_durability`].
+static SUB_KEYED_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+async fn pay_order_once(_: &Paid, rt: &Runtime) -> Result<PaidUpdate, NodeError> {
+    let receipt: String = rt
+        .effect_with_key("order-8", "pay", |key| async move {
+            let n = SUB_KEYED_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            Ok::<_, std::io::Error>(format!("{key}:{n}"))
+        })
+        .await?;
+    Ok(PaidUpdate::default().receipts(vec![receipt]))
+}
+
+/// A result journaled under an explicit key in a subgraph that completes
+/// is found by the parent's next step and by a later run, under every
+/// durability: under `exit` the subgraph stores no checkpoint of its own,
+/// and its entries go with its parent's.
+#[tokio::test]
+async fn a_keyed_effect_in_a_subgraph_runs_once_under_every_durability() {
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        SUB_KEYED_CALLS.store(0, std::sync::atomic::Ordering::SeqCst);
+        let inner = Graph::<Paid>::new("inner")
+            .add_node("a", pay_order_once)
+            .add_sequence([START, "a", END])
+            .compile(Compile::new())
+            .unwrap();
+        let g = Graph::<Paid>::new("outer")
+            .add_subgraph("sub", inner)
+            .add_node("b", pay_order_once)
+            .add_sequence([START, "sub", "b", END])
+            .compile(Compile::new().checkpointer_arc(memory()))
+            .unwrap();
+        let config = RunConfig::thread("t").durability(durability);
+        g.invoke(Paid::default(), &config).await.unwrap();
+        let again = g.invoke(Paid::default(), &config).await.unwrap();
+        assert_eq!(
+            SUB_KEYED_CALLS.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "{durability:?}"
+        );
+        let receipts = again.complete().unwrap().receipts;
+        assert_eq!(receipts.len(), 4, "{durability:?}");
+        assert!(
+            receipts.iter().all(|r| *r == receipts[0]),
+            "{durability:?}: {receipts:?}"
+        );
+    }
+}
+
 /// The `charge` node: an effect counted in the run's context.
 async fn charge_counted(
     _: &weaver_tests::states::Steps,

@@ -126,6 +126,15 @@ fn entry_of(write: &PendingWrite) -> Result<Entry> {
     Ok(entry)
 }
 
+/// Journal entries held for a task's other writes; a subgraph the task runs
+/// adds its own ([`Journal::handoff`]).
+pub(crate) type Handoff = Arc<Mutex<Vec<PendingWrite>>>;
+
+/// Adds `writes` to the entries `to` holds.
+pub(crate) fn hand_over(to: &Handoff, writes: Vec<PendingWrite>) {
+    lock(to).extend(writes);
+}
+
 /// Where one task journals its effects: the checkpoint it started from, and
 /// what is journaled already (loaded with the task, and recorded since).
 #[derive(Debug)]
@@ -144,7 +153,7 @@ pub(crate) struct Journal {
     /// return (cut off by a node timeout, or failed): written again when a
     /// later attempt of the task reaches them.
     unconfirmed: Mutex<BTreeSet<usize>>,
-    held: Mutex<Vec<PendingWrite>>,
+    held: Handoff,
     /// The run's background writer (`async` durability), which may still
     /// hold the checkpoint `at` queued.
     flight: Option<Arc<Flight>>,
@@ -187,7 +196,7 @@ impl Journal {
             task_path: task_path.to_owned(),
             entries: Mutex::new(entries),
             unconfirmed: Mutex::new(BTreeSet::new()),
-            held: Mutex::new(Vec::new()),
+            held: Handoff::default(),
             flight: None,
             outer: Vec::new(),
             carried: Vec::new(),
@@ -287,6 +296,13 @@ impl Journal {
     pub fn explicit_key(&self, key: &str) -> String {
         let parts = [self.at.thread_id.as_str(), "effect-key", key];
         format!("weaver-{}", stable_id(&parts))
+    }
+
+    /// Where a subgraph the task runs hands the entries under explicit keys
+    /// it journaled, when it completes without storing them (`exit`
+    /// durability): they go with the task's other writes, among those held.
+    pub fn handoff(&self) -> Handoff {
+        self.held.clone()
     }
 
     /// The entries recorded but not stored, for the task's other writes.

@@ -181,6 +181,7 @@ impl Runtime {
             renamed_ns: self.renamed_ns.clone(),
             refused,
             outer_flights: self.journal().flights(),
+            keyed_to: self.journal().handoff(),
         }
     }
 
@@ -219,6 +220,8 @@ pub struct SubgraphCall<T: GraphState> {
     /// The background writers the task's effects wait for
     /// ([`Env::outer_flights`]).
     outer_flights: Vec<Arc<crate::checkpoint::facade::Flight>>,
+    /// Where the subgraph hands its keyed effects' entries ([`Env::keyed_to`]).
+    keyed_to: crate::engine::effect::Handoff,
 }
 
 impl<T: GraphState> fmt::Debug for SubgraphCall<T> {
@@ -321,6 +324,7 @@ impl<T: GraphState> SubgraphCall<T> {
             watch: None,
             nested: true,
             outer_flights: self.outer_flights,
+            keyed_to: Some(self.keyed_to),
         };
         let inner = &self.graph.inner;
         let built = Some(&inner.snapshots);

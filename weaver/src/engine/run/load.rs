@@ -104,6 +104,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             outer_stream: env.stream,
             nested: env.nested,
             outer_flights: env.outer_flights,
+            keyed_to: env.keyed_to,
             watch: env.watch,
             sink,
             thread: None,

@@ -47,6 +47,10 @@ pub(crate) struct Env {
     /// The background writers of the graphs whose tasks run this one as
     /// their subgraph (outermost first): its effects wait for them too.
     pub outer_flights: Vec<Arc<crate::checkpoint::facade::Flight>>,
+    /// Where a subgraph run that completes without storing its entries
+    /// under explicit keys (`exit` durability) hands them: its parent
+    /// task's journal ([`Journal::handoff`](crate::engine::effect::Journal::handoff)).
+    pub keyed_to: Option<crate::engine::effect::Handoff>,
 }
 
 /// The state of one run between steps.
@@ -61,6 +65,8 @@ pub(crate) struct Loop<'g, S: GraphState> {
     nested: bool,
     /// [`Env::outer_flights`].
     outer_flights: Vec<Arc<crate::checkpoint::facade::Flight>>,
+    /// [`Env::keyed_to`].
+    keyed_to: Option<crate::engine::effect::Handoff>,
     sink: Option<Sink<S>>,
     /// Where the run stores its thread: none without a checkpointer.
     thread: Option<Thread<'g, S>>,
@@ -124,10 +130,22 @@ impl<'g, S: GraphState> Loop<'g, S> {
             // nothing more, as LangGraph's nested graphs do: its namespace
             // hangs off a parent checkpoint that `exit` never stores, so
             // what it stored would be out of every parent's reach. Its
-            // result is its parent task's write, stored with the parent.
+            // result is its parent task's write, stored with the parent,
+            // and so are its effects' entries under explicit keys (which any
+            // later task of the thread looks for).
             Ok(Outcome::Complete(values))
                 if lp.nested && lp.config.get_durability() == crate::config::Durability::Exit =>
             {
+                if let (Some(to), Some(thread)) = (&lp.keyed_to, lp.thread.as_mut()) {
+                    let mut keyed = std::mem::take(&mut thread.keyed_effects);
+                    keyed.extend(
+                        thread
+                            .unsaved_writes
+                            .drain(..)
+                            .filter(crate::engine::effect::is_keyed_entry),
+                    );
+                    crate::engine::effect::hand_over(to, keyed);
+                }
                 Ok(Outcome::Complete(values))
             }
             Ok(outcome) => {
@@ -199,6 +217,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             watch,
             nested: false,
             outer_flights: Vec::new(),
+            keyed_to: None,
         };
         let Some(checkpointer) = cp else {
             return Loop::run(spec, cp, config, input, sink, env(None), built).await;
