@@ -69,7 +69,10 @@ fn flow(thread_id: &str) -> String {
 /// `weaver:thread:<id>`, so its id keeps to the flow ids of
 /// [`check_flow_id`](super::check_flow_id) (no control characters, at most
 /// 1,010 bytes): another id is [`Error::InvalidArgument`](crate::Error::InvalidArgument)
-/// on every call.
+/// on every call. A thread whose snapshot holds a record of a format newer
+/// than this build reads (a newer release wrote it) is
+/// [`Error::Decode`](crate::Error::Decode) on reads of it and on every
+/// write that would save it again; it can still be deleted.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -148,6 +151,37 @@ fn next(flow_id: &str, version: u64) -> Result<u64> {
             format_args!("version {version} has no version after it"),
         )
     })
+}
+
+/// Refuses an image to save holding a record of a format newer than this
+/// build reads: read into this build's types, it has lost what the newer
+/// format added, and saving it would store it so.
+fn refuse_newer(thread_id: &str, image: &Image) -> Result<()> {
+    for r in image.values().flatten() {
+        if r.checkpoint.v > super::types::DELTA_CHECKPOINT_FORMAT {
+            return Err(Error::decode(
+                format!(
+                    "checkpoint `{}` of thread `{thread_id}` in its snapshot",
+                    r.checkpoint.id
+                ),
+                format!(
+                    "record format {} is newer than this build reads ({}); upgrade weaver (the thread is not saved again by this one)",
+                    r.checkpoint.v,
+                    super::types::DELTA_CHECKPOINT_FORMAT
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses records read of a format newer than this build reads, as the
+/// other savers' reads do.
+fn checked(tuples: Vec<CheckpointTuple>) -> Result<Vec<CheckpointTuple>> {
+    for t in &tuples {
+        super::delta::check_format(t)?;
+    }
+    Ok(tuples)
 }
 
 /// The logs of a decoded image; a repeated commit order or id is bad data.
@@ -379,9 +413,19 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
     /// Saves each thread of `loaded` the working copy changed; on a lost
     /// race writes back those already saved and returns the conflict.
     async fn commit(&self, mem: &InMemorySaver, loaded: &[Loaded]) -> Result<()> {
+        let images: Vec<Image> = loaded
+            .iter()
+            .map(|l| image_of(&mem.thread_copy(&l.thread)))
+            .collect();
+        // Nothing is saved if one thread cannot be: a record of a newer
+        // format is never saved again (an emptied thread is, deleted).
+        for (l, image) in loaded.iter().zip(&images) {
+            if *image != l.image {
+                refuse_newer(&l.thread, image)?;
+            }
+        }
         let mut saved: Vec<(&Loaded, u64, Vec<u64>)> = Vec::new();
-        for l in loaded {
-            let image = image_of(&mem.thread_copy(&l.thread));
+        for (l, image) in loaded.iter().zip(images) {
             if image == l.image {
                 continue;
             }
@@ -472,8 +516,10 @@ impl<A: SnapshotAdapter> Saver for AdapterSaver<A> {
     async fn get_stored(&self, target: &CheckpointRef) -> Result<Option<CheckpointTuple>> {
         super::text::check_ref(target)?;
         let threads = [target.thread_id.clone()];
-        self.read(&threads, op!(|m| m.get_stored(target).await))
-            .await
+        let found = self
+            .read(&threads, op!(|m| m.get_stored(target).await))
+            .await?;
+        Ok(checked(found.into_iter().collect())?.pop())
     }
 
     async fn list_stored(&self, filter: &ListFilter) -> Result<Vec<CheckpointTuple>> {
@@ -482,8 +528,10 @@ impl<A: SnapshotAdapter> Saver for AdapterSaver<A> {
             Some(t) => vec![t.clone()],
             None => self.all_threads().await?,
         };
-        self.read(&threads, op!(|m| m.list_stored(filter).await))
-            .await
+        checked(
+            self.read(&threads, op!(|m| m.list_stored(filter).await))
+                .await?,
+        )
     }
 
     async fn put_writes(&self, target: &CheckpointRef, writes: Vec<PendingWrite>) -> Result<()> {
@@ -609,8 +657,10 @@ impl<A: SnapshotAdapter> Saver for AdapterSaver<A> {
     ) -> Result<Vec<CheckpointTuple>> {
         super::text::check_ref(from)?;
         let threads = [from.thread_id.clone()];
-        self.read(&threads, op!(|m| m.lineage(from, count, below).await))
-            .await
+        checked(
+            self.read(&threads, op!(|m| m.lineage(from, count, below).await))
+                .await?,
+        )
     }
 
     fn supports_deltas(&self) -> bool {
