@@ -897,6 +897,91 @@ async fn a_renamed_subgraph_node_resumes_its_paused_subgraph() {
     );
 }
 
+/// The outer graph of [`a_renamed_send_node_resumes_its_paused_subgraph`]:
+/// a send to `name`, a send node running `inner` as its subgraph.
+fn sending_to_subgraph(
+    name: &'static str,
+    inner: CompiledGraph<Notes>,
+    compile: Compile,
+) -> CompiledGraph<Notes> {
+    Graph::<Notes>::new("outer")
+        .add_send_node(name, move |p: &String, rt: &Runtime| {
+            let call = rt.subgraph(&inner);
+            let input = Notes {
+                lines: vec![p.clone()],
+                ..Notes::default()
+            };
+            async move { Ok::<_, NodeError>(NotesUpdate::from(call.invoke(input).await?)) }
+        })
+        .add_conditional_edges(
+            START,
+            move |_: &Notes| vec![weaver::Send::new(name, "sent".to_owned())],
+            [name],
+        )
+        .add_edge(name, END)
+        .compile(compile)
+        .unwrap()
+}
+
+/// A thread paused inside the subgraph of a send's task, then resumed by a
+/// release that renamed the send node: the subgraph goes on from its pause
+/// (its finished node does not run again), `get_state_subgraphs` shows
+/// it, and a replay of the paused checkpoint goes on from the pause too.
+#[tokio::test]
+async fn a_renamed_send_node_resumes_its_paused_subgraph() {
+    let saver = memory();
+    let worked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let inner = work_then_ask(worked.clone());
+    let before = sending_to_subgraph(
+        "check",
+        inner.clone(),
+        Compile::new().checkpointer_arc(saver.clone()),
+    );
+    let config = RunConfig::thread("renamed-send");
+    let paused = before.invoke(Notes::default(), &config).await.unwrap();
+    assert_eq!(paused.interrupts().len(), 1, "{paused:?}");
+    let after = sending_to_subgraph(
+        "review",
+        inner,
+        Compile::new()
+            .checkpointer_arc(saver)
+            .rename_node("check", "review"),
+    );
+    let shown = after.get_state_subgraphs(&config).await.unwrap();
+    let inner_state = shown.tasks[0]
+        .subgraph
+        .as_ref()
+        .expect("the paused subgraph");
+    assert_eq!(inner_state.interrupts[0].value, "ok?");
+    let done = after
+        .resume(serde_json::json!("yes"), &config)
+        .await
+        .unwrap();
+    let lines = done.complete().unwrap().lines;
+    assert!(lines.contains(&"ask: yes".to_owned()), "{lines:?}");
+    assert_eq!(
+        worked.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "work ran again"
+    );
+    // Replaying the checkpoint taken at the pause goes on from the pause.
+    let history = after
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let at_pause = history
+        .iter()
+        .find(|s| !s.interrupts.is_empty())
+        .expect("the paused checkpoint");
+    let replay = after.continue_run(&at_pause.config).await.unwrap();
+    assert_eq!(replay.interrupts().len(), 1, "{replay:?}");
+    assert_eq!(
+        worked.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "work ran again in the replay"
+    );
+}
+
 /// A static stop inside a subgraph is passed by `continue_run` at any
 /// depth, as at the top level: two levels deep, the stop is stored one
 /// level up as the pause of the task that runs the inner subgraph.

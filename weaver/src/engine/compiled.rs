@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::cache::SnapshotCache;
 use super::inspect::{self, History, StateSnapshot};
-use super::inspect_subgraphs::{older_task_ns, subgraph_state, subgraph_state_at};
+use super::inspect_subgraphs::{older_tasks_of_id, subgraph_state, subgraph_state_at};
 use super::run::{Loop, Sink};
 use super::spec::Spec;
 use super::stream::RunStream;
@@ -447,16 +447,18 @@ impl<S: GraphState> CompiledGraph<S> {
             .get_checkpoint_id()
             .unwrap_or_default()
             .to_owned();
+        let tasks = snapshot.tasks.len();
         for task in &mut snapshot.tasks {
             let mut state = subgraph_state(cp, thread, config.ns(), &task.name, &task.id).await?;
             // A node renamed since its task's subgraph paused: the pause is
             // under an older name.
             let spec = &self.inner.spec;
-            for (_, older) in older_task_ns(spec, config.ns(), &at, &task.name) {
+            let named = (task.name.as_str(), task.id.as_str());
+            for older in older_tasks_of_id(spec, config.ns(), &at, named, tasks) {
                 if state.is_some() {
                     break;
                 }
-                state = subgraph_state_at(cp, thread, older).await?;
+                state = subgraph_state_at(cp, thread, older.ns).await?;
             }
             task.subgraph = state.map(Box::new);
         }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::Interrupt;
 use super::algebra::interrupts::pending_interrupts;
 use super::algebra::writes::succeeded;
-use super::spec::Spec;
+use super::spec::{Spec, TaskNode};
 use crate::checkpoint::{CheckpointMetadata, CheckpointRef, Checkpointer, PendingWrite};
 use crate::error::Result;
 use crate::state::GraphState;
@@ -37,28 +37,71 @@ pub struct SubgraphState {
 
 pub(crate) use crate::checkpoint::id::task_ns;
 
-/// For the task of `node` pulled at checkpoint `checkpoint_id` in namespace
-/// `ns`, when `node` was renamed since
-/// ([`Compile::rename_node`](crate::Compile::rename_node)): each older name
-/// (in name order: several releases may have renamed it), and the namespace
-/// its subgraph had under it.
-pub(crate) fn older_task_ns<S: GraphState>(
+/// A task's id and its subgraph's namespace under an older name of its node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct OlderTask {
+    /// The older name.
+    pub name: String,
+    /// The task's id under it.
+    pub id: String,
+    /// Its subgraph's namespace under it.
+    pub ns: String,
+}
+
+/// For the task `node` (pulled, or the `index`-th send) at checkpoint
+/// `checkpoint_id` in namespace `ns`, when its node was renamed since
+/// ([`Compile::rename_node`](crate::Compile::rename_node)): its id and its
+/// subgraph's namespace under each older name (in name order: several
+/// releases may have renamed it).
+pub(crate) fn older_tasks<S: GraphState>(
     spec: &Spec<S>,
     ns: &str,
     checkpoint_id: &str,
-    node: &str,
-) -> Vec<(String, String)> {
-    let mut older: Vec<(String, String)> = spec
+    node: TaskNode,
+) -> Vec<OlderTask> {
+    if spec.renames.is_empty() || matches!(node, TaskNode::Start) {
+        return Vec::new();
+    }
+    let name = spec.name_of(node);
+    let mut older: Vec<OlderTask> = spec
         .renames
         .iter()
-        .filter(|(_, new)| *new == node)
+        .filter(|(_, new)| *new == name)
         .map(|(old, _)| {
-            let old_id = super::algebra::task_id(checkpoint_id, old);
-            (old.clone(), task_ns(ns, old, &old_id))
+            let id = match node {
+                TaskNode::Push { index, .. } => {
+                    super::algebra::push_task_id(checkpoint_id, index, old)
+                }
+                _ => super::algebra::task_id(checkpoint_id, old),
+            };
+            OlderTask {
+                ns: task_ns(ns, old, &id),
+                name: old.clone(),
+                id,
+            }
         })
         .collect();
     older.sort();
     older
+}
+
+/// [`older_tasks`] of the task `id` of node `name` at checkpoint
+/// `checkpoint_id`, one of `tasks` tasks there: a send's place is found
+/// from its id (a send's place is below the number of tasks).
+pub(crate) fn older_tasks_of_id<S: GraphState>(
+    spec: &Spec<S>,
+    ns: &str,
+    checkpoint_id: &str,
+    (name, id): (&str, &str),
+    tasks: usize,
+) -> Vec<OlderTask> {
+    let Some(&node) = spec.index.get(name) else {
+        return Vec::new();
+    };
+    let task = (0..tasks)
+        .find(|&index| super::algebra::push_task_id(checkpoint_id, index, name) == id)
+        .map_or(TaskNode::Pull(node), |index| TaskNode::Push { index, node });
+    older_tasks(spec, ns, checkpoint_id, task)
 }
 
 /// The state of the subgraph task `id` of `node` ran, if it ran one.

@@ -11,7 +11,7 @@
 
 use super::algebra::tasks::task_id_of;
 use super::algebra::{TaskNode, raised_interrupts};
-use super::inspect_subgraphs::{older_task_ns, task_ns};
+use super::inspect_subgraphs::{older_tasks, task_ns};
 use super::runtime::TaskOrigin;
 use super::spec::Spec;
 use crate::checkpoint::{CheckpointRef, Checkpointer, INTERRUPT_CHANNEL, ListFilter, PendingWrite};
@@ -41,25 +41,21 @@ impl Replayed {
     ) -> Result<Option<TaskOrigin>> {
         let task = task_id_of(spec, &self.id, node);
         let name = spec.name_of(node);
-        let older = match node {
-            TaskNode::Pull(_) => older_task_ns(spec, &self.ns, &self.id, name),
-            _ => Vec::new(),
-        };
+        let older = older_tasks(spec, &self.ns, &self.id, node);
         let mut interrupts = interrupt_ids(&self.id, &task, &self.pending)?;
-        for (old, _) in &older {
+        for old in &older {
             if !interrupts.is_empty() {
                 break;
             }
             // Writes stored under an older name's task id.
-            let old_task = super::algebra::task_id(&self.id, old);
-            interrupts = interrupt_ids(&self.id, &old_task, &self.pending)?;
+            interrupts = interrupt_ids(&self.id, &old.id, &self.pending)?;
         }
         if interrupts.is_empty() {
             return Ok(None);
         }
         Ok(Some(TaskOrigin {
             ns: task_ns(&self.ns, name, &task),
-            older_ns: older.into_iter().map(|(_, ns)| ns).collect(),
+            older_ns: older.into_iter().map(|o| o.ns).collect(),
             interrupts,
         }))
     }

@@ -170,20 +170,16 @@ impl<S: GraphState> Loop<'_, S> {
 
     /// For a task of a node renamed since the run's checkpoint was stored
     /// ([`Compile::rename_node`](crate::Compile::rename_node)): the
-    /// namespace its subgraph had under the older name.
+    /// namespaces its subgraph had under the older names.
     fn renamed_ns(&self, node: TaskNode) -> Vec<String> {
-        if self.spec.renames.is_empty() || !matches!(node, TaskNode::Pull(_)) {
-            return Vec::new();
-        }
-        let name = self.spec.name_of(node);
-        crate::engine::inspect_subgraphs::older_task_ns(
+        crate::engine::inspect_subgraphs::older_tasks(
             self.spec,
             self.config.ns(),
             &self.current.id,
-            name,
+            node,
         )
         .into_iter()
-        .map(|(_, ns)| ns)
+        .map(|o| o.ns)
         .collect()
     }
 
