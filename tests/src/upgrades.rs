@@ -315,9 +315,10 @@ pub async fn a_write_stored_during_an_upgrade_is_kept(saver: Arc<dyn Saver>, thr
     );
 }
 
-/// A thread deleted while `upgrade_stored` goes through the threads moves
-/// the threads after it back one place in the listing: none of them is
-/// skipped (more threads than one page of the listing).
+/// A thread deleted while `upgrade_stored` replaces it: the batch is read
+/// again without it, and the threads after it, moved back one place in the
+/// listing, are none of them skipped (more threads than one page of the
+/// listing).
 pub async fn a_thread_deleted_during_an_upgrade_skips_no_other(saver: Arc<dyn Saver>) {
     let threads: Vec<String> = (0..105).map(|i| format!("t-{i:03}")).collect();
     for t in &threads {
@@ -325,13 +326,13 @@ pub async fn a_thread_deleted_during_an_upgrade_skips_no_other(saver: Arc<dyn Sa
     }
     let forwarding = Forwarding::on(saver.clone());
     let inner = saver.clone();
-    // While the first thread is replaced, the second is deleted.
+    // While the first thread is replaced, it is deleted.
     *forwarding.before_replace.lock().expect("hook") = Some(BoxedWork(Box::pin(async move {
-        inner.delete_thread("t-001").await.expect("delete");
+        inner.delete_thread("t-000").await.expect("delete");
     })));
     let report = upgrade(&forwarding, &UpgradeOptions::new().batch(1)).await;
     assert_eq!(report.upgraded, 104, "{report:?}");
-    for t in threads.iter().filter(|t| *t != "t-001") {
+    for t in threads.iter().filter(|t| *t != "t-000") {
         let head = saver
             .get_stored(&CheckpointRef::latest(t))
             .await

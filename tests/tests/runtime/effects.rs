@@ -140,23 +140,37 @@ async fn pay_order_once(_: &Paid, rt: &Runtime) -> Result<PaidUpdate, NodeError>
     Ok(PaidUpdate::default().receipts(vec![receipt]))
 }
 
+/// A subgraph whose one node pays order 8.
+fn paying_subgraph() -> CompiledGraph<Paid> {
+    Graph::<Paid>::new("inner")
+        .add_node("a", pay_order_once)
+        .add_sequence([START, "a", END])
+        .compile(Compile::new())
+        .unwrap()
+}
+
+/// Runs [`paying_subgraph`], then pays order 8 itself.
+async fn subgraph_then_pay(s: &Paid, rt: &Runtime) -> Result<PaidUpdate, NodeError> {
+    rt.invoke_subgraph(&paying_subgraph(), Paid::default())
+        .await?;
+    pay_order_once(s, rt).await
+}
+
 /// A result journaled under an explicit key in a subgraph that completes
-/// is found by the parent's next step and by a later run, under every
-/// durability: under `exit` the subgraph stores no checkpoint of its own,
-/// and its entries go with its parent's.
+/// is found by the parent's next steps (a node, the same subgraph again, a
+/// node running a subgraph then the effect itself) and by a later run,
+/// under every durability: under `exit` the subgraph stores no checkpoint
+/// of its own, and its entries go with its parent's.
 #[tokio::test]
 async fn a_keyed_effect_in_a_subgraph_runs_once_under_every_durability() {
     for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
         SUB_KEYED_CALLS.store(0, std::sync::atomic::Ordering::SeqCst);
-        let inner = Graph::<Paid>::new("inner")
-            .add_node("a", pay_order_once)
-            .add_sequence([START, "a", END])
-            .compile(Compile::new())
-            .unwrap();
         let g = Graph::<Paid>::new("outer")
-            .add_subgraph("sub", inner)
+            .add_subgraph("sub", paying_subgraph())
             .add_node("b", pay_order_once)
-            .add_sequence([START, "sub", "b", END])
+            .add_subgraph("sub2", paying_subgraph())
+            .add_node("c", subgraph_then_pay)
+            .add_sequence([START, "sub", "b", "sub2", "c", END])
             .compile(Compile::new().checkpointer_arc(memory()))
             .unwrap();
         let config = RunConfig::thread("t").durability(durability);
@@ -168,7 +182,7 @@ async fn a_keyed_effect_in_a_subgraph_runs_once_under_every_durability() {
             "{durability:?}"
         );
         let receipts = again.complete().unwrap().receipts;
-        assert_eq!(receipts.len(), 4, "{durability:?}");
+        assert_eq!(receipts.len(), 8, "{durability:?}");
         assert!(
             receipts.iter().all(|r| *r == receipts[0]),
             "{durability:?}: {receipts:?}"

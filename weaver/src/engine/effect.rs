@@ -305,6 +305,21 @@ impl Journal {
         self.held.clone()
     }
 
+    /// The entries under explicit keys this task knows of that are not
+    /// stored yet: those carried from earlier steps, those its subgraphs
+    /// handed over, its own. A subgraph the task runs looks for its keys
+    /// among them too.
+    pub fn keyed_unstored(&self) -> Vec<PendingWrite> {
+        let own: Vec<PendingWrite> = lock(&self.entries).values().cloned().collect();
+        self.carried
+            .iter()
+            .cloned()
+            .chain(lock(&self.held).iter().cloned())
+            .chain(own)
+            .filter(is_keyed_entry)
+            .collect()
+    }
+
     /// The entries recorded but not stored, for the task's other writes.
     pub fn take_held(&self) -> Vec<PendingWrite> {
         std::mem::take(&mut *lock(&self.held))
@@ -321,7 +336,9 @@ impl Journal {
     async fn find_explicit(&self, key: &str) -> Result<Option<Entry>> {
         let matches = |e: &Entry| e.info.explicit_key.as_deref() == Some(key);
         let own: Vec<PendingWrite> = lock(&self.entries).values().cloned().collect();
-        for w in own.iter().chain(&self.carried) {
+        // Held entries include those a subgraph of this task handed over.
+        let held: Vec<PendingWrite> = lock(&self.held).clone();
+        for w in own.iter().chain(&self.carried).chain(&held) {
             let e = entry_of(w)?;
             if matches(&e) {
                 return Ok(Some(e));

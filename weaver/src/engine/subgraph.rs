@@ -182,6 +182,7 @@ impl Runtime {
             refused,
             outer_flights: self.journal().flights(),
             keyed_to: self.journal().handoff(),
+            outer_keyed: self.journal().keyed_unstored(),
         }
     }
 
@@ -222,6 +223,9 @@ pub struct SubgraphCall<T: GraphState> {
     outer_flights: Vec<Arc<crate::checkpoint::facade::Flight>>,
     /// Where the subgraph hands its keyed effects' entries ([`Env::keyed_to`]).
     keyed_to: crate::engine::effect::Handoff,
+    /// What the task knows of effects under explicit keys, not stored yet
+    /// ([`Env::outer_keyed`]).
+    outer_keyed: Vec<crate::checkpoint::PendingWrite>,
 }
 
 impl<T: GraphState> fmt::Debug for SubgraphCall<T> {
@@ -325,6 +329,7 @@ impl<T: GraphState> SubgraphCall<T> {
             nested: true,
             outer_flights: self.outer_flights,
             keyed_to: Some(self.keyed_to),
+            outer_keyed: self.outer_keyed,
         };
         let inner = &self.graph.inner;
         let built = Some(&inner.snapshots);

@@ -231,8 +231,10 @@ pub fn subgraph_path(ns: &str) -> String {
 ///
 /// Runs of the current release may go on meanwhile: a batch in which a
 /// record's checkpoint got a pending write after it was read
-/// ([`Error::RewriteConflict`]) is read again and replaced again, up to
-/// three times before the error is returned.
+/// ([`Error::RewriteConflict`]), or was deleted (a prune, a run on a saver
+/// keeping only the latest checkpoint), is read again (without what is
+/// gone) and replaced again, up to three more times before the error is
+/// returned.
 ///
 /// Only the namespaces of `options.paths` are read as `S` (the root
 /// graph's by default); others are counted in
@@ -392,8 +394,9 @@ impl ThreadPages {
     }
 }
 
-/// How many times a batch that found a record changed since it was read
-/// ([`Error::RewriteConflict`]) is read and tried again.
+/// How many times a batch that found a record changed or deleted since it
+/// was read ([`Error::RewriteConflict`], [`Error::CheckpointNotFound`]) is
+/// read and tried again.
 const CONFLICT_RETRIES: u32 = 3;
 
 /// The records of one upgrade waiting for their batch.
@@ -423,14 +426,19 @@ impl Run<'_> {
         let replaced = loop {
             let at: Vec<CheckpointRef> = records.iter().map(|r| r.record.config.clone()).collect();
             match self.rewrites.replace(records).await {
-                Err(Error::RewriteConflict { .. }) if tries < CONFLICT_RETRIES => {
+                Err(Error::RewriteConflict { .. } | Error::CheckpointNotFound { .. })
+                    if tries < CONFLICT_RETRIES =>
+                {
                     tries += 1;
                     records = Vec::with_capacity(at.len());
                     for config in &at {
-                        // Gone meanwhile (a deleted thread), or upgraded by
-                        // another process: nothing to replace.
-                        let Some(t) = self.saver.get_tuple(config).await? else {
-                            continue;
+                        // Gone meanwhile (a deleted thread, a prune, a run
+                        // on a saver keeping only the latest checkpoint), or
+                        // upgraded by another process: nothing to replace.
+                        let t = match self.saver.get_tuple(config).await {
+                            Ok(Some(t)) => t,
+                            Ok(None) | Err(Error::ShallowSaver { .. }) => continue,
+                            Err(e) => return Err(e),
                         };
                         if let Some(r) = upgraded::<S>(t)? {
                             records.push(r);

@@ -63,10 +63,9 @@ pub(crate) struct Queries {
     /// The parent and commit order of a checkpoint, locked on PostgreSQL
     /// until the transaction ends (a checkpoint being replaced).
     pub(crate) identity: String,
-    /// Deletes the pending writes of one checkpoint.
-    pub(crate) delete_cp_writes: String,
-    /// The keys (task id, index) of one checkpoint's pending writes.
-    pub(crate) write_keys: String,
+    /// Deletes the pending writes of one checkpoint, returning their keys
+    /// (task id, index).
+    pub(crate) take_write_keys: String,
     pub(crate) meta_out: &'static str,
     /// The table prefix (empty, or a quoted PostgreSQL schema and a dot).
     pub(crate) prefix: String,
@@ -228,11 +227,8 @@ impl Queries {
                     "SELECT parent_checkpoint_id, commit_order FROM {cps} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 FOR NO KEY UPDATE"
                 ),
             },
-            delete_cp_writes: format!(
-                "DELETE FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
-            ),
-            write_keys: format!(
-                "SELECT task_id, idx FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3"
+            take_write_keys: format!(
+                "DELETE FROM {writes} WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 RETURNING task_id, idx"
             ),
             meta_out,
             prefix: p.to_owned(),

@@ -51,8 +51,13 @@ impl<D: Backend> SqlSaver<D> {
         let order: i64 = Self::get(&row, 1, op)?;
         let order = u64::try_from(order).unwrap_or(0);
         check_identity(e.t, parent.as_deref(), order)?;
+        // The writes are compared with those read by what their delete
+        // removed: a write stored meanwhile (a run's, which does not wait
+        // for this transaction's lock on the checkpoint row on PostgreSQL)
+        // either is among them, and refuses the replacement, or lands after
+        // the delete and stays.
         let key = [Arg::Text(thread), Arg::Text(ns), Arg::Text(id)];
-        let rows = D::fetch_all(conn, self.settings.pooling, q.write_keys.clone(), key)
+        let rows = D::fetch_all(conn, self.settings.pooling, q.take_write_keys.clone(), key)
             .await
             .map_err(storage(op))?;
         let mut stored = Vec::with_capacity(rows.len());
@@ -71,10 +76,6 @@ impl<D: Backend> SqlSaver<D> {
             Arg::Text(&e.metadata),
         ];
         D::execute(conn, self.settings.pooling, q.set_record.clone(), args)
-            .await
-            .map_err(storage(op))?;
-        let key = [Arg::Text(thread), Arg::Text(ns), Arg::Text(id)];
-        D::execute(conn, self.settings.pooling, q.delete_cp_writes.clone(), key)
             .await
             .map_err(storage(op))?;
         self.insert_writes(conn, (thread, ns, id), &e.writes, op)

@@ -105,6 +105,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             nested: env.nested,
             outer_flights: env.outer_flights,
             keyed_to: env.keyed_to,
+            outer_keyed: env.outer_keyed,
             watch: env.watch,
             sink,
             thread: None,

@@ -51,6 +51,10 @@ pub(crate) struct Env {
     /// under explicit keys (`exit` durability) hands them: its parent
     /// task's journal ([`Journal::handoff`](crate::engine::effect::Journal::handoff)).
     pub keyed_to: Option<crate::engine::effect::Handoff>,
+    /// Entries under explicit keys the parent task knows of and has not
+    /// stored ([`Journal::keyed_unstored`](crate::engine::effect::Journal::keyed_unstored)):
+    /// the run's tasks look for their keys among them.
+    pub outer_keyed: Vec<crate::checkpoint::PendingWrite>,
 }
 
 /// The state of one run between steps.
@@ -67,6 +71,8 @@ pub(crate) struct Loop<'g, S: GraphState> {
     outer_flights: Vec<Arc<crate::checkpoint::facade::Flight>>,
     /// [`Env::keyed_to`].
     keyed_to: Option<crate::engine::effect::Handoff>,
+    /// [`Env::outer_keyed`].
+    outer_keyed: Vec<crate::checkpoint::PendingWrite>,
     sink: Option<Sink<S>>,
     /// Where the run stores its thread: none without a checkpointer.
     thread: Option<Thread<'g, S>>,
@@ -218,6 +224,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             nested: false,
             outer_flights: Vec::new(),
             keyed_to: None,
+            outer_keyed: Vec::new(),
         };
         let Some(checkpointer) = cp else {
             return Loop::run(spec, cp, config, input, sink, env(None), built).await;
