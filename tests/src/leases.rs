@@ -495,6 +495,49 @@ pub async fn a_run_that_lost_its_lease_stops(saver: Arc<dyn Saver>, thread: &str
     leases.release(thread, "thief", None).await.unwrap();
 }
 
+/// A run whose lease ran out before it could renew it (the database away
+/// for longer than the lease) stops with `LeaseLost` at its next step
+/// boundary and leaves the lease to run out, not given back: the next run
+/// takes the thread over from a holder that died, and finishes that turn
+/// before its own input.
+pub async fn a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+) {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gated_turns(saver.clone(), "a", gate.clone());
+    let times = short();
+    let config = RunConfig::thread(thread)
+        .lease_times(times)
+        .durability(Durability::Sync);
+    let running = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(say("a"), &config).await }
+    });
+    held(&saver, thread).await;
+    // Renewals hang until the lease has run out.
+    let renewals = watched.gate_renewals();
+    tokio::time::sleep(times.lease * 2).await;
+    gate.add_permits(1);
+    let e = running.await.unwrap().unwrap_err();
+    assert!(matches!(e, Error::LeaseLost { .. }), "{e:?}");
+    *watched.renew_gate.lock().unwrap() = None;
+    renewals.open.add_permits(1_000);
+    let done = g
+        .invoke(say("b"), &config)
+        .await
+        .expect("the next turn")
+        .complete()
+        .expect("complete");
+    assert_eq!(
+        done.messages,
+        ["a", "assistant:a", "tool:a", "b", "assistant:b", "tool:b"],
+        "the stopped turn is finished before the next one"
+    );
+}
+
 /// Bad paths of the lease itself: a foreign holder's row refuses runs and
 /// is not given back or renewed by anyone else; a lease that ran out is
 /// not renewed; bad lease times are refused before anything is read.

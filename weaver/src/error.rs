@@ -464,7 +464,8 @@ pub enum Error {
 
     /// The run's lease of its thread ran out, or another holder has it: the
     /// run could not renew it in time, and stopped at a step boundary
-    /// instead of writing over a run that took the thread over.
+    /// instead of writing over a run that took the thread over. It leaves
+    /// the lease to run out: the next run finishes its turn first.
     #[error("run on thread `{thread_id}` lost its lease: {reason}")]
     LeaseLost {
         /// The thread.

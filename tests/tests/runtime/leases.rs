@@ -45,6 +45,11 @@ async fn a_run_that_lost_its_lease_stops_in_memory() {
 }
 
 #[tokio::test]
+async fn a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished_in_memory() {
+    leases::a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(memory(), "t").await;
+}
+
+#[tokio::test]
 async fn foreign_and_expired_leases_are_refused_in_memory() {
     leases::foreign_and_expired_leases_are_refused(memory(), "t").await;
 }

@@ -116,6 +116,17 @@ async fn a_run_that_lost_its_lease_stops_on_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished_on_both_databases() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(saver, "t").await;
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_and_expired_leases_are_refused_on_sqlite() {
     let db = SqliteDb::new().await;
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);

@@ -445,6 +445,21 @@ impl Hold {
     }
 }
 
+impl Hold {
+    /// Leaves the lease to run out, not given back, once what the run
+    /// queued in the background has landed: the run lost its hold
+    /// ([`Error::LeaseLost`]), so the run that takes the thread next must
+    /// take it over as from a holder that died, and finish the stopped turn
+    /// before its own input. (Given back, it would look finished.)
+    pub async fn abandon(mut self) {
+        if let Some(r) = self.renewer.take() {
+            r.abort();
+        }
+        crate::checkpoint::settle_queued(self.cp.flights_of(&self.thread_id)).await;
+        self.released = true;
+    }
+}
+
 impl Drop for Hold {
     fn drop(&mut self) {
         if self.released {

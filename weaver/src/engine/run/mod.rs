@@ -261,6 +261,10 @@ impl<'g, S: GraphState> Loop<'g, S> {
                     hold.roll_back_to(hold.previous_base).await?;
                 }
                 Ok(_) | Err(Error::ThreadNotFound { .. }) => {}
+                Err(e @ Error::LeaseLost { .. }) => {
+                    hold.abandon().await;
+                    return Err(e);
+                }
                 Err(e) => {
                     let stopped = match e {
                         Error::RunStopped { .. } => hold.watch.stop(),
@@ -275,6 +279,10 @@ impl<'g, S: GraphState> Loop<'g, S> {
         // there (`Loop::run`); a request that comes after its result does
         // not make it stopped.
         let result = Loop::run(spec, cp, config.clone(), input, sink, env(watch), built).await;
+        if let Err(Error::LeaseLost { .. }) = result {
+            hold.abandon().await;
+            return result;
+        }
         let paused =
             matches!(result, Ok(Outcome::Interrupted(_))) && config.get_lease_holder().is_some();
         // Stopped: the run ended on the stop request. A run that finished,
