@@ -538,6 +538,84 @@ pub async fn a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(
     );
 }
 
+/// How a lease row left stopped or dead is read by the next acquire: a
+/// holder asked to stop that died before acting on it died (its turn is
+/// unfinished: taken over as dead, not as stopped); a named holder whose
+/// run stopped under a rollback request finds its stopped turn rolled back
+/// when it comes back under its name.
+pub async fn stopped_and_dead_holders_are_told_apart(saver: Arc<dyn Saver>, thread: &str) {
+    use weaver::checkpoint::{Previous, Stop};
+    let leases = saver.leases().expect("leases");
+    let request = |holder: &'static str, lease: Duration| LeaseRequest {
+        thread_id: thread,
+        holder,
+        lease,
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+        owns_pause: false,
+    };
+    let put = |parent: Option<&str>| {
+        weaver_conformance::saver::new_on(thread, parent, None, 0, serde_json::json!(1))
+    };
+    let first = saver.put(put(None)).await.expect("put");
+    // Asked to stop, then dead before it renewed.
+    let got = leases
+        .acquire(&request("a", Duration::from_millis(100)))
+        .await
+        .expect("acquire");
+    assert!(matches!(got, Acquired::Held { .. }), "{got:?}");
+    leases
+        .request_stop(thread, "a", Stop::Interrupt)
+        .await
+        .expect("request stop");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    match leases.acquire(&request("c", Duration::from_secs(30))).await {
+        Ok(Acquired::Held { previous, .. }) => assert_eq!(previous, Previous::Died),
+        other => panic!("expected the lease, got {other:?}"),
+    }
+    leases.release(thread, "c", None).await.expect("release");
+    // A named holder stopped under a rollback request comes back.
+    let got = leases
+        .acquire(&request("w:7", Duration::from_secs(30)))
+        .await
+        .expect("acquire");
+    assert!(matches!(got, Acquired::Held { .. }), "{got:?}");
+    let second = saver
+        .put(put(first.checkpoint_id.as_deref()))
+        .await
+        .expect("put");
+    saver
+        .put(put(second.checkpoint_id.as_deref()))
+        .await
+        .expect("put");
+    leases
+        .release(thread, "w:7", Some(Stop::Rollback))
+        .await
+        .expect("release stopped");
+    match leases
+        .acquire(&request("w:7", Duration::from_secs(30)))
+        .await
+    {
+        Ok(Acquired::Held {
+            previous,
+            rolled_back,
+            ..
+        }) => {
+            assert_eq!(previous, Previous::Stopped(Stop::Rollback));
+            assert_eq!(rolled_back, 2, "the stopped turn is removed");
+        }
+        other => panic!("expected the lease, got {other:?}"),
+    }
+    let head = saver
+        .get_stored(&weaver::checkpoint::CheckpointRef::latest(thread))
+        .await
+        .expect("head")
+        .expect("a head");
+    assert_eq!(head.config, first);
+    leases.release(thread, "w:7", None).await.expect("release");
+}
+
 /// Bad paths of the lease itself: a foreign holder's row refuses runs and
 /// is not given back or renewed by anyone else; a lease that ran out is
 /// not renewed; bad lease times are refused before anything is read.

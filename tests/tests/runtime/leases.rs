@@ -50,6 +50,11 @@ async fn a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished_in_memory() {
 }
 
 #[tokio::test]
+async fn stopped_and_dead_holders_are_told_apart_in_memory() {
+    leases::stopped_and_dead_holders_are_told_apart(memory(), "t").await;
+}
+
+#[tokio::test]
 async fn foreign_and_expired_leases_are_refused_in_memory() {
     leases::foreign_and_expired_leases_are_refused(memory(), "t").await;
 }

@@ -127,6 +127,17 @@ async fn a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished_on_both_databa
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_and_dead_holders_are_told_apart_on_both_databases() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::stopped_and_dead_holders_are_told_apart(saver, "t").await;
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::stopped_and_dead_holders_are_told_apart(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_and_expired_leases_are_refused_on_sqlite() {
     let db = SqliteDb::new().await;
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);

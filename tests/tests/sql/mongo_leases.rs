@@ -63,6 +63,12 @@ async fn a_run_that_lost_its_lease_stops_on_mongo() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_lost_and_stopped_holder_paths_on_mongo() {
+    on_mongo(|s| leases::stopped_and_dead_holders_are_told_apart(s, "t")).await;
+    on_mongo(|s| leases::a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(s, "t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_and_expired_leases_are_refused_on_mongo() {
     on_mongo(|s| leases::foreign_and_expired_leases_are_refused(s, "t")).await;
 }

@@ -373,12 +373,21 @@ pub(crate) fn decide(
             }));
         }
         None => Previous::Released,
-        Some(r) if r.holder.is_empty() || r.holder == me => Previous::Released,
-        Some(r) if r.expires_at > now => return Ok(Decision::Busy(r.holder.clone())),
-        Some(r) => match r.stop.as_deref() {
-            None => Previous::Died,
-            Some(s) => Previous::Stopped(Stop::parse(thread_id, s)?),
-        },
+        Some(r) if r.holder.is_empty() => Previous::Released,
+        Some(r) if r.expires_at > now && r.holder != me => {
+            return Ok(Decision::Busy(r.holder.clone()));
+        }
+        // Given back stopped (`release` with the stop it acted on marks the
+        // row run out at 0): by another holder, or by the caller's own
+        // earlier run, whose turn a rollback removes all the same.
+        Some(r) if r.expires_at == 0 && r.stop.is_some() => Previous::Stopped(Stop::parse(
+            thread_id,
+            r.stop.as_deref().unwrap_or_default(),
+        )?),
+        Some(r) if r.holder == me => Previous::Released,
+        // Run out with a stop request still on it: the holder died before it
+        // acted on it (or saw it), and its turn is unfinished.
+        Some(_) => Previous::Died,
     };
     if first.is_some() && first != mine {
         return Ok(Decision::Busy(String::new()));
@@ -389,7 +398,9 @@ pub(crate) fn decide(
         _ => None,
     };
     let (base, owned) = match row {
-        Some(r) if !r.holder.is_empty() && r.holder != me => (base_of(thread_id, r)?, r.owns_pause),
+        Some(r) if !r.holder.is_empty() && (r.holder != me || rollback.is_some()) => {
+            (base_of(thread_id, r)?, r.owns_pause)
+        }
         _ => (0, false),
     };
     // The caller's own row, run out (a resume that came late, no one
