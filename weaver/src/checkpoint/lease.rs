@@ -589,21 +589,35 @@ impl Table {
     /// Whether `holder` holds the thread's lease now.
     /// Brings the base of `thread_id`'s hold down to `above` when it is
     /// higher (see [`Leases::truncate`]).
-    pub(crate) fn lower_base(&self, thread_id: &str, above: u64) {
+    /// Runs `truncate` (which removes checkpoints above `above`, `None`
+    /// when the checkpoint at `above` is gone) while `holder` holds the
+    /// thread, under the table's lock, so that the lease cannot pass to
+    /// another holder in between; then lowers the hold's base to `above`.
+    pub(crate) fn truncate_held(
+        &self,
+        thread_id: &str,
+        holder: &str,
+        above: u64,
+        truncate: impl FnOnce(u64) -> Option<u64>,
+    ) -> Result<u64> {
+        let now = now_ms();
+        let mut t = self.lock();
+        let Some(r) = t
+            .rows
+            .get_mut(thread_id)
+            .filter(|r| r.holder == holder && r.expires_at > now)
+        else {
+            return Err(lost(thread_id));
+        };
+        // The base comes down only to a checkpoint that is there.
+        let Some(n) = truncate(above) else {
+            return Ok(0);
+        };
         let above = i64::try_from(above).unwrap_or(i64::MAX);
-        if let Some(r) = self.lock().rows.get_mut(thread_id)
-            && r.base_order > above
-        {
+        if r.base_order > above {
             r.base_order = above;
         }
-    }
-
-    pub(crate) fn holds(&self, thread_id: &str, holder: &str) -> bool {
-        let now = now_ms();
-        self.lock()
-            .rows
-            .get(thread_id)
-            .is_some_and(|r| r.holder == holder && r.expires_at > now)
+        Ok(n)
     }
 
     pub(crate) fn leave_queue(&self, ticket: i64) {

@@ -132,14 +132,9 @@ impl Leases for InMemorySaver {
     }
 
     async fn truncate(&self, thread_id: &str, holder: &str, above: u64) -> Result<u64> {
-        if !self.leases.holds(thread_id, holder) {
-            return Err(lease::lost(thread_id));
-        }
-        // The base comes down only to a checkpoint that is there.
-        let Some(n) = self.truncate_root(thread_id, above) else {
-            return Ok(0);
-        };
-        self.leases.lower_base(thread_id, above);
-        Ok(n)
+        self.leases
+            .truncate_held(thread_id, holder, above, |above| {
+                self.truncate_root(thread_id, above)
+            })
     }
 }
