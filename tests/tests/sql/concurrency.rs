@@ -811,3 +811,43 @@ async fn the_next_turn_after_a_dropped_stream_waits_for_it_on_postgres() {
     weaver_tests::dropped::the_next_turn_after_a_dropped_stream_waits_for_it(saver).await;
     db.drop_schema().await;
 }
+
+/// A prune of a thread whose newest checkpoints another transaction is
+/// removing (a lease rollback, not committed yet) keeps the newest of what
+/// is left: it never picks what to keep from rows about to go, and so
+/// never deletes the whole namespace (PostgreSQL: it locks the namespace's
+/// rows before it picks; SQLite's writers take turns).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_racing_a_rollback_keeps_the_newest_left_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    weaver_tests::conformance::chain(saver.as_ref(), "race", 10).await;
+    let mut rollback = db.pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "DELETE FROM \"{}\".weaver_checkpoints WHERE thread_id = 'race' AND commit_order > 7",
+        db.schema
+    )))
+    .execute(&mut *rollback)
+    .await
+    .unwrap();
+    let running = {
+        let saver = saver.clone();
+        tokio::spawn(async move {
+            saver
+                .prune(&["race".to_owned()], PruneStrategy::KeepLast(2))
+                .await
+        })
+    };
+    db.lock_waits("weaver_checkpoints", 1).await;
+    rollback.commit().await.unwrap();
+    running.await.unwrap().expect("prune");
+    let left: Vec<u64> = saver
+        .list(&ListFilter::thread("race"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.commit_order)
+        .collect();
+    assert_eq!(left, vec![7, 6]);
+    db.drop_schema().await;
+}

@@ -42,6 +42,17 @@ impl<D: Backend> SqlSaver<D> {
         let newest = i64::try_from(keep.newest).unwrap_or(i64::MAX);
         let mut deleted = 0;
         for ns in &namespaces {
+            // Every record of the namespace is locked before what to keep
+            // is picked (PostgreSQL; SQLite's writers take turns): a
+            // transaction removing the newest ones (a lease rollback) or
+            // rewriting one (`Rewrites::replace`) has committed, and the
+            // picks below read what it left; a child stored concurrently on
+            // a record about to go has committed too (and is read below),
+            // or waits and finds its parent gone.
+            if let Some(lock) = &q.lock_pruned {
+                self.exec_below(conn, lock, (thread, ns, i64::MAX), op)
+                    .await?;
+            }
             let skip = match keep.younger_than {
                 None => newest,
                 Some(age) => {
@@ -64,13 +75,6 @@ impl<D: Backend> SqlSaver<D> {
                 continue;
             };
             let cut = Self::get::<i64>(&row, 0, op)? + 1;
-            // Before reading what to rebuild: a child stored concurrently on
-            // a record about to go has committed (and is read below), or
-            // waits and finds its parent gone (PostgreSQL; SQLite writers
-            // take turns).
-            if let Some(lock) = &q.lock_pruned {
-                self.exec_below(conn, lock, (thread, ns, cut), op).await?;
-            }
             let args = [Arg::Text(thread), Arg::Text(ns), Arg::Int(cut)];
             let rows = D::fetch_all(conn, self.settings.pooling, q.kept_from.clone(), args)
                 .await

@@ -32,8 +32,8 @@ pub(crate) struct Queries {
     pub(crate) delete_cps: String,
     pub(crate) namespaces_of_thread: String,
     /// PostgreSQL: locks the checkpoints of `(thread, ns)` below a commit
-    /// order, which a prune is about to delete (`None` on SQLite, whose
-    /// writers take turns).
+    /// order (all of them below `i64::MAX`), which a prune is about to
+    /// pick from and delete (`None` on SQLite, whose writers take turns).
     pub(crate) lock_pruned: Option<String>,
     /// PostgreSQL: locks every checkpoint of a thread about to be deleted,
     /// so that a child inserted meanwhile has committed (and is deleted
