@@ -22,6 +22,14 @@ pub(crate) fn adapter(name: &str) -> std::result::Result<Adapter, String> {
 }
 
 /// An open database.
+/// How an encrypted database is read and written: its keys, and the
+/// metadata keys its application stores in the clear (what a rewritten
+/// record keeps in the clear).
+pub(crate) struct Sealing {
+    pub keys: Vec<EncryptionKey>,
+    pub plaintext: Vec<String>,
+}
+
 pub(crate) enum Db {
     Sqlite(SqlitePool),
     Postgres(PgPool, Option<String>),
@@ -84,10 +92,10 @@ impl Db {
         }
     }
 
-    /// A checkpointer on this database, through `codec`'s keys if any.
-    pub(crate) fn checkpointer(&self, keys: Option<Vec<EncryptionKey>>) -> Result<Checkpointer> {
-        let codec = keys
-            .map(|k| EncryptedCodec::new(JsonCodec, k))
+    /// A checkpointer on this database, sealing as `sealing` says if given.
+    pub(crate) fn checkpointer(&self, sealing: Option<Sealing>) -> Result<Checkpointer> {
+        let codec = sealing
+            .map(|s| EncryptedCodec::new(JsonCodec, s.keys)?.with_plaintext_metadata(s.plaintext))
             .transpose()?;
         Ok(match self {
             Db::Sqlite(pool) => {

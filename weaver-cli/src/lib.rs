@@ -32,7 +32,11 @@
 //! Checkpoints read through [`weaver::Checkpointer`], so delta channels
 //! show their whole values. An encrypted database needs its keys in the
 //! environment variable named by `--keys-env` (`id=<64 hex digits>`,
-//! comma-separated, oldest first). Nothing is migrated unless `migrate`
+//! comma-separated, oldest first); an application that stores metadata
+//! keys in the clear (`EncryptedCodec::with_plaintext_metadata`) names them
+//! with `--plaintext-metadata`, or the records a command rewrites
+//! (`scan --rewrite`, `prune`) seal them, and its filtered listings stop
+//! finding those records. Nothing is migrated unless `migrate`
 //! says so: a database at another schema version fails with
 //! [`weaver::Error::MigrationRequired`], its hint
 //! naming the `weaver migrate` command to run.
@@ -63,11 +67,10 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use db::{Db, parse_keys};
+use db::{Db, Sealing, parse_keys};
 use migrating::{Migrate, migrate_command};
 use serde_json::{Value, json};
 use weaver::checkpoint::{CheckpointRef, CheckpointTuple, ListFilter, PruneStrategy};
-use weaver::codec::EncryptionKey;
 use weaver::migrate::Adapter;
 use weaver::{Checkpointer, Error, Result};
 
@@ -94,6 +97,11 @@ struct Cli {
     /// Environment variable holding the encryption keys (`id=<64 hex>`, comma-separated, oldest first).
     #[arg(long)]
     keys_env: Option<String>,
+    /// With `--keys-env`: the metadata keys the application stores in the
+    /// clear (its `EncryptedCodec::with_plaintext_metadata`, comma-separated);
+    /// records a command rewrites (`scan --rewrite`, `prune`) keep them so.
+    #[arg(long, value_delimiter = ',')]
+    plaintext_metadata: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -296,9 +304,17 @@ where
                     "--keys-env: environment variable `{var}` is not set"
                 ))
             })?;
-            Some(parse_keys(var, &text)?)
+            Some(Sealing {
+                keys: parse_keys(var, &text)?,
+                plaintext: cli.plaintext_metadata.clone(),
+            })
         }
     };
+    if keys.is_none() && !cli.plaintext_metadata.is_empty() {
+        return Err(Error::invalid_argument(
+            "--plaintext-metadata names what an encrypted database keeps in the clear: give it with --keys-env",
+        ));
+    }
     let db = Db::open(&cli.db, cli.schema.clone()).await?;
     let result = execute(&db, keys, states, cli.command, out).await;
     db.close().await;
@@ -549,7 +565,7 @@ fn io(e: std::io::Error) -> Error {
 
 async fn execute(
     db: &Db,
-    keys: Option<Vec<EncryptionKey>>,
+    keys: Option<Sealing>,
     states: Option<&States>,
     command: Command,
     out: &mut dyn Write,

@@ -135,3 +135,87 @@ async fn scan_rewrite_upgrades_old_threads_in_an_applications_binary() {
     assert_eq!(state.values.subject, "printer on fire");
     std::fs::remove_file(&file).unwrap();
 }
+
+/// `scan --rewrite` on an encrypted database keeps in the clear the
+/// metadata keys the application stores so (`--plaintext-metadata`, its
+/// `with_plaintext_metadata`): a listing filtered on one finds every
+/// rewritten checkpoint. The option without `--keys-env` is refused.
+#[tokio::test]
+async fn scan_rewrite_keeps_the_applications_clear_metadata() {
+    use weaver::checkpoint::ListFilter;
+    use weaver::codec::{EncryptedCodec, EncryptionKey, JsonCodec};
+    use weaver::prelude::RunConfig;
+
+    let db = SqliteDb::new().await;
+    let codec = EncryptedCodec::new(JsonCodec, [EncryptionKey::new("k1", [7u8; 32]).unwrap()])
+        .unwrap()
+        .with_plaintext_metadata(["tenant"])
+        .unwrap();
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await.with_codec(codec));
+    let config = RunConfig::thread("a").metadata("tenant", "acme");
+    evo::graph_v1(saver.clone())
+        .invoke(evo::TicketV1::default(), &config)
+        .await
+        .unwrap();
+    let tenant = ListFilter::thread("a").metadata("tenant", "acme");
+    let before = saver.list(&tenant).await.unwrap().len();
+    assert!(before > 1, "{before}");
+    let url = format!("sqlite://{}", db.path.display());
+    let file = db.path.with_extension("schema.json");
+    std::fs::write(&file, schema_snapshot::<TicketV3>().to_json()).unwrap();
+    let f = file.display().to_string();
+    let key = "k1=0707070707070707070707070707070707070707070707070707070707070707";
+    let env = |name: &str| (name == "KEYS").then(|| key.to_owned());
+    let run = async |args: &[&str]| {
+        let mut out = Vec::new();
+        weaver_cli::run_with(
+            &States::new::<TicketV3>(),
+            std::iter::once("tickets").chain(args.iter().copied()),
+            &env,
+            &mut out,
+        )
+        .await
+        .map(|_| String::from_utf8(out).unwrap())
+    };
+    let refused = run(&[
+        "--db",
+        &url,
+        "--plaintext-metadata",
+        "tenant",
+        "scan",
+        "--rewrite",
+        "--schema-file",
+        &f,
+    ])
+    .await;
+    assert!(
+        matches!(&refused, Err(weaver::Error::InvalidArgument { reason }) if reason.contains("--keys-env")),
+        "{refused:?}"
+    );
+    let printed = run(&[
+        "--db",
+        &url,
+        "--keys-env",
+        "KEYS",
+        "--plaintext-metadata",
+        "tenant",
+        "scan",
+        "--rewrite",
+        "--schema-file",
+        &f,
+    ])
+    .await
+    .unwrap();
+    assert!(printed.contains("rewrote"), "{printed}");
+    let head = saver
+        .get_stored(&weaver::checkpoint::CheckpointRef::latest("a"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        head.metadata.extra[weaver::evolution::STATE_VERSION_KEY],
+        2,
+        "rewritten"
+    );
+    assert_eq!(saver.list(&tenant).await.unwrap().len(), before);
+}
