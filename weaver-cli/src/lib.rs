@@ -537,9 +537,36 @@ pub fn error_text(e: &Error) -> String {
                 1,
             );
         }
-        _ => {}
+        // Any other error names threads and namespaces in its text: each
+        // `thread `…`` and `namespace `…`` there is printed as a thread id
+        // is (an id holding a backtick may be cut short: it stays
+        // printable, not exact).
+        _ => {
+            for label in ["thread `", "namespace `"] {
+                message = quoted_ids(&message, label);
+            }
+        }
     }
     printable(&message).into_owned()
+}
+
+/// `message` with the text quoted after each `label` (up to the next
+/// backtick) written as [`cursor_text`] writes it.
+fn quoted_ids(message: &str, label: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(label) {
+        let (before, after) = rest.split_at(at + label.len());
+        out.push_str(before);
+        let Some(end) = after.find('`') else {
+            rest = after;
+            break;
+        };
+        out.push_str(&cursor_text(&after[..end]));
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// JSON text with DEL and the C1 controls escaped too (`\u009b`; JSON
@@ -908,7 +935,7 @@ fn effects(writes: &[weaver::checkpoint::PendingWrite]) -> weaver::Result<Vec<Va
 mod tests {
     use serde_json::json;
 
-    use super::{Selector, diff, parse_keys, short};
+    use super::{Selector, diff, error_text, parse_keys, short};
 
     #[test]
     fn diffs_name_added_removed_appended_and_changed_channels() {
@@ -983,5 +1010,27 @@ mod tests {
         }
         let err = parse_keys("KEYS", &format!("{good},k2=abc")).unwrap_err();
         assert!(err.to_string().contains("key 2 of 2 (`k2`)"), "{err}");
+    }
+
+    /// Every error's text prints the threads and namespaces it names as
+    /// thread ids are printed (backslashes doubled, controls escaped), so
+    /// that each is passed back as printed.
+    #[test]
+    fn errors_print_thread_ids_as_they_are_passed_back() {
+        let conflict = weaver::Error::VersionConflict {
+            thread_id: "a\\b".into(),
+            checkpoint_ns: "n\u{1b}".into(),
+            attempted: 3,
+        };
+        let text = error_text(&conflict);
+        assert!(text.contains("thread `a\\\\b`"), "{text}");
+        assert!(text.contains("namespace `n\\u{1b}`"), "{text}");
+        let decrypt = weaver::Error::Decrypt {
+            what: "checkpoint `c1` of thread `a\\u{41}`".into(),
+            reason: "wrong key".into(),
+        };
+        let text = error_text(&decrypt);
+        assert!(text.contains("thread `a\\\\u{41}`"), "{text}");
+        assert!(text.contains("checkpoint `c1`"), "{text}");
     }
 }
