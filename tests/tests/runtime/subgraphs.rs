@@ -209,7 +209,7 @@ async fn a_subgraphs_nodes_stream_through_the_parents_stream() {
     while let Some(item) = stream.next().await {
         match item {
             StreamItem::Event(StreamEvent::Custom { task, value, .. }) => {
-                seen.push((task.node.clone(), value))
+                seen.push((task.namespace.clone(), task.node.clone(), task.step, value))
             }
             StreamItem::Event(_) => {}
             StreamItem::Done(result) => {
@@ -217,10 +217,13 @@ async fn a_subgraphs_nodes_stream_through_the_parents_stream() {
             }
         }
     }
-    assert_eq!(
-        seen,
-        [("call".to_owned(), serde_json::json!("from inside"))]
-    );
+    // Tagged with the subgraph's own task: its namespace (`call:<task
+    // id>`), node and step.
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let (namespace, node, step, value) = &seen[0];
+    assert!(namespace.starts_with("call:"), "{namespace}");
+    assert_eq!((node.as_str(), *step), ("say", 1));
+    assert_eq!(value, &serde_json::json!("from inside"));
 }
 
 /// A state shared by a parent and its subgraph: an append, an add and a

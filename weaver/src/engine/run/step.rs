@@ -19,7 +19,7 @@ use crate::engine::runtime::{AnswersById, Runtime};
 use crate::engine::send::SENDS_CHANNEL;
 use crate::engine::spec::INPUT_CHANNEL;
 use crate::engine::subgraph_replay::Replayed;
-use crate::engine::{Interrupt, StreamWriter};
+use crate::engine::{Interrupt, StreamWriter, TaskRef};
 use crate::error::{Error, Result};
 use crate::state::GraphState;
 
@@ -114,7 +114,13 @@ impl<S: GraphState> Loop<'_, S> {
                 resume = task.resume_values(&self.current.id)?;
                 writer = match &self.sink {
                     Some(_) => stream_writer(&self.sink, self.spec, task.node, step, &task.id),
-                    None => self.outer_stream.clone(),
+                    // A subgraph's task: into the parent's stream, as itself.
+                    None => self.outer_stream.for_task(TaskRef {
+                        namespace: self.config.ns().to_owned(),
+                        node: self.spec.name_of(task.node).to_owned(),
+                        step,
+                        id: task.id.clone(),
+                    }),
                 };
                 send_task_start(
                     &self.sink,

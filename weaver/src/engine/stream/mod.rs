@@ -20,8 +20,11 @@ pub(crate) use writer::{NodeEvent, NodeEvents};
 
 /// The task an event came from.
 ///
-/// `namespace` is the run's checkpoint namespace: `""` for a root graph
-/// (a subgraph's events will carry `"<node>:<task id>"` segments there).
+/// `namespace` is the checkpoint namespace of the graph the task ran in:
+/// `""` for the root graph, `"<node>:<task id>"` for a subgraph run by
+/// that task (`|`-joined when nested deeper). A subgraph's nodes stream
+/// their custom values and message chunks into the parent's stream, each
+/// tagged with its own task.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct TaskRef {

@@ -174,6 +174,22 @@ impl StreamWriter {
         }
     }
 
+    /// A writer sending where this one does, as the task `task`: what a
+    /// subgraph's task streams goes into its parent's stream, tagged with
+    /// the subgraph's own task (its namespace, node, step and id).
+    pub(crate) fn for_task(&self, task: TaskRef) -> StreamWriter {
+        StreamWriter {
+            to: self.to.as_ref().map(|to| {
+                Arc::new(Target {
+                    events: to.events.clone(),
+                    task,
+                    custom: to.custom,
+                    messages: to.messages,
+                })
+            }),
+        }
+    }
+
     /// Whether [`custom`](Self::custom) reaches a consumer (the run is
     /// streamed with [`StreamMode::Custom`]); a node may skip building a
     /// costly value when it does not.
