@@ -570,3 +570,54 @@ fn a_stream_dropped_outside_a_runtime_still_makes_the_next_call_wait() {
     assert!(!early, "the read did not wait for the dropped run to stop");
     assert_eq!(state.values.bar, ["slow"], "the run stopped after `slow`");
 }
+
+/// A state counting a subgraph's turns.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct Turns {
+    #[reducer(add)]
+    n: u64,
+}
+
+/// A dropped stream stops a run whose current step runs a subgraph at the
+/// subgraph's next step boundary, even when the subgraph's nodes block and
+/// nothing it awaits suspends: the subgraph does not go on to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_stops_a_subgraph_at_its_next_step() {
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = ran.clone();
+    let inner = Graph::<Turns>::new("inner")
+        .add_node("think", move |_: &Turns| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            // A blocking call (a synchronous HTTP client, say).
+            std::thread::sleep(Duration::from_millis(10));
+            TurnsUpdate::default().n(1u64)
+        })
+        .add_edge(START, "think")
+        .add_conditional_edges(
+            "think",
+            |s: &Turns| if s.n >= 40 { END } else { "think" },
+            ["think", END],
+        )
+        .compile(Compile::new())
+        .unwrap();
+    let outer = Graph::<Turns>::new("outer")
+        .add_subgraph("agent", inner)
+        .add_sequence([START, "agent", END])
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("t").recursion_limit(100);
+    let mut stream = outer.stream(Turns::default(), &config);
+    let first = stream.next().await.unwrap();
+    assert!(matches!(
+        first,
+        StreamItem::Event(StreamEvent::Values { .. })
+    ));
+    // Well inside the subgraph's forty steps.
+    while ran.load(Ordering::SeqCst) < 3 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let steps = ran.load(Ordering::SeqCst);
+    assert!(steps < 40, "the subgraph ran all its {steps} steps");
+}

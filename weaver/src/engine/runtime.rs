@@ -48,6 +48,9 @@ pub struct Runtime {
     journal: Arc<Journal>,
     /// Effects called in this attempt.
     effects_called: AtomicUsize,
+    /// Whether the stream of the run this task runs in was dropped: a
+    /// subgraph the task runs stops at its next step boundary then.
+    pub(crate) stream_dropped: Option<crate::engine::run::StreamDropped>,
 }
 
 /// Where a task of a replay's first step was paused inside its subgraph
@@ -92,6 +95,7 @@ impl Runtime {
             attempt: AtomicU32::new(1),
             origin: None,
             renamed_ns: Vec::new(),
+            stream_dropped: None,
         }
     }
 
@@ -134,6 +138,14 @@ impl Runtime {
 
     pub(crate) fn with_origin(mut self, origin: Option<TaskOrigin>) -> Self {
         self.origin = origin;
+        self
+    }
+
+    pub(crate) fn with_stream_dropped(
+        mut self,
+        dropped: Option<crate::engine::run::StreamDropped>,
+    ) -> Self {
+        self.stream_dropped = dropped;
         self
     }
 

@@ -183,6 +183,7 @@ impl Runtime {
             outer_flights: self.journal().flights(),
             keyed_to: self.journal().handoff(),
             outer_keyed: self.journal().keyed_unstored(),
+            stream_dropped: self.stream_dropped.clone(),
         }
     }
 
@@ -226,6 +227,8 @@ pub struct SubgraphCall<T: GraphState> {
     /// What the task knows of effects under explicit keys, not stored yet
     /// ([`Env::outer_keyed`]).
     outer_keyed: Vec<crate::checkpoint::PendingWrite>,
+    /// Whether the parent run's stream was dropped ([`Env::stream_dropped`]).
+    stream_dropped: Option<crate::engine::run::StreamDropped>,
 }
 
 impl<T: GraphState> fmt::Debug for SubgraphCall<T> {
@@ -330,6 +333,7 @@ impl<T: GraphState> SubgraphCall<T> {
             outer_flights: self.outer_flights,
             keyed_to: Some(self.keyed_to),
             outer_keyed: self.outer_keyed,
+            stream_dropped: self.stream_dropped,
         };
         let inner = &self.graph.inner;
         let built = Some(&inner.snapshots);

@@ -106,6 +106,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             outer_flights: env.outer_flights,
             keyed_to: env.keyed_to,
             outer_keyed: env.outer_keyed,
+            outer_dropped: env.stream_dropped,
             watch: env.watch,
             sink,
             thread: None,

@@ -12,8 +12,8 @@ mod thread;
 use std::sync::Arc;
 
 pub(crate) use load::delta_channels;
-pub(crate) use sink::Sink;
 use sink::send_checkpoint;
+pub(crate) use sink::{Sink, StreamDropped};
 use thread::Thread;
 
 use crate::checkpoint::Checkpointer;
@@ -55,6 +55,8 @@ pub(crate) struct Env {
     /// stored ([`Journal::keyed_unstored`](crate::engine::effect::Journal::keyed_unstored)):
     /// the run's tasks look for their keys among them.
     pub outer_keyed: Vec<crate::checkpoint::PendingWrite>,
+    /// Whether the stream of the run the subgraph runs within was dropped.
+    pub stream_dropped: Option<sink::StreamDropped>,
 }
 
 /// The state of one run between steps.
@@ -73,6 +75,8 @@ pub(crate) struct Loop<'g, S: GraphState> {
     keyed_to: Option<crate::engine::effect::Handoff>,
     /// [`Env::outer_keyed`].
     outer_keyed: Vec<crate::checkpoint::PendingWrite>,
+    /// [`Env::stream_dropped`].
+    outer_dropped: Option<sink::StreamDropped>,
     sink: Option<Sink<S>>,
     /// Where the run stores its thread: none without a checkpointer.
     thread: Option<Thread<'g, S>>,
@@ -225,6 +229,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             outer_flights: Vec::new(),
             keyed_to: None,
             outer_keyed: Vec::new(),
+            stream_dropped: None,
         };
         let Some(checkpointer) = cp else {
             return Loop::run(spec, cp, config, input, sink, env(None), built).await;
@@ -296,6 +301,17 @@ impl<'g, S: GraphState> Loop<'g, S> {
             tracing::warn!(error = %e, "could not give the thread's lease back");
         }
         result
+    }
+}
+
+impl<S: GraphState> Loop<'_, S> {
+    /// Whether the stream this run, or the run it is a subgraph of, sends
+    /// to was dropped, for the subgraphs its tasks run.
+    fn stream_dropped(&self) -> Option<sink::StreamDropped> {
+        match &self.sink {
+            Some(sink) => Some(sink.dropped()),
+            None => self.outer_dropped.clone(),
+        }
     }
 }
 
@@ -412,7 +428,10 @@ impl<S: GraphState> Loop<'_, S> {
             // stops at its next await: this one, at the step boundary, if
             // the run went on without awaiting anything (writes queued to
             // the background, nodes that block).
-            if self.sink.as_ref().is_some_and(Sink::is_dropped) {
+            // A subgraph's run stops at its own step boundaries too.
+            if self.sink.as_ref().is_some_and(Sink::is_dropped)
+                || self.outer_dropped.as_ref().is_some_and(|d| d.get())
+            {
                 tokio::task::yield_now().await;
             }
             if let Some(watch) = &self.watch {

@@ -29,6 +29,25 @@ pub(crate) struct Sink<S: GraphState> {
     node_events: Option<Arc<dyn NodeEvents>>,
 }
 
+/// Whether the stream of the run a subgraph runs within was dropped: the
+/// subgraph's run then stops at its next step boundary too, as the streamed
+/// run does (its task was aborted, and stops at its next await).
+#[derive(Clone)]
+pub(crate) struct StreamDropped(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl StreamDropped {
+    /// Whether the stream was dropped.
+    pub fn get(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for StreamDropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StreamDropped").field(&self.get()).finish()
+    }
+}
+
 /// A node's events, made stream events on the run's channel. It holds the
 /// channel weakly: a writer a node kept past its run must not keep the
 /// stream from ending.
@@ -70,6 +89,15 @@ impl<S: GraphState> Sink<S> {
     /// Whether the stream was dropped (no one receives the events).
     pub fn is_dropped(&self) -> bool {
         self.tx.is_closed()
+    }
+
+    /// [`is_dropped`](Self::is_dropped), for the subgraphs the run's tasks
+    /// run (the channel held weakly: it says dropped once the run ended).
+    pub fn dropped(&self) -> StreamDropped {
+        let weak = self.tx.downgrade();
+        StreamDropped(Arc::new(move || {
+            weak.upgrade().is_none_or(|tx| tx.is_closed())
+        }))
     }
 
     fn wants(&self, mode: StreamMode) -> bool {

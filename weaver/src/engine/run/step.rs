@@ -167,7 +167,8 @@ impl<S: GraphState> Loop<'_, S> {
                         .as_ref()
                         .map(|t| t.writer.checkpointer().clone()),
                 )
-                .with_stream(writer);
+                .with_stream(writer)
+                .with_stream_dropped(self.stream_dropped());
             started.runtimes.push(runtime);
             started.ids.push(task.id);
         }
