@@ -117,7 +117,7 @@ pub use engine::{
     CachePolicy, CheckpointEvent, GraphOutline, Input, Interrupt, InterruptSignal, InterruptWhen,
     IntoPayloadNode, MappedSubgraph, MessageChunk, NodePolicy, Outcome, PayloadNode, Resume,
     RetryPolicy, Route, Runtime, Send, StreamEvent, StreamItem, StreamMode, StreamModes,
-    StreamWriter, SubgraphCall, SubgraphState, TaskOutcome, TaskRef,
+    StreamWriter, SubgraphCall, SubgraphEvent, SubgraphState, TaskOutcome, TaskRef,
 };
 pub use engine::{EffectError, EffectInfo};
 pub use error::{BoxError, Error, GraphError, Result};

@@ -226,6 +226,132 @@ async fn a_subgraphs_nodes_stream_through_the_parents_stream() {
     assert_eq!(value, &serde_json::json!("from inside"));
 }
 
+/// What a stream yields of updates, checkpoints and interrupts, top level
+/// and subgraphs': `(namespace, what)` in order.
+async fn streamed_updates(
+    graph: &CompiledGraph<Notes>,
+    input: Notes,
+    config: &RunConfig,
+    modes: weaver::StreamModes,
+) -> Vec<(String, String)> {
+    use futures_util::StreamExt;
+    use weaver::{StreamEvent, StreamItem, SubgraphEvent};
+
+    let mut stream = graph.stream_with_modes(input, config, modes);
+    let mut seen = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            StreamItem::Event(StreamEvent::Update { node, .. }) => {
+                seen.push((String::new(), format!("update {node}")))
+            }
+            StreamItem::Event(StreamEvent::Checkpoint(c)) => {
+                seen.push((c.namespace.clone(), "checkpoint".to_owned()))
+            }
+            StreamItem::Event(StreamEvent::Interrupted(i)) => {
+                seen.push((String::new(), format!("interrupted {}", i.len())))
+            }
+            StreamItem::Event(StreamEvent::Subgraph(e)) => {
+                let what = match e.as_ref() {
+                    SubgraphEvent::Update { node, update, .. } => {
+                        assert!(update.is_object(), "{update}");
+                        format!("update {node}")
+                    }
+                    SubgraphEvent::Checkpoint(c) => {
+                        assert!(c.values.is_object(), "{:?}", c.values);
+                        "checkpoint".to_owned()
+                    }
+                    other => format!("{other:?}"),
+                };
+                seen.push((e.namespace().to_owned(), what))
+            }
+            StreamItem::Event(_) => {}
+            StreamItem::Done(result) => {
+                result.unwrap();
+            }
+        }
+    }
+    seen
+}
+
+/// Streamed with subgraphs (LangGraph's `subgraphs=True`), a run yields
+/// its subgraphs' updates and checkpoints, two levels deep, each with the
+/// subgraph's namespace, in order with its own; without, none of them. A
+/// pause inside a subgraph is yielded once, by the parent.
+#[tokio::test]
+async fn subgraphs_events_are_streamed_with_their_namespaces_when_asked() {
+    use weaver::{StreamMode, StreamModes};
+
+    let deep = Graph::<Notes>::new("deep")
+        .add_node("leaf", |_: &Notes| note("leaf"))
+        .add_sequence([START, "leaf", END])
+        .compile(Compile::new())
+        .unwrap();
+    let mid = Graph::<Notes>::new("mid")
+        .add_node("m1", |_: &Notes| note("m1"))
+        .add_subgraph("deep", deep)
+        .add_sequence([START, "m1", "deep", END])
+        .compile(Compile::new())
+        .unwrap();
+    let graph = Graph::<Notes>::new("top")
+        .add_node("o1", |_: &Notes| note("o1"))
+        .add_subgraph("mid", mid)
+        .add_sequence([START, "o1", "mid", END])
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap();
+    let updates = StreamModes::from(StreamMode::Updates);
+    let plain = streamed_updates(&graph, Notes::default(), &RunConfig::thread("a"), updates).await;
+    assert_eq!(
+        plain,
+        [
+            (String::new(), "update o1".to_owned()),
+            (String::new(), "update mid".to_owned())
+        ]
+    );
+    let modes = updates.with(StreamMode::Checkpoints).with_subgraphs();
+    let seen = streamed_updates(&graph, Notes::default(), &RunConfig::thread("b"), modes).await;
+    let updates: Vec<(String, &str)> = seen
+        .iter()
+        .filter(|(_, what)| what.starts_with("update"))
+        .map(|(ns, what)| (subgraph_path(ns), what.as_str()))
+        .collect();
+    assert_eq!(
+        updates,
+        [
+            (String::new(), "update o1"),
+            ("mid".to_owned(), "update m1"),
+            ("mid|deep".to_owned(), "update leaf"),
+            ("mid".to_owned(), "update deep"),
+            (String::new(), "update mid"),
+        ]
+    );
+    for path in ["", "mid", "mid|deep"] {
+        assert!(
+            seen.iter()
+                .any(|(ns, what)| what == "checkpoint" && subgraph_path(ns) == path),
+            "no checkpoint of `{path}`: {seen:?}"
+        );
+    }
+    // A pause inside a subgraph: yielded once, by the parent.
+    let desk = notes_desk(memory(), false);
+    let modes = StreamModes::from(StreamMode::Updates).with_subgraphs();
+    let seen = streamed_updates(&desk, Notes::default(), &RunConfig::thread("c"), modes).await;
+    assert!(
+        seen.iter()
+            .any(|(ns, what)| ns.starts_with("research:") && what == "update search"),
+        "{seen:?}"
+    );
+    let paused: Vec<_> = seen
+        .iter()
+        .filter(|(_, what)| what.starts_with("interrupted"))
+        .collect();
+    assert_eq!(paused, [&(String::new(), "interrupted 1".to_owned())]);
+}
+
+/// A namespace's node names (`"mid:id|deep:id"` is `"mid|deep"`).
+fn subgraph_path(ns: &str) -> String {
+    weaver::evolution::subgraph_path(ns)
+}
+
 /// A state shared by a parent and its subgraph: an append, an add and a
 /// last-value channel.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]

@@ -53,7 +53,7 @@ pub use send::{IntoSends, check_send, payload_node, send_router};
 pub use spec::{END, START};
 pub use stream::{
     CheckpointEvent, MessageChunk, RunStream, StreamEvent, StreamItem, StreamMode, StreamModes,
-    StreamWriter, TaskOutcome, TaskRef,
+    StreamWriter, SubgraphEvent, TaskOutcome, TaskRef,
 };
 pub use subgraph::SubgraphCall;
 pub use subgraph_node::MappedSubgraph;

@@ -51,6 +51,9 @@ pub struct Runtime {
     /// Whether the stream of the run this task runs in was dropped: a
     /// subgraph the task runs stops at its next step boundary then.
     pub(crate) stream_dropped: Option<crate::engine::run::StreamDropped>,
+    /// How a subgraph the task runs streams its own events into the run's
+    /// stream, when the stream asks for subgraphs.
+    pub(crate) nested_sink: Option<crate::engine::run::NestedSink>,
 }
 
 /// Where a task of a replay's first step was paused inside its subgraph
@@ -96,6 +99,7 @@ impl Runtime {
             origin: None,
             renamed_ns: Vec::new(),
             stream_dropped: None,
+            nested_sink: None,
         }
     }
 
@@ -146,6 +150,11 @@ impl Runtime {
         dropped: Option<crate::engine::run::StreamDropped>,
     ) -> Self {
         self.stream_dropped = dropped;
+        self
+    }
+
+    pub(crate) fn with_nested_sink(mut self, sink: Option<crate::engine::run::NestedSink>) -> Self {
+        self.nested_sink = sink;
         self
     }
 

@@ -184,6 +184,7 @@ impl Runtime {
             keyed_to: self.journal().handoff(),
             outer_keyed: self.journal().keyed_unstored(),
             stream_dropped: self.stream_dropped.clone(),
+            nested_sink: self.nested_sink.clone(),
         }
     }
 
@@ -229,6 +230,9 @@ pub struct SubgraphCall<T: GraphState> {
     outer_keyed: Vec<crate::checkpoint::PendingWrite>,
     /// Whether the parent run's stream was dropped ([`Env::stream_dropped`]).
     stream_dropped: Option<crate::engine::run::StreamDropped>,
+    /// How the subgraph streams its own events, if the stream asks for
+    /// subgraphs.
+    nested_sink: Option<crate::engine::run::NestedSink>,
 }
 
 impl<T: GraphState> fmt::Debug for SubgraphCall<T> {
@@ -337,7 +341,10 @@ impl<T: GraphState> SubgraphCall<T> {
         };
         let inner = &self.graph.inner;
         let built = Some(&inner.snapshots);
-        let run = Loop::run(&inner.spec, cp, self.config, input, None, env, built).await;
+        let sink = self
+            .nested_sink
+            .map(|n| crate::engine::run::Sink::nested(n, self.config.ns()));
+        let run = Loop::run(&inner.spec, cp, self.config, input, sink, env, built).await;
         let outcome = match run {
             Ok(outcome) => outcome,
             // Meant for the graph whose node runs this subgraph: that

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 pub(crate) use load::delta_channels;
 use sink::send_checkpoint;
-pub(crate) use sink::{Sink, StreamDropped};
+pub(crate) use sink::{NestedSink, Sink, StreamDropped};
 use thread::Thread;
 
 use crate::checkpoint::Checkpointer;
@@ -172,7 +172,10 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 // Only now: a consumer that stops at the pause (drops the
                 // stream) must find it stored, which `exit` durability does
                 // in `finish`.
-                if let (Outcome::Interrupted(interrupts), Some(sink)) = (&outcome, &lp.sink) {
+                // (A subgraph's pause is its parent's to report.)
+                if let (Outcome::Interrupted(interrupts), Some(sink)) =
+                    (&outcome, lp.sink.as_ref().filter(|s| s.is_own()))
+                {
                     sink.send(StreamEvent::Interrupted(interrupts.clone()));
                 }
                 Ok(outcome)

@@ -12,21 +12,48 @@ use crate::engine::algebra::{Finished, TaskNode, TaskOutput, next_tasks};
 use crate::engine::spec::Spec;
 use crate::engine::stream::{NodeEvent, NodeEvents};
 use crate::engine::{
-    CheckpointEvent, StreamEvent, StreamItem, StreamMode, StreamModes, StreamWriter, TaskOutcome,
-    TaskRef,
+    CheckpointEvent, StreamEvent, StreamItem, StreamMode, StreamModes, StreamWriter, SubgraphEvent,
+    TaskOutcome, TaskRef,
 };
 use crate::error::Result;
 use crate::state::GraphState;
 
 /// Where a streamed run sends its events, and which ones it wants.
 pub(crate) struct Sink<S: GraphState> {
-    tx: UnboundedSender<StreamItem<S>>,
+    to: To<S>,
     modes: StreamModes,
     /// The run's checkpoint namespace, which tags task and node events.
     namespace: String,
     /// The way the nodes' writers send (made once per run, when the modes
     /// want node events).
     node_events: Option<Arc<dyn NodeEvents>>,
+}
+
+/// Where a sink's events go.
+enum To<S: GraphState> {
+    /// The run's own stream.
+    Stream(UnboundedSender<StreamItem<S>>),
+    /// A subgraph's run, streamed into the stream of the run it runs
+    /// within, as [`SubgraphEvent`]s.
+    Parent(NestedSink),
+}
+
+/// How a subgraph's run streams into the stream of the run it runs within
+/// (asked with [`StreamModes::with_subgraphs`]): each event made a
+/// [`SubgraphEvent`] and sent at once, in order with the parent's own.
+#[derive(Clone)]
+pub(crate) struct NestedSink {
+    emit: Arc<dyn Fn(SubgraphEvent) + Send + Sync>,
+    modes: StreamModes,
+    dropped: StreamDropped,
+}
+
+impl std::fmt::Debug for NestedSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NestedSink")
+            .field("modes", &self.modes)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Whether the stream of the run a subgraph runs within was dropped: the
@@ -73,31 +100,151 @@ impl<S: GraphState> Sink<S> {
             || modes.contains(StreamMode::Messages))
         .then(|| Arc::new(Forward(tx.downgrade())) as Arc<dyn NodeEvents>);
         Sink {
-            tx,
+            to: To::Stream(tx),
             modes,
             namespace: namespace.to_owned(),
             node_events,
         }
     }
 
+    /// A subgraph's sink, at `namespace`, sending into the stream of the run
+    /// it runs within. Its nodes' own events go through their writers.
+    pub fn nested(parent: NestedSink, namespace: &str) -> Self {
+        Sink {
+            modes: parent.modes,
+            to: To::Parent(parent),
+            namespace: namespace.to_owned(),
+            node_events: None,
+        }
+    }
+
+    /// Whether this is the run's own stream (not a subgraph's, sent into
+    /// its parent's).
+    pub fn is_own(&self) -> bool {
+        matches!(self.to, To::Stream(_))
+    }
+
     /// Sends an event; a stream dropped meanwhile is no error (the run then
     /// stops at its next await, or at its next step boundary).
     pub fn send(&self, event: StreamEvent<S>) {
-        let _ = self.tx.send(StreamItem::Event(event));
+        match &self.to {
+            To::Stream(tx) => {
+                let _ = tx.send(StreamItem::Event(event));
+            }
+            To::Parent(parent) => {
+                if let Some(event) = self.as_subgraph_event(event) {
+                    (parent.emit)(event);
+                }
+            }
+        }
+    }
+
+    /// `event` of a subgraph's run, its state and updates as JSON; `None`
+    /// for what the parent's run reports itself (an interrupt) or its
+    /// nodes' writers send, and, with a warning, for a value JSON cannot
+    /// hold (it would not have been stored either).
+    fn as_subgraph_event(&self, event: StreamEvent<S>) -> Option<SubgraphEvent> {
+        fn json<T: serde::Serialize>(what: &str, value: &T) -> Option<serde_json::Value> {
+            serde_json::to_value(value)
+                .map_err(
+                    |e| tracing::warn!(error = %e, "a subgraph's {what} is not JSON: not streamed"),
+                )
+                .ok()
+        }
+        let namespace = self.namespace.clone();
+        Some(match event {
+            StreamEvent::Values { step, values } => SubgraphEvent::Values {
+                namespace,
+                step,
+                values: json("state", &values)?,
+            },
+            StreamEvent::Update { step, node, update } => SubgraphEvent::Update {
+                namespace,
+                step,
+                node,
+                update: json("update", &update)?,
+            },
+            StreamEvent::TaskStart {
+                task,
+                input,
+                payload,
+            } => SubgraphEvent::TaskStart {
+                task,
+                input: json("state", &input)?,
+                payload,
+            },
+            StreamEvent::TaskResult { task, result } => SubgraphEvent::TaskResult {
+                task,
+                result: match result {
+                    TaskOutcome::Update(u) => TaskOutcome::Update(json("update", &u)?),
+                    TaskOutcome::Error(e) => TaskOutcome::Error(e),
+                    TaskOutcome::Interrupted(i) => TaskOutcome::Interrupted(i),
+                },
+            },
+            StreamEvent::Checkpoint(c) => {
+                let c = *c;
+                SubgraphEvent::Checkpoint(Box::new(CheckpointEvent {
+                    namespace: c.namespace,
+                    config: c.config,
+                    parent_config: c.parent_config,
+                    metadata: c.metadata,
+                    values: json("state", &c.values)?,
+                    next: c.next,
+                    commit_order: c.commit_order,
+                }))
+            }
+            StreamEvent::Subgraph(event) => *event,
+            StreamEvent::Interrupted(_)
+            | StreamEvent::Custom { .. }
+            | StreamEvent::Message { .. } => return None,
+        })
+    }
+
+    /// How the subgraphs this run's tasks run stream into this stream, if
+    /// it asks for subgraphs: as this run's own events do (a subgraph of a
+    /// subgraph, into the same stream).
+    pub fn nested_sink(&self) -> Option<NestedSink> {
+        if !self.modes.subgraphs() {
+            return None;
+        }
+        match &self.to {
+            To::Stream(tx) => {
+                let weak = tx.downgrade();
+                Some(NestedSink {
+                    emit: Arc::new(move |event| {
+                        if let Some(tx) = weak.upgrade() {
+                            let event = StreamEvent::Subgraph(Box::new(event));
+                            let _ = tx.send(StreamItem::Event(event));
+                        }
+                    }),
+                    modes: self.modes,
+                    dropped: self.dropped(),
+                })
+            }
+            To::Parent(parent) => Some(parent.clone()),
+        }
     }
 
     /// Whether the stream was dropped (no one receives the events).
     pub fn is_dropped(&self) -> bool {
-        self.tx.is_closed()
+        match &self.to {
+            To::Stream(tx) => tx.is_closed(),
+            To::Parent(parent) => parent.dropped.get(),
+        }
     }
 
     /// [`is_dropped`](Self::is_dropped), for the subgraphs the run's tasks
     /// run (the channel held weakly: it says dropped once the run ended).
     pub fn dropped(&self) -> StreamDropped {
-        let weak = self.tx.downgrade();
-        StreamDropped(Arc::new(move || {
-            weak.upgrade().is_none_or(|tx| tx.is_closed())
-        }))
+        match &self.to {
+            To::Stream(tx) => {
+                let weak = tx.downgrade();
+                StreamDropped(Arc::new(move || {
+                    weak.upgrade().is_none_or(|tx| tx.is_closed())
+                }))
+            }
+            To::Parent(parent) => parent.dropped.clone(),
+        }
     }
 
     fn wants(&self, mode: StreamMode) -> bool {

@@ -5,7 +5,9 @@
 use serde_json::Value;
 
 use super::Loop;
-use super::sink::{send_state, send_task_result, send_task_start, send_update, stream_writer};
+use super::sink::{
+    Sink, send_state, send_task_result, send_task_start, send_update, stream_writer,
+};
 use crate::checkpoint::{Checkpoint, CheckpointSource};
 use crate::engine::algebra::next_step;
 use crate::engine::algebra::tasks::send_payload;
@@ -113,9 +115,11 @@ impl<S: GraphState> Loop<'_, S> {
             } else {
                 resume = task.resume_values(&self.current.id)?;
                 writer = match &self.sink {
-                    Some(_) => stream_writer(&self.sink, self.spec, task.node, step, &task.id),
+                    Some(s) if s.is_own() => {
+                        stream_writer(&self.sink, self.spec, task.node, step, &task.id)
+                    }
                     // A subgraph's task: into the parent's stream, as itself.
-                    None => self.outer_stream.for_task(TaskRef {
+                    _ => self.outer_stream.for_task(TaskRef {
                         namespace: self.config.ns().to_owned(),
                         node: self.spec.name_of(task.node).to_owned(),
                         step,
@@ -168,7 +172,8 @@ impl<S: GraphState> Loop<'_, S> {
                         .map(|t| t.writer.checkpointer().clone()),
                 )
                 .with_stream(writer)
-                .with_stream_dropped(self.stream_dropped());
+                .with_stream_dropped(self.stream_dropped())
+                .with_nested_sink(self.sink.as_ref().and_then(Sink::nested_sink));
             started.runtimes.push(runtime);
             started.ids.push(task.id);
         }

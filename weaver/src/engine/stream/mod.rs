@@ -16,6 +16,7 @@ use crate::state::GraphState;
 pub use modes::{StreamMode, StreamModes};
 pub use run::RunStream;
 pub use writer::{MessageChunk, StreamWriter};
+
 pub(crate) use writer::{NodeEvent, NodeEvents};
 
 /// The task an event came from.
@@ -165,6 +166,84 @@ pub enum StreamEvent<S: GraphState> {
     /// [`Durability::Exit`](crate::Durability::Exit) only the one stored
     /// when the run ends.
     Checkpoint(Box<CheckpointEvent<S>>),
+    /// An event of a subgraph's run, when the stream asks for subgraphs
+    /// ([`StreamModes::with_subgraphs`], LangGraph's `subgraphs=True`).
+    Subgraph(Box<SubgraphEvent>),
+}
+
+/// An event of a subgraph's run ([`StreamEvent::Subgraph`]): those the
+/// stream's modes ask for, from a subgraph a task runs at any depth, each
+/// with the subgraph's namespace (`"<node>:<task id>"`, `|`-joined when
+/// nested deeper). The subgraph's state and updates are JSON, as stored:
+/// its state type may not be the parent's. Its interrupts reach the
+/// parent's run, which pauses and streams them as its own.
+///
+/// More kinds of events may come in later versions: match with a
+/// wildcard arm.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum SubgraphEvent {
+    /// The subgraph's full state after a step ([`StreamMode::Values`]).
+    Values {
+        /// The subgraph's namespace.
+        namespace: String,
+        /// The step, in the subgraph's run.
+        step: i64,
+        /// The state.
+        values: Value,
+    },
+    /// One of the subgraph's nodes' update ([`StreamMode::Updates`]).
+    Update {
+        /// The subgraph's namespace.
+        namespace: String,
+        /// The step, in the subgraph's run.
+        step: i64,
+        /// The node.
+        node: String,
+        /// What it wrote.
+        update: Value,
+    },
+    /// A task of the subgraph is about to run ([`StreamMode::Tasks`]).
+    TaskStart {
+        /// The task (its namespace is the subgraph's).
+        task: TaskRef,
+        /// The state it runs on.
+        input: Value,
+        /// The payload of the send that made the task, if one did.
+        payload: Option<Value>,
+    },
+    /// A task of the subgraph ended ([`StreamMode::Tasks`]).
+    TaskResult {
+        /// The task (its namespace is the subgraph's).
+        task: TaskRef,
+        /// How it ended.
+        result: TaskOutcome<Value>,
+    },
+    /// The subgraph's run stored a checkpoint ([`StreamMode::Checkpoints`]).
+    Checkpoint(Box<CheckpointEvent<Value>>),
+}
+
+impl SubgraphEvent {
+    /// The namespace of the subgraph it came from.
+    ///
+    /// ```
+    /// use weaver::SubgraphEvent;
+    ///
+    /// fn label(e: &SubgraphEvent) -> String {
+    ///     format!("[{}]", e.namespace())
+    /// }
+    /// ```
+    pub fn namespace(&self) -> &str {
+        match self {
+            SubgraphEvent::Values { namespace, .. } | SubgraphEvent::Update { namespace, .. } => {
+                namespace
+            }
+            SubgraphEvent::TaskStart { task, .. } | SubgraphEvent::TaskResult { task, .. } => {
+                &task.namespace
+            }
+            SubgraphEvent::Checkpoint(c) => &c.namespace,
+        }
+    }
 }
 
 /// An item of [`RunStream`](crate::RunStream).

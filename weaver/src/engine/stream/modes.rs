@@ -77,6 +77,8 @@ const CUSTOM: u8 = 1 << 2;
 const MESSAGES: u8 = 1 << 3;
 const TASKS: u8 = 1 << 4;
 const CHECKPOINTS: u8 = 1 << 5;
+/// Not a mode: the subgraphs' events of the modes asked for are streamed too.
+const SUBGRAPHS: u8 = 1 << 7;
 
 /// The single modes, for [`StreamModes`]'s `Debug`.
 const SINGLE: [(StreamMode, &str); 6] = [
@@ -148,16 +150,46 @@ impl StreamModes {
         self.0 & mode.bits() == mode.bits()
     }
 
-    /// Whether the set is empty.
+    /// Whether the set is empty (no mode; [`with_subgraphs`](Self::with_subgraphs)
+    /// alone streams nothing).
     pub const fn is_empty(self) -> bool {
-        self.0 == 0
+        self.0 & !SUBGRAPHS == 0
+    }
+
+    /// These modes, for the subgraphs too (LangGraph's `subgraphs=True`):
+    /// the values, updates, task and checkpoint events of each subgraph a
+    /// task runs, at any depth, come as
+    /// [`StreamEvent::Subgraph`](crate::StreamEvent::Subgraph) with the
+    /// subgraph's namespace, its state and updates as JSON (a subgraph's
+    /// state type may not be the parent's). Custom values and message
+    /// chunks of a subgraph's nodes come either way, tagged with their task.
+    ///
+    /// ```
+    /// use weaver::{StreamMode, StreamModes};
+    ///
+    /// let modes = StreamModes::from(StreamMode::Updates).with_subgraphs();
+    /// assert!(modes.subgraphs() && modes.contains(StreamMode::Updates));
+    /// assert!(!StreamModes::from(StreamMode::Updates).subgraphs());
+    /// ```
+    #[must_use]
+    pub const fn with_subgraphs(self) -> Self {
+        StreamModes(self.0 | SUBGRAPHS)
+    }
+
+    /// Whether the subgraphs' events are streamed too
+    /// ([`with_subgraphs`](Self::with_subgraphs)).
+    pub const fn subgraphs(self) -> bool {
+        self.0 & SUBGRAPHS != 0
     }
 }
 
 impl fmt::Debug for StreamModes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names = SINGLE.iter().filter(|(m, _)| self.contains(*m));
-        f.debug_set().entries(names.map(|(_, name)| name)).finish()
+        let subgraphs = self.subgraphs().then_some("subgraphs");
+        f.debug_set()
+            .entries(names.map(|(_, name)| *name).chain(subgraphs))
+            .finish()
     }
 }
 
