@@ -174,6 +174,7 @@ async fn a_held_idle_thread_is_kept(saver: Arc<dyn Saver>) {
         ticket: None,
         roll_back_dead: false,
         owns_pause: false,
+        interrupting: false,
     };
     leases.acquire(&request).await.unwrap();
     let idle = Duration::from_millis(400);

@@ -121,6 +121,7 @@ pub fn plain<'a>(thread: &'a str, holder: &'a str, lease: Duration) -> LeaseRequ
         ticket: None,
         roll_back_dead: false,
         owns_pause: false,
+        interrupting: false,
     }
 }
 
@@ -430,6 +431,7 @@ pub async fn a_dead_holder_is_taken_over_and_finished(saver: Arc<dyn Saver>, thr
         ticket: None,
         roll_back_dead: false,
         owns_pause: false,
+        interrupting: false,
     };
     assert!(matches!(
         leases.acquire(&ghost).await.unwrap(),
@@ -479,6 +481,7 @@ pub async fn a_run_that_lost_its_lease_stops(saver: Arc<dyn Saver>, thread: &str
         ticket: None,
         roll_back_dead: false,
         owns_pause: false,
+        interrupting: false,
     };
     assert!(matches!(
         leases.acquire(&thief).await.unwrap(),
@@ -540,7 +543,8 @@ pub async fn a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(
 
 /// How a lease row left stopped or dead is read by the next acquire: a
 /// holder asked to stop that died before acting on it died (its turn is
-/// unfinished: taken over as dead, not as stopped); a named holder whose
+/// unfinished: taken over as dead, not as stopped), unless the caller
+/// interrupts runs (then it is interrupted, as asked); a named holder whose
 /// run stopped under a rollback request finds its stopped turn rolled back
 /// when it comes back under its name.
 pub async fn stopped_and_dead_holders_are_told_apart(saver: Arc<dyn Saver>, thread: &str) {
@@ -554,6 +558,7 @@ pub async fn stopped_and_dead_holders_are_told_apart(saver: Arc<dyn Saver>, thre
         ticket: None,
         roll_back_dead: false,
         owns_pause: false,
+        interrupting: false,
     };
     let put = |parent: Option<&str>| {
         weaver_conformance::saver::new_on(thread, parent, None, 0, serde_json::json!(1))
@@ -575,6 +580,27 @@ pub async fn stopped_and_dead_holders_are_told_apart(saver: Arc<dyn Saver>, thre
         other => panic!("expected the lease, got {other:?}"),
     }
     leases.release(thread, "c", None).await.expect("release");
+    // The same, taken by a run that interrupts: interrupted, as it asked.
+    leases
+        .acquire(&request("a2", Duration::from_millis(100)))
+        .await
+        .expect("acquire");
+    leases
+        .request_stop(thread, "a2", Stop::Interrupt)
+        .await
+        .expect("request stop");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let interrupting = LeaseRequest {
+        interrupting: true,
+        ..request("i", Duration::from_secs(30))
+    };
+    match leases.acquire(&interrupting).await {
+        Ok(Acquired::Held { previous, .. }) => {
+            assert_eq!(previous, Previous::Stopped(Stop::Interrupt))
+        }
+        other => panic!("expected the lease, got {other:?}"),
+    }
+    leases.release(thread, "i", None).await.expect("release");
     // A named holder stopped under a rollback request comes back.
     let got = leases
         .acquire(&request("w:7", Duration::from_secs(30)))
@@ -630,6 +656,7 @@ pub async fn foreign_and_expired_leases_are_refused(saver: Arc<dyn Saver>, threa
         ticket: None,
         roll_back_dead: false,
         owns_pause: false,
+        interrupting: false,
     };
     assert!(matches!(
         leases.acquire(&foreign).await.unwrap(),
@@ -1103,6 +1130,7 @@ async fn a_dead_holders_paused_turn(
         ticket: None,
         roll_back_dead: false,
         owns_pause,
+        interrupting: false,
     };
     assert!(matches!(
         leases.acquire(&dead).await.unwrap(),
@@ -1242,6 +1270,7 @@ pub async fn a_ticket_lasts_its_own_lease_time(saver: Arc<dyn Saver>, thread: &s
         ticket,
         roll_back_dead: false,
         owns_pause: false,
+        interrupting: false,
     };
     let ticket_of = |a: Acquired| match a {
         Acquired::Busy {
@@ -1311,6 +1340,7 @@ pub async fn ticket_numbers_are_never_handed_out_twice(saver: Arc<dyn Saver>, th
         ticket,
         roll_back_dead: false,
         owns_pause: false,
+        interrupting: false,
     };
     let ticket_of = |a: Acquired| match a {
         Acquired::Busy {

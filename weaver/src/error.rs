@@ -465,7 +465,9 @@ pub enum Error {
     /// The run's lease of its thread ran out, or another holder has it: the
     /// run could not renew it in time, and stopped at a step boundary
     /// instead of writing over a run that took the thread over. It leaves
-    /// the lease to run out: the next run finishes its turn first.
+    /// the lease to run out: the next run finishes its turn first (a named
+    /// holder coming back under its own name goes on from where it
+    /// stopped).
     #[error("run on thread `{thread_id}` lost its lease: {reason}")]
     LeaseLost {
         /// The thread.

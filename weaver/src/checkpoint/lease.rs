@@ -69,6 +69,13 @@ pub struct LeaseRequest<'a> {
     /// removes that pause's turn, since no one else answers it. Recorded in
     /// the lease row.
     pub owns_pause: bool,
+    /// The caller interrupts a running holder
+    /// ([`Multitask::Interrupt`](crate::config::Multitask::Interrupt)): a
+    /// holder asked to stop by an interrupt that died before it acted on it
+    /// is taken over as stopped ([`Previous::Stopped`]: its committed steps
+    /// kept, the caller's input going on from there), as the caller asked;
+    /// any other caller takes it over as dead, and finishes its turn first.
+    pub interrupting: bool,
 }
 
 /// How the previous holder left the thread.
@@ -159,6 +166,7 @@ pub struct LeaseInfo {
 ///     ticket: None,
 ///     roll_back_dead: false,
 ///     owns_pause: false,
+///     interrupting: false,
 /// };
 /// let first = saver.acquire(&ask("run-a")).await.unwrap();
 /// assert!(matches!(first, Acquired::Held { previous: Previous::Released, .. }));
@@ -386,8 +394,17 @@ pub(crate) fn decide(
         )?),
         Some(r) if r.holder == me => Previous::Released,
         // Run out with a stop request still on it: the holder died before it
-        // acted on it (or saw it), and its turn is unfinished.
-        Some(_) => Previous::Died,
+        // acted on it (or saw it), and its turn is unfinished. A caller that
+        // interrupts runs takes it as interrupted, as it asked.
+        Some(r) => match r
+            .stop
+            .as_deref()
+            .map(|s| Stop::parse(thread_id, s))
+            .transpose()?
+        {
+            Some(Stop::Interrupt) if request.interrupting => Previous::Stopped(Stop::Interrupt),
+            _ => Previous::Died,
+        },
     };
     if first.is_some() && first != mine {
         return Ok(Decision::Busy(String::new()));

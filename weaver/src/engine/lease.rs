@@ -159,6 +159,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
             ticket,
             roll_back_dead: stop == Some(Stop::Rollback),
             owns_pause: config.get_lease_holder().is_some(),
+            interrupting: stop == Some(Stop::Interrupt),
         };
         let before = Instant::now();
         let answer = leases.acquire(&request).await;

@@ -123,6 +123,17 @@ impl<D: Backend> Rewrites for SqlSaver<D> {
                 writes,
             });
         }
+        // Rows are locked in the order a prune and a lease rollback lock
+        // them (thread, namespace, commit order, ascending): two of these
+        // never wait on each other in a cycle.
+        encoded.sort_by(|a, b| {
+            let (a, b) = (a.t, b.t);
+            (&a.config.thread_id, &a.config.checkpoint_ns, a.commit_order).cmp(&(
+                &b.config.thread_id,
+                &b.config.checkpoint_ns,
+                b.commit_order,
+            ))
+        });
         let mut threads: Vec<String> = Vec::new();
         for t in records.iter().map(|r| &r.record) {
             if !threads.contains(&t.config.thread_id) {

@@ -105,6 +105,11 @@ impl<S: GraphState> Loop<'_, S> {
             to_run: Vec::new(),
             runtimes: Vec::with_capacity(nodes.len()),
         };
+        // What a subgraph a task runs streams into, once per step.
+        let (dropped, nested_sink) = (
+            self.stream_dropped(),
+            self.sink.as_ref().and_then(Sink::nested_sink),
+        );
         for (k, task) in prepared.into_iter().enumerate() {
             let mut resume = AnswersById::new();
             let mut writer = StreamWriter::default();
@@ -119,12 +124,13 @@ impl<S: GraphState> Loop<'_, S> {
                         stream_writer(&self.sink, self.spec, task.node, step, &task.id)
                     }
                     // A subgraph's task: into the parent's stream, as itself.
-                    _ => self.outer_stream.for_task(TaskRef {
+                    _ if self.outer_stream.is_active() => self.outer_stream.for_task(TaskRef {
                         namespace: self.config.ns().to_owned(),
                         node: self.spec.name_of(task.node).to_owned(),
                         step,
                         id: task.id.clone(),
                     }),
+                    _ => StreamWriter::default(),
                 };
                 send_task_start(
                     &self.sink,
@@ -172,8 +178,8 @@ impl<S: GraphState> Loop<'_, S> {
                         .map(|t| t.writer.checkpointer().clone()),
                 )
                 .with_stream(writer)
-                .with_stream_dropped(self.stream_dropped())
-                .with_nested_sink(self.sink.as_ref().and_then(Sink::nested_sink));
+                .with_stream_dropped(dropped.clone())
+                .with_nested_sink(nested_sink.clone());
             started.runtimes.push(runtime);
             started.ids.push(task.id);
         }

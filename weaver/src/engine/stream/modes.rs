@@ -150,8 +150,9 @@ impl StreamModes {
         self.0 & mode.bits() == mode.bits()
     }
 
-    /// Whether the set is empty (no mode; [`with_subgraphs`](Self::with_subgraphs)
-    /// alone streams nothing).
+    /// Whether the set has no mode ([`with_subgraphs`](Self::with_subgraphs)
+    /// alone streams nothing, though it makes a set unequal to
+    /// [`none`](Self::none)).
     pub const fn is_empty(self) -> bool {
         self.0 & !SUBGRAPHS == 0
     }

@@ -174,6 +174,11 @@ impl StreamWriter {
         }
     }
 
+    /// Whether the writer sends anywhere.
+    pub(crate) fn is_active(&self) -> bool {
+        self.to.is_some()
+    }
+
     /// A writer sending where this one does, as the task `task`: what a
     /// subgraph's task streams goes into its parent's stream, tagged with
     /// the subgraph's own task (its namespace, node, step and id).
