@@ -44,6 +44,9 @@ pub struct RunStream<S: GraphState> {
     /// The runtime the run's task runs on: a drop outside its context
     /// still waits there for the task to stop.
     runtime: Option<tokio::runtime::Handle>,
+    /// `Done` was yielded: nothing comes after it (a writer a node kept may
+    /// still send in the moment before the run's task lets the channel go).
+    done: bool,
 }
 
 impl<S: GraphState> RunStream<S> {
@@ -61,6 +64,26 @@ impl<S: GraphState> RunStream<S> {
             handle,
             thread,
             runtime,
+            done: false,
+        }
+    }
+
+    /// The end of the stream, once the run's task has ended: its panic (one
+    /// that ended it before it sent `Done`) is passed on.
+    fn ended(&mut self, cx: &mut Context<'_>) -> Poll<Option<StreamItem<S>>> {
+        let Some(handle) = self.handle.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(handle).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(e)) if e.is_panic() => {
+                self.handle = None;
+                std::panic::resume_unwind(e.into_panic())
+            }
+            Poll::Ready(_) => {
+                self.handle = None;
+                Poll::Ready(None)
+            }
         }
     }
 }
@@ -69,25 +92,15 @@ impl<S: GraphState> futures_core::Stream for RunStream<S> {
     type Item = StreamItem<S>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
         match self.rx.poll_recv(cx) {
-            Poll::Ready(None) => {
-                // The channel closed: the task has ended, or is ending.
-                // Wait for it, and pass on its panic (one that ended it
-                // before it sent `Done`).
-                let Some(handle) = self.handle.as_mut() else {
-                    return Poll::Ready(None);
-                };
-                match Pin::new(handle).poll(cx) {
-                    Poll::Pending => Poll::Pending,
-                    Poll::Ready(Err(e)) if e.is_panic() => {
-                        self.handle = None;
-                        std::panic::resume_unwind(e.into_panic())
-                    }
-                    Poll::Ready(_) => {
-                        self.handle = None;
-                        Poll::Ready(None)
-                    }
-                }
+            // The channel closed: the task has ended, or is ending.
+            Poll::Ready(None) => self.ended(cx),
+            Poll::Ready(Some(done @ StreamItem::Done(_))) => {
+                self.done = true;
+                Poll::Ready(Some(done))
             }
             other => other,
         }
@@ -119,5 +132,63 @@ impl<S: GraphState> Drop for RunStream<S> {
                 drop(guard);
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+
+    use super::*;
+    use crate::engine::{Outcome, StreamEvent, TaskRef};
+
+    #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    struct S {
+        n: u32,
+    }
+
+    #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    struct SUpdate {
+        n: Option<u32>,
+    }
+
+    impl crate::state::Update for SUpdate {}
+
+    impl From<S> for SUpdate {
+        fn from(s: S) -> Self {
+            SUpdate { n: Some(s.n) }
+        }
+    }
+
+    impl GraphState for S {
+        type Update = SUpdate;
+        const CHANNELS: &'static [crate::channel::ChannelSpec] = &[];
+        fn apply(&mut self, _: Vec<SUpdate>) -> crate::error::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// `Done` is the last item: an event sent after it (by a writer a node
+    /// kept, in the moment before the run's task lets the channel go) is
+    /// not yielded.
+    #[tokio::test]
+    async fn nothing_is_yielded_after_done() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(StreamItem::Done(Ok(Outcome::Complete(S::default()))))
+            .unwrap();
+        let late = StreamEvent::Custom {
+            task: TaskRef {
+                namespace: String::new(),
+                node: "n".into(),
+                step: 1,
+                id: "t".into(),
+            },
+            value: serde_json::json!("late"),
+        };
+        tx.send(StreamItem::Event(late)).unwrap();
+        drop(tx);
+        let items: Vec<StreamItem<S>> = RunStream::new(rx, None, None).collect().await;
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert!(matches!(items[0], StreamItem::Done(Ok(_))));
     }
 }
