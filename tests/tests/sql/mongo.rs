@@ -812,6 +812,15 @@ async fn a_record_past_a_mongodb_document_is_refused() {
         .insert("notes".into(), json!("y".repeat(4 << 20)));
     let put = saver.put(metadata_heavy).await.map(drop);
     assert!(limit(&put), "{put:?}");
+    // Metadata whose document takes nine times its text (an array of
+    // small numbers: each `0,` is an index key, a type and eight bytes).
+    let mut zeros = new_on("zeros", None, None, 0, json!("x".repeat(900 << 10)));
+    zeros
+        .metadata
+        .extra
+        .insert("zeros".into(), json!(vec![0; 900_000]));
+    let put = saver.put(zeros).await.map(drop);
+    assert!(limit(&put), "{put:?}");
     let at = saver
         .put(new_on("w", None, None, 0, json!(1)))
         .await
@@ -825,7 +834,7 @@ async fn a_record_past_a_mongodb_document_is_refused() {
     };
     let put = saver.put_writes(&at, vec![write]).await;
     assert!(limit(&put), "{put:?}");
-    for thread in ["big", "meta"] {
+    for thread in ["big", "meta", "zeros"] {
         assert!(
             saver
                 .list(&ListFilter::thread(thread))

@@ -292,6 +292,9 @@ pub(crate) async fn begin(client: &Client, op: &'static str) -> Result<ClientSes
 /// otherwise or when the caller of the detached call running it stopped
 /// waiting ([`MongoSaver::detached`]); returns `out` (or the commit's
 /// failure).
+/// How many times a commit whose result is unknown is sent again.
+const COMMIT_RETRIES: u32 = 3;
+
 pub(crate) async fn end<T>(mut s: ClientSession, out: Result<T>, op: &'static str) -> Result<T> {
     match out {
         // Nobody waits for what the transaction did any more.
@@ -302,10 +305,27 @@ pub(crate) async fn end<T>(mut s: ClientSession, out: Result<T>, op: &'static st
                 "the caller stopped waiting: the transaction was aborted",
             ))
         }
-        Ok(v) => match s.commit_transaction().await {
-            Ok(()) => Ok(v),
-            Err(e) => Err(Error::storage(op, e)),
-        },
+        Ok(v) => {
+            // A commit whose result is unknown (the connection or the
+            // primary lost in the middle) is sent again, as MongoDB allows:
+            // it may have applied, and an error would have its caller store
+            // again what is stored.
+            let mut tries = 0;
+            loop {
+                match s.commit_transaction().await {
+                    Ok(()) => return Ok(v),
+                    Err(e)
+                        if tries < COMMIT_RETRIES
+                            && e.contains_label(
+                                mongodb::error::UNKNOWN_TRANSACTION_COMMIT_RESULT,
+                            ) =>
+                    {
+                        tries += 1;
+                    }
+                    Err(e) => return Err(Error::storage(op, e)),
+                }
+            }
+        }
         Err(e) => {
             let _ = s.abort_transaction().await;
             Err(e)

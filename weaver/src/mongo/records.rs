@@ -142,9 +142,10 @@ impl MongoSaver {
             Error::invalid_argument(format!("commit_order {order} is out of range"))
         })?;
         // The metadata is stored twice (text, and a document whose arrays
-        // may take several times the text's bytes).
+        // take up to eight times the text's bytes: `0,` is an index key, a
+        // type byte and an 8-byte integer).
         let ids = thread.len() + ns.len() + checkpoint.id.len() + parent_id.map_or(0, str::len);
-        let rough = payload.len() + 8 * meta_text.len() + 2 * ids;
+        let rough = payload.len() + 9 * meta_text.len() + 2 * ids;
         let d = doc! {
             "thread_id": thread,
             "ns": ns,
@@ -298,10 +299,12 @@ fn check_document(limit: &'static str, d: &Document, rough: usize) -> Result<()>
     if rough.saturating_add(4096) < MAX_DOCUMENT_BYTES {
         return Ok(());
     }
+    // The driver adds an `_id` (an object id under its key: 17 bytes).
     let size = d
         .to_vec()
         .map_err(|e| Error::encode("a MongoDB document", e))?
-        .len();
+        .len()
+        + 17;
     if size > MAX_DOCUMENT_BYTES {
         return Err(Error::LimitExceeded {
             limit,

@@ -19,11 +19,21 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
         .is_some_and(|d| d.is_unique_violation())
 }
 
+/// A SQLite result code (`"5"`, `"517"`: the extended code, in decimal);
+/// `None` for a PostgreSQL SQLSTATE, five characters long, some of them
+/// digits only (`42501`, `22021`), which are no SQLite codes.
+fn sqlite_code(code: &str) -> Option<i32> {
+    if code.len() >= 5 {
+        return None;
+    }
+    code.parse().ok()
+}
+
 /// SQLite `SQLITE_BUSY`, any extended code: a lock was not granted.
 #[cfg(feature = "sqlite")]
 pub(crate) fn is_busy(e: &sqlx::Error) -> bool {
     code(e)
-        .and_then(|c| c.parse::<i32>().ok())
+        .and_then(|c| sqlite_code(&c))
         .is_some_and(|n| n & 0xff == 5)
 }
 
@@ -42,9 +52,7 @@ pub(crate) fn is_lock_timeout(e: &sqlx::Error) -> bool {
     };
     match code.as_ref() {
         "55P03" | "57014" => true,
-        other => other
-            .parse::<i32>()
-            .is_ok_and(|n| matches!(n & 0xff, 5 | 6)),
+        other => sqlite_code(other).is_some_and(|n| matches!(n & 0xff, 5 | 6)),
     }
 }
 
@@ -85,6 +93,14 @@ pub(crate) fn is_transient(e: &Error) -> bool {
 /// failure, or PostgreSQL's connection-exception (`08…`) or shutdown
 /// (`57P01`–`57P03`) codes. What failed that way never reached the database
 /// or was cut off with the session.
+/// The database refused a statement, so that its transaction wrote
+/// nothing: a database error, not a lost connection. Any other failure
+/// (the connection gone, an I/O error, a timeout) may have come after a
+/// commit, so nothing may be assumed of what it wrote.
+pub(crate) fn refused(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(_)) && !connection_lost(e)
+}
+
 pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => true,
@@ -92,5 +108,78 @@ pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
             .code()
             .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::{is_lock_timeout, refused};
+
+    /// A database error with the code `0`.
+    #[derive(Debug)]
+    struct Coded(&'static str);
+
+    impl std::fmt::Display for Coded {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "error {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Coded {}
+
+    impl sqlx::error::DatabaseError for Coded {
+        fn message(&self) -> &str {
+            self.0
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    fn coded(code: &'static str) -> sqlx::Error {
+        sqlx::Error::Database(Box::new(Coded(code)))
+    }
+
+    /// SQLite's busy and locked codes (extended ones too) and PostgreSQL's
+    /// lock and statement timeouts are lock timeouts; PostgreSQL codes made
+    /// of digits that end like SQLite's (`42501`, `22021`, `22022`) are not.
+    #[test]
+    fn lock_timeouts_are_told_from_other_codes() {
+        for code in ["5", "6", "261", "517", "262", "55P03", "57014"] {
+            assert!(is_lock_timeout(&coded(code)), "{code}");
+        }
+        for code in ["42501", "22021", "22022", "19", "2067", "23505"] {
+            assert!(!is_lock_timeout(&coded(code)), "{code}");
+        }
+    }
+
+    /// Only a database's refusal says a statement wrote nothing: a lost
+    /// connection (an I/O error, PostgreSQL's `08…` and shutdown codes)
+    /// may have come after its commit.
+    #[test]
+    fn only_a_refusal_says_nothing_was_written() {
+        for code in ["23505", "5", "40001", "23503"] {
+            assert!(refused(&coded(code)), "{code}");
+        }
+        for code in ["08006", "57P01"] {
+            assert!(!refused(&coded(code)), "{code}");
+        }
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(!refused(&sqlx::Error::Io(reset)));
+        assert!(!refused(&sqlx::Error::PoolTimedOut));
     }
 }

@@ -9,7 +9,7 @@ use super::saver::SqlSaver;
 use super::{EncodedEntry, EncodedWrite, conflict, not_found, order_i64, retried, write_batches};
 use crate::checkpoint::{CheckpointRef, WriteCheck};
 use crate::error::{Error, Result};
-use crate::sql::error::{is_lock_timeout, is_unique_violation, storage};
+use crate::sql::error::{is_lock_timeout, is_unique_violation, refused, storage};
 
 /// Marks `lease` reusable when `r` succeeded or failed with an outcome the
 /// database reported on a sound connection (a version conflict, a missing
@@ -267,9 +267,10 @@ impl<D: Backend> SqlSaver<D> {
     }
 
     /// Runs a group's [one-shot](GroupPlan::one_shot) query: `Ok(false)`
-    /// when it failed (nothing written; the caller takes the
+    /// when the database refused it (nothing written; the caller takes the
     /// statement-by-statement path), except that a lock wait that timed out
-    /// is returned as the error at once.
+    /// is returned as the error at once, as is any failure that may have
+    /// come after the commit.
     async fn run_one_shot(
         &self,
         sql: String,
@@ -299,8 +300,10 @@ impl<D: Backend> SqlSaver<D> {
             lease.done();
         }
         // The statement-by-statement path would wait for the same lock a
-        // second time.
-        if is_lock_timeout(&failed) {
+        // second time; and after a failure that may have come after the
+        // commit (the connection lost), it would find the group stored and
+        // report a conflict with itself.
+        if is_lock_timeout(&failed) || !refused(&failed) {
             return Err(Error::storage(op, failed));
         }
         Ok(false)
