@@ -851,3 +851,41 @@ async fn a_prune_racing_a_rollback_keeps_the_newest_left_on_postgres() {
     assert_eq!(left, vec![7, 6]);
     db.drop_schema().await;
 }
+
+/// A group that stores a checkpoint's pending writes before the
+/// checkpoint itself fails as the in-memory saver and the
+/// statement-by-statement path do (the writes find no checkpoint), not
+/// only when the group is too large for one query: nothing is stored.
+#[tokio::test]
+async fn writes_before_their_checkpoint_in_a_group_fail_on_every_saver() {
+    use weaver::checkpoint::WriteOp;
+    let sqlite = SqliteDb::new().await;
+    let pg = PgDb::new().await;
+    let savers: Vec<(&str, Arc<dyn Saver>)> = vec![
+        ("memory", Arc::new(weaver::InMemorySaver::new())),
+        ("sqlite", Arc::new(sqlite.saver().await)),
+        ("postgres", Arc::new(pg.saver().await)),
+    ];
+    for (name, saver) in savers {
+        saver.put(cp("g", "c1", None, Some(1))).await.unwrap();
+        let write = PendingWrite {
+            task_id: "t".into(),
+            task_path: "n".into(),
+            idx: 0,
+            channel: "foo".into(),
+            value: json!(1),
+        };
+        let target = CheckpointRef::latest("g").at("c2");
+        let ops = vec![
+            WriteOp::Writes(target.clone(), vec![write]),
+            WriteOp::Put(cp("g", "c2", Some("c1"), Some(2))),
+        ];
+        let out = saver.put_ops(ops).await;
+        assert!(
+            matches!(out, Err(Error::CheckpointNotFound { .. })),
+            "{name}: {out:?}"
+        );
+        assert!(saver.get_tuple(&target).await.unwrap().is_none(), "{name}");
+    }
+    pg.drop_schema().await;
+}

@@ -85,9 +85,23 @@ impl<'a> GroupPlan<'a> {
     /// Plans `items`; `None` when the group must take the statement-by-statement
     /// path: a checkpoint without a commit order (its order is read from the
     /// database) or with order 0, an empty list of writes (whose checkpoint
-    /// must still be checked), or one pending write given twice.
+    /// must still be checked), one pending write given twice, or writes
+    /// given before their checkpoint (the one query stores every checkpoint
+    /// first; in order, the writes find none).
     pub(crate) fn new(items: &[GroupItem<'a>]) -> Option<Self> {
         let mut cps: Vec<&'a EncodedEntry> = Vec::new();
+        let later: HashSet<(&str, &str, &str)> = items
+            .iter()
+            .filter_map(|item| match item {
+                GroupItem::Entry(e) => Some((
+                    e.new.thread_id.as_str(),
+                    e.new.checkpoint_ns.as_str(),
+                    e.new.checkpoint.id.as_str(),
+                )),
+                GroupItem::Writes { .. } => None,
+            })
+            .collect();
+        let mut stored_so_far: HashSet<(&str, &str, &str)> = HashSet::new();
         let mut writes: Vec<(&'a str, &'a str, &'a str, &'a EncodedWrite)> = Vec::new();
         for item in items {
             match item {
@@ -96,6 +110,11 @@ impl<'a> GroupPlan<'a> {
                         return None;
                     }
                     cps.push(e);
+                    stored_so_far.insert((
+                        e.new.thread_id.as_str(),
+                        e.new.checkpoint_ns.as_str(),
+                        e.new.checkpoint.id.as_str(),
+                    ));
                     let n = &e.new;
                     for w in &e.writes {
                         writes.push((&n.thread_id, &n.checkpoint_ns, &n.checkpoint.id, w));
@@ -106,7 +125,12 @@ impl<'a> GroupPlan<'a> {
                     checkpoint_id,
                     writes: ws,
                 } => {
-                    if ws.is_empty() {
+                    let key = (
+                        target.thread_id.as_str(),
+                        target.checkpoint_ns.as_str(),
+                        *checkpoint_id,
+                    );
+                    if ws.is_empty() || (later.contains(&key) && !stored_so_far.contains(&key)) {
                         return None;
                     }
                     for w in *ws {
