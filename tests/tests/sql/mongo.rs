@@ -682,6 +682,55 @@ async fn bad_stored_documents_are_typed_errors() {
         coll.replace_one(doc! {}, saved).await.unwrap();
     }
     assert!(saver.get_tuple(&one).await.unwrap().is_some());
+    // A pending write whose namespace was damaged is an error naming its
+    // checkpoint, not a write that quietly goes missing.
+    let write = weaver::checkpoint::PendingWrite {
+        task_id: "task".into(),
+        task_path: "node".into(),
+        idx: 0,
+        channel: "c".into(),
+        value: json!(1),
+    };
+    saver.put_writes(&one, vec![write]).await.unwrap();
+    let writes = db
+        .client
+        .database(&db.name)
+        .collection::<Document>("w_writes");
+    writes
+        .update_one(doc! {}, doc! { "$set": { "ns": 5 } })
+        .await
+        .unwrap();
+    match saver.get_tuple(&one).await {
+        Err(Error::Decode { what, .. }) => {
+            assert!(
+                what.contains(one.checkpoint_id.as_deref().unwrap()),
+                "{what}"
+            )
+        }
+        other => panic!("expected Decode, got {other:?}"),
+    }
+    // The same in a subgraph's namespace (whose writes were skipped).
+    writes.delete_many(doc! {}).await.unwrap();
+    let mut inner = new_on("t", None, None, 0, json!(2));
+    inner.checkpoint_ns = "sub:1".into();
+    inner.checkpoint.id = "inner-1".into();
+    let at = saver.put(inner).await.unwrap();
+    let write = weaver::checkpoint::PendingWrite {
+        task_id: "task".into(),
+        task_path: "node".into(),
+        idx: 0,
+        channel: "c".into(),
+        value: json!(1),
+    };
+    saver.put_writes(&at, vec![write]).await.unwrap();
+    writes
+        .update_one(doc! {}, doc! { "$set": { "ns": 5 } })
+        .await
+        .unwrap();
+    match saver.get_tuple(&at).await {
+        Err(Error::Decode { what, .. }) => assert!(what.contains("inner-1"), "{what}"),
+        other => panic!("expected Decode, got {other:?}"),
+    }
     db.drop_db().await;
 }
 

@@ -324,16 +324,39 @@ impl MongoSaver {
                     .await
                     .map_err(storage(op))?,
             };
+            let pairs: std::collections::HashSet<(&str, &str)> =
+                wanted.iter().map(|k| (k.0, k.2)).collect();
             for d in &docs {
                 let key = |k: &str| d.get_str(k).unwrap_or_default();
-                let k = (key("thread_id"), key("ns"), key("checkpoint_id"));
+                let (thread, id) = (key("thread_id"), key("checkpoint_id"));
+                // A write whose namespace does not read, on a checkpoint
+                // read here: damage, named, never a write gone missing.
+                let named = |e: Error| match e {
+                    Error::Decode { what, reason } => Error::Decode {
+                        what: format!("{what}, of checkpoint `{id}` of thread `{thread}`"),
+                        reason,
+                    },
+                    e => e,
+                };
+                let ns = match d.get_str("ns") {
+                    Ok(ns) => ns,
+                    Err(_) if !pairs.contains(&(thread, id)) => continue,
+                    Err(e) => {
+                        return Err(named(Error::decode(
+                            "a stored MongoDB pending write (ns)",
+                            e,
+                        )));
+                    }
+                };
+                let k = (thread, ns, id);
                 // Another thread's write on a checkpoint id one of these
                 // threads shares (a fork or copy keeps ids): not read.
                 if !wanted.contains(&k) {
                     continue;
                 }
+                let write = self.decode_write(d).map_err(named)?;
                 let k = (k.0.to_owned(), k.1.to_owned(), k.2.to_owned());
-                by.entry(k).or_default().push(self.decode_write(d)?);
+                by.entry(k).or_default().push(write);
             }
         }
         for t in tuples {
