@@ -455,6 +455,53 @@ mod postgres {
     use weaver::store::{ListNamespaces, Op, OpResult, PostgresStore, Search, Store, StoreConfig};
     use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
 
+    /// The store's write lock of the table in schema `$1`, as another
+    /// session takes it.
+    const STORE_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtext('weaver.store:' || CAST(CAST(to_regclass(quote_ident($1) || '.weaver_store_items') AS oid) AS TEXT)))";
+
+    /// A store that names its table through the search path, whose first
+    /// schema exists but holds no table (so `current_schema()` is not the
+    /// table's), takes the same write lock as one naming the schema: its
+    /// write waits while another session holds that lock.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_write_lock_is_the_tables_whatever_the_search_path() {
+        use std::str::FromStr;
+        let server = Server::connect().await;
+        let schema = server.schema().await;
+        let empty = super::unique("weaver_empty");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{empty}\"")))
+            .execute(&server.pool)
+            .await
+            .unwrap();
+        server.schemas.lock().unwrap().push(empty.clone());
+        let options = sqlx::postgres::PgConnectOptions::from_str(&super::database_url())
+            .unwrap()
+            .options([("search_path", format!("\"{empty}\", \"{schema}\""))]);
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let store = PostgresStore::new(pool.clone());
+        let mut holder = PgConnection::connect(&super::database_url()).await.unwrap();
+        let mut held = holder.begin().await.unwrap();
+        sqlx::query(STORE_LOCK)
+            .bind(&schema)
+            .execute(&mut *held)
+            .await
+            .unwrap();
+        let put = tokio::spawn(async move { store.put(&["a"], "k", json!(1)).await });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            !put.is_finished(),
+            "the write did not wait for the table's lock"
+        );
+        held.commit().await.unwrap();
+        put.await.unwrap().unwrap();
+        pool.close().await;
+        server.cleanup().await;
+    }
+
     /// Fresh schemas on the test server, dropped by [`Server::cleanup`].
     pub struct Server {
         pool: PgPool,
@@ -593,7 +640,7 @@ mod postgres {
             tokio::spawn(async move {
                 let mut holder = PgConnection::connect(&url).await.unwrap();
                 let mut held = holder.begin().await.unwrap();
-                sqlx::query("SELECT pg_advisory_xact_lock(hashtext('weaver.store:' || $1))")
+                sqlx::query(STORE_LOCK)
                     .bind(&schema)
                     .execute(&mut *held)
                     .await

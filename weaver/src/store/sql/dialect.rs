@@ -293,8 +293,11 @@ impl Dialect for PostgresDialect {
     ) -> Result<Tx<sqlx::Postgres>> {
         use crate::error::Error;
         let mut tx = pool.begin().await.map_err(|e| Error::storage(op, e))?;
+        // Keyed on the table itself (its oid), as the connection finds it:
+        // the queries name it through the search path when no schema is
+        // given, which may be another schema than `current_schema()`.
         sqlx::query(
-            "SELECT pg_advisory_xact_lock(hashtext('weaver.store:' || COALESCE(CAST($1 AS TEXT), CAST(current_schema() AS TEXT), '')))",
+            "SELECT pg_advisory_xact_lock(hashtext('weaver.store:' || COALESCE(CAST(CAST(to_regclass(CASE WHEN $1 IS NULL THEN 'weaver_store_items' ELSE quote_ident(CAST($1 AS TEXT)) || '.weaver_store_items' END) AS oid) AS TEXT), '')))",
         )
         .persistent(pooling.persistent())
         .bind(schema)
