@@ -50,10 +50,10 @@ pub struct Runtime {
     effects_called: AtomicUsize,
     /// Whether the stream of the run this task runs in was dropped: a
     /// subgraph the task runs stops at its next step boundary then.
-    pub(crate) stream_dropped: Option<crate::engine::run::StreamDropped>,
+    pub(crate) stream_dropped: Option<crate::engine::stream::StreamDropped>,
     /// How a subgraph the task runs streams its own events into the run's
     /// stream, when the stream asks for subgraphs.
-    pub(crate) nested_sink: Option<crate::engine::run::NestedSink>,
+    pub(crate) nested_sink: Option<crate::engine::stream::NestedSink>,
 }
 
 /// Where a task of a replay's first step was paused inside its subgraph
@@ -147,13 +147,16 @@ impl Runtime {
 
     pub(crate) fn with_stream_dropped(
         mut self,
-        dropped: Option<crate::engine::run::StreamDropped>,
+        dropped: Option<crate::engine::stream::StreamDropped>,
     ) -> Self {
         self.stream_dropped = dropped;
         self
     }
 
-    pub(crate) fn with_nested_sink(mut self, sink: Option<crate::engine::run::NestedSink>) -> Self {
+    pub(crate) fn with_nested_sink(
+        mut self,
+        sink: Option<crate::engine::stream::NestedSink>,
+    ) -> Self {
         self.nested_sink = sink;
         self
     }

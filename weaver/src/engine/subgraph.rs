@@ -229,10 +229,10 @@ pub struct SubgraphCall<T: GraphState> {
     /// ([`Env::outer_keyed`]).
     outer_keyed: Vec<crate::checkpoint::PendingWrite>,
     /// Whether the parent run's stream was dropped ([`Env::stream_dropped`]).
-    stream_dropped: Option<crate::engine::run::StreamDropped>,
+    stream_dropped: Option<crate::engine::stream::StreamDropped>,
     /// How the subgraph streams its own events, if the stream asks for
     /// subgraphs.
-    nested_sink: Option<crate::engine::run::NestedSink>,
+    nested_sink: Option<crate::engine::stream::NestedSink>,
 }
 
 impl<T: GraphState> fmt::Debug for SubgraphCall<T> {

@@ -12,8 +12,8 @@ mod thread;
 use std::sync::Arc;
 
 pub(crate) use load::delta_channels;
+pub(crate) use sink::Sink;
 use sink::send_checkpoint;
-pub(crate) use sink::{NestedSink, Sink, StreamDropped};
 use thread::Thread;
 
 use crate::checkpoint::Checkpointer;
@@ -56,7 +56,7 @@ pub(crate) struct Env {
     /// the run's tasks look for their keys among them.
     pub outer_keyed: Vec<crate::checkpoint::PendingWrite>,
     /// Whether the stream of the run the subgraph runs within was dropped.
-    pub stream_dropped: Option<sink::StreamDropped>,
+    pub stream_dropped: Option<crate::engine::stream::StreamDropped>,
 }
 
 /// The state of one run between steps.
@@ -76,7 +76,7 @@ pub(crate) struct Loop<'g, S: GraphState> {
     /// [`Env::outer_keyed`].
     outer_keyed: Vec<crate::checkpoint::PendingWrite>,
     /// [`Env::stream_dropped`].
-    outer_dropped: Option<sink::StreamDropped>,
+    outer_dropped: Option<crate::engine::stream::StreamDropped>,
     sink: Option<Sink<S>>,
     /// Where the run stores its thread: none without a checkpointer.
     thread: Option<Thread<'g, S>>,
@@ -310,7 +310,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
 impl<S: GraphState> Loop<'_, S> {
     /// Whether the stream this run, or the run it is a subgraph of, sends
     /// to was dropped, for the subgraphs its tasks run.
-    fn stream_dropped(&self) -> Option<sink::StreamDropped> {
+    fn stream_dropped(&self) -> Option<crate::engine::stream::StreamDropped> {
         match &self.sink {
             Some(sink) => Some(sink.dropped()),
             None => self.outer_dropped.clone(),

@@ -10,7 +10,7 @@ use tokio::sync::mpsc::{UnboundedSender, WeakUnboundedSender};
 use crate::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointRef};
 use crate::engine::algebra::{Finished, TaskNode, TaskOutput, next_tasks};
 use crate::engine::spec::Spec;
-use crate::engine::stream::{NodeEvent, NodeEvents};
+use crate::engine::stream::{NestedSink, NodeEvent, NodeEvents, StreamDropped};
 use crate::engine::{
     CheckpointEvent, StreamEvent, StreamItem, StreamMode, StreamModes, StreamWriter, SubgraphEvent,
     TaskOutcome, TaskRef,
@@ -36,43 +36,6 @@ enum To<S: GraphState> {
     /// A subgraph's run, streamed into the stream of the run it runs
     /// within, as [`SubgraphEvent`]s.
     Parent(NestedSink),
-}
-
-/// How a subgraph's run streams into the stream of the run it runs within
-/// (asked with [`StreamModes::with_subgraphs`]): each event made a
-/// [`SubgraphEvent`] and sent at once, in order with the parent's own.
-#[derive(Clone)]
-pub(crate) struct NestedSink {
-    emit: Arc<dyn Fn(SubgraphEvent) + Send + Sync>,
-    modes: StreamModes,
-    dropped: StreamDropped,
-}
-
-impl std::fmt::Debug for NestedSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NestedSink")
-            .field("modes", &self.modes)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Whether the stream of the run a subgraph runs within was dropped: the
-/// subgraph's run then stops at its next step boundary too, as the streamed
-/// run does (its task was aborted, and stops at its next await).
-#[derive(Clone)]
-pub(crate) struct StreamDropped(Arc<dyn Fn() -> bool + Send + Sync>);
-
-impl StreamDropped {
-    /// Whether the stream was dropped.
-    pub fn get(&self) -> bool {
-        (self.0)()
-    }
-}
-
-impl std::fmt::Debug for StreamDropped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("StreamDropped").field(&self.get()).finish()
-    }
 }
 
 /// A node's events, made stream events on the run's channel. It holds the

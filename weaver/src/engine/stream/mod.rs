@@ -2,6 +2,7 @@
 //! writer a node streams its own events through.
 
 mod modes;
+mod nested;
 mod run;
 mod writer;
 
@@ -17,6 +18,7 @@ pub use modes::{StreamMode, StreamModes};
 pub use run::RunStream;
 pub use writer::{MessageChunk, StreamWriter};
 
+pub(crate) use nested::{NestedSink, StreamDropped};
 pub(crate) use writer::{NodeEvent, NodeEvents};
 
 /// The task an event came from.
