@@ -177,35 +177,17 @@ async fn scan_rewrite_keeps_the_applications_clear_metadata() {
         .await
         .map(|_| String::from_utf8(out).unwrap())
     };
-    let refused = run(&[
-        "--db",
-        &url,
-        "--plaintext-metadata",
-        "tenant",
-        "scan",
-        "--rewrite",
-        "--schema-file",
-        &f,
-    ])
-    .await;
+    let rewrite = ["scan", "--rewrite", "--schema-file", &f];
+    let clear = ["--plaintext-metadata", "tenant"];
+    let refused = run(&[&["--db", &url][..], &clear, &rewrite].concat()).await;
     assert!(
         matches!(&refused, Err(weaver::Error::InvalidArgument { reason }) if reason.contains("--keys-env")),
         "{refused:?}"
     );
-    let printed = run(&[
-        "--db",
-        &url,
-        "--keys-env",
-        "KEYS",
-        "--plaintext-metadata",
-        "tenant",
-        "scan",
-        "--rewrite",
-        "--schema-file",
-        &f,
-    ])
-    .await
-    .unwrap();
+    let keys = ["--keys-env", "KEYS"];
+    let printed = run(&[&["--db", &url][..], &keys, &clear, &rewrite].concat())
+        .await
+        .unwrap();
     assert!(printed.contains("rewrote"), "{printed}");
     let head = saver
         .get_stored(&weaver::checkpoint::CheckpointRef::latest("a"))

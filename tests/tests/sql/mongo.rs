@@ -684,14 +684,14 @@ async fn bad_stored_documents_are_typed_errors() {
     assert!(saver.get_tuple(&one).await.unwrap().is_some());
     // A pending write whose namespace was damaged is an error naming its
     // checkpoint, not a write that quietly goes missing.
-    let write = weaver::checkpoint::PendingWrite {
+    let write = || weaver::checkpoint::PendingWrite {
         task_id: "task".into(),
         task_path: "node".into(),
         idx: 0,
         channel: "c".into(),
         value: json!(1),
     };
-    saver.put_writes(&one, vec![write]).await.unwrap();
+    saver.put_writes(&one, vec![write()]).await.unwrap();
     let writes = db
         .client
         .database(&db.name)
@@ -715,14 +715,7 @@ async fn bad_stored_documents_are_typed_errors() {
     inner.checkpoint_ns = "sub:1".into();
     inner.checkpoint.id = "inner-1".into();
     let at = saver.put(inner).await.unwrap();
-    let write = weaver::checkpoint::PendingWrite {
-        task_id: "task".into(),
-        task_path: "node".into(),
-        idx: 0,
-        channel: "c".into(),
-        value: json!(1),
-    };
-    saver.put_writes(&at, vec![write]).await.unwrap();
+    saver.put_writes(&at, vec![write()]).await.unwrap();
     writes
         .update_one(doc! {}, doc! { "$set": { "ns": 5 } })
         .await
