@@ -550,16 +550,7 @@ pub async fn a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(
 pub async fn stopped_and_dead_holders_are_told_apart(saver: Arc<dyn Saver>, thread: &str) {
     use weaver::checkpoint::{Previous, Stop};
     let leases = saver.leases().expect("leases");
-    let request = |holder: &'static str, lease: Duration| LeaseRequest {
-        thread_id: thread,
-        holder,
-        lease,
-        queue: false,
-        ticket: None,
-        roll_back_dead: false,
-        owns_pause: false,
-        interrupting: false,
-    };
+    let request = |holder: &'static str, lease: Duration| plain(thread, holder, lease);
     let put = |parent: Option<&str>| {
         weaver_conformance::saver::new_on(thread, parent, None, 0, serde_json::json!(1))
     };

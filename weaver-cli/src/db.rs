@@ -21,7 +21,6 @@ pub(crate) fn adapter(name: &str) -> std::result::Result<Adapter, String> {
     }
 }
 
-/// An open database.
 /// How an encrypted database is read and written: its keys, and the
 /// metadata keys its application stores in the clear (what a rewritten
 /// record keeps in the clear).
@@ -30,6 +29,7 @@ pub(crate) struct Sealing {
     pub plaintext: Vec<String>,
 }
 
+/// An open database.
 pub(crate) enum Db {
     Sqlite(SqlitePool),
     Postgres(PgPool, Option<String>),

@@ -537,6 +537,8 @@ pub fn error_text(e: &Error) -> String {
                 1,
             );
         }
+        // The command line's own messages name them printed already.
+        Error::InvalidArgument { .. } => {}
         // Any other error names threads and namespaces in its text: each
         // `thread `…`` and `namespace `…`` there is printed as a thread id
         // is (an id holding a backtick may be cut short: it stays
@@ -1032,5 +1034,8 @@ mod tests {
         let text = error_text(&decrypt);
         assert!(text.contains("thread `a\\\\u{41}`"), "{text}");
         assert!(text.contains("checkpoint `c1`"), "{text}");
+        // The command line's own messages name them printed already.
+        let own = weaver::Error::invalid_argument("thread `a\\\\b` has no version 3");
+        assert_eq!(error_text(&own), own.to_string());
     }
 }

@@ -115,26 +115,28 @@ async fn a_run_that_lost_its_lease_stops_on_postgres() {
     db.drop_schema().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished_on_both_databases() {
+/// Runs `case` on a SQLite file, then on a PostgreSQL schema.
+async fn on_both_databases<F, Fut>(case: F)
+where
+    F: Fn(Arc<dyn Saver>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let db = SqliteDb::new().await;
-    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
-    leases::a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(saver, "t").await;
+    case(Arc::new(db.saver().await)).await;
     let db = PgDb::new().await;
-    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
-    leases::a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(saver, "t").await;
+    case(Arc::new(db.saver().await)).await;
     db.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished_on_both_databases() {
+    on_both_databases(|s| leases::a_run_whose_lease_ran_out_leaves_its_turn_to_be_finished(s, "t"))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_and_dead_holders_are_told_apart_on_both_databases() {
-    let db = SqliteDb::new().await;
-    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
-    leases::stopped_and_dead_holders_are_told_apart(saver, "t").await;
-    let db = PgDb::new().await;
-    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
-    leases::stopped_and_dead_holders_are_told_apart(saver, "t").await;
-    db.drop_schema().await;
+    on_both_databases(|s| leases::stopped_and_dead_holders_are_told_apart(s, "t")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

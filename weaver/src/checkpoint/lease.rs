@@ -182,9 +182,9 @@ pub trait Leases: Debug + Send + Sync {
     /// live holder, and no ticket ahead of the caller's), ran out, or is
     /// already the caller's (its resume after a pause: the row keeps the
     /// base commit order of the holder's turn). Taking over a holder that
-    /// stopped under [`Stop::Rollback`], or died after being asked to,
-    /// removes the checkpoints its run committed on the root namespace, in
-    /// the same transaction. Otherwise `Busy`, with a ticket when `request.queue`;
+    /// stopped under [`Stop::Rollback`], or one that died when
+    /// `request.roll_back_dead`, removes the checkpoints its run committed
+    /// on the root namespace, in the same transaction. Otherwise `Busy`, with a ticket when `request.queue`;
     /// a ticket not presented again within the lease time of the request
     /// that took or last presented it is dropped (a ticket stored before
     /// tickets kept their own lease time: the caller's).
@@ -603,9 +603,6 @@ impl Table {
         }
     }
 
-    /// Whether `holder` holds the thread's lease now.
-    /// Brings the base of `thread_id`'s hold down to `above` when it is
-    /// higher (see [`Leases::truncate`]).
     /// Runs `truncate` (which removes checkpoints above `above`, `None`
     /// when the checkpoint at `above` is gone) while `holder` holds the
     /// thread, under the table's lock, so that the lease cannot pass to

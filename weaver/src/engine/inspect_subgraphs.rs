@@ -95,7 +95,7 @@ pub(crate) fn older_tasks_of_id<S: GraphState>(
     (name, id): (&str, &str),
     tasks: usize,
 ) -> Vec<OlderTask> {
-    let Some(&node) = spec.index.get(name) else {
+    let Some(&node) = spec.index.get(name).filter(|_| !spec.renames.is_empty()) else {
         return Vec::new();
     };
     let task = (0..tasks)

@@ -453,11 +453,13 @@ impl Hold {
     /// take it over as from a holder that died, and finish the stopped turn
     /// before its own input. (Given back, it would look finished.)
     pub async fn abandon(mut self) {
+        // Before the wait: a run cut off in it (its stream dropped) must
+        // not give the lease back from its drop either.
+        self.released = true;
         if let Some(r) = self.renewer.take() {
             r.abort();
         }
         crate::checkpoint::settle_queued(self.cp.flights_of(&self.thread_id)).await;
-        self.released = true;
     }
 }
 

@@ -234,7 +234,10 @@ pub fn subgraph_path(ns: &str) -> String {
 /// ([`Error::RewriteConflict`]), or was deleted (a prune, a run on a saver
 /// keeping only the latest checkpoint), is read again (without what is
 /// gone) and replaced again, up to three more times before the error is
-/// returned.
+/// returned. Under [`Multitask::Rollback`](crate::config::Multitask::Rollback),
+/// rewrite only threads no turn is running on: a running turn's copy of the
+/// head's writes, kept for its rollback, is dropped when the head is
+/// replaced.
 ///
 /// Only the namespaces of `options.paths` are read as `S` (the root
 /// graph's by default); others are counted in

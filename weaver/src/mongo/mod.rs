@@ -288,13 +288,13 @@ pub(crate) async fn begin(client: &Client, op: &'static str) -> Result<ClientSes
     Ok(s)
 }
 
+/// How many times a commit whose result is unknown is sent again.
+const COMMIT_RETRIES: u32 = 3;
+
 /// Ends the transaction of `s`: committed when `out` is `Ok`, aborted
 /// otherwise or when the caller of the detached call running it stopped
 /// waiting ([`MongoSaver::detached`]); returns `out` (or the commit's
 /// failure).
-/// How many times a commit whose result is unknown is sent again.
-const COMMIT_RETRIES: u32 = 3;
-
 pub(crate) async fn end<T>(mut s: ClientSession, out: Result<T>, op: &'static str) -> Result<T> {
     match out {
         // Nobody waits for what the transaction did any more.

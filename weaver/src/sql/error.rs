@@ -89,10 +89,6 @@ pub(crate) fn is_transient(e: &Error) -> bool {
         .is_some_and(|c| c == "40P01" || c == "40001")
 }
 
-/// Whether `e` says the connection itself is gone: an I/O or protocol
-/// failure, or PostgreSQL's connection-exception (`08…`) or shutdown
-/// (`57P01`–`57P03`) codes. What failed that way never reached the database
-/// or was cut off with the session.
 /// The database refused a statement, so that its transaction wrote
 /// nothing: a database error, not a lost connection. Any other failure
 /// (the connection gone, an I/O error, a timeout) may have come after a
@@ -101,6 +97,10 @@ pub(crate) fn refused(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(_)) && !connection_lost(e)
 }
 
+/// Whether `e` says the connection itself is gone: an I/O or protocol
+/// failure, or PostgreSQL's connection-exception (`08…`) or shutdown
+/// (`57P01`–`57P03`) codes. The session is cut off with it: a transaction
+/// it held is rolled back, but a commit it sent may have been applied.
 pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => true,

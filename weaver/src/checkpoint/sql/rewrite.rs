@@ -123,9 +123,10 @@ impl<D: Backend> Rewrites for SqlSaver<D> {
                 writes,
             });
         }
-        // Rows are locked in the order a prune and a lease rollback lock
-        // them (thread, namespace, commit order, ascending): two of these
-        // never wait on each other in a cycle.
+        // Rows are locked in the order a prune and a lease rollback lock a
+        // thread's (namespace, commit order, ascending), so that within a
+        // thread they never wait on each other in a cycle (across threads,
+        // PostgreSQL's deadlock error is retried).
         encoded.sort_by(|a, b| {
             let (a, b) = (a.t, b.t);
             (&a.config.thread_id, &a.config.checkpoint_ns, a.commit_order).cmp(&(

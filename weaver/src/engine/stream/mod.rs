@@ -232,8 +232,11 @@ impl SubgraphEvent {
     /// use weaver::SubgraphEvent;
     ///
     /// fn label(e: &SubgraphEvent) -> String {
-    ///     format!("[{}]", e.namespace())
+    ///     // `research:<task id>`: the node that ran the subgraph, first.
+    ///     let node = e.namespace().split(':').next().unwrap_or_default();
+    ///     format!("[{node}]")
     /// }
+    /// # let _ = label;
     /// ```
     pub fn namespace(&self) -> &str {
         match self {
