@@ -112,6 +112,10 @@ pub struct Forwarding {
     /// Awaited once, before the next `Rewrites::replace` goes on: another
     /// caller's work done between a rewrite's read and its replacement.
     pub before_replace: Mutex<Option<BoxedWork>>,
+    /// Once set, the next `put_ops` group of several ops that stores a
+    /// checkpoint is stored, then reported failed (a reply lost after the
+    /// commit), and the flag clears.
+    pub lose_reply_to_group: AtomicBool,
 }
 
 /// Work a test runs in the middle of a saver call
@@ -203,6 +207,7 @@ impl Forwarding {
             stop_taken_in: Signal::default(),
             refused: Signal::default(),
             before_replace: Mutex::new(None),
+            lose_reply_to_group: AtomicBool::new(false),
         }
     }
 
@@ -528,7 +533,14 @@ impl Saver for Forwarding {
             return Err(weaver::Error::storage("put_ops", "the group failed (test)"));
         }
         self.pass_write_gate().await;
+        let several = ops.len() > 1;
         self.inner.put_ops(ops).await?;
+        if puts && several && self.lose_reply_to_group.swap(false, Ordering::SeqCst) {
+            return Err(weaver::Error::storage(
+                "put_ops",
+                "the connection was lost after the commit (test)",
+            ));
+        }
         if puts {
             self.run_after_checkpoint().await;
         }

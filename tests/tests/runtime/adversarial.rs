@@ -681,3 +681,41 @@ mod overflow {
         assert_eq!(t.wraps.0, 44);
     }
 }
+
+/// A background group whose commit landed but whose reply was lost (the
+/// saver reports a storage error after storing it): storing its ops one by
+/// one finds its own checkpoint stored, which is no conflict, and the run
+/// goes on to its end, its history one chain.
+#[tokio::test]
+async fn a_group_stored_before_its_reply_was_lost_is_not_a_conflict() {
+    use weaver_tests::forwarding::Forwarding;
+    let watched = Arc::new(Forwarding::default());
+    let saver: Arc<dyn Saver> = watched.clone();
+    let g = Graph::<Steps>::new("g")
+        .add_node("a", |_: &Steps| StepsUpdate::default().bar(["a"]))
+        .add_node("b", |_: &Steps| StepsUpdate::default().bar(["b"]))
+        .add_node("c", |_: &Steps| StepsUpdate::default().bar(["c"]))
+        .add_sequence([START, "a", "b", "c", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    watched.lose_reply_to_group.store(true, Ordering::SeqCst);
+    let config = RunConfig::thread("lost").durability(Durability::Async);
+    let end = done(g.invoke(Steps::default(), &config).await);
+    assert_eq!(end.bar, ["a", "b", "c"]);
+    assert!(
+        !watched.lose_reply_to_group.load(Ordering::SeqCst),
+        "no group stored a checkpoint with other ops"
+    );
+    let history = hist(&g, &config, History::default()).await;
+    assert_eq!(history.len(), 5, "{:?}", ids(&history));
+    for pair in history.windows(2) {
+        assert_eq!(
+            pair[0]
+                .parent_config
+                .as_ref()
+                .map(|p| p.get_checkpoint_id()),
+            Some(pair[1].config.get_checkpoint_id()),
+            "one chain"
+        );
+    }
+}

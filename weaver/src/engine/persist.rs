@@ -150,7 +150,26 @@ async fn store_group(cp: &Checkpointer, group: Vec<WriteOp>) -> Result<()> {
     // Each op alone: stops at the failing one. If none fails (the group's
     // failure went away), everything is stored and the run goes on.
     for op in group {
-        cp.put_ops(vec![op]).await?;
+        let WriteOp::Put(c) = op else {
+            cp.put_ops(vec![op]).await?;
+            continue;
+        };
+        let at = CheckpointRef {
+            thread_id: c.thread_id.clone(),
+            checkpoint_ns: c.checkpoint_ns.clone(),
+            checkpoint_id: Some(c.checkpoint.id.clone()),
+        };
+        match cp.put_ops(vec![WriteOp::Put(c)]).await {
+            // The group may have been stored before its failure was told
+            // (a reply lost after the commit): its own checkpoint found in
+            // place is no conflict.
+            Err(e @ Error::VersionConflict { .. }) if small => {
+                if !matches!(cp.saver().get_stored(&at).await, Ok(Some(_))) {
+                    return Err(e);
+                }
+            }
+            r => r?,
+        }
     }
     Ok(())
 }
