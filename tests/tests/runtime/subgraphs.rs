@@ -991,14 +991,27 @@ async fn a_renamed_subgraph_node_resumes_its_paused_subgraph() {
         )
         .unwrap();
     // The paused subgraph shows under the node's new name.
-    let shown = after.get_state_subgraphs(&config).await.unwrap();
+    the_paused_subgraph_goes_on(&after, &config, &worked).await;
+}
+
+/// A thread paused in [`work_then_ask`] as a subgraph, read and resumed by
+/// `after` (a release that renamed the node running it): the paused
+/// subgraph shows in `get_state_subgraphs`, the answer reaches it, its
+/// finished node (counted in `worked`) does not run again, and replaying
+/// the checkpoint taken at the pause pauses there again, running nothing.
+async fn the_paused_subgraph_goes_on(
+    after: &CompiledGraph<Notes>,
+    config: &RunConfig,
+    worked: &std::sync::atomic::AtomicUsize,
+) {
+    let shown = after.get_state_subgraphs(config).await.unwrap();
     let inner_state = shown.tasks[0]
         .subgraph
         .as_ref()
         .expect("the paused subgraph");
     assert_eq!(inner_state.interrupts[0].value, "ok?");
     let done = after
-        .resume(serde_json::json!("yes"), &config)
+        .resume(serde_json::json!("yes"), config)
         .await
         .unwrap();
     let lines = done.complete().unwrap().lines;
@@ -1008,17 +1021,6 @@ async fn a_renamed_subgraph_node_resumes_its_paused_subgraph() {
         1,
         "work ran again"
     );
-    replaying_the_pause_resumes_it(&after, &config, &worked).await;
-}
-
-/// Replaying the checkpoint `after`'s thread took at its subgraph's pause
-/// goes on from the pause: it pauses again, and the subgraph's finished
-/// node (counted in `worked`, run once so far) does not run again.
-async fn replaying_the_pause_resumes_it(
-    after: &CompiledGraph<Notes>,
-    config: &RunConfig,
-    worked: &std::sync::atomic::AtomicUsize,
-) {
     let history = after
         .get_state_history(config, History::default())
         .await
@@ -1086,24 +1088,7 @@ async fn a_renamed_send_node_resumes_its_paused_subgraph() {
             .checkpointer_arc(saver)
             .rename_node("check", "review"),
     );
-    let shown = after.get_state_subgraphs(&config).await.unwrap();
-    let inner_state = shown.tasks[0]
-        .subgraph
-        .as_ref()
-        .expect("the paused subgraph");
-    assert_eq!(inner_state.interrupts[0].value, "ok?");
-    let done = after
-        .resume(serde_json::json!("yes"), &config)
-        .await
-        .unwrap();
-    let lines = done.complete().unwrap().lines;
-    assert!(lines.contains(&"ask: yes".to_owned()), "{lines:?}");
-    assert_eq!(
-        worked.load(std::sync::atomic::Ordering::SeqCst),
-        1,
-        "work ran again"
-    );
-    replaying_the_pause_resumes_it(&after, &config, &worked).await;
+    the_paused_subgraph_goes_on(&after, &config, &worked).await;
 }
 
 /// A static stop inside a subgraph is passed by `continue_run` at any

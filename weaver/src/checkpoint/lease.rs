@@ -388,10 +388,11 @@ pub(crate) fn decide(
         // Given back stopped (`release` with the stop it acted on marks the
         // row run out at 0): by another holder, or by the caller's own
         // earlier run, whose turn a rollback removes all the same.
-        Some(r) if r.expires_at == 0 && r.stop.is_some() => Previous::Stopped(Stop::parse(
-            thread_id,
-            r.stop.as_deref().unwrap_or_default(),
-        )?),
+        Some(Row {
+            expires_at: 0,
+            stop: Some(s),
+            ..
+        }) => Previous::Stopped(Stop::parse(thread_id, s)?),
         Some(r) if r.holder == me => Previous::Released,
         // Run out with a stop request still on it: the holder died before it
         // acted on it (or saw it), and its turn is unfinished. A caller that

@@ -117,7 +117,8 @@ impl Replacement {
         let read_writes = write_keys(
             read.pending_writes
                 .iter()
-                .map(|w| (w.task_id.as_str(), w.idx)),
+                .map(|w| (w.task_id.clone(), w.idx))
+                .collect(),
         );
         Self {
             record: read,
@@ -126,21 +127,17 @@ impl Replacement {
     }
 }
 
-/// Pending-write keys, owned, sorted and without repeats.
-pub(crate) fn write_keys<'k>(keys: impl Iterator<Item = (&'k str, i64)>) -> Vec<(String, i64)> {
-    let mut keys: Vec<(String, i64)> = keys.map(|(t, i)| (t.to_owned(), i)).collect();
+/// Pending-write keys (task id, index), sorted and without repeats.
+fn write_keys(mut keys: Vec<(String, i64)>) -> Vec<(String, i64)> {
     keys.sort_unstable();
     keys.dedup();
     keys
 }
 
-/// Checks that the pending writes stored with `r`'s checkpoint (`stored`,
-/// sorted, without repeats) are those it was read with.
-pub(crate) fn check_writes_unchanged(r: &Replacement, stored: &[(String, i64)]) -> Result<()> {
-    let mut read = r.read_writes.clone();
-    read.sort_unstable();
-    read.dedup();
-    if read != stored {
+/// Checks that the keys of the pending writes stored with `r`'s
+/// checkpoint (`stored`, in any order) are those it was read with.
+pub(crate) fn check_writes_unchanged(r: &Replacement, stored: Vec<(String, i64)>) -> Result<()> {
+    if write_keys(r.read_writes.clone()) != write_keys(stored) {
         let t = &r.record;
         return Err(Error::RewriteConflict {
             thread_id: t.config.thread_id.clone(),

@@ -228,8 +228,8 @@ impl Journal {
 
     /// Also finds the explicit keys of `carried`, entries earlier steps of
     /// the run journaled and the run has not stored yet.
-    pub fn with_carried(mut self, carried: &[PendingWrite]) -> Self {
-        self.carried = carried.to_vec();
+    pub fn with_carried(mut self, carried: Vec<PendingWrite>) -> Self {
+        self.carried = carried;
         self
     }
 

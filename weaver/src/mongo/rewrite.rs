@@ -11,7 +11,7 @@ use mongodb::bson::{Document, doc};
 
 use super::{MongoSaver, storage};
 use crate::checkpoint::rewrites::{
-    Replacement, Rewrites, check_identity, check_writes_unchanged, checked_record, write_keys,
+    Replacement, Rewrites, check_identity, check_writes_unchanged, checked_record,
 };
 use crate::checkpoint::{CheckpointTuple, PendingWrite};
 use crate::error::{Error, Result};
@@ -92,8 +92,7 @@ impl MongoSaver {
                 .map_err(|e| Error::decode("a stored MongoDB pending write (idx)", e))?;
             stored.push((task.to_owned(), idx));
         }
-        let stored = write_keys(stored.iter().map(|(t, i)| (t.as_str(), *i)));
-        check_writes_unchanged(e.r, &stored)?;
+        check_writes_unchanged(e.r, stored)?;
         self.checkpoints()
             .update_one(key.clone(), doc! { "$set": e.record.clone() })
             .session(&mut *s)

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use super::super::rewrites::{
-    Replacement, Rewrites, check_identity, check_writes_unchanged, record_id, write_keys,
+    Replacement, Rewrites, check_identity, check_writes_unchanged, record_id,
 };
 use super::super::text;
 use super::super::types::{CheckpointMetadata, CheckpointTuple};
@@ -35,13 +35,7 @@ impl Rewrites for InMemorySaver {
                 return Err(not_found(&t.config, id));
             };
             check_identity(t, stored.parent_id.as_deref(), order)?;
-            let keys = write_keys(
-                stored
-                    .writes
-                    .keys()
-                    .map(|(task, idx)| (task.as_str(), *idx)),
-            );
-            check_writes_unchanged(r, &keys)?;
+            check_writes_unchanged(r, stored.writes.keys().cloned().collect())?;
         }
         let mut threads_done: Vec<String> = Vec::new();
         let count = records.len() as u64;

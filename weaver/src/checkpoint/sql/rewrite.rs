@@ -11,7 +11,7 @@ use super::{EncodedWrite, not_found, retried};
 use crate::checkpoint::CheckpointTuple;
 use crate::checkpoint::DeletionNote;
 use crate::checkpoint::rewrites::{
-    Replacement, Rewrites, check_identity, check_writes_unchanged, checked_record, write_keys,
+    Replacement, Rewrites, check_identity, check_writes_unchanged, checked_record,
 };
 use crate::codec::RecordContext;
 use crate::error::Result;
@@ -66,8 +66,7 @@ impl<D: Backend> SqlSaver<D> {
             let idx: i64 = Self::get(row, 1, op)?;
             stored.push((task, idx));
         }
-        let stored = write_keys(stored.iter().map(|(t, i)| (t.as_str(), *i)));
-        check_writes_unchanged(e.r, &stored)?;
+        check_writes_unchanged(e.r, stored)?;
         let args = [
             Arg::Text(thread),
             Arg::Text(ns),

@@ -164,7 +164,7 @@ impl<S: GraphState> Loop<'_, S> {
                 )
                 .with_flight(t.writer.flight())
                 .with_outer(self.outer_flights.clone())
-                .with_carried(&[t.keyed_effects.as_slice(), &self.outer_keyed].concat()),
+                .with_carried([t.keyed_effects.as_slice(), &self.outer_keyed].concat()),
                 None => Journal::detached(&task.id, name),
             };
             let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)
