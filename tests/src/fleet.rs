@@ -27,6 +27,7 @@ where
     search_filters_on_metadata_and_pages_with_cursors(make().await).await;
     idle_threads_are_listed_and_deleted(make().await).await;
     a_held_idle_thread_is_kept(make().await).await;
+    a_thread_taken_while_found_idle_is_kept(make().await).await;
     idle_threads_are_deleted_through_a_saver_without_thread_times(make().await).await;
     prune_by_age_keeps_the_newest_and_the_young(make().await).await;
     prune_by_age_keeps_delta_channels_whole(make().await).await;
@@ -191,6 +192,56 @@ async fn a_held_idle_thread_is_kept(saver: Arc<dyn Saver>) {
         .unwrap();
     assert_eq!(gone, 1);
     assert!(saver.thread_info("held").await.unwrap().is_none());
+}
+
+/// A run that takes an idle thread's lease after the thread was found idle,
+/// just before it is deleted, either finds the thread busy (the deletion
+/// holds it) or keeps it: the thread is never deleted under a run holding
+/// it. (The deletion removed the thread, and the run's lease with it.)
+async fn a_thread_taken_while_found_idle_is_kept(saver: Arc<dyn Saver>) {
+    chain(saver.as_ref(), "taken", 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let wrapped = Arc::new(crate::forwarding::Forwarding::leasing(saver.clone()));
+    let took = Arc::new(std::sync::Mutex::new(None));
+    let (inner, seen) = (saver.clone(), took.clone());
+    *wrapped.before_delete.lock().unwrap() =
+        Some(crate::forwarding::BoxedWork(Box::pin(async move {
+            let leases = inner.leases().expect("the saver has leases");
+            let request = weaver::checkpoint::LeaseRequest {
+                thread_id: "taken",
+                holder: "worker-1",
+                lease: Duration::from_secs(30),
+                queue: false,
+                ticket: None,
+                roll_back_dead: false,
+                owns_pause: false,
+                interrupting: false,
+            };
+            let answer = leases.acquire(&request).await.unwrap();
+            *seen.lock().unwrap() =
+                Some(matches!(answer, weaver::checkpoint::Acquired::Held { .. }));
+        })));
+    let gone = wrapped
+        .delete_idle_threads(Duration::from_millis(400), &mut |_, _| {})
+        .await
+        .unwrap();
+    let took = took.lock().unwrap().expect("the deletion was reached");
+    let kept = saver.thread_info("taken").await.unwrap().is_some();
+    if took {
+        assert!(kept, "a thread a run took was deleted under it");
+        assert_eq!(gone, 0);
+        let lease = saver
+            .leases()
+            .unwrap()
+            .lease_info("taken")
+            .await
+            .unwrap()
+            .expect("the run's lease is kept");
+        assert_eq!(lease.holder, "worker-1");
+    } else {
+        assert!(!kept, "the thread was found idle and held for deletion");
+        assert_eq!(gone, 1);
+    }
 }
 
 /// A saver written as a third party would (forwarding only what it must:

@@ -112,6 +112,9 @@ pub struct Forwarding {
     /// Awaited once, before the next `Rewrites::replace` goes on: another
     /// caller's work done between a rewrite's read and its replacement.
     pub before_replace: Mutex<Option<BoxedWork>>,
+    /// Awaited once, before the next `delete_thread` goes on: another
+    /// caller's work done between a check and the deletion.
+    pub before_delete: Mutex<Option<BoxedWork>>,
     /// Once set, the next `put_ops` group of several ops that stores a
     /// checkpoint is stored, then reported failed (a reply lost after the
     /// commit), and the flag clears.
@@ -207,6 +210,7 @@ impl Forwarding {
             stop_taken_in: Signal::default(),
             refused: Signal::default(),
             before_replace: Mutex::new(None),
+            before_delete: Mutex::new(None),
             lose_reply_to_group: AtomicBool::new(false),
         }
     }
@@ -492,6 +496,7 @@ impl Saver for Forwarding {
         self.inner.copy_thread(source_thread, target_thread).await
     }
     async fn delete_thread(&self, thread_id: &str) -> weaver::Result<()> {
+        Self::run_once(&self.before_delete).await;
         self.inner.delete_thread(thread_id).await
     }
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> weaver::Result<u64> {

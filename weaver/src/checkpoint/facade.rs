@@ -475,11 +475,9 @@ impl Checkpointer {
         loop {
             for t in &page.threads {
                 found += 1;
-                // Still idle now (it may have run since it was listed, or
-                // a run may hold it).
-                let now = self.thread_info(&t.thread_id).await?;
-                if super::fleet::still_idle(t, now, self.saver.leases()).await? {
-                    self.delete_thread(&t.thread_id).await?;
+                let read = || self.thread_info(&t.thread_id);
+                let delete = || self.delete_thread(&t.thread_id);
+                if super::fleet::delete_if_idle(t, self.saver.leases(), read, delete).await? {
                     deleted += 1;
                 }
                 progress(deleted, found);

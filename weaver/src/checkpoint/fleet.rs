@@ -2,6 +2,7 @@
 //! idleness, order, cursor paging) and the [`ThreadPage`] it returns, for
 //! [`Saver::search_threads`](super::Saver::search_threads).
 
+use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
@@ -278,30 +279,76 @@ fn millis(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Whether the thread `listed` (as an idle-thread search found it) is
-/// still idle, given how it is `now` and, through `leases`, its lease: it
-/// still has a checkpoint, its last activity has not moved (its checkpoint
-/// count neither, for a saver whose `thread_info` has no times), and no run
-/// holds it (a run resumed from a long pause may not have stored anything
-/// yet). The lease is read only for a thread idle otherwise.
-pub(crate) async fn still_idle(
+/// Deletes the thread `listed` (as an idle-thread search found it) if it is
+/// still idle: it still has a checkpoint, its last activity has not moved
+/// (its checkpoint count neither, for a saver whose `thread_info` has no
+/// times), and no run holds it (a run resumed from a long pause may not
+/// have stored anything yet). With `leases`, the deletion holds the
+/// thread's lease from its last look to the end: a run arriving meanwhile
+/// finds the thread busy (as under any other run) instead of losing it
+/// mid-turn. `read` reads the thread's info now; `delete` deletes it (and
+/// the lease row with it). Returns whether it went.
+pub(crate) async fn delete_if_idle<I, D>(
     listed: &ThreadInfo,
-    now: Option<ThreadInfo>,
     leases: Option<&dyn super::Leases>,
-) -> Result<bool> {
-    let Some(now) = now else { return Ok(false) };
+    read: impl Fn() -> I,
+    delete: impl FnOnce() -> D,
+) -> Result<bool>
+where
+    I: Future<Output = Result<Option<ThreadInfo>>>,
+    D: Future<Output = Result<()>>,
+{
+    if !unchanged(listed, read().await?.as_ref()) {
+        return Ok(false);
+    }
+    let Some(leases) = leases else {
+        delete().await?;
+        return Ok(true);
+    };
+    let holder = format!("weaver-idle-deletion-{}", uuid::Uuid::now_v7());
+    let request = super::LeaseRequest {
+        thread_id: &listed.thread_id,
+        holder: &holder,
+        lease: IDLE_DELETION_LEASE,
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+        owns_pause: false,
+        interrupting: false,
+    };
+    if let super::Acquired::Busy { .. } = leases.acquire(&request).await? {
+        return Ok(false);
+    }
+    // Held now: no run can take the thread until it is deleted or given
+    // back. A run may have stored a checkpoint between the first look and
+    // the hold.
+    let gone = match read().await {
+        Ok(now) if unchanged(listed, now.as_ref()) => delete().await.map(|()| true),
+        Ok(_) => Ok(false),
+        Err(e) => Err(e),
+    };
+    // Given back in every case (a deletion normally removes the lease row
+    // with the thread; a saver's may not); the deletion's error first.
+    let released = leases.release(&listed.thread_id, &holder, None).await;
+    let gone = gone?;
+    released?;
+    Ok(gone)
+}
+
+/// How long an idle thread's deletion holds its lease: one thread's
+/// deletion is one transaction.
+const IDLE_DELETION_LEASE: Duration = Duration::from_secs(60);
+
+/// Whether the thread `listed` is `now` as it was listed: it still has a
+/// checkpoint and its last activity (or, without times, its checkpoint
+/// count) has not moved.
+fn unchanged(listed: &ThreadInfo, now: Option<&ThreadInfo>) -> bool {
+    let Some(now) = now else { return false };
     let same_time = match now.updated_at {
         Some(_) => now.updated_at == listed.updated_at,
         None => true,
     };
-    if !same_time || now.checkpoints != listed.checkpoints {
-        return Ok(false);
-    }
-    let lease = match leases {
-        Some(l) => l.lease_info(&listed.thread_id).await?,
-        None => None,
-    };
-    Ok(!lease.is_some_and(|l| l.remaining_ms > 0 && !l.holder.is_empty()))
+    same_time && now.checkpoints == listed.checkpoints
 }
 
 /// Where a page ended: the last thread's time and id.

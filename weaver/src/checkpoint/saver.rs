@@ -507,7 +507,12 @@ pub trait Saver: Debug + Send + Sync {
     /// transaction, so a long run never holds one transaction open), calling
     /// `progress(deleted so far, found so far)` after each; returns how many
     /// threads went. A thread found idle that stores a checkpoint before its
-    /// turn, or that a run holds (its lease, [`Saver::leases`]), is kept. A
+    /// turn, or that a run holds (its lease, [`Saver::leases`]), is kept.
+    /// With leases, each deletion holds the thread's lease from its last
+    /// check to the end, so a run arriving meanwhile finds the thread busy
+    /// (as under another run: its [`Multitask`](crate::config::Multitask)
+    /// strategy applies) and never loses the thread mid-turn; a run under
+    /// `Multitask::Race` takes no lease and is not covered. A
     /// `idle_for` under a millisecond is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     ///
@@ -534,11 +539,9 @@ pub trait Saver: Debug + Send + Sync {
         loop {
             for t in &page.threads {
                 found += 1;
-                // Still idle now (it may have run since it was listed, or
-                // a run may hold it).
-                let now = self.thread_info(&t.thread_id).await?;
-                if super::fleet::still_idle(t, now, self.leases()).await? {
-                    self.delete_thread(&t.thread_id).await?;
+                let read = || self.thread_info(&t.thread_id);
+                let delete = || self.delete_thread(&t.thread_id);
+                if super::fleet::delete_if_idle(t, self.leases(), read, delete).await? {
                     deleted += 1;
                 }
                 progress(deleted, found);
