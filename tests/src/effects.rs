@@ -754,3 +754,75 @@ pub async fn a_damaged_journal_entry_is_a_decode_error(saver: Arc<dyn Saver>, th
     }
     assert_eq!(ledger.calls().len(), 1, "{:?}", ledger.calls());
 }
+
+/// The `charge` node of [`charging_subgraph`]: an effect counted by the
+/// counter in the run's context, its key the state's `foo`.
+async fn charge_counted(
+    _: &crate::states::Steps,
+    rt: &Runtime,
+) -> Result<crate::states::StepsUpdate, NodeError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = rt
+        .context::<Arc<AtomicUsize>>()
+        .cloned()
+        .ok_or_else(|| NodeError::msg("no counter"))?;
+    let key: String = rt
+        .effect("charge", |key| async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, std::io::Error>(key)
+        })
+        .await?;
+    Ok(crate::states::StepsUpdate::default().foo(key))
+}
+
+/// A subgraph whose one node charges once (counted in the run's context).
+pub fn charging_subgraph() -> CompiledGraph<crate::states::Steps> {
+    Graph::<crate::states::Steps>::new("inner")
+        .add_node("charge", charge_counted)
+        .add_sequence([START, "charge", END])
+        .compile(Compile::new())
+        .unwrap()
+}
+
+/// Runs [`charging_subgraph`], then asks for approval.
+async fn charge_then_approve(
+    s: &crate::states::Steps,
+    rt: &Runtime,
+) -> Result<crate::states::StepsUpdate, NodeError> {
+    let done = rt.invoke_subgraph(&charging_subgraph(), s.clone()).await?;
+    let _ok = rt.interrupt("approve?")?;
+    Ok(crate::states::StepsUpdate::default().foo(done.foo))
+}
+
+/// A subgraph that completed in a task before the task paused is not run
+/// again when another handle resumes the task, under `durability`: the
+/// service is called once, and the task gets the state the subgraph ended
+/// with. (Under `exit` the finished subgraph stored nothing, ran again
+/// from its start, and called the service again under a new key.)
+pub async fn a_finished_subgraph_is_not_run_again_on_resume(
+    a: Arc<dyn Saver>,
+    b: Arc<dyn Saver>,
+    thread: &str,
+    durability: Durability,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let graph = |saver: Arc<dyn Saver>| {
+        Graph::<crate::states::Steps>::new("outer")
+            .add_node("call", charge_then_approve)
+            .add_sequence([START, "call", END])
+            .compile(Compile::new().checkpointer_arc(saver))
+            .unwrap()
+    };
+    let calls = Arc::new(AtomicUsize::new(0));
+    let config = RunConfig::thread(thread)
+        .durability(durability)
+        .with_context(calls.clone());
+    let first = graph(a)
+        .invoke(crate::states::Steps::default(), &config)
+        .await
+        .unwrap();
+    assert!(first.is_interrupted(), "{durability:?}");
+    let done = graph(b).resume(json!("yes"), &config).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "{durability:?}");
+    assert!(done.complete().unwrap().foo.starts_with("weaver-"));
+}

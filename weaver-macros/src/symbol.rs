@@ -27,9 +27,10 @@ pub(crate) const REDUCERS: [Symbol; 5] = [APPEND, DELTA, ADD, MERGE, REPLACE];
 /// its pending writes, with what each holds: `weaver::START` (the pending
 /// input), `weaver::checkpoint::ERROR_CHANNEL`, `INTERRUPT_CHANNEL`,
 /// `RESUME_CHANNEL`, `NO_WRITES_CHANNEL`, `SENDS_CHANNEL` and
-/// `EFFECT_CHANNEL`, and the evolution's `__state_version__` write. A field
-/// of one of these names would share its channel.
-pub(crate) const RESERVED_CHANNELS: [(&str, &str); 8] = [
+/// `EFFECT_CHANNEL`, a finished subgraph's `__subgraph__`, and the
+/// evolution's `__state_version__` write. A field of one of these names
+/// would share its channel.
+pub(crate) const RESERVED_CHANNELS: [(&str, &str); 9] = [
     ("__start__", "a run's pending input"),
     ("__sends__", "the sends the next step runs"),
     ("__error__", "a failed task's error"),
@@ -37,6 +38,7 @@ pub(crate) const RESERVED_CHANNELS: [(&str, &str); 8] = [
     ("__resume__", "the values a task is resumed with"),
     ("__no_writes__", "the mark of a task that wrote nothing"),
     ("__effect__", "a task's journaled side effects"),
+    ("__subgraph__", "the state a task's subgraph finished with"),
     ("__state_version__", "the state version of a task's writes"),
 ];
 

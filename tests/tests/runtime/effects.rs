@@ -270,3 +270,148 @@ async fn an_effect_whose_journal_write_was_cut_off_is_stored_by_the_retry() {
         .count();
     assert_eq!(entries, 1, "the journal entry was not stored");
 }
+
+/// Runs [`charging_subgraph`], then fails on the first attempt.
+async fn charge_then_fail_once(
+    s: &weaver_tests::states::Steps,
+    rt: &Runtime,
+) -> Result<weaver_tests::states::StepsUpdate, NodeError> {
+    let done = rt
+        .invoke_subgraph(&effects::charging_subgraph(), s.clone())
+        .await?;
+    if rt.attempt() == 1 {
+        return Err(NodeError::msg("flaky after the subgraph"));
+    }
+    Ok(weaver_tests::states::StepsUpdate::default().foo(done.foo))
+}
+
+/// A subgraph that completed in a task is not run again when the task runs
+/// again (a resume of a pause after it, a retry of a failure after it),
+/// under every durability: its effect's service is called once, and the
+/// task gets the subgraph's state as it first ended. (Under `exit` the
+/// finished subgraph stored nothing, ran again from its start, and called
+/// the service again under a new key.)
+#[tokio::test]
+async fn a_finished_subgraph_is_not_run_again_when_its_task_runs_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use weaver_tests::states::Steps;
+    for (i, durability) in [Durability::Sync, Durability::Async, Durability::Exit]
+        .into_iter()
+        .enumerate()
+    {
+        let (a, b) = pair();
+        effects::a_finished_subgraph_is_not_run_again_on_resume(a, b, &format!("t{i}"), durability)
+            .await;
+
+        let retry = RetryPolicy::new()
+            .max_attempts(2)
+            .initial_interval(Duration::from_millis(1))
+            .jitter(false);
+        let g = Graph::<Steps>::new("outer")
+            .add_node_with(
+                "call",
+                charge_then_fail_once,
+                NodePolicy::new().retry(retry),
+            )
+            .add_sequence([START, "call", END])
+            .compile(Compile::new().checkpointer_arc(memory()))
+            .unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let config = RunConfig::thread("t")
+            .durability(durability)
+            .with_context(calls.clone());
+        let done = g.invoke(Steps::default(), &config).await.unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{durability:?}: retried");
+        assert!(done.complete().unwrap().foo.starts_with("weaver-"));
+    }
+}
+
+/// Calls to the fake service of
+/// [`a_keyed_effect_of_sibling_tasks_runs_once_under_every_durability`].
+static SIBLING_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+async fn pay_order_9(_: &Paid, rt: &Runtime) -> Result<PaidUpdate, NodeError> {
+    let receipt: String = rt
+        .effect_with_key("order-9", "pay", |key| async move {
+            let n = SIBLING_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            Ok::<_, std::io::Error>(format!("{key}:{n}"))
+        })
+        .await?;
+    Ok(PaidUpdate::default().receipts(vec![receipt]))
+}
+
+/// Two tasks of one step running one after the other pay one order under
+/// its explicit key: the second finds the first's result, under every
+/// durability. (Under `exit` the first's entry was held for its own
+/// writes only, and the service was called twice.)
+#[tokio::test]
+async fn a_keyed_effect_of_sibling_tasks_runs_once_under_every_durability() {
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        SIBLING_CALLS.store(0, std::sync::atomic::Ordering::SeqCst);
+        let g = Graph::<Paid>::new("pay")
+            .add_node("a", pay_order_9)
+            .add_node("b", pay_order_9)
+            .add_edge(START, "a")
+            .add_edge(START, "b")
+            .add_edge("a", END)
+            .add_edge("b", END)
+            .compile(Compile::new().checkpointer_arc(memory()))
+            .unwrap();
+        let config = RunConfig::thread("t")
+            .durability(durability)
+            .max_concurrency(1);
+        let done = g.invoke(Paid::default(), &config).await.unwrap();
+        assert_eq!(
+            SIBLING_CALLS.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "{durability:?}"
+        );
+        let receipts = done.complete().unwrap().receipts;
+        assert_eq!(receipts.len(), 2);
+        assert_eq!(receipts[0], receipts[1], "{durability:?}");
+    }
+}
+
+/// Without a checkpointer, an explicit key's idempotency key is still made
+/// of the thread and the key: two threads get two keys. (Both got the
+/// key of thread "".)
+#[tokio::test]
+async fn without_a_checkpointer_explicit_keys_differ_per_thread() {
+    async fn refund(_: &Paid, rt: &Runtime) -> Result<PaidUpdate, NodeError> {
+        let key: String = rt
+            .effect_with_key("refund-1", "refund", |key| async move {
+                Ok::<_, std::io::Error>(key)
+            })
+            .await?;
+        Ok(PaidUpdate::default().receipts(vec![key]))
+    }
+    let build = |saver: Option<Arc<dyn Saver>>| {
+        let compile = match saver {
+            Some(s) => Compile::new().checkpointer_arc(s),
+            None => Compile::new(),
+        };
+        Graph::<Paid>::new("refunds")
+            .add_node("refund", refund)
+            .add_sequence([START, "refund", END])
+            .compile(compile)
+            .unwrap()
+    };
+    let plain = build(None);
+    let key = |out: Outcome<Paid>| out.complete().unwrap().receipts[0].clone();
+    let a = key(plain
+        .invoke(Paid::default(), &RunConfig::thread("a"))
+        .await
+        .unwrap());
+    let b = key(plain
+        .invoke(Paid::default(), &RunConfig::thread("b"))
+        .await
+        .unwrap());
+    assert_ne!(a, b);
+    let saved = build(Some(memory()));
+    let with_saver = key(saved
+        .invoke(Paid::default(), &RunConfig::thread("a"))
+        .await
+        .unwrap());
+    assert_eq!(a, with_saver, "the same key with or without a checkpointer");
+}

@@ -351,3 +351,36 @@ async fn an_effect_in_a_subgraph_waits_for_its_parents_checkpoint() {
     assert!(matches!(&e, weaver::Error::Storage { .. }), "{e:?}");
     assert_eq!(ran.load(Ordering::SeqCst), 0, "the effect ran");
 }
+
+#[tokio::test]
+async fn a_finished_subgraph_is_not_run_again_on_resume_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let (a, b) = sqlite_pair(&db).await;
+    for (i, durability) in DURABILITIES.into_iter().enumerate() {
+        let thread = format!("t{i}");
+        effects::a_finished_subgraph_is_not_run_again_on_resume(
+            a.clone(),
+            b.clone(),
+            &thread,
+            durability,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn a_finished_subgraph_is_not_run_again_on_resume_on_postgres() {
+    let db = PgDb::new().await;
+    let (a, b) = pg_pair(&db).await;
+    for (i, durability) in DURABILITIES.into_iter().enumerate() {
+        let thread = format!("t{i}");
+        effects::a_finished_subgraph_is_not_run_again_on_resume(
+            a.clone(),
+            b.clone(),
+            &thread,
+            durability,
+        )
+        .await;
+    }
+    db.drop_schema().await;
+}

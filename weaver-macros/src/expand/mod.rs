@@ -266,6 +266,8 @@ mod tests {
                 RESUME_CHANNEL,
                 NO_WRITES_CHANNEL,
                 EFFECT_CHANNEL,
+                // A task's finished subgraph, when its run stored none of it.
+                "__subgraph__",
                 // `weaver::evolution`'s marker of a task's state version.
                 "__state_version__"
             ]

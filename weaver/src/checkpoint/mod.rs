@@ -52,7 +52,9 @@ pub use types::{
     LineageRequest, ListFilter, NO_WRITES_CHANNEL, NewCheckpoint, PendingWrite, PruneStrategy,
     RESUME_CHANNEL, SENDS_CHANNEL, ThreadInfo, WriteCheck, WriteOp,
 };
-pub(crate) use types::{INPUT_CHANNEL, STATE_VERSION_WRITE, is_runtime_channel};
+pub(crate) use types::{
+    INPUT_CHANNEL, STATE_VERSION_WRITE, SUBGRAPH_CHANNEL, SUBGRAPH_WRITE_INDEX, is_runtime_channel,
+};
 
 // The SQL savers (behind the `sqlite` / `postgres` features).
 #[cfg(feature = "postgres")]

@@ -354,6 +354,13 @@ pub const NO_WRITES_CHANNEL: &str = "__no_writes__";
 /// `-1000 - position`. Never a state update: replays of a task's writes
 /// skip them.
 pub const EFFECT_CHANNEL: &str = "__effect__";
+/// Channel of the write recording the state a task's subgraph finished
+/// with, when its run stored no checkpoint of it (`exit` durability): a
+/// later run of the task (a resume, a retry) takes it instead of running
+/// the subgraph again. Never a state update.
+pub(crate) const SUBGRAPH_CHANNEL: &str = "__subgraph__";
+/// The index of the [`SUBGRAPH_CHANNEL`] write.
+pub(crate) const SUBGRAPH_WRITE_INDEX: i64 = -5;
 
 /// The channel of the write that says which state version a task's state
 /// writes are in, when that is not the version of the checkpoint they are
@@ -365,7 +372,7 @@ pub(crate) const INPUT_CHANNEL: &str = "__start__";
 
 /// The channels the runtime writes beside a state's own, none of which a
 /// state field may be named (`#[derive(GraphState)]` refuses them).
-pub(crate) const RUNTIME_CHANNELS: [&str; 8] = [
+pub(crate) const RUNTIME_CHANNELS: [&str; 9] = [
     INPUT_CHANNEL,
     SENDS_CHANNEL,
     ERROR_CHANNEL,
@@ -373,6 +380,7 @@ pub(crate) const RUNTIME_CHANNELS: [&str; 8] = [
     RESUME_CHANNEL,
     NO_WRITES_CHANNEL,
     EFFECT_CHANNEL,
+    SUBGRAPH_CHANNEL,
     STATE_VERSION_WRITE,
 ];
 
@@ -390,6 +398,7 @@ pub(crate) fn special_write_index(channel: &str) -> Option<i64> {
         NO_WRITES_CHANNEL => Some(-2),
         INTERRUPT_CHANNEL => Some(-3),
         RESUME_CHANNEL => Some(-4),
+        SUBGRAPH_CHANNEL => Some(SUBGRAPH_WRITE_INDEX),
         _ => None,
     }
 }

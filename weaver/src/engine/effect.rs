@@ -20,7 +20,9 @@ use serde_json::Value;
 use super::finite;
 use crate::checkpoint::facade::Flight;
 use crate::checkpoint::id::{now_rfc3339, stable_id};
-use crate::checkpoint::{CheckpointRef, Checkpointer, EFFECT_CHANNEL, ListFilter, PendingWrite};
+use crate::checkpoint::{
+    CheckpointRef, Checkpointer, EFFECT_CHANNEL, ListFilter, PendingWrite, SUBGRAPH_CHANNEL,
+};
 use crate::error::{BoxError, Error, Result};
 
 /// The index of the journal write of a task's effect at `position`.
@@ -164,6 +166,45 @@ pub(crate) struct Journal {
     /// Entries under explicit keys that earlier steps of the run journaled
     /// on checkpoints not stored yet (`exit` durability).
     carried: Vec<PendingWrite>,
+    /// Entries under explicit keys the tasks of this step journaled and
+    /// hold (`exit` durability), shared by the step's journals: a sibling
+    /// task finds them.
+    step_keyed: Handoff,
+    /// The state the task's subgraph finished with, when its run stored no
+    /// checkpoint of it ([`SubgraphDone`]).
+    subgraph_done: Arc<Mutex<Option<Value>>>,
+}
+
+/// Where a task's subgraph that finished without storing a checkpoint of
+/// its own (`exit` durability) records the state it finished with, and
+/// where a later run of the task (a retry; a resume, from the task's
+/// stored writes) finds it: the subgraph does not run again.
+#[derive(Debug, Clone)]
+pub(crate) struct SubgraphDone {
+    slot: Arc<Mutex<Option<Value>>>,
+    held: Handoff,
+    task_id: String,
+    task_path: String,
+}
+
+impl SubgraphDone {
+    /// The state the subgraph finished with, if it did.
+    pub fn finished(&self) -> Option<Value> {
+        lock(&self.slot).clone()
+    }
+
+    /// Records that the subgraph at `ns` finished with `values`: held with
+    /// the task's other writes.
+    pub fn record(&self, ns: &str, values: Value) {
+        lock(&self.held).push(PendingWrite {
+            task_id: self.task_id.clone(),
+            task_path: self.task_path.clone(),
+            idx: crate::checkpoint::SUBGRAPH_WRITE_INDEX,
+            channel: SUBGRAPH_CHANNEL.to_owned(),
+            value: serde_json::json!({ "ns": ns, "values": values }),
+        });
+        *lock(&self.slot) = Some(values);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -188,6 +229,10 @@ impl Journal {
             .filter(|w| w.channel == EFFECT_CHANNEL)
             .filter_map(|w| Some((position_of(w.idx)?, (*w).clone())))
             .collect();
+        let subgraph_done = writes
+            .iter()
+            .find(|w| w.channel == SUBGRAPH_CHANNEL)
+            .map(|w| w.value.get("values").cloned().unwrap_or(Value::Null));
         Journal {
             cp,
             at,
@@ -200,6 +245,25 @@ impl Journal {
             flight: None,
             outer: Vec::new(),
             carried: Vec::new(),
+            step_keyed: Handoff::default(),
+            subgraph_done: Arc::new(Mutex::new(subgraph_done)),
+        }
+    }
+
+    /// Shares `step_keyed` with the other tasks of the step: entries under
+    /// explicit keys held for a task's writes are found by its siblings.
+    pub fn with_step_keyed(mut self, step_keyed: Handoff) -> Self {
+        self.step_keyed = step_keyed;
+        self
+    }
+
+    /// Where the task's subgraph records the state it finished with.
+    pub fn subgraph_done(&self) -> SubgraphDone {
+        SubgraphDone {
+            slot: self.subgraph_done.clone(),
+            held: self.held.clone(),
+            task_id: self.task_id.clone(),
+            task_path: self.task_path.clone(),
         }
     }
 
@@ -262,12 +326,13 @@ impl Journal {
         Ok(())
     }
 
-    /// A journal kept in memory only (no checkpointer): it holds across the
+    /// A journal kept in memory only (no checkpointer) of a task of a run
+    /// on `thread_id` (the keys are made of it): it holds across the
     /// attempts of a retry policy, no further.
-    pub fn detached(task_id: &str, task_path: &str) -> Self {
+    pub fn detached(thread_id: &str, task_id: &str, task_path: &str) -> Self {
         Journal::new(
             None,
-            CheckpointRef::latest(""),
+            CheckpointRef::latest(thread_id),
             false,
             task_id,
             task_path,
@@ -314,6 +379,7 @@ impl Journal {
         self.carried
             .iter()
             .cloned()
+            .chain(lock(&self.step_keyed).iter().cloned())
             .chain(lock(&self.held).iter().cloned())
             .chain(own)
             .filter(is_keyed_entry)
@@ -338,7 +404,8 @@ impl Journal {
         let own: Vec<PendingWrite> = lock(&self.entries).values().cloned().collect();
         // Held entries include those a subgraph of this task handed over.
         let held: Vec<PendingWrite> = lock(&self.held).clone();
-        for w in own.iter().chain(&self.carried).chain(&held) {
+        let step: Vec<PendingWrite> = lock(&self.step_keyed).clone();
+        for w in own.iter().chain(&self.carried).chain(&held).chain(&step) {
             let e = entry_of(w)?;
             if matches(&e) {
                 return Ok(Some(e));
@@ -385,7 +452,12 @@ impl Journal {
         lock(&self.entries).insert(position, write.clone());
         match &self.cp {
             Some(_) if self.stored => self.store(position, write).await?,
-            Some(_) => lock(&self.held).push(write),
+            Some(_) => {
+                if entry.info.explicit_key.is_some() {
+                    lock(&self.step_keyed).push(write.clone());
+                }
+                lock(&self.held).push(write);
+            }
             None => {}
         }
         Ok(())

@@ -81,7 +81,8 @@ impl Runtime {
         task_id: String,
         resume: AnswersById,
     ) -> Self {
-        let journal = Arc::new(Journal::detached(&task_id, node));
+        let thread = config.thread_id().unwrap_or_default();
+        let journal = Arc::new(Journal::detached(thread, &task_id, node));
         Runtime {
             journal,
             effects_called: AtomicUsize::new(0),

@@ -183,6 +183,7 @@ impl Runtime {
             outer_flights: self.journal().flights(),
             keyed_to: self.journal().handoff(),
             outer_keyed: self.journal().keyed_unstored(),
+            done: self.journal().subgraph_done(),
             stream_dropped: self.stream_dropped.clone(),
             nested_sink: self.nested_sink.clone(),
         }
@@ -228,6 +229,9 @@ pub struct SubgraphCall<T: GraphState> {
     /// What the task knows of effects under explicit keys, not stored yet
     /// ([`Env::outer_keyed`]).
     outer_keyed: Vec<crate::checkpoint::PendingWrite>,
+    /// Where a subgraph that finishes without storing its checkpoints
+    /// (`exit` durability) leaves its state for the task's later runs.
+    done: crate::engine::effect::SubgraphDone,
     /// Whether the parent run's stream was dropped ([`Env::stream_dropped`]).
     stream_dropped: Option<crate::engine::stream::StreamDropped>,
     /// How the subgraph streams its own events, if the stream asks for
@@ -287,6 +291,21 @@ impl<T: GraphState> SubgraphCall<T> {
         }
         let checkpointer = self.checkpointer.clone();
         let cp = checkpointer.as_ref();
+        // Finished in an earlier run of the task that stored none of its
+        // checkpoints (`exit` durability): not run again.
+        if let (Some(_), Some(values)) = (cp, self.done.finished()) {
+            return T::deserialize(values).map_err(|e| {
+                Error::decode(
+                    format!(
+                        "the state subgraph `{}` finished with (namespace `{}`)",
+                        self.graph.name(),
+                        self.config.ns()
+                    ),
+                    e,
+                )
+                .into()
+            });
+        }
         let mut copy_from = None;
         let input = match cp {
             None => input.into(),
@@ -344,6 +363,8 @@ impl<T: GraphState> SubgraphCall<T> {
         let sink = self
             .nested_sink
             .map(|n| crate::engine::run::Sink::nested(n, self.config.ns()));
+        let ns = self.config.ns().to_owned();
+        let unstored = cp.is_some() && self.config.get_durability() == crate::Durability::Exit;
         let run = Loop::run(&inner.spec, cp, self.config, input, sink, env, built).await;
         let outcome = match run {
             Ok(outcome) => outcome,
@@ -364,7 +385,15 @@ impl<T: GraphState> SubgraphCall<T> {
             Err(e) => return Err(e.into()),
         };
         match outcome {
-            Outcome::Complete(values) => Ok(values),
+            Outcome::Complete(values) => {
+                if unstored {
+                    let json = serde_json::to_value(&values).map_err(|e| {
+                        Error::encode(format!("the state of subgraph namespace `{ns}`"), e)
+                    })?;
+                    self.done.record(&ns, json);
+                }
+                Ok(values)
+            }
             Outcome::Interrupted(interrupts) => Err(paused(interrupts)),
         }
     }

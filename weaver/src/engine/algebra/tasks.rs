@@ -5,7 +5,9 @@ use serde_json::Value;
 
 use super::answers::stored_answers;
 use super::writes::succeeded;
-use crate::checkpoint::{Checkpoint, EFFECT_CHANNEL, ERROR_CHANNEL, PendingWrite, RESUME_CHANNEL};
+use crate::checkpoint::{
+    Checkpoint, EFFECT_CHANNEL, ERROR_CHANNEL, PendingWrite, RESUME_CHANNEL, SUBGRAPH_CHANNEL,
+};
 use crate::engine::runtime::AnswersById;
 use crate::engine::send::{SENDS_CHANNEL, StoredSend};
 use crate::engine::spec::{START, START_TRIGGER, Spec};
@@ -197,9 +199,13 @@ impl Prepared<'_> {
                 .get("attempts")
                 .and_then(Value::as_u64)
                 .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)),
-            // Effects journaled by a run that then stopped are not a run's
-            // ending.
-            None => u32::from(self.writes.iter().any(|w| w.channel != EFFECT_CHANNEL)),
+            // Effects journaled (and a subgraph finished) by a run that then
+            // stopped are not a run's ending.
+            None => u32::from(
+                self.writes
+                    .iter()
+                    .any(|w| w.channel != EFFECT_CHANNEL && w.channel != SUBGRAPH_CHANNEL),
+            ),
         }
     }
 

@@ -110,6 +110,8 @@ impl<S: GraphState> Loop<'_, S> {
             self.stream_dropped(),
             self.sink.as_ref().and_then(Sink::nested_sink),
         );
+        // Entries under explicit keys the step's tasks hold, seen by all.
+        let step_keyed = crate::engine::effect::Handoff::default();
         for (k, task) in prepared.into_iter().enumerate() {
             let mut resume = AnswersById::new();
             let mut writer = StreamWriter::default();
@@ -164,8 +166,11 @@ impl<S: GraphState> Loop<'_, S> {
                 )
                 .with_flight(t.writer.flight())
                 .with_outer(self.outer_flights.clone())
-                .with_carried([t.keyed_effects.as_slice(), &self.outer_keyed].concat()),
-                None => Journal::detached(&task.id, name),
+                .with_carried([t.keyed_effects.as_slice(), &self.outer_keyed].concat())
+                .with_step_keyed(step_keyed.clone()),
+                None => {
+                    Journal::detached(self.config.thread_id().unwrap_or_default(), &task.id, name)
+                }
             };
             let runtime = Runtime::new(self.config.clone(), name, step, task.id.clone(), resume)
                 .with_journal(journal)
