@@ -1293,3 +1293,70 @@ async fn a_node_renamed_twice_resumes_its_paused_subgraph() {
         );
     }
 }
+
+/// Replaying a parent checkpoint taken while its subgraph was paused at the
+/// subgraph's own static stop (`interrupt_before`), at any depth: the
+/// subgraph goes on from its checkpoint at the stop (its finished node does
+/// not run again) and passes the stop, as `continue_run` does. (The stop
+/// is recorded only in the parent's task, so the replay did not find where
+/// the subgraph stopped and ran it from its start.)
+#[tokio::test]
+async fn replaying_a_static_stop_in_a_subgraph_goes_on_from_it() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    for depth in [1, 2] {
+        let ran_a = Arc::new(AtomicUsize::new(0));
+        let counted = ran_a.clone();
+        let inner = Graph::<Notes>::new("inner")
+            .add_node("a", move |_: &Notes| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                note("a")
+            })
+            .add_node("b", |_: &Notes| note("b"))
+            .add_sequence([START, "a", "b", END])
+            .compile(
+                Compile::new()
+                    .checkpointer_arc(memory())
+                    .interrupt_before(["b"]),
+            )
+            .unwrap();
+        let mid = if depth == 2 {
+            Graph::<Notes>::new("mid")
+                .add_subgraph("deep", inner)
+                .add_sequence([START, "deep", END])
+                .compile(Compile::new())
+                .unwrap()
+        } else {
+            inner
+        };
+        let outer = Graph::<Notes>::new("outer")
+            .add_subgraph("mid", mid)
+            .add_sequence([START, "mid", END])
+            .compile(Compile::new().checkpointer_arc(memory()))
+            .unwrap();
+        let config = RunConfig::thread("t");
+        let out = outer.invoke(Notes::default(), &config).await.unwrap();
+        assert!(out.is_interrupted(), "depth {depth}: {out:?}");
+        let done = outer.continue_run(&config).await.unwrap();
+        assert_eq!(done.complete().unwrap().lines, ["a", "b"]);
+        assert_eq!(ran_a.load(Ordering::SeqCst), 1);
+
+        let history = outer
+            .get_state_history(&config, History::default())
+            .await
+            .unwrap();
+        let paused = history
+            .iter()
+            .find(|s| !s.interrupts.is_empty())
+            .expect("the checkpoint the subgraph stopped at");
+        let replay = outer.continue_run(&paused.config).await.unwrap();
+        assert_eq!(
+            ran_a.load(Ordering::SeqCst),
+            1,
+            "depth {depth}: the subgraph's finished node ran again"
+        );
+        let replay = replay
+            .complete()
+            .unwrap_or_else(|e| panic!("depth {depth}: the replay passes the stop: {e}"));
+        assert_eq!(replay.lines, ["a", "b"], "depth {depth}");
+    }
+}

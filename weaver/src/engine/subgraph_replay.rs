@@ -72,7 +72,10 @@ fn interrupt_ids(checkpoint_id: &str, task: &str, pending: &[PendingWrite]) -> R
 }
 
 /// The subgraph checkpoint in `origin`'s namespace of `thread` that paused
-/// at the origin's interrupts (the newest such one), if it is still stored.
+/// at the origin's interrupts (the newest such one), if it is still stored:
+/// the one whose writes record them, or the one a static stop among them
+/// names (`before:node:id`, `after:node:id`: a subgraph's own static stop
+/// is recorded only in its parent's task).
 pub(crate) async fn paused_at(
     cp: &Checkpointer,
     thread: &str,
@@ -82,6 +85,9 @@ pub(crate) async fn paused_at(
         let filter = ListFilter::thread(thread).ns(ns.clone());
         for tuple in cp.list_stored(&filter).await? {
             let id = &tuple.checkpoint.id;
+            if origin.interrupts.iter().any(|i| is_static_stop_at(i, id)) {
+                return Ok(Some(tuple.config.clone()));
+            }
             let pending = &tuple.pending_writes;
             let tasks = pending
                 .iter()
@@ -96,4 +102,18 @@ pub(crate) async fn paused_at(
         }
     }
     Ok(None)
+}
+
+/// Whether `interrupt` is the id of a static stop at the checkpoint `id`
+/// (`before:node:id` or `after:node:id`; a node's name holds no `:`).
+fn is_static_stop_at(interrupt: &str, id: &str) -> bool {
+    let Some(rest) = interrupt
+        .strip_prefix("before:")
+        .or_else(|| interrupt.strip_prefix("after:"))
+    else {
+        return false;
+    };
+    rest.strip_suffix(id)
+        .and_then(|node| node.strip_suffix(':'))
+        .is_some_and(|node| !node.is_empty() && !node.contains(':'))
 }
