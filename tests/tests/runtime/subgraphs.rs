@@ -1360,3 +1360,56 @@ async fn replaying_a_static_stop_in_a_subgraph_goes_on_from_it() {
         assert_eq!(replay.lines, ["a", "b"], "depth {depth}");
     }
 }
+
+/// A subgraph's own static stop asks nothing, at any depth, as one at the
+/// top level: a resume with a value is refused (`NoPendingInterrupt`) and
+/// nothing runs; a `null` resume goes on. (The value was taken and
+/// dropped.)
+#[tokio::test]
+async fn a_value_for_a_static_stop_in_a_subgraph_is_refused() {
+    for depth in [1, 2] {
+        let inner = Graph::<Notes>::new("inner")
+            .add_node("a", |_: &Notes| note("a"))
+            .add_node("b", |_: &Notes| note("b"))
+            .add_sequence([START, "a", "b", END])
+            .compile(
+                Compile::new()
+                    .checkpointer_arc(memory())
+                    .interrupt_before(["b"]),
+            )
+            .unwrap();
+        let mid = if depth == 2 {
+            Graph::<Notes>::new("mid")
+                .add_subgraph("deep", inner)
+                .add_sequence([START, "deep", END])
+                .compile(Compile::new())
+                .unwrap()
+        } else {
+            inner
+        };
+        let outer = Graph::<Notes>::new("outer")
+            .add_subgraph("mid", mid)
+            .add_sequence([START, "mid", END])
+            .compile(Compile::new().checkpointer_arc(memory()))
+            .unwrap();
+        let config = RunConfig::thread("t");
+        let out = outer.invoke(Notes::default(), &config).await.unwrap();
+        let stop = out.interrupts()[0].id.clone();
+        let refused = outer.resume(serde_json::json!("x"), &config).await;
+        assert!(
+            matches!(refused, Err(Error::NoPendingInterrupt { .. })),
+            "depth {depth}: {refused:?}"
+        );
+        let by_id = Resume::Map([(stop, serde_json::json!("x"))].into_iter().collect());
+        let refused = outer.resume(by_id, &config).await;
+        assert!(
+            matches!(refused, Err(Error::NoPendingInterrupt { .. })),
+            "depth {depth}: {refused:?}"
+        );
+        let done = outer
+            .resume(serde_json::Value::Null, &config)
+            .await
+            .unwrap();
+        assert_eq!(done.complete().unwrap().lines, ["a", "b"], "depth {depth}");
+    }
+}

@@ -200,6 +200,18 @@ pub(crate) fn answer<S: GraphState>(
             interrupt_id: id.clone(),
         });
     }
+    // A subgraph's static stop (recorded as its parent task's pause) asks
+    // nothing, as one at the top level: a value for it is refused rather
+    // than dropped.
+    let answers_a_stop = waiting.iter().any(|w| {
+        w.interrupt.when != InterruptWhen::Node
+            && answers.get(&w.interrupt.id).is_some_and(|v| !v.is_null())
+    });
+    if answers_a_stop {
+        return Err(Error::NoPendingInterrupt {
+            thread_id: thread_id.to_owned(),
+        });
+    }
     // One resume write per task, holding every answer it gets (a subgraph
     // task can wait at several interrupts), checked against the write
     // stored before this resume.
