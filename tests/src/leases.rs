@@ -174,9 +174,12 @@ async fn committed(g: &CompiledGraph<Talk>, thread: &str, message: &str) {
 }
 
 /// Checks that the thread's history is one chain (each checkpoint's parent
-/// the previous one, commit orders 1, 2, …), and returns its turns.
+/// the previous one, commit orders 1, 2, …) on its root namespace.
 pub async fn one_chain(saver: &Arc<dyn Saver>, thread: &str) {
-    let mut hist = saver.list(&ListFilter::thread(thread)).await.unwrap();
+    let mut hist = saver
+        .list(&ListFilter::thread(thread).ns(""))
+        .await
+        .unwrap();
     hist.reverse();
     for (i, t) in hist.iter().enumerate() {
         assert_eq!(t.commit_order, i as u64 + 1, "commit orders of {thread}");
@@ -1832,4 +1835,74 @@ pub async fn a_rollback_to_a_pruned_base_keeps_the_turn(saver: Arc<dyn Saver>, t
         whole_turns(&transcript(&g, &dead).await),
         ["one", "two", "three"]
     );
+}
+
+/// A run asked to stop while its task runs a subgraph stops at the
+/// subgraph's next step boundary, as at its own: the subgraph's later
+/// nodes do not run, the run ends with `RunStopped`, and the newer run
+/// goes on. (The subgraph ran to its end first: its run did not watch the
+/// lease.)
+pub async fn a_run_asked_to_stop_stops_inside_its_subgraph(saver: Arc<dyn Saver>, thread: &str) {
+    let watched = Arc::new(Forwarding::leasing(saver));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut inner = Graph::<Talk>::new("inner");
+    let mut order = vec![START.to_owned()];
+    for i in 0..5 {
+        let (gate, ran) = (gate.clone(), ran.clone());
+        let name = format!("inner{i}");
+        inner = inner.add_node(&name, move |t: &Talk| {
+            let u = last_user(t);
+            let (gate, ran) = (gate.clone(), ran.clone());
+            async move {
+                if u == "a" {
+                    if i == 0 {
+                        let _permit = gate.acquire().await;
+                    }
+                    ran.fetch_add(1, Ordering::SeqCst);
+                }
+                TalkUpdate::default().messages(vec![format!("inner{i}:{u}")])
+            }
+        });
+        order.push(name);
+    }
+    order.push(END.to_owned());
+    let inner = inner
+        .add_sequence(order.iter().map(String::as_str))
+        .compile(Compile::new())
+        .expect("compiles");
+    let g = Graph::<Talk>::new("outer")
+        .add_subgraph("work", inner)
+        .add_sequence([START, "work", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .expect("compiles");
+    let config = RunConfig::thread(thread).lease_times(short());
+    let running = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(say("a"), &config).await }
+    });
+    committed(&g, thread, "a").await;
+    let opener = tokio::spawn(async move {
+        let noticed = tokio::time::timeout(Duration::from_secs(30), watched.stop_noticed()).await;
+        gate.add_permits(100);
+        noticed.is_ok()
+    });
+    let wait = Duration::from_secs(60);
+    let b = g
+        .invoke(
+            say("b"),
+            &config.clone().multitask(Multitask::Interrupt { wait }),
+        )
+        .await;
+    assert!(opener.await.unwrap(), "the run never took in the stop");
+    b.unwrap();
+    let stopped = running.await.unwrap().unwrap_err();
+    assert!(matches!(stopped, Error::RunStopped { .. }), "{stopped:?}");
+    assert!(
+        ran.load(Ordering::SeqCst) < 5,
+        "the subgraph ran {} of its 5 nodes after the stop was taken in",
+        ran.load(Ordering::SeqCst)
+    );
+    one_chain(&saver, thread).await;
 }

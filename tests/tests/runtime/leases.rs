@@ -158,3 +158,8 @@ async fn a_cancelled_run_gives_its_lease_back_once_its_writes_land_in_memory() {
 async fn a_rollback_to_a_pruned_base_keeps_the_turn_in_memory() {
     leases::a_rollback_to_a_pruned_base_keeps_the_turn(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_run_asked_to_stop_stops_inside_its_subgraph_in_memory() {
+    leases::a_run_asked_to_stop_stops_inside_its_subgraph(memory(), "t").await;
+}

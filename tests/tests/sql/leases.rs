@@ -632,3 +632,10 @@ async fn a_rollback_to_a_pruned_base_keeps_the_turn_on_postgres() {
     leases::a_rollback_to_a_pruned_base_keeps_the_turn(saver, "t").await;
     db.drop_schema().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_asked_to_stop_stops_inside_its_subgraph_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_run_asked_to_stop_stops_inside_its_subgraph(saver, "t").await;
+}

@@ -51,6 +51,9 @@ pub struct Runtime {
     /// Whether the stream of the run this task runs in was dropped: a
     /// subgraph the task runs stops at its next step boundary then.
     pub(crate) stream_dropped: Option<crate::engine::stream::StreamDropped>,
+    /// The run's hold on its thread, which a subgraph the task runs
+    /// watches at its own step boundaries too.
+    pub(crate) watch: Option<Arc<crate::engine::lease::Watch>>,
     /// How a subgraph the task runs streams its own events into the run's
     /// stream, when the stream asks for subgraphs.
     pub(crate) nested_sink: Option<crate::engine::stream::NestedSink>,
@@ -100,6 +103,7 @@ impl Runtime {
             origin: None,
             renamed_ns: Vec::new(),
             stream_dropped: None,
+            watch: None,
             nested_sink: None,
         }
     }
@@ -151,6 +155,11 @@ impl Runtime {
         dropped: Option<crate::engine::stream::StreamDropped>,
     ) -> Self {
         self.stream_dropped = dropped;
+        self
+    }
+
+    pub(crate) fn with_watch(mut self, watch: Option<Arc<crate::engine::lease::Watch>>) -> Self {
+        self.watch = watch;
         self
     }
 

@@ -186,6 +186,7 @@ impl Runtime {
             done: self.journal().subgraph_done(),
             stream_dropped: self.stream_dropped.clone(),
             nested_sink: self.nested_sink.clone(),
+            watch: self.watch.clone(),
         }
     }
 
@@ -237,6 +238,9 @@ pub struct SubgraphCall<T: GraphState> {
     /// How the subgraph streams its own events, if the stream asks for
     /// subgraphs.
     nested_sink: Option<crate::engine::stream::NestedSink>,
+    /// The parent run's hold on the thread: the subgraph stops at its own
+    /// step boundaries when the hold is lost or a newer run asks it to.
+    watch: Option<Arc<crate::engine::lease::Watch>>,
 }
 
 impl<T: GraphState> fmt::Debug for SubgraphCall<T> {
@@ -351,7 +355,7 @@ impl<T: GraphState> SubgraphCall<T> {
             store: self.store,
             stream: self.stream,
             copy_from,
-            watch: None,
+            watch: self.watch,
             nested: true,
             outer_flights: self.outer_flights,
             keyed_to: Some(self.keyed_to),
@@ -378,8 +382,10 @@ impl<T: GraphState> SubgraphCall<T> {
                 return Err(NodeError(NodeErrorKind::Command(command)));
             }
             // A journal that does not match the task's effects is no
-            // failure to retry, in the subgraph as in its parent's task.
-            Err(e) if super::effect::is_journal_mismatch(&e) => {
+            // failure to retry, in the subgraph as in its parent's task;
+            // nor is the run's stop (its hold lost, or a newer run asking),
+            // which ends the parent's run as at its own step boundary.
+            Err(e) if super::effect::is_journal_mismatch(&e) || is_run_stop(&e) => {
                 return Err(NodeError(NodeErrorKind::Journal(e)));
             }
             Err(e) => return Err(e.into()),
@@ -450,4 +456,11 @@ async fn standing<T: GraphState>(
         return Ok(Standing::Finished(snapshot.values));
     }
     Ok(Standing::Unfinished)
+}
+
+/// Whether `error` stops the run holding the thread: its hold was lost, or
+/// a newer run asked it to stop. A task ending so is not a failure (no
+/// retry, no error write): the run stops as at a step boundary.
+pub(crate) fn is_run_stop(error: &Error) -> bool {
+    matches!(error, Error::LeaseLost { .. } | Error::RunStopped { .. })
 }

@@ -184,6 +184,7 @@ impl<S: GraphState> Loop<'_, S> {
                 )
                 .with_stream(writer)
                 .with_stream_dropped(dropped.clone())
+                .with_watch(self.watch.clone())
                 .with_nested_sink(nested_sink.clone());
             started.runtimes.push(runtime);
             started.ids.push(task.id);
