@@ -512,6 +512,14 @@ impl Error {
         }
     }
 
+    /// Whether the error stops the run holding its thread: its hold was
+    /// lost, or a newer run asked it to stop. A task ending so (inside its
+    /// subgraph) is no failure: no retry, no error write; the run stops as
+    /// at a step boundary.
+    pub(crate) fn stops_run(&self) -> bool {
+        matches!(self, Error::LeaseLost { .. } | Error::RunStopped { .. })
+    }
+
     /// An invalid argument.
     pub fn invalid_argument(reason: impl Into<String>) -> Self {
         Error::InvalidArgument {

@@ -139,9 +139,7 @@ async fn attempts<S: GraphState>(
         // The predicate is user code: one that panics ends the retries, and
         // the task fails with its panic.
         let mut error = error;
-        let retryable = match retry
-            .filter(|_| !is_journal_mismatch(&error) && !super::subgraph::is_run_stop(&error))
-        {
+        let retryable = match retry.filter(|_| !is_journal_mismatch(&error) && !error.stops_run()) {
             Some(p) => match caught("the retry predicate", || p.retries(&error)) {
                 Ok(yes) => yes.then_some(p),
                 Err(panic) => {

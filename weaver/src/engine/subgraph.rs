@@ -385,7 +385,7 @@ impl<T: GraphState> SubgraphCall<T> {
             // failure to retry, in the subgraph as in its parent's task;
             // nor is the run's stop (its hold lost, or a newer run asking),
             // which ends the parent's run as at its own step boundary.
-            Err(e) if super::effect::is_journal_mismatch(&e) || is_run_stop(&e) => {
+            Err(e) if super::effect::is_journal_mismatch(&e) || e.stops_run() => {
                 return Err(NodeError(NodeErrorKind::Journal(e)));
             }
             Err(e) => return Err(e.into()),
@@ -456,11 +456,4 @@ async fn standing<T: GraphState>(
         return Ok(Standing::Finished(snapshot.values));
     }
     Ok(Standing::Unfinished)
-}
-
-/// Whether `error` stops the run holding the thread: its hold was lost, or
-/// a newer run asked it to stop. A task ending so is not a failure (no
-/// retry, no error write): the run stops as at a step boundary.
-pub(crate) fn is_run_stop(error: &Error) -> bool {
-    matches!(error, Error::LeaseLost { .. } | Error::RunStopped { .. })
 }

@@ -193,9 +193,7 @@ pub(crate) fn finish_task<S: GraphState>(
         Ending::Parent(command) => (Finished::Parent(command), Vec::new()),
         // The run stopped inside the task's subgraph: the task is left to
         // run again, as one not started at a step boundary.
-        Ending::Failed(e) if crate::engine::subgraph::is_run_stop(&e) => {
-            (Finished::Failed(e), Vec::new())
-        }
+        Ending::Failed(e) if e.stops_run() => (Finished::Failed(e), Vec::new()),
         Ending::Failed(e) => failed(e),
     }
 }
