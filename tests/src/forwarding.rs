@@ -115,6 +115,9 @@ pub struct Forwarding {
     /// Awaited once, before the next `delete_thread` goes on: another
     /// caller's work done between a check and the deletion.
     pub before_delete: Mutex<Option<BoxedWork>>,
+    /// Awaited once, before the next `lineages` call goes on: another
+    /// caller's work done between a record's read and its lineage's.
+    pub before_lineages: Mutex<Option<BoxedWork>>,
     /// Once set, the next `put_ops` group of several ops that stores a
     /// checkpoint is stored, then reported failed (a reply lost after the
     /// commit), and the flag clears.
@@ -211,6 +214,7 @@ impl Forwarding {
             refused: Signal::default(),
             before_replace: Mutex::new(None),
             before_delete: Mutex::new(None),
+            before_lineages: Mutex::new(None),
             lose_reply_to_group: AtomicBool::new(false),
         }
     }
@@ -367,6 +371,7 @@ impl Saver for Forwarding {
         requests: &[LineageRequest],
     ) -> weaver::Result<Vec<Vec<CheckpointTuple>>> {
         self.lineages_calls.fetch_add(1, Ordering::SeqCst);
+        Self::run_once(&self.before_lineages).await;
         if self.inner_lineages {
             return self.inner.lineages(requests).await;
         }

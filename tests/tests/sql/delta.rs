@@ -1168,3 +1168,59 @@ async fn turns_on_postgres_start_from_the_stored_state() {
     turns_on(Arc::new(db.saver().await)).await;
     db.drop_schema().await;
 }
+
+/// A prune that commits between a reader's read of a delta head and its
+/// read of the head's lineage (it rewrote the head in full and removed its
+/// ancestors) does not fail the read: the head is read again, whole.
+/// (The read failed with `MissingParent`, as for damaged data.)
+async fn a_prune_between_a_read_and_its_lineage(inner: Arc<dyn Saver>) {
+    let writer = chat(inner.clone());
+    let config = RunConfig::thread("t");
+    for i in 0..3 {
+        writer.invoke(user(i), &config).await.unwrap();
+    }
+    let head = &raw(inner.as_ref(), "t").await[0];
+    assert!(head.checkpoint.deltas.contains_key("messages"));
+    let saver = Arc::new(Forwarding {
+        deltas: true,
+        inner_lineages: true,
+        inner: inner.clone(),
+        ..Forwarding::default()
+    });
+    let pruner = inner.clone();
+    *saver.before_lineages.lock().unwrap() =
+        Some(weaver_tests::forwarding::BoxedWork(Box::pin(async move {
+            pruner
+                .prune(&["t".to_owned()], PruneStrategy::KeepLatest)
+                .await
+                .unwrap();
+        })));
+    let read = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap()
+        .expect("the head");
+    assert_eq!(
+        read.checkpoint.channel_values["messages"],
+        serde_json::json!(transcript(3))
+    );
+    assert_eq!(raw(inner.as_ref(), "t").await.len(), 1, "the prune ran");
+}
+
+#[tokio::test]
+async fn a_prune_between_a_read_and_its_lineage_in_memory() {
+    a_prune_between_a_read_and_its_lineage(Arc::new(InMemorySaver::new())).await;
+}
+
+#[tokio::test]
+async fn a_prune_between_a_read_and_its_lineage_on_sqlite() {
+    let db = SqliteDb::new().await;
+    a_prune_between_a_read_and_its_lineage(Arc::new(db.saver().await)).await;
+}
+
+#[tokio::test]
+async fn a_prune_between_a_read_and_its_lineage_on_postgres() {
+    let db = PgDb::new().await;
+    a_prune_between_a_read_and_its_lineage(Arc::new(db.saver().await)).await;
+    db.drop_schema().await;
+}

@@ -374,7 +374,18 @@ pub(crate) async fn resolve<L: LineageSource + ?Sized>(
                         saver.read_lineage(&parent, depth, below).await?
                     }
                 };
-                rebuild_chain(&tuples[i], &parent, &mut chain, depth)?;
+                if let Err(e) = rebuild_chain(&tuples[i], &parent, &mut chain, depth) {
+                    // A prune may have stored the record in full and removed
+                    // its ancestors between the record's read and its
+                    // lineage's: read as it is stored now, it needs none.
+                    match read_again_whole(saver, &tuples[i], e).await? {
+                        Ok(whole) => {
+                            tuples[i].checkpoint = whole;
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
                 // The parent's values are kept for the next read of its
                 // children (the same checkpoint read again, or the next turn).
                 let mut values = Values::new();
@@ -490,6 +501,30 @@ fn rebuild_chain(
         }
         _ => Err(missing(child, first_id)),
     }
+}
+
+/// `t`'s record read again, when its rebuild failed with `error` for want
+/// of an ancestor (`MissingParent`) and it is stored in full now: `Ok(Ok)`
+/// with the record; `Ok(Err(error))` otherwise (any other error, a record
+/// gone or still stored as deltas), to be returned as it is.
+async fn read_again_whole<L: LineageSource + ?Sized>(
+    saver: &L,
+    t: &CheckpointTuple,
+    error: Error,
+) -> Result<std::result::Result<Checkpoint, Error>> {
+    if !matches!(error, Error::MissingParent { .. }) {
+        return Ok(Err(error));
+    }
+    let mut at = t.config.clone();
+    at.checkpoint_id = Some(t.checkpoint.id.clone());
+    let again = saver.read_lineage(&at, 1, None).await?;
+    Ok(match again.into_iter().next() {
+        Some(now) if now.checkpoint.id == t.checkpoint.id && !unresolved(&now.checkpoint) => {
+            check_format(&now)?;
+            Ok(now.checkpoint)
+        }
+        _ => Err(error),
+    })
 }
 
 fn missing(of: &CheckpointTuple, parent_id: &str) -> Error {
