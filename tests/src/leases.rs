@@ -1906,3 +1906,35 @@ pub async fn a_run_asked_to_stop_stops_inside_its_subgraph(saver: Arc<dyn Saver>
     );
     one_chain(&saver, thread).await;
 }
+
+/// A thread whose every checkpoint a truncate removed is no thread: a copy
+/// onto it succeeds and a copy from it is `ThreadNotFound`, as for a thread
+/// never written. (The in-memory saver kept an empty namespace, which
+/// counted as a thread: `ThreadExists`, and an empty copy.)
+pub async fn a_thread_truncated_to_nothing_is_gone(saver: Arc<dyn Saver>, thread: &str) {
+    let g = turns(saver.clone(), Duration::from_millis(1), Arc::default());
+    let race = RunConfig::thread(thread).multitask(Multitask::Race);
+    g.invoke(say("one"), &race).await.unwrap();
+    let leases = saver.leases().unwrap();
+    let mine = plain(thread, "h", Duration::from_secs(30));
+    assert!(matches!(
+        leases.acquire(&mine).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    assert!(leases.truncate(thread, "h", 0).await.unwrap() > 0);
+    leases.release(thread, "h", None).await.unwrap();
+    assert!(saver.thread_info(thread).await.unwrap().is_none());
+    let copied = saver.copy_thread(thread, "copy").await;
+    assert!(
+        matches!(copied, Err(Error::ThreadNotFound { .. })),
+        "{copied:?}"
+    );
+    g.invoke(
+        say("other"),
+        &RunConfig::thread("other").multitask(Multitask::Race),
+    )
+    .await
+    .unwrap();
+    saver.copy_thread("other", thread).await.unwrap();
+    assert!(saver.thread_info(thread).await.unwrap().is_some());
+}

@@ -163,3 +163,8 @@ async fn a_rollback_to_a_pruned_base_keeps_the_turn_in_memory() {
 async fn a_run_asked_to_stop_stops_inside_its_subgraph_in_memory() {
     leases::a_run_asked_to_stop_stops_inside_its_subgraph(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_thread_truncated_to_nothing_is_gone_in_memory() {
+    leases::a_thread_truncated_to_nothing_is_gone(memory(), "t").await;
+}

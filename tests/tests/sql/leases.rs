@@ -639,3 +639,10 @@ async fn a_run_asked_to_stop_stops_inside_its_subgraph_on_sqlite() {
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
     leases::a_run_asked_to_stop_stops_inside_its_subgraph(saver, "t").await;
 }
+
+#[tokio::test]
+async fn a_thread_truncated_to_nothing_is_gone_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_thread_truncated_to_nothing_is_gone(saver, "t").await;
+}

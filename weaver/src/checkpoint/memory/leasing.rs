@@ -54,6 +54,16 @@ impl InMemorySaver {
             base.writes = copy.clone();
             restored = true;
         }
+        // A thread rolled back to nothing is no thread (as in SQL, where its
+        // rows are gone): no empty namespace is left to count as one.
+        if log.by_order.is_empty()
+            && let Some(nss) = threads.get_mut(thread_id)
+        {
+            nss.remove("");
+            if nss.is_empty() {
+                threads.remove(thread_id);
+            }
+        }
         drop(threads);
         if !gone.is_empty() || restored {
             self.state.note_deletion(thread_id);
