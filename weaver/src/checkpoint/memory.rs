@@ -29,6 +29,12 @@ mod rewrite;
 /// what a compiled graph writes. Every read returns copies: nothing a caller
 /// does to a returned value reaches the stored one.
 ///
+/// It keeps values as they are, never encoded: it has no limit on a
+/// record's bytes or nesting depth, where the SQL and MongoDB savers refuse
+/// a record past theirs ([`Error::LimitExceeded`](crate::Error::LimitExceeded);
+/// see [`limits`](crate::checkpoint::limits)). Try very large or deeply
+/// nested states on the saver you deploy.
+///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use weaver::checkpoint::{CheckpointRef, InMemorySaver, Saver};
