@@ -1,9 +1,9 @@
 //! Cross-crate test suites: the saver and store conformance suites and shared fixtures.
 
 pub mod chat_flows;
-/// The adapter conformance suite, now in `weaver-conformance`.
+/// The adapter conformance suite, from `weaver-conformance`.
 pub use weaver_conformance::adapter as adapter_conformance;
-/// The saver conformance suite, now in `weaver-conformance`.
+/// The saver conformance suite, from `weaver-conformance`.
 pub use weaver_conformance::saver as conformance;
 pub mod counters;
 pub mod decodes;

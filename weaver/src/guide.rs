@@ -1,8 +1,10 @@
 //! The user guide: one chapter per thing a user sets out to do.
 //!
-//! Each chapter is a page of this module; its examples are compiled and run
-//! as doctests, so they stay true to the API. The chapters' sources are the
-//! markdown files under `docs/guide/` in the repository.
+//! Each chapter is a page of this module; its examples are doctests, so
+//! they stay true to the API: each is compiled, and run unless it needs a
+//! PostgreSQL or MongoDB server (those four are `no_run`), and the one that
+//! shows a compile-time check must fail to compile. The chapters' sources
+//! are the markdown files under `docs/guide/` in the repository.
 //!
 //! 1. [Quick start](quick_start): install, a first graph, a checkpointed
 //!    run on SQLite, its history, a resume.
@@ -33,7 +35,9 @@
 //! 15. [Several workers on one conversation](workers): one run per thread
 //!     at a time, the multitask strategies, whole turns.
 //! 16. [Chat flows](chat_flows): turn-based flows that ask, validate and run
-//!     on, stored through a small snapshot adapter contract.
+//!     on, stored on any saver (one way to bring storage of your own is an
+//!     [`AdapterSaver`](crate::checkpoint::AdapterSaver) over a
+//!     [`SnapshotAdapter`](crate::checkpoint::SnapshotAdapter)).
 
 /// Quick start: install, a first graph, a checkpointed run, history, resume.
 pub mod quick_start {

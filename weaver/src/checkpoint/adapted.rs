@@ -63,7 +63,12 @@ fn flow(thread_id: &str) -> String {
 /// transaction over several flows, so this is not atomic against every
 /// race: a thread another writer saved again between this operation's save
 /// and its write-back keeps both saves, and the operation, applied again,
-/// finds its own change there. Reads of all threads (a
+/// finds its own change there. It has no [`Leases`](super::Leases) and no
+/// [`Rewrites`](super::Rewrites) ([`Saver::leases`] and
+/// [`Saver::rewrites`] are `None`): a run on it takes no lease, whatever
+/// its [`Multitask`](crate::config::Multitask), and races as under
+/// `Multitask::Race`; [`upgrade_stored`](crate::evolution::upgrade_stored)
+/// refuses it. Reads of all threads (a
 /// listing without `thread_id`, [`list_threads`](Saver::list_threads)) read
 /// every thread. Cloning shares the adapter. A thread is the flow
 /// `weaver:thread:<id>`, so its id keeps to the flow ids of

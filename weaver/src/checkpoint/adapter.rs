@@ -116,8 +116,8 @@ pub fn check_flow_id(flow_id: &str) -> Result<()> {
 /// The small storage contract: numbered snapshots per flow, in seven
 /// operations.
 ///
-/// Two rules a correct adapter follows (the adapter conformance suite in
-/// `weaver-tests` checks both):
+/// Two rules a correct adapter follows (the adapter suite of the
+/// `weaver-conformance` crate, its `adapter_suite!` macro, checks both):
 ///
 /// 1. [`save_snapshot`](SnapshotAdapter::save_snapshot) rejects a
 ///    `(flow_id, version)` already stored with

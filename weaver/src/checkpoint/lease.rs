@@ -146,11 +146,17 @@ pub struct LeaseInfo {
 }
 
 /// A saver's leases: what keeps one run per thread at a time, across every
-/// process sharing the saver's database. weaver's savers implement it
-/// (in process for [`InMemorySaver`](super::InMemorySaver); a lease table
-/// and a ticket table for the SQL savers, two collections for
-/// `MongoSaver`); the engine calls it around each
-/// run (see [`Multitask`](crate::config::Multitask)).
+/// process sharing the saver's database; the engine calls it around each
+/// run (see [`Multitask`](crate::config::Multitask)). weaver's savers
+/// implement it, all but [`AdapterSaver`](super::AdapterSaver):
+/// [`InMemorySaver`](super::InMemorySaver) in process; the SQL savers in
+/// four tables (`weaver_thread_leases`, `weaver_thread_tickets`,
+/// `weaver_lease_bases`, `weaver_lease_base_writes`: the leases, the
+/// waiting runs' tickets, and each holder's base checkpoint with a copy of
+/// its pending writes, which a rollback of the turn puts back); `MongoSaver`
+/// in the same four as collections (`<prefix>leases`,
+/// `<prefix>lease_tickets`, `<prefix>lease_bases`,
+/// `<prefix>lease_base_writes`).
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

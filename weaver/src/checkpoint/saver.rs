@@ -50,7 +50,8 @@ const IDLE_BATCH: usize = 100;
 /// default written on those, which a saver overrides when it can do better
 /// (one query instead of several, a group in one transaction), and
 /// [`shared_state`](Saver::shared_state) when its clones share storage.
-/// The same conformance suite (`weaver-tests`) runs against every backend.
+/// The `weaver-conformance` crate's saver suite (its `saver_suite!` macro)
+/// runs against every backend; run it against yours.
 ///
 /// A saver that counts the writes of another, written against the
 /// required methods alone:
@@ -355,9 +356,14 @@ pub trait Saver: Debug + Send + Sync {
     async fn delete_thread(&self, thread_id: &str) -> Result<()>;
 
     /// Applies `strategy` to each thread; returns how many checkpoints were
-    /// deleted. All threads in one atomic step: a kept checkpoint whose
-    /// parent goes is first stored with its delta channels in full, and one
-    /// that cannot be rebuilt fails the call with nothing deleted.
+    /// deleted. A kept checkpoint whose parent goes is first stored with
+    /// its delta channels in full, and one that cannot be rebuilt fails the
+    /// call with nothing deleted. [`InMemorySaver`](super::InMemorySaver),
+    /// the SQL savers and `MongoSaver` prune all the threads named in one
+    /// atomic step; a saver may not:
+    /// [`AdapterSaver`](super::AdapterSaver) saves each thread in turn, so
+    /// a prune over several threads is not atomic against a writer racing
+    /// it.
     ///
     /// ```
     /// use weaver::checkpoint::PruneStrategy;
@@ -733,8 +739,11 @@ pub trait Saver: Debug + Send + Sync {
     /// across the processes sharing its storage
     /// ([`Multitask`](crate::config::Multitask)). `None` by default: runs
     /// on such a saver take no lease and race, as under
-    /// [`Multitask::Race`](crate::config::Multitask::Race). weaver's savers
-    /// have them; a saver wrapping another returns the inner saver's.
+    /// [`Multitask::Race`](crate::config::Multitask::Race), whatever the
+    /// run's strategy. [`InMemorySaver`](super::InMemorySaver), the SQL
+    /// savers and `MongoSaver` have them;
+    /// [`AdapterSaver`](super::AdapterSaver) has none. A saver wrapping
+    /// another returns the inner saver's.
     fn leases(&self) -> Option<&dyn Leases> {
         None
     }
@@ -743,8 +752,10 @@ pub trait Saver: Debug + Send + Sync {
     /// keeping their ids, parents and commit orders (what
     /// [`upgrade_stored`](crate::evolution::upgrade_stored) rewrites an
     /// older state version's checkpoints with). `None` by default: stored
-    /// checkpoints are then never rewritten. weaver's savers have them; a
-    /// saver wrapping another returns the inner saver's.
+    /// checkpoints are then never rewritten.
+    /// [`InMemorySaver`](super::InMemorySaver), the SQL savers and
+    /// `MongoSaver` have them; [`AdapterSaver`](super::AdapterSaver) has
+    /// none. A saver wrapping another returns the inner saver's.
     fn rewrites(&self) -> Option<&dyn Rewrites> {
         None
     }

@@ -17,6 +17,11 @@ use std::time::Duration;
 /// fails at once with a typed error, the safe answer when the host did not
 /// say otherwise. [`Race`](Multitask::Race) takes no lease.
 ///
+/// A saver without leases ([`Saver::leases`](crate::Saver::leases) is
+/// `None`: [`AdapterSaver`](crate::checkpoint::AdapterSaver), and a
+/// third-party saver that does not implement it) runs every strategy as
+/// `Race`: the version check alone decides between two runs of a thread.
+///
 /// ```
 /// use std::time::Duration;
 /// use weaver::RunConfig;

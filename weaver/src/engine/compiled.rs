@@ -317,10 +317,17 @@ impl<S: GraphState> CompiledGraph<S> {
     /// thread's latest checkpoint: a config naming an older `checkpoint_id`
     /// is [`Error::InvalidArgument`].
     ///
-    /// Of two runs resuming the same pause at once, the first to store its
-    /// answers goes on; the other fails with [`Error::VersionConflict`] and
-    /// stores nothing (under [`Durability::Exit`](crate::Durability::Exit),
-    /// the answers are stored, and checked, when the run ends).
+    /// Of two runs resuming the same pause at once, under the default
+    /// [`Multitask::Reject`](crate::config::Multitask::Reject) the first to
+    /// take the thread's lease goes on; the other fails with
+    /// [`Error::ThreadBusy`] and stores nothing; one arriving after the
+    /// first finished finds the thread as the first left it (with nothing
+    /// paused any more, [`Error::NoPendingInterrupt`]). Under
+    /// [`Multitask::Race`](crate::config::Multitask::Race) (and on a saver
+    /// without leases) the first to store its answers goes on; the other
+    /// fails with [`Error::VersionConflict`] and stores nothing (under
+    /// [`Durability::Exit`](crate::Durability::Exit), the answers are
+    /// stored, and checked, when the run ends).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -15,10 +15,14 @@ type RetryPredicate = Arc<dyn Fn(&Error) -> bool + Send + Sync>;
 
 /// How a failed node is tried again: LangGraph's `RetryPolicy`.
 ///
-/// The defaults are LangGraph's: 3 attempts in all, 500 ms before the
-/// second, each wait twice the one before, at most 128 s, with jitter; every
-/// failure is retried. An interrupt ([`Runtime::interrupt`](crate::Runtime::interrupt))
-/// is never retried, whatever the predicate says. Only the failed task is
+/// The attempts and waits default to LangGraph's: 3 attempts in all, 500 ms
+/// before the second, each wait twice the one before, at most 128 s, with
+/// jitter. Every failure is retried by default, where LangGraph's default
+/// `retry_on` retries neither programming errors (`ValueError`,
+/// `TypeError`, …) nor HTTP 4xx responses;
+/// [`retry_on`](RetryPolicy::retry_on) sets which failures are retried. An
+/// interrupt ([`Runtime::interrupt`](crate::Runtime::interrupt)) is never
+/// retried, whatever the predicate says. Only the failed task is
 /// tried again, not the other tasks of its step; between attempts it sleeps
 /// (on the tokio timer).
 ///
@@ -75,7 +79,8 @@ impl fmt::Debug for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// LangGraph's defaults (see [`RetryPolicy`]).
+    /// The defaults (see [`RetryPolicy`]): LangGraph's attempts and waits,
+    /// every failure retried.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU32, Ordering};

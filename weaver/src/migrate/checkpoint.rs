@@ -34,9 +34,9 @@ use super::Migration;
 /// (`weaver_thread_tickets`, served in `seq` order).
 /// Version 7: a ticket's `stale_at`, when it is dropped unless its run
 /// presents it again (its last sighting plus that run's own lease time;
-/// `NULL` for a ticket taken by a build before, which the caller's lease
-/// time judges, as it did), so that a run with a short lease no longer
-/// drops the live ticket of a waiter with a long one.
+/// `NULL` for a ticket taken at an earlier schema version, which the
+/// caller's lease time judges), so that a run with a short lease does not
+/// drop the live ticket of a waiter with a long one.
 /// Version 8: copies of lease holders' base checkpoints' pending writes
 /// (`weaver_lease_bases`: which checkpoints of a thread are copied;
 /// `weaver_lease_base_writes`: their writes as stored), which a rollback
