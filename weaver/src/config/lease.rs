@@ -75,7 +75,12 @@ pub enum Multitask {
     /// checkpoints (those it committed on the thread's root namespace) are
     /// removed before this run starts: the thread is back where it was
     /// before the stopped run began. The same holds when the holder died:
-    /// once its lease ran out, what it committed is removed.
+    /// once its lease ran out, what it committed is removed. One exception:
+    /// a stopped run that resumed a pause inside a subgraph keeps what it
+    /// committed in the subgraph's namespace (only the root namespace is
+    /// rolled back), so a newer resume of that pause finds the subgraph
+    /// gone on with the stopped run's answer; roll such turns back by
+    /// answering again with `update_state`, or use `Interrupt`.
     Rollback {
         /// How long this run waits for the running one to stop.
         wait: Duration,
