@@ -79,8 +79,7 @@ pub enum Multitask {
     /// a stopped run that resumed a pause inside a subgraph keeps what it
     /// committed in the subgraph's namespace (only the root namespace is
     /// rolled back), so a newer resume of that pause finds the subgraph
-    /// gone on with the stopped run's answer; roll such turns back by
-    /// answering again with `update_state`, or use `Interrupt`.
+    /// gone on with the stopped run's answer.
     Rollback {
         /// How long this run waits for the running one to stop.
         wait: Duration,
