@@ -587,3 +587,45 @@ pub async fn replaying_before_the_subgraph_ran_starts_it_over(saver: Arc<dyn Sav
     assert_eq!(counts.of("outline"), 2, "a new subgraph run");
     assert_eq!(counts.of("prepare"), 2);
 }
+
+/// A replay of a parent checkpoint taken while a subgraph was paused, whose
+/// first step failed before the subgraph ran: the run that goes on from the
+/// replay's fork (now the thread's head) still finds the subgraph at its
+/// pause, and its finished nodes do not run again. (Where the subgraph
+/// paused was known to the replaying run only: the next run started it
+/// over.)
+pub async fn a_replay_that_failed_first_still_resumes_the_subgraph_at_its_pause(
+    saver: Arc<dyn Saver>,
+    depth: Depth,
+) {
+    let counts = Arc::new(Counts::default());
+    let d = desks(saver.clone(), counts.clone(), depth);
+    let config = RunConfig::thread(format!("replay-failed-{depth:?}"));
+    let asked = d.desk.invoke(topic(), &config).await.unwrap();
+    let asked = asked.interrupts().to_vec();
+    assert_eq!(asked.len(), 1);
+    d.desk.resume(json!("yes"), &config).await.unwrap();
+    let before = (counts.of("outline"), counts.of("inspect"));
+
+    let history = d
+        .desk
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let paused = history
+        .iter()
+        .find(|s| s.next == ["write"])
+        .expect("the checkpoint the write task paused at");
+    counts.fail("write");
+    let failed = d.desk.continue_run(&paused.config).await;
+    assert!(failed.is_err(), "{failed:?}");
+    counts.heal();
+    let again = d.desk.continue_run(&config).await.unwrap();
+    assert_eq!(again.interrupts().len(), 1, "paused again: {again:?}");
+    assert_eq!(again.interrupts()[0].value, asked[0].value);
+    assert_eq!(
+        (counts.of("outline"), counts.of("inspect")),
+        before,
+        "the subgraphs' finished nodes did not run again"
+    );
+}

@@ -1413,3 +1413,14 @@ async fn a_value_for_a_static_stop_in_a_subgraph_is_refused() {
         assert_eq!(done.complete().unwrap().lines, ["a", "b"], "depth {depth}");
     }
 }
+
+#[tokio::test]
+async fn a_replay_that_failed_first_still_resumes_the_subgraph_at_its_pause_in_memory() {
+    for depth in [subgraphs::Depth::One, subgraphs::Depth::Two] {
+        subgraphs::a_replay_that_failed_first_still_resumes_the_subgraph_at_its_pause(
+            memory(),
+            depth,
+        )
+        .await;
+    }
+}

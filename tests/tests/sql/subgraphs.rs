@@ -170,3 +170,30 @@ async fn replaying_before_the_subgraph_ran_starts_it_over_on_sqlite() {
     let db = SqliteDb::new().await;
     subgraphs::replaying_before_the_subgraph_ran_starts_it_over(Arc::new(db.saver().await)).await;
 }
+
+#[tokio::test]
+async fn a_replay_that_failed_first_still_resumes_the_subgraph_at_its_pause_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    for depth in [Depth::One, Depth::Two] {
+        subgraphs::a_replay_that_failed_first_still_resumes_the_subgraph_at_its_pause(
+            saver.clone(),
+            depth,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn a_replay_that_failed_first_still_resumes_the_subgraph_at_its_pause_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    for depth in [Depth::One, Depth::Two] {
+        subgraphs::a_replay_that_failed_first_still_resumes_the_subgraph_at_its_pause(
+            saver.clone(),
+            depth,
+        )
+        .await;
+    }
+    db.drop_schema().await;
+}

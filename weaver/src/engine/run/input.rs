@@ -55,6 +55,8 @@ impl<S: GraphState> Loop<'_, S> {
     /// Writes the `input` checkpoint: unfinished tasks are discarded and the
     /// input waits in the START channel.
     async fn apply_input(&mut self, update: S::Update) -> Result<()> {
+        // New input starts a new step: no task of it is a replayed one.
+        self.replayed = None;
         // Tasks of the latest checkpoint that succeeded before the run
         // stopped (a crash between their writes and the step's checkpoint)
         // keep their output, as `get_state` shows it: the input comes after

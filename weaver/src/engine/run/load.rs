@@ -13,6 +13,7 @@ use crate::engine::algebra::{has_successor, next_commit_order};
 use crate::engine::cache::SnapshotCache;
 use crate::engine::persist::Writer;
 use crate::engine::spec::Spec;
+use crate::engine::subgraph_replay::Replayed;
 use crate::engine::values::decode_state;
 use crate::error::{Error, Result};
 use crate::state::GraphState;
@@ -166,6 +167,13 @@ impl<'g, S: GraphState> Loop<'g, S> {
             built,
         };
         if let Some(t) = found.start {
+            // A run going on at a replay's fork whose first step did not
+            // end (it failed, or its process died): the fork's tasks are
+            // still those of the replayed checkpoint, its parent, and find
+            // where their counterparts paused inside subgraphs there.
+            let fork_of = (t.metadata.source == CheckpointSource::Fork && !copying)
+                .then(|| t.parent_config.clone())
+                .flatten();
             lp.start_from(&mut thread, t, found.cached)?;
             // A checkpoint other than the head is replayed from a fork.
             lp.replaying = found.head.is_some_and(|h| h.checkpoint.id != lp.current.id);
@@ -175,6 +183,23 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 lp.replaying = true;
                 thread.last_saved = None;
                 thread.delta_base = None;
+            }
+            if let Some(parent) = fork_of.filter(|_| !lp.replaying) {
+                // A replay's fork is a copy of its parent (the same channel
+                // versions): a `__copy__` sibling, also a fork, is not.
+                let current = &lp.current;
+                lp.replayed = cp
+                    .get_stored(&parent)
+                    .await?
+                    .filter(|p| {
+                        p.checkpoint.channel_versions == current.channel_versions
+                            && p.checkpoint.versions_seen == current.versions_seen
+                    })
+                    .map(|p| Replayed {
+                        id: p.checkpoint.id,
+                        ns: lp.start_ns.clone(),
+                        pending: p.pending_writes,
+                    });
             }
         }
         lp.thread = Some(thread);
