@@ -64,6 +64,7 @@ where
     extra_metadata_named_like_a_field_is_not_stored(make().await).await;
     put_ops_checks_a_write_before_storing(make().await).await;
     reads_return_delta_channels_whole(make().await).await;
+    ids_up_to_their_limits_are_stored_and_longer_ones_refused(make().await).await;
 }
 
 /// A checkpoint whose single channel `v` holds `value`.
@@ -2017,4 +2018,88 @@ async fn reads_return_delta_channels_whole(saver: Arc<dyn Saver>) {
             .iter()
             .all(|t| !t.checkpoint.channel_values.contains_key("v"))
     );
+}
+
+/// `n` bytes of printable text no index can compress (a linear
+/// congruential sequence over the letters and digits).
+fn incompressible(n: usize, seed: u64) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ALPHABET[((x >> 33) % ALPHABET.len() as u64) as usize] as char
+        })
+        .collect()
+}
+
+/// A thread id and a namespace of `limits::MAX_ID_BYTES` bytes, a task id
+/// of `limits::MAX_CHECKPOINT_ID_BYTES`, are stored, written to, read,
+/// copied and deleted on every saver; one byte more is `LimitExceeded`,
+/// with nothing stored. (PostgreSQL failed with a `Storage` error on long
+/// keys, the other savers took them.)
+async fn ids_up_to_their_limits_are_stored_and_longer_ones_refused(saver: Arc<dyn Saver>) {
+    let limited = |r: weaver::Result<CheckpointRef>, what: &str| match r {
+        Err(Error::LimitExceeded { .. }) => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    let thread = incompressible(limits::MAX_ID_BYTES, 1);
+    let ns = incompressible(limits::MAX_ID_BYTES, 2);
+    let task = incompressible(limits::MAX_CHECKPOINT_ID_BYTES, 3);
+    let mut c = new_on(&thread, None, Some(1), 0, json!(1));
+    c.checkpoint_ns = ns.clone();
+    let at = saver.put(c).await.expect("ids at their limits");
+    saver
+        .put_writes(&at, vec![write(&task, "v", json!(2))])
+        .await
+        .expect("a task id at its limit");
+    let read = saver.get_tuple(&at).await.unwrap().expect("stored");
+    assert_eq!(read.pending_writes.len(), 1);
+    assert_eq!(read.pending_writes[0].task_id, task);
+    let copy = incompressible(limits::MAX_ID_BYTES, 4);
+    saver.copy_thread(&thread, &copy).await.unwrap();
+    saver.delete_thread(&thread).await.unwrap();
+    saver.delete_thread(&copy).await.unwrap();
+
+    let long = incompressible(limits::MAX_ID_BYTES + 1, 5);
+    limited(
+        saver.put(new_on(&long, None, Some(1), 0, json!(1))).await,
+        "thread id",
+    );
+    let mut c = new_on("t", None, Some(1), 0, json!(1));
+    c.checkpoint_ns = long.clone();
+    limited(saver.put(c).await, "namespace");
+    let mut c = new_on("t", None, Some(1), 0, json!(1));
+    c.checkpoint.id = incompressible(limits::MAX_CHECKPOINT_ID_BYTES + 1, 6);
+    limited(saver.put(c).await, "checkpoint id");
+    let at = saver
+        .put(new_on("t", None, Some(1), 0, json!(1)))
+        .await
+        .unwrap();
+    let long_task = incompressible(limits::MAX_CHECKPOINT_ID_BYTES + 1, 7);
+    let refused = saver
+        .put_writes(&at, vec![write(&long_task, "v", json!(2))])
+        .await;
+    assert!(
+        matches!(refused, Err(Error::LimitExceeded { .. })),
+        "task id: {refused:?}"
+    );
+    let refused = saver.copy_thread("t", &long).await;
+    assert!(
+        matches!(refused, Err(Error::LimitExceeded { .. })),
+        "copy target: {refused:?}"
+    );
+    assert!(saver.thread_info(&long).await.unwrap().is_none());
+    assert!(
+        saver
+            .get_tuple(&at)
+            .await
+            .unwrap()
+            .unwrap()
+            .pending_writes
+            .is_empty()
+    );
+    assert_eq!(saver.list_threads(None, 0).await.unwrap().len(), 1);
 }

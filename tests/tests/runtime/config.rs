@@ -659,3 +659,42 @@ fn from_json_top_level_addressing_keys_agree_with_to_json() {
     assert_eq!(only_top.thread_id(), Some("t"));
     assert!(only_top.get_configurable().get("thread_id").is_none());
 }
+
+/// A run on a thread id or a namespace longer than every saver stores is
+/// refused before anything is written (no lease, no checkpoint), with the
+/// error each saver gives for such a record; one at the limit runs.
+#[tokio::test]
+async fn a_thread_id_past_the_savers_limit_is_refused_before_the_run() {
+    use weaver::checkpoint::limits::MAX_ID_BYTES;
+    let saver = InMemorySaver::new();
+    let g = Graph::<Flow>::new("g")
+        .add_node("a", a)
+        .add_sequence([START, "a", END])
+        .compile(Compile::new().checkpointer(saver.clone()))
+        .unwrap();
+    let at_limit = "t".repeat(MAX_ID_BYTES);
+    g.invoke(Flow::default(), &RunConfig::thread(at_limit.clone()))
+        .await
+        .unwrap();
+    let long = "t".repeat(MAX_ID_BYTES + 1);
+    for config in [
+        RunConfig::thread(long.clone()),
+        RunConfig::thread("t").checkpoint_ns(long.clone()),
+    ] {
+        let refused = g.invoke(Flow::default(), &config).await;
+        assert!(
+            matches!(refused, Err(Error::LimitExceeded { .. })),
+            "{refused:?}"
+        );
+    }
+    assert!(saver.thread_info(&long).await.unwrap().is_none());
+    assert!(
+        saver
+            .leases()
+            .unwrap()
+            .lease_info(&long)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

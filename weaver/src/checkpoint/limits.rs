@@ -3,6 +3,18 @@
 use super::types::{BatchEntry, WriteOp};
 use crate::error::{Error, Result};
 
+/// The most bytes of a thread id or a checkpoint namespace a saver stores:
+/// a longer one is [`Error::LimitExceeded`](crate::Error::LimitExceeded) on
+/// every saver, checked before anything is written (PostgreSQL's indexes
+/// hold a key of at most about 2.7 KB, and a thread id, a namespace, a
+/// checkpoint id and a task id make one key; an
+/// [`AdapterSaver`](super::AdapterSaver)'s flow id, its thread id after a
+/// 14-byte prefix, holds at most 1,024).
+pub const MAX_ID_BYTES: usize = 1000;
+/// The most bytes of a checkpoint id or a task id a saver stores (weaver
+/// makes 36-byte ids), as [`MAX_ID_BYTES`].
+pub const MAX_CHECKPOINT_ID_BYTES: usize = 128;
+
 /// Most checkpoints one `put_many` batch may hold.
 pub const BATCH_MAX_CHECKPOINTS: usize = 1_000;
 /// Most pending writes one `put_many` batch may hold.

@@ -561,7 +561,7 @@ impl Saver for InMemorySaver {
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
         text::check_ref(source)?;
-        text::check_id("thread id", target_thread)?;
+        text::check_new_thread(target_thread)?;
         let id = source
             .checkpoint_id
             .as_deref()
@@ -616,7 +616,7 @@ impl Saver for InMemorySaver {
 
     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
         text::check_id("thread id", source_thread)?;
-        text::check_id("thread id", target_thread)?;
+        text::check_new_thread(target_thread)?;
         let mut threads = self.write();
         if threads.get(target_thread).is_some_and(|n| !n.is_empty()) {
             return Err(Error::ThreadExists {

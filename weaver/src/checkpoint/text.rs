@@ -5,9 +5,10 @@
 
 use serde_json::{Map, Value};
 
+use super::limits::{MAX_CHECKPOINT_ID_BYTES, MAX_ID_BYTES};
 pub(crate) use super::nul::{check_id, has_nul};
 use super::types::{CheckpointMetadata, CheckpointRef, NewCheckpoint, PendingWrite, WriteOp};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Checks the thread, namespace and id `target` names.
 pub(crate) fn check_ref(target: &CheckpointRef) -> Result<()> {
@@ -19,21 +20,52 @@ pub(crate) fn check_ref(target: &CheckpointRef) -> Result<()> {
     }
 }
 
-/// Checks the identifiers of a checkpoint to store.
+/// Checks the identifiers of a checkpoint to store (their lengths too:
+/// [`MAX_ID_BYTES`], [`MAX_CHECKPOINT_ID_BYTES`]).
 pub(crate) fn check_new(new: &NewCheckpoint) -> Result<()> {
-    check_id("thread id", &new.thread_id)?;
+    check_new_thread(&new.thread_id)?;
     check_id("checkpoint namespace", &new.checkpoint_ns)?;
+    check_len(
+        "checkpoint namespace bytes",
+        &new.checkpoint_ns,
+        MAX_ID_BYTES,
+    )?;
     check_id("checkpoint id", &new.checkpoint.id)?;
+    check_len(
+        "checkpoint id bytes",
+        &new.checkpoint.id,
+        MAX_CHECKPOINT_ID_BYTES,
+    )?;
     match &new.parent_id {
         Some(id) => check_id("parent checkpoint id", id),
         None => Ok(()),
     }
 }
 
+/// Checks the id of a thread about to be written (a copy's or a fork's
+/// target too).
+pub(crate) fn check_new_thread(thread_id: &str) -> Result<()> {
+    check_id("thread id", thread_id)?;
+    check_len("thread id bytes", thread_id, MAX_ID_BYTES)
+}
+
+/// [`Error::LimitExceeded`] when `text` is longer than `ceiling` bytes.
+fn check_len(limit: &'static str, text: &str, ceiling: usize) -> Result<()> {
+    if text.len() > ceiling {
+        return Err(Error::LimitExceeded {
+            limit,
+            value: text.len() as u64,
+            ceiling: ceiling as u64,
+        });
+    }
+    Ok(())
+}
+
 /// Checks the task ids, task paths and channels of pending writes.
 pub(crate) fn check_writes(writes: &[PendingWrite]) -> Result<()> {
     writes.iter().try_for_each(|w| {
         check_id("task id", &w.task_id)?;
+        check_len("task id bytes", &w.task_id, MAX_CHECKPOINT_ID_BYTES)?;
         check_id("task path", &w.task_path)?;
         check_id("channel", &w.channel)
     })

@@ -434,6 +434,25 @@ impl RunConfig {
                 reason: format!("{id:?} contains a NUL character, which no saver stores"),
             });
         }
+        // Refused before a lease or a checkpoint is written, as every
+        // saver refuses them (`checkpoint::limits::MAX_ID_BYTES`).
+        let long = [
+            (
+                "thread id bytes",
+                self.thread_id.as_deref().unwrap_or_default(),
+            ),
+            ("checkpoint namespace bytes", self.checkpoint_ns.as_str()),
+        ];
+        if let Some((limit, id)) = long
+            .into_iter()
+            .find(|(_, id)| id.len() > crate::checkpoint::limits::MAX_ID_BYTES)
+        {
+            return Err(Error::LimitExceeded {
+                limit,
+                value: id.len() as u64,
+                ceiling: crate::checkpoint::limits::MAX_ID_BYTES as u64,
+            });
+        }
         match ADDRESSING
             .iter()
             .find_map(|k| self.configurable.get(*k).map(|v| (*k, v)))

@@ -548,7 +548,7 @@ impl Saver for MongoSaver {
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
         text::check_ref(source)?;
-        text::check_id("thread id", target_thread)?;
+        text::check_new_thread(target_thread)?;
         self.verify().await?;
         let id = source
             .checkpoint_id
@@ -615,7 +615,7 @@ impl Saver for MongoSaver {
 
     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
         text::check_id("thread id", source_thread)?;
-        text::check_id("thread id", target_thread)?;
+        text::check_new_thread(target_thread)?;
         self.verify().await?;
         let (source, target) = (source_thread.to_owned(), target_thread.to_owned());
         self.detached("copy_thread", move |me| async move {

@@ -559,14 +559,14 @@ impl<D: Backend> Saver for SqlSaver<D> {
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
         text::check_ref(source)?;
-        text::check_id("thread id", target_thread)?;
+        text::check_new_thread(target_thread)?;
         self.rechecked(self.fork(source, target_thread, options))
             .await
     }
 
     async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
         text::check_id("thread id", source_thread)?;
-        text::check_id("thread id", target_thread)?;
+        text::check_new_thread(target_thread)?;
         self.rechecked(self.copy(source_thread, target_thread))
             .await
     }
