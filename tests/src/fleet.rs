@@ -470,3 +470,54 @@ async fn bad_fleet_input_is_a_typed_error(saver: Arc<dyn Saver>) {
         .collect();
     assert_eq!(values, [json!(1), json!(0)]);
 }
+
+/// An idle-thread deletion cut off while it holds a thread's lease (a
+/// caller's timeout) gives the lease back: a run on the thread is not
+/// refused as busy. (The deletion's lease stayed for its full time.)
+pub async fn a_cut_off_idle_deletion_gives_the_thread_back(saver: Arc<dyn Saver>) {
+    chain(saver.as_ref(), "cut", 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let wrapped = Arc::new(crate::forwarding::Forwarding::leasing(saver.clone()));
+    *wrapped.before_delete.lock().unwrap() = Some(crate::forwarding::BoxedWork(Box::pin(
+        std::future::pending::<()>(),
+    )));
+    let cut = tokio::time::timeout(
+        Duration::from_millis(200),
+        wrapped.delete_idle_threads(Duration::from_millis(400), &mut |_, _| {}),
+    )
+    .await;
+    assert!(cut.is_err(), "the deletion was cut off");
+    let leases = saver.leases().expect("the saver has leases");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while leases
+        .lease_info("cut")
+        .await
+        .unwrap()
+        .is_some_and(|l| l.remaining_ms > 0 && !l.holder.is_empty())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deletion's lease stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(saver.thread_info("cut").await.unwrap().is_some());
+    // The thread is taken as given back, not as a run that died mid-turn
+    // (whose turn the next run would finish first).
+    let request = weaver::checkpoint::LeaseRequest {
+        thread_id: "cut",
+        holder: "worker-1",
+        lease: Duration::from_secs(30),
+        queue: false,
+        ticket: None,
+        roll_back_dead: false,
+        owns_pause: false,
+        interrupting: false,
+    };
+    match leases.acquire(&request).await.unwrap() {
+        weaver::checkpoint::Acquired::Held { previous, .. } => {
+            assert_eq!(previous, weaver::checkpoint::Previous::Released);
+        }
+        busy => panic!("{busy:?}"),
+    }
+}

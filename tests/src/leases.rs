@@ -1938,3 +1938,37 @@ pub async fn a_thread_truncated_to_nothing_is_gone(saver: Arc<dyn Saver>, thread
     saver.copy_thread("other", thread).await.unwrap();
     assert!(saver.thread_info(thread).await.unwrap().is_some());
 }
+
+/// A run waiting in the queue that is dropped (a caller's timeout) leaves
+/// no ticket behind: once the holder is done, a `Reject` run takes the
+/// thread at once. (The ticket stayed until its lease time ran out, and
+/// every run meanwhile was refused as busy, with no holder.)
+pub async fn a_dropped_waiting_run_leaves_no_ticket(saver: Arc<dyn Saver>, thread: &str) {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let g = gated_turns(saver.clone(), "a", gate.clone());
+    let config = RunConfig::thread(thread).lease_times(LeaseTimes::new(Duration::from_secs(30)));
+    let first = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(say("a"), &config).await }
+    });
+    held(&saver, thread).await;
+    let waiting = config.clone().multitask(Multitask::Enqueue {
+        wait: Duration::from_secs(30),
+    });
+    let cut = tokio::time::timeout(Duration::from_millis(200), g.invoke(say("b"), &waiting)).await;
+    assert!(cut.is_err(), "the waiting run was cut off");
+    let leases = saver.leases().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = leases.lease_info(thread).await.unwrap().unwrap();
+        if info.queued == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the ticket stayed: {info:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    gate.add_permits(1);
+    first.await.unwrap().unwrap();
+    g.invoke(say("c"), &config).await.unwrap();
+    assert_eq!(whole_turns(&transcript(&g, thread).await), ["a", "c"]);
+}

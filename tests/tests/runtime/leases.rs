@@ -168,3 +168,8 @@ async fn a_run_asked_to_stop_stops_inside_its_subgraph_in_memory() {
 async fn a_thread_truncated_to_nothing_is_gone_in_memory() {
     leases::a_thread_truncated_to_nothing_is_gone(memory(), "t").await;
 }
+
+#[tokio::test]
+async fn a_dropped_waiting_run_leaves_no_ticket_in_memory() {
+    leases::a_dropped_waiting_run_leaves_no_ticket(memory(), "t").await;
+}

@@ -165,3 +165,18 @@ async fn times_across_version_5_on_postgres() {
     assert_eq!(n, 1);
     db.drop_schema().await;
 }
+
+#[tokio::test]
+async fn a_cut_off_idle_deletion_gives_the_thread_back_in_memory() {
+    weaver_tests::fleet::a_cut_off_idle_deletion_gives_the_thread_back(Arc::new(
+        InMemorySaver::new(),
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn a_cut_off_idle_deletion_gives_the_thread_back_on_sqlite() {
+    let db = SqliteDb::new().await;
+    weaver_tests::fleet::a_cut_off_idle_deletion_gives_the_thread_back(Arc::new(db.saver().await))
+        .await;
+}

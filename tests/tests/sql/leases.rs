@@ -646,3 +646,10 @@ async fn a_thread_truncated_to_nothing_is_gone_on_sqlite() {
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
     leases::a_thread_truncated_to_nothing_is_gone(saver, "t").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_waiting_run_leaves_no_ticket_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_dropped_waiting_run_leaves_no_ticket(saver, "t").await;
+}

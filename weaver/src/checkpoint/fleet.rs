@@ -305,7 +305,7 @@ where
         delete().await?;
         return Ok(true);
     };
-    let holder = format!("weaver-idle-deletion-{}", uuid::Uuid::now_v7());
+    let holder = format!("{}{}", super::lease::DELETION_HOLDER, uuid::Uuid::now_v7());
     let request = super::LeaseRequest {
         thread_id: &listed.thread_id,
         holder: &holder,
@@ -336,8 +336,11 @@ where
 }
 
 /// How long an idle thread's deletion holds its lease: one thread's
-/// deletion is one transaction.
-const IDLE_DELETION_LEASE: Duration = Duration::from_secs(60);
+/// deletion is one transaction, whose own locks hold a run back once it
+/// began. A deletion cut off before it gives the lease back (a caller's
+/// timeout: nothing can give it back for it) leaves the thread busy that
+/// long at most, and the lease is then taken as given back.
+const IDLE_DELETION_LEASE: Duration = Duration::from_secs(5);
 
 /// Whether the thread `listed` is `now` as it was listed: it still has a
 /// checkpoint and its last activity (or, without times, its checkpoint

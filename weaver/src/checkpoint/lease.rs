@@ -358,6 +358,11 @@ fn base_of(thread_id: &str, r: &Row) -> Result<u64> {
 
 /// Decides an acquire by `me` at `now` (ms) of the thread whose row is
 /// `row`, whose oldest live ticket is `first`, the caller holding `mine`.
+/// The start of the holder name an idle thread's deletion takes the
+/// thread's lease under ([`Saver::delete_idle_threads`](super::Saver::delete_idle_threads)):
+/// such a holder runs no turn, so its lease run out is one given back.
+pub(crate) const DELETION_HOLDER: &str = "weaver-idle-deletion-";
+
 pub(crate) fn decide(
     thread_id: &str,
     row: Option<&Row>,
@@ -399,7 +404,7 @@ pub(crate) fn decide(
             stop: Some(s),
             ..
         }) => Previous::Stopped(Stop::parse(thread_id, s)?),
-        Some(r) if r.holder == me => Previous::Released,
+        Some(r) if r.holder == me || r.holder.starts_with(DELETION_HOLDER) => Previous::Released,
         // Run out with a stop request still on it: the holder died before it
         // acted on it (or saw it), and its turn is unfinished. A caller that
         // interrupts runs takes it as interrupted, as it asked.

@@ -514,8 +514,10 @@ pub trait Saver: Debug + Send + Sync {
     /// `progress(deleted so far, found so far)` after each; returns how many
     /// threads went. A thread found idle that stores a checkpoint before its
     /// turn, or that a run holds (its lease, [`Saver::leases`]), is kept.
-    /// With leases, each deletion holds the thread's lease from its last
-    /// check to the end, so a run arriving meanwhile finds the thread busy
+    /// With leases, each deletion holds the thread's lease (five seconds at
+    /// most, so that a deletion cut off by a caller's timeout leaves the
+    /// thread busy no longer) from its last check to the end, so a run
+    /// arriving meanwhile finds the thread busy
     /// (as under another run: its [`Multitask`](crate::config::Multitask)
     /// strategy applies) and never loses the thread mid-turn; a run under
     /// `Multitask::Race` takes no lease and is not covered. A

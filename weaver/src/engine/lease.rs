@@ -146,6 +146,17 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
     };
     let start = Instant::now();
     let mut ticket = None;
+    // What the run leaves on the thread until it holds it (its ticket; a
+    // lease an acquire may have taken), left behind in the background if
+    // the run is dropped first.
+    let mut taking = Taking {
+        saver: Some(saver.clone()),
+        thread_id: thread_id.to_owned(),
+        holder: holder.clone(),
+        named: config.get_lease_holder().is_some(),
+        ticket: None,
+        may_hold: false,
+    };
     // The stop this run asked of a holder, taken back if it gives up.
     let mut asked = Asked::default();
     let mut backoff = Duration::from_millis(2);
@@ -162,6 +173,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
             interrupting: stop == Some(Stop::Interrupt),
         };
         let before = Instant::now();
+        taking.may_hold = true;
         let answer = leases.acquire(&request).await;
         let (busy_holder, k) = match answer {
             Ok(Acquired::Held {
@@ -176,7 +188,11 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
                 let previous = (previous, previous_base, previous_owns_pause, rolled_back);
                 break (previous, stop, before);
             }
-            Ok(Acquired::Busy { holder, ticket }) => (holder, ticket),
+            Ok(Acquired::Busy { holder, ticket }) => {
+                taking.may_hold = false;
+                taking.ticket = ticket;
+                (holder, ticket)
+            }
             Err(e) => {
                 if let Some(k) = ticket {
                     let _ = leases.leave_queue(thread_id, k).await;
@@ -227,6 +243,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
             asked.withdraw().await;
             if let Some(k) = ticket {
                 leases.leave_queue(thread_id, k).await?;
+                taking.ticket = None;
             }
             return Err(Error::ThreadBusy {
                 thread_id: thread_id.to_owned(),
@@ -256,6 +273,8 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
     for s in [kept_stop, stop_now].into_iter().flatten() {
         watch.set_stop(s);
     }
+    // The hold gives the lease back from here on.
+    taking.disarm();
     let renewer = tokio::runtime::Handle::try_current().ok().map(|rt| {
         rt.spawn(renew(
             saver.clone(),
@@ -279,6 +298,60 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
         released: false,
         ending: None,
     }))
+}
+
+/// What a run taking a thread's lease leaves on the thread until its hold
+/// exists: its ticket in the queue, and, once an acquire was sent, maybe
+/// the lease itself (an acquire cut off may have been stored; one that
+/// failed after its commit too). A run dropped meanwhile (a caller's
+/// timeout) leaves them in the background, so that the runs after it do
+/// not wait out its ticket or its lease. A named holder's lease is not
+/// given back so: it may be the hold a paused turn of the same holder
+/// keeps.
+struct Taking {
+    saver: Option<Arc<dyn Saver>>,
+    thread_id: String,
+    holder: String,
+    named: bool,
+    ticket: Option<i64>,
+    may_hold: bool,
+}
+
+impl Taking {
+    /// The run holds the thread: nothing to leave.
+    fn disarm(&mut self) {
+        self.saver = None;
+    }
+}
+
+impl Drop for Taking {
+    fn drop(&mut self) {
+        let Some(saver) = self.saver.take() else {
+            return;
+        };
+        let release = self.may_hold && !self.named;
+        if self.ticket.is_none() && !release {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (thread_id, holder, ticket) = (
+            std::mem::take(&mut self.thread_id),
+            std::mem::take(&mut self.holder),
+            self.ticket,
+        );
+        rt.spawn(async move {
+            let Some(leases) = saver.leases() else { return };
+            if let Some(k) = ticket {
+                let _ = leases.leave_queue(&thread_id, k).await;
+            }
+            if release {
+                // Given back only if this run took it.
+                let _ = leases.release(&thread_id, &holder, None).await;
+            }
+        });
+    }
 }
 
 /// A stop request this run made of a holder while waiting for the thread:
