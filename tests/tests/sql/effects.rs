@@ -350,6 +350,21 @@ async fn an_effect_in_a_subgraph_waits_for_its_parents_checkpoint() {
     let e = run.await.unwrap().unwrap_err();
     assert!(matches!(&e, weaver::Error::Storage { .. }), "{e:?}");
     assert_eq!(ran.load(Ordering::SeqCst), 0, "the effect ran");
+    // Nor does the subgraph store its run under a task of a checkpoint
+    // that was never stored (out of every later run's reach). (It did.)
+    let stored = failing
+        .inner
+        .list_stored(&weaver::checkpoint::ListFilter::thread("t"))
+        .await
+        .unwrap();
+    assert!(
+        stored.iter().all(|t| t.config.checkpoint_ns.is_empty()),
+        "{:?}",
+        stored
+            .iter()
+            .map(|t| &t.config.checkpoint_ns)
+            .collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]

@@ -351,6 +351,21 @@ impl<T: GraphState> SubgraphCall<T> {
                 }
             },
         };
+        // The namespace comes from the id of the task running the call,
+        // whose checkpoint (or an outer graph's) a background write may
+        // have failed to store (what was queued has landed by now: reading
+        // where the subgraph stands waited for it): a run stored under it
+        // would be out of every later run's reach.
+        if cp.is_some() && self.outer_flights.iter().any(|f| f.has_failed()) {
+            return Err(Error::storage(
+                "subgraph",
+                format!(
+                    "the checkpoint of the task that runs namespace `{}` (or one of a graph that runs it) could not be stored: the subgraph does not run",
+                    self.config.ns()
+                ),
+            )
+            .into());
+        }
         let env = Env {
             store: self.store,
             stream: self.stream,
