@@ -621,3 +621,54 @@ async fn a_dropped_stream_stops_a_subgraph_at_its_next_step() {
     let steps = ran.load(Ordering::SeqCst);
     assert!(steps < 40, "the subgraph ran all its {steps} steps");
 }
+
+/// Copying or forking onto a thread waits for what a dropped stream's run
+/// queued on it, as the source's queued writes are waited for: the copy
+/// finds the thread taken (`ThreadExists`). (It found the target empty
+/// and copied; the dropped run's checkpoint then failed to land.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_onto_a_thread_waits_for_a_dropped_runs_writes() {
+    use weaver::checkpoint::{CheckpointRef, ForkOptions};
+    use weaver_tests::forwarding::Forwarding;
+    let watched = Arc::new(Forwarding::default());
+    let saver: Arc<dyn Saver> = watched.clone();
+    let g = Graph::<Steps>::new("g")
+        .add_node("a", |_: &Steps| StepsUpdate::default().bar(["a"]))
+        .add_sequence([START, "a", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    g.invoke(StepsUpdate::default().foo("x"), &RunConfig::thread("source"))
+        .await
+        .unwrap();
+    let writes = watched.gate_writes();
+    let config = RunConfig::thread("b").durability(Durability::Async);
+    let stream = g.stream(StepsUpdate::default().foo("x"), &config);
+    writes.entered.notified().await;
+    drop(stream);
+    let cp = g.checkpointer().unwrap().clone();
+    let head = cp
+        .get_tuple(&CheckpointRef::latest("source"))
+        .await
+        .unwrap()
+        .unwrap()
+        .config;
+    let copies = tokio::spawn(async move {
+        let copied = cp.copy_thread("source", "b").await;
+        let forked = cp
+            .fork_at(&head, "b", ForkOptions::default())
+            .await
+            .map(|_| ());
+        (copied, forked)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    writes.open.add_permits(1_000);
+    let (copied, forked) = copies.await.unwrap();
+    assert!(
+        matches!(copied, Err(Error::ThreadExists { .. })),
+        "{copied:?}"
+    );
+    assert!(
+        matches!(forked, Err(Error::ThreadExists { .. })),
+        "{forked:?}"
+    );
+}

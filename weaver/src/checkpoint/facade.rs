@@ -273,7 +273,10 @@ impl Checkpointer {
         target_thread: &str,
         options: ForkOptions,
     ) -> Result<CheckpointRef> {
+        // Queued writes of either thread land first (the target's may
+        // make it taken).
         self.settle(&source.thread_id).await;
+        self.settle(target_thread).await;
         self.saver.fork_at(source, target_thread, options).await
     }
 
@@ -302,6 +305,7 @@ impl Checkpointer {
     /// ```
     pub async fn copy_thread(&self, source_thread: &str, target_thread: &str) -> Result<()> {
         self.settle(source_thread).await;
+        self.settle(target_thread).await;
         self.saver.copy_thread(source_thread, target_thread).await
     }
 
