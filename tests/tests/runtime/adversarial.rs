@@ -698,16 +698,59 @@ async fn a_group_stored_before_its_reply_was_lost_is_not_a_conflict() {
         .add_sequence([START, "a", "b", "c", END])
         .compile(Compile::new().checkpointer_arc(saver))
         .unwrap();
+    // Under `sync` the group is a step's last writes with its checkpoint.
+    // (It reported the lost reply as the run's failure, with all stored.)
+    for durability in [Durability::Async, Durability::Sync] {
+        watched.lose_reply_to_group.store(true, Ordering::SeqCst);
+        let thread = format!("lost-{durability:?}");
+        let config = RunConfig::thread(thread).durability(durability);
+        let end = done(g.invoke(Steps::default(), &config).await);
+        assert_eq!(end.bar, ["a", "b", "c"], "{durability:?}");
+        assert!(
+            !watched.lose_reply_to_group.load(Ordering::SeqCst),
+            "{durability:?}: no group stored a checkpoint with other ops"
+        );
+        one_chain_of(&g, &config, durability).await;
+    }
+}
+
+/// An `exit` run resumed with an answer stores its answer, its last
+/// checkpoint and that checkpoint's writes as one group at its end: a reply
+/// lost after that commit is no failure of the run. (It was reported as
+/// one, with all stored.)
+#[tokio::test]
+async fn an_exit_runs_last_group_stored_before_its_reply_was_lost_is_no_failure() {
+    use weaver_tests::forwarding::Forwarding;
+    let watched = Arc::new(Forwarding::default());
+    let saver: Arc<dyn Saver> = watched.clone();
+    let g = Graph::<Steps>::new("g")
+        .add_node("ask", |_: &Steps, rt: &Runtime| {
+            let answer = rt.interrupt("ok?")?;
+            Ok::<_, NodeError>(StepsUpdate::default().bar([answer.as_str().unwrap_or("?")]))
+        })
+        .add_node("b", |_: &Steps| StepsUpdate::default().bar(["b"]))
+        .add_sequence([START, "ask", "b", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    let config = RunConfig::thread("exit").durability(Durability::Exit);
+    let paused = g.invoke(Steps::default(), &config).await.unwrap();
+    assert!(paused.is_interrupted());
     watched.lose_reply_to_group.store(true, Ordering::SeqCst);
-    let config = RunConfig::thread("lost").durability(Durability::Async);
-    let end = done(g.invoke(Steps::default(), &config).await);
-    assert_eq!(end.bar, ["a", "b", "c"]);
+    let end = done(g.resume(serde_json::json!("yes"), &config).await);
+    assert_eq!(end.bar, ["yes", "b"]);
     assert!(
         !watched.lose_reply_to_group.load(Ordering::SeqCst),
         "no group stored a checkpoint with other ops"
     );
-    let history = hist(&g, &config, History::default()).await;
-    assert_eq!(history.len(), 5, "{:?}", ids(&history));
+    let state = g.get_state(&config).await.unwrap();
+    assert_eq!(state.values.bar, ["yes", "b"]);
+    assert!(state.next.is_empty());
+}
+
+/// Checks that the thread of `config` is one chain of checkpoints.
+async fn one_chain_of(g: &CompiledGraph<Steps>, config: &RunConfig, durability: Durability) {
+    let history = hist(g, config, History::default()).await;
+    assert_eq!(history.len(), 5, "{durability:?}: {:?}", ids(&history));
     for pair in history.windows(2) {
         assert_eq!(
             pair[0]

@@ -637,9 +637,12 @@ async fn a_copy_onto_a_thread_waits_for_a_dropped_runs_writes() {
         .add_sequence([START, "a", END])
         .compile(Compile::new().checkpointer_arc(saver))
         .unwrap();
-    g.invoke(StepsUpdate::default().foo("x"), &RunConfig::thread("source"))
-        .await
-        .unwrap();
+    g.invoke(
+        StepsUpdate::default().foo("x"),
+        &RunConfig::thread("source"),
+    )
+    .await
+    .unwrap();
     let writes = watched.gate_writes();
     let config = RunConfig::thread("b").durability(Durability::Async);
     let stream = g.stream(StepsUpdate::default().foo("x"), &config);

@@ -174,6 +174,19 @@ async fn store_group(cp: &Checkpointer, group: Vec<WriteOp>) -> Result<()> {
     Ok(())
 }
 
+/// `Ok` when the checkpoint `at` a write failed with `error` to store is
+/// stored all the same (a reply lost after the commit: the saver reported
+/// a storage error); `error` otherwise. A conflict is never such a case.
+async fn stored_anyway(cp: &Checkpointer, at: &CheckpointRef, error: Error) -> Result<()> {
+    if matches!(error, Error::VersionConflict { .. }) {
+        return Err(error);
+    }
+    match cp.saver().get_stored(at).await {
+        Ok(Some(_)) => Ok(()),
+        _ => Err(error),
+    }
+}
+
 /// The payload size from which a background group is stored op by op.
 const LARGE_GROUP_BYTES: usize = 4 * 1024 * 1024;
 
@@ -291,25 +304,33 @@ impl Writer {
             return Ok(());
         }
         match op {
-            WriteOp::Put(c) => match self.held.take() {
-                None => self.cp.put(c).await.map(drop),
-                Some((target, writes)) => {
-                    let group = vec![
-                        WriteOp::Writes(target.clone(), writes.clone()),
-                        WriteOp::Put(c),
-                    ];
-                    match self.cp.put_ops(group).await {
-                        Ok(()) => Ok(()),
-                        Err(e @ Error::VersionConflict { .. }) => Err(e),
-                        Err(e) => {
-                            // Keep the task's writes, as storing them first
-                            // would have; the run reports the group's error.
-                            let _ = self.cp.put_writes(&target, writes).await;
-                            Err(e)
+            WriteOp::Put(c) => {
+                let at = c.config();
+                match self.held.take() {
+                    None => match self.cp.put(c).await {
+                        Ok(_) => Ok(()),
+                        Err(e) => stored_anyway(&self.cp, &at, e).await,
+                    },
+                    Some((target, writes)) => {
+                        let group = vec![
+                            WriteOp::Writes(target.clone(), writes.clone()),
+                            WriteOp::Put(c),
+                        ];
+                        match self.cp.put_ops(group).await {
+                            Ok(()) => Ok(()),
+                            Err(e @ Error::VersionConflict { .. }) => Err(e),
+                            Err(e) => {
+                                // Keep the task's writes, as storing them
+                                // first would have; the run reports the
+                                // group's error, unless the group was
+                                // stored after all.
+                                let _ = self.cp.put_writes(&target, writes).await;
+                                stored_anyway(&self.cp, &at, e).await
+                            }
                         }
                     }
                 }
-            },
+            }
             WriteOp::Writes(target, w) => {
                 self.release().await?;
                 self.cp.put_writes(&target, w).await
@@ -378,20 +399,32 @@ impl Writer {
         writes: Vec<PendingWrite>,
     ) -> Result<()> {
         self.flush().await?;
-        let Some(answers) = answers else {
-            return self
+        let stored_at = checkpoint.config();
+        let kept = writes.clone();
+        let stored = match answers {
+            None => self
                 .cp
                 .put_checkpoint_with_writes(checkpoint, writes)
                 .await
-                .map(drop);
+                .map(drop),
+            Some(answers) => {
+                let mut ops = answers.into_group();
+                ops.push(WriteOp::Put(checkpoint));
+                if !writes.is_empty() {
+                    ops.push(WriteOp::Writes(stored_at.clone(), writes));
+                }
+                self.cp.put_ops(ops).await
+            }
         };
-        let stored_at = checkpoint.config();
-        let mut ops = answers.into_group();
-        ops.push(WriteOp::Put(checkpoint));
-        if !writes.is_empty() {
-            ops.push(WriteOp::Writes(stored_at, writes));
+        match stored {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                stored_anyway(&self.cp, &stored_at, e).await?;
+                // Stored after all: its writes too (again, for a saver that
+                // stores a group op by op; a write stored twice is one).
+                self.cp.put_writes(&stored_at, kept).await
+            }
         }
-        self.cp.put_ops(ops).await
     }
 
     /// Waits until every operation issued has reached the saver; returns the
