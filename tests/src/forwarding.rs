@@ -84,6 +84,9 @@ pub struct Forwarding {
     /// Holds back the `put_ops` groups that store a root-namespace
     /// checkpoint ([`Forwarding::gate_root_groups`]).
     pub root_gate: Mutex<Option<ReleaseGate>>,
+    /// Holds `put_ops` groups that store a subgraph's checkpoint back
+    /// ([`Forwarding::gate_subgraph_groups`]).
+    pub subgraph_gate: Mutex<Option<ReleaseGate>>,
     /// Once set, the next `put_writes` waits this long after the inner
     /// saver stored its writes, before it returns (a reply slow to come
     /// back from a database that committed).
@@ -202,6 +205,7 @@ impl Forwarding {
             before_checkpoint: Mutex::new(None),
             after_checkpoint: Mutex::new(None),
             root_gate: Mutex::new(None),
+            subgraph_gate: Mutex::new(None),
             slow_reply_to_writes: Mutex::new(None),
             slow_next_writes: Mutex::new(None),
             fail_root_groups: AtomicBool::new(false),
@@ -252,6 +256,18 @@ impl Forwarding {
             open: Arc::new(tokio::sync::Semaphore::new(0)),
         };
         *self.root_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
+        gate
+    }
+
+    /// Makes every `put_ops` group that stores a subgraph's checkpoint (a
+    /// namespace other than the root) wait for a permit of the gate
+    /// returned (none yet), after notifying it was entered.
+    pub fn gate_subgraph_groups(&self) -> ReleaseGate {
+        let gate = ReleaseGate {
+            entered: Arc::new(tokio::sync::Notify::new()),
+            open: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        *self.subgraph_gate.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
         gate
     }
 
@@ -535,6 +551,12 @@ impl Saver for Forwarding {
             .any(|op| matches!(op, WriteOp::Put(c) if c.checkpoint_ns.is_empty()));
         if root {
             Self::pass(&self.root_gate).await;
+        }
+        if ops
+            .iter()
+            .any(|op| matches!(op, WriteOp::Put(c) if !c.checkpoint_ns.is_empty()))
+        {
+            Self::pass(&self.subgraph_gate).await;
         }
         if self.fail_groups.load(Ordering::SeqCst)
             || (puts && self.fail_checkpoints.load(Ordering::SeqCst))

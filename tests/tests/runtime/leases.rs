@@ -173,3 +173,71 @@ async fn a_thread_truncated_to_nothing_is_gone_in_memory() {
 async fn a_dropped_waiting_run_leaves_no_ticket_in_memory() {
     leases::a_dropped_waiting_run_leaves_no_ticket(memory(), "t").await;
 }
+
+/// A run whose node timed out while the subgraph it ran still had writes
+/// queued gives the thread's lease back only once they landed: a run
+/// taking the thread then reads the head they leave, not one about to
+/// move. (The lease was given back at once.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_gives_its_lease_back_after_its_cut_off_subgraphs_writes() {
+    use std::time::Duration;
+    use weaver::prelude::*;
+    use weaver_tests::forwarding::Forwarding;
+    use weaver_tests::states::{Steps, StepsUpdate};
+    let watched = Arc::new(Forwarding::leasing(memory()));
+    let saver: Arc<dyn Saver> = watched.clone();
+    let inner = Graph::<Steps>::new("inner")
+        .add_node("x", |_: &Steps| async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            StepsUpdate::default().bar(["x"])
+        })
+        .add_sequence([START, "x", END])
+        .compile(Compile::new())
+        .unwrap();
+    let g = Graph::<Steps>::new("outer")
+        .add_node_with(
+            "call",
+            move |s: &Steps, rt: &Runtime| {
+                let call = rt.subgraph(&inner);
+                let input = s.clone();
+                async move {
+                    Ok::<_, NodeError>(StepsUpdate::default().bar(call.invoke(input).await?.bar))
+                }
+            },
+            NodePolicy::new().timeout(Duration::from_millis(100)),
+        )
+        .add_sequence([START, "call", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let gate = watched.gate_subgraph_groups();
+    let config = RunConfig::thread("t").durability(Durability::Async);
+    let run = tokio::spawn({
+        let (g, config) = (g.clone(), config.clone());
+        async move { g.invoke(Steps::default(), &config).await }
+    });
+    gate.entered.notified().await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let leases = saver.leases().unwrap();
+    let info = leases.lease_info("t").await.unwrap();
+    assert!(
+        info.as_ref()
+            .is_some_and(|l| !l.holder.is_empty() && l.remaining_ms > 0),
+        "the lease was given back with the subgraph's writes queued: {info:?}"
+    );
+    gate.open.add_permits(1_000);
+    let out = run.await.unwrap();
+    assert!(matches!(out, Err(Error::NodeTimeout { .. })), "{out:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while leases
+        .lease_info("t")
+        .await
+        .unwrap()
+        .is_some_and(|l| !l.holder.is_empty() && l.remaining_ms > 0)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease was never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -497,6 +497,10 @@ impl Hold {
     /// thread held until the lease runs out.
     pub async fn release(mut self, paused: bool, stopped: Option<Stop>) -> Result<()> {
         self.ending = Some((paused, stopped));
+        // What else is queued for the thread (a subgraph cut off by a node
+        // timeout leaves its writer going) lands first, as when the hold is
+        // dropped; the lease is renewed meanwhile.
+        crate::checkpoint::settle_queued(self.cp.flights_of(&self.thread_id)).await;
         if let Some(r) = self.renewer.take() {
             r.abort();
         }
