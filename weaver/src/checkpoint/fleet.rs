@@ -327,8 +327,13 @@ where
         Ok(_) => Ok(false),
         Err(e) => Err(e),
     };
-    // Given back in every case (a deletion normally removes the lease row
-    // with the thread; a saver's may not); the deletion's error first.
+    // A deletion removes the lease row with the thread (a saver's that
+    // does not leaves a lease that runs out and counts as given back); a
+    // thread kept, or one whose deletion failed, is given back now, the
+    // deletion's error first.
+    if matches!(gone, Ok(true)) {
+        return gone;
+    }
     let released = leases.release(&listed.thread_id, &holder, None).await;
     let gone = gone?;
     released?;

@@ -356,13 +356,13 @@ fn base_of(thread_id: &str, r: &Row) -> Result<u64> {
     })
 }
 
-/// Decides an acquire by `me` at `now` (ms) of the thread whose row is
-/// `row`, whose oldest live ticket is `first`, the caller holding `mine`.
 /// The start of the holder name an idle thread's deletion takes the
 /// thread's lease under ([`Saver::delete_idle_threads`](super::Saver::delete_idle_threads)):
 /// such a holder runs no turn, so its lease run out is one given back.
 pub(crate) const DELETION_HOLDER: &str = "weaver-idle-deletion-";
 
+/// Decides an acquire by `me` at `now` (ms) of the thread whose row is
+/// `row`, whose oldest live ticket is `first`, the caller holding `mine`.
 pub(crate) fn decide(
     thread_id: &str,
     row: Option<&Row>,

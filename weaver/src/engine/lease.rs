@@ -150,7 +150,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
     // lease an acquire may have taken), left behind in the background if
     // the run is dropped first.
     let mut taking = Taking {
-        saver: Some(saver.clone()),
+        cp: Some(cp.clone()),
         thread_id: thread_id.to_owned(),
         holder: holder.clone(),
         named: config.get_lease_holder().is_some(),
@@ -309,7 +309,7 @@ pub(crate) async fn take(cp: &Checkpointer, config: &RunConfig) -> Result<Option
 /// given back so: it may be the hold a paused turn of the same holder
 /// keeps.
 struct Taking {
-    saver: Option<Arc<dyn Saver>>,
+    cp: Option<Checkpointer>,
     thread_id: String,
     holder: String,
     named: bool,
@@ -320,13 +320,13 @@ struct Taking {
 impl Taking {
     /// The run holds the thread: nothing to leave.
     fn disarm(&mut self) {
-        self.saver = None;
+        self.cp = None;
     }
 }
 
 impl Drop for Taking {
     fn drop(&mut self) {
-        let Some(saver) = self.saver.take() else {
+        let Some(cp) = self.cp.take() else {
             return;
         };
         let release = self.may_hold && !self.named;
@@ -341,15 +341,22 @@ impl Drop for Taking {
             std::mem::take(&mut self.holder),
             self.ticket,
         );
+        // Registered with the thread's flights: the next run on the thread
+        // in this process waits for it, as for a dropped hold.
+        let guard = cp.take_off(&thread_id);
+        guard.flight().queued(1);
+        let saver = cp.saver().clone();
         rt.spawn(async move {
-            let Some(leases) = saver.leases() else { return };
-            if let Some(k) = ticket {
-                let _ = leases.leave_queue(&thread_id, k).await;
+            if let Some(leases) = saver.leases() {
+                if let Some(k) = ticket {
+                    let _ = leases.leave_queue(&thread_id, k).await;
+                }
+                if release {
+                    // Given back only if this run took it.
+                    let _ = leases.release(&thread_id, &holder, None).await;
+                }
             }
-            if release {
-                // Given back only if this run took it.
-                let _ = leases.release(&thread_id, &holder, None).await;
-            }
+            drop(guard);
         });
     }
 }
