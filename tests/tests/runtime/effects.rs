@@ -415,3 +415,60 @@ async fn without_a_checkpointer_explicit_keys_differ_per_thread() {
         .unwrap());
     assert_eq!(a, with_saver, "the same key with or without a checkpointer");
 }
+
+/// Calls to the fake service of
+/// [`a_keyed_effect_of_a_subgraph_is_found_by_a_sibling_task`].
+static ORDER_10_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+async fn pay_order_10(_: &Paid, rt: &Runtime) -> Result<PaidUpdate, NodeError> {
+    let receipt: String = rt
+        .effect_with_key("order-10", "pay", |key| async move {
+            let n = ORDER_10_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            Ok::<_, std::io::Error>(format!("{key}:{n}"))
+        })
+        .await?;
+    Ok(PaidUpdate::default().receipts(vec![receipt]))
+}
+
+/// Runs a subgraph whose one node pays order 10.
+async fn subgraph_paying_order_10(_: &Paid, rt: &Runtime) -> Result<PaidUpdate, NodeError> {
+    let inner = Graph::<Paid>::new("inner")
+        .add_node("pay", pay_order_10)
+        .add_sequence([START, "pay", END])
+        .compile(Compile::new())
+        .unwrap();
+    let done = rt.invoke_subgraph(&inner, Paid::default()).await?;
+    Ok(PaidUpdate::default().receipts(done.receipts))
+}
+
+/// A task whose subgraph paid an order under its explicit key, and a
+/// sibling task of the same step paying it after: the sibling finds the
+/// result, under every durability. (Under `exit` the subgraph's entry went
+/// to its own task's writes only, and the service was called twice.)
+#[tokio::test]
+async fn a_keyed_effect_of_a_subgraph_is_found_by_a_sibling_task() {
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        ORDER_10_CALLS.store(0, std::sync::atomic::Ordering::SeqCst);
+        let g = Graph::<Paid>::new("pay")
+            .add_node("a", subgraph_paying_order_10)
+            .add_node("b", pay_order_10)
+            .add_edge(START, "a")
+            .add_edge(START, "b")
+            .add_edge("a", END)
+            .add_edge("b", END)
+            .compile(Compile::new().checkpointer_arc(memory()))
+            .unwrap();
+        let config = RunConfig::thread("t")
+            .durability(durability)
+            .max_concurrency(1);
+        let done = g.invoke(Paid::default(), &config).await.unwrap();
+        assert_eq!(
+            ORDER_10_CALLS.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "{durability:?}"
+        );
+        let receipts = done.complete().unwrap().receipts;
+        assert_eq!(receipts.len(), 2);
+        assert_eq!(receipts[0], receipts[1], "{durability:?}");
+    }
+}

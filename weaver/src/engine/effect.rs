@@ -132,9 +132,19 @@ fn entry_of(write: &PendingWrite) -> Result<Entry> {
 /// adds its own ([`Journal::handoff`]).
 pub(crate) type Handoff = Arc<Mutex<Vec<PendingWrite>>>;
 
-/// Adds `writes` to the entries `to` holds.
-pub(crate) fn hand_over(to: &Handoff, writes: Vec<PendingWrite>) {
-    lock(to).extend(writes);
+/// Where a subgraph that completes without storing them hands its entries
+/// under explicit keys: its parent task's held writes, and the entries the
+/// parent's step shares between its tasks (a sibling task finds them).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeyedTo {
+    held: Handoff,
+    step: Handoff,
+}
+
+/// Adds `writes` (entries under explicit keys) to the entries `to` holds.
+pub(crate) fn hand_over(to: &KeyedTo, writes: Vec<PendingWrite>) {
+    lock(&to.step).extend(writes.iter().cloned());
+    lock(&to.held).extend(writes);
 }
 
 /// Where one task journals its effects: the checkpoint it started from, and
@@ -365,9 +375,13 @@ impl Journal {
 
     /// Where a subgraph the task runs hands the entries under explicit keys
     /// it journaled, when it completes without storing them (`exit`
-    /// durability): they go with the task's other writes, among those held.
-    pub fn handoff(&self) -> Handoff {
-        self.held.clone()
+    /// durability): they go with the task's other writes, among those
+    /// held, and to the step's shared entries, for the task's siblings.
+    pub fn handoff(&self) -> KeyedTo {
+        KeyedTo {
+            held: self.held.clone(),
+            step: self.step_keyed.clone(),
+        }
     }
 
     /// The entries under explicit keys this task knows of that are not

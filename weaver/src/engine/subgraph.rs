@@ -226,7 +226,7 @@ pub struct SubgraphCall<T: GraphState> {
     /// ([`Env::outer_flights`]).
     outer_flights: Vec<Arc<crate::checkpoint::facade::Flight>>,
     /// Where the subgraph hands its keyed effects' entries ([`Env::keyed_to`]).
-    keyed_to: crate::engine::effect::Handoff,
+    keyed_to: crate::engine::effect::KeyedTo,
     /// What the task knows of effects under explicit keys, not stored yet
     /// ([`Env::outer_keyed`]).
     outer_keyed: Vec<crate::checkpoint::PendingWrite>,

@@ -50,7 +50,7 @@ pub(crate) struct Env {
     /// Where a subgraph run that completes without storing its entries
     /// under explicit keys (`exit` durability) hands them: its parent
     /// task's journal ([`Journal::handoff`](crate::engine::effect::Journal::handoff)).
-    pub keyed_to: Option<crate::engine::effect::Handoff>,
+    pub keyed_to: Option<crate::engine::effect::KeyedTo>,
     /// Entries under explicit keys the parent task knows of and has not
     /// stored ([`Journal::keyed_unstored`](crate::engine::effect::Journal::keyed_unstored)):
     /// the run's tasks look for their keys among them.
@@ -72,7 +72,7 @@ pub(crate) struct Loop<'g, S: GraphState> {
     /// [`Env::outer_flights`].
     outer_flights: Vec<Arc<crate::checkpoint::facade::Flight>>,
     /// [`Env::keyed_to`].
-    keyed_to: Option<crate::engine::effect::Handoff>,
+    keyed_to: Option<crate::engine::effect::KeyedTo>,
     /// [`Env::outer_keyed`].
     outer_keyed: Vec<crate::checkpoint::PendingWrite>,
     /// [`Env::stream_dropped`].
