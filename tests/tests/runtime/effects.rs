@@ -472,3 +472,91 @@ async fn a_keyed_effect_of_a_subgraph_is_found_by_a_sibling_task() {
         assert_eq!(receipts[0], receipts[1], "{durability:?}");
     }
 }
+
+mod inner_v1 {
+    use weaver::prelude::*;
+    /// A subgraph's state as a release stores it.
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    pub struct Note {
+        pub text: String,
+    }
+}
+
+mod inner_v2 {
+    use serde_json::{Map, Value};
+    use weaver::prelude::*;
+    fn renamed(mut m: Map<String, Value>) -> Result<Map<String, Value>, String> {
+        if let Some(text) = m.remove("text") {
+            m.insert("body".into(), text);
+        }
+        Ok(m)
+    }
+    /// The next release's state of the subgraph: `text` renamed `body`.
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    #[graph_state(version = 2, upcast(1 => renamed))]
+    pub struct Note {
+        pub body: String,
+    }
+}
+
+/// A subgraph that finished under `exit` in a task that then paused, whose
+/// state a newer release changed: the resumed task gets that state
+/// upgraded, as a stored checkpoint of it would be. (It was read as stored,
+/// in the older form.)
+#[tokio::test]
+async fn a_finished_subgraphs_state_kept_under_exit_is_upgraded_on_resume() {
+    let saver = memory();
+    let config = RunConfig::thread("t").durability(Durability::Exit);
+    let v1 = Graph::<inner_v1::Note>::new("inner")
+        .add_node("write", |_: &inner_v1::Note| {
+            inner_v1::NoteUpdate::default().text("hello".to_owned())
+        })
+        .add_sequence([START, "write", END])
+        .compile(Compile::new())
+        .unwrap();
+    let outer_v1 = Graph::<Paid>::new("outer")
+        .add_node("call", move |_: &Paid, rt: &Runtime| {
+            let call = rt.subgraph(&v1);
+            let ok = rt.interrupt("ok?");
+            async move {
+                let done = call.invoke(inner_v1::Note::default()).await?;
+                ok?;
+                Ok::<_, NodeError>(PaidUpdate::default().receipts(vec![done.text]))
+            }
+        })
+        .add_sequence([START, "call", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    assert!(
+        outer_v1
+            .invoke(Paid::default(), &config)
+            .await
+            .unwrap()
+            .is_interrupted()
+    );
+    let v2 = Graph::<inner_v2::Note>::new("inner")
+        .add_node("write", |_: &inner_v2::Note| {
+            inner_v2::NoteUpdate::default().body("again".to_owned())
+        })
+        .add_sequence([START, "write", END])
+        .compile(Compile::new())
+        .unwrap();
+    let outer_v2 = Graph::<Paid>::new("outer")
+        .add_node("call", move |_: &Paid, rt: &Runtime| {
+            let call = rt.subgraph(&v2);
+            let ok = rt.interrupt("ok?");
+            async move {
+                let done = call.invoke(inner_v2::Note::default()).await?;
+                ok?;
+                Ok::<_, NodeError>(PaidUpdate::default().receipts(vec![done.body]))
+            }
+        })
+        .add_sequence([START, "call", END])
+        .compile(Compile::new().checkpointer_arc(saver))
+        .unwrap();
+    let done = outer_v2
+        .resume(serde_json::json!("yes"), &config)
+        .await
+        .unwrap();
+    assert_eq!(done.complete().unwrap().receipts, ["hello"]);
+}

@@ -180,8 +180,8 @@ pub(crate) struct Journal {
     /// hold (`exit` durability), shared by the step's journals: a sibling
     /// task finds them.
     step_keyed: Handoff,
-    /// The state the task's subgraph finished with, when its run stored no
-    /// checkpoint of it ([`SubgraphDone`]).
+    /// What the task's subgraph finished with, when its run stored no
+    /// checkpoint of it: the marker write's value ([`SubgraphDone`]).
     subgraph_done: Arc<Mutex<Option<Value>>>,
 }
 
@@ -198,22 +198,31 @@ pub(crate) struct SubgraphDone {
 }
 
 impl SubgraphDone {
-    /// The state the subgraph finished with, if it did.
-    pub fn finished(&self) -> Option<Value> {
-        lock(&self.slot).clone()
+    /// The state the subgraph finished with, if it did, and the state
+    /// version it is in (none recorded: `None`).
+    pub fn finished(&self) -> Option<(Value, Option<u32>)> {
+        lock(&self.slot).as_ref().map(|marker| {
+            let values = marker.get("values").cloned().unwrap_or(Value::Null);
+            let version = marker
+                .get("version")
+                .and_then(Value::as_u64)
+                .and_then(|v| u32::try_from(v).ok());
+            (values, version)
+        })
     }
 
-    /// Records that the subgraph at `ns` finished with `values`: held with
-    /// the task's other writes.
-    pub fn record(&self, ns: &str, values: Value) {
+    /// Records that the subgraph at `ns` finished with `values`, of state
+    /// version `version`: held with the task's other writes.
+    pub fn record(&self, ns: &str, values: Value, version: u32) {
+        let marker = serde_json::json!({ "ns": ns, "values": values, "version": version });
         lock(&self.held).push(PendingWrite {
             task_id: self.task_id.clone(),
             task_path: self.task_path.clone(),
             idx: crate::checkpoint::SUBGRAPH_WRITE_INDEX,
             channel: SUBGRAPH_CHANNEL.to_owned(),
-            value: serde_json::json!({ "ns": ns, "values": values }),
+            value: marker.clone(),
         });
-        *lock(&self.slot) = Some(values);
+        *lock(&self.slot) = Some(marker);
     }
 }
 
@@ -242,7 +251,7 @@ impl Journal {
         let subgraph_done = writes
             .iter()
             .find(|w| w.channel == SUBGRAPH_CHANNEL)
-            .map(|w| w.value.get("values").cloned().unwrap_or(Value::Null));
+            .map(|w| w.value.clone());
         Journal {
             cp,
             at,

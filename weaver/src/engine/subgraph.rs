@@ -297,18 +297,9 @@ impl<T: GraphState> SubgraphCall<T> {
         let cp = checkpointer.as_ref();
         // Finished in an earlier run of the task that stored none of its
         // checkpoints (`exit` durability): not run again.
-        if let (Some(_), Some(values)) = (cp, self.done.finished()) {
-            return T::deserialize(values).map_err(|e| {
-                Error::decode(
-                    format!(
-                        "the state subgraph `{}` finished with (namespace `{}`)",
-                        self.graph.name(),
-                        self.config.ns()
-                    ),
-                    e,
-                )
-                .into()
-            });
+        if let (Some(_), Some((values, version))) = (cp, self.done.finished()) {
+            return finished_state::<T>(values, version, self.graph.name(), self.config.ns())
+                .map_err(NodeError::from);
         }
         let mut copy_from = None;
         let input = match cp {
@@ -411,7 +402,7 @@ impl<T: GraphState> SubgraphCall<T> {
                     let json = serde_json::to_value(&values).map_err(|e| {
                         Error::encode(format!("the state of subgraph namespace `{ns}`"), e)
                     })?;
-                    self.done.record(&ns, json);
+                    self.done.record(&ns, json, T::VERSION);
                 }
                 Ok(values)
             }
@@ -471,4 +462,21 @@ async fn standing<T: GraphState>(
         return Ok(Standing::Finished(snapshot.values));
     }
     Ok(Standing::Unfinished)
+}
+
+/// The state a subgraph finished with in an earlier run of its task,
+/// recorded as `values` of state version `version` (upgraded to the
+/// current one, as a stored checkpoint would be).
+fn finished_state<T: GraphState>(
+    values: serde_json::Value,
+    version: Option<u32>,
+    graph: &str,
+    ns: &str,
+) -> Result<T, Error> {
+    let what = || format!("the state subgraph `{graph}` finished with (namespace `{ns}`)");
+    let serde_json::Value::Object(mut values) = values else {
+        return Err(Error::decode(what(), "it is not an object"));
+    };
+    crate::evolution::upgrade_values::<T>(ns, &mut values, version.or(Some(T::VERSION)))?;
+    T::deserialize(serde_json::Value::Object(values)).map_err(|e| Error::decode(what(), e))
 }
