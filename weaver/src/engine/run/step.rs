@@ -52,7 +52,10 @@ impl<S: GraphState> Loop<'_, S> {
         let mut started = self.start_step(tasks, step, replayed.as_ref())?;
         let mut ended = self.run_tasks(tasks, &mut started, step).await?;
         if !ended.failures.is_empty() {
-            ended.failures.sort_by_key(|(k, _)| *k);
+            // The run's stop (its hold lost, or a stop asked, seen inside a
+            // task's subgraph) before any task's own failure: it decides
+            // what the run may still store.
+            ended.failures.sort_by_key(|(k, e)| (!e.stops_run(), *k));
             return Err(ended.failures.swap_remove(0).1);
         }
         if !ended.parent.is_empty() {
