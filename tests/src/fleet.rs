@@ -472,8 +472,9 @@ async fn bad_fleet_input_is_a_typed_error(saver: Arc<dyn Saver>) {
 }
 
 /// An idle-thread deletion cut off while it holds a thread's lease (a
-/// caller's timeout) gives the lease back: a run on the thread is not
-/// refused as busy. (The deletion's lease stayed for its full time.)
+/// caller's timeout) leaves the thread busy for five seconds at most, and
+/// its lease run out counts as given back, not as a run that died. (The
+/// deletion's lease stayed for a minute, then counted as a dead run.)
 pub async fn a_cut_off_idle_deletion_gives_the_thread_back(saver: Arc<dyn Saver>) {
     chain(saver.as_ref(), "cut", 2).await;
     tokio::time::sleep(Duration::from_millis(500)).await;

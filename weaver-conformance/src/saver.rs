@@ -2038,8 +2038,8 @@ fn incompressible(n: usize, seed: u64) -> String {
 /// A thread id and a namespace of `limits::MAX_ID_BYTES` bytes, a task id
 /// of `limits::MAX_CHECKPOINT_ID_BYTES`, are stored, written to, read,
 /// copied and deleted on every saver; one byte more is `LimitExceeded`,
-/// with nothing stored. (PostgreSQL failed with a `Storage` error on long
-/// keys, the other savers took them.)
+/// with nothing stored (PostgreSQL's indexes cannot hold much longer
+/// keys: a saver that took them would fail there with a `Storage` error).
 async fn ids_up_to_their_limits_are_stored_and_longer_ones_refused(saver: Arc<dyn Saver>) {
     let limited = |r: weaver::Result<CheckpointRef>, what: &str| match r {
         Err(Error::LimitExceeded { .. }) => {}
