@@ -4,7 +4,7 @@ use super::types::{BatchEntry, WriteOp};
 use crate::error::{Error, Result};
 
 /// The most bytes of a thread id or a checkpoint namespace a saver stores:
-/// a longer one is [`Error::LimitExceeded`](crate::Error::LimitExceeded) on
+/// a longer one is [`Error::LimitExceeded`] on
 /// every saver, checked before anything is written (PostgreSQL's indexes
 /// hold a key of at most about 2.7 KB, and a thread id, a namespace, a
 /// checkpoint id and a task id make one key; an
