@@ -755,9 +755,9 @@ pub async fn a_damaged_journal_entry_is_a_decode_error(saver: Arc<dyn Saver>, th
     assert_eq!(ledger.calls().len(), 1, "{:?}", ledger.calls());
 }
 
-/// The `charge` node of [`charging_subgraph`]: an effect counted by the
-/// counter in the run's context, its key the state's `foo`.
-async fn charge_counted(
+/// The `charge` node (of [`charging_subgraph`] among others): an effect
+/// counted by the counter in the run's context, its key the state's `foo`.
+pub async fn charge_counted(
     _: &crate::states::Steps,
     rt: &Runtime,
 ) -> Result<crate::states::StepsUpdate, NodeError> {

@@ -190,25 +190,6 @@ async fn a_keyed_effect_in_a_subgraph_runs_once_under_every_durability() {
     }
 }
 
-/// The `charge` node: an effect counted in the run's context.
-async fn charge_counted(
-    _: &weaver_tests::states::Steps,
-    rt: &Runtime,
-) -> Result<weaver_tests::states::StepsUpdate, NodeError> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let calls = rt
-        .context::<Arc<AtomicUsize>>()
-        .cloned()
-        .ok_or_else(|| NodeError::msg("no counter"))?;
-    let key: String = rt
-        .effect("charge", |key| async move {
-            calls.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, std::io::Error>(key)
-        })
-        .await?;
-    Ok(weaver_tests::states::StepsUpdate::default().foo(key))
-}
-
 /// Runs the `charge` node once on `watched` (a 100 ms timeout, two
 /// attempts, `sync` durability); returns how often the service was called.
 async fn charge_with_a_timeout(watched: Arc<weaver_tests::forwarding::Forwarding>) -> usize {
@@ -223,7 +204,7 @@ async fn charge_with_a_timeout(watched: Arc<weaver_tests::forwarding::Forwarding
         .timeout(Duration::from_millis(100))
         .retry(retry);
     let graph = Graph::<Steps>::new("charges")
-        .add_node_with("charge", charge_counted, policy)
+        .add_node_with("charge", effects::charge_counted, policy)
         .add_sequence([START, "charge", END])
         .compile(Compile::new().checkpointer_arc(watched))
         .unwrap();

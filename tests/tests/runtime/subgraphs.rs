@@ -1091,36 +1091,48 @@ async fn a_renamed_send_node_resumes_its_paused_subgraph() {
     the_paused_subgraph_goes_on(&after, &config, &worked).await;
 }
 
+/// `outer` running, at `depth` 1 or 2, a subgraph that runs `a` (counted
+/// in `ran_a`), stops before `b` (`interrupt_before`), then runs `b`.
+fn stopping_before_b(
+    depth: u32,
+    ran_a: Arc<std::sync::atomic::AtomicUsize>,
+) -> CompiledGraph<Notes> {
+    let inner = Graph::<Notes>::new("inner")
+        .add_node("a", move |_: &Notes| {
+            ran_a.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            note("a")
+        })
+        .add_node("b", |_: &Notes| note("b"))
+        .add_sequence([START, "a", "b", END])
+        .compile(
+            Compile::new()
+                .checkpointer_arc(memory())
+                .interrupt_before(["b"]),
+        )
+        .unwrap();
+    let mid = if depth == 2 {
+        Graph::<Notes>::new("mid")
+            .add_subgraph("deep", inner)
+            .add_sequence([START, "deep", END])
+            .compile(Compile::new())
+            .unwrap()
+    } else {
+        inner
+    };
+    Graph::<Notes>::new("outer")
+        .add_subgraph("mid", mid)
+        .add_sequence([START, "mid", END])
+        .compile(Compile::new().checkpointer_arc(memory()))
+        .unwrap()
+}
+
 /// A static stop inside a subgraph is passed by `continue_run` at any
 /// depth, as at the top level: two levels deep, the stop is stored one
 /// level up as the pause of the task that runs the inner subgraph.
 #[tokio::test]
 async fn a_static_stop_at_any_depth_is_passed_by_continue_run() {
     for depth in [1, 2] {
-        let inner = Graph::<Notes>::new("inner")
-            .add_node("a", |_: &Notes| note("a"))
-            .add_node("b", |_: &Notes| note("b"))
-            .add_sequence([START, "a", "b", END])
-            .compile(
-                Compile::new()
-                    .checkpointer_arc(memory())
-                    .interrupt_before(["b"]),
-            )
-            .unwrap();
-        let mid = if depth == 2 {
-            Graph::<Notes>::new("mid")
-                .add_subgraph("deep", inner)
-                .add_sequence([START, "deep", END])
-                .compile(Compile::new())
-                .unwrap()
-        } else {
-            inner
-        };
-        let outer = Graph::<Notes>::new("outer")
-            .add_subgraph("mid", mid)
-            .add_sequence([START, "mid", END])
-            .compile(Compile::new().checkpointer_arc(memory()))
-            .unwrap();
+        let outer = stopping_before_b(depth, Arc::default());
         let config = RunConfig::thread("t");
         let out = outer.invoke(Notes::default(), &config).await.unwrap();
         assert!(out.is_interrupted(), "depth {depth}: {out:?}");
@@ -1305,34 +1317,7 @@ async fn replaying_a_static_stop_in_a_subgraph_goes_on_from_it() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     for depth in [1, 2] {
         let ran_a = Arc::new(AtomicUsize::new(0));
-        let counted = ran_a.clone();
-        let inner = Graph::<Notes>::new("inner")
-            .add_node("a", move |_: &Notes| {
-                counted.fetch_add(1, Ordering::SeqCst);
-                note("a")
-            })
-            .add_node("b", |_: &Notes| note("b"))
-            .add_sequence([START, "a", "b", END])
-            .compile(
-                Compile::new()
-                    .checkpointer_arc(memory())
-                    .interrupt_before(["b"]),
-            )
-            .unwrap();
-        let mid = if depth == 2 {
-            Graph::<Notes>::new("mid")
-                .add_subgraph("deep", inner)
-                .add_sequence([START, "deep", END])
-                .compile(Compile::new())
-                .unwrap()
-        } else {
-            inner
-        };
-        let outer = Graph::<Notes>::new("outer")
-            .add_subgraph("mid", mid)
-            .add_sequence([START, "mid", END])
-            .compile(Compile::new().checkpointer_arc(memory()))
-            .unwrap();
+        let outer = stopping_before_b(depth, ran_a.clone());
         let config = RunConfig::thread("t");
         let out = outer.invoke(Notes::default(), &config).await.unwrap();
         assert!(out.is_interrupted(), "depth {depth}: {out:?}");
@@ -1368,30 +1353,7 @@ async fn replaying_a_static_stop_in_a_subgraph_goes_on_from_it() {
 #[tokio::test]
 async fn a_value_for_a_static_stop_in_a_subgraph_is_refused() {
     for depth in [1, 2] {
-        let inner = Graph::<Notes>::new("inner")
-            .add_node("a", |_: &Notes| note("a"))
-            .add_node("b", |_: &Notes| note("b"))
-            .add_sequence([START, "a", "b", END])
-            .compile(
-                Compile::new()
-                    .checkpointer_arc(memory())
-                    .interrupt_before(["b"]),
-            )
-            .unwrap();
-        let mid = if depth == 2 {
-            Graph::<Notes>::new("mid")
-                .add_subgraph("deep", inner)
-                .add_sequence([START, "deep", END])
-                .compile(Compile::new())
-                .unwrap()
-        } else {
-            inner
-        };
-        let outer = Graph::<Notes>::new("outer")
-            .add_subgraph("mid", mid)
-            .add_sequence([START, "mid", END])
-            .compile(Compile::new().checkpointer_arc(memory()))
-            .unwrap();
+        let outer = stopping_before_b(depth, Arc::default());
         let config = RunConfig::thread("t");
         let out = outer.invoke(Notes::default(), &config).await.unwrap();
         let stop = out.interrupts()[0].id.clone();
