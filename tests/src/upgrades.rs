@@ -230,13 +230,27 @@ pub async fn a_failed_batch_writes_nothing(saver: Arc<dyn Saver>, thread: &str) 
         other => panic!("expected CheckpointNotFound, got {other:?}"),
     }
     assert_eq!(stored(saver.as_ref(), thread).await, before);
-    let mut moved = changed(&before).pop().expect("a record");
-    moved.record.commit_order += 100;
     let mut batch = changed(&before);
-    batch.push(moved);
+    batch.last_mut().expect("a record").record.commit_order += 100;
     match rewrites.replace(batch).await {
         Err(weaver::Error::InvalidArgument { reason }) => {
             assert!(reason.contains("commit order"), "{reason}")
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert_eq!(stored(saver.as_ref(), thread).await, before);
+    // One checkpoint named twice: refused alike by every saver.
+    let mut twice = changed(&before);
+    let mut again = changed(&before).remove(0);
+    again
+        .record
+        .checkpoint
+        .channel_values
+        .insert("title".into(), json!("again"));
+    twice.push(again);
+    match rewrites.replace(twice).await {
+        Err(weaver::Error::InvalidArgument { reason }) => {
+            assert!(reason.contains("twice"), "{reason}")
         }
         other => panic!("expected InvalidArgument, got {other:?}"),
     }

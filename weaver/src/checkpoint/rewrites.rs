@@ -34,8 +34,9 @@ pub trait Rewrites: Debug + Send + Sync {
     /// stored pending writes are no longer those it was read with (a run
     /// stored one since: [`Error::RewriteConflict`](crate::Error::RewriteConflict);
     /// read it again and redo the change), or any storage or encoding
-    /// failure leaves every record of the call as it was. Returns how many
-    /// checkpoints were replaced.
+    /// failure leaves every record of the call as it was. A call naming one
+    /// checkpoint twice is [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    /// Returns how many checkpoints were replaced.
     ///
     /// Writes are told apart by their task id and index: a special write
     /// (an error, an interrupt, a resume value) stored again under the same
@@ -165,6 +166,27 @@ pub(crate) fn checked_record(
         .as_ref()
         .and_then(|p| p.checkpoint_id.as_deref());
     Ok((id, metadata, parent))
+}
+
+/// Refuses a call naming one checkpoint twice ([`Error::InvalidArgument`]):
+/// which of the two records would stand is no answer a saver should pick.
+pub(crate) fn check_distinct(records: &[Replacement]) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for r in records {
+        let t = &r.record;
+        let key = (
+            t.config.thread_id.as_str(),
+            t.config.checkpoint_ns.as_str(),
+            t.checkpoint.id.as_str(),
+        );
+        if !seen.insert(key) {
+            return Err(Error::invalid_argument(format!(
+                "checkpoint `{}` of thread `{}` is named twice in one replacement",
+                t.checkpoint.id, t.config.thread_id
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The checkpoint id a record to replace names: its config's, which must

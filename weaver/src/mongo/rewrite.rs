@@ -149,6 +149,7 @@ impl Rewrites for MongoSaver {
 impl MongoSaver {
     /// [`Rewrites::replace`], in the caller's task.
     async fn replace_records(&self, records: Vec<Replacement>) -> Result<u64> {
+        crate::checkpoint::rewrites::check_distinct(&records)?;
         self.verify().await?;
         let mut encoded = Vec::with_capacity(records.len());
         for r in &records {

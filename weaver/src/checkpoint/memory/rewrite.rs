@@ -16,6 +16,7 @@ use crate::error::Result;
 #[async_trait]
 impl Rewrites for InMemorySaver {
     async fn replace(&self, records: Vec<Replacement>) -> Result<u64> {
+        crate::checkpoint::rewrites::check_distinct(&records)?;
         for t in records.iter().map(|r| &r.record) {
             text::check_ref(&t.config)?;
             text::check_writes(&t.pending_writes)?;

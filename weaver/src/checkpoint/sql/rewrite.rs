@@ -103,6 +103,7 @@ impl<D: Backend> SqlSaver<D> {
 #[async_trait]
 impl<D: Backend> Rewrites for SqlSaver<D> {
     async fn replace(&self, records: Vec<Replacement>) -> Result<u64> {
+        crate::checkpoint::rewrites::check_distinct(&records)?;
         let mut encoded = Vec::with_capacity(records.len());
         for r in &records {
             let t = &r.record;
