@@ -393,9 +393,13 @@ async fn bad_fleet_input_is_a_typed_error(saver: Arc<dyn Saver>) {
             .map(|_| ()),
         "limit 0",
     );
-    // Times are stored to the millisecond: less is refused, not rounded
-    // to zero on some savers and compared exactly on others.
-    for idle in [Duration::ZERO, Duration::from_micros(500)] {
+    // Times are stored to the millisecond: less, or a fraction of one, is
+    // refused, not rounded on some savers and compared exactly on others.
+    for idle in [
+        Duration::ZERO,
+        Duration::from_micros(500),
+        Duration::from_micros(1_500),
+    ] {
         invalid(
             saver
                 .search_threads(&ThreadQuery::new().idle_for(idle))

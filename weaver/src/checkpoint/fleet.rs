@@ -143,8 +143,9 @@ impl ThreadQuery {
         self
     }
 
-    /// Keeps threads idle for at least `idle` (at least a millisecond:
-    /// less is [`Error::InvalidArgument`] when the query runs).
+    /// Keeps threads idle for at least `idle` (whole milliseconds, at
+    /// least one: anything else is [`Error::InvalidArgument`] when the
+    /// query runs).
     pub fn idle_for(mut self, idle: Duration) -> Self {
         self.idle_for = Some(idle);
         self
@@ -228,9 +229,12 @@ impl ThreadQuery {
                 "a thread listing needs a limit of at least 1",
             ));
         }
-        if self.idle_for.is_some_and(|d| d < Duration::from_millis(1)) {
+        if self
+            .idle_for
+            .is_some_and(|d| !super::types::whole_millis(d))
+        {
             return Err(Error::invalid_argument(
-                "idle_for must be at least 1 ms (times are stored to the millisecond)",
+                "idle_for must be whole milliseconds, at least 1 (times are stored to the millisecond)",
             ));
         }
         self.cursor

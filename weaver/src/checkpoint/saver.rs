@@ -520,8 +520,8 @@ pub trait Saver: Debug + Send + Sync {
     /// arriving meanwhile finds the thread busy
     /// (as under another run: its [`Multitask`](crate::config::Multitask)
     /// strategy applies) and never loses the thread mid-turn; a run under
-    /// `Multitask::Race` takes no lease and is not covered. A
-    /// `idle_for` under a millisecond is
+    /// `Multitask::Race` takes no lease and is not covered. An
+    /// `idle_for` that is not whole milliseconds, at least one, is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     ///
     /// ```

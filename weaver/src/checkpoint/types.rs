@@ -652,8 +652,8 @@ pub enum PruneStrategy {
     /// the `keep_newest` newest whatever their age, and every checkpoint
     /// committed after a kept one: what goes is always the oldest part of
     /// a namespace, as with [`KeepLast`](PruneStrategy::KeepLast). An
-    /// `age` under a millisecond (times are stored to the millisecond), or
-    /// a `keep_newest` of 0, is
+    /// `age` that is not a whole number of milliseconds, at least one
+    /// (times are stored to the millisecond), or a `keep_newest` of 0, is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     OlderThan {
         /// How old a checkpoint must be to go.
@@ -689,9 +689,9 @@ impl PruneStrategy {
             )),
             PruneStrategy::KeepLast(n) => newest(n),
             PruneStrategy::Delete => Ok(None),
-            PruneStrategy::OlderThan { age, .. } if age < std::time::Duration::from_millis(1) => {
+            PruneStrategy::OlderThan { age, .. } if !whole_millis(age) => {
                 Err(crate::Error::invalid_argument(
-                    "PruneStrategy::OlderThan needs an age of at least 1 ms (times are stored to the millisecond)",
+                    "PruneStrategy::OlderThan needs an age of whole milliseconds, at least 1 (times are stored to the millisecond)",
                 ))
             }
             PruneStrategy::OlderThan { keep_newest: 0, .. } => Err(crate::Error::invalid_argument(
@@ -765,6 +765,13 @@ impl ThreadInfo {
         self.updated_at = Some(updated_at);
         self
     }
+}
+
+/// Whether `d` is at least one millisecond and a whole number of them: the
+/// precision every saver stores times to, so that none rounds an age or an
+/// idle time its own way.
+pub(crate) fn whole_millis(d: std::time::Duration) -> bool {
+    d >= std::time::Duration::from_millis(1) && d.subsec_nanos().is_multiple_of(1_000_000)
 }
 
 #[cfg(test)]
