@@ -324,8 +324,9 @@ where
         return Ok(false);
     }
     // Held now: no run can take the thread until it is deleted or given
-    // back. A run may have stored a checkpoint between the first look and
-    // the hold.
+    // back, or the lease runs out (five seconds; the deletion's own
+    // transaction then holds a run back once it began). A run may have
+    // stored a checkpoint between the first look and the hold.
     let gone = match read().await {
         Ok(now) if unchanged(listed, now.as_ref()) => delete().await.map(|()| true),
         Ok(_) => Ok(false),
