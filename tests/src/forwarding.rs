@@ -115,8 +115,9 @@ pub struct Forwarding {
     /// Awaited once, before the next `Rewrites::replace` goes on: another
     /// caller's work done between a rewrite's read and its replacement.
     pub before_replace: Mutex<Option<BoxedWork>>,
-    /// Awaited once, before the next `delete_thread` goes on: another
-    /// caller's work done between a check and the deletion.
+    /// Awaited once, before the next `delete_thread` or
+    /// `Leases::delete_held` goes on: another caller's work done between a
+    /// check and the deletion.
     pub before_delete: Mutex<Option<BoxedWork>>,
     /// Awaited once, before the next `lineages` call goes on: another
     /// caller's work done between a record's read and its lineage's.
@@ -690,5 +691,9 @@ impl Leases for Forwarding {
         self.inner_leases()?
             .truncate(thread_id, holder, above)
             .await
+    }
+    async fn delete_held(&self, thread_id: &str, holder: &str) -> weaver::Result<()> {
+        Self::run_once(&self.before_delete).await;
+        self.inner_leases()?.delete_held(thread_id, holder).await
     }
 }

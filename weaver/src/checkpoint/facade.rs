@@ -330,12 +330,21 @@ impl Checkpointer {
     /// # Ok::<(), weaver::Error>(()) }).unwrap();
     /// ```
     pub async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        self.delete_thread_held(thread_id, None).await
+    }
+
+    /// [`delete_thread`](Self::delete_thread); with `held`, only while that
+    /// holder holds the thread's lease ([`Leases::delete_held`](super::Leases::delete_held)).
+    async fn delete_thread_held(&self, thread_id: &str, held: Option<String>) -> Result<()> {
         // Writes still queued for the thread would bring it back.
         self.settle(thread_id).await;
         self.state.cache.forget_thread(thread_id);
         let thread = [thread_id.to_owned()];
         let _deleted = DeletionNote(&self.state, &thread);
-        self.saver.delete_thread(thread_id).await
+        match (held, self.saver.leases()) {
+            (Some(holder), Some(leases)) => leases.delete_held(thread_id, &holder).await,
+            _ => self.saver.delete_thread(thread_id).await,
+        }
     }
 
     /// [`Saver::prune`]: thins or deletes the threads' history as `strategy`
@@ -480,7 +489,7 @@ impl Checkpointer {
             for t in &page.threads {
                 found += 1;
                 let read = || self.thread_info(&t.thread_id);
-                let delete = || self.delete_thread(&t.thread_id);
+                let delete = |held: Option<String>| self.delete_thread_held(&t.thread_id, held);
                 if super::fleet::delete_if_idle(t, self.saver.leases(), read, delete).await? {
                     deleted += 1;
                 }

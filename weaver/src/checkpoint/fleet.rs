@@ -290,13 +290,17 @@ fn millis(t: SystemTime) -> u64 {
 /// have stored anything yet). With `leases`, the deletion holds the
 /// thread's lease from its last look to the end: a run arriving meanwhile
 /// finds the thread busy (as under any other run) instead of losing it
-/// mid-turn. `read` reads the thread's info now; `delete` deletes it (and
-/// the lease row with it). Returns whether it went.
+/// mid-turn; and the deletion itself ([`Leases::delete_held`](super::Leases::delete_held))
+/// goes only while the lease still names it, so that a deletion stalled
+/// past its lease never deletes a thread a run took meanwhile. `read`
+/// reads the thread's info now; `delete(held)` deletes it (and the lease
+/// row with it), only while the holder `held` names holds the thread when
+/// it is given. Returns whether it went.
 pub(crate) async fn delete_if_idle<I, D>(
     listed: &ThreadInfo,
     leases: Option<&dyn super::Leases>,
     read: impl Fn() -> I,
-    delete: impl FnOnce() -> D,
+    delete: impl FnOnce(Option<String>) -> D,
 ) -> Result<bool>
 where
     I: Future<Output = Result<Option<ThreadInfo>>>,
@@ -306,7 +310,7 @@ where
         return Ok(false);
     }
     let Some(leases) = leases else {
-        delete().await?;
+        delete(None).await?;
         return Ok(true);
     };
     let holder = format!("{}{}", super::lease::DELETION_HOLDER, uuid::Uuid::now_v7());
@@ -324,21 +328,21 @@ where
         return Ok(false);
     }
     // Held now: no run can take the thread until it is deleted or given
-    // back, or the lease runs out (five seconds; the deletion's own
-    // transaction then holds a run back once it began). A run may have
-    // stored a checkpoint between the first look and the hold.
+    // back, or the lease runs out (five seconds); the deletion goes only
+    // while the lease still names it. A run may have stored a checkpoint
+    // between the first look and the hold.
     let gone = match read().await {
-        Ok(now) if unchanged(listed, now.as_ref()) => delete().await.map(|()| true),
+        Ok(now) if unchanged(listed, now.as_ref()) => match delete(Some(holder.clone())).await {
+            Ok(()) => return Ok(true),
+            // The lease ran out and a run took the thread: it is the run's.
+            Err(Error::LeaseLost { .. }) => return Ok(false),
+            Err(e) => Err(e),
+        },
         Ok(_) => Ok(false),
         Err(e) => Err(e),
     };
-    // A deletion removes the lease row with the thread (a saver's that
-    // does not leaves a lease that runs out and counts as given back); a
-    // thread kept, or one whose deletion failed, is given back now, the
+    // A thread kept, or one whose deletion failed, is given back now, the
     // deletion's error first.
-    if matches!(gone, Ok(true)) {
-        return gone;
-    }
     let released = leases.release(&listed.thread_id, &holder, None).await;
     let gone = gone?;
     released?;
@@ -394,9 +398,7 @@ impl Cursor {
         }
         let (ms, thread_id) = rest.split_once(':').ok_or_else(|| bad("no thread"))?;
         let ms = ms.parse::<u64>().map_err(|_| bad("bad time"))?;
-        if thread_id.is_empty() {
-            return Err(bad("no thread"));
-        }
+        // An empty thread id is a thread's (ids may be empty).
         Ok(Cursor {
             ms,
             thread_id: thread_id.to_owned(),
@@ -437,11 +439,24 @@ mod tests {
                 thread_id: "t:1".into()
             }
         );
-        for bad in ["", "x", "a:1", "c:nope:t", "z:1:t", "c:1:"] {
+        for bad in ["", "x", "a:1", "c:nope:t", "z:1:t"] {
             let err = Cursor::parse(bad, ThreadOrder::Created).unwrap_err();
             assert!(matches!(err, Error::InvalidArgument { .. }), "{bad}: {err}");
         }
         let err = Cursor::parse(&c, ThreadOrder::LastActivity).unwrap_err();
         assert!(err.to_string().contains("another order"), "{err}");
+    }
+
+    #[test]
+    fn a_cursor_after_a_thread_with_an_empty_id_reads_back() {
+        let info = ThreadInfo::counted("", 1).unwrap();
+        let c = Cursor::after(ThreadOrder::LastActivity, 7, &info);
+        assert_eq!(
+            Cursor::parse(&c, ThreadOrder::LastActivity).unwrap(),
+            Cursor {
+                ms: 7,
+                thread_id: String::new()
+            }
+        );
     }
 }

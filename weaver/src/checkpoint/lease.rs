@@ -233,6 +233,17 @@ pub trait Leases: Debug + Send + Sync {
     /// hold's base comes down to `above` if it was higher: the holder's turn
     /// now starts there.
     async fn truncate(&self, thread_id: &str, holder: &str, above: u64) -> Result<u64>;
+
+    /// Deletes the thread as [`Saver::delete_thread`](super::Saver::delete_thread)
+    /// does (every namespace, the writes, the lease and the queue's copies
+    /// of base writes), provided its lease row still names `holder`, run out
+    /// or not (no run took the thread since), in one transaction that holds
+    /// back any acquire of the thread until it ends. [`Error::LeaseLost`]
+    /// otherwise, with nothing deleted. What an idle thread's deletion
+    /// ([`Saver::delete_idle_threads`](super::Saver::delete_idle_threads))
+    /// calls once it holds the thread: however long it stalled before, it
+    /// never deletes a thread a run took meanwhile.
+    async fn delete_held(&self, thread_id: &str, holder: &str) -> Result<()>;
 }
 
 /// A lease row, as stored.
@@ -572,6 +583,24 @@ impl Table {
             t.rows.remove(*thread);
         }
         out
+    }
+
+    /// Runs `delete` and drops the thread's row, provided the row names
+    /// `holder` (run out or not); [`Error::LeaseLost`] otherwise, `delete`
+    /// not run. The table stays locked throughout.
+    pub(crate) fn deleting_held(
+        &self,
+        thread_id: &str,
+        holder: &str,
+        delete: impl FnOnce(),
+    ) -> Result<()> {
+        let mut t = self.lock();
+        if t.rows.get(thread_id).is_none_or(|r| r.holder != holder) {
+            return Err(lost(thread_id));
+        }
+        delete();
+        t.rows.remove(thread_id);
+        Ok(())
     }
 
     pub(crate) fn release(&self, thread_id: &str, holder: &str, stopped: Option<Stop>) {

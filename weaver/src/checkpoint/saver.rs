@@ -519,7 +519,9 @@ pub trait Saver: Debug + Send + Sync {
     /// thread busy no longer) from its last check to the end, so a run
     /// arriving meanwhile finds the thread busy
     /// (as under another run: its [`Multitask`](crate::config::Multitask)
-    /// strategy applies) and never loses the thread mid-turn; a run under
+    /// strategy applies) and never loses the thread mid-turn, and deletes
+    /// it only while that lease still names it ([`Leases::delete_held`]:
+    /// a deletion stalled past its lease keeps a thread a run took); a run under
     /// `Multitask::Race` takes no lease and is not covered. An
     /// `idle_for` that is not whole milliseconds, at least one, is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
@@ -548,7 +550,14 @@ pub trait Saver: Debug + Send + Sync {
             for t in &page.threads {
                 found += 1;
                 let read = || self.thread_info(&t.thread_id);
-                let delete = || self.delete_thread(&t.thread_id);
+                let delete = |held: Option<String>| async move {
+                    match (held, self.leases()) {
+                        (Some(holder), Some(leases)) => {
+                            leases.delete_held(&t.thread_id, &holder).await
+                        }
+                        _ => self.delete_thread(&t.thread_id).await,
+                    }
+                };
                 if super::fleet::delete_if_idle(t, self.leases(), read, delete).await? {
                     deleted += 1;
                 }

@@ -25,7 +25,7 @@ use super::records::int;
 use super::{MongoSaver, storage};
 use crate::checkpoint::lease::{BaseCopy, Decision, Row, check_holder, decide, info_of, lost, ms};
 use crate::checkpoint::text;
-use crate::checkpoint::{Acquired, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
+use crate::checkpoint::{Acquired, DeletionNote, LeaseInfo, LeaseRequest, Leases, Renewed, Stop};
 use crate::error::{Error, Result};
 
 /// Copies the documents of `from` that `filter` finds into `to` (new
@@ -848,5 +848,37 @@ impl Leases for MongoSaver {
         // Whatever happened, what this process cached of the thread goes.
         self.state.note_deletion(thread_id);
         n
+    }
+
+    async fn delete_held(&self, thread_id: &str, holder: &str) -> Result<()> {
+        text::check_id("thread id", thread_id)?;
+        let op = "lease_delete_held";
+        let (thread, holder) = (thread_id.to_owned(), holder.to_owned());
+        let threads = [thread.clone()];
+        let _deleted = DeletionNote(&self.state, &threads);
+        self.detached(op, move |me| async move {
+            lease_txn!(me, "lease_delete_held", |s| {
+                // Written first, as an acquire writes it: of the two racing
+                // transactions, one runs again and sees the other.
+                match me.touch(&mut s, &thread, false, op).await? {
+                    Some((Some(r), _)) if r.holder == holder => {}
+                    _ => return Err(lost(&thread)),
+                }
+                me.forget_holders(&mut s, std::slice::from_ref(&thread), op)
+                    .await?;
+                me.checkpoints()
+                    .delete_many(doc! { "thread_id": &thread })
+                    .session(&mut s)
+                    .await
+                    .map_err(storage(op))?;
+                me.writes()
+                    .delete_many(doc! { "thread_id": &thread })
+                    .session(&mut s)
+                    .await
+                    .map_err(storage(op))?;
+                Ok(())
+            })
+        })
+        .await
     }
 }

@@ -147,4 +147,14 @@ impl Leases for InMemorySaver {
                 self.truncate_root(thread_id, above)
             })
     }
+
+    async fn delete_held(&self, thread_id: &str, holder: &str) -> Result<()> {
+        text::check_id("thread id", thread_id)?;
+        self.leases.deleting_held(thread_id, holder, || {
+            self.write().remove(thread_id);
+            self.base_copies().remove(thread_id);
+        })?;
+        self.state.note_deletion(thread_id);
+        Ok(())
+    }
 }

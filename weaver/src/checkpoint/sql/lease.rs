@@ -845,4 +845,25 @@ impl<D: Backend> Leases for SqlSaver<D> {
         })
         .await
     }
+
+    async fn delete_held(&self, thread_id: &str, holder: &str) -> Result<()> {
+        text::check_id("thread id", thread_id)?;
+        let op = "lease_delete_held";
+        let sql = self.lease_sql();
+        let thread = [thread_id.to_owned()];
+        let _deleted = DeletionNote(&self.state, &thread);
+        self.rechecked(async {
+            self.ensure_migrated().await?;
+            let mut tx = self.begin_write(op).await?;
+            // Locked first, as an acquire locks it: an acquire waits until
+            // the thread is gone, or this call sees the row it wrote.
+            let row = Self::locked_row(&mut tx, &sql, thread_id, op).await?;
+            if row.is_none_or(|r| r.holder != holder) {
+                return Err(lost(thread_id));
+            }
+            self.delete_thread_in(&mut tx, thread_id, op).await?;
+            tx.commit().await.map_err(storage(op))
+        })
+        .await
+    }
 }
