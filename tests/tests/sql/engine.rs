@@ -189,6 +189,56 @@ async fn a_failed_sync_group_still_stores_the_tasks_writes() {
     assert_eq!(done.complete().unwrap().bar, ["a", "b"]);
 }
 
+/// The warnings logged on this thread, as text.
+#[derive(Default, Clone)]
+struct Warnings(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Text(String);
+        impl tracing::field::Visit for Text {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        let mut text = Text(String::new());
+        event.record(&mut text);
+        self.0.lock().unwrap().push(text.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// A background write that fails is logged, naming the thread: a run whose
+/// stream was dropped has no caller to return the error to. (Nothing was
+/// logged.)
+#[tokio::test]
+async fn a_failed_background_write_is_logged() {
+    let warnings = Warnings::default();
+    let _logging = tracing::subscriber::set_default(warnings.clone());
+    let db = SqliteDb::new().await;
+    let saver = Arc::new(Forwarding::on(Arc::new(db.saver().await)));
+    saver.fail_checkpoints.store(true, Ordering::SeqCst);
+    let graph = two_step(saver.clone());
+    let config = RunConfig::thread("logged").durability(Durability::Async);
+    assert!(graph.invoke(Steps::default(), &config).await.is_err());
+    let logged = warnings.0.lock().unwrap().clone();
+    assert!(
+        logged
+            .iter()
+            .any(|w| w.contains("background checkpoint write failed") && w.contains("logged")),
+        "{logged:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_stream_dropped_at_its_interrupt_finds_the_pause_stored_under_exit() {
     // A consumer that stops reading at the pause (shows the question, ends

@@ -72,6 +72,7 @@ impl Background {
         let (queue, mut rx) = mpsc::unbounded_channel::<WriteOp>();
         let guard = cp.take_off(thread);
         let flight = guard.flight().clone();
+        let thread = thread.to_owned();
         let task = tokio::spawn(async move {
             let _guard = guard;
             let mut failed: Option<Error> = None;
@@ -101,7 +102,14 @@ impl Background {
                 // on what failed. The first error is the run's.
                 if failed.is_none() {
                     failed = store_group(&cp, group).await.err();
-                    if failed.is_some() {
+                    if let Some(e) = &failed {
+                        // Told here too: a run dropped before its end (its
+                        // stream) has no one to return it to.
+                        tracing::warn!(
+                            thread_id = %thread,
+                            error = %e,
+                            "a background checkpoint write failed: it and what the run queued after it are not stored"
+                        );
                         _guard.flight().fail();
                     }
                 }
