@@ -418,7 +418,8 @@ pub async fn forks_read_old_checkpoints(saver: Arc<dyn Saver>, thread: &str) {
 
 /// A thread paused at `ask` read by a graph that renamed `ask` to
 /// `confirm`: a typed error naming the node and the remedy, then, with
-/// `rename_node`, a resume that answers the old pause.
+/// `rename_node`, the pause under the new name (its interrupt too: it
+/// named `ask`) and a resume that answers it.
 pub async fn renamed_nodes_map_to_new_names(saver: Arc<dyn Saver>, thread: &str) {
     let config = paused_v1(saver.clone(), thread).await;
     let plain = graph_v2(saver.clone(), "confirm", Compile::new());
@@ -455,6 +456,8 @@ pub async fn renamed_nodes_map_to_new_names(saver: Arc<dyn Saver>, thread: &str)
         let state = mapped.get_state(&config).await.expect("mapped state");
         assert_eq!(state.next, ["confirm"], "read {read}");
         assert_eq!(state.interrupts.len(), 1, "read {read}");
+        // The pause names the node by its new name too.
+        assert_eq!(state.interrupts[0].node, "confirm", "read {read}");
     }
     for read in 0..2 {
         let history = mapped
@@ -488,9 +491,23 @@ pub fn refuse(_m: Map<String, Value>) -> Result<Map<String, Value>, String> {
     Err("tickets before version 2 are archived".into())
 }
 
+/// Version 2 whose upcaster panics.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[graph_state(version = 2, upcast(1 => panics))]
+pub struct TicketPanicked {
+    /// The subject.
+    pub subject: String,
+}
+
+/// An upcaster that panics (as one unwrapping a field it expected would).
+pub fn panics(_m: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    panic!("no subject to move")
+}
+
 /// An upcaster's error is an `Error::Upcast` naming both versions and the
-/// reason; a record whose `state_version` is not a version is a decode
-/// error of that metadata key, never read as version 1.
+/// reason, and so is its panic (it unwound through the read); a record
+/// whose `state_version` is not a version is a decode error of that
+/// metadata key, never read as version 1.
 pub async fn failing_upcasters_and_bad_versions_are_typed_errors(
     saver: Arc<dyn Saver>,
     thread: &str,
@@ -509,6 +526,19 @@ pub async fn failing_upcasters_and_bad_versions_are_typed_errors(
     match refused.resume(json!("yes"), &config).await {
         Err(weaver::Error::Upcast { .. }) => {}
         other => panic!("expected Upcast on resume, got {other:?}"),
+    }
+    let panicked = reader::<TicketPanicked>(saver.clone());
+    match panicked.get_state(&config).await {
+        Err(weaver::Error::Upcast {
+            from: 1,
+            to: 2,
+            reason,
+            ..
+        }) => assert!(
+            reason.contains("panicked") && reason.contains("no subject"),
+            "{reason}"
+        ),
+        other => panic!("expected Upcast 1 -> 2 from the panic, got {other:?}"),
     }
     let bad = format!("{thread}-bad");
     let mut record = weaver::checkpoint::Checkpoint::empty();

@@ -107,6 +107,7 @@ pub mod migrate;
 #[cfg(feature = "mongodb")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
 pub mod mongo;
+mod panics;
 mod sql;
 pub mod state;
 pub mod store;

@@ -650,6 +650,35 @@ mod release_checks {
         }
     }
 
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Integers {
+        big: u64,
+        signed: i64,
+        small: u32,
+        exact: i32,
+    }
+
+    #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+    struct Floats {
+        big: f64,
+        signed: f64,
+        small: f32,
+        exact: f64,
+    }
+
+    /// Integers that became floats fail where the float does not hold every
+    /// stored value exactly (`u64` and `i64` as `f64`, `u32` as `f32`: large
+    /// values read rounded) and only warn where it does (`i32` as `f64`).
+    /// (All four only warned.)
+    #[test]
+    fn integers_that_became_floats_fail_where_values_would_round() {
+        let got = check_compatible::<Floats>(&previous::<Integers>()).unwrap();
+        for path in ["big", "signed", "small"] {
+            assert!(got.failures().any(|c| c.path == path), "{path}: {got}");
+        }
+        assert!(!got.failures().any(|c| c.path == "exact"), "{got}");
+    }
+
     /// An externally tagged enum that became a struct.
     mod enum_to_struct {
         pub mod r1 {
@@ -1159,4 +1188,44 @@ async fn a_rename_onto_a_node_that_also_ran_is_refused() {
         }
         other => panic!("expected a decode error, got {other:?}"),
     }
+}
+
+/// A removed node mapped onto a node that ran after it, on a thread that
+/// finished, leaves nothing to run: the mapped node is pending only if one
+/// of the two names had work left. (The node that took over ran again.)
+#[tokio::test]
+async fn a_node_mapped_onto_one_that_ran_after_it_does_not_run_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use weaver::prelude::*;
+    use weaver_tests::states::{Steps, StepsUpdate};
+    let saver = memory();
+    let first = Graph::<Steps>::new("r1")
+        .add_node("draft", |_: &Steps| StepsUpdate::default().bar(["drafted"]))
+        .add_node("review", |_: &Steps| {
+            StepsUpdate::default().bar(["reviewed"])
+        })
+        .add_sequence([START, "draft", "review", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    first.invoke(Steps::default(), &config).await.unwrap();
+    let reviews = Arc::new(AtomicUsize::new(0));
+    let counted = reviews.clone();
+    let second = Graph::<Steps>::new("r2")
+        .add_node("review", move |_: &Steps| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            StepsUpdate::default().bar(["reviewed"])
+        })
+        .add_sequence([START, "review", END])
+        .compile(
+            Compile::new()
+                .checkpointer_arc(saver)
+                .rename_node("draft", "review"),
+        )
+        .unwrap();
+    let state = second.get_state(&config).await.unwrap();
+    assert!(state.next.is_empty(), "{:?}", state.next);
+    let done = second.continue_run(&config).await.unwrap();
+    assert_eq!(done.complete().unwrap().bar, ["drafted", "reviewed"]);
+    assert_eq!(reviews.load(Ordering::SeqCst), 0);
 }

@@ -249,6 +249,30 @@ async fn the_default_cache_key_is_the_same_for_equal_maps() {
     assert!(out.is_err(), "{out:?}");
 }
 
+/// A cache key that cannot be made (its key function panics) fails the
+/// node, named, and is not retried. (It was a bare encode error naming no
+/// node.)
+#[tokio::test]
+async fn a_cache_key_that_cannot_be_made_fails_its_node() {
+    let graph = Graph::<Steps>::new("cached")
+        .add_node_with(
+            "count",
+            |_: &Steps| StepsUpdate::default().foo("ran"),
+            NodePolicy::new().cache(CachePolicy::new().key(|_: &Steps| panic!("no key today"))),
+        )
+        .add_sequence([START, "count", END])
+        .compile(Compile::new())
+        .unwrap();
+    let out = graph.invoke(Steps::default(), &RunConfig::default()).await;
+    match out {
+        Err(Error::NodeFailed { node, source }) => {
+            assert_eq!(node, "count");
+            assert!(source.to_string().contains("no key today"), "{source}");
+        }
+        other => panic!("expected the node's failure, got {other:?}"),
+    }
+}
+
 /// A cached node's result whose routing then fails the task (a goto to a
 /// node it may not reach) is not cached: the next run calls the node again
 /// and succeeds. (It was cached as the node returned it, and every later
@@ -289,4 +313,36 @@ async fn a_result_that_fails_its_task_is_not_cached() {
         .await
         .unwrap();
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+/// A sync node cannot be cut short, but an attempt of it that took longer
+/// than its timeout still ends with `NodeTimeout`, and is retried as one.
+/// (The run succeeded: the timer started once the node had returned.)
+#[tokio::test]
+async fn a_sync_node_that_overran_its_timeout_timed_out() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = calls.clone();
+    let graph = Graph::<Steps>::new("g")
+        .add_node_with(
+            "slow",
+            move |_: &Steps| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(50));
+                StepsUpdate::default().foo("late")
+            },
+            NodePolicy::new().timeout(Duration::from_millis(10)),
+        )
+        .add_sequence([START, "slow", END])
+        .compile(Compile::new())
+        .unwrap();
+    let err = graph
+        .invoke(Steps::default(), &RunConfig::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::NodeTimeout { node, .. } if node == "slow"),
+        "{err:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
 }

@@ -11,8 +11,8 @@ use std::fmt;
 use serde::ser::{self, Serialize};
 use serde_json::Value;
 
-use super::panics::caught;
 use crate::error::{Error, Result};
+use crate::panics::caught;
 
 /// `value` as JSON, refusing non-finite floats. `Serialize` is user code: a
 /// panic in it is an [`Error::Encode`] of `what`, not an unwinding run.

@@ -15,7 +15,6 @@ mod lease;
 pub mod node;
 pub(crate) mod node_cache;
 pub(crate) mod outline;
-mod panics;
 mod persist;
 mod policy;
 mod renames;

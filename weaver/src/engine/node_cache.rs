@@ -14,9 +14,9 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::node::Command;
-use super::panics::panic_message;
 use super::policy::CachePolicy;
 use crate::error::{Error, Result};
+use crate::panics::panic_message;
 use crate::state::GraphState;
 
 /// A cache key: 128 bits of two hashers keyed at random per cache, so keys

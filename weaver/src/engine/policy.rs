@@ -15,9 +15,13 @@ type RetryPredicate = Arc<dyn Fn(&Error) -> bool + Send + Sync>;
 
 /// How a failed node is tried again: LangGraph's `RetryPolicy`.
 ///
-/// The attempts and waits default to LangGraph's: 3 attempts in all, 500 ms
-/// before the second, each wait twice the one before, at most 128 s, with
-/// jitter. Every failure is retried by default, where LangGraph's default
+/// The attempts and intervals default to LangGraph's: 3 attempts in all,
+/// 500 ms before the second, each interval twice the one before, at most
+/// 128 s, with jitter. The jitter differs: weaver waits between half the
+/// interval and the whole of it (never past the maximum), where LangGraph
+/// adds up to a second to it, so weaver's waits are shorter (250 to 500 ms
+/// before the second attempt, against 0.5 to 1.5 s); set the intervals to
+/// wait longer. Every failure is retried by default, where LangGraph's default
 /// `retry_on` retries neither programming errors (`ValueError`,
 /// `TypeError`, …) nor HTTP 4xx responses;
 /// [`retry_on`](RetryPolicy::retry_on) sets which failures are retried. An
@@ -190,8 +194,11 @@ impl RetryPolicy {
 
     /// Retries only the failures `predicate` accepts. It sees the
     /// attempt's failure as the run would report it: [`Error::NodeFailed`]
-    /// (whose `source` is the node's own error, to downcast) or
-    /// [`Error::NodeTimeout`]. A refused failure ends the task at once.
+    /// (whose `source` is the node's own error, to downcast),
+    /// [`Error::NodeTimeout`], or the saver's error when the node's journal
+    /// of effects ([`Runtime::effect`](crate::Runtime::effect)) could not be
+    /// read or written (an [`Error::Storage`], say). A refused failure ends
+    /// the task at once.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU32, Ordering};
@@ -565,7 +572,9 @@ impl<S> NodePolicy<S> {
     /// Ends an attempt that runs longer than `timeout` with
     /// [`Error::NodeTimeout`] (a failed attempt, retried if the retry policy
     /// allows). The node's future is dropped at its next await: a sync node,
-    /// or an async one that blocks without awaiting, runs to its end.
+    /// or an async one that blocks without awaiting, runs to its end, and
+    /// if that took longer than `timeout` the attempt ends with
+    /// `NodeTimeout` all the same (what it returned is dropped).
     ///
     /// ```
     /// use std::time::Duration;

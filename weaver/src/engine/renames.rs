@@ -150,6 +150,11 @@ fn rename<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) -> Result<()> 
     // Triggers and what each node consumed.
     for (old, new) in &spec.renames {
         let (from, to) = (trigger_channel(old), trigger_channel(new));
+        // Each name's trigger version before they become one.
+        let (was, has) = (
+            cp.channel_versions.get(&from).copied().unwrap_or(0),
+            cp.channel_versions.get(&to).copied().unwrap_or(0),
+        );
         if let Some(v) = cp.channel_versions.remove(&from) {
             let slot = cp.channel_versions.entry(to.clone()).or_insert(0);
             *slot = (*slot).max(v);
@@ -158,10 +163,28 @@ fn rename<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) -> Result<()> 
             if let Some(v) = seen.remove(&from) {
                 seen.insert(to.clone(), v);
             }
-            cp.versions_seen
-                .entry(new.clone())
-                .or_default()
-                .extend(seen);
+            let target = cp.versions_seen.entry(new.clone()).or_default();
+            for (channel, seen_old) in seen {
+                let Some(&seen_new) = target.get(&channel) else {
+                    target.insert(channel, seen_old);
+                    continue;
+                };
+                // Both names consumed this channel: the new node has work
+                // pending if either name had, and none otherwise (a node
+                // mapped onto one that ran after it does not run again).
+                let (version_old, version_new) = if channel == to {
+                    (was, has)
+                } else {
+                    let v = cp.channel_versions.get(&channel).copied().unwrap_or(0);
+                    (v, v)
+                };
+                let pending = [(version_old, seen_old), (version_new, seen_new)]
+                    .into_iter()
+                    .filter(|(v, s)| v > s)
+                    .map(|(_, s)| s)
+                    .min();
+                target.insert(channel, pending.unwrap_or(seen_old.max(seen_new)));
+            }
         }
     }
     // Task ids are derived from node names: the ids of the old names' tasks
@@ -193,6 +216,20 @@ fn rename<S: GraphState>(spec: &Spec<S>, t: &mut CheckpointTuple) -> Result<()> 
             && let Some(new) = renamed(node)
         {
             w.channel = trigger_channel(new);
+        }
+        // A stored pause names the node that raised it.
+        if w.channel == INTERRUPT_CHANNEL
+            && let Value::Array(raised) = &mut w.value
+        {
+            for interrupt in raised {
+                let new = interrupt
+                    .get("node")
+                    .and_then(Value::as_str)
+                    .and_then(renamed);
+                if let Some(new) = new.map(str::to_owned) {
+                    interrupt["node"] = Value::from(new);
+                }
+            }
         }
         if w.channel == SENDS_CHANNEL
             && let Value::Array(sends) = &mut w.value

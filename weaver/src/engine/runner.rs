@@ -15,11 +15,11 @@ use super::algebra::{Ending, TaskNode, TaskRun, failure_message};
 use super::effect::is_journal_mismatch;
 use super::node::{Command, NodeError, NodeErrorKind, ParentCommand};
 use super::node_cache::Key;
-use super::panics::{caught, panic_message};
 use super::policy::random_unit;
 use super::runtime::Runtime;
 use super::spec::{NodeSpec, Spec};
 use crate::error::Error;
+use crate::panics::{caught, panic_message};
 use crate::state::GraphState;
 
 /// Runs the task of `node` on `state`: START's decodes the `input` it takes
@@ -95,9 +95,16 @@ async fn run_uncached<S: GraphState>(
     let Some(policy) = policy else {
         return attempts(node, state, payload, runtime).await;
     };
+    // A key that cannot be made fails the node, named, as its own failure
+    // would (not retried: the same input gives the same failure).
     let key = match node.cache.key_for(policy, state, payload) {
         Ok(key) => key,
-        Err(e) => return TaskRun::once(Ending::Failed(e)),
+        Err(e) => {
+            return TaskRun::once(Ending::Failed(Error::NodeFailed {
+                node: node.name.clone(),
+                source: Box::new(e),
+            }));
+        }
     };
     if let Some(command) = node.cache.get(key) {
         return TaskRun {
@@ -201,6 +208,7 @@ async fn attempt_once<S: GraphState>(
 ) -> Ending<S::Update> {
     // Sync nodes run when `run` is called: catch panics there too (and the
     // timer's, in a runtime without time enabled).
+    let started = std::time::Instant::now();
     let body = AssertUnwindSafe(async {
         match node.policy.timeout {
             Some(timeout) => tokio::time::timeout(timeout, node.node.run(state, payload, runtime))
@@ -209,7 +217,19 @@ async fn attempt_once<S: GraphState>(
             None => Ok(node.node.run(state, payload, runtime).await),
         }
     });
-    let result = match body.catch_unwind().await {
+    let outcome = body.catch_unwind().await;
+    // A node that cannot be cut short (a sync node, or one that blocks
+    // without awaiting) overran its time all the same: the attempt timed
+    // out, whatever it returned.
+    if let (Ok(Ok(_)), Some(timeout)) = (&outcome, node.policy.timeout)
+        && started.elapsed() > timeout
+    {
+        return Ending::Failed(Error::NodeTimeout {
+            node: node.name.clone(),
+            timeout,
+        });
+    }
+    let result = match outcome {
         Ok(Ok(result)) => result,
         Ok(Err(timeout)) => {
             return Ending::Failed(Error::NodeTimeout {

@@ -556,7 +556,8 @@ impl<'a> Comparer<'a> {
 
     /// Compares what a number schema takes beyond its kind: `f64` to `f32`
     /// (`format` `double` to `float`: a stored value beyond an `f32` reads
-    /// as infinite, which no checkpoint can hold) and a value newly
+    /// as infinite, which no checkpoint can hold), integers that became
+    /// floats that do not hold all of them exactly, and a value newly
     /// excluded (`not`, as `NonZero*` writes it) fail; the reverse warns.
     fn number_limits(&mut self, path: &str, prev: &Value, cur: &Value) {
         let numbers = ["number", "integer"];
@@ -579,6 +580,29 @@ impl<'a> Comparer<'a> {
                 path,
                 "widened from f32 to f64: the previous release cannot read every new value".into(),
             );
+        }
+        // Integers read as floating point from now on: beyond what the
+        // float holds exactly (2^53 for `f64`, 2^24 for `f32`) a stored
+        // value reads rounded, with no error.
+        if has_type(prev, &["integer"])
+            && !has_type(prev, &["number"])
+            && has_type(cur, &["number"])
+            && !has_type(cur, &["integer"])
+        {
+            let (exact, float) = match formats.1 {
+                Some("float") => (1i128 << 24, "f32"),
+                _ => (1i128 << 53, "f64"),
+            };
+            let (lo, hi) = int_range(prev);
+            if lo < -exact || hi > exact {
+                self.push(
+                    Severity::Failure,
+                    path,
+                    format!(
+                        "integers became {float}: stored values beyond ±{exact} read rounded; bump the state version with an upcaster"
+                    ),
+                );
+            }
         }
         // A value the previous schema's range already left out (a
         // `NonZeroU32`'s 0, by its minimum) is no new refusal.

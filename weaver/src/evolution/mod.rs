@@ -59,7 +59,13 @@ pub use upgrade::{UpgradeCursor, UpgradeOptions, UpgradeReport, subgraph_path, u
 /// checkpoint ([`GraphState::VERSION`](crate::GraphState::VERSION)). The
 /// engine's value replaces a run metadata key of the same name
 /// ([`RunConfig::metadata`](crate::RunConfig::metadata)); metadata filters
-/// can select by it (`ListFilter::metadata(STATE_VERSION_KEY, 1)`).
+/// can select by it (`ListFilter::metadata(STATE_VERSION_KEY, 1)`). Under
+/// [`EncryptedCodec`](crate::codec::EncryptedCodec) it is sealed with the
+/// rest of the metadata, and such a filter is an
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument), unless the
+/// codec keeps it in the clear
+/// ([`with_plaintext_metadata`](crate::codec::EncryptedCodec::with_plaintext_metadata)`([STATE_VERSION_KEY])`,
+/// for records stored from then on).
 pub const STATE_VERSION_KEY: &str = "state_version";
 
 /// Checkpoint metadata key holding the fingerprint of the JSON Schema of

@@ -188,17 +188,19 @@ fn upcast<S: GraphState>(
     }
     let mut map = std::mem::take(values);
     for v in from..current {
-        map = match S::upcast(v, map) {
+        let upcast_error = |reason: String| Error::Upcast {
+            checkpoint_id: checkpoint_id.to_owned(),
+            state: std::any::type_name::<S>().to_owned(),
+            from: v,
+            to: v + 1,
+            reason,
+        };
+        // A panicking upcaster (one that unwraps a field a partial map of
+        // pending writes lacks) fails the read, typed, as a failing one does.
+        let upcast = crate::panics::caught("the upcaster", || S::upcast(v, map));
+        map = match upcast.map_err(upcast_error)? {
             Some(Ok(next)) => next,
-            Some(Err(e)) => {
-                return Err(Error::Upcast {
-                    checkpoint_id: checkpoint_id.to_owned(),
-                    state: std::any::type_name::<S>().to_owned(),
-                    from: v,
-                    to: v + 1,
-                    reason: e.to_string(),
-                });
-            }
+            Some(Err(e)) => return Err(upcast_error(e.to_string())),
             None => {
                 return Err(refuse(format!(
                     "the state declares no upcaster from version {v} to {}; add one to `#[graph_state(upcast(...))]`",

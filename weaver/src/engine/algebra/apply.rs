@@ -5,10 +5,10 @@
 use super::tasks::{TaskNode, mark_seen, prepare_tasks};
 use super::writes::{TaskOutput, replay_task};
 use crate::checkpoint::{Checkpoint, PendingWrite};
-use crate::engine::panics::caught;
 use crate::engine::send::StoredSend;
 use crate::engine::spec::{END, Spec, Target};
 use crate::error::{Error, Result};
+use crate::panics::caught;
 use crate::state::GraphState;
 
 /// Who wrote an update of a step. The order is the task order the updates

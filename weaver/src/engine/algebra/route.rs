@@ -3,10 +3,10 @@
 
 use super::tasks::TaskNode;
 use crate::engine::node::Command;
-use crate::engine::panics::caught;
 use crate::engine::send::{Route, StoredSend};
 use crate::engine::spec::{Branch, END, Spec, Target};
 use crate::error::{Error, Result};
+use crate::panics::caught;
 use crate::state::GraphState;
 
 /// Where a task leads: the nodes it triggers and the sends it makes.

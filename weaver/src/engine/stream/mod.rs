@@ -166,7 +166,12 @@ pub enum StreamEvent<S: GraphState> {
     /// The run stored a checkpoint ([`StreamMode::Checkpoints`]): one event
     /// per checkpoint stored, none without a checkpointer, and under
     /// [`Durability::Exit`](crate::Durability::Exit) only the one stored
-    /// when the run ends.
+    /// when the run ends. Under [`Durability::Async`](crate::Durability::Async)
+    /// the event comes when the checkpoint is queued for its background
+    /// write: if that write then fails, the run fails with its error and
+    /// the checkpoint is not stored. A step's checkpoint event comes before
+    /// its state ([`StreamEvent::Values`]), where LangGraph sends the
+    /// values first.
     Checkpoint(Box<CheckpointEvent<S>>),
     /// An event of a subgraph's run, when the stream asks for subgraphs
     /// ([`StreamModes::with_subgraphs`], LangGraph's `subgraphs=True`).

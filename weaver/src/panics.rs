@@ -1,5 +1,5 @@
-//! User code the engine calls outside a node body (routers, reducers,
-//! `Serialize`), with its panics turned into errors.
+//! User code weaver calls outside a node body (routers, reducers,
+//! `Serialize`, upcasters), with its panics turned into errors.
 
 use std::panic::AssertUnwindSafe;
 
