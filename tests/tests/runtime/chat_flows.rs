@@ -373,6 +373,28 @@ async fn chat_a_failed_restore_keeps_the_unsaved_progress() {
     }
 }
 
+/// With auto-save off, a turn from a version other than the one the
+/// flow's unsaved progress extends conflicts at the version that progress
+/// would be saved as, as `save` does.
+#[tokio::test]
+async fn chat_a_manual_turn_from_another_version_names_the_progress_version() {
+    let (other, manual, head) = auto_and_manual_with_unsaved_progress().await;
+    other.turn("Bob").await.unwrap();
+    let newest = other.latest_version().await.unwrap();
+    assert_ne!(newest, head);
+    let turn = manual.turn_at(newest, "x").await;
+    assert!(
+        matches!(turn, Err(Error::VersionConflict { attempted, .. }) if attempted == head + 1),
+        "{turn:?}"
+    );
+    let saved = manual.save().await;
+    assert!(
+        matches!(saved, Err(Error::VersionConflict { attempted, .. }) if attempted == head + 1),
+        "{saved:?}"
+    );
+    assert!(manual.has_unsaved());
+}
+
 /// A manual save over a head another writer moved past and pruned is a
 /// version conflict, not a version stored below the newer head.
 #[tokio::test]

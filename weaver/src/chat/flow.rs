@@ -274,7 +274,9 @@ impl<S: GraphState> ChatFlow<S> {
     /// version is `version` (the one the caller loaded, say, to show the
     /// user): otherwise [`Error::VersionConflict`] with `version + 1`, and
     /// nothing runs. With auto-save off, `version` must be the one the
-    /// flow's unsaved progress extends, if it has some.
+    /// flow's unsaved progress extends, if it has some: otherwise the
+    /// conflict names the version that progress would be saved as (the one
+    /// after the version it extends), as [`save`](Self::save)'s would.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -41,6 +41,17 @@ use crate::error::{Error, Result};
 const CATALOG: &str = "weaver:threads";
 /// How many times an operation that keeps losing races is tried.
 const ATTEMPTS: usize = 64;
+
+/// The error of an operation that lost [`ATTEMPTS`] races for the
+/// adapter's records in a row: a storage error, not a
+/// [`Error::VersionConflict`], which would name one of the adapter's own
+/// records and versions as if it were a thread's.
+fn contended() -> Error {
+    Error::storage(
+        "adapter",
+        format!("lost {ATTEMPTS} races in a row for the adapter's records; try again"),
+    )
+}
 /// How many versions of a flow stay after a save: the latest alone, so
 /// nothing deleted or pruned stays behind in an older one.
 const KEEP_VERSIONS: usize = 1;
@@ -391,7 +402,7 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
                 Err(e) => return Err(e),
             }
         }
-        Err(Snapshot::new(CATALOG, 0, Value::Null).conflict())
+        Err(contended())
     }
 
     /// Every thread the catalog lists.
@@ -402,17 +413,18 @@ impl<A: SnapshotAdapter> AdapterSaver<A> {
     /// Applies `op` to a working copy of `threads` and saves what changed,
     /// again on a fresh copy whenever a save loses a race.
     async fn write<T>(&self, threads: &[String], op: &Op<'_, T>) -> Result<T> {
-        let mut last = None;
         for _ in 0..ATTEMPTS {
             let (mem, loaded) = self.working(threads).await?;
             let out = op(mem.clone()).await?;
             match self.commit(&mem, &loaded).await {
                 Ok(()) => return Ok(out),
-                Err(e @ Error::VersionConflict { .. }) => last = Some(e),
+                // The adapter's own records' race (the engine's conflicts
+                // are returned at once, by `op`): tried again.
+                Err(Error::VersionConflict { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
-        Err(last.unwrap_or_else(|| Snapshot::new(CATALOG, 0, Value::Null).conflict()))
+        Err(contended())
     }
 
     /// Saves each thread of `loaded` the working copy changed; on a lost
@@ -711,5 +723,59 @@ mod tests {
         );
         let latest = saver.load("t").await.unwrap();
         assert_eq!(latest.version, 3, "the line goes on from version 3");
+    }
+
+    /// An adapter whose every save loses its race.
+    #[derive(Debug, Default)]
+    struct AlwaysLosing(MemoryAdapter);
+
+    #[async_trait]
+    impl SnapshotAdapter for AlwaysLosing {
+        async fn save_snapshot(&self, snapshot: Snapshot) -> Result<()> {
+            Err(snapshot.conflict())
+        }
+        async fn load_snapshot(
+            &self,
+            flow_id: &str,
+            version: Option<u64>,
+        ) -> Result<Option<Snapshot>> {
+            self.0.load_snapshot(flow_id, version).await
+        }
+        async fn load_history(&self, flow_id: &str, limit: Option<usize>) -> Result<Vec<Snapshot>> {
+            self.0.load_history(flow_id, limit).await
+        }
+        async fn delete_flow(&self, flow_id: &str) -> Result<()> {
+            self.0.delete_flow(flow_id).await
+        }
+        async fn prune_history(&self, flow_id: &str, keep_last: usize) -> Result<u64> {
+            self.0.prune_history(flow_id, keep_last).await
+        }
+        async fn snapshot_count(&self, flow_id: &str) -> Result<u64> {
+            self.0.snapshot_count(flow_id).await
+        }
+        async fn flow_exists(&self, flow_id: &str) -> Result<bool> {
+            self.0.flow_exists(flow_id).await
+        }
+    }
+
+    /// An operation that keeps losing races for the adapter's records is a
+    /// storage error, not a version conflict naming one of those records
+    /// as a thread. (It was `VersionConflict` on `weaver:thread:t`.)
+    #[tokio::test]
+    async fn endless_lost_races_are_a_storage_error() {
+        let saver = AdapterSaver::new(AlwaysLosing::default());
+        let first = NewCheckpoint {
+            thread_id: "t".into(),
+            checkpoint_ns: String::new(),
+            parent_id: None,
+            checkpoint: crate::checkpoint::Checkpoint::empty(),
+            metadata: crate::checkpoint::CheckpointMetadata::new(
+                crate::checkpoint::CheckpointSource::Input,
+                -1,
+            ),
+            commit_order: None,
+        };
+        let put = saver.put(first).await;
+        assert!(matches!(put, Err(Error::Storage { .. })), "{put:?}");
     }
 }
