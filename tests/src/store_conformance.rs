@@ -656,6 +656,27 @@ async fn list_namespaces(store: &dyn Store) {
             .await
             .is_empty()
     );
+    // `*` matches any one label, as in LangGraph. (It was a literal label,
+    // and these listed nothing.)
+    assert_eq!(
+        list(ListNamespaces::new().prefix(&["users", "*", "memories"])).await,
+        vec![
+            vec!["users", "u1", "memories"],
+            vec!["users", "u2", "memories"]
+        ]
+    );
+    assert_eq!(
+        list(ListNamespaces::new().suffix(&["*", "memories"])).await,
+        vec![
+            vec!["teams", "t1", "memories"],
+            vec!["users", "u1", "memories"],
+            vec!["users", "u2", "memories"],
+        ]
+    );
+    assert_eq!(
+        list(ListNamespaces::new().prefix(&["*", "t1"])).await,
+        vec![vec!["teams", "t1", "memories"]]
+    );
 }
 
 async fn batches(store: &dyn Store) {

@@ -171,7 +171,11 @@ impl SearchPlan {
 /// A validated namespace listing.
 #[derive(Debug, Clone)]
 pub(crate) struct ListPlan {
+    /// The dotted labels of the prefix up to its first wildcard: what a
+    /// backend reads under.
     pub prefix: String,
+    /// The whole prefix, wildcards (`*`: any one label) included.
+    pub pattern: Vec<String>,
     pub suffix: Vec<String>,
     pub max_depth: Option<usize>,
     pub limit: usize,
@@ -373,8 +377,15 @@ fn prepare_list(options: ListNamespaces) -> Result<ListPlan> {
             "list_namespaces max_depth must be at least 1",
         ));
     }
+    let literal: Vec<String> = options
+        .prefix
+        .iter()
+        .take_while(|l| *l != WILDCARD)
+        .cloned()
+        .collect();
     Ok(ListPlan {
-        prefix: join(&options.prefix),
+        prefix: join(&literal),
+        pattern: options.prefix,
         suffix: options.suffix,
         max_depth: options.max_depth,
         limit: options.limit,
@@ -444,8 +455,13 @@ pub(crate) fn finish_search(
         .collect()
 }
 
+/// The label that matches any one label in a listing's prefix or suffix
+/// (LangGraph's `*`).
+const WILDCARD: &str = "*";
+
 /// Applies a listing to the dotted namespaces of live records under its
-/// prefix: suffix, depth, dedup, order, page.
+/// prefix: the prefix's and suffix's labels (wildcards matching any),
+/// depth, dedup, order, page.
 pub(crate) fn finish_list<'a>(
     namespaces: impl IntoIterator<Item = &'a str>,
     plan: &ListPlan,
@@ -456,7 +472,12 @@ pub(crate) fn finish_list<'a>(
             continue;
         }
         let labels = split(ns);
-        if !labels.ends_with(&plan.suffix) {
+        let fits = |want: &[String], got: &[String]| {
+            want.iter().zip(got).all(|(w, g)| w == WILDCARD || w == g)
+        };
+        let (n, (p, s)) = (labels.len(), (plan.pattern.len(), plan.suffix.len()));
+        if n < p || n < s || !fits(&plan.pattern, &labels) || !fits(&plan.suffix, &labels[n - s..])
+        {
             continue;
         }
         let depth = plan.max_depth.unwrap_or(labels.len()).min(labels.len());

@@ -289,9 +289,11 @@ impl Search {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ListNamespaces {
-    /// Keep namespaces starting with these labels (empty: all).
+    /// Keep namespaces starting with these labels (empty: all); a label
+    /// `*` matches any one label, as in LangGraph.
     pub prefix: Vec<String>,
-    /// Keep namespaces ending with these labels (empty: all).
+    /// Keep namespaces ending with these labels (empty: all); a label `*`
+    /// matches any one label.
     pub suffix: Vec<String>,
     /// Truncate namespaces to this many labels (then deduplicate).
     pub max_depth: Option<usize>,
