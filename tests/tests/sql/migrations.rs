@@ -640,6 +640,57 @@ async fn sqlite_v4_refuses_rows_without_commit_order_then_forbids_them() {
     migrate::verify_migrated(&db.pool, CK).await.unwrap();
 }
 
+/// A role that may only read and write weaver's tables (an application's,
+/// the schema migrated by another role) runs `up` with nothing to do, as
+/// `PostgresSaver::connect` does, and uses the saver. (`CREATE TABLE IF NOT
+/// EXISTS` of the version table needed the schema's CREATE privilege even
+/// when the table existed.)
+#[tokio::test]
+async fn a_role_with_only_table_privileges_finds_nothing_to_migrate() {
+    use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+    let db = PgDb::new().await;
+    let schema = db.schema.clone();
+    let role = format!("{schema}_app");
+    let adapters = [Adapter::Checkpoint, Adapter::Store];
+    let owner = weaver::migrate::PgSchema::new(&db.pool, &schema).unwrap();
+    migrate::up(&owner, &adapters, None).await.unwrap();
+    for sql in [
+        format!("CREATE ROLE \"{role}\" LOGIN"),
+        format!("GRANT USAGE ON SCHEMA \"{schema}\" TO \"{role}\""),
+        format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \"{schema}\" TO \"{role}\""
+        ),
+    ] {
+        sqlx::raw_sql(AssertSqlSafe(sql))
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    let options: PgConnectOptions = crate::common::pg_url().parse().unwrap();
+    let app = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options.username(&role))
+        .await
+        .unwrap();
+    let target = weaver::migrate::PgSchema::new(&app, &schema).unwrap();
+    let result = migrate::up(&target, &adapters, None).await;
+    let saver = weaver::checkpoint::PostgresSaver::new(app.clone())
+        .with_prefix(&schema)
+        .unwrap();
+    let listed = saver.list(&ListFilter::thread("t")).await;
+    app.close().await;
+    db.drop_schema().await;
+    let pool = sqlx::PgPool::connect(&crate::common::pg_url())
+        .await
+        .unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("DROP ROLE \"{role}\"")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    result.expect("a migrated schema has nothing to migrate");
+    assert!(listed.unwrap().is_empty());
+}
+
 /// A role that owns its schema and holds no CREATE on the database (a
 /// least-privilege tenant) migrates its schema, and migrating it again is
 /// the no-op it is documented to be: the schema is only created when it is

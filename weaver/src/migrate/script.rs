@@ -136,12 +136,14 @@ pub(crate) fn preamble(dialect: Dialect, schema: Option<&str>) -> Vec<String> {
                      THEN CREATE SCHEMA \"{s}\"; END IF; END $$"
                 ));
             }
-            out.push(tidy(&format!(
-                "CREATE TABLE IF NOT EXISTS {prefix}{MARKER_TABLE} (
-                    adapter TEXT PRIMARY KEY,
-                    version INTEGER NOT NULL
-                )"
-            )));
+            // Likewise the marker: `CREATE TABLE IF NOT EXISTS` checks the
+            // schema's CREATE privilege first, which a role that only uses
+            // the tables (an application's, once migrated) lacks.
+            out.push(format!(
+                "DO $$ BEGIN IF to_regclass('{prefix}{MARKER_TABLE}') IS NULL THEN \
+                 CREATE TABLE {prefix}{MARKER_TABLE} (adapter TEXT PRIMARY KEY, version INTEGER NOT NULL); \
+                 END IF; END $$"
+            ));
             out
         }
         Dialect::Sqlite => vec![tidy(&format!(
