@@ -346,7 +346,8 @@ fn resolve(
 /// target of an edge, a plain conditional edge or a goto (which would run
 /// them with no payload).
 fn sent_nodes_only_by_sends(decl: &GraphDecl, errors: &mut Errors) {
-    let sent: Vec<&Ident> = decl
+    // By name: `r#measure` and `measure` are one node.
+    let sent: Vec<String> = decl
         .conditionals
         .iter()
         .filter(|c| c.sends)
@@ -360,10 +361,11 @@ fn sent_nodes_only_by_sends(decl: &GraphDecl, errors: &mut Errors) {
                 );
                 None
             }
-            other => Some(other.ident()),
+            other => Some(other.ident().unraw().to_string()),
         })
         .collect();
-    let is_sent = |t: &Endpoint| matches!(t, Endpoint::Node(i) if sent.contains(&i));
+    let is_sent =
+        |t: &Endpoint| matches!(t, Endpoint::Node(i) if sent.contains(&i.unraw().to_string()));
     let plain = decl
         .chains
         .iter()

@@ -115,23 +115,31 @@ const FIELD_SERDE: &[(&str, &str)] = &[
 /// Rejects serde attributes that would make the state's stored JSON
 /// disagree with its channels: container `rename_all` and `transparent`, field `rename`,
 /// `flatten` and the `skip` family. The update type, the schemas and the
-/// delta channels all key a channel by its field name.
+/// delta channels all key a channel by its field name. The same forms of
+/// `#[schemars(...)]` are rejected too: they change the state's schema
+/// alone, which then describes keys the stored state does not have.
 pub(crate) fn serde_attrs(input: &DeriveInput, errors: &mut Errors) {
-    for attr in input.attrs.iter().filter(|a| a.path().is_ident("serde")) {
+    let ours = |a: &&syn::Attribute| a.path().is_ident("serde") || a.path().is_ident("schemars");
+    for attr in input.attrs.iter().filter(ours) {
+        let tool = attr_name(attr);
         let _ = attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("rename_all") || meta.path.is_ident("rename_all_fields") {
                 errors.spanned(
                     &meta.path,
-                    "`#[serde(rename_all)]` cannot be used on a graph state: a channel is stored, \
-                     updated and described under its field name; name the fields as they should \
-                     be stored",
+                    format!(
+                        "`#[{tool}(rename_all)]` cannot be used on a graph state: a channel is \
+                         stored, updated and described under its field name; name the fields as \
+                         they should be stored"
+                    ),
                 );
             } else if meta.path.is_ident("transparent") {
                 errors.spanned(
                     &meta.path,
-                    "`#[serde(transparent)]` cannot be used on a graph state: a state is stored as \
-                     a JSON object keyed by its channels' names, and a transparent struct is \
-                     stored as its one field's value",
+                    format!(
+                        "`#[{tool}(transparent)]` cannot be used on a graph state: a state is \
+                         stored as a JSON object keyed by its channels' names, and a transparent \
+                         struct is stored as its one field's value"
+                    ),
                 );
             }
             skip_value(&meta)
@@ -141,16 +149,48 @@ pub(crate) fn serde_attrs(input: &DeriveInput, errors: &mut Errors) {
         return;
     };
     for field in &data.fields {
-        for attr in field.attrs.iter().filter(|a| a.path().is_ident("serde")) {
+        for attr in field.attrs.iter().filter(ours) {
+            let tool = attr_name(attr);
             let _ = attr.parse_nested_meta(|meta| {
                 if let Some((name, why)) = FIELD_SERDE.iter().find(|(n, _)| meta.path.is_ident(n)) {
                     errors.spanned(
                         &meta.path,
-                        format!("`#[serde({name})]` cannot be used on a graph state field: {why}"),
+                        format!("`#[{tool}({name})]` cannot be used on a graph state field: {why}"),
                     );
                 }
                 skip_value(&meta)
             });
+        }
+    }
+}
+
+/// The name of an attribute whose path is one identifier (`serde`).
+fn attr_name(attr: &syn::Attribute) -> String {
+    attr.path()
+        .get_ident()
+        .map(ToString::to_string)
+        .unwrap_or_default()
+}
+
+/// Rejects `#[graph_state(...)]` on a field: it belongs on the struct, and
+/// the derive reads it only there, so a version and upcasters given on a
+/// field would otherwise be ignored without a word (the state staying at
+/// version 1).
+pub(crate) fn field_graph_state(input: &DeriveInput, errors: &mut Errors) {
+    let Data::Struct(data) = &input.data else {
+        return;
+    };
+    for field in &data.fields {
+        for attr in field
+            .attrs
+            .iter()
+            .filter(|a| a.path().is_ident("graph_state"))
+        {
+            errors.spanned(
+                attr,
+                "`#[graph_state(...)]` goes on the state struct, not on a field: the version and \
+                 upcasters are the whole state's",
+            );
         }
     }
 }

@@ -35,6 +35,7 @@ pub(crate) fn derive_graph_state(input: TokenStream) -> TokenStream {
     check::state::channels(&state, &mut errors);
     check::state::serde_attrs(&input, &mut errors);
     check::state::struct_reducer(&input, &mut errors);
+    check::state::field_graph_state(&input, &mut errors);
     let versioning = crate::versioning::read(&input.attrs, &mut errors);
     crate::versioning::check(&versioning, &mut errors);
     let update = update::expand(&state);
