@@ -124,6 +124,9 @@ enum Command {
         #[arg(long)]
         by_created: bool,
         /// Only threads whose latest checkpoint has metadata KEY=VALUE (repeatable).
+        /// VALUE is read as JSON when it is JSON (`n=42` is the number, `ok=true`
+        /// the boolean), as text otherwise; quote a string that looks like JSON
+        /// (`--metadata 'user="42"'`).
         #[arg(long)]
         metadata: Vec<String>,
         /// Continue after this cursor (the `next` line of the page before).
