@@ -774,6 +774,57 @@ async fn a_corrupt_stored_namespace_is_a_decode_error_when_listed() {
     assert!(matches!(listed, Err(Error::Decode { .. })), "{listed:?}");
 }
 
+/// A stored namespace no put could have written (an empty label, none at
+/// all) is a decode error when searched or listed, on SQLite and
+/// PostgreSQL. (It came back as labels that `get` and `delete` refuse.)
+#[tokio::test]
+async fn a_stored_namespace_with_an_empty_label_is_a_decode_error() {
+    let t = Trio::new(StoreConfig::new()).await;
+    for bad in ["a..b", ""] {
+        for (name, s) in t.all().skip(1) {
+            s.put(&["good"], "k", json!(1)).await.unwrap();
+            let sql = format!("UPDATE {{t}} SET namespace = '{bad}' WHERE namespace = 'good'");
+            let r = if name == "sqlite" {
+                sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", "weaver_store_items")))
+                    .execute(&t.lite)
+                    .await
+                    .map(|_| ())
+            } else {
+                let table = format!("\"{}\".weaver_store_items", t.schema);
+                sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", &table)))
+                    .execute(&t.pg)
+                    .await
+                    .map(|_| ())
+            };
+            r.unwrap_or_else(|e| panic!("{name}: {e}"));
+            let found = s.search(&[], Search::new()).await;
+            assert!(
+                matches!(found, Err(Error::Decode { .. })),
+                "{name} {bad:?}: {found:?}"
+            );
+            let listed = s.list_namespaces(ListNamespaces::new()).await;
+            assert!(
+                matches!(listed, Err(Error::Decode { .. })),
+                "{name} {bad:?}: {listed:?}"
+            );
+            let sql = format!("DELETE FROM {{t}} WHERE namespace = '{bad}'");
+            let r = if name == "sqlite" {
+                sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", "weaver_store_items")))
+                    .execute(&t.lite)
+                    .await
+                    .map(|_| ())
+            } else {
+                let table = format!("\"{}\".weaver_store_items", t.schema);
+                sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", &table)))
+                    .execute(&t.pg)
+                    .await
+                    .map(|_| ())
+            };
+            r.unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+}
+
 /// A negative stored TTL is bad data on every backend (a refresh would expire
 /// the item as it is read), and a put over an item whose times do not read
 /// replaces it as new: the answers the MongoDB store gives.

@@ -8,7 +8,7 @@ use mongodb::bson::{Bson, Document, doc};
 use serde_json::{Value, json};
 use weaver::Error;
 use weaver::codec::{EncryptedCodec, EncryptionKey};
-use weaver::store::{InMemoryStore, MongoStore, Op, Search, Store, StoreConfig};
+use weaver::store::{InMemoryStore, ListNamespaces, MongoStore, Op, Search, Store, StoreConfig};
 use weaver_tests::mongo::MongoDb;
 use weaver_tests::store_conformance::{run_store_config_conformance, run_store_conformance};
 
@@ -185,6 +185,25 @@ async fn bad_stored_documents_are_decode_errors() {
         .unwrap();
     let found = store.search(&[], Search::new()).await;
     assert!(matches!(found, Err(Error::Decode { .. })), "{found:?}");
+    // A namespace no put could have written (an empty label): a decode
+    // error, listed or searched. (It came back as labels `get` refused.)
+    items(&db).delete_many(doc! {}).await.unwrap();
+    for ns in ["a..b", ""] {
+        let mut bad_ns = item("k", doc! {});
+        bad_ns.insert("ns", ns);
+        items(&db).insert_one(bad_ns).await.unwrap();
+        let found = store.search(&[], Search::new()).await;
+        assert!(
+            matches!(found, Err(Error::Decode { .. })),
+            "{ns:?}: {found:?}"
+        );
+        let listed = store.list_namespaces(ListNamespaces::new()).await;
+        assert!(
+            matches!(listed, Err(Error::Decode { .. })),
+            "{ns:?}: {listed:?}"
+        );
+        items(&db).delete_many(doc! {}).await.unwrap();
+    }
     // A put over an item whose times do not read replaces it as new, as the
     // SQL stores do.
     items(&db).delete_many(doc! {}).await.unwrap();

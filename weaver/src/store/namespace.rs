@@ -77,6 +77,14 @@ pub(crate) fn split(dotted: &str) -> Vec<String> {
         .collect()
 }
 
+/// Checks a dotted namespace read from storage: one no put could have
+/// written (an empty label, none at all) is [`Error::Decode`] naming it,
+/// not labels handed back that `get` and `delete` then refuse.
+pub(crate) fn check_stored(dotted: &str) -> Result<()> {
+    validate_namespace(&split(dotted))
+        .map_err(|e| Error::decode(format!("stored namespace {dotted:?}"), e))
+}
+
 /// The half-open range `[low, high)` of dotted namespaces strictly below the
 /// non-empty dotted `prefix`.
 pub(crate) fn descendants(prefix: &str) -> (String, String) {

@@ -185,8 +185,9 @@ impl Search {
     }
 
     /// A ranked search for `text`. A text that is empty or only white
-    /// space is no query, as in LangGraph: the search lists items by
-    /// namespace, then key, unscored (an embedder is never asked for it).
+    /// space is no query: the search lists items by namespace, then key,
+    /// unscored (an embedder is never asked for it). LangGraph treats only
+    /// the empty text so, and ranks a query of white space.
     ///
     /// ```
     /// use serde_json::json;

@@ -115,6 +115,7 @@ pub(super) fn record_of(sealing: &Sealing, d: &Document) -> Result<Record> {
         .get_str("key")
         .map_err(|e| bad(&namespace, "?", format_args!("`key`: {e}")))?
         .to_owned();
+    crate::store::namespace::check_stored(&namespace)?;
     let fail = |e: String| bad(&namespace, &key, e);
     let value = d
         .get_str("value")

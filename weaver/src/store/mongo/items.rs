@@ -167,6 +167,9 @@ impl MongoItems {
                     .map_err(|e| Error::decode("a stored MongoDB store item's `ns`", e))
             })
             .collect::<Result<Vec<&str>>>()?;
+        for ns in &namespaces {
+            crate::store::namespace::check_stored(ns)?;
+        }
         Ok(OpResult::Namespaces(finish_list(namespaces, plan)))
     }
 

@@ -166,6 +166,7 @@ impl<D: Dialect> SqlStore<D> {
             expires_at,
             ttl,
         } = row;
+        crate::store::namespace::check_stored(&namespace)?;
         if created_at > updated_at {
             return Err(Error::decode(
                 format!("store item `{key}` in `{namespace}`"),
@@ -316,6 +317,9 @@ impl<D: Dialect> SqlStore<D> {
             .map(D::Db::text)
             .collect::<sqlx::Result<Vec<String>>>()
             .map_err(|e| Error::decode("a stored namespace", e))?;
+        for ns in &namespaces {
+            crate::store::namespace::check_stored(ns)?;
+        }
         Ok(OpResult::Namespaces(finish_list(
             namespaces.iter().map(String::as_str),
             plan,
