@@ -64,7 +64,10 @@ impl<S: Default> Default for Local<S> {
 /// Concurrency follows chat-graph's contract: two turns that loaded the same
 /// version race for the next one, and the loser fails with
 /// [`Error::VersionConflict`] (the conversation's id and the version it
-/// attempted), storing nothing; the flow never retries. Chat flows do not
+/// attempted), storing nothing; the flow never retries. A turn stores a
+/// snapshot after each action and valid reply, so a race can also fall
+/// after a turn's first snapshot, which then stays (see
+/// [`turn`](Self::turn)). Chat flows do not
 /// take a per-thread lease or multitask strategy of the run config: the
 /// version check is their only guard.
 pub struct ChatFlow<S: GraphState> {
@@ -221,7 +224,10 @@ impl<S: GraphState> ChatFlow<S> {
     /// # Errors
     ///
     /// [`Error::VersionConflict`] when another turn stored the next version
-    /// first (nothing of this turn is stored); [`Error::LimitExceeded`]
+    /// first: nothing of this turn is stored when that was its first
+    /// snapshot; the snapshots it stored before (a reply it validated) stay
+    /// when the race fell later in the turn (see the guide's concurrent
+    /// turns); [`Error::LimitExceeded`]
     /// when the turn would run more nodes than
     /// [`ChatOptions::max_nodes_per_turn`] (what ran before is kept, as
     /// saved); a node's failure, a storage or decode error.
