@@ -550,6 +550,39 @@ pub async fn scans_find_bad_writes_and_subgraph_checkpoints(saver: Arc<dyn Saver
     assert_eq!((report.unreadable, report.skipped), (1, 1), "{report:?}");
 }
 
+/// A task's writes a newer release stored on an older checkpoint (marked
+/// with their state version) are what the older release cannot read: the
+/// scan for a rollback finds them, naming the task, although the
+/// checkpoint itself is of the snapshot's version. (It reported the
+/// checkpoint readable, skipping the write's unknown channel.)
+pub async fn scans_find_writes_of_a_newer_release(saver: Arc<dyn Saver>, thread: &str) {
+    let good = json!({"title": "fine", "priority": 1});
+    let write = |idx: i64, channel: &str, value: serde_json::Value| PendingWrite {
+        task_id: "task-2".into(),
+        task_path: "~write".into(),
+        idx,
+        channel: channel.into(),
+        value,
+    };
+    let writes = vec![
+        write(0, "subject", json!("renamed by version 2")),
+        write(1, "__state_version__", json!(2)),
+    ];
+    put_v1(saver.as_ref(), thread, "", good, writes).await;
+    let snapshot = schema_snapshot::<TicketV1>();
+    let report = scan_stored(saver.as_ref(), &snapshot, 1, &mut |_| {})
+        .await
+        .expect("scan");
+    assert_eq!(report.unreadable, 1, "{report:?}");
+    let failing = &report.failing[0];
+    assert_eq!(failing.task_id.as_deref(), Some("task-2"));
+    assert!(
+        failing.reason.contains("state version 2"),
+        "{}",
+        failing.reason
+    );
+}
+
 /// A state whose fields limit their lengths: one character, two scores.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Bounded {

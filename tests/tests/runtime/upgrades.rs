@@ -39,6 +39,11 @@ async fn subgraph_namespaces_are_upgraded_only_when_named_in_memory() {
 }
 
 #[tokio::test]
+async fn scans_find_writes_of_a_newer_release_in_memory() {
+    upgrades::scans_find_writes_of_a_newer_release(memory(), "t").await;
+}
+
+#[tokio::test]
 async fn scans_find_bad_writes_and_subgraph_checkpoints_in_memory() {
     upgrades::scans_find_bad_writes_and_subgraph_checkpoints(memory(), "t").await;
 }

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::read::stored_version;
 use super::schema::{SchemaSnapshot, integer_keys, merge_ref_siblings, resolve};
-use crate::checkpoint::{CheckpointTuple, ListFilter, SENDS_CHANNEL, Saver};
+use crate::checkpoint::{CheckpointTuple, ListFilter, SENDS_CHANNEL, STATE_VERSION_WRITE, Saver};
 use crate::error::Result;
 
 /// The first checkpoint of a thread that does not read, and why.
@@ -235,6 +235,25 @@ enum Check {
 }
 
 fn check_tuple(t: &CheckpointTuple, snapshot: &SchemaSnapshot, writes: &mut u64) -> Result<Check> {
+    // A task's writes a newer release stored on this checkpoint carry their
+    // own version: the snapshot's release refuses them, whatever the
+    // checkpoint's version.
+    for w in t
+        .pending_writes
+        .iter()
+        .filter(|w| w.channel == STATE_VERSION_WRITE)
+    {
+        let marked = w.value.as_u64().and_then(|v| u32::try_from(v).ok());
+        let reason = match marked {
+            None => format!("the state version of its writes is {}", w.value),
+            Some(v) if v > snapshot.state_version => format!(
+                "pending writes of state version {v}, newer than the snapshot's {}",
+                snapshot.state_version
+            ),
+            Some(_) => continue,
+        };
+        return Ok(Check::Fails(Some(w.task_id.clone()), String::new(), reason));
+    }
     let version = stored_version(&t.metadata)?.unwrap_or(1);
     if version > snapshot.state_version {
         return Ok(Check::Fails(
