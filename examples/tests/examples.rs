@@ -743,9 +743,9 @@ fn workers_take_turns(url: &str, schema: &str) {
     }
 }
 
-/// Under `Interrupt` and `Rollback` three workers at once: a stopped turn
-/// is reported, the stored turns are whole (a rolled-back one left
-/// nothing); under `Rollback` no stopped turn is stored at all.
+/// Under `Rollback`, three workers at once: a stopped turn is reported,
+/// the stored turns are whole, and no stopped turn is stored at all (a
+/// rolled-back one left nothing).
 fn workers_stop_each_other(url: &str, schema: &str) {
     let out = workers(url, schema, &["f", "g", "h"], 8, "rollback");
     let turns = stored_turns(url, schema);

@@ -17,7 +17,7 @@
 
 use serde_json::json;
 use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::sqlite::SqlitePoolOptions;
 use weaver::checkpoint::SqliteSaver;
 use weaver::codec::{EncryptedCodec, EncryptionKey};
 use weaver::migrate::{self, Adapter};
@@ -134,12 +134,11 @@ async fn main() -> weaver::Result<()> {
             path.display().to_string()
         }
     };
+    // The recommended options (WAL, full sync, a 30 s busy timeout), on a
+    // pool of our own shared by the saver and the store.
+    let options = SqliteSaver::connect_options(&format!("sqlite://{path}"))?;
     let pool = SqlitePoolOptions::new()
-        .connect_with(
-            SqliteConnectOptions::new()
-                .filename(&path)
-                .create_if_missing(true),
-        )
+        .connect_with(options)
         .await
         .map_err(|e| Error::storage("open the example file", e))?;
     migrate::up(&pool, &[Adapter::Checkpoint, Adapter::Store], None).await?;

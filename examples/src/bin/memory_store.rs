@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::sqlite::SqlitePoolOptions;
 use weaver::channel::{ChannelKind, ChannelSpec, reduce};
 use weaver::checkpoint::SqliteSaver;
 use weaver::migrate::{self, Adapter};
@@ -150,13 +150,10 @@ async fn turn(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::temp_dir().join("weaver-memory-store-example.db");
     let _ = std::fs::remove_file(&path);
-    let pool = SqlitePoolOptions::new()
-        .connect_with(
-            SqliteConnectOptions::new()
-                .filename(&path)
-                .create_if_missing(true),
-        )
-        .await?;
+    // The recommended options (WAL, full sync, a 30 s busy timeout), on a
+    // pool of our own shared by the saver and the store.
+    let options = SqliteSaver::connect_options(&format!("sqlite://{}", path.display()))?;
+    let pool = SqlitePoolOptions::new().connect_with(options).await?;
     migrate::up(&pool, &[Adapter::Checkpoint, Adapter::Store], None).await?;
 
     let graph = Graph::<Chat>::new("memory-chat")
