@@ -541,3 +541,65 @@ async fn a_finished_subgraphs_state_kept_under_exit_is_upgraded_on_resume() {
         .unwrap();
     assert_eq!(done.complete().unwrap().receipts, ["hello"]);
 }
+
+/// The final state of a finished subgraph kept under `exit` is upgraded in
+/// place by `upgrade_stored` of the subgraph's state and path, although it
+/// is stored in the parent's namespace: once upgraded, a release without
+/// the old upcaster resumes the thread. (It kept version 1: the rewrite
+/// read only the subgraph's namespaces, where nothing was stored.)
+#[tokio::test]
+async fn upgrade_stored_upgrades_a_finished_subgraphs_state_kept_under_exit() {
+    use weaver::checkpoint::{CheckpointRef, Saver};
+    use weaver::evolution::{UpgradeOptions, upgrade_stored};
+    let saver = memory();
+    let config = RunConfig::thread("t").durability(Durability::Exit);
+    let v1 = Graph::<inner_v1::Note>::new("inner")
+        .add_node("write", |_: &inner_v1::Note| {
+            inner_v1::NoteUpdate::default().text("hello".to_owned())
+        })
+        .add_sequence([START, "write", END])
+        .compile(Compile::new())
+        .unwrap();
+    let outer_v1 = Graph::<Paid>::new("outer")
+        .add_node("call", move |_: &Paid, rt: &Runtime| {
+            let call = rt.subgraph(&v1);
+            let ok = rt.interrupt("ok?");
+            async move {
+                let done = call.invoke(inner_v1::Note::default()).await?;
+                ok?;
+                Ok::<_, NodeError>(PaidUpdate::default().receipts(vec![done.text]))
+            }
+        })
+        .add_sequence([START, "call", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    assert!(
+        outer_v1
+            .invoke(Paid::default(), &config)
+            .await
+            .unwrap()
+            .is_interrupted()
+    );
+    let options = UpgradeOptions::new().paths(["call"]);
+    let report = upgrade_stored::<inner_v2::Note>(saver.as_ref(), &options, &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(report.upgraded, 1, "{report:?}");
+    let head = saver
+        .get_tuple(&CheckpointRef::latest("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    let finished = head
+        .pending_writes
+        .iter()
+        .find(|w| w.channel == "__subgraph__")
+        .expect("the subgraph's final state");
+    assert_eq!(finished.value["version"], 2);
+    assert_eq!(finished.value["values"]["body"], "hello");
+    // Running it again finds nothing older.
+    let again = upgrade_stored::<inner_v2::Note>(saver.as_ref(), &options, &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(again.upgraded, 0, "{again:?}");
+}

@@ -3,9 +3,12 @@
 
 use std::fmt;
 
-use super::read::{stamp, stored_version, upgrade_tuple};
+use serde_json::Value;
+
+use super::read::{stamp, stored_version, upgrade_tuple, upgrade_values};
 use crate::checkpoint::{
-    CHECKPOINT_FORMAT, CheckpointRef, CheckpointTuple, ListFilter, Replacement, Rewrites, Saver,
+    CHECKPOINT_FORMAT, CheckpointRef, CheckpointTuple, ListFilter, PendingWrite, Replacement,
+    Rewrites, SUBGRAPH_CHANNEL, Saver,
 };
 use crate::error::{Error, Result};
 use crate::state::GraphState;
@@ -299,6 +302,7 @@ pub async fn upgrade_stored<S: GraphState>(
         rewrites,
         batch: options.batch.max(1),
         pending: Vec::new(),
+        paths: &options.paths,
         done: None,
         report: UpgradeReport {
             cursor: options.after.clone(),
@@ -311,15 +315,15 @@ pub async fn upgrade_stored<S: GraphState>(
             let tuples = saver.list(&ListFilter::thread(&thread)).await?;
             run.report.threads += 1;
             for t in tuples {
-                if !options
+                if options
                     .paths
                     .contains(&subgraph_path(&t.config.checkpoint_ns))
                 {
+                    run.report.checkpoints += 1;
+                } else {
                     run.report.other_namespaces += 1;
-                    continue;
                 }
-                run.report.checkpoints += 1;
-                if let Some(r) = upgraded::<S>(t)? {
+                if let Some(r) = upgraded::<S>(t, &options.paths)? {
                     run.pending.push(r);
                 }
                 if run.pending.len() >= run.batch {
@@ -408,6 +412,8 @@ struct Run<'s> {
     rewrites: &'s dyn Rewrites,
     batch: usize,
     pending: Vec<Replacement>,
+    /// The subgraph paths read as `S`.
+    paths: &'s [String],
     /// The last thread whose records are all in `pending` or replaced.
     done: Option<UpgradeCursor>,
     report: UpgradeReport,
@@ -443,7 +449,7 @@ impl Run<'_> {
                             Ok(None) | Err(Error::ShallowSaver { .. }) => continue,
                             Err(e) => return Err(e),
                         };
-                        if let Some(r) = upgraded::<S>(t)? {
+                        if let Some(r) = upgraded::<S>(t, &self.paths)? {
                             records.push(r);
                         }
                     }
@@ -461,15 +467,61 @@ impl Run<'_> {
     }
 }
 
-/// The replacement of a record `t` as read, in the current form of `S`;
-/// `None` when it is of the current version already.
-fn upgraded<S: GraphState>(t: CheckpointTuple) -> Result<Option<Replacement>> {
-    if stored_version(&t.metadata)?.unwrap_or(1) == S::VERSION {
+/// The replacement of a record `t` as read, in the current form of `S`
+/// when its namespace is one of `paths`, and with the final states of
+/// finished subgraphs of `paths` it holds (kept under `exit` durability,
+/// whatever its own namespace) upgraded too; `None` when nothing of it is
+/// of an older version.
+fn upgraded<S: GraphState>(t: CheckpointTuple, paths: &[String]) -> Result<Option<Replacement>> {
+    let own = paths.contains(&subgraph_path(&t.config.checkpoint_ns))
+        && stored_version(&t.metadata)?.unwrap_or(1) != S::VERSION;
+    let finished = t
+        .pending_writes
+        .iter()
+        .any(|w| older_finished_state::<S>(w, paths).is_some());
+    if !own && !finished {
         return Ok(None);
     }
     let mut r = Replacement::of(t);
-    upgrade::<S>(&mut r.record)?;
+    if own {
+        upgrade::<S>(&mut r.record)?;
+    } else {
+        // Stored again in full, as an upgraded record is.
+        r.record.checkpoint.deltas.clear();
+        r.record.checkpoint.v = CHECKPOINT_FORMAT;
+    }
+    let id = r.record.checkpoint.id.clone();
+    for w in &mut r.record.pending_writes {
+        let Some(version) = older_finished_state::<S>(w, paths) else {
+            continue;
+        };
+        let Some(Value::Object(values)) = w.value.get_mut("values") else {
+            return Err(Error::decode(
+                format!("checkpoint {id}"),
+                "the state a subgraph finished with is not an object",
+            ));
+        };
+        upgrade_values::<S>(&id, values, Some(version))?;
+        w.value["version"] = Value::from(S::VERSION);
+    }
     Ok(Some(r))
+}
+
+/// The state version of the final state of a finished subgraph `w` holds
+/// (a task's [`SUBGRAPH_CHANNEL`] write), when the subgraph's path is one of
+/// `paths` and the version is not `S`'s.
+fn older_finished_state<S: GraphState>(w: &PendingWrite, paths: &[String]) -> Option<u32> {
+    if w.channel != SUBGRAPH_CHANNEL {
+        return None;
+    }
+    let ns = w.value.get("ns").and_then(Value::as_str)?;
+    if !paths.contains(&subgraph_path(ns)) {
+        return None;
+    }
+    // None recorded: the current version, as a resume reads it.
+    let version = w.value.get("version").and_then(Value::as_u64)?;
+    let version = u32::try_from(version).unwrap_or(u32::MAX);
+    (version != S::VERSION).then_some(version)
 }
 
 /// A stored record (delta channels rebuilt) in the current form of `S`.
