@@ -550,7 +550,9 @@ async fn a_finished_subgraphs_state_kept_under_exit_is_upgraded_on_resume() {
 #[tokio::test]
 async fn upgrade_stored_upgrades_a_finished_subgraphs_state_kept_under_exit() {
     use weaver::checkpoint::{CheckpointRef, Saver};
-    use weaver::evolution::{UpgradeOptions, upgrade_stored};
+    use weaver::evolution::{
+        ScanOptions, UpgradeOptions, scan_stored_with, schema_snapshot, upgrade_stored,
+    };
     let saver = memory();
     let config = RunConfig::thread("t").durability(Durability::Exit);
     let v1 = Graph::<inner_v1::Note>::new("inner")
@@ -580,11 +582,23 @@ async fn upgrade_stored_upgrades_a_finished_subgraphs_state_kept_under_exit() {
             .unwrap()
             .is_interrupted()
     );
+    // A scan for the new release counts it as older (it counted nothing:
+    // the subgraph's namespace holds no checkpoint).
+    let scan = ScanOptions::new(schema_snapshot::<Paid>())
+        .subgraph("call", Some(schema_snapshot::<inner_v2::Note>()));
+    let scanned = scan_stored_with(saver.as_ref(), &scan, &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!((scanned.older, scanned.unreadable), (1, 0), "{scanned:?}");
     let options = UpgradeOptions::new().paths(["call"]);
     let report = upgrade_stored::<inner_v2::Note>(saver.as_ref(), &options, &mut |_| {})
         .await
         .unwrap();
     assert_eq!(report.upgraded, 1, "{report:?}");
+    let scanned = scan_stored_with(saver.as_ref(), &scan, &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!((scanned.older, scanned.unreadable), (0, 0), "{scanned:?}");
     let head = saver
         .get_tuple(&CheckpointRef::latest("t"))
         .await

@@ -6,7 +6,9 @@ use serde_json::Value;
 
 use super::read::stored_version;
 use super::schema::{SchemaSnapshot, integer_keys, merge_ref_siblings, resolve};
-use crate::checkpoint::{CheckpointTuple, ListFilter, SENDS_CHANNEL, STATE_VERSION_WRITE, Saver};
+use crate::checkpoint::{
+    CheckpointTuple, ListFilter, SENDS_CHANNEL, STATE_VERSION_WRITE, SUBGRAPH_CHANNEL, Saver,
+};
 use crate::error::Result;
 
 /// The first checkpoint of a thread that does not read, and why.
@@ -149,7 +151,10 @@ pub async fn scan_stored(
 /// its default; extra fields are ignored), and so must each of its pending
 /// writes to a state channel (the channel's schema, or for a list, its
 /// items' schema); one of a newer version is unreadable; one of an older
-/// version is counted in [`ScanReport::older`]. Nothing is written.
+/// version is counted in [`ScanReport::older`]. The final state of a
+/// finished subgraph a task kept under `exit` durability (stored in the
+/// parent's namespace) is judged by its version against the snapshot of
+/// the subgraph's namespace, in the same counts. Nothing is written.
 ///
 /// ```
 /// use weaver::prelude::*;
@@ -193,28 +198,64 @@ pub async fn scan_stored_with(
             report.threads += 1;
             let mut failing: Option<ThreadScan> = None;
             for t in &tuples {
-                let Some(snapshot) = options.for_ns(&t.config.checkpoint_ns) else {
-                    report.skipped += 1;
-                    continue;
-                };
-                report.checkpoints += 1;
-                match check_tuple(t, snapshot, &mut report.writes)? {
-                    Check::Reads => {}
-                    Check::Older => report.older += 1,
-                    Check::Fails(task_id, path, reason) => {
-                        report.unreadable += 1;
-                        match &mut failing {
-                            Some(f) => f.unreadable += 1,
-                            None => {
-                                failing = Some(ThreadScan {
-                                    thread_id: thread.thread_id.clone(),
-                                    unreadable: 1,
-                                    checkpoint_ns: t.config.checkpoint_ns.clone(),
-                                    checkpoint_id: t.checkpoint.id.clone(),
-                                    task_id,
-                                    path,
-                                    reason,
-                                });
+                // The final states of finished subgraphs a task kept under
+                // `exit`, in whatever namespace it ran: of the subgraph's
+                // state, as a checkpoint of its namespace would be.
+                let mut checks = Vec::new();
+                for w in t
+                    .pending_writes
+                    .iter()
+                    .filter(|w| w.channel == SUBGRAPH_CHANNEL)
+                {
+                    let ns = w
+                        .value
+                        .get("ns")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let version = w.value.get("version").and_then(Value::as_u64);
+                    let (Some(snapshot), Some(version)) = (options.for_ns(ns), version) else {
+                        continue;
+                    };
+                    let version = u32::try_from(version).unwrap_or(u32::MAX);
+                    checks.push(match version.cmp(&snapshot.state_version) {
+                        std::cmp::Ordering::Equal => Check::Reads,
+                        std::cmp::Ordering::Less => Check::Older,
+                        std::cmp::Ordering::Greater => Check::Fails(
+                            Some(w.task_id.clone()),
+                            String::new(),
+                            format!(
+                                "the final state of subgraph `{ns}` is of state version {version}, newer than the snapshot's {}",
+                                snapshot.state_version
+                            ),
+                        ),
+                    });
+                }
+                match options.for_ns(&t.config.checkpoint_ns) {
+                    Some(snapshot) => {
+                        report.checkpoints += 1;
+                        checks.insert(0, check_tuple(t, snapshot, &mut report.writes)?);
+                    }
+                    None => report.skipped += 1,
+                }
+                for check in checks {
+                    match check {
+                        Check::Reads => {}
+                        Check::Older => report.older += 1,
+                        Check::Fails(task_id, path, reason) => {
+                            report.unreadable += 1;
+                            match &mut failing {
+                                Some(f) => f.unreadable += 1,
+                                None => {
+                                    failing = Some(ThreadScan {
+                                        thread_id: thread.thread_id.clone(),
+                                        unreadable: 1,
+                                        checkpoint_ns: t.config.checkpoint_ns.clone(),
+                                        checkpoint_id: t.checkpoint.id.clone(),
+                                        task_id,
+                                        path,
+                                        reason,
+                                    });
+                                }
                             }
                         }
                     }
