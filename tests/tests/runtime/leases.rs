@@ -60,6 +60,11 @@ async fn foreign_and_expired_leases_are_refused_in_memory() {
 }
 
 #[tokio::test]
+async fn a_dead_named_holders_static_stop_is_removed_not_run_in_memory() {
+    leases::a_dead_named_holders_static_stop_is_removed_not_run(memory(), "t").await;
+}
+
+#[tokio::test]
 async fn a_paused_named_holder_keeps_the_thread_in_memory() {
     leases::a_paused_named_holder_keeps_the_thread(memory(), "t").await;
 }

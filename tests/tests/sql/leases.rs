@@ -275,6 +275,21 @@ async fn a_paused_named_holder_keeps_the_thread_on_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_named_holders_static_stop_is_removed_not_run_on_sqlite() {
+    let db = SqliteDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_dead_named_holders_static_stop_is_removed_not_run(saver, "t").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_named_holders_static_stop_is_removed_not_run_on_postgres() {
+    let db = PgDb::new().await;
+    let saver: Arc<dyn Saver> = Arc::new(db.saver().await);
+    leases::a_dead_named_holders_static_stop_is_removed_not_run(saver, "t").await;
+    db.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_holders_pause_stays_unless_it_owned_it_on_sqlite() {
     let db = SqliteDb::new().await;
     let saver: Arc<dyn Saver> = Arc::new(db.saver().await);

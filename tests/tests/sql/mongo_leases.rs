@@ -109,6 +109,11 @@ async fn a_failed_stop_request_leaves_the_queue_on_mongo() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_named_holders_static_stop_is_removed_not_run_on_mongo() {
+    on_mongo(|s| leases::a_dead_named_holders_static_stop_is_removed_not_run(s, "t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_named_holder_keeps_the_thread_on_mongo() {
     on_mongo(|s| leases::a_paused_named_holder_keeps_the_thread(s, "t")).await;
 }

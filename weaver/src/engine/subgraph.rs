@@ -367,6 +367,7 @@ impl<T: GraphState> SubgraphCall<T> {
             keyed_to: Some(self.keyed_to),
             outer_keyed: self.outer_keyed,
             stream_dropped: self.stream_dropped,
+            keep_first_stop: false,
         };
         let inner = &self.graph.inner;
         let built = Some(&inner.snapshots);

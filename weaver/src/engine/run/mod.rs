@@ -57,6 +57,10 @@ pub(crate) struct Env {
     pub outer_keyed: Vec<crate::checkpoint::PendingWrite>,
     /// Whether the stream of the run the subgraph runs within was dropped.
     pub stream_dropped: Option<crate::engine::stream::StreamDropped>,
+    /// The run finishes the turn of a dead holder that answers its own
+    /// pauses: a static stop before the first step is the pause that holder
+    /// left, and stands (a `Continue` skips it otherwise).
+    pub keep_first_stop: bool,
 }
 
 /// The state of one run between steps.
@@ -132,8 +136,9 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 reason: "recursion_limit must be at least 1".into(),
             });
         }
+        let keep_first_stop = env.keep_first_stop;
         let mut lp = Loop::load(spec, cp, config, sink, env, built).await?;
-        let skip_before = lp.take_input(input).await?;
+        let skip_before = lp.take_input(input).await? && !keep_first_stop;
         let result = lp.drive(skip_before).await;
         match result {
             // A subgraph that completes under `exit` durability stores
@@ -233,6 +238,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             keyed_to: None,
             outer_keyed: Vec::new(),
             stream_dropped: None,
+            keep_first_stop: false,
         };
         let Some(checkpointer) = cp else {
             return Loop::run(spec, cp, config, input, sink, env(None), built).await;
@@ -251,13 +257,19 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 crate::config::Multitask::Rollback { .. }
             );
         if hold.previous == Previous::Died && config.get_checkpoint_id().is_none() && !rolled {
+            // A named holder's turn paused at a static stop before a node is
+            // that pause, not a run cut off: found as one, and removed.
+            let finishing = Env {
+                keep_first_stop: hold.previous_owns_pause,
+                ..env(watch.clone())
+            };
             let finished = Loop::run(
                 spec,
                 cp,
                 config.clone(),
                 Input::Continue,
                 None,
-                env(watch.clone()),
+                finishing,
                 built,
             )
             .await;
