@@ -289,3 +289,34 @@ async fn an_interrupt_answered_before_its_node_failed_takes_no_second_answer() {
         .unwrap();
     assert_eq!(done.bar, ["yes"]);
 }
+
+/// A stop after the last node (`interrupt_after` on a node that leads to
+/// END) resumes with `null` as any static stop does, completing the run;
+/// a finished thread still has nothing to resume. (The stop was refused
+/// with `NoPendingInterrupt`.)
+#[tokio::test]
+async fn a_stop_after_the_last_node_resumes_with_null() {
+    for stop_after in [true, false] {
+        let compile = Compile::new().checkpointer(InMemorySaver::new());
+        let compile = if stop_after {
+            compile.interrupt_after(["a"])
+        } else {
+            compile
+        };
+        let graph = Graph::<Steps>::new("last")
+            .add_node("a", |_: &Steps| StepsUpdate::default().foo("done"))
+            .add_sequence([START, "a", END])
+            .compile(compile)
+            .unwrap();
+        let config = RunConfig::thread("t");
+        let first = graph.invoke(Steps::default(), &config).await.unwrap();
+        assert_eq!(first.is_interrupted(), stop_after);
+        let resumed = graph.resume(Value::Null, &config).await;
+        if stop_after {
+            assert_eq!(resumed.unwrap().complete().unwrap().foo, "done");
+        } else {
+            let err = resumed.unwrap_err();
+            assert!(matches!(err, Error::NoPendingInterrupt { .. }), "{err}");
+        }
+    }
+}

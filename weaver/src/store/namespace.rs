@@ -80,6 +80,10 @@ pub(crate) fn split(dotted: &str) -> Vec<String> {
 /// Checks a dotted namespace read from storage: one no put could have
 /// written (an empty label, none at all) is [`Error::Decode`] naming it,
 /// not labels handed back that `get` and `delete` then refuse.
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mongodb")),
+    allow(dead_code)
+)]
 pub(crate) fn check_stored(dotted: &str) -> Result<()> {
     validate_namespace(&split(dotted))
         .map_err(|e| Error::decode(format!("stored namespace {dotted:?}"), e))

@@ -2,9 +2,11 @@
 
 use super::Loop;
 use super::sink::send_state;
+use crate::checkpoint::CheckpointRef;
 use crate::checkpoint::CheckpointSource;
+use crate::engine::InterruptWhen;
 use crate::engine::algebra::{
-    Answer, advance, answer, apply_finished, next_step, next_tasks, triggered_tasks,
+    Answer, advance, answer, apply_finished, next_step, next_tasks, static_stops, triggered_tasks,
 };
 use crate::engine::finite::encode_value;
 use crate::engine::send::SENDS_CHANNEL;
@@ -119,6 +121,32 @@ impl<S: GraphState> Loop<'_, S> {
         Ok(())
     }
 
+    /// Whether the current checkpoint is a run's stop after a node
+    /// (`interrupt_after`): the step that stored it ran a node the graph
+    /// stops after, read from the tasks its parent started, and no
+    /// interrupt waits at it.
+    async fn paused_after(&self) -> Result<bool> {
+        let Some(thread) = self.thread.as_ref() else {
+            return Ok(false);
+        };
+        if self.source != CheckpointSource::Loop || !self.spec.interrupt_after.iter().any(|f| *f) {
+            return Ok(false);
+        }
+        let cp = thread.writer.checkpointer();
+        let at = CheckpointRef {
+            checkpoint_id: Some(self.current.id.clone()),
+            ..thread.at.clone()
+        };
+        let Some(parent) = cp.get_stored(&at).await?.and_then(|t| t.parent_config) else {
+            return Ok(false);
+        };
+        let Some(parent) = cp.get_stored(&parent).await? else {
+            return Ok(false);
+        };
+        let ran = next_tasks(self.spec, &parent.checkpoint)?;
+        Ok(!static_stops(self.spec, &self.current.id, &ran, InterruptWhen::After).is_empty())
+    }
+
     /// Answers the current checkpoint's pending interrupts with `resume`,
     /// and stores the answers.
     async fn apply_resume(&mut self, resume: Resume) -> Result<()> {
@@ -133,6 +161,15 @@ impl<S: GraphState> Loop<'_, S> {
             ));
         }
         let has_tasks = !next_tasks(self.spec, &self.current)?.is_empty();
+        // A stop after a node that led to END leaves no task: `null`
+        // resumes it as any static stop (the run completes), where a
+        // finished thread has nothing to resume.
+        if !has_tasks
+            && matches!(&resume, Resume::Value(v) if v.is_null())
+            && self.paused_after().await?
+        {
+            return Ok(());
+        }
         let id = &self.current.id;
         let answered = answer(
             self.spec,
