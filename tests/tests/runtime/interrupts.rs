@@ -320,3 +320,42 @@ async fn a_stop_after_the_last_node_resumes_with_null() {
         }
     }
 }
+
+/// A node that pauses twice at one checkpoint (asks, is answered, asks
+/// again): history shows both interrupts raised there; the latest state
+/// shows the one still waiting. (The second replaced the first in the
+/// task's stored interrupts.)
+#[tokio::test]
+async fn history_keeps_every_interrupt_a_node_raised() {
+    let graph = Graph::<Steps>::new("trip")
+        .add_node("ask", |_: &Steps, rt: &Runtime| {
+            let city = rt.interrupt("which city?")?;
+            let nights = rt.interrupt(json!({ "nights for": city }))?;
+            Ok::<_, NodeError>(StepsUpdate::default().foo(format!("{city} x{nights}")))
+        })
+        .add_sequence([START, "ask", END])
+        .compile(Compile::new().checkpointer(InMemorySaver::new()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    graph.invoke(Steps::default(), &config).await.unwrap();
+    let second = graph.resume(json!("Lisbon"), &config).await.unwrap();
+    assert_eq!(second.interrupts().len(), 1);
+    let now = graph.get_state(&config).await.unwrap();
+    assert_eq!(now.interrupts.len(), 1, "{:?}", now.interrupts);
+    assert_eq!(now.interrupts[0].value, json!({ "nights for": "Lisbon" }));
+    let done = graph.resume(json!(3), &config).await.unwrap();
+    assert_eq!(done.complete().unwrap().foo, "\"Lisbon\" x3");
+    let history = graph
+        .get_state_history(&config, History::default())
+        .await
+        .unwrap();
+    let paused = history
+        .iter()
+        .find(|s| s.next == ["ask"])
+        .expect("the paused checkpoint");
+    let asked: Vec<&Value> = paused.interrupts.iter().map(|i| &i.value).collect();
+    assert_eq!(
+        asked,
+        [&json!("which city?"), &json!({ "nights for": "Lisbon" })]
+    );
+}

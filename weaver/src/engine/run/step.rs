@@ -8,7 +8,7 @@ use super::Loop;
 use super::sink::{
     Sink, send_state, send_task_result, send_task_start, send_update, stream_writer,
 };
-use crate::checkpoint::{Checkpoint, CheckpointSource};
+use crate::checkpoint::{Checkpoint, CheckpointSource, INTERRUPT_CHANNEL, PendingWrite};
 use crate::engine::algebra::next_step;
 use crate::engine::algebra::tasks::send_payload;
 use crate::engine::algebra::{
@@ -227,8 +227,10 @@ impl<S: GraphState> Loop<'_, S> {
             current,
             state,
             behind,
+            pending,
             ..
         } = self;
+        let pending: &[PendingWrite] = pending;
         let behind = *behind;
         let (spec, state, current): (_, &S, &_) = (*spec, state, current);
         let input = |node: TaskNode| -> Option<&Value> {
@@ -275,6 +277,7 @@ impl<S: GraphState> Loop<'_, S> {
             });
             let id = started.ids[k].as_str();
             let (finished, mut writes) = finish_task(spec, state, nodes[k], id, result, persisting);
+            keep_earlier_interrupts(pending, id, &mut writes);
             if let (Finished::Succeeded(_), Some((key, command))) = (&finished, to_cache) {
                 cache_result(spec, nodes[k], key, command);
             }
@@ -381,4 +384,32 @@ impl<S: GraphState> Loop<'_, S> {
         send_state(&self.sink, step, &self.state);
         Ok(())
     }
+}
+
+/// A task that pauses again at a checkpoint where it paused before (its
+/// earlier interrupts answered) records them with its new ones: its
+/// interrupt write replaces the stored one, and history shows every
+/// interrupt raised at the checkpoint. `pending` holds the writes stored at
+/// the checkpoint; `writes`, what task `task` writes now.
+fn keep_earlier_interrupts(pending: &[PendingWrite], task: &str, writes: &mut [PendingWrite]) {
+    let Some(new) = writes.iter_mut().find(|w| w.channel == INTERRUPT_CHANNEL) else {
+        return;
+    };
+    let Some(old) = pending
+        .iter()
+        .find(|w| w.task_id == task && w.channel == INTERRUPT_CHANNEL)
+    else {
+        return;
+    };
+    let (Value::Array(old), Value::Array(raised)) = (&old.value, &mut new.value) else {
+        return;
+    };
+    let ids: Vec<&Value> = raised.iter().filter_map(|i| i.get("id")).collect();
+    let mut all: Vec<Value> = old
+        .iter()
+        .filter(|i| i.get("id").is_none_or(|id| !ids.contains(&id)))
+        .cloned()
+        .collect();
+    all.append(raised);
+    *raised = all;
 }
