@@ -670,6 +670,46 @@ mod overflow {
         assert_eq!(out.complete().unwrap().small, 2);
     }
 
+    /// After a step whose writes cannot merge, the thread can still be
+    /// inspected (the state as stored, the step's tasks pending with why)
+    /// and updated (the update goes on the stored state, the unmergeable
+    /// writes discarded). (Both failed with the merge's `InvalidUpdate`.)
+    #[tokio::test]
+    async fn a_step_that_cannot_merge_can_be_inspected_and_updated() {
+        let graph = Graph::<Tally>::new("Tally")
+            .add_node("p", |s: &Tally| {
+                TallyUpdate::default().small(if s.calm { 1u8 } else { 200 })
+            })
+            .add_node("q", |s: &Tally| {
+                TallyUpdate::default().small(if s.calm { 1u8 } else { 100 })
+            })
+            .add_edge(START, "p")
+            .add_edge(START, "q")
+            .add_edge("p", END)
+            .add_edge("q", END)
+            .compile(Compile::new().checkpointer(InMemorySaver::new()))
+            .unwrap();
+        let config = RunConfig::thread("t");
+        let err = graph.invoke(Tally::default(), &config).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidUpdate { .. }), "{err}");
+        let state = graph.get_state(&config).await.unwrap();
+        assert_eq!(state.values.small, 0);
+        assert_eq!(state.next, ["p", "q"]);
+        assert!(
+            state.tasks.iter().all(|t| t
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("do not merge"))),
+            "{:?}",
+            state.tasks
+        );
+        graph
+            .update_state(&config, TallyUpdate::default().small(7u8), Some("p"))
+            .await
+            .unwrap();
+        assert_eq!(graph.get_state(&config).await.unwrap().values.small, 7);
+    }
+
     #[test]
     fn wrapping_fields_wrap() {
         let mut t = Tally::default();

@@ -261,9 +261,25 @@ fn snapshot_of<S: GraphState>(
     mut values: S,
     apply_pending: bool,
 ) -> Result<StateSnapshot<S>> {
-    let tasks = task_infos(spec, &t, apply_pending)?;
+    let mut tasks = task_infos(spec, &t, apply_pending)?;
+    let mut applied = false;
     if apply_pending && tasks.iter().any(|task| task.succeeded) {
-        apply_finished(spec, &mut t.checkpoint, &mut values, &t.pending_writes)?;
+        let (mut checkpoint, mut state) = (t.checkpoint.clone(), values.clone());
+        match apply_finished(spec, &mut checkpoint, &mut state, &t.pending_writes) {
+            Ok(_) => {
+                (t.checkpoint, values) = (checkpoint, state);
+                applied = true;
+            }
+            // The step failed as its writes merged: the state stays as
+            // stored, and its tasks show why (new input discards them).
+            Err(e @ Error::InvalidUpdate { .. }) => {
+                let why = format!("the step's writes do not merge: {e}");
+                for task in tasks.iter_mut().filter(|task| task.succeeded) {
+                    task.error.get_or_insert_with(|| why.clone());
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
     let interrupts = tasks
         .iter()
@@ -273,7 +289,7 @@ fn snapshot_of<S: GraphState>(
         values,
         next: tasks
             .iter()
-            .filter(|t| !(apply_pending && t.succeeded))
+            .filter(|t| !(applied && t.succeeded))
             .map(|t| t.name.clone())
             .collect(),
         config: t.config.into(),

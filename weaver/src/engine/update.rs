@@ -177,14 +177,29 @@ async fn read_base<S: GraphState>(
     };
     if !succeeded_writes.is_empty() {
         let done = finished_tasks(spec, &base.checkpoint, &succeeded_writes)?;
-        base.finished_sends = done
+        let finished_sends = done
             .iter()
             .filter_map(|(author, _)| match author {
                 Author::Task(TaskNode::Push { index, .. }) => Some(*index),
                 _ => None,
             })
             .collect();
-        base.made_sends = apply_done(spec, &mut base.checkpoint, &mut base.state, done)?;
+        let (mut checkpoint, mut state) = (base.checkpoint.clone(), base.state.clone());
+        match apply_done(spec, &mut checkpoint, &mut state, done) {
+            Ok(made) => {
+                (base.checkpoint, base.state) = (checkpoint, state);
+                base.finished_sends = finished_sends;
+                base.made_sends = made;
+            }
+            // The stopped step's writes do not merge (its failure): the
+            // update goes on the state as stored, and they are discarded,
+            // as new input discards them.
+            Err(e @ Error::InvalidUpdate { .. }) => tracing::warn!(
+                error = %e,
+                "the stopped step's succeeded writes cannot be applied; the update discards them"
+            ),
+            Err(e) => return Err(e),
+        }
     }
     Ok(base)
 }
