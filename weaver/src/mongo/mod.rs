@@ -236,7 +236,8 @@ impl MongoSaver {
     /// In its own task the call goes on to a clean end when its caller is
     /// dropped: its transaction is aborted rather than committed (as a SQL
     /// transaction is rolled back when its future is dropped), once the
-    /// operation in flight has answered, and not run again.
+    /// body's operations have answered (the body is not cut short between
+    /// them), and not run again.
     pub(crate) async fn detached<T, F>(
         &self,
         op: &'static str,

@@ -15,9 +15,14 @@ use crate::error::Result;
 fn kept(heads: &[&Head], keep: crate::checkpoint::Keep, now: SystemTime) -> usize {
     let young = keep.younger_than.map_or(0, |age| {
         let since = now.checked_sub(age).unwrap_or(std::time::UNIX_EPOCH);
+        // Compared as milliseconds since the epoch: a stored time the
+        // platform's clock cannot hold is no panic.
+        let since = since
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         heads
             .iter()
-            .position(|h| h.stored_at.to_system_time() > since)
+            .position(|h| h.stored_at.timestamp_millis() > since)
             .map_or(0, |first| heads.len() - first)
     });
     keep.newest.max(young)

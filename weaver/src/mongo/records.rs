@@ -291,6 +291,10 @@ impl MongoSaver {
 /// not fit in one.
 pub(crate) const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
 
+/// The bytes a stored document grows by after it is encoded here: its
+/// `_id` (17) and a checkpoint's `children` count (18).
+const ADDED_LATER: usize = 17 + 18;
+
 /// Refuses `d` with [`Error::LimitExceeded`] when it would not fit in one
 /// MongoDB document, before anything is sent. `rough` bounds its size from
 /// its parts, less the fixed fields' few hundred bytes: only a document
@@ -299,12 +303,14 @@ fn check_document(limit: &'static str, d: &Document, rough: usize) -> Result<()>
     if rough.saturating_add(4096) < MAX_DOCUMENT_BYTES {
         return Ok(());
     }
-    // The driver adds an `_id` (an object id under its key: 17 bytes).
+    // The driver adds an `_id` (an object id under its key: 17 bytes), and
+    // a checkpoint's first child adds its `children` count (an Int64 under
+    // its key: 18 bytes), which must still fit.
     let size = d
         .to_vec()
         .map_err(|e| Error::encode("a MongoDB document", e))?
         .len()
-        + 17;
+        + ADDED_LATER;
     if size > MAX_DOCUMENT_BYTES {
         return Err(Error::LimitExceeded {
             limit,
@@ -313,4 +319,29 @@ fn check_document(limit: &'static str, d: &Document, rough: usize) -> Result<()>
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A document is refused when it leaves no room for what the server
+    /// adds to it later (its `_id`, a checkpoint's `children` count): one
+    /// accepted a few bytes under the limit could take no child. (Only the
+    /// `_id` was counted.)
+    #[test]
+    fn a_document_leaves_room_for_its_children_count() {
+        let sized = |total: usize| {
+            let empty = doc! { "pad": "" }.to_vec().unwrap().len();
+            doc! { "pad": "x".repeat(total - empty) }
+        };
+        let fits = sized(MAX_DOCUMENT_BYTES - 17 - 18);
+        assert_eq!(fits.to_vec().unwrap().len(), MAX_DOCUMENT_BYTES - 35);
+        assert!(check_document("test", &fits, MAX_DOCUMENT_BYTES).is_ok());
+        let tight = sized(MAX_DOCUMENT_BYTES - 17 - 10);
+        assert!(matches!(
+            check_document("test", &tight, MAX_DOCUMENT_BYTES),
+            Err(Error::LimitExceeded { .. })
+        ));
+    }
 }

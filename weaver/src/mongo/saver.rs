@@ -34,8 +34,18 @@ fn stored_order(d: &Document) -> Result<u64> {
     u64::try_from(o).map_err(|e| Error::decode("a stored commit_order", e))
 }
 
-fn time(d: DateTime) -> SystemTime {
-    d.to_system_time()
+/// `d` as a time of this machine; one the platform's clock cannot hold (a
+/// damaged record: before 1601 or after 30828 on Windows) is
+/// [`Error::Decode`], where bson's conversion panics.
+fn time(d: DateTime) -> Result<SystemTime> {
+    let ms = d.timestamp_millis();
+    let at = std::time::Duration::from_millis(ms.unsigned_abs());
+    let time = if ms >= 0 {
+        std::time::UNIX_EPOCH.checked_add(at)
+    } else {
+        std::time::UNIX_EPOCH.checked_sub(at)
+    };
+    time.ok_or_else(|| Error::decode("a stored time", format!("{ms} ms is out of range")))
 }
 
 impl MongoSaver {
@@ -718,12 +728,17 @@ impl Saver for MongoSaver {
             e.1 = e.1.min(at);
             e.2 = e.2.max(at);
         }
-        Ok(by
+        let mut out = Vec::new();
+        for (t, (n, a, b)) in by
             .into_iter()
             .skip(offset)
             .take(limit.unwrap_or(usize::MAX))
-            .filter_map(|(t, (n, a, b))| ThreadInfo::counted(&t, n).map(|i| i.at(time(a), time(b))))
-            .collect())
+        {
+            if let Some(i) = ThreadInfo::counted(&t, n) {
+                out.push(i.at(time(a)?, time(b)?));
+            }
+        }
+        Ok(out)
     }
 
     async fn thread_info(&self, thread_id: &str) -> Result<Option<ThreadInfo>> {
@@ -748,7 +763,8 @@ impl Saver for MongoSaver {
         let (Some(a), Some(b)) = (times.iter().min(), times.iter().max()) else {
             return Ok(None);
         };
-        Ok(ThreadInfo::counted(thread_id, times.len() as u64).map(|i| i.at(time(*a), time(*b))))
+        let (a, b) = (time(*a)?, time(*b)?);
+        Ok(ThreadInfo::counted(thread_id, times.len() as u64).map(|i| i.at(a, b)))
     }
 
     async fn at_commit_order(
