@@ -1386,3 +1386,73 @@ async fn a_replay_that_failed_first_still_resumes_the_subgraph_at_its_pause_in_m
         .await;
     }
 }
+
+/// A subgraph's checkpoints record, as `metadata.parents`, the checkpoint
+/// of each namespace above theirs its task started from (LangGraph's
+/// `parents`), at any depth. (The map was always empty.)
+#[tokio::test]
+async fn subgraph_checkpoints_name_their_parents() {
+    use weaver::checkpoint::ListFilter;
+    let saver: Arc<dyn weaver::Saver> = Arc::new(InMemorySaver::new());
+    let innermost = Graph::<Draft>::new("innermost")
+        .add_node("write", |_: &Draft| DraftUpdate::default())
+        .add_sequence([START, "write", END])
+        .compile(Compile::new())
+        .unwrap();
+    let inner = Graph::<Draft>::new("inner")
+        .add_node("deeper", move |s: &Draft, rt: &Runtime| {
+            let call = rt.subgraph(&innermost);
+            let input = s.clone();
+            async move {
+                call.invoke(input).await?;
+                Ok::<_, NodeError>(DraftUpdate::default())
+            }
+        })
+        .add_sequence([START, "deeper", END])
+        .compile(Compile::new())
+        .unwrap();
+    let outer = Graph::<Draft>::new("outer")
+        .add_node("call", move |s: &Draft, rt: &Runtime| {
+            let call = rt.subgraph(&inner);
+            let input = s.clone();
+            async move {
+                call.invoke(input).await?;
+                Ok::<_, NodeError>(DraftUpdate::default())
+            }
+        })
+        .add_sequence([START, "call", END])
+        .compile(Compile::new().checkpointer_arc(saver.clone()))
+        .unwrap();
+    let config = RunConfig::thread("t");
+    outer.invoke(Draft::default(), &config).await.unwrap();
+    let root = saver.list(&ListFilter::thread("t").ns("")).await.unwrap();
+    let started = root
+        .iter()
+        .find(|t| t.metadata.step == 0)
+        .expect("the checkpoint the task started from");
+    assert!(root.iter().all(|t| t.metadata.parents.is_empty()));
+    let all = saver.list(&ListFilter::thread("t")).await.unwrap();
+    let (mut one, mut two) = (0, 0);
+    for t in all.iter().filter(|t| !t.config.checkpoint_ns.is_empty()) {
+        let parents = &t.metadata.parents;
+        assert_eq!(
+            parents.get(""),
+            Some(&started.checkpoint.id),
+            "{:?}",
+            t.config
+        );
+        match t.config.checkpoint_ns.matches('|').count() {
+            0 => {
+                one += 1;
+                assert_eq!(parents.len(), 1, "{parents:?}");
+            }
+            _ => {
+                two += 1;
+                let outer_ns = t.config.checkpoint_ns.split('|').next().unwrap();
+                assert!(parents.contains_key(outer_ns), "{parents:?}");
+                assert_eq!(parents.len(), 2, "{parents:?}");
+            }
+        }
+    }
+    assert!(one > 0 && two > 0, "{one} {two}");
+}

@@ -57,6 +57,10 @@ pub struct Runtime {
     /// How a subgraph the task runs streams its own events into the run's
     /// stream, when the stream asks for subgraphs.
     pub(crate) nested_sink: Option<crate::engine::stream::NestedSink>,
+    /// What a subgraph the task runs records as its checkpoints' `parents`:
+    /// the run's own, and the run's namespace → the checkpoint the task
+    /// started from.
+    pub(crate) parents: std::collections::BTreeMap<String, String>,
 }
 
 /// Where a task of a replay's first step was paused inside its subgraph
@@ -105,6 +109,7 @@ impl Runtime {
             stream_dropped: None,
             watch: None,
             nested_sink: None,
+            parents: Default::default(),
         }
     }
 
@@ -155,6 +160,14 @@ impl Runtime {
         dropped: Option<crate::engine::stream::StreamDropped>,
     ) -> Self {
         self.stream_dropped = dropped;
+        self
+    }
+
+    pub(crate) fn with_parents(
+        mut self,
+        parents: std::collections::BTreeMap<String, String>,
+    ) -> Self {
+        self.parents = parents;
         self
     }
 

@@ -187,6 +187,7 @@ impl Runtime {
             stream_dropped: self.stream_dropped.clone(),
             nested_sink: self.nested_sink.clone(),
             watch: self.watch.clone(),
+            parents: self.parents.clone(),
         }
     }
 
@@ -241,6 +242,8 @@ pub struct SubgraphCall<T: GraphState> {
     /// The parent run's hold on the thread: the subgraph stops at its own
     /// step boundaries when the hold is lost or a newer run asks it to.
     watch: Option<Arc<crate::engine::lease::Watch>>,
+    /// [`Env::parents`] of the subgraph's run.
+    parents: std::collections::BTreeMap<String, String>,
 }
 
 impl<T: GraphState> fmt::Debug for SubgraphCall<T> {
@@ -368,6 +371,7 @@ impl<T: GraphState> SubgraphCall<T> {
             outer_keyed: self.outer_keyed,
             stream_dropped: self.stream_dropped,
             keep_first_stop: false,
+            parents: self.parents,
         };
         let inner = &self.graph.inner;
         let built = Some(&inner.snapshots);

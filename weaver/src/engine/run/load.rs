@@ -108,6 +108,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             keyed_to: env.keyed_to,
             outer_keyed: env.outer_keyed,
             outer_dropped: env.stream_dropped,
+            parents: env.parents,
             watch: env.watch,
             sink,
             thread: None,

@@ -61,6 +61,9 @@ pub(crate) struct Env {
     /// pauses: a static stop before the first step is the pause that holder
     /// left, and stands (a `Continue` skips it otherwise).
     pub keep_first_stop: bool,
+    /// The namespaces above the run's (a subgraph's) and the checkpoint of
+    /// each its task started from: its checkpoints' metadata `parents`.
+    pub parents: std::collections::BTreeMap<String, String>,
 }
 
 /// The state of one run between steps.
@@ -81,6 +84,8 @@ pub(crate) struct Loop<'g, S: GraphState> {
     outer_keyed: Vec<crate::checkpoint::PendingWrite>,
     /// [`Env::stream_dropped`].
     outer_dropped: Option<crate::engine::stream::StreamDropped>,
+    /// [`Env::parents`].
+    parents: std::collections::BTreeMap<String, String>,
     sink: Option<Sink<S>>,
     /// Where the run stores its thread: none without a checkpointer.
     thread: Option<Thread<'g, S>>,
@@ -239,6 +244,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             outer_keyed: Vec::new(),
             stream_dropped: None,
             keep_first_stop: false,
+            parents: Default::default(),
         };
         let Some(checkpointer) = cp else {
             return Loop::run(spec, cp, config, input, sink, env(None), built).await;
@@ -331,9 +337,16 @@ impl<S: GraphState> Loop<'_, S> {
 }
 
 impl<S: GraphState> Loop<'_, S> {
-    /// The metadata of a checkpoint of this run.
-    fn metadata(config: &RunConfig, source: CheckpointSource, step: i64) -> CheckpointMetadata {
+    /// The metadata of a checkpoint of this run (a subgraph's names the
+    /// checkpoints its tasks started from, as `parents`).
+    fn metadata(
+        config: &RunConfig,
+        parents: &std::collections::BTreeMap<String, String>,
+        source: CheckpointSource,
+        step: i64,
+    ) -> CheckpointMetadata {
         let mut metadata = CheckpointMetadata::new(source, step);
+        metadata.parents.clone_from(parents);
         metadata.extra = config.checkpoint_extra();
         crate::evolution::stamp::<S>(&mut metadata);
         metadata
@@ -355,10 +368,10 @@ impl<S: GraphState> Loop<'_, S> {
         source: CheckpointSource,
         step: i64,
     ) -> Result<()> {
-        let config = &self.config;
+        let (config, parents) = (&self.config, &self.parents);
         let checkpoint = match self.thread.as_mut() {
             Some(thread) => {
-                let metadata = || Self::metadata(config, source, step);
+                let metadata = || Self::metadata(config, parents, source, step);
                 let (parent, order) = (thread.last_saved.clone(), thread.next_order);
                 let kept = thread.commit(checkpoint, metadata).await?;
                 if thread.is_saved(&kept.id) {
@@ -396,7 +409,8 @@ impl<S: GraphState> Loop<'_, S> {
             return Ok(());
         };
         let (config, source, step) = (&self.config, self.source, self.step);
-        let metadata = || Self::metadata(config, source, step);
+        let parents = &self.parents;
+        let metadata = || Self::metadata(config, parents, source, step);
         let (unsaved, parent, order) = (
             !thread.is_saved(&self.current.id),
             thread.last_saved.clone(),

@@ -115,6 +115,10 @@ impl<S: GraphState> Loop<'_, S> {
         );
         // Entries under explicit keys the step's tasks hold, seen by all.
         let step_keyed = crate::engine::effect::Handoff::default();
+        // What a task's subgraph records as its checkpoints' parents: this
+        // run's, and its namespace's checkpoint the step starts from.
+        let mut parents = self.parents.clone();
+        parents.insert(self.config.ns().to_owned(), self.current.id.clone());
         for (k, task) in prepared.into_iter().enumerate() {
             let mut resume = AnswersById::new();
             let mut writer = StreamWriter::default();
@@ -188,7 +192,8 @@ impl<S: GraphState> Loop<'_, S> {
                 .with_stream(writer)
                 .with_stream_dropped(dropped.clone())
                 .with_watch(self.watch.clone())
-                .with_nested_sink(nested_sink.clone());
+                .with_nested_sink(nested_sink.clone())
+                .with_parents(parents.clone());
             started.runtimes.push(runtime);
             started.ids.push(task.id);
         }
