@@ -300,6 +300,10 @@ async fn chat_a_start_router_that_chooses_end_finishes_the_flow() {
         .unwrap();
     let t = f.turn("").await.unwrap();
     assert!(t.done && t.messages.is_empty(), "{t:?}");
+    // The tracker says so too, in the flow and as stored. (Its `done`
+    // stayed false: no node ran to set it.)
+    assert!(f.tracker().done);
+    assert!(f.restore(None).await.unwrap().tracker.done);
     let again = f.turn("more").await.unwrap();
     assert!(again.done && again.messages.is_empty(), "{again:?}");
 }

@@ -331,10 +331,14 @@ impl<S: GraphState> ChatFlow<S> {
                 (None, Ok(_)) => (at.commit_order, at.values),
                 (None, Err(_)) => return turn,
             };
+            // A turn that reached END is done, a START that chose END too
+            // (no node ran to mark it).
+            let mut tracker = now.tracker;
+            tracker.done |= matches!(&turn, Ok(t) if t.done);
             self.with_local(|l| {
                 *l = Local {
                     state: now.state,
-                    tracker: now.tracker,
+                    tracker,
                     version,
                     head: version,
                     unsaved: false,
@@ -379,6 +383,7 @@ impl<S: GraphState> ChatFlow<S> {
                 }
                 l.state = now.values.state;
                 l.tracker = now.values.tracker;
+                l.tracker.done |= matches!(&turn, Ok(t) if t.done);
                 l.head = version;
                 l.unsaved = true;
             });
@@ -409,10 +414,12 @@ impl<S: GraphState> ChatFlow<S> {
         // on from them (the engine takes them in).
         let unfinished = !at.pending_writes.is_empty();
         // START's router may go straight to END: no node ever ran.
-        let skipped = at.commit_order > 0
-            && at.values.tracker.node.is_none()
-            && at.next.is_empty()
-            && at.interrupts.is_empty();
+        let skipped = super::store::ended_at_start(
+            at.commit_order,
+            &at.values.tracker,
+            at.next.is_empty(),
+            at.interrupts.is_empty(),
+        );
         if (at.values.tracker.done || skipped) && !unfinished {
             let turn = Turn {
                 messages: Vec::new(),

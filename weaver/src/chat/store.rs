@@ -30,14 +30,37 @@ pub struct ChatSnapshot<S> {
 
 impl<S: GraphState> ChatSnapshot<S> {
     pub(crate) fn of(flow_id: &str, s: StateSnapshot<Conversation<S>>) -> Self {
+        let mut tracker = s.values.tracker;
+        // START's router went straight to END: no node ran to mark the
+        // flow done, and it is.
+        if ended_at_start(
+            s.commit_order,
+            &tracker,
+            s.next.is_empty(),
+            s.interrupts.is_empty(),
+        ) {
+            tracker.done = true;
+        }
         ChatSnapshot {
             flow_id: flow_id.to_owned(),
             version: s.commit_order,
             created_at: s.created_at.unwrap_or_default(),
             state: s.values.state,
-            tracker: s.values.tracker,
+            tracker,
         }
     }
+}
+
+/// Whether a stored conversation at version `version`, tracked by
+/// `tracker`, with nothing next (`no_next`) and no pause (`no_pause`),
+/// ended at START: its router chose END before any node ran.
+pub(crate) fn ended_at_start(
+    version: u64,
+    tracker: &Tracker,
+    no_next: bool,
+    no_pause: bool,
+) -> bool {
+    version > 0 && tracker.node.is_none() && no_next && no_pause
 }
 
 /// The checkpointer `graph` was compiled with (a chat flow's always is).
