@@ -79,6 +79,38 @@ mod derive {
         assert_eq!(done.seen.get("a"), Some(&1));
     }
 
+    /// A state declared by a macro whose field types name `$crate` paths,
+    /// as a library's exported macro does. (The update's schema named the
+    /// type by its text, `$crate :: …`, which no path parses as.)
+    #[allow(dead_code)]
+    pub(crate) mod crate_paths {
+        use super::*;
+
+        pub type Count = u64;
+
+        macro_rules! counted {
+            () => {
+                #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+                pub(crate) struct Counted {
+                    #[reducer(add)]
+                    pub n: $crate::derive::crate_paths::Count,
+                }
+            };
+        }
+        counted!();
+    }
+
+    #[test]
+    fn a_state_whose_field_types_name_crate_paths_derives() {
+        use weaver::state::StateSchema;
+        let update = crate_paths::Counted::update_schema();
+        assert_eq!(update["properties"]["n"]["type"], "integer", "{update}");
+        let mut c = crate_paths::Counted::default();
+        c.apply(vec![crate_paths::CountedUpdate::default().n(3u64)])
+            .unwrap();
+        assert_eq!(c.n, 3);
+    }
+
     /// The same state without a reducer on `bar`.
     #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
     struct Plain {

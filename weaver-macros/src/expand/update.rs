@@ -1,7 +1,8 @@
 //! The typed partial update: `<State>Update`, its setters, serde and schema.
 
 use proc_macro2::TokenStream;
-use quote::{ToTokens, quote};
+use quote::quote;
+use syn::spanned::Spanned;
 
 use syn::ext::IdentExt;
 
@@ -29,7 +30,6 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
         let fvis = f.vis;
         let fident = f.ident;
         let ty = &f.ty;
-        let ty_string = ty.to_token_stream().to_string();
         let ser = match &f.serialize_with {
             Some(_) => {
                 let path = format!("{update}::{}", ser_fn(f));
@@ -41,11 +41,14 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
             Some(_) => format!("{update}::{}", de_fn(f)),
             None => "::weaver::state::present".to_owned(),
         };
-        // The schema the state gives the field, or its type's.
-        let schema = f
-            .schema
-            .clone()
-            .unwrap_or_else(|| quote!(with = #ty_string));
+        // The schema the state gives the field, or its type's: named by an
+        // alias of the type (`with` takes a path as text, and a type's text
+        // loses what its tokens mean: `$crate` in a macro's expansion),
+        // spanned at the field's type, where a missing `JsonSchema` shows.
+        let schema = f.schema.clone().unwrap_or_else(|| {
+            let alias = syn::LitStr::new(&schema_alias(ident, f).to_string(), ty.span());
+            quote!(with = #alias)
+        });
         quote! {
             #(#docs)*
             #[serde(
@@ -88,6 +91,14 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
         });
         quote!(#ser #de)
     });
+    let aliases = state.fields.iter().filter(|f| f.schema.is_none()).map(|f| {
+        let (alias, ty) = (schema_alias(ident, f), &f.ty);
+        quote! {
+            #[doc(hidden)]
+            #[allow(non_camel_case_types)]
+            type #alias = #ty;
+        }
+    });
     let setters = state.fields.iter().map(|f| {
         let fident = f.ident;
         let setter = f.setter();
@@ -125,6 +136,8 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
             #(#fields,)*
         }
 
+        #(#aliases)*
+
         const _: () = {
             #[automatically_derived]
             #[allow(non_snake_case)]
@@ -152,4 +165,10 @@ pub(super) fn expand(state: &State<'_>) -> TokenStream {
             }
         };
     }
+}
+
+/// The alias of field `f`'s type the update's schema names (the state
+/// `ident`'s, so that two states' aliases in one module differ).
+fn schema_alias(ident: &syn::Ident, f: &Field<'_>) -> syn::Ident {
+    quote::format_ident!("__WeaverSchemaOf_{}_{}", ident.unraw(), f.ident.unraw())
 }
