@@ -549,7 +549,7 @@ async fn a_finished_subgraphs_state_kept_under_exit_is_upgraded_on_resume() {
 /// read only the subgraph's namespaces, where nothing was stored.)
 #[tokio::test]
 async fn upgrade_stored_upgrades_a_finished_subgraphs_state_kept_under_exit() {
-    use weaver::checkpoint::{CheckpointRef, Saver};
+    use weaver::checkpoint::CheckpointRef;
     use weaver::evolution::{
         ScanOptions, UpgradeOptions, scan_stored_with, schema_snapshot, upgrade_stored,
     };

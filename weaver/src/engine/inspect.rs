@@ -179,7 +179,9 @@ impl History {
         self
     }
 
-    /// Only checkpoints before the one `config` addresses (or the id given).
+    /// Only checkpoints before the one whose id is given (the history's
+    /// `config` names the thread and namespace; its own checkpoint id is
+    /// not used).
     ///
     /// ```
     /// use weaver::prelude::*;
