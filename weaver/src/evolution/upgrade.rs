@@ -449,7 +449,7 @@ impl Run<'_> {
                             Ok(None) | Err(Error::ShallowSaver { .. }) => continue,
                             Err(e) => return Err(e),
                         };
-                        if let Some(r) = upgraded::<S>(t, &self.paths)? {
+                        if let Some(r) = upgraded::<S>(t, self.paths)? {
                             records.push(r);
                         }
                     }
