@@ -637,13 +637,10 @@ mod overflow {
         pub calm: bool,
     }
 
-    /// Two parallel writes whose sum overflows fail the step; both tasks'
-    /// writes stay stored and fail again on every replay. A new input
-    /// discards them (as it discards unfinished tasks), so the thread goes
-    /// on instead of failing forever.
-    #[tokio::test]
-    async fn a_step_that_cannot_merge_does_not_lock_the_thread() {
-        let graph = Graph::<Tally>::new("Tally")
+    /// `p` and `q` in parallel, adding 200 and 100 to a `u8` (1 each once
+    /// `calm`), on an in-memory saver.
+    fn overflowing() -> CompiledGraph<Tally> {
+        Graph::<Tally>::new("Tally")
             .add_node("p", |s: &Tally| {
                 TallyUpdate::default().small(if s.calm { 1u8 } else { 200 })
             })
@@ -655,7 +652,16 @@ mod overflow {
             .add_edge("p", END)
             .add_edge("q", END)
             .compile(Compile::new().checkpointer(InMemorySaver::new()))
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Two parallel writes whose sum overflows fail the step; both tasks'
+    /// writes stay stored and fail again on every replay. A new input
+    /// discards them (as it discards unfinished tasks), so the thread goes
+    /// on instead of failing forever.
+    #[tokio::test]
+    async fn a_step_that_cannot_merge_does_not_lock_the_thread() {
+        let graph = overflowing();
         let config = RunConfig::thread("t");
         let err = graph.invoke(Tally::default(), &config).await.unwrap_err();
         assert!(matches!(err, Error::InvalidUpdate { .. }), "{err}");
@@ -676,19 +682,7 @@ mod overflow {
     /// writes discarded). (Both failed with the merge's `InvalidUpdate`.)
     #[tokio::test]
     async fn a_step_that_cannot_merge_can_be_inspected_and_updated() {
-        let graph = Graph::<Tally>::new("Tally")
-            .add_node("p", |s: &Tally| {
-                TallyUpdate::default().small(if s.calm { 1u8 } else { 200 })
-            })
-            .add_node("q", |s: &Tally| {
-                TallyUpdate::default().small(if s.calm { 1u8 } else { 100 })
-            })
-            .add_edge(START, "p")
-            .add_edge(START, "q")
-            .add_edge("p", END)
-            .add_edge("q", END)
-            .compile(Compile::new().checkpointer(InMemorySaver::new()))
-            .unwrap();
+        let graph = overflowing();
         let config = RunConfig::thread("t");
         let err = graph.invoke(Tally::default(), &config).await.unwrap_err();
         assert!(matches!(err, Error::InvalidUpdate { .. }), "{err}");

@@ -480,14 +480,10 @@ mod inner_v2 {
     }
 }
 
-/// A subgraph that finished under `exit` in a task that then paused, whose
-/// state a newer release changed: the resumed task gets that state
-/// upgraded, as a stored checkpoint of it would be. (It was read as stored,
-/// in the older form.)
-#[tokio::test]
-async fn a_finished_subgraphs_state_kept_under_exit_is_upgraded_on_resume() {
-    let saver = memory();
-    let config = RunConfig::thread("t").durability(Durability::Exit);
+/// Runs, on `saver` under `config` (`exit` durability), the first release:
+/// the task `call` runs the subgraph (`inner_v1`, which writes `hello`),
+/// then pauses.
+async fn paused_after_a_v1_subgraph(saver: &Arc<dyn weaver::Saver>, config: &RunConfig) {
     let v1 = Graph::<inner_v1::Note>::new("inner")
         .add_node("write", |_: &inner_v1::Note| {
             inner_v1::NoteUpdate::default().text("hello".to_owned())
@@ -510,11 +506,22 @@ async fn a_finished_subgraphs_state_kept_under_exit_is_upgraded_on_resume() {
         .unwrap();
     assert!(
         outer_v1
-            .invoke(Paid::default(), &config)
+            .invoke(Paid::default(), config)
             .await
             .unwrap()
             .is_interrupted()
     );
+}
+
+/// A subgraph that finished under `exit` in a task that then paused, whose
+/// state a newer release changed: the resumed task gets that state
+/// upgraded, as a stored checkpoint of it would be. (It was read as stored,
+/// in the older form.)
+#[tokio::test]
+async fn a_finished_subgraphs_state_kept_under_exit_is_upgraded_on_resume() {
+    let saver = memory();
+    let config = RunConfig::thread("t").durability(Durability::Exit);
+    paused_after_a_v1_subgraph(&saver, &config).await;
     let v2 = Graph::<inner_v2::Note>::new("inner")
         .add_node("write", |_: &inner_v2::Note| {
             inner_v2::NoteUpdate::default().body("again".to_owned())
@@ -555,33 +562,7 @@ async fn upgrade_stored_upgrades_a_finished_subgraphs_state_kept_under_exit() {
     };
     let saver = memory();
     let config = RunConfig::thread("t").durability(Durability::Exit);
-    let v1 = Graph::<inner_v1::Note>::new("inner")
-        .add_node("write", |_: &inner_v1::Note| {
-            inner_v1::NoteUpdate::default().text("hello".to_owned())
-        })
-        .add_sequence([START, "write", END])
-        .compile(Compile::new())
-        .unwrap();
-    let outer_v1 = Graph::<Paid>::new("outer")
-        .add_node("call", move |_: &Paid, rt: &Runtime| {
-            let call = rt.subgraph(&v1);
-            let ok = rt.interrupt("ok?");
-            async move {
-                let done = call.invoke(inner_v1::Note::default()).await?;
-                ok?;
-                Ok::<_, NodeError>(PaidUpdate::default().receipts(vec![done.text]))
-            }
-        })
-        .add_sequence([START, "call", END])
-        .compile(Compile::new().checkpointer_arc(saver.clone()))
-        .unwrap();
-    assert!(
-        outer_v1
-            .invoke(Paid::default(), &config)
-            .await
-            .unwrap()
-            .is_interrupted()
-    );
+    paused_after_a_v1_subgraph(&saver, &config).await;
     // A scan for the new release counts it as older (it counted nothing:
     // the subgraph's namespace holds no checkpoint).
     let scan = ScanOptions::new(schema_snapshot::<Paid>())

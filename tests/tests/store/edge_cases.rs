@@ -38,6 +38,23 @@ struct Trio {
 }
 
 impl Trio {
+    /// Runs `sql` on the items table (`{t}`) of the SQL store `name`.
+    async fn items_sql(&self, name: &str, sql: &str) {
+        let r = if name == "sqlite" {
+            sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", "weaver_store_items")))
+                .execute(&self.lite)
+                .await
+                .map(|_| ())
+        } else {
+            let table = format!("\"{}\".weaver_store_items", self.schema);
+            sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", &table)))
+                .execute(&self.pg)
+                .await
+                .map(|_| ())
+        };
+        r.unwrap_or_else(|e| panic!("{name}: {sql}: {e}"));
+    }
+
     async fn new(config: StoreConfig) -> Trio {
         let file = weaver_tests::TempSqlite::new("weaver-store-edge");
         let opts = SqliteConnectOptions::new()
@@ -784,19 +801,7 @@ async fn a_stored_namespace_with_an_empty_label_is_a_decode_error() {
         for (name, s) in t.all().skip(1) {
             s.put(&["good"], "k", json!(1)).await.unwrap();
             let sql = format!("UPDATE {{t}} SET namespace = '{bad}' WHERE namespace = 'good'");
-            let r = if name == "sqlite" {
-                sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", "weaver_store_items")))
-                    .execute(&t.lite)
-                    .await
-                    .map(|_| ())
-            } else {
-                let table = format!("\"{}\".weaver_store_items", t.schema);
-                sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", &table)))
-                    .execute(&t.pg)
-                    .await
-                    .map(|_| ())
-            };
-            r.unwrap_or_else(|e| panic!("{name}: {e}"));
+            t.items_sql(name, &sql).await;
             let found = s.search(&[], Search::new()).await;
             assert!(
                 matches!(found, Err(Error::Decode { .. })),
@@ -808,19 +813,7 @@ async fn a_stored_namespace_with_an_empty_label_is_a_decode_error() {
                 "{name} {bad:?}: {listed:?}"
             );
             let sql = format!("DELETE FROM {{t}} WHERE namespace = '{bad}'");
-            let r = if name == "sqlite" {
-                sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", "weaver_store_items")))
-                    .execute(&t.lite)
-                    .await
-                    .map(|_| ())
-            } else {
-                let table = format!("\"{}\".weaver_store_items", t.schema);
-                sqlx::raw_sql(AssertSqlSafe(sql.replace("{t}", &table)))
-                    .execute(&t.pg)
-                    .await
-                    .map(|_| ())
-            };
-            r.unwrap_or_else(|e| panic!("{name}: {e}"));
+            t.items_sql(name, &sql).await;
         }
     }
 }
