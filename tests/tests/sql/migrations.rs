@@ -640,6 +640,51 @@ async fn sqlite_v4_refuses_rows_without_commit_order_then_forbids_them() {
     migrate::verify_migrated(&db.pool, CK).await.unwrap();
 }
 
+/// Migrating through a search path whose first schema is new and whose
+/// second holds weaver's tables creates them in the first, as every
+/// unqualified statement does: the version table is looked for in the
+/// current schema only. (It was found in the second, and nothing was
+/// created in the first.)
+#[tokio::test]
+async fn an_unqualified_migration_looks_for_its_version_table_in_the_current_schema() {
+    use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+    let (a, b) = (PgDb::new().await, PgDb::new().await);
+    let adapters = [Adapter::Checkpoint];
+    migrate::up(
+        &weaver::migrate::PgSchema::new(&a.pool, &a.schema).unwrap(),
+        &adapters,
+        None,
+    )
+    .await
+    .unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE SCHEMA IF NOT EXISTS \"{}\"",
+        b.schema
+    )))
+    .execute(&b.pool)
+    .await
+    .unwrap();
+    let options: PgConnectOptions = crate::common::pg_url().parse().unwrap();
+    let path = format!("\"{}\",\"{}\"", b.schema, a.schema);
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(options.options([("search_path", path.as_str())]))
+        .await
+        .unwrap();
+    migrate::up(&pool, &adapters, None).await.unwrap();
+    let created: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT CAST(to_regclass('\"{}\".weaver_checkpoints') AS TEXT)",
+        b.schema
+    )))
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    a.drop_schema().await;
+    b.drop_schema().await;
+    assert!(created.is_some(), "the tables went to another schema");
+}
+
 /// A role that may only read and write weaver's tables (an application's,
 /// the schema migrated by another role) runs `up` with nothing to do, as
 /// `PostgresSaver::connect` does, and uses the saver. (`CREATE TABLE IF NOT

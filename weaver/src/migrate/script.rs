@@ -139,8 +139,15 @@ pub(crate) fn preamble(dialect: Dialect, schema: Option<&str>) -> Vec<String> {
             // Likewise the marker: `CREATE TABLE IF NOT EXISTS` checks the
             // schema's CREATE privilege first, which a role that only uses
             // the tables (an application's, once migrated) lacks.
+            // Looked for where it would be created: the schema named, or
+            // the current schema (not the whole search path, where another
+            // schema's marker would be found).
+            let marker = match schema {
+                Some(_) => format!("'{prefix}{MARKER_TABLE}'"),
+                None => format!("quote_ident(current_schema()) || '.{MARKER_TABLE}'"),
+            };
             out.push(format!(
-                "DO $$ BEGIN IF to_regclass('{prefix}{MARKER_TABLE}') IS NULL THEN \
+                "DO $$ BEGIN IF to_regclass({marker}) IS NULL THEN \
                  CREATE TABLE {prefix}{MARKER_TABLE} (adapter TEXT PRIMARY KEY, version INTEGER NOT NULL); \
                  END IF; END $$"
             ));
