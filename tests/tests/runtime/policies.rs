@@ -346,3 +346,35 @@ async fn a_sync_node_that_overran_its_timeout_timed_out() {
     );
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+/// A node's timeout counts its own time: an async node that finished in
+/// time is not timed out because a sync sibling blocked the step meanwhile.
+#[tokio::test]
+async fn a_siblings_blocking_does_not_time_a_node_out() {
+    let graph = Graph::<Steps>::new("g")
+        .add_node_with(
+            "fast",
+            |_: &Steps| async {
+                tokio::task::yield_now().await;
+                StepsUpdate::default().foo("fast")
+            },
+            NodePolicy::new().timeout(Duration::from_millis(40)),
+        )
+        .add_node("slow", |_: &Steps| {
+            std::thread::sleep(Duration::from_millis(120));
+            StepsUpdate::default().bar(["slow"])
+        })
+        .add_edge(START, "fast")
+        .add_edge(START, "slow")
+        .add_edge("fast", END)
+        .add_edge("slow", END)
+        .compile(Compile::new())
+        .unwrap();
+    let done = graph
+        .invoke(Steps::default(), &RunConfig::default())
+        .await
+        .unwrap()
+        .complete()
+        .unwrap();
+    assert_eq!(done.foo, "fast");
+}

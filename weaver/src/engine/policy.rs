@@ -572,9 +572,9 @@ impl<S> NodePolicy<S> {
     /// Ends an attempt that runs longer than `timeout` with
     /// [`Error::NodeTimeout`] (a failed attempt, retried if the retry policy
     /// allows). The node's future is dropped at its next await: a sync node,
-    /// or an async one that blocks without awaiting, runs to its end, and
-    /// if that took longer than `timeout` the attempt ends with
-    /// `NodeTimeout` all the same (what it returned is dropped).
+    /// or an async one that blocks without awaiting, runs to its end. A
+    /// sync node whose body took longer than `timeout` ends its attempt
+    /// with `NodeTimeout` all the same (what it returned is dropped).
     ///
     /// ```
     /// use std::time::Duration;

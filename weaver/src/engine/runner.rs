@@ -208,28 +208,24 @@ async fn attempt_once<S: GraphState>(
 ) -> Ending<S::Update> {
     // Sync nodes run when `run` is called: catch panics there too (and the
     // timer's, in a runtime without time enabled).
-    let started = std::time::Instant::now();
     let body = AssertUnwindSafe(async {
+        // A sync node's body runs in `run` itself, before its future is
+        // polled: the time that call took is the node's own (a sibling's
+        // blocking never counts). A body that overran cannot have been cut
+        // short, but its attempt timed out all the same: what it returned
+        // is dropped.
+        let called = std::time::Instant::now();
+        let future = node.node.run(state, payload, runtime);
+        let spent = called.elapsed();
         match node.policy.timeout {
-            Some(timeout) => tokio::time::timeout(timeout, node.node.run(state, payload, runtime))
+            Some(timeout) if spent > timeout => Err(timeout),
+            Some(timeout) => tokio::time::timeout(timeout - spent, future)
                 .await
                 .map_err(|_| timeout),
-            None => Ok(node.node.run(state, payload, runtime).await),
+            None => Ok(future.await),
         }
     });
-    let outcome = body.catch_unwind().await;
-    // A node that cannot be cut short (a sync node, or one that blocks
-    // without awaiting) overran its time all the same: the attempt timed
-    // out, whatever it returned.
-    if let (Ok(Ok(_)), Some(timeout)) = (&outcome, node.policy.timeout)
-        && started.elapsed() > timeout
-    {
-        return Ending::Failed(Error::NodeTimeout {
-            node: node.name.clone(),
-            timeout,
-        });
-    }
-    let result = match outcome {
+    let result = match body.catch_unwind().await {
         Ok(Ok(result)) => result,
         Ok(Err(timeout)) => {
             return Ending::Failed(Error::NodeTimeout {
