@@ -793,6 +793,57 @@ pub async fn a_dead_named_holders_static_stop_is_removed_not_run(
     assert!(messages.contains(&"v".to_owned()), "{messages:?}");
 }
 
+/// A named holder that resumed past its static stop and died once its
+/// reviewed node had stored its result: the takeover finishes that turn,
+/// since what is stored shows the stop was passed.
+pub async fn a_dead_named_holders_resumed_turn_is_finished(saver: Arc<dyn Saver>, thread: &str) {
+    let g = Graph::<Talk>::new("reviewed")
+        .add_node("plan", |_: &Talk| {
+            TalkUpdate::default().messages(vec!["plan".to_owned()])
+        })
+        .add_node("tool", |_: &Talk| {
+            TalkUpdate::default().messages(vec!["tool".to_owned()])
+        })
+        .add_sequence([START, "plan", "tool", END])
+        .compile(
+            Compile::new()
+                .checkpointer_arc(saver.clone())
+                .interrupt_before(["tool"]),
+        )
+        .unwrap();
+    let alice = RunConfig::thread(thread)
+        .lease_times(short())
+        .lease_holder("alice");
+    g.invoke(say("u"), &alice).await.unwrap();
+    // Alice resumes: her tool stores its result, then her process dies.
+    let paused = g.get_state(&RunConfig::thread(thread)).await.unwrap();
+    let leases = saver.leases().unwrap();
+    let mut resumed = plain(thread, "alice", short().lease);
+    resumed.owns_pause = true;
+    assert!(matches!(
+        leases.acquire(&resumed).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    let at = paused.config.checkpoint_ref().expect("a stored checkpoint");
+    let task = &paused.tasks[0];
+    let wrote = weaver::checkpoint::PendingWrite {
+        task_id: task.id.clone(),
+        task_path: "tool".into(),
+        idx: 0,
+        channel: "messages".into(),
+        value: serde_json::json!(["tool:alice"]),
+    };
+    saver.put_writes(&at, vec![wrote]).await.unwrap();
+    tokio::time::sleep(short().lease + Duration::from_millis(100)).await;
+    let other = RunConfig::thread(thread).lease_times(short());
+    g.invoke(say("v"), &other).await.unwrap();
+    let messages = transcript(&g, thread).await;
+    assert!(
+        messages.starts_with(&["u".to_owned(), "plan".to_owned(), "tool:alice".to_owned()]),
+        "{messages:?}"
+    );
+}
+
 /// A run under `Interrupt` or `Rollback` that gives up waiting takes its
 /// stop request back: the running turn goes on and ends whole. The running
 /// turn's renewals are held while the newer run asks and gives up, so it

@@ -65,6 +65,11 @@ async fn a_dead_named_holders_static_stop_is_removed_not_run_in_memory() {
 }
 
 #[tokio::test]
+async fn a_dead_named_holders_resumed_turn_is_finished_in_memory() {
+    leases::a_dead_named_holders_resumed_turn_is_finished(memory(), "t").await;
+}
+
+#[tokio::test]
 async fn a_paused_named_holder_keeps_the_thread_in_memory() {
     leases::a_paused_named_holder_keeps_the_thread(memory(), "t").await;
 }

@@ -59,7 +59,9 @@ pub(crate) struct Env {
     pub stream_dropped: Option<crate::engine::stream::StreamDropped>,
     /// The run finishes the turn of a dead holder that answers its own
     /// pauses: a static stop before the first step is the pause that holder
-    /// left, and stands (a `Continue` skips it otherwise).
+    /// left, and stands (a `Continue` skips it otherwise), unless a task
+    /// stored something at the checkpoint since (the holder resumed it
+    /// before it died).
     pub keep_first_stop: bool,
     /// The namespaces above the run's (a subgraph's) and the checkpoint of
     /// each its task started from: its checkpoints' metadata `parents`.
@@ -143,6 +145,9 @@ impl<'g, S: GraphState> Loop<'g, S> {
         }
         let keep_first_stop = env.keep_first_stop;
         let mut lp = Loop::load(spec, cp, config, sink, env, built).await?;
+        // What a task stored at the checkpoint (its writes, its effects'
+        // entries) shows the stop was passed: the turn is finished then.
+        let keep_first_stop = keep_first_stop && lp.pending.is_empty();
         let skip_before = lp.take_input(input).await? && !keep_first_stop;
         let result = lp.drive(skip_before).await;
         match result {
