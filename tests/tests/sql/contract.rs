@@ -382,3 +382,36 @@ async fn shallow_postgres() {
     shallow_checks(Arc::new(db.saver().await.shallow())).await;
     db.drop_schema().await;
 }
+
+/// On a saver keeping only the latest checkpoint, `resume(null)` at a stop
+/// after the last node cannot see the step before (not stored): it is
+/// `NoPendingInterrupt`, as on a finished thread, not the saver's refusal
+/// to read an older checkpoint.
+#[tokio::test]
+async fn a_stop_after_the_last_node_on_a_shallow_saver_has_nothing_to_resume() {
+    use weaver::prelude::*;
+    use weaver_tests::states::{Steps, StepsUpdate};
+    let db = SqliteDb::new().await;
+    let graph = Graph::<Steps>::new("last")
+        .add_node("a", |_: &Steps| StepsUpdate::default().foo("done"))
+        .add_sequence([START, "a", END])
+        .compile(
+            Compile::new()
+                .checkpointer(db.saver().await.shallow())
+                .interrupt_after(["a"]),
+        )
+        .unwrap();
+    let config = RunConfig::thread("t");
+    assert!(
+        graph
+            .invoke(Steps::default(), &config)
+            .await
+            .unwrap()
+            .is_interrupted()
+    );
+    let resumed = graph.resume(serde_json::Value::Null, &config).await;
+    assert!(
+        matches!(resumed, Err(Error::NoPendingInterrupt { .. })),
+        "{resumed:?}"
+    );
+}

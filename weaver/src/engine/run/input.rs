@@ -123,8 +123,9 @@ impl<S: GraphState> Loop<'_, S> {
 
     /// Whether the current checkpoint is a run's stop after a node
     /// (`interrupt_after`): the step that stored it ran a node the graph
-    /// stops after, read from the tasks its parent started, and no
-    /// interrupt waits at it.
+    /// stops after, read from the tasks its parent started (unknown, so
+    /// `false`, when the parent is not stored). Such a checkpoint resumes
+    /// with `null` as often as asked: resuming it stores nothing.
     async fn paused_after(&self) -> Result<bool> {
         let Some(thread) = self.thread.as_ref() else {
             return Ok(false);
@@ -140,8 +141,12 @@ impl<S: GraphState> Loop<'_, S> {
         let Some(parent) = cp.get_stored(&at).await?.and_then(|t| t.parent_config) else {
             return Ok(false);
         };
-        let Some(parent) = cp.get_stored(&parent).await? else {
-            return Ok(false);
+        // A saver that keeps only the latest checkpoint (or a prune) has no
+        // parent to read: no stop is known there.
+        let parent = match cp.get_stored(&parent).await {
+            Ok(Some(parent)) => parent,
+            Ok(None) | Err(Error::ShallowSaver { .. }) => return Ok(false),
+            Err(e) => return Err(e),
         };
         let ran = next_tasks(self.spec, &parent.checkpoint)?;
         Ok(!static_stops(self.spec, &self.current.id, &ran, InterruptWhen::After).is_empty())
