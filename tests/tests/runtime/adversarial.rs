@@ -341,6 +341,17 @@ mod callbacks {
         let run = graph.invoke(Scored::default(), &config);
         expect_typed(&mut bad, "reducer panic in invoke", run).await;
         verdict(bad);
+        // The thread can still be inspected and updated: the failed step's
+        // writes are not applied again. (Both failed with the reducer's
+        // panic.)
+        let state = graph.get_state(&config).await.unwrap();
+        assert_eq!(state.next, ["a"]);
+        assert!(state.tasks[0].error.is_some(), "{:?}", state.tasks);
+        graph
+            .update_state(&config, ScoredUpdate::default().score(3.0), Some("a"))
+            .await
+            .unwrap();
+        assert_eq!(graph.get_state(&config).await.unwrap().values.score, 3.0);
     }
 
     #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]

@@ -272,9 +272,10 @@ fn snapshot_of<S: GraphState>(
                 (t.checkpoint, values) = (checkpoint, state);
                 applied = true;
             }
-            // The step failed as its writes merged: the state stays as
-            // stored, and its tasks show why (new input discards them).
-            Err(e @ Error::InvalidUpdate { .. }) => {
+            // The step failed as its writes merged (a reducer refused them,
+            // or panicked): the state stays as stored, and its tasks show
+            // why (new input discards them).
+            Err(e @ (Error::InvalidUpdate { .. } | Error::NodeFailed { .. })) => {
                 let why = format!("the step's writes do not merge: {e}");
                 for task in tasks.iter_mut().filter(|task| task.succeeded) {
                     task.error.get_or_insert_with(|| why.clone());

@@ -194,7 +194,7 @@ async fn read_base<S: GraphState>(
             // The stopped step's writes do not merge (its failure): the
             // update goes on the state as stored, and they are discarded,
             // as new input discards them.
-            Err(e @ Error::InvalidUpdate { .. }) => tracing::warn!(
+            Err(e @ (Error::InvalidUpdate { .. } | Error::NodeFailed { .. })) => tracing::warn!(
                 error = %e,
                 "the stopped step's succeeded writes cannot be applied; the update discards them"
             ),
