@@ -242,7 +242,10 @@ pub trait Leases: Debug + Send + Sync {
     /// otherwise, with nothing deleted. What an idle thread's deletion
     /// ([`Saver::delete_idle_threads`](super::Saver::delete_idle_threads))
     /// calls once it holds the thread: however long it stalled before, it
-    /// never deletes a thread a run took meanwhile.
+    /// never deletes a thread a run took meanwhile. A saver wrapping another
+    /// that does more in `delete_thread` (side data of its own) does it here
+    /// too: it implements `Leases` itself, forwarding the rest, rather than
+    /// returning the inner saver's.
     async fn delete_held(&self, thread_id: &str, holder: &str) -> Result<()>;
 }
 

@@ -183,10 +183,12 @@ pub struct UpgradeReport {
     pub threads: u64,
     /// Checkpoints read in the namespaces upgraded.
     pub checkpoints: u64,
-    /// Checkpoints rewritten in the current form.
+    /// Checkpoints rewritten in the current form (among them, records of
+    /// other namespaces that hold the final state of a finished subgraph of
+    /// the paths, kept under `exit` durability, rewritten for it).
     pub upgraded: u64,
-    /// Checkpoints left as they were: in another namespace (another
-    /// subgraph's state).
+    /// Checkpoints of another namespace (another subgraph's state), whose
+    /// own values are left as they are.
     pub other_namespaces: u64,
     /// Batches replaced.
     pub batches: u64,
@@ -244,8 +246,11 @@ pub fn subgraph_path(ns: &str) -> String {
 ///
 /// Only the namespaces of `options.paths` are read as `S` (the root
 /// graph's by default); others are counted in
-/// [`other_namespaces`](UpgradeReport::other_namespaces) and left as they
-/// are. A record of a newer version, or one with no upcaster path, fails
+/// [`other_namespaces`](UpgradeReport::other_namespaces) and their values
+/// left as they are. A record of any namespace that holds the final state
+/// of a finished subgraph of the paths (kept with its task's writes under
+/// `exit` durability) is rewritten with that state upgraded, and counted in
+/// [`upgraded`](UpgradeReport::upgraded). A record of a newer version, or one with no upcaster path, fails
 /// the call with [`Error::StateVersion`] (batches before it stay done); a
 /// saver without [`Saver::rewrites`] is an [`Error::InvalidArgument`].
 /// Run it while no process of the older release writes (what it writes is
