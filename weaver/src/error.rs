@@ -587,6 +587,23 @@ pub enum GraphError {
         /// The source node.
         from: String,
     },
+    /// One router is added twice from one node (by its function's name, or
+    /// the name given with `router_named`): each branch would run, and its
+    /// sends twice. LangGraph refuses it too.
+    #[error("router `{router}` is added twice from `{from}`: each would run, its sends twice")]
+    DuplicateRouter {
+        /// The source node.
+        from: String,
+        /// The router's name.
+        router: String,
+    },
+    /// A node's goto destinations are declared as an empty list, which
+    /// would leave it free to go anywhere.
+    #[error("node `{node}` declares no goto destinations: list at least one, or declare none")]
+    EmptyDestinations {
+        /// The node.
+        node: String,
+    },
     /// An interrupt option names an unknown node.
     #[error("{option} names unknown node `{node}`")]
     UnknownInterruptNode {

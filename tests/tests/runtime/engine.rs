@@ -646,3 +646,61 @@ async fn bad_stored_data_is_a_decode_error_naming_the_field() {
         other => panic!("expected a decode error, got {other}"),
     }
 }
+
+/// A send router that fans each `bar` item out to `echo`, by its length.
+fn fan_out_bars(s: &Steps) -> Vec<weaver::Send<usize>> {
+    s.bar
+        .iter()
+        .map(|b| weaver::Send::new("echo", b.len()))
+        .collect()
+}
+
+fn echo(payload: &usize) -> StepsUpdate {
+    StepsUpdate::default().foo(payload.to_string())
+}
+
+/// One router added twice from one node is refused, as LangGraph refuses
+/// it: both branches ran, every send twice. An empty list of goto
+/// destinations is refused too: it let the node go anywhere. (Both
+/// compiled.)
+#[test]
+fn a_router_added_twice_and_an_empty_goto_list_are_refused() {
+    let twice = Graph::<Steps>::new("g")
+        .add_send_node("echo", echo)
+        .add_conditional_edges(START, fan_out_bars, ["echo"])
+        .add_conditional_edges(START, fan_out_bars, ["echo"])
+        .add_edge("echo", END)
+        .compile(Compile::new());
+    assert!(
+        matches!(
+            twice,
+            Err(Error::InvalidGraph(GraphError::DuplicateRouter { .. }))
+        ),
+        "{:?}",
+        twice.err()
+    );
+    let empty = Graph::<Steps>::new("g")
+        .add_node("a", |_: &Steps| StepsUpdate::default())
+        .add_node("b", |_: &Steps| StepsUpdate::default())
+        .add_sequence([START, "a", "b", END])
+        .add_destinations("a", Vec::<String>::new())
+        .compile(Compile::new());
+    assert!(
+        matches!(
+            empty,
+            Err(Error::InvalidGraph(GraphError::EmptyDestinations { .. }))
+        ),
+        "{:?}",
+        empty.err()
+    );
+    // Two closures from one node are two routers.
+    let two = Graph::<Steps>::new("g")
+        .add_node("a", |_: &Steps| StepsUpdate::default())
+        .add_node("b", |_: &Steps| StepsUpdate::default())
+        .add_conditional_edges(START, |_: &Steps| "a", ["a"])
+        .add_conditional_edges(START, |_: &Steps| "b", ["b"])
+        .add_edge("a", END)
+        .add_edge("b", END)
+        .compile(Compile::new());
+    assert!(two.is_ok(), "{:?}", two.err());
+}

@@ -174,6 +174,11 @@ const KEYWORDS: &[&str] = &[
     "default",
     "call",
     "href",
+    "interpolate",
+    "_self",
+    "_blank",
+    "_parent",
+    "_top",
 ];
 
 /// Whether `name` can be its own node id: a plain word that is neither
@@ -194,7 +199,8 @@ fn plain_id(name: &str) -> bool {
 
 /// Makes a name safe inside a quoted Mermaid label: entity codes for the
 /// characters the syntax uses, a line break for a newline, and the `d` of
-/// `direction` as an entity code. Mermaid's flowchart lexer tries
+/// `direction` as an entity code (a backquote too: a label starting with
+/// one is read as a markdown string). Mermaid's flowchart lexer tries
 /// `.*direction\s+TB[^\n]*` (and `BT`, `RL`, `LR`) at the start of every
 /// line, before the quotes are seen: a node named `turn direction LR` made
 /// its whole line a `direction LR` statement, the node lost its label and
@@ -207,6 +213,7 @@ fn escape(name: &str) -> String {
         .replace('"', "#quot;")
         .replace('<', "#lt;")
         .replace('>', "#gt;")
+        .replace('`', "#96;")
         .replace("\r\n", "<br>")
         .replace(['\n', '\r'], "<br>")
         .replace("direction", "#100;irection")
@@ -263,6 +270,18 @@ mod tests {
         assert_eq!(escape("turn direction LR"), "turn #100;irection LR");
         assert_eq!(escape("a#direction RL"), "a#35;#100;irection RL");
         assert_eq!(escape("Direction TB"), "Direction TB");
+    }
+
+    /// A backquote starting a label made it a markdown string (an
+    /// unclosed one broke the drawing); words the lexer takes for syntax
+    /// get generated ids. (Both were written as they are.)
+    #[test]
+    fn backquotes_and_link_target_words_are_never_syntax() {
+        assert!(!escape("`run`").contains('`'));
+        for word in ["interpolate", "_self", "_blank", "_parent", "_top"] {
+            assert!(!super::plain_id(word), "{word}");
+        }
+        assert!(super::plain_id("classify"));
     }
 
     #[test]

@@ -175,6 +175,17 @@ fn resolve_edges<S: GraphState>(
             Some(i) => &mut outs[i],
             None => &mut start,
         };
+        // A named function (or a name given) twice is one router added
+        // twice; closures and function pointers share a generic name, and
+        // two of them may be two routers.
+        let generic = b.name.contains("{{closure}}") || b.name.starts_with("the router after");
+        if !generic && out.branches.iter().any(|x| x.name == b.name) {
+            return Err(GraphError::DuplicateRouter {
+                from: b.from,
+                router: b.name,
+            }
+            .into());
+        }
         out.branches.push(Branch {
             name: b.name,
             router: b.router,
@@ -182,6 +193,9 @@ fn resolve_edges<S: GraphState>(
         });
     }
     for (from, targets) in &graph.destinations {
+        if targets.is_empty() {
+            return Err(GraphError::EmptyDestinations { node: from.clone() }.into());
+        }
         for to in targets {
             // START only takes in the input: it never returns a `Command`,
             // so a goto from it could never fire (and must not count as an
