@@ -632,8 +632,12 @@ pub enum GraphError {
         /// Why.
         reason: &'static str,
     },
-    /// Static interrupts need a checkpointer to pause and resume.
-    #[error("{option} needs a checkpointer: compile with `Compile::new().checkpointer(...)`")]
+    /// Static interrupts need a checkpointer to pause and resume. A graph
+    /// used only as a subgraph runs on its parent's checkpointer, not its
+    /// own: any saver satisfies this check (an `InMemorySaver`).
+    #[error(
+        "{option} needs a checkpointer: compile with `Compile::new().checkpointer(...)` (a graph used as a subgraph runs on its parent's; any saver will do)"
+    )]
     InterruptWithoutCheckpointer {
         /// `interrupt_before` or `interrupt_after`.
         option: &'static str,
