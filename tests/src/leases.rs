@@ -751,46 +751,55 @@ pub async fn a_paused_named_holder_keeps_the_thread(saver: Arc<dyn Saver>, threa
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// A named holder's turn paused at a static stop (`interrupt_before` its
-/// tool) whose holder never came back is that pause: the run that takes
-/// the thread over removes the turn, as it removes one paused at an
-/// interrupt, and the tool never runs unreviewed. (The takeover went on
-/// past the stop and ran the tool.)
+/// A named holder's turn paused at a static stop (before its tool, or
+/// after the step before it) whose holder never came back is that pause:
+/// the run that takes the thread over removes the turn, as it removes one
+/// paused at an interrupt, and the tool never runs unreviewed. (The
+/// takeover went on past the stop and ran the tool.)
 pub async fn a_dead_named_holders_static_stop_is_removed_not_run(
     saver: Arc<dyn Saver>,
     thread: &str,
 ) {
-    let tools = Arc::new(AtomicUsize::new(0));
-    let counted = tools.clone();
-    let g = Graph::<Talk>::new("reviewed")
-        .add_node("plan", |_: &Talk| {
-            TalkUpdate::default().messages(vec!["plan".to_owned()])
-        })
-        .add_node("tool", move |_: &Talk| {
-            counted.fetch_add(1, Ordering::SeqCst);
-            TalkUpdate::default().messages(vec!["tool".to_owned()])
-        })
-        .add_sequence([START, "plan", "tool", END])
-        .compile(
-            Compile::new()
-                .checkpointer_arc(saver.clone())
-                .interrupt_before(["tool"]),
-        )
-        .unwrap();
-    let alice = RunConfig::thread(thread)
-        .lease_times(short())
-        .lease_holder("alice");
-    let paused = g.invoke(say("u"), &alice).await.unwrap();
-    assert_eq!(paused.interrupts().len(), 1);
-    // Alice never answers: her hold runs out.
-    tokio::time::sleep(short().lease + Duration::from_millis(100)).await;
-    let other = RunConfig::thread(thread).lease_times(short());
-    let out = g.invoke(say("v"), &other).await.unwrap();
-    assert!(out.is_interrupted(), "the new turn pauses at its own stop");
-    assert_eq!(tools.load(Ordering::SeqCst), 0, "the tool ran unreviewed");
-    let messages = transcript(&g, thread).await;
-    assert!(!messages.contains(&"u".to_owned()), "{messages:?}");
-    assert!(messages.contains(&"v".to_owned()), "{messages:?}");
+    for before in [true, false] {
+        let thread = format!("{thread}-{before}");
+        let thread = thread.as_str();
+        let tools = Arc::new(AtomicUsize::new(0));
+        let counted = tools.clone();
+        let stops = Compile::new().checkpointer_arc(saver.clone());
+        let stops = match before {
+            true => stops.interrupt_before(["tool"]),
+            false => stops.interrupt_after(["plan"]),
+        };
+        let g = Graph::<Talk>::new("reviewed")
+            .add_node("plan", |_: &Talk| {
+                TalkUpdate::default().messages(vec!["plan".to_owned()])
+            })
+            .add_node("tool", move |_: &Talk| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                TalkUpdate::default().messages(vec!["tool".to_owned()])
+            })
+            .add_sequence([START, "plan", "tool", END])
+            .compile(stops)
+            .unwrap();
+        let alice = RunConfig::thread(thread)
+            .lease_times(short())
+            .lease_holder("alice");
+        let paused = g.invoke(say("u"), &alice).await.unwrap();
+        assert_eq!(paused.interrupts().len(), 1);
+        // Alice never answers: her hold runs out.
+        tokio::time::sleep(short().lease + Duration::from_millis(100)).await;
+        let other = RunConfig::thread(thread).lease_times(short());
+        let out = g.invoke(say("v"), &other).await.unwrap();
+        assert!(out.is_interrupted(), "the new turn pauses at its own stop");
+        assert_eq!(
+            tools.load(Ordering::SeqCst),
+            0,
+            "before: {before}: the tool ran unreviewed"
+        );
+        let messages = transcript(&g, thread).await;
+        assert!(!messages.contains(&"u".to_owned()), "{messages:?}");
+        assert!(messages.contains(&"v".to_owned()), "{messages:?}");
+    }
 }
 
 /// A named holder that resumed past its static stop and died once its

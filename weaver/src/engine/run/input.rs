@@ -127,11 +127,17 @@ impl<S: GraphState> Loop<'_, S> {
     /// `false`, when the parent is not stored). Such a checkpoint resumes
     /// with `null` as often as asked: resuming it stores nothing.
     async fn paused_after(&self) -> Result<bool> {
+        Ok(!self.after_stops().await?.is_empty())
+    }
+
+    /// The stops after nodes (`interrupt_after`) the current checkpoint
+    /// is, as [`paused_after`](Self::paused_after) finds them.
+    pub(super) async fn after_stops(&self) -> Result<Vec<crate::engine::Interrupt>> {
         let Some(thread) = self.thread.as_ref() else {
-            return Ok(false);
+            return Ok(Vec::new());
         };
         if self.source != CheckpointSource::Loop || !self.spec.interrupt_after.iter().any(|f| *f) {
-            return Ok(false);
+            return Ok(Vec::new());
         }
         let cp = thread.writer.checkpointer();
         let at = CheckpointRef {
@@ -139,17 +145,22 @@ impl<S: GraphState> Loop<'_, S> {
             ..thread.at.clone()
         };
         let Some(parent) = cp.get_stored(&at).await?.and_then(|t| t.parent_config) else {
-            return Ok(false);
+            return Ok(Vec::new());
         };
         // A saver that keeps only the latest checkpoint (or a prune) has no
         // parent to read: no stop is known there.
         let parent = match cp.get_stored(&parent).await {
             Ok(Some(parent)) => parent,
-            Ok(None) | Err(Error::ShallowSaver { .. }) => return Ok(false),
+            Ok(None) | Err(Error::ShallowSaver { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
         let ran = next_tasks(self.spec, &parent.checkpoint)?;
-        Ok(!static_stops(self.spec, &self.current.id, &ran, InterruptWhen::After).is_empty())
+        Ok(static_stops(
+            self.spec,
+            &self.current.id,
+            &ran,
+            InterruptWhen::After,
+        ))
     }
 
     /// Answers the current checkpoint's pending interrupts with `resume`,

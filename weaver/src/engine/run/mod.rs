@@ -58,10 +58,10 @@ pub(crate) struct Env {
     /// Whether the stream of the run the subgraph runs within was dropped.
     pub stream_dropped: Option<crate::engine::stream::StreamDropped>,
     /// The run finishes the turn of a dead holder that answers its own
-    /// pauses: a static stop before the first step is the pause that holder
-    /// left, and stands (a `Continue` skips it otherwise), unless a task
-    /// stored something at the checkpoint since (the holder resumed it
-    /// before it died).
+    /// pauses: a static stop before the first step, or after the step that
+    /// stored the checkpoint, is the pause that holder left, and stands (a
+    /// `Continue` passes it otherwise), unless a task stored something at
+    /// the checkpoint since (the holder resumed it before it died).
     pub keep_first_stop: bool,
     /// The namespaces above the run's (a subgraph's) and the checkpoint of
     /// each its task started from: its checkpoints' metadata `parents`.
@@ -149,7 +149,16 @@ impl<'g, S: GraphState> Loop<'g, S> {
         // entries) shows the stop was passed: the turn is finished then.
         let keep_first_stop = keep_first_stop && lp.pending.is_empty();
         let skip_before = lp.take_input(input).await? && !keep_first_stop;
-        let result = lp.drive(skip_before).await;
+        // Likewise a stop after a node the holder paused at: the step after
+        // it does not run.
+        let after = match keep_first_stop {
+            true => lp.after_stops().await?,
+            false => Vec::new(),
+        };
+        let result = match after.is_empty() {
+            true => lp.drive(skip_before).await,
+            false => Ok(Outcome::Interrupted(after)),
+        };
         match result {
             // A subgraph that completes under `exit` durability stores
             // nothing more, as LangGraph's nested graphs do: its namespace
