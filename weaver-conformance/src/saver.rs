@@ -530,10 +530,11 @@ async fn put_rejects_a_child_ordered_before_its_parent(saver: Arc<dyn Saver>) {
     let late_id = late.checkpoint.id.clone();
     saver.put(late).await.unwrap();
     let early = || new_on("t", Some(&late_id), Some(3), 2, json!(3));
+    // The variant is the contract; the wording is the saver's own.
     let refused = |r: Result<(), Error>, how: &str| {
         assert!(
-            matches!(&r, Err(Error::InvalidArgument { reason }) if reason.contains("commit order 3") && reason.contains("commit order 5")),
-            "{how}: {r:?}"
+            matches!(&r, Err(Error::InvalidArgument { .. })),
+            "{how}: a child ordered before its parent must be InvalidArgument: {r:?}"
         );
     };
     refused(saver.put(early()).await.map(drop), "put");
@@ -1457,8 +1458,8 @@ async fn keep_last_at_the_extremes(saver: Arc<dyn Saver>) {
     for (what, c) in [("explicit", past), ("next", next)] {
         let r = saver.put(c).await;
         assert!(
-            matches!(&r, Err(Error::InvalidArgument { reason }) if reason.contains("out of range")),
-            "{what}: {r:?}"
+            matches!(&r, Err(Error::InvalidArgument { .. })),
+            "{what}: a commit order past i64::MAX must be InvalidArgument: {r:?}"
         );
     }
     assert_eq!(

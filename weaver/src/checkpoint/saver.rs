@@ -44,9 +44,17 @@ const IDLE_BATCH: usize = 100;
 ///
 /// Required: the two stored reads, `put_writes`,
 /// `put_checkpoint_with_writes`, `put_batch`, `fork_lineage`, `copy_thread`,
-/// `delete_thread`, `prune` and `list_threads`. The contract's limits are
-/// checked once, by the provided methods in front of those (`put_many`,
-/// `fork_at`, `put_ops`), never by a backend. Everything else has a
+/// `delete_thread`, `prune` and `list_threads`. The contract's batch and
+/// fork limits are checked once, by the provided methods in front of those
+/// (`put_many`, `fork_at`, `put_ops`), never by a backend; id lengths
+/// ([`limits::MAX_ID_BYTES`](super::limits::MAX_ID_BYTES) for threads and
+/// namespaces, [`limits::MAX_CHECKPOINT_ID_BYTES`](super::limits::MAX_CHECKPOINT_ID_BYTES)
+/// for checkpoint and task ids) are the backend's to refuse, with
+/// [`Error::LimitExceeded`](crate::Error::LimitExceeded), where it stores
+/// them (`put_checkpoint_with_writes`, `put_writes`, `copy_thread`), as
+/// the conformance suite checks. A saver meant to pass that suite applies a
+/// group ([`put_group`](Saver::put_group)) all or nothing: the default does
+/// not. Everything else has a
 /// default written on those, which a saver overrides when it can do better
 /// (one query instead of several, a group in one transaction), and
 /// [`shared_state`](Saver::shared_state) when its clones share storage.
@@ -326,7 +334,9 @@ pub trait Saver: Debug + Send + Sync {
     /// to `target_thread`, keeping ids, metadata and pending writes; commit
     /// orders keep their order and are renumbered 1, 2, … in each namespace
     /// (the same numbers unless the source was pruned). The target must be
-    /// empty ([`Error::ThreadExists`](crate::Error::ThreadExists)); a first
+    /// empty ([`Error::ThreadExists`](crate::Error::ThreadExists), checked
+    /// first), and the source must have a checkpoint
+    /// ([`Error::ThreadNotFound`](crate::Error::ThreadNotFound)); a first
     /// write to the target, in a namespace the copy writes, racing the copy
     /// takes commit order 1 too, so one of the two fails instead of the
     /// namespace mixing both.

@@ -483,7 +483,9 @@ pub struct NewCheckpoint {
     /// Its metadata.
     pub metadata: CheckpointMetadata,
     /// The `commit_order` to take: `Some(n)` fails with a version conflict when
-    /// `n` is already taken; `None` takes the next free number.
+    /// `n` is already taken; `None` takes the next free number. Commit
+    /// orders stop at `i64::MAX` (what SQL stores): one past it, given or
+    /// next, is [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub commit_order: Option<u64>,
 }
 
