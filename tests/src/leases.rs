@@ -455,6 +455,62 @@ pub async fn a_dead_holder_is_taken_over_and_finished(saver: Arc<dyn Saver>, thr
     one_chain(&saver, thread).await;
 }
 
+/// A run that expects the head it saw, taking over a dead holder's turn,
+/// checks that head before finishing the turn (which moves it), not after.
+/// (It finished the turn, then failed against the head it had made.)
+pub async fn an_expected_head_is_checked_before_a_dead_turn_is_finished(
+    saver: Arc<dyn Saver>,
+    thread: &str,
+) {
+    let failing = Arc::new(AtomicBool::new(true));
+    let g = turns(saver.clone(), Duration::from_millis(5), failing.clone());
+    let race = RunConfig::thread(thread)
+        .durability(Durability::Sync)
+        .multitask(Multitask::Race);
+    let e = g.invoke(say("dead"), &race).await.unwrap_err();
+    assert!(matches!(e, Error::NodeFailed { .. }), "{e:?}");
+    failing.store(false, Ordering::SeqCst);
+    let seen = g
+        .get_state(&RunConfig::thread(thread))
+        .await
+        .unwrap()
+        .commit_order;
+    let leases = saver.leases().unwrap();
+    let ghost = plain(thread, "ghost", Duration::from_millis(150));
+    assert!(matches!(
+        leases.acquire(&ghost).await.unwrap(),
+        Acquired::Held { .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let config = RunConfig::thread(thread)
+        .lease_times(short())
+        .expect_head(seen);
+    g.invoke(say("next"), &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(whole_turns(&transcript(&g, thread).await), ["dead", "next"]);
+}
+
+/// A run that cannot run (a recursion limit of 0) is refused before it
+/// asks for the thread: it neither stops nor rolls back the run holding
+/// it. (It asked the holder to stop, then failed.)
+pub async fn a_run_that_cannot_run_asks_nothing_of_the_holder(saver: Arc<dyn Saver>, thread: &str) {
+    let leases = saver.leases().unwrap();
+    let holder = plain(thread, "worker-1", Duration::from_secs(30));
+    leases.acquire(&holder).await.unwrap();
+    let g = asking(&saver);
+    let config = RunConfig::thread(thread)
+        .recursion_limit(0)
+        .multitask(Multitask::Rollback {
+            wait: Duration::from_millis(300),
+        });
+    let e = g.invoke(say("x"), &config).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidConfig { .. }), "{e:?}");
+    let info = leases.lease_info(thread).await.unwrap().unwrap();
+    assert_eq!((info.holder.as_str(), info.stop), ("worker-1", None));
+    leases.release(thread, "worker-1", None).await.unwrap();
+}
+
 /// A run whose lease another holder took stops at its next step boundary
 /// with `LeaseLost`, storing nothing more. Its model step ends only once a
 /// renewal has been refused and a lease time has passed since, so the run

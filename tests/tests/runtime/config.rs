@@ -698,3 +698,35 @@ async fn a_thread_id_past_the_savers_limit_is_refused_before_the_run() {
             .is_none()
     );
 }
+
+/// `update_state` under `expect_head` is refused when the thread's head is
+/// another, as a run is, and stores nothing. (It wrote on top of the head
+/// it was told not to act on.)
+#[tokio::test]
+async fn update_state_checks_the_expected_head() {
+    let graph = chain(Compile::new());
+    let config = RunConfig::thread("t");
+    graph.invoke(Flow::default(), &config).await.unwrap();
+    let head = graph.get_state(&config).await.unwrap().commit_order;
+    let stale = graph
+        .update_state(
+            &config.clone().expect_head(0),
+            FlowUpdate::default().route("x"),
+            None,
+        )
+        .await;
+    assert!(
+        matches!(stale, Err(Error::VersionConflict { attempted: 1, .. })),
+        "{stale:?}"
+    );
+    assert_eq!(graph.get_state(&config).await.unwrap().commit_order, head);
+    graph
+        .update_state(
+            &config.clone().expect_head(head),
+            FlowUpdate::default().route("x"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(graph.get_state(&config).await.unwrap().values.route, "x");
+}

@@ -70,6 +70,16 @@ async fn a_dead_named_holders_resumed_turn_is_finished_in_memory() {
 }
 
 #[tokio::test]
+async fn an_expected_head_is_checked_before_a_dead_turn_is_finished_in_memory() {
+    leases::an_expected_head_is_checked_before_a_dead_turn_is_finished(memory(), "t").await;
+}
+
+#[tokio::test]
+async fn a_run_that_cannot_run_asks_nothing_of_the_holder_in_memory() {
+    leases::a_run_that_cannot_run_asks_nothing_of_the_holder(memory(), "t").await;
+}
+
+#[tokio::test]
 async fn a_paused_named_holder_keeps_the_thread_in_memory() {
     leases::a_paused_named_holder_keeps_the_thread(memory(), "t").await;
 }

@@ -571,8 +571,10 @@ impl RunConfig {
     /// race for N + 1 fails the same way, and stores nothing of the step
     /// it lost: such a run writes in line (`Durability::Async` is taken as
     /// `Sync`) and stores each step's last writes with the checkpoint they
-    /// end in, so a racing run never takes them in as its own. Never
-    /// stored.
+    /// end in, so a racing run never takes them in as its own. An
+    /// `update_state` checks it too. A run that first finishes a dead
+    /// holder's turn ([`Multitask`](crate::config::Multitask)) checks it
+    /// before that, against the head the caller saw. Never stored.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -392,6 +392,18 @@ pub(crate) async fn bulk_update_state<S: GraphState>(
         .flatten()
         .any(|(_, n)| n.as_deref() == Some(COPY));
     let mut base = read_base(spec, cp, &target, &delta_channels, !copying).await?;
+    // An update of a thread the caller saw at another head is refused, as a
+    // run is ([`RunConfig::expect_head`]); a writer racing the update takes
+    // the commit order first and fails it all the same.
+    if let Some(head) = config.get_expected_head()
+        && base.next_order != head.saturating_add(1)
+    {
+        return Err(Error::VersionConflict {
+            thread_id: target.thread_id.clone(),
+            checkpoint_ns: target.checkpoint_ns.clone(),
+            attempted: head.saturating_add(1),
+        });
+    }
     if let Some(copy) = copy_entry(&base, &steps, &target, config)? {
         let stored = cp.put_many(vec![copy]).await?;
         return stored

@@ -138,11 +138,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
     ) -> Result<Outcome<S>> {
         // Checked before anything is read or written.
         config.check()?;
-        if config.get_recursion_limit() == 0 {
-            return Err(Error::InvalidConfig {
-                reason: "recursion_limit must be at least 1".into(),
-            });
-        }
+        check_recursion_limit(&config)?;
         let keep_first_stop = env.keep_first_stop;
         let mut lp = Loop::load(spec, cp, config, sink, env, built).await?;
         // What a task stored at the checkpoint (its writes, its effects'
@@ -264,6 +260,9 @@ impl<'g, S: GraphState> Loop<'g, S> {
             return Loop::run(spec, cp, config, input, sink, env(None), built).await;
         };
         config.check()?;
+        // Refused before the lease is asked for: a run that cannot run must
+        // not stop, roll back or queue behind another.
+        check_recursion_limit(&config)?;
         let Some(hold) = lease::take(checkpointer, &config).await? else {
             return Loop::run(spec, cp, config, input, sink, env(None), built).await;
         };
@@ -276,6 +275,10 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 config.get_multitask(),
                 crate::config::Multitask::Rollback { .. }
             );
+        // The caller's own run; its expected head, if any, is checked once,
+        // against the head it saw: by the run finishing a dead holder's
+        // turn, when there is one (which moves the head itself).
+        let mut own = config.clone();
         if hold.previous == Previous::Died && config.get_checkpoint_id().is_none() && !rolled {
             // A named holder's turn paused at a static stop before a node is
             // that pause, not a run cut off: found as one, and removed.
@@ -299,8 +302,10 @@ impl<'g, S: GraphState> Loop<'g, S> {
                 // stays, with its effect journal, for anyone to resume.
                 Ok(Outcome::Interrupted(_)) if hold.previous_owns_pause => {
                     hold.roll_back_to(hold.previous_base).await?;
+                    own = own.without_expected_head();
                 }
-                Ok(_) | Err(Error::ThreadNotFound { .. }) => {}
+                Ok(_) => own = own.without_expected_head(),
+                Err(Error::ThreadNotFound { .. }) => {}
                 Err(e @ Error::LeaseLost { .. }) => {
                     hold.abandon().await;
                     return Err(e);
@@ -318,7 +323,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
         // A run asked to stop before it paused fails with `RunStopped`
         // there (`Loop::run`); a request that comes after its result does
         // not make it stopped.
-        let result = Loop::run(spec, cp, config.clone(), input, sink, env(watch), built).await;
+        let result = Loop::run(spec, cp, own, input, sink, env(watch), built).await;
         if let Err(Error::LeaseLost { .. }) = result {
             hold.abandon().await;
             return result;
@@ -524,4 +529,14 @@ impl<S: GraphState> Loop<'_, S> {
     fn static_stops(&self, tasks: &[TaskNode], when: InterruptWhen) -> Vec<Interrupt> {
         static_stops(self.spec, &self.current.id, tasks, when)
     }
+}
+
+/// [`Error::InvalidConfig`] for a recursion limit of 0 (no step could run).
+fn check_recursion_limit(config: &RunConfig) -> Result<()> {
+    if config.get_recursion_limit() == 0 {
+        return Err(Error::InvalidConfig {
+            reason: "recursion_limit must be at least 1".into(),
+        });
+    }
+    Ok(())
 }
