@@ -573,7 +573,7 @@ impl RunConfig {
     /// `Sync`) and stores each step's last writes with the checkpoint they
     /// end in, so a racing run never takes them in as its own. An
     /// `update_state` checks it too. A run that first finishes a dead
-    /// holder's turn ([`Multitask`](crate::config::Multitask)) checks it
+    /// holder's turn ([`Multitask`]) checks it
     /// before that, against the head the caller saw. Never stored.
     ///
     /// ```
