@@ -412,10 +412,10 @@ pub async fn rollback_removes_the_stopped_turn_with(
     assert_eq!(whole_turns(&messages), ["first", "b"]);
 }
 
-/// A holder that died mid-turn (its lease runs out, never given back): the
-/// next run waits for the lease to run out, finishes the dead turn from its
-/// pending writes, then runs its own.
-pub async fn a_dead_holder_is_taken_over_and_finished(saver: Arc<dyn Saver>, thread: &str) {
+/// The turns graph on `saver` with a turn on `thread` that stopped half
+/// way (its model step stored, its tool step not: the tool failed once),
+/// as a dead holder's is; its tool succeeds from now on.
+async fn a_dead_turn(saver: &Arc<dyn Saver>, thread: &str) -> CompiledGraph<Talk> {
     let failing = Arc::new(AtomicBool::new(true));
     let g = turns(saver.clone(), Duration::from_millis(5), failing.clone());
     let race = RunConfig::thread(thread)
@@ -425,6 +425,14 @@ pub async fn a_dead_holder_is_taken_over_and_finished(saver: Arc<dyn Saver>, thr
     let e = g.invoke(say("dead"), &race).await.unwrap_err();
     assert!(matches!(e, Error::NodeFailed { .. }), "{e:?}");
     failing.store(false, Ordering::SeqCst);
+    g
+}
+
+/// A holder that died mid-turn (its lease runs out, never given back): the
+/// next run waits for the lease to run out, finishes the dead turn from its
+/// pending writes, then runs its own.
+pub async fn a_dead_holder_is_taken_over_and_finished(saver: Arc<dyn Saver>, thread: &str) {
+    let g = a_dead_turn(&saver, thread).await;
     let leases = saver.leases().unwrap();
     let ghost = LeaseRequest {
         thread_id: thread,
@@ -462,14 +470,7 @@ pub async fn an_expected_head_is_checked_before_a_dead_turn_is_finished(
     saver: Arc<dyn Saver>,
     thread: &str,
 ) {
-    let failing = Arc::new(AtomicBool::new(true));
-    let g = turns(saver.clone(), Duration::from_millis(5), failing.clone());
-    let race = RunConfig::thread(thread)
-        .durability(Durability::Sync)
-        .multitask(Multitask::Race);
-    let e = g.invoke(say("dead"), &race).await.unwrap_err();
-    assert!(matches!(e, Error::NodeFailed { .. }), "{e:?}");
-    failing.store(false, Ordering::SeqCst);
+    let g = a_dead_turn(&saver, thread).await;
     let seen = g
         .get_state(&RunConfig::thread(thread))
         .await

@@ -214,16 +214,18 @@ async fn attempt_once<S: GraphState>(
         // blocking never counts). A body that overran cannot have been cut
         // short, but its attempt timed out all the same: what it returned
         // is dropped.
+        let Some(timeout) = node.policy.timeout else {
+            return Ok(node.node.run(state, payload, runtime).await);
+        };
         let called = std::time::Instant::now();
         let future = node.node.run(state, payload, runtime);
         let spent = called.elapsed();
-        match node.policy.timeout {
-            Some(timeout) if spent > timeout => Err(timeout),
-            Some(timeout) => tokio::time::timeout(timeout - spent, future)
-                .await
-                .map_err(|_| timeout),
-            None => Ok(future.await),
+        if spent > timeout {
+            return Err(timeout);
         }
+        tokio::time::timeout(timeout - spent, future)
+            .await
+            .map_err(|_| timeout)
     });
     let result = match body.catch_unwind().await {
         Ok(Ok(result)) => result,

@@ -60,7 +60,7 @@ pub struct Runtime {
     /// What a subgraph the task runs records as its checkpoints' `parents`:
     /// the run's own, and the run's namespace → the checkpoint the task
     /// started from.
-    pub(crate) parents: std::collections::BTreeMap<String, String>,
+    pub(crate) parents: Arc<std::collections::BTreeMap<String, String>>,
 }
 
 /// Where a task of a replay's first step was paused inside its subgraph
@@ -165,7 +165,7 @@ impl Runtime {
 
     pub(crate) fn with_parents(
         mut self,
-        parents: std::collections::BTreeMap<String, String>,
+        parents: Arc<std::collections::BTreeMap<String, String>>,
     ) -> Self {
         self.parents = parents;
         self

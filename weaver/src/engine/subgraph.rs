@@ -242,8 +242,8 @@ pub struct SubgraphCall<T: GraphState> {
     /// The parent run's hold on the thread: the subgraph stops at its own
     /// step boundaries when the hold is lost or a newer run asks it to.
     watch: Option<Arc<crate::engine::lease::Watch>>,
-    /// [`Env::parents`] of the subgraph's run.
-    parents: std::collections::BTreeMap<String, String>,
+    /// [`Env::parents`] of the subgraph's run (shared by the step's tasks).
+    parents: Arc<std::collections::BTreeMap<String, String>>,
 }
 
 impl<T: GraphState> fmt::Debug for SubgraphCall<T> {
@@ -371,7 +371,7 @@ impl<T: GraphState> SubgraphCall<T> {
             outer_keyed: self.outer_keyed,
             stream_dropped: self.stream_dropped,
             keep_first_stop: false,
-            parents: self.parents,
+            parents: Arc::unwrap_or_clone(self.parents),
         };
         let inner = &self.graph.inner;
         let built = Some(&inner.snapshots);

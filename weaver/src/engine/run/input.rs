@@ -2,7 +2,6 @@
 
 use super::Loop;
 use super::sink::send_state;
-use crate::checkpoint::CheckpointRef;
 use crate::checkpoint::CheckpointSource;
 use crate::engine::InterruptWhen;
 use crate::engine::algebra::{
@@ -122,34 +121,28 @@ impl<S: GraphState> Loop<'_, S> {
     }
 
     /// Whether the current checkpoint is a run's stop after a node
-    /// (`interrupt_after`): the step that stored it ran a node the graph
-    /// stops after, read from the tasks its parent started (unknown, so
-    /// `false`, when the parent is not stored). Such a checkpoint resumes
-    /// with `null` as often as asked: resuming it stores nothing.
+    /// (`interrupt_after`), as [`after_stops`](Self::after_stops) finds it.
+    /// Such a checkpoint resumes with `null` as often as asked: resuming it
+    /// stores nothing.
     async fn paused_after(&self) -> Result<bool> {
         Ok(!self.after_stops().await?.is_empty())
     }
 
-    /// The stops after nodes (`interrupt_after`) the current checkpoint
-    /// is, as [`paused_after`](Self::paused_after) finds them.
+    /// The stops after nodes (`interrupt_after`) the checkpoint the run
+    /// started from is: the nodes the step that stored it ran, read from
+    /// the tasks its parent started, that the graph stops after (none known
+    /// when the parent is not stored).
     pub(super) async fn after_stops(&self) -> Result<Vec<crate::engine::Interrupt>> {
-        let Some(thread) = self.thread.as_ref() else {
+        let (Some(thread), Some(parent)) = (self.thread.as_ref(), self.start_parent.as_ref())
+        else {
             return Ok(Vec::new());
         };
-        if self.source != CheckpointSource::Loop || !self.spec.interrupt_after.iter().any(|f| *f) {
+        if !self.spec.interrupt_after.iter().any(|f| *f) {
             return Ok(Vec::new());
         }
-        let cp = thread.writer.checkpointer();
-        let at = CheckpointRef {
-            checkpoint_id: Some(self.current.id.clone()),
-            ..thread.at.clone()
-        };
-        let Some(parent) = cp.get_stored(&at).await?.and_then(|t| t.parent_config) else {
-            return Ok(Vec::new());
-        };
         // A saver that keeps only the latest checkpoint (or a prune) has no
         // parent to read: no stop is known there.
-        let parent = match cp.get_stored(&parent).await {
+        let parent = match thread.writer.checkpointer().get_stored(parent).await {
             Ok(Some(parent)) => parent,
             Ok(None) | Err(Error::ShallowSaver { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(e),

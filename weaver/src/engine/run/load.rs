@@ -109,6 +109,7 @@ impl<'g, S: GraphState> Loop<'g, S> {
             outer_keyed: env.outer_keyed,
             outer_dropped: env.stream_dropped,
             parents: env.parents,
+            start_parent: None,
             watch: env.watch,
             sink,
             thread: None,
@@ -243,6 +244,9 @@ impl<'g, S: GraphState> Loop<'g, S> {
         }
         self.state_is_current = true;
         self.step = t.metadata.step;
+        self.start_parent = t
+            .parent_config
+            .filter(|_| t.metadata.source == CheckpointSource::Loop);
         thread.last_saved = Some(t.checkpoint.id.clone());
         self.current = t.checkpoint;
         self.pending = t.pending_writes;

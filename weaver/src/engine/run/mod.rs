@@ -88,6 +88,10 @@ pub(crate) struct Loop<'g, S: GraphState> {
     outer_dropped: Option<crate::engine::stream::StreamDropped>,
     /// [`Env::parents`].
     parents: std::collections::BTreeMap<String, String>,
+    /// The parent of the checkpoint the run started from, when a step
+    /// stored that one (not an input or an update): where the tasks that
+    /// step ran are read, until the run stores a checkpoint of its own.
+    start_parent: Option<crate::checkpoint::CheckpointRef>,
     sink: Option<Sink<S>>,
     /// Where the run stores its thread: none without a checkpointer.
     thread: Option<Thread<'g, S>>,
@@ -280,8 +284,9 @@ impl<'g, S: GraphState> Loop<'g, S> {
         // turn, when there is one (which moves the head itself).
         let mut own = config.clone();
         if hold.previous == Previous::Died && config.get_checkpoint_id().is_none() && !rolled {
-            // A named holder's turn paused at a static stop before a node is
-            // that pause, not a run cut off: found as one, and removed.
+            // A named holder's turn paused at a static stop (before or after
+            // a node) is that pause, not a run cut off: found as one, and
+            // removed.
             let finishing = Env {
                 keep_first_stop: hold.previous_owns_pause,
                 ..env(watch.clone())
@@ -409,6 +414,7 @@ impl<S: GraphState> Loop<'_, S> {
         // Every caller made the checkpoint's values from the state as it is.
         self.state_is_current = true;
         self.source = source;
+        self.start_parent = None;
         self.current = checkpoint;
         self.behind = false;
         self.step = step;

@@ -119,6 +119,7 @@ impl<S: GraphState> Loop<'_, S> {
         // run's, and its namespace's checkpoint the step starts from.
         let mut parents = self.parents.clone();
         parents.insert(self.config.ns().to_owned(), self.current.id.clone());
+        let parents = std::sync::Arc::new(parents);
         for (k, task) in prepared.into_iter().enumerate() {
             let mut resume = AnswersById::new();
             let mut writer = StreamWriter::default();
